@@ -1,0 +1,94 @@
+// Package approver is the approval socket between an execution host (the
+// gateway process or a node runner) and the human's approver UI: a Unix
+// socket, newline-delimited JSON, peer UID check, server challenge, client
+// nonce and timestamp, HMAC-SHA256 keyed by the token from
+// exec-approvals.json in both directions. The token never crosses the socket.
+package approver
+
+import "encoding/json"
+
+// Protocol constants from the design.
+const (
+	ProtocolVersion = 1
+	// MaxFrame is the default payload limit; a longer line closes the
+	// connection.
+	MaxFrame = 256 << 10
+	// MaxSkewMillis is how far a request's ts may be from the approver's
+	// clock before it is "expired".
+	MaxSkewMillis = 10_000
+)
+
+// Frame types.
+const (
+	TypeHello    = "hello"
+	TypeRequest  = "request"
+	TypeDecision = "decision"
+	TypeError    = "error"
+	TypeExec     = "exec"
+	TypeExecRes  = "exec-res"
+)
+
+// Error codes of an error frame.
+const (
+	CodeInvalidAuth = "invalid-auth"
+	CodeExpired     = "expired"
+	CodeReplay      = "replay"
+	CodeTooLarge    = "too-large"
+	CodeRateLimited = "rate-limited"
+	CodeBadRequest  = "bad-request"
+)
+
+// Hello is the approver's first frame on every connection.
+type Hello struct {
+	Type      string `json:"type"`
+	V         int    `json:"v"`
+	Challenge string `json:"challenge"`
+}
+
+// PromptRequest is what a human sees: the "request" object of a request
+// frame. Its raw JSON bytes (as sent) are what the HMAC covers.
+type PromptRequest struct {
+	Command       string   `json:"command"`
+	Argv          []string `json:"argv"`
+	Cwd           string   `json:"cwd"`
+	Host          string   `json:"host"`
+	Security      string   `json:"security"`
+	Ask           string   `json:"ask"`
+	AgentID       string   `json:"agentId"`
+	SessionKey    string   `json:"sessionKey"`
+	NodeID        string   `json:"nodeId"`
+	ResolvedPaths []string `json:"resolvedPaths"`
+	// Extensions beyond the design's minimum; approvers that do not know
+	// them ignore them.
+	Reason      string   `json:"reason,omitempty"`      // why the prompt appeared ("allowlist-miss", "ask=always", …)
+	Allowlisted []bool   `json:"allowlisted,omitempty"` // per resolved path: already allowlisted?
+	Choices     []string `json:"choices,omitempty"`     // decisions offered (no allow-always with ask=always)
+	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"` // when the host stops waiting and applies askFallback
+	Fallback    string   `json:"askFallback,omitempty"` // what happens then
+}
+
+// RequestFrame is a client's prompt.
+type RequestFrame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	TS      int64           `json:"ts"`
+	Nonce   string          `json:"nonce"`
+	Request json.RawMessage `json:"request"`
+	HMAC    string          `json:"hmac"`
+}
+
+// DecisionFrame is the approver's answer.
+type DecisionFrame struct {
+	Type     string `json:"type"`
+	ID       string `json:"id"`
+	Decision string `json:"decision"`
+	HMAC     string `json:"hmac"`
+}
+
+// ErrorFrame refuses a frame.
+type ErrorFrame struct {
+	Type    string `json:"type"`
+	ID      string `json:"id,omitempty"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

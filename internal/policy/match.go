@@ -1,0 +1,129 @@
+package policy
+
+import (
+	"path"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// ExpandHome replaces a leading "~" or "~/" in p with home. Other "~user"
+// forms are left alone (they never match, and Lint says so).
+func ExpandHome(p, home string) string {
+	if p == "~" {
+		return home
+	}
+	if strings.HasPrefix(p, "~/") && home != "" {
+		return strings.TrimSuffix(home, "/") + p[1:]
+	}
+	return p
+}
+
+// MatchPattern reports whether an allowlist pattern matches an absolute,
+// cleaned executable path. Patterns are path globs: "*" and "?" stay within
+// one path segment, "**" spans segments, "~" is the host user's home, and
+// matching is case-insensitive. A pattern without a "/" (a bare name such as
+// "rg") matches nothing: allowlists are about where a binary lives, not what
+// it is called, and Lint warns about such patterns.
+func MatchPattern(pattern, absPath, home string) bool {
+	pattern = strings.TrimSpace(pattern)
+	if pattern == "" || absPath == "" || !strings.HasPrefix(absPath, "/") {
+		return false
+	}
+	pattern = ExpandHome(pattern, home)
+	if !strings.HasPrefix(pattern, "/") {
+		return false
+	}
+	ok, err := doublestar.Match(strings.ToLower(path.Clean(pattern)), strings.ToLower(path.Clean(absPath)))
+	return err == nil && ok
+}
+
+// FirstMatch returns the first pattern that matches absPath, or "".
+func FirstMatch(patterns []string, absPath, home string) string {
+	for _, p := range patterns {
+		if MatchPattern(p, absPath, home) {
+			return p
+		}
+	}
+	return ""
+}
+
+// MatchAll matches every resolved executable path of a command against the
+// allowlist. It returns the matching pattern per path ("" for a miss) and
+// whether all matched. A command with no executables is not satisfied: there
+// is nothing an allowlist could have vouched for.
+func MatchAll(patterns []string, absPaths []string, home string) (matched []string, satisfied bool) {
+	matched = make([]string, len(absPaths))
+	satisfied = len(absPaths) > 0
+	for i, p := range absPaths {
+		matched[i] = FirstMatch(patterns, p, home)
+		if matched[i] == "" {
+			satisfied = false
+		}
+	}
+	return matched, satisfied
+}
+
+// LintPattern returns a warning for a pattern that can never match or that
+// is suspiciously broad, or "" when it looks fine.
+func LintPattern(pattern string) string {
+	p := strings.TrimSpace(pattern)
+	switch {
+	case p == "":
+		return "empty pattern matches nothing"
+	case strings.HasPrefix(p, "~") && p != "~" && !strings.HasPrefix(p, "~/"):
+		return "pattern " + quote(p) + " uses ~user, which is not expanded; it matches nothing"
+	case !strings.Contains(p, "/"):
+		return "pattern " + quote(p) + " has no '/': patterns match absolute paths, so it matches nothing (did you mean \"/usr/bin/" + p + "\"?)"
+	case !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~/"):
+		return "pattern " + quote(p) + " is relative: patterns match absolute paths, so it matches nothing"
+	case !doublestar.ValidatePattern(p):
+		return "pattern " + quote(p) + " is not a valid glob; it matches nothing"
+	case p == "/**" || p == "/*" || p == "~/**" || strings.HasPrefix(p, "/**/"):
+		return "pattern " + quote(p) + " matches almost every executable; security=full says that more honestly"
+	}
+	return ""
+}
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+// dangerousEnvExact lists variables that change what a program loads or
+// executes, so setting them in a request would let an allowlisted binary run
+// something else entirely.
+var dangerousEnvExact = map[string]bool{
+	"PATH": true, "BASH_ENV": true, "ENV": true, "IFS": true, "SHELLOPTS": true,
+	"BASHOPTS": true, "PS4": true, "PROMPT_COMMAND": true, "ZDOTDIR": true,
+	"HOME": true, "CDPATH": true, "GLOBIGNORE": true,
+	"NODE_OPTIONS": true, "NODE_PATH": true, "PYTHONPATH": true, "PYTHONHOME": true,
+	"PYTHONSTARTUP": true, "PYTHONINSPECT": true, "PERL5LIB": true, "PERL5OPT": true,
+	"PERLLIB": true, "PERL5DB": true, "RUBYOPT": true, "RUBYLIB": true,
+	"JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true, "JDK_JAVA_OPTIONS": true,
+	"CLASSPATH": true, "GCONV_PATH": true, "HOSTALIASES": true, "LOCPATH": true,
+	"PAGER": true, "EDITOR": true, "VISUAL": true, "BROWSER": true, "MANPAGER": true,
+	"LESSOPEN": true, "LESSCLOSE": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true,
+	"TERMINFO": true, "NLSPATH": true, "MALLOC_CHECK_": true, "OPENSSL_CONF": true,
+	"XDG_CONFIG_HOME": true, "XDG_CONFIG_DIRS": true, "PROMPT_COMMAND_": true,
+}
+
+var dangerousEnvPrefixes = []string{"LD_", "DYLD_", "GIT_", "BASH_FUNC_", "NPM_CONFIG_", "PIP_", "PYTHON", "PERL", "RUBY", "LUA_", "GEM_", "BUNDLE_"}
+
+// DangerousEnv reports whether setting the environment variable name in an
+// exec request must be refused because it could change what runs (the
+// "environment prefix" bypass class). Names are compared case-sensitively
+// except for a case-insensitive check of the list, since some platforms fold
+// case in the environment.
+func DangerousEnv(name string) bool {
+	n := strings.ToUpper(name)
+	if n == "" || strings.ContainsAny(n, "=\x00") {
+		return true
+	}
+	if dangerousEnvExact[n] {
+		return true
+	}
+	for _, p := range dangerousEnvPrefixes {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	return false
+}
