@@ -85,10 +85,9 @@ type Outcome string
 
 // Outcomes of a decision.
 const (
-	Allow     Outcome = "allow"
-	AskHuman  Outcome = "ask"
-	DenyRun   Outcome = "deny"
-	outcomeNo Outcome = ""
+	Allow    Outcome = "allow"
+	AskHuman Outcome = "ask"
+	DenyRun  Outcome = "deny"
 )
 
 // Machine-readable reasons. Scripts match on these prefixes; the text after

@@ -49,19 +49,10 @@ func FirstMatch(patterns []string, absPath, home string) string {
 }
 
 // MatchAll matches every resolved executable path of a command against the
-// allowlist. It returns the matching pattern per path ("" for a miss) and
-// whether all matched. A command with no executables is not satisfied: there
-// is nothing an allowlist could have vouched for.
+// allowlist patterns; see Allowlist.MatchAll. Compile once with
+// CompileAllowlist when matching many commands.
 func MatchAll(patterns []string, absPaths []string, home string) (matched []string, satisfied bool) {
-	matched = make([]string, len(absPaths))
-	satisfied = len(absPaths) > 0
-	for i, p := range absPaths {
-		matched[i] = FirstMatch(patterns, p, home)
-		if matched[i] == "" {
-			satisfied = false
-		}
-	}
-	return matched, satisfied
+	return CompileAllowlist(patterns, home).MatchAll(absPaths)
 }
 
 // LintPattern returns a warning for a pattern that can never match or that
