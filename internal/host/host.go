@@ -60,6 +60,9 @@ type Request struct {
 	ApprovalDecision string            `json:"approvalDecision,omitempty"`
 	Security         policy.Security   `json:"security,omitempty"`
 	Ask              policy.Ask        `json:"ask,omitempty"`
+	// PTY runs the command attached to a pseudo-terminal. Only local runs
+	// (`exechost run --pty`) may set it; the wire never carries it.
+	PTY bool `json:"-"`
 }
 
 // Result is a system.run result payload plus what the engine decided.

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package host
+
+import "io/fs"
+
+func sysID(fs.FileInfo) any { return nil }
