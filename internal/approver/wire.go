@@ -83,6 +83,11 @@ type DecisionFrame struct {
 	ID       string `json:"id"`
 	Decision string `json:"decision"`
 	HMAC     string `json:"hmac"`
+	// By names who answered ("approver tui", "approver web", "approver
+	// auto-decide"). It is an extension beyond the design's frame and is
+	// NOT covered by the hmac: informational only (audit text), never a
+	// basis for a security decision.
+	By string `json:"by,omitempty"`
 }
 
 // ErrorFrame refuses a frame.

@@ -1,0 +1,204 @@
+package approver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/google/uuid"
+
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// DefaultClientTimeout is how long Client.Prompt waits for a human when
+// Client.Timeout is zero.
+const DefaultClientTimeout = 120 * time.Second
+
+// Client is the execution host's side of the approval socket. It dials on
+// demand (one connection per prompt), so an approver started after the
+// execution host is found, and a crashed one costs nothing until a prompt
+// needs it. It satisfies host.Prompter.
+type Client struct {
+	// SocketPath is the approver's socket (<state>/exec-approvals.sock).
+	SocketPath string
+	// Token is exec-approvals.json's socket.token (its UTF-8 bytes).
+	Token []byte
+	// Timeout is how long a prompt waits for a decision (default
+	// DefaultClientTimeout); then askFallback applies.
+	Timeout time.Duration
+}
+
+// errPromptTimeout is the cause of the client's own prompt deadline, to
+// tell it apart from the caller's context ending.
+var errPromptTimeout = errors.New("prompt timeout")
+
+// Prompt asks the approver about req and returns its verified decision and
+// who gave it. Any failure — no approver, timeout, a refused request, a
+// closed connection, a reply whose hmac does not verify — is an error
+// wrapping ErrUnreachable, ErrTimeout, ErrRefused or ErrBadReply, whose
+// message says which; it is never an approval.
+func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval, string, error) {
+	if len(c.Token) == 0 {
+		return "", "", fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", ErrUnreachable)
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultClientTimeout
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errPromptTimeout)
+	defer cancel()
+	deadline, _ := tctx.Deadline()
+	if req.ExpiresAtMs == 0 {
+		req.ExpiresAtMs = deadline.UnixMilli()
+	}
+	timedOut := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: prompt canceled: %w", ErrTimeout, context.Cause(ctx))
+		}
+		if errors.Is(context.Cause(tctx), errPromptTimeout) {
+			return fmt.Errorf("%w: no decision within %s", ErrTimeout, timeout)
+		}
+		return err
+	}
+
+	var d net.Dialer
+	conn, err := d.DialContext(tctx, "unix", c.SocketPath)
+	if err != nil {
+		if tctx.Err() != nil {
+			return "", "", timedOut(err)
+		}
+		return "", "", fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver`)", ErrUnreachable, c.SocketPath, unwrapOp(err))
+	}
+	defer conn.Close()
+	conn.SetDeadline(deadline)
+	stop := context.AfterFunc(tctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	r := bufio.NewReaderSize(conn, 4096)
+
+	readFrame := func() ([]byte, error) {
+		line, err := readLine(r, MaxFrame)
+		if err == nil {
+			return line, nil
+		}
+		if tctx.Err() != nil {
+			return nil, timedOut(err)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, fmt.Errorf("%w: no decision within %s", ErrTimeout, timeout)
+		}
+		return nil, fmt.Errorf("%w: approver closed the connection before deciding (%v)", ErrBadReply, err)
+	}
+
+	line, err := readFrame()
+	if err != nil {
+		return "", "", err
+	}
+	var hello Hello
+	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
+		if ef, ok := parseError(line); ok {
+			return "", "", fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, ef.Message)
+		}
+		return "", "", fmt.Errorf("%w: expected hello frame", ErrBadReply)
+	}
+	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
+		return "", "", fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrBadReply, hello.V)
+	}
+
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return "", "", fmt.Errorf("encode prompt: %w", err)
+	}
+	id := uuid.NewString()
+	nonce := randomHex(16)
+	ts := time.Now().UnixMilli()
+	frame, err := json.Marshal(RequestFrame{
+		Type:    TypeRequest,
+		ID:      id,
+		TS:      ts,
+		Nonce:   nonce,
+		Request: raw,
+		HMAC:    RequestMAC(c.Token, hello.Challenge, nonce, ts, raw),
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("encode request frame: %w", err)
+	}
+	if _, err := conn.Write(append(frame, '\n')); err != nil {
+		if tctx.Err() != nil {
+			return "", "", timedOut(err)
+		}
+		return "", "", fmt.Errorf("%w: send request: %v", ErrUnreachable, unwrapOp(err))
+	}
+
+	for {
+		line, err := readFrame()
+		if err != nil {
+			return "", "", err
+		}
+		if ef, ok := parseError(line); ok {
+			if ef.ID != "" && ef.ID != id {
+				continue // not about our request
+			}
+			return "", "", fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, truncate(ef.Message, 200))
+		}
+		var df DecisionFrame
+		if err := json.Unmarshal(line, &df); err != nil || df.Type != TypeDecision {
+			return "", "", fmt.Errorf("%w: unexpected frame", ErrBadReply)
+		}
+		if df.ID != id {
+			return "", "", fmt.Errorf("%w: decision for another request id", ErrBadReply)
+		}
+		if !macEqual(df.HMAC, DecisionMAC(c.Token, hello.Challenge, id, df.Decision)) {
+			return "", "", fmt.Errorf("%w: decision hmac does not verify (hint: approver and host must share exec-approvals.json's token)", ErrBadReply)
+		}
+		a := policy.Approval(df.Decision)
+		if !a.Valid() {
+			return "", "", fmt.Errorf("%w: unknown decision %q", ErrBadReply, truncate(df.Decision, 32))
+		}
+		if !Offered(req, a) {
+			return "", "", fmt.Errorf("%w: decision %s was not offered", ErrBadReply, a)
+		}
+		return a, sanitizeBy(df.By), nil
+	}
+}
+
+// parseError recognises an error frame.
+func parseError(line []byte) (ErrorFrame, bool) {
+	var ef ErrorFrame
+	if json.Unmarshal(line, &ef) != nil || ef.Type != TypeError {
+		return ErrorFrame{}, false
+	}
+	ef.Code = truncate(ef.Code, 32)
+	return ef, true
+}
+
+// sanitizeBy keeps the unauthenticated, informational "by" field printable
+// and short; it defaults to "approver".
+func sanitizeBy(by string) string {
+	by = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, by)
+	by = strings.TrimSpace(truncate(by, 64))
+	if by == "" {
+		return "approver"
+	}
+	return by
+}
+
+// unwrapOp drops net.OpError's address noise for a shorter message.
+func unwrapOp(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}

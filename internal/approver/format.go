@@ -1,0 +1,97 @@
+package approver
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Field is one labelled line of a prompt's description.
+type Field struct {
+	Label, Value string
+}
+
+// Describe lists everything a human needs to decide on p, in display
+// order, as plain text (control characters escaped so a crafted command
+// cannot repaint the terminal). The line mode and the TUI both use it, so
+// every UI shows the same facts.
+func Describe(p Pending, now time.Time) []Field {
+	r := p.Request
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return Printable(s)
+	}
+	fs := []Field{
+		{"agent", dash(r.AgentID)},
+		{"session", dash(r.SessionKey)},
+		{"host", dash(r.Host) + nodeSuffix(r.NodeID)},
+		{"cwd", dash(r.Cwd)},
+		{"command", dash(r.Command)},
+	}
+	if len(r.Argv) > 0 && r.Command == "" {
+		fs[4].Value = Printable(strings.Join(r.Argv, " "))
+	}
+	if len(r.ResolvedPaths) == 0 {
+		fs = append(fs, Field{"resolved", "(none: the command could not be analysed)"})
+	}
+	for i, path := range r.ResolvedPaths {
+		mark := "not allowlisted"
+		if i < len(r.Allowlisted) && r.Allowlisted[i] {
+			mark = "allowlisted"
+		}
+		fs = append(fs, Field{"resolved", Printable(path) + " (" + mark + ")"})
+	}
+	fs = append(fs,
+		Field{"why", dash(r.Reason)},
+		Field{"policy", "security=" + dash(r.Security) + " ask=" + dash(r.Ask)},
+	)
+	exp := "in " + Countdown(p.ExpiresAt, now)
+	if r.Fallback != "" {
+		exp += " (then askFallback=" + Printable(r.Fallback) + ")"
+	}
+	fs = append(fs, Field{"expires", exp}, Field{"peer", dash(p.Peer)})
+	return fs
+}
+
+func nodeSuffix(node string) string {
+	if node == "" {
+		return ""
+	}
+	return " (node " + Printable(node) + ")"
+}
+
+// Countdown formats the time left until t, rounded to seconds; "expired"
+// once t has passed.
+func Countdown(t, now time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return "expired"
+	}
+	return d.Round(time.Second).String()
+}
+
+// Printable escapes control characters (ESC, CR, newlines, …) so untrusted
+// text from an execution host prints as one inert line.
+func Printable(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029' || r == '\u202e'
+}

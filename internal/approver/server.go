@@ -1,0 +1,273 @@
+package approver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"golang.org/x/time/rate"
+)
+
+// Defaults of Server's tunables.
+const (
+	// DefaultRate and DefaultBurst bound the frames one peer process may
+	// send: enough for many agents' prompts, too few for a flood.
+	DefaultRate  = rate.Limit(20)
+	DefaultBurst = 40
+	// DefaultIdleTimeout closes a connection that has nothing pending and
+	// sends nothing (a half-open or forgotten client).
+	DefaultIdleTimeout = 30 * time.Second
+	// DefaultMaxConns bounds concurrent connections.
+	DefaultMaxConns = 64
+	// DefaultPromptTimeout is how long a prompt stays queued when the
+	// request carries no expiresAtMs.
+	DefaultPromptTimeout = 120 * time.Second
+	// MaxPromptTimeout caps a request's expiresAtMs so a client cannot
+	// park entries in the queue forever.
+	MaxPromptTimeout = time.Hour
+	// maxPendingPerConn bounds the prompts one connection may have queued.
+	maxPendingPerConn = 32
+	// maxNoncesPerConn bounds the replay memory of one connection; a
+	// connection that uses more must reconnect (fresh challenge).
+	maxNoncesPerConn = 4096
+	// writeTimeout bounds one frame write to a peer that does not read.
+	writeTimeout = 5 * time.Second
+)
+
+// Server is the approver side of the approval socket. It authenticates
+// each request (peer uid, challenge, hmac, ts, nonce, rate) and submits the
+// valid ones to Broker; the decision goes back signed. Fields are read at
+// Listen/Serve and must not change afterwards.
+type Server struct {
+	// Path is the socket path (<state>/exec-approvals.sock).
+	Path string
+	// Token is exec-approvals.json's socket.token (its UTF-8 bytes); it
+	// keys both HMACs and never crosses the socket.
+	Token []byte
+	// Broker receives every authenticated prompt.
+	Broker *Broker
+
+	// MaxFrame is the longest accepted line (default MaxFrame, 256 KiB).
+	MaxFrame int
+	// Rate and Burst limit frames per peer process (uid+pid).
+	Rate  rate.Limit
+	Burst int
+	// IdleTimeout closes idle connections (default DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxConns bounds concurrent connections (default DefaultMaxConns).
+	MaxConns int
+	// Logf, if set, receives one line per refused frame or connection.
+	Logf func(format string, args ...any)
+	// Now is the approver's clock (default time.Now); tests move it.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	ln       net.Listener
+	lock     *flock.Flock
+	conns    map[net.Conn]struct{}
+	limiters map[string]*peerLimiter
+	closed   bool
+	wg       sync.WaitGroup
+	uid      string
+}
+
+type peerLimiter struct {
+	lim      *rate.Limiter
+	lastUsed time.Time
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+func (s *Server) maxFrame() int {
+	if s.MaxFrame > 0 {
+		return s.MaxFrame
+	}
+	return MaxFrame
+}
+
+func (s *Server) idle() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return DefaultIdleTimeout
+}
+
+// Addr returns the socket path once listening, else "".
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.Path
+}
+
+// Serve listens (unless Listen was called) and accepts connections until
+// ctx is done or Close is called; it then closes every connection, which
+// expires their pending prompts, and removes the socket.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.Broker == nil {
+		return errors.New("serve approval socket: nil Broker")
+	}
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		ln = s.ln
+		s.mu.Unlock()
+	}
+	s.uid = strconv.Itoa(os.Getuid())
+	maxConns := s.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	slots := make(chan struct{}, maxConns)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			s.Close()
+			s.wg.Wait()
+			if closed || ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept on %s: %w", s.Path, err)
+		}
+		if !s.track(c) {
+			c.Close()
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			s.logf("approver: refusing connection: %d connections open", maxConns)
+			writeFrameTimeout(c, ErrorFrame{Type: TypeError, Code: CodeRateLimited, Message: "too many connections"})
+			s.untrack(c)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-slots }()
+			defer s.untrack(c)
+			s.handle(ctx, c)
+		}()
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	c.Close()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Conns returns how many connections are open (for tests and status).
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Close stops the server: the listener (removing the socket file), every
+// connection, and the lock. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ln, lock := s.ln, s.lock
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if lock != nil {
+		lock.Unlock()
+	}
+	return err
+}
+
+// limiter returns the rate limiter of one peer process, pruning limiters
+// unused for ten minutes when the table grows.
+func (s *Server) limiter(p peerInfo) *rate.Limiter {
+	key := p.uid + "/" + strconv.Itoa(p.pid)
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limiters == nil {
+		s.limiters = make(map[string]*peerLimiter)
+	}
+	pl, ok := s.limiters[key]
+	if !ok {
+		if len(s.limiters) >= 1024 {
+			for k, v := range s.limiters {
+				if now.Sub(v.lastUsed) > 10*time.Minute {
+					delete(s.limiters, k)
+				}
+			}
+		}
+		r, b := s.Rate, s.Burst
+		if r == 0 {
+			r = DefaultRate
+		}
+		if b <= 0 {
+			b = DefaultBurst
+		}
+		pl = &peerLimiter{lim: rate.NewLimiter(r, b)}
+		s.limiters[key] = pl
+	}
+	pl.lastUsed = now
+	return pl.lim
+}
