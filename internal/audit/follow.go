@@ -1,0 +1,179 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Follow calls fn for every record matching filter that is appended to the
+// log at path after Follow starts, until ctx is done or fn returns an
+// error. It polls every interval (a second when zero) and follows
+// rotation: the rest of a rotated file, then any files rotated since, are
+// read before the new one. Bad lines are skipped.
+func Follow(ctx context.Context, path string, filter Filter, interval time.Duration, fn func(Record) error) error {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	fw := &follower{filter: filter, fn: fn}
+	if err := fw.openAtEnd(path); err != nil {
+		return err
+	}
+	defer fw.close()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := fw.drain(); err != nil {
+			return err
+		}
+		if err := fw.checkRotation(path); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// follower is Follow's state: the file being read and how far.
+type follower struct {
+	filter  Filter
+	fn      func(Record) error
+	f       *os.File
+	off     int64
+	pending []byte // an unterminated tail seen so far
+}
+
+func (fw *follower) close() {
+	if fw.f != nil {
+		fw.f.Close()
+	}
+}
+
+// openAtEnd opens path positioned just past its last complete line. A
+// missing file is not an error: Follow waits for it.
+func (fw *follower) openAtEnd(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("follow audit log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("follow audit log: %w", err)
+	}
+	_, end, err := lastLine(f, fi.Size())
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("follow audit log: %w", err)
+	}
+	fw.f, fw.off = f, end
+	return nil
+}
+
+// drain reports every complete line added to the current file since the
+// last call.
+func (fw *follower) drain() error {
+	if fw.f == nil {
+		return nil
+	}
+	fi, err := fw.f.Stat()
+	if err != nil {
+		return fmt.Errorf("follow audit log: %w", err)
+	}
+	if fi.Size() < fw.off { // cut back (an interrupted append was removed)
+		fw.off, fw.pending = fi.Size(), nil
+	}
+	for fw.off < fi.Size() {
+		buf := make([]byte, min(fi.Size()-fw.off, 1<<20))
+		k, err := fw.f.ReadAt(buf, fw.off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("follow audit log: %w", err)
+		}
+		if k == 0 {
+			break
+		}
+		fw.off += int64(k)
+		fw.pending = append(fw.pending, buf[:k]...)
+		for {
+			i := bytes.IndexByte(fw.pending, '\n')
+			if i < 0 {
+				break
+			}
+			line := fw.pending[:i]
+			fw.pending = fw.pending[i+1:]
+			if r, err := ParseLine(line); err == nil && fw.filter.Match(r) {
+				if err := fw.fn(r); err != nil {
+					return err
+				}
+			}
+		}
+		if len(fw.pending) > MaxLine {
+			fw.pending = nil
+		}
+	}
+	return nil
+}
+
+// checkRotation switches to the new file when path no longer names the
+// file being read, first reading files rotated in between (several
+// rotations may happen between two polls).
+func (fw *follower) checkRotation(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // not there (yet): keep polling
+	}
+	var cur os.FileInfo
+	if fw.f != nil {
+		if cur, err = fw.f.Stat(); err != nil {
+			return fmt.Errorf("follow audit log: %w", err)
+		}
+		if os.SameFile(cur, fi) {
+			return nil
+		}
+		if err := fw.drain(); err != nil { // lines written just before rotation
+			return err
+		}
+	}
+	if cur != nil {
+		rot, err := rotatedFiles(path)
+		if err != nil {
+			return err
+		}
+		// Files newer than the one just finished, oldest first; all of
+		// them if it was pruned already.
+		start := 0
+		for i, name := range rot {
+			if rfi, err := os.Stat(name); err == nil && os.SameFile(cur, rfi) {
+				start = i + 1
+			}
+		}
+		for _, name := range rot[start:] {
+			f, err := os.OpenFile(name, os.O_RDONLY|openFlags, 0)
+			if err != nil {
+				continue // pruned meanwhile
+			}
+			fw.f.Close()
+			fw.f, fw.off, fw.pending = f, 0, nil
+			if err := fw.drain(); err != nil {
+				return err
+			}
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		return nil
+	}
+	fw.close()
+	fw.f, fw.off, fw.pending = f, 0, nil
+	return fw.drain()
+}

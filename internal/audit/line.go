@@ -1,0 +1,91 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// hashKey opens the hash field that ends every line.
+const hashKey = `,"hash":"`
+
+// hashSuffixLen is len(`,"hash":"` + 64 hex digits + `"}`).
+const hashSuffixLen = len(hashKey) + sha256.Size*2 + 2
+
+// encodeLine renders r (with r.Hash ignored) as one log line ending in a
+// newline, and returns the line and its hash. The hash covers the exact
+// bytes of the line without the hash field, so verifying never depends on
+// re-encoding a record the same way twice.
+func encodeLine(r Record) (line []byte, hash string, err error) {
+	r.Hash = ""
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode audit record: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	hash = hex.EncodeToString(sum[:])
+	line = make([]byte, 0, len(body)+hashSuffixLen)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, hashKey...)
+	line = append(line, hash...)
+	line = append(line, `"}`...)
+	line = append(line, '\n')
+	return line, hash, nil
+}
+
+// splitHash splits a line (without its newline) into the bytes the hash
+// covers and the hash it claims. ok is false when the line does not end in
+// a well-formed hash field.
+func splitHash(line []byte) (body []byte, hash string, ok bool) {
+	if len(line) < hashSuffixLen+1 || line[0] != '{' {
+		return nil, "", false
+	}
+	suffix := line[len(line)-hashSuffixLen:]
+	if !bytes.HasPrefix(suffix, []byte(hashKey)) || !bytes.HasSuffix(suffix, []byte(`"}`)) {
+		return nil, "", false
+	}
+	h := suffix[len(hashKey) : len(suffix)-2]
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return nil, "", false
+		}
+	}
+	body = make([]byte, 0, len(line)-hashSuffixLen+1)
+	body = append(body, line[:len(line)-hashSuffixLen]...)
+	body = append(body, '}')
+	return body, string(h), true
+}
+
+// chainHash is the value the next line's prev must carry after line: its
+// claimed hash, or, for a line too damaged to claim one, the hash of its raw
+// bytes (so appends after damage still chain to something definite).
+func chainHash(line []byte) string {
+	if _, h, ok := splitHash(line); ok {
+		return h
+	}
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseLine parses one audit line (with or without its trailing newline)
+// and checks that its hash matches its content. It does not check the
+// chain (prev): that needs the line before; see Verify. Errors wrap
+// ErrCorrupt or ErrTampered.
+func ParseLine(line []byte) (Record, error) {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	body, hash, ok := splitHash(line)
+	if !ok {
+		return Record{}, fmt.Errorf("%w: line does not end in a hash field", ErrCorrupt)
+	}
+	var r Record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	sum := sha256.Sum256(body)
+	if hex.EncodeToString(sum[:]) != hash {
+		return Record{}, fmt.Errorf("%w: hash mismatch (the line was modified after it was written)", ErrTampered)
+	}
+	return r, nil
+}
