@@ -1,0 +1,331 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// ErrClosed is wrapped by every call that fails because the connection is
+// gone. Pending calls fail with it at once when the peer drops.
+var ErrClosed = errors.New("connection closed")
+
+// Timeouts of a connection. Every wait has a deadline.
+const (
+	// WriteTimeout bounds one frame write; a peer that stops reading is
+	// dropped rather than blocking the writer forever.
+	WriteTimeout = 10 * time.Second
+	// PingInterval is how often an idle connection is probed, and
+	// PingTimeout how long a probe may take before the peer counts as dead.
+	PingInterval = 15 * time.Second
+	PingTimeout  = 10 * time.Second
+	// maxInflight bounds concurrently handled requests per connection.
+	maxInflight = 256
+)
+
+// Handler answers one request. A returned *Error goes to the peer as is;
+// any other error becomes CodeInternal with its message.
+type Handler func(ctx context.Context, method string, params json.RawMessage) (any, error)
+
+// EventHandler receives one event. It runs on the read loop, so it must not
+// block for long.
+type EventHandler func(event string, payload json.RawMessage)
+
+// Options configure a Conn.
+type Options struct {
+	// OnRequest answers requests from the peer; nil answers every request
+	// with CodeNotFound.
+	OnRequest Handler
+	// OnEvent receives events from the peer; nil drops them.
+	OnEvent EventHandler
+	// OnClose runs once, after the connection is closed and every pending
+	// call has failed, with the reason.
+	OnClose func(err error)
+	// NoPing disables keepalive probes (tests of raw frames).
+	NoPing bool
+}
+
+// Conn is one established bridge connection. Calls, events and responses may
+// be sent concurrently from any goroutine.
+type Conn struct {
+	ws   *websocket.Conn
+	opts Options
+
+	nextID  atomic.Uint64
+	seq     atomic.Uint64
+	mu      sync.Mutex
+	pending map[string]chan Frame
+
+	inflight  chan struct{}
+	ctx       context.Context // canceled when the connection closes
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	err       error // set before done is closed
+	// localReason is why Close was called, so the read loop reports our
+	// own reason rather than the peer's echo of it.
+	localReason atomic.Pointer[error]
+}
+
+// NewConn wraps an open WebSocket (after the connect handshake) and starts
+// its read loop and keepalive.
+func NewConn(ws *websocket.Conn, opts Options) *Conn {
+	ws.SetReadLimit(MaxFrame)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{
+		ws:       ws,
+		opts:     opts,
+		pending:  make(map[string]chan Frame),
+		inflight: make(chan struct{}, maxInflight),
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+	}
+	go c.readLoop()
+	if !opts.NoPing {
+		go c.pingLoop()
+	}
+	return c
+}
+
+// Done is closed when the connection has closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Context returns a context canceled when the connection closes, so work
+// done for this peer stops when the peer is gone.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Close closes the connection with a normal closure and reason, failing
+// pending calls at once. The close handshake is bounded by the WebSocket
+// library's own timeouts.
+func (c *Conn) Close(reason string) error {
+	why := fmt.Errorf("%w: %s", ErrClosed, reason)
+	c.localReason.Store(&why)
+	err := c.ws.Close(websocket.StatusNormalClosure, truncate(reason, 120))
+	c.shutdown(why, true)
+	if err != nil && websocket.CloseStatus(err) == -1 && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func (c *Conn) shutdown(err error, now bool) {
+	c.closeOnce.Do(func() {
+		c.err = err
+		c.cancel()
+		close(c.done)
+		if now {
+			c.ws.CloseNow()
+		}
+		if c.opts.OnClose != nil {
+			go c.opts.OnClose(err)
+		}
+	})
+}
+
+// Call sends a request and waits for its response, the context's end, or
+// the connection's end, whichever comes first. A failed response returns
+// its *Error; out (when non-nil) receives the decoded payload.
+func (c *Conn) Call(ctx context.Context, method string, params, out any) error {
+	id := strconv.FormatUint(c.nextID.Add(1), 10)
+	f, err := NewRequest(id, method, params)
+	if err != nil {
+		return err
+	}
+	ch := make(chan Frame, 1)
+	c.mu.Lock()
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	if err := c.write(ctx, f); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case res := <-ch:
+		if !*res.OK {
+			return res.Error
+		}
+		if out != nil && len(res.Payload) > 0 {
+			if err := json.Unmarshal(res.Payload, out); err != nil {
+				return fmt.Errorf("%s: decode result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", method, context.Cause(ctx))
+	case <-c.done:
+		return fmt.Errorf("%s: %w", method, c.err)
+	}
+}
+
+// Notify sends an event to the peer.
+func (c *Conn) Notify(ctx context.Context, event string, payload any) error {
+	f, err := NewEvent(event, payload, c.seq.Add(1))
+	if err != nil {
+		return err
+	}
+	return c.write(ctx, f)
+}
+
+func (c *Conn) write(ctx context.Context, f Frame) error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
+	return WriteFrame(ctx, c.ws, f)
+}
+
+func (c *Conn) readLoop() {
+	for {
+		_, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			if why := c.localReason.Load(); why != nil {
+				err = *why
+			} else {
+				err = closeReason(err)
+			}
+			c.shutdown(err, true)
+			return
+		}
+		f, err := DecodeFrame(data)
+		if err != nil {
+			// A peer that sends garbage is broken or hostile: say why
+			// and hang up rather than guess.
+			c.shutdown(fmt.Errorf("%w: peer sent a bad frame: %v", ErrClosed, err), false)
+			go c.ws.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
+			return
+		}
+		switch f.Type {
+		case TypeRes:
+			c.mu.Lock()
+			ch := c.pending[f.ID]
+			delete(c.pending, f.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- f
+			}
+		case TypeEvent:
+			if c.opts.OnEvent != nil {
+				c.opts.OnEvent(f.Event, f.Payload)
+			}
+		case TypeReq:
+			select {
+			case c.inflight <- struct{}{}:
+				go c.serve(f)
+			default:
+				go c.reply(NewFailure(f.ID, Errorf(CodeBusy, "too many requests in flight on this connection (limit %d); retry later", maxInflight)))
+			}
+		}
+	}
+}
+
+func (c *Conn) serve(f Frame) {
+	defer func() { <-c.inflight }()
+	if c.opts.OnRequest == nil {
+		c.reply(NewFailure(f.ID, Errorf(CodeNotFound, "unknown method %q", f.Method)))
+		return
+	}
+	payload, err := c.opts.OnRequest(c.ctx, f.Method, f.Params)
+	if err != nil {
+		c.reply(NewFailure(f.ID, err))
+		return
+	}
+	res, err := NewResult(f.ID, payload)
+	if err != nil {
+		c.reply(NewFailure(f.ID, err))
+		return
+	}
+	c.reply(res)
+}
+
+func (c *Conn) reply(f Frame) {
+	ctx, cancel := context.WithTimeout(c.ctx, WriteTimeout)
+	defer cancel()
+	_ = c.write(ctx, f)
+}
+
+func (c *Conn) pingLoop() {
+	t := time.NewTicker(PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, PingTimeout)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.shutdown(fmt.Errorf("%w: peer did not answer a keepalive ping within %s", ErrClosed, PingTimeout), true)
+				return
+			}
+		}
+	}
+}
+
+// closeReason turns a read error into the error pending calls fail with.
+func closeReason(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		if ce.Reason != "" {
+			return fmt.Errorf("%w by peer: %s", ErrClosed, ce.Reason)
+		}
+		return fmt.Errorf("%w by peer (status %d)", ErrClosed, ce.Code)
+	}
+	return fmt.Errorf("%w: %v", ErrClosed, err)
+}
+
+// WriteFrame writes one frame, bounded by WriteTimeout.
+func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
+		return fmt.Errorf("%w: write: %v", ErrClosed, err)
+	}
+	return nil
+}
+
+// ReadFrame reads and decodes one frame (used for the connect handshake,
+// before a Conn's read loop owns the socket).
+func ReadFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
+	ws.SetReadLimit(MaxFrame)
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		return Frame{}, closeReason(err)
+	}
+	return DecodeFrame(data)
+}

@@ -1,0 +1,168 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// pair returns two connected Conns over a real loopback WebSocket.
+func pair(t *testing.T, server Options, client Options) (srv, cli *Conn) {
+	t.Helper()
+	got := make(chan *Conn, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		got <- NewConn(ws, server)
+	}))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli = NewConn(ws, client)
+	select {
+	case srv = <-got:
+	case <-ctx.Done():
+		t.Fatal("server never accepted")
+	}
+	t.Cleanup(func() { cli.Close("test done"); srv.Close("test done") })
+	return srv, cli
+}
+
+func TestCallCorrelation(t *testing.T) {
+	echo := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		switch method {
+		case "echo":
+			var n int
+			if err := json.Unmarshal(params, &n); err != nil {
+				return nil, Errorf(CodeInvalidRequest, "bad params: %v", err)
+			}
+			// Answer out of order: larger numbers first.
+			time.Sleep(time.Duration(50-n) * time.Millisecond)
+			return n * 2, nil
+		case "fail":
+			return nil, Errorf(CodeDenied, "SYSTEM_RUN_DENIED: allowlist miss")
+		}
+		return nil, Errorf(CodeNotFound, "unknown method %q", method)
+	}
+	_, cli := pair(t, Options{OnRequest: echo}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got int
+			if err := cli.Call(ctx, "echo", i, &got); err != nil {
+				t.Errorf("Call(echo %d): %v", i, err)
+				return
+			}
+			if got != i*2 {
+				t.Errorf("Call(echo %d) = %d, want %d", i, got, i*2)
+			}
+		}()
+	}
+	wg.Wait()
+
+	err := cli.Call(ctx, "fail", nil, nil)
+	var we *Error
+	if !errors.As(err, &we) || we.Code != CodeDenied || we.Message != "SYSTEM_RUN_DENIED: allowlist miss" {
+		t.Errorf("Call(fail) = %v, want CodeDenied error", err)
+	}
+	err = cli.Call(ctx, "nope", nil, nil)
+	if !errors.As(err, &we) || we.Code != CodeNotFound {
+		t.Errorf("Call(nope) = %v, want CodeNotFound", err)
+	}
+}
+
+func TestDropFailsPendingCalls(t *testing.T) {
+	entered := make(chan struct{})
+	block := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		close(entered)
+		<-ctx.Done() // never answers while the connection lives
+		return nil, ctx.Err()
+	}
+	srv, cli := pair(t, Options{OnRequest: block}, Options{})
+	errc := make(chan error, 1)
+	go func() { errc <- cli.Call(context.Background(), "block", nil, nil) }()
+	<-entered
+	srv.Close("node went away")
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("pending call failed with %v, want ErrClosed", err)
+		}
+		if !strings.Contains(err.Error(), "node went away") {
+			t.Errorf("error %q does not carry the close reason", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("pending call still waiting 30s after the peer closed")
+	}
+	if err := cli.Call(context.Background(), "block", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("call after close = %v, want ErrClosed", err)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	got := make(chan string, 1)
+	srv, _ := pair(t, Options{}, Options{OnEvent: func(ev string, payload json.RawMessage) {
+		got <- ev + " " + string(payload)
+	}})
+	if err := srv.Notify(context.Background(), "node.invoke.request", map[string]string{"id": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != `node.invoke.request {"id":"x"}` {
+			t.Errorf("event = %q", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("event never arrived")
+	}
+}
+
+func TestBadFrameCloses(t *testing.T) {
+	done := make(chan error, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := NewConn(ws, Options{OnClose: func(err error) { done <- err }})
+		<-c.Done()
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"bogus"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "bad frame") {
+			t.Errorf("close reason = %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("server kept a connection that sent a bad frame")
+	}
+}

@@ -1,0 +1,129 @@
+package bridge
+
+// ExecParams are the params of the exec method (the agent's exec tool).
+// Empty fields defer to the session override, the agent's config, the
+// global config and the built-in defaults, in that order.
+type ExecParams struct {
+	Command        string            `json:"command"`
+	Host           string            `json:"host,omitempty"`
+	Security       string            `json:"security,omitempty"`
+	Ask            string            `json:"ask,omitempty"`
+	Node           string            `json:"node,omitempty"`
+	Cwd            string            `json:"cwd,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	TimeoutSec     int               `json:"timeoutSec,omitempty"`
+	SessionKey     string            `json:"sessionKey,omitempty"`
+	AgentID        string            `json:"agentId,omitempty"`
+	YieldMs        int               `json:"yieldMs,omitempty"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+}
+
+// Exec statuses.
+const (
+	ExecCompleted = "completed"
+	ExecRunning   = "running"
+)
+
+// ExecResult is the exec method's payload. A denial is a failed response
+// (CodeDenied) instead, whose message is the design's SYSTEM_RUN_* string.
+type ExecResult struct {
+	Status    string `json:"status"`
+	RunID     string `json:"runId"`
+	Host      string `json:"host"`
+	NodeID    string `json:"nodeId,omitempty"`
+	ExitCode  int    `json:"exitCode"`
+	TimedOut  bool   `json:"timedOut"`
+	Success   bool   `json:"success"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	Error     string `json:"error,omitempty"`
+	// Events are the session's queued system events, delivered with this
+	// response and removed from the queue.
+	Events []SystemEvent `json:"events,omitempty"`
+}
+
+// ExecStatusParams names a background run.
+type ExecStatusParams struct {
+	RunID string `json:"runId"`
+}
+
+// SystemEvent is one queued per-session system event. Text is exactly the
+// design's wording ("Exec started (node=…, id=…)" …).
+type SystemEvent struct {
+	Text   string `json:"text"`
+	TS     int64  `json:"ts"`
+	Kind   string `json:"kind,omitempty"`
+	RunID  string `json:"runId,omitempty"`
+	NodeID string `json:"nodeId,omitempty"`
+}
+
+// SessionParams address one agent's session.
+type SessionParams struct {
+	SessionKey string `json:"sessionKey,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+}
+
+// SessionEventsResult is session.events' payload.
+type SessionEventsResult struct {
+	Events []SystemEvent `json:"events"`
+}
+
+// SessionCommandParams is session.command's params: a slash command
+// (`/exec …`, `/elevated …`) typed in a front-end.
+type SessionCommandParams struct {
+	SessionKey string `json:"sessionKey,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+	Text       string `json:"text"`
+}
+
+// SessionSettings are a session's exec overrides.
+type SessionSettings struct {
+	Host     string `json:"host,omitempty"`
+	Security string `json:"security,omitempty"`
+	Ask      string `json:"ask,omitempty"`
+	Node     string `json:"node,omitempty"`
+	Elevated string `json:"elevated,omitempty"`
+}
+
+// SessionCommandResult is session.command's payload: a reply for the user
+// and the session's overrides after the command.
+type SessionCommandResult struct {
+	Reply    string          `json:"reply"`
+	Settings SessionSettings `json:"settings"`
+}
+
+// NodeIDParams name one node (approve, reject, remove).
+type NodeIDParams struct {
+	NodeID string `json:"nodeId"`
+}
+
+// NodeView is one node in the registry as nodes.list shows it.
+type NodeView struct {
+	NodeID      string   `json:"nodeId"`
+	DisplayName string   `json:"displayName"`
+	RemoteIP    string   `json:"remoteIp"`
+	Platform    string   `json:"platform"`
+	Version     string   `json:"version,omitempty"`
+	Commands    []string `json:"commands"`
+	Connected   bool     `json:"connected"`
+	LastSeen    int64    `json:"lastSeen"`
+	Paired      bool     `json:"paired"`
+}
+
+// NodesResult is nodes.list's and nodes.pending's payload.
+type NodesResult struct {
+	Nodes []NodeView `json:"nodes"`
+}
+
+// JoinKeyParams ask for a one-time join key valid for TTLMs.
+type JoinKeyParams struct {
+	TTLMs int64 `json:"ttlMs"`
+}
+
+// JoinKeyResult is the key (shown once) and when it expires.
+type JoinKeyResult struct {
+	Key         string `json:"key"`
+	ExpiresAt   int64  `json:"expiresAt"`
+	Fingerprint string `json:"tlsFingerprint,omitempty"`
+}

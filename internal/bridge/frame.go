@@ -1,0 +1,195 @@
+// Package bridge is exechost's wire protocol between the gateway and its
+// clients (agents, operators, nodes): JSON text frames over one WebSocket,
+// shaped as the design fixes them (req/res/event), plus a connection type
+// that correlates requests with responses, dispatches incoming requests and
+// events, and fails every pending call at once when the connection drops so
+// that nothing waits forever on a dead peer.
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Frame types.
+const (
+	TypeReq   = "req"
+	TypeRes   = "res"
+	TypeEvent = "event"
+)
+
+// Limits on untrusted frames.
+const (
+	// MaxFrame is the largest frame a connection reads. A system.run result
+	// carries at most 200,000 bytes of output, which JSON escaping can grow
+	// several-fold; 4 MiB leaves room without letting a peer exhaust memory.
+	MaxFrame = 4 << 20
+	// MaxIDLen bounds request ids and method and event names.
+	MaxIDLen = 256
+)
+
+// Frame is one wire frame. Which fields are set depends on Type:
+//
+//	req:   {"type":"req","id","method","params"}
+//	res:   {"type":"res","id","ok":true,"payload"} or {"type":"res","id","ok":false,"error":{"code","message"}}
+//	event: {"type":"event","event","payload","seq"}
+type Frame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	OK      *bool           `json:"ok,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+	Event   string          `json:"event,omitempty"`
+	Seq     uint64          `json:"seq,omitempty"`
+}
+
+// ErrBadFrame is wrapped by DecodeFrame for every malformed frame.
+var ErrBadFrame = errors.New("bad frame")
+
+// DecodeFrame parses and validates one frame read from a peer. It accepts
+// only frames whose required fields for their type are present, so the
+// rest of the code never has to second-guess a frame's shape.
+func DecodeFrame(data []byte) (Frame, error) {
+	var f Frame
+	if len(data) > MaxFrame {
+		return f, fmt.Errorf("%w: %d bytes exceeds the %d byte limit", ErrBadFrame, len(data), MaxFrame)
+	}
+	if !utf8.Valid(data) {
+		return f, fmt.Errorf("%w: not UTF-8", ErrBadFrame)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return Frame{}, fmt.Errorf("%w: %v", ErrBadFrame, err)
+	}
+	if dec.More() {
+		return Frame{}, fmt.Errorf("%w: trailing data after the frame", ErrBadFrame)
+	}
+	if err := f.validate(); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+func (f *Frame) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadFrame, fmt.Sprintf(format, args...))
+	}
+	if len(f.ID) > MaxIDLen || len(f.Method) > MaxIDLen || len(f.Event) > MaxIDLen {
+		return bad("id, method or event longer than %d bytes", MaxIDLen)
+	}
+	switch f.Type {
+	case TypeReq:
+		if f.ID == "" || f.Method == "" {
+			return bad("req needs id and method")
+		}
+	case TypeRes:
+		if f.ID == "" || f.OK == nil {
+			return bad("res needs id and ok")
+		}
+		if !*f.OK && f.Error == nil {
+			return bad("res with ok=false needs error")
+		}
+	case TypeEvent:
+		if f.Event == "" {
+			return bad("event needs event")
+		}
+	default:
+		return bad("unknown type %q (want req, res or event)", f.Type)
+	}
+	return nil
+}
+
+// Error is the error object of a failed response. It implements error so a
+// caller can errors.As a Call's error into it and branch on Code.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error returns the message, which is written for the person or agent
+// reading it.
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error codes used on the wire. Clients branch on them; messages are for
+// humans.
+const (
+	CodeInvalidRequest = "INVALID_REQUEST"
+	CodeUnauthorized   = "UNAUTHORIZED"
+	CodeForbidden      = "FORBIDDEN"
+	CodeNotFound       = "NOT_FOUND"
+	CodeUnavailable    = "UNAVAILABLE"
+	CodeTimeout        = "TIMEOUT"
+	CodeDenied         = "DENIED"
+	CodeNodeRequired   = "NODE_REQUIRED"
+	CodeAmbiguous      = "AMBIGUOUS"
+	CodeStale          = "STALE"
+	CodeBusy           = "BUSY"
+	CodeInternal       = "INTERNAL"
+	CodePending        = "PENDING"
+	CodeRejected       = "REJECTED"
+)
+
+// AsError converts any error into a wire error, keeping an *Error's code and
+// using CodeInternal for everything else.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
+
+// NewRequest builds a req frame, marshalling params.
+func NewRequest(id, method string, params any) (Frame, error) {
+	raw, err := marshalRaw(params)
+	if err != nil {
+		return Frame{}, fmt.Errorf("encode %s params: %w", method, err)
+	}
+	return Frame{Type: TypeReq, ID: id, Method: method, Params: raw}, nil
+}
+
+// NewResult builds a successful res frame, marshalling payload.
+func NewResult(id string, payload any) (Frame, error) {
+	raw, err := marshalRaw(payload)
+	if err != nil {
+		return Frame{}, fmt.Errorf("encode result: %w", err)
+	}
+	ok := true
+	return Frame{Type: TypeRes, ID: id, OK: &ok, Payload: raw}, nil
+}
+
+// NewFailure builds a failed res frame.
+func NewFailure(id string, err error) Frame {
+	ok := false
+	return Frame{Type: TypeRes, ID: id, OK: &ok, Error: AsError(err)}
+}
+
+// NewEvent builds an event frame, marshalling payload.
+func NewEvent(name string, payload any, seq uint64) (Frame, error) {
+	raw, err := marshalRaw(payload)
+	if err != nil {
+		return Frame{}, fmt.Errorf("encode %s event: %w", name, err)
+	}
+	return Frame{Type: TypeEvent, Event: name, Payload: raw, Seq: seq}, nil
+}
+
+func marshalRaw(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	}
+	b, err := json.Marshal(v)
+	return json.RawMessage(b), err
+}

@@ -1,0 +1,93 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecodeFrame(t *testing.T) {
+	tru, fal := true, false
+	tests := []struct {
+		name string
+		in   string
+		want Frame
+		bad  bool
+	}{
+		{"req", `{"type":"req","id":"1","method":"exec","params":{"command":"ls"}}`,
+			Frame{Type: TypeReq, ID: "1", Method: "exec", Params: json.RawMessage(`{"command":"ls"}`)}, false},
+		{"res ok", `{"type":"res","id":"1","ok":true,"payload":1}`,
+			Frame{Type: TypeRes, ID: "1", OK: &tru, Payload: json.RawMessage(`1`)}, false},
+		{"res error", `{"type":"res","id":"1","ok":false,"error":{"code":"X","message":"m"}}`,
+			Frame{Type: TypeRes, ID: "1", OK: &fal, Error: &Error{Code: "X", Message: "m"}}, false},
+		{"event", `{"type":"event","event":"e","payload":{},"seq":3}`,
+			Frame{Type: TypeEvent, Event: "e", Payload: json.RawMessage(`{}`), Seq: 3}, false},
+		{"req without id", `{"type":"req","method":"exec"}`, Frame{}, true},
+		{"req without method", `{"type":"req","id":"1"}`, Frame{}, true},
+		{"res without ok", `{"type":"res","id":"1"}`, Frame{}, true},
+		{"failed res without error", `{"type":"res","id":"1","ok":false}`, Frame{}, true},
+		{"event without name", `{"type":"event"}`, Frame{}, true},
+		{"unknown type", `{"type":"hello"}`, Frame{}, true},
+		{"not json", `hello`, Frame{}, true},
+		{"trailing", `{"type":"event","event":"e"} {}`, Frame{}, true},
+		{"array", `[]`, Frame{}, true},
+		{"bad utf8", "{\"type\":\"event\",\"event\":\"\xff\"}", Frame{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeFrame([]byte(tt.in))
+			if tt.bad {
+				if !errors.Is(err, ErrBadFrame) {
+					t.Fatalf("DecodeFrame(%s) = %v, want ErrBadFrame", tt.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeFrame(%s): %v", tt.in, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("DecodeFrame(%s) mismatch (-want +got):\n%s", tt.in, diff)
+			}
+		})
+	}
+}
+
+func FuzzDecodeFrame(f *testing.F) {
+	f.Add([]byte(`{"type":"req","id":"1","method":"exec","params":{"command":"ls"}}`))
+	f.Add([]byte(`{"type":"res","id":"1","ok":false,"error":{"code":"X","message":"m"}}`))
+	f.Add([]byte(`{"type":"event","event":"node.invoke.request","payload":{"id":"a"},"seq":1}`))
+	f.Add([]byte(`{"type":"res","id":"1","ok":true}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr, err := DecodeFrame(data)
+		if err != nil {
+			return
+		}
+		// Every accepted frame satisfies its type's invariants and
+		// survives a re-encode unchanged in meaning.
+		switch fr.Type {
+		case TypeReq:
+			if fr.ID == "" || fr.Method == "" {
+				t.Fatalf("accepted req without id/method: %q", data)
+			}
+		case TypeRes:
+			if fr.OK == nil || (!*fr.OK && fr.Error == nil) {
+				t.Fatalf("accepted malformed res: %q", data)
+			}
+		case TypeEvent:
+			if fr.Event == "" {
+				t.Fatalf("accepted event without name: %q", data)
+			}
+		default:
+			t.Fatalf("accepted unknown type %q", fr.Type)
+		}
+		b, err := json.Marshal(fr)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		if _, err := DecodeFrame(b); err != nil {
+			t.Fatalf("re-decode of %s: %v", b, err)
+		}
+	})
+}

@@ -1,0 +1,163 @@
+package bridge
+
+import "encoding/json"
+
+// ProtocolVersion is the bridge protocol this build speaks.
+const ProtocolVersion = 1
+
+// MethodConnect is the method of the first frame on every connection.
+const MethodConnect = "connect"
+
+// Roles a connection can take. Only the gateway token grants agent and
+// operator; nodes authenticate with their paired token.
+const (
+	RoleAgent    = "agent"
+	RoleOperator = "operator"
+	RoleNode     = "node"
+)
+
+// ConnectParams are the params of the connect request.
+type ConnectParams struct {
+	Role   string     `json:"role"`
+	Auth   Auth       `json:"auth"`
+	Client ClientInfo `json:"client"`
+	Node   *NodeInfo  `json:"node,omitempty"`
+}
+
+// Auth carries a connection's credentials. A node pairing for the first
+// time sends neither token nor join key (interactive pairing) or a join key
+// (headless pairing).
+type Auth struct {
+	Token   string `json:"token,omitempty"`
+	JoinKey string `json:"joinKey,omitempty"`
+}
+
+// ClientInfo describes the connecting program, for logs and the registry.
+type ClientInfo struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Platform string `json:"platform"`
+}
+
+// NodeInfo is a node's self-description in its connect request.
+type NodeInfo struct {
+	NodeID      string   `json:"nodeId"`
+	DisplayName string   `json:"displayName"`
+	Commands    []string `json:"commands"`
+}
+
+// Connect statuses of a node.
+const (
+	StatusPaired  = "paired"
+	StatusPending = "pending"
+)
+
+// ConnectResult is the payload of a successful connect response.
+type ConnectResult struct {
+	Protocol int    `json:"protocol"`
+	Role     string `json:"role"`
+	NodeID   string `json:"nodeId,omitempty"`
+	// Status is a node's pairing state: "paired", or "pending" while an
+	// operator has not approved it yet.
+	Status string `json:"status,omitempty"`
+	// Token is a node's newly issued token when a join key paired it.
+	Token string `json:"token,omitempty"`
+}
+
+// Node commands (what a node announces and the gateway invokes).
+const (
+	CmdSystemRun          = "system.run"
+	CmdSystemWhich        = "system.which"
+	CmdExecApprovalsGet   = "system.execApprovals.get"
+	CmdExecApprovalsSet   = "system.execApprovals.set"
+	EventInvokeRequest    = "node.invoke.request"
+	MethodInvokeResult    = "node.invoke.result"
+	MethodNodeEvent       = "node.event"
+	EventPairApproved     = "node.pair.approved"
+	EventPairRejected     = "node.pair.rejected"
+	EventSessionEvent     = "session.event"
+	ExecStarted           = "exec.started"
+	ExecFinished          = "exec.finished"
+	ExecDenied            = "exec.denied"
+	MethodExec            = "exec"
+	MethodExecStatus      = "exec.status"
+	MethodSessionEvents   = "session.events"
+	MethodSessionCommand  = "session.command"
+	MethodNodesList       = "nodes.list"
+	MethodNodesPending    = "nodes.pending"
+	MethodNodesApprove    = "nodes.approve"
+	MethodNodesReject     = "nodes.reject"
+	MethodNodesRemove     = "nodes.remove"
+	MethodJoinKey         = "pairing.joinKey"
+	MethodNodeApprovalGet = "nodes.approvals.get"
+	MethodNodeApprovalSet = "nodes.approvals.set"
+)
+
+// NodeCommands is what a node runner announces.
+var NodeCommands = []string{CmdSystemRun, CmdSystemWhich, CmdExecApprovalsGet, CmdExecApprovalsSet}
+
+// InvokeRequest is the payload of a node.invoke.request event.
+type InvokeRequest struct {
+	ID             string          `json:"id"`
+	NodeID         string          `json:"nodeId"`
+	Command        string          `json:"command"`
+	Params         json.RawMessage `json:"params,omitempty"`
+	TimeoutMs      int64           `json:"timeoutMs"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+}
+
+// InvokeResult is the params of a node.invoke.result request.
+type InvokeResult struct {
+	ID      string          `json:"id"`
+	NodeID  string          `json:"nodeId"`
+	OK      bool            `json:"ok"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// NodeEvent is the params of a node.event request.
+type NodeEvent struct {
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// PairApproved is the payload of a node.pair.approved event: the token the
+// node saves in node.json.
+type PairApproved struct {
+	NodeID string `json:"nodeId"`
+	Token  string `json:"token"`
+}
+
+// WhichParams and WhichResult are system.which's shapes.
+type WhichParams struct {
+	Bins []string `json:"bins"`
+}
+
+// WhichResult maps each found name to its absolute path.
+type WhichResult struct {
+	Bins map[string]string `json:"bins"`
+}
+
+// ApprovalsGetResult is system.execApprovals.get's payload: the node's
+// exec-approvals.json without the socket token, and the hash a set must
+// name as its base.
+type ApprovalsGetResult struct {
+	Path   string          `json:"path"`
+	Exists bool            `json:"exists"`
+	Hash   string          `json:"hash"`
+	File   json.RawMessage `json:"file"`
+}
+
+// ApprovalsSetParams is system.execApprovals.set's params; a stale BaseHash
+// is refused (CodeStale) so a concurrent local edit is never lost.
+type ApprovalsSetParams struct {
+	File     json.RawMessage `json:"file"`
+	BaseHash string          `json:"baseHash"`
+}
+
+// NodeApprovalsParams address a node's approvals through the gateway.
+type NodeApprovalsParams struct {
+	Node     string          `json:"node"`
+	File     json.RawMessage `json:"file,omitempty"`
+	BaseHash string          `json:"baseHash,omitempty"`
+}
