@@ -1,0 +1,242 @@
+// Package config loads the gateway's exechost.json: JSON with comments
+// (hujson), strict about keys and values so that a typo is an error naming
+// the key's path instead of a setting silently ignored — for a security
+// tool, an ignored "security" key would mean a default the user did not
+// choose.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/tailscale/hujson"
+
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/sandbox"
+)
+
+// DefaultListen is the gateway's default listen address: loopback only.
+const DefaultListen = "127.0.0.1:18789"
+
+// MaxSize bounds the config file read.
+const MaxSize = 1 << 20
+
+// ErrInvalid is wrapped by every error about the file's content.
+var ErrInvalid = errors.New("invalid config")
+
+// Exec is a tools.exec object.
+type Exec struct {
+	Host     string `json:"host,omitempty"`
+	Security string `json:"security,omitempty"`
+	Ask      string `json:"ask,omitempty"`
+	Node     string `json:"node,omitempty"`
+}
+
+// Settings returns e as a policy layer.
+func (e Exec) Settings() policy.Settings {
+	return policy.Settings{Host: policy.Host(e.Host), Security: policy.Security(e.Security), Ask: policy.Ask(e.Ask), Node: e.Node}
+}
+
+// Tools is the tools object.
+type Tools struct {
+	Exec Exec `json:"exec"`
+}
+
+// Agent is one agents.list entry.
+type Agent struct {
+	ID    string `json:"id"`
+	Tools Tools  `json:"tools"`
+}
+
+// Agents is the agents object.
+type Agents struct {
+	List []Agent `json:"list"`
+}
+
+// TLS names the gateway's certificate and key (PEM files); with both set
+// the gateway serves wss://.
+type TLS struct {
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+}
+
+// Gateway is the gateway object.
+type Gateway struct {
+	// Listen is host:port; DefaultListen when empty.
+	Listen string `json:"listen,omitempty"`
+	TLS    TLS    `json:"tls"`
+	// AllowedOrigins are extra browser origins (host patterns such as
+	// "app.example.com") allowed to open a WebSocket; same-origin and
+	// non-browser clients are always allowed.
+	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
+}
+
+// Config is exechost.json.
+type Config struct {
+	Tools   Tools          `json:"tools"`
+	Agents  Agents         `json:"agents"`
+	Sandbox sandbox.Config `json:"sandbox"`
+	Gateway Gateway        `json:"gateway"`
+	// Path is where the config was read from ("" for the built-in one).
+	Path string `json:"-"`
+}
+
+// Default returns the built-in configuration: everything at its safe
+// default, listening on loopback.
+func Default() *Config {
+	return &Config{Sandbox: sandbox.DefaultConfig(), Gateway: Gateway{Listen: DefaultListen}}
+}
+
+// Agent returns the agents.list entry for id, if any.
+func (c *Config) Agent(id string) (Agent, bool) {
+	for _, a := range c.Agents.List {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}
+
+// Layers returns the agent's and the global exec settings, in precedence
+// order, for policy.Resolve.
+func (c *Config) Layers(agentID string) (agent, global policy.Settings) {
+	if a, ok := c.Agent(agentID); ok {
+		agent = a.Tools.Exec.Settings()
+	}
+	return agent, c.Tools.Exec.Settings()
+}
+
+// Binding returns the node the agent is bound to by tools.exec.node (the
+// agent's own binding wins over the global one), or "".
+func (c *Config) Binding(agentID string) string {
+	if a, ok := c.Agent(agentID); ok && a.Tools.Exec.Node != "" {
+		return a.Tools.Exec.Node
+	}
+	return c.Tools.Exec.Node
+}
+
+// Load reads path. A missing file is not an error when missingOK: the
+// built-in defaults apply (the quick start runs without one).
+func Load(path string, missingOK bool) (*Config, error) {
+	data, err := readLimited(path)
+	if errors.Is(err, os.ErrNotExist) && missingOK {
+		c := Default()
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	c, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	c.Path = path
+	return c, nil
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("larger than %d bytes", MaxSize)
+	}
+	return data, nil
+}
+
+// Parse parses and validates a config file's content; name is used in
+// error messages.
+func Parse(name string, data []byte) (*Config, error) {
+	std, err := hujson.Standardize(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v (hint: exechost.json is JSON with // comments and trailing commas allowed)", ErrInvalid, name, err)
+	}
+	if err := checkKeys("", std, typeOf[Config]()); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	c := Default()
+	c.Sandbox = sandbox.Config{}
+	if err := json.Unmarshal(std, c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%w: %s: %s: %s is not valid here (want %s)", ErrInvalid, name, te.Field, te.Value, te.Type)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+	}
+	c.Sandbox = c.Sandbox.WithDefaults()
+	if c.Gateway.Listen == "" {
+		c.Gateway.Listen = DefaultListen
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if err := validateExec("tools.exec", &c.Tools.Exec); err != nil {
+		errs = append(errs, err)
+	}
+	seen := map[string]bool{}
+	for i := range c.Agents.List {
+		a := &c.Agents.List[i]
+		where := fmt.Sprintf("agents.list[%d]", i)
+		switch {
+		case strings.TrimSpace(a.ID) == "":
+			errs = append(errs, fmt.Errorf("%s.id: missing (every agent needs an id)", where))
+		case seen[a.ID]:
+			errs = append(errs, fmt.Errorf("%s.id: duplicate agent id %q", where, a.ID))
+		}
+		seen[a.ID] = true
+		if err := validateExec(where+".tools.exec", &a.Tools.Exec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.Sandbox.WithDefaults().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if (c.Gateway.TLS.Cert == "") != (c.Gateway.TLS.Key == "") {
+		errs = append(errs, errors.New("gateway.tls: cert and key must be set together"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateExec checks e's enum values and rewrites them in canonical form
+// (" Gateway" → "gateway") so later layers compare exact strings.
+func validateExec(where string, e *Exec) error {
+	var errs []error
+	if e.Host != "" {
+		h, err := policy.ParseHost(e.Host)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.host: %w", where, err))
+		}
+		e.Host = string(h)
+	}
+	if e.Security != "" {
+		s, err := policy.ParseSecurity(e.Security)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.security: %w", where, err))
+		}
+		e.Security = string(s)
+	}
+	if e.Ask != "" {
+		a, err := policy.ParseAsk(e.Ask)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.ask: %w", where, err))
+		}
+		e.Ask = string(a)
+	}
+	e.Node = strings.TrimSpace(e.Node)
+	return errors.Join(errs...)
+}
