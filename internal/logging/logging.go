@@ -1,0 +1,119 @@
+// Package logging builds exechost's structured loggers (log/slog): text
+// for terminals, JSON for log collectors, with a level, and with secrets
+// redacted on the way out so that a token can never end up in a log file
+// or a journal, whoever calls the logger with what.
+package logging
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+)
+
+// Formats accepted by New.
+const (
+	FormatText = "text"
+	FormatJSON = "json"
+)
+
+// Redacted replaces the value of every attribute that may hold a secret.
+const Redacted = "[redacted]"
+
+// New returns a logger writing to w in format ("text" or "json"; "" means
+// text) at level ("debug", "info", "warn", "error"; "" means info). Every
+// attribute passes through Redact.
+func New(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if level == "" {
+		level = "info"
+	}
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w (hint: use debug, info, warn or error)", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: Redact}
+	switch strings.ToLower(format) {
+	case "", FormatText:
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case FormatJSON:
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log format %q: unknown (hint: use text or json)", format)
+	}
+}
+
+// secretKeys are substrings of attribute keys (compared in lower case)
+// whose values are secrets.
+var secretKeys = []string{"token", "secret", "password", "passwd", "hmac", "authorization", "joinkey", "join_key", "join-key", "cookie", "apikey", "api_key", "credential", "privatekey", "private_key"}
+
+// IsSecretKey reports whether an attribute key names a secret.
+func IsSecretKey(key string) bool {
+	k := strings.ToLower(key)
+	for _, s := range secretKeys {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Redact is a slog ReplaceAttr function. It replaces the value of any
+// attribute whose key (or enclosing group) names a secret — token, secret,
+// password, hmac, authorization, joinKey, … — with Redacted, whatever its
+// type. In every other string, error or structured value (the message
+// included) it scrubs secrets written inline: "token=…", `"token":"…"`,
+// "Authorization: Bearer …", URLs with ?token=…. Values are not redacted by
+// shape alone: that would hide the ids and hashes operators need.
+func Redact(groups []string, a slog.Attr) slog.Attr {
+	if IsSecretKey(a.Key) {
+		return slog.String(a.Key, Redacted)
+	}
+	for _, g := range groups {
+		if IsSecretKey(g) {
+			return slog.String(a.Key, Redacted)
+		}
+	}
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s, ok := scrub(a.Value.String()); ok {
+			return slog.String(a.Key, s)
+		}
+	case slog.KindAny:
+		v := a.Value.Any()
+		if err, ok := v.(error); ok {
+			if s, ok := scrub(err.Error()); ok {
+				return slog.String(a.Key, s)
+			}
+			return a
+		}
+		// Structs and maps may carry a token field: render them as
+		// JSON and, if that shows an inline secret, log the scrubbed
+		// text instead of the value.
+		if b, err := json.Marshal(v); err == nil {
+			if s, ok := scrub(string(b)); ok {
+				return slog.String(a.Key, s)
+			}
+		}
+		if s, ok := scrub(fmt.Sprintf("%+v", v)); ok {
+			return slog.String(a.Key, s)
+		}
+	}
+	return a
+}
+
+// inlineSecret matches a secret written inside a longer string: a key
+// naming a secret, an = or :, optional quotes and auth scheme, then the
+// value (group 2).
+var inlineSecret = regexp.MustCompile(`(?i)([\w-]*(?:token|secret|password|passwd|hmac|authorization|joinkey|join_key|join-key|apikey|api_key|cookie|credential)[\w-]*"?\s*[:=]\s*"?(?:(?:bearer|basic|token)\s+)?)(\[redacted\]|[^\s"'&,;}\]]+)`)
+
+// bearer matches an auth scheme followed by a credential.
+var bearer = regexp.MustCompile(`(?i)\b(bearer\s+)(\[redacted\]|[A-Za-z0-9._~+/=-]+)`)
+
+// scrub redacts inline secrets in s and reports whether it changed it.
+func scrub(s string) (string, bool) {
+	out := inlineSecret.ReplaceAllString(s, "${1}"+Redacted)
+	out = bearer.ReplaceAllString(out, "${1}"+Redacted)
+	return out, out != s
+}
