@@ -1,0 +1,161 @@
+// Package session keeps the gateway's per-session state in memory: the
+// system event queue an agent sees with its next exec response, and the
+// exec overrides set by the /exec and /elevated slash commands. Nothing here
+// is persisted: overrides are per agent and session and die with the
+// gateway, as the spec wants.
+package session
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// Defaults for a missing agent id or session key.
+const (
+	DefaultAgent   = "main"
+	DefaultSession = "main"
+)
+
+// MaxEvents bounds one session's queue: beyond it the oldest events are
+// dropped and counted, so a chatty node cannot exhaust the gateway's
+// memory.
+const MaxEvents = 100
+
+// MaxSessions bounds how many sessions are tracked; the least recently used
+// idle one is forgotten first.
+const MaxSessions = 4096
+
+// Key identifies one agent's session.
+type Key struct {
+	Agent   string
+	Session string
+}
+
+// NewKey fills in defaults for empty parts.
+func NewKey(agent, session string) Key {
+	if agent == "" {
+		agent = DefaultAgent
+	}
+	if session == "" {
+		session = DefaultSession
+	}
+	return Key{Agent: agent, Session: session}
+}
+
+// Session is one agent session's state.
+type Session struct {
+	overrides policy.Settings
+	// saved holds the overrides from before /elevated, restored by
+	// /elevated off.
+	saved    *policy.Settings
+	elevated string
+	events   []bridge.SystemEvent
+	dropped  int
+	used     time.Time
+}
+
+// Store holds every session. It is safe for concurrent use.
+type Store struct {
+	mu       sync.Mutex
+	sessions map[Key]*Session
+	now      func() time.Time
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{sessions: make(map[Key]*Session), now: time.Now}
+}
+
+func (s *Store) get(k Key) *Session {
+	ss := s.sessions[k]
+	if ss == nil {
+		if len(s.sessions) >= MaxSessions {
+			s.evict()
+		}
+		ss = &Session{}
+		s.sessions[k] = ss
+	}
+	ss.used = s.now()
+	return ss
+}
+
+func (s *Store) evict() {
+	var oldest Key
+	var t time.Time
+	first := true
+	for k, ss := range s.sessions {
+		if first || ss.used.Before(t) {
+			oldest, t, first = k, ss.used, false
+		}
+	}
+	delete(s.sessions, oldest)
+}
+
+// Overrides returns the session's exec overrides (a policy layer).
+func (s *Store) Overrides(k Key) policy.Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.get(k).overrides
+}
+
+// Enqueue adds a system event to the session's queue, dropping the oldest
+// when the queue is full.
+func (s *Store) Enqueue(k Key, ev bridge.SystemEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.get(k)
+	if ev.TS == 0 {
+		ev.TS = s.now().UnixMilli()
+	}
+	if len(ss.events) >= MaxEvents {
+		n := len(ss.events) - MaxEvents + 1
+		ss.events = append(ss.events[:0], ss.events[n:]...)
+		ss.dropped += n
+	}
+	ss.events = append(ss.events, ev)
+}
+
+// Drain returns and removes the session's queued events. When events were
+// dropped, the first one returned is a marker saying how many.
+func (s *Store) Drain(k Key) []bridge.SystemEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.get(k)
+	var out []bridge.SystemEvent
+	if ss.dropped > 0 {
+		out = append(out, bridge.SystemEvent{
+			Text: fmt.Sprintf("… %d earlier system events dropped (queue limit %d)", ss.dropped, MaxEvents),
+			TS:   s.now().UnixMilli(),
+			Kind: "dropped",
+		})
+	}
+	out = append(out, ss.events...)
+	ss.events, ss.dropped = nil, 0
+	return out
+}
+
+// Event texts, exactly as the design gives them.
+
+// StartedText is the system event for a run that started.
+func StartedText(nodeID, runID string) string {
+	return fmt.Sprintf("Exec started (node=%s, id=%s)", nodeID, runID)
+}
+
+// FinishedText is the system event for a run that finished, followed by
+// the output tail on the next line when there is one.
+func FinishedText(nodeID, runID string, code int, tail string) string {
+	s := fmt.Sprintf("Exec finished (node=%s, id=%s, code=%d)", nodeID, runID, code)
+	if tail != "" {
+		s += "\n" + tail
+	}
+	return s
+}
+
+// DeniedText is the system event for a run the execution host refused.
+func DeniedText(nodeID, runID, reason string) string {
+	return fmt.Sprintf("Exec denied (node=%s, id=%s, %s)", nodeID, runID, reason)
+}
