@@ -18,6 +18,10 @@ import (
 // errTooLarge is returned by readLine for a line over the frame limit.
 var errTooLarge = errors.New("frame too large")
 
+// expiryGrace is how long past ExpiresAt the server keeps a prompt's
+// connection slot before sending "expired" itself.
+const expiryGrace = 2 * time.Second
+
 // readLine reads one newline-terminated line of at most max bytes (the
 // newline and a trailing CR excluded). A longer line returns errTooLarge
 // without buffering more than max bytes of it.
@@ -222,7 +226,10 @@ func (cn *conn) await(ctx context.Context, p Pending) {
 		cn.armDeadlineLocked()
 		cn.mu.Unlock()
 	}()
-	wait := p.ExpiresAt.Sub(cn.s.now())
+	// The client's own deadline is ExpiresAt; the grace lets it time out
+	// first (and report ErrTimeout) rather than race our expiry frame.
+	// Resolve refuses answers after ExpiresAt regardless.
+	wait := p.ExpiresAt.Sub(cn.s.now()) + expiryGrace
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	a, by, err := cn.s.Broker.Submit(ctx, p)
