@@ -1,0 +1,218 @@
+// Package docker is the Docker sandbox backend: each scope (session, agent
+// or everyone) gets one long-lived container, created on first use with safe
+// defaults (no network, read-only root, no capabilities, no-new-privileges,
+// resource limits, an unprivileged user) and commands run in it through the
+// Engine API's exec endpoints — never through the docker CLI, which costs a
+// process start per command and parses its own flags.
+//
+// Containers carry labels (exechost.sandbox=1, exechost.owner=<hash of the
+// state directory>) so a gateway that crashed leaves nothing behind for
+// long: the next Open removes every container the same state directory owns.
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/exechost/exechost/internal/sandbox"
+)
+
+// Errors a caller can test for with errors.Is. Each is wrapped with what
+// failed and a hint saying what to do.
+var (
+	// ErrDaemonUnreachable means the Engine API did not answer.
+	ErrDaemonUnreachable = errors.New("docker daemon unreachable")
+	// ErrImageMissing means the configured image is not present locally.
+	ErrImageMissing = errors.New("sandbox image missing")
+	// ErrContainerDied means the scope's container stopped and could not
+	// be recreated.
+	ErrContainerDied = errors.New("sandbox container died")
+	// ErrClosed is returned by Exec after Close.
+	ErrClosed = errors.New("docker sandbox closed")
+)
+
+// Label keys put on every container this backend creates.
+const (
+	LabelSandbox = "exechost.sandbox"
+	LabelOwner   = "exechost.owner"
+	LabelScope   = "exechost.scope"
+	LabelAgent   = "exechost.agent"
+)
+
+// Backend runs commands in per-scope Docker containers. It is safe for
+// concurrent use.
+type Backend struct {
+	cli      *client.Client
+	cfg      sandbox.Config
+	stateDir string
+	owner    string
+	idle     time.Duration
+
+	mu     sync.Mutex
+	boxes  map[string]*box
+	closed bool
+
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
+}
+
+// box is one scope's container. id is guarded by mu (held while creating);
+// inflight and lastUsed by Backend.mu.
+type box struct {
+	key      string
+	agent    string
+	mu       sync.Mutex
+	id       string
+	inflight int
+	lastUsed time.Time
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Open connects to the daemon named by cfg.Docker.Host (or $DOCKER_HOST),
+// checks that it answers and that the image exists, and removes containers
+// a previous gateway with the same state directory left behind. cfg is
+// completed with defaults first.
+func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cli, err := NewClient(cfg.Docker.Host)
+	if err != nil {
+		return nil, err
+	}
+	if err := Ping(ctx, cli); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	if err := CheckImage(ctx, cli, cfg.Docker.Image); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	b := &Backend{
+		cli:      cli,
+		cfg:      cfg,
+		stateDir: stateDir,
+		owner:    OwnerID(stateDir),
+		idle:     time.Duration(cfg.IdleTimeout),
+		boxes:    make(map[string]*box),
+	}
+	if _, err := b.RemoveOrphans(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	b.stopReaper, b.reaperDone = cancel, make(chan struct{})
+	go b.reapLoop(rctx)
+	return b, nil
+}
+
+// NewClient returns an Engine API client for host (empty: $DOCKER_HOST or
+// the default socket) that negotiates the API version with the daemon.
+func NewClient(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %q: %w", host, err)
+	}
+	return cli, nil
+}
+
+// Ping checks that the daemon answers, wrapping ErrDaemonUnreachable with a
+// hint when it does not.
+func Ping(ctx context.Context, cli *client.Client) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("%w at %s: %v (hint: start dockerd, or set sandbox.docker.host; `exechost sandbox doctor` shows what works here)", ErrDaemonUnreachable, cli.DaemonHost(), err)
+	}
+	return nil
+}
+
+// CheckImage returns ErrImageMissing, with how to get the image, when image
+// is not present on the daemon.
+func CheckImage(ctx context.Context, cli *client.Client, image string) error {
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		return imageError(image, err)
+	}
+	return nil
+}
+
+func imageError(image string, err error) error {
+	if isNotFound(err) {
+		return fmt.Errorf("%w: %s (hint: `docker pull %s`, or build an image with /bin/sh and tag it %s; or set sandbox.docker.image)", ErrImageMissing, image, image, image)
+	}
+	return fmt.Errorf("inspect sandbox image %s: %w", image, daemonError(err))
+}
+
+// OwnerID is the owner label value of containers created for stateDir: a
+// short hash, so two gateways with different state directories on one
+// daemon never remove each other's containers.
+func OwnerID(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Name identifies the backend.
+func (b *Backend) Name() string { return sandbox.BackendDocker }
+
+// Isolation describes the boundary this backend's containers get, for
+// `exechost sandbox doctor`.
+func (b *Backend) Isolation() []string {
+	d := b.cfg.Docker
+	out := []string{
+		"container per " + string(b.cfg.Scope) + " from image " + d.Image,
+		"network: " + d.Network,
+		"user: " + d.User,
+		"capabilities: all dropped; no-new-privileges",
+	}
+	if *d.ReadOnlyRoot {
+		out = append(out, "root filesystem: read-only; writable /workspace and tmpfs /tmp")
+	} else {
+		out = append(out, "root filesystem: writable (sandbox.docker.readOnlyRoot=false)")
+	}
+	out = append(out, fmt.Sprintf("limits: memory %s, cpus %g, pids %d", d.Memory, d.CPUs, d.PidsLimit))
+	return out
+}
+
+// Close removes every container this backend created and stops the idle
+// reaper. Exec fails with ErrClosed afterwards.
+func (b *Backend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	boxes := b.boxes
+	b.boxes = map[string]*box{}
+	b.mu.Unlock()
+	b.stopReaper()
+	<-b.reaperDone
+	var errs []error
+	for _, bx := range boxes {
+		bx.mu.Lock()
+		id := bx.id
+		bx.id = ""
+		bx.mu.Unlock()
+		if id != "" {
+			errs = append(errs, b.remove(ctx, id))
+		}
+	}
+	errs = append(errs, b.cli.Close())
+	return errors.Join(errs...)
+}
+
+// Client returns the Engine API client, for tests and diagnostics.
+func (b *Backend) Client() *client.Client { return b.cli }

@@ -1,0 +1,447 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
+)
+
+// open starts a backend on the busybox test image with a fresh state
+// directory, closed at cleanup.
+func open(t testing.TB, mutate func(*sandbox.Config)) (*Backend, string) {
+	t.Helper()
+	cli := dockertest.Client(t)
+	image := dockertest.BuildImage(t, cli)
+	stateDir := t.TempDir()
+	cfg := sandbox.DefaultConfig()
+	cfg.Docker.Image = image
+	cfg.IdleTimeout = sandbox.Duration(time.Hour)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	b, err := Open(context.Background(), cfg, stateDir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b, stateDir
+}
+
+func run(t testing.TB, b *Backend, req sandbox.Request) runner.Result {
+	t.Helper()
+	if req.AgentID == "" {
+		req.AgentID = "main"
+	}
+	if req.SessionKey == "" {
+		req.SessionKey = "s1"
+	}
+	res, err := b.Exec(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Exec(%q %q): %v", req.Argv, req.Command, err)
+	}
+	return res
+}
+
+// owned lists the containers carrying b's owner label.
+func owned(t testing.TB, b *Backend) []string {
+	t.Helper()
+	f := client.Filters{}.Add("label", LabelOwner+"="+b.owner)
+	list, err := b.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	var ids []string
+	for _, c := range list.Items {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+func TestExecOutputAndExitCode(t *testing.T) {
+	b, _ := open(t, nil)
+	tests := []struct {
+		name string
+		req  sandbox.Request
+		want runner.Result
+	}{
+		{"argv", sandbox.Request{Argv: []string{"echo", "hello", "world"}},
+			runner.Result{Success: true, Stdout: "hello world\n"}},
+		{"argv is not shell text", sandbox.Request{Argv: []string{"echo", "$HOME;", "x"}},
+			runner.Result{Success: true, Stdout: "$HOME; x\n"}},
+		{"shell text with stderr and exit code", sandbox.Request{Command: "echo out; echo err >&2; exit 3"},
+			runner.Result{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}},
+		{"env", sandbox.Request{Command: `printf %s "$GREETING"`, Env: map[string]string{"GREETING": "hi there"}},
+			runner.Result{Success: true, Stdout: "hi there"}},
+		{"default cwd is the workspace", sandbox.Request{Argv: []string{"pwd"}},
+			runner.Result{Success: true, Stdout: "/workspace\n"}},
+		{"absolute cwd", sandbox.Request{Argv: []string{"pwd"}, Cwd: "/tmp"},
+			runner.Result{Success: true, Stdout: "/tmp\n"}},
+		{"runs as the unprivileged user", sandbox.Request{Command: "id -u; id -g"},
+			runner.Result{Success: true, Stdout: "65534\n65534\n"}},
+		{"no capabilities, no new privileges", sandbox.Request{Command: "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status"},
+			runner.Result{Success: true, Stdout: "CapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := run(t, b, tt.req)
+			got.Tail, got.Duration = "", 0
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMissingProgram(t *testing.T) {
+	b, _ := open(t, nil)
+	res := run(t, b, sandbox.Request{Argv: []string{"no-such-program"}})
+	if res.ExitCode != 127 || !strings.Contains(res.Stderr, "no-such-program: not found") {
+		t.Errorf("result = %+v, want exit 127 and a not-found message", res)
+	}
+}
+
+func TestConcurrentExecsInOneScope(t *testing.T) {
+	b, _ := open(t, nil)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", SessionKey: "s1", Argv: []string{"echo", fmt.Sprint(i)}})
+			if err != nil {
+				t.Errorf("Exec %d: %v", i, err)
+				return
+			}
+			if res.Stdout != fmt.Sprintln(i) {
+				t.Errorf("Exec %d: stdout %q", i, res.Stdout)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(owned(t, b)); n != 1 {
+		t.Errorf("containers for one scope = %d, want 1", n)
+	}
+}
+
+func TestTimeoutKillsTheCommandNotTheContainer(t *testing.T) {
+	b, _ := open(t, nil)
+	run(t, b, sandbox.Request{Command: "echo keep > /tmp/marker"})
+	before := owned(t, b)
+
+	// A child in the background and one in the foreground: both must die.
+	res := run(t, b, sandbox.Request{Command: "sleep 1000 & sleep 1001; echo unreachable", Timeout: time.Second})
+	if !res.TimedOut || res.Success || strings.Contains(res.Stdout, "unreachable") {
+		t.Fatalf("timed-out result = %+v, want TimedOut and no further output", res)
+	}
+
+	ps := run(t, b, sandbox.Request{Command: "ps -o pid,args"})
+	if strings.Contains(ps.Stdout, "sleep 100") {
+		t.Errorf("processes left after timeout:\n%s", ps.Stdout)
+	}
+	if got := run(t, b, sandbox.Request{Argv: []string{"cat", "/tmp/marker"}}).Stdout; got != "keep\n" {
+		t.Errorf("container state after timeout: /tmp/marker = %q, want keep (was the container killed?)", got)
+	}
+	if diff := cmp.Diff(before, owned(t, b)); diff != "" {
+		t.Errorf("containers changed by a timeout (-before +after):\n%s", diff)
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	b, _ := open(t, nil)
+	res := run(t, b, sandbox.Request{Command: "head -c 1048576 /dev/zero | tr '\\0' x; echo tail >&2"})
+	if !res.Truncated {
+		t.Errorf("Truncated = false after a 1 MB flood")
+	}
+	if max := runner.MaxOutput + len(runner.TruncatedSuffix) + 1; len(res.Stdout)+len(res.Stderr) > max {
+		t.Errorf("kept %d bytes, want at most %d", len(res.Stdout)+len(res.Stderr), max)
+	}
+	if !strings.HasSuffix(res.Stdout, runner.TruncatedSuffix) {
+		t.Errorf("stdout does not end with the truncation marker: …%q", res.Stdout[max(0, len(res.Stdout)-40):])
+	}
+	if !strings.HasSuffix(res.Tail, "tail\n") {
+		t.Errorf("tail = …%q, want the last output", res.Tail[max(0, len(res.Tail)-20):])
+	}
+}
+
+func TestNetworkNone(t *testing.T) {
+	b, _ := open(t, nil)
+	res := run(t, b, sandbox.Request{Argv: []string{"cat", "/proc/net/dev"}})
+	var ifaces []string
+	for _, line := range strings.Split(res.Stdout, "\n")[2:] {
+		if name, _, ok := strings.Cut(line, ":"); ok {
+			ifaces = append(ifaces, strings.TrimSpace(name))
+		}
+	}
+	if diff := cmp.Diff([]string{"lo"}, ifaces); diff != "" {
+		t.Errorf("interfaces (-want +got):\n%s", diff)
+	}
+}
+
+func TestFilesystem(t *testing.T) {
+	b, stateDir := open(t, nil)
+	tests := []struct {
+		path string
+		ok   bool
+	}{
+		{"/etc/written", false},
+		{"/bin/written", false},
+		{"/written", false},
+		{"/workspace/written", true},
+		{"/tmp/written", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			res := run(t, b, sandbox.Request{Argv: []string{"touch", tt.path}})
+			if res.Success != tt.ok {
+				t.Errorf("touch %s: success = %v, want %v (stderr %q)", tt.path, res.Success, tt.ok, res.Stderr)
+			}
+		})
+	}
+	if _, err := os.Stat(stateDir + "/sandboxes/main/written"); err != nil {
+		t.Errorf("workspace file not on the host: %v", err)
+	}
+}
+
+func TestScopes(t *testing.T) {
+	b, _ := open(t, nil) // scope: session
+	run(t, b, sandbox.Request{AgentID: "a", SessionKey: "s1", Command: "echo 1 > /tmp/t; echo 1 > /workspace/w"})
+	tests := []struct {
+		name, agent, session string
+		want                 string
+	}{
+		{"same session keeps /tmp and workspace", "a", "s1", "tmp workspace"},
+		{"other session of the agent shares only the workspace", "a", "s2", "workspace"},
+		{"other agent shares nothing", "b", "s1", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := run(t, b, sandbox.Request{AgentID: tt.agent, SessionKey: tt.session,
+				Command: "r=; [ -e /tmp/t ] && r=tmp; [ -e /workspace/w ] && r=\"$r workspace\"; echo $r"})
+			if got := strings.TrimSpace(res.Stdout); got != tt.want {
+				t.Errorf("visible = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if n := len(owned(t, b)); n != 3 {
+		t.Errorf("containers = %d, want 3 (one per session)", n)
+	}
+}
+
+func TestSharedScope(t *testing.T) {
+	b, _ := open(t, func(c *sandbox.Config) { c.Scope = sandbox.ScopeShared })
+	run(t, b, sandbox.Request{AgentID: "a", SessionKey: "s1", Command: "echo 1 > /tmp/t; echo 1 > /workspace/w"})
+	res := run(t, b, sandbox.Request{AgentID: "b", SessionKey: "s9", Command: "cat /tmp/t /workspace/w"})
+	if res.Stdout != "1\n1\n" {
+		t.Errorf("shared scope: got %+v", res)
+	}
+	if n := len(owned(t, b)); n != 1 {
+		t.Errorf("containers = %d, want 1", n)
+	}
+}
+
+func TestIdleCleanup(t *testing.T) {
+	t.Run("reaper removes idle containers", func(t *testing.T) {
+		b, _ := open(t, nil)
+		run(t, b, sandbox.Request{Argv: []string{"true"}})
+		if n := b.reapIdle(context.Background(), time.Now()); n != 0 {
+			t.Fatalf("reaped %d fresh containers", n)
+		}
+		if n := b.reapIdle(context.Background(), time.Now().Add(2*time.Hour)); n != 1 {
+			t.Fatalf("reaped %d, want 1", n)
+		}
+		if ids := owned(t, b); len(ids) != 0 {
+			t.Fatalf("containers left after idle cleanup: %v", ids)
+		}
+		if res := run(t, b, sandbox.Request{Argv: []string{"echo", "again"}}); res.Stdout != "again\n" {
+			t.Errorf("exec after cleanup: %+v", res)
+		}
+	})
+	t.Run("idle loop", func(t *testing.T) {
+		b, _ := open(t, func(c *sandbox.Config) { c.IdleTimeout = sandbox.Duration(200 * time.Millisecond) })
+		run(t, b, sandbox.Request{Argv: []string{"true"}})
+		deadline := time.Now().Add(60 * time.Second)
+		for len(owned(t, b)) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("idle container never removed")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+func TestCloseRemovesContainers(t *testing.T) {
+	b, _ := open(t, nil)
+	run(t, b, sandbox.Request{Argv: []string{"true"}})
+	run(t, b, sandbox.Request{SessionKey: "s2", Argv: []string{"true"}})
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := owned(t, b); len(ids) != 0 {
+		t.Errorf("containers left after Close: %v", ids)
+	}
+	if _, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", Argv: []string{"true"}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Exec after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestOrphanCleanup(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.BuildImage(t, cli)
+	stateDir := t.TempDir()
+	ctx := context.Background()
+	mk := func(owner string) string {
+		res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config: &container.Config{Image: image, Cmd: keepalive,
+				Labels: map[string]string{LabelSandbox: "1", LabelOwner: owner}},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.ContainerRemove(ctx, res.ID, client.ContainerRemoveOptions{Force: true}) })
+		if _, err := cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return res.ID
+	}
+	// What a killed gateway leaves: a running container with our labels.
+	orphan := mk(OwnerID(stateDir))
+	other := mk(OwnerID(stateDir + "-another-gateway"))
+
+	cfg := sandbox.DefaultConfig()
+	cfg.Docker.Image = image
+	b, err := Open(ctx, cfg, stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	if _, err := cli.ContainerInspect(ctx, orphan, client.ContainerInspectOptions{}); !isNotFound(err) {
+		t.Errorf("orphan still present after Open (err %v)", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, other, client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("another gateway's container was removed: %v", err)
+	}
+}
+
+func TestContainerDiedIsRecreated(t *testing.T) {
+	b, _ := open(t, nil)
+	run(t, b, sandbox.Request{Argv: []string{"true"}})
+	for _, id := range owned(t, b) {
+		if _, err := b.cli.ContainerKill(context.Background(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := run(t, b, sandbox.Request{Argv: []string{"echo", "back"}}); res.Stdout != "back\n" {
+		t.Errorf("exec after the container died: %+v", res)
+	}
+}
+
+func TestImageMissing(t *testing.T) {
+	dockertest.Client(t)
+	cfg := sandbox.DefaultConfig()
+	cfg.Docker.Image = "exechost-no-such-image:never"
+	_, err := Open(context.Background(), cfg, t.TempDir())
+	if !errors.Is(err, ErrImageMissing) || !strings.Contains(err.Error(), "docker pull exechost-no-such-image:never") {
+		t.Errorf("Open with a missing image: %v, want ErrImageMissing with a hint", err)
+	}
+}
+
+func TestDaemonUnreachable(t *testing.T) {
+	cfg := sandbox.DefaultConfig()
+	cfg.Docker.Host = "unix://" + t.TempDir() + "/no-docker.sock"
+	_, err := Open(context.Background(), cfg, t.TempDir())
+	if !errors.Is(err, ErrDaemonUnreachable) || !strings.Contains(err.Error(), "hint:") {
+		t.Errorf("Open with no daemon: %v, want ErrDaemonUnreachable with a hint", err)
+	}
+}
+
+// TestDaemonRestart restarts the machine's dockerd mid-run, which disturbs
+// anything else using it, so it runs only with EXECHOST_TEST_DOCKER_RESTART=1
+// (as root, with scripts/provision-docker.sh next to the repository root).
+func TestDaemonRestart(t *testing.T) {
+	if os.Getenv("EXECHOST_TEST_DOCKER_RESTART") != "1" {
+		t.Skip("restarts dockerd; set EXECHOST_TEST_DOCKER_RESTART=1 to run")
+	}
+	b, _ := open(t, nil)
+	run(t, b, sandbox.Request{Argv: []string{"true"}})
+	restartDockerd(t)
+	res, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", SessionKey: "s1", Argv: []string{"echo", "after restart"}})
+	if err != nil {
+		t.Fatalf("Exec after daemon restart: %v", err)
+	}
+	if res.Stdout != "after restart\n" {
+		t.Errorf("Exec after daemon restart: %+v", res)
+	}
+}
+
+func restartDockerd(t *testing.T) {
+	t.Helper()
+	pidb, err := os.ReadFile("/var/run/docker.pid")
+	if err != nil {
+		t.Fatalf("find dockerd: %v", err)
+	}
+	pid := strings.TrimSpace(string(pidb))
+	if out, err := exec.Command("kill", "-TERM", pid).CombinedOutput(); err != nil {
+		t.Fatalf("stop dockerd: %v %s", err, out)
+	}
+	for i := 0; exec.Command("kill", "-0", pid).Run() == nil; i++ {
+		if i > 600 {
+			t.Fatal("dockerd did not stop")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err := exec.Command("../../../scripts/provision-docker.sh").CombinedOutput()
+	if err != nil {
+		t.Fatalf("start dockerd: %v\n%s", err, out)
+	}
+}
+
+// BenchmarkDockerExecAPI measures `true` in a warm container through the
+// Engine API (what Exec does for every command).
+func BenchmarkDockerExecAPI(b *testing.B) {
+	be, _ := open(b, nil)
+	req := sandbox.Request{AgentID: "main", SessionKey: "bench", Argv: []string{"true"}}
+	run(b, be, req)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := be.Exec(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDockerExecCLI is the baseline: `docker exec <c> true` with the
+// CLI binary in the same kind of warm container.
+func BenchmarkDockerExecCLI(b *testing.B) {
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		b.Skip("docker CLI not installed; it is only the benchmark's baseline")
+	}
+	be, _ := open(b, nil)
+	run(b, be, sandbox.Request{AgentID: "main", SessionKey: "bench", Argv: []string{"true"}})
+	id := owned(b, be)[0]
+	b.ResetTimer()
+	for b.Loop() {
+		if out, err := exec.Command(docker, "exec", "--user", sandbox.DefaultUser, id, "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v %s", err, out)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+// Package dockertest provides what the docker sandbox tests need from a
+// real daemon: a client that reports a missing daemon through testdep, and
+// a tiny test image built FROM scratch with a static busybox, so the tests
+// need no registry.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/exechost/exechost/internal/testdep"
+)
+
+// Image is the tag of the test image.
+const Image = "exechost-sandbox-test:busybox"
+
+// labelDigest records what the image was built from, so a changed busybox
+// or Dockerfile rebuilds it and an unchanged one is reused.
+const labelDigest = "exechost.testimage.digest"
+
+// dockerfile copies a root filesystem holding busybox and its applet
+// symlinks; there is no RUN step, so building starts no container.
+const dockerfile = `FROM scratch
+COPY rootfs/ /
+CMD ["/bin/sh"]
+`
+
+// fallbackApplets is used when `busybox --list` cannot run.
+var fallbackApplets = []string{
+	"sh", "ash", "cat", "echo", "sleep", "kill", "rm", "id", "touch", "mkdir",
+	"ls", "ps", "head", "dd", "yes", "true", "false", "env", "pwd", "seq",
+	"wc", "stat", "grep", "ip", "ifconfig", "pgrep", "pkill", "tr", "sed",
+}
+
+// Client returns a client for the local daemon, or reports the daemon
+// missing (a skip, or a failure under CI=true).
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		testdep.Missing(t, "dockerd", "the Engine API does not answer ("+err.Error()+"); run scripts/provision-docker.sh")
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// BuildImage builds the busybox test image and tags it Image, unless an
+// image built from the same inputs already has that tag.
+func BuildImage(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	busybox := findBusybox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	buildCtx, digest, err := Context(busybox)
+	if err != nil {
+		t.Fatalf("build context: %v", err)
+	}
+	if ins, err := cli.ImageInspect(ctx, Image); err == nil && ins.Config != nil && ins.Config.Labels[labelDigest] == digest {
+		return Image
+	}
+	res, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), client.ImageBuildOptions{
+		Tags:        []string{Image},
+		Remove:      true,
+		ForceRemove: true,
+		Labels:      map[string]string{labelDigest: digest},
+	})
+	if err != nil {
+		t.Fatalf("build test image: %v", err)
+	}
+	defer res.Body.Close()
+	if err := readBuildLog(res.Body); err != nil {
+		t.Fatalf("build test image: %v", err)
+	}
+	return Image
+}
+
+// readBuildLog drains the JSON message stream of a build and returns the
+// first error message in it.
+func readBuildLog(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read build output: %w", err)
+		}
+		if m.Error != "" {
+			return errors.New(m.Error)
+		}
+	}
+}
+
+func findBusybox(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return testdep.Binary(t, "busybox")
+}
+
+// Context returns a tar build context holding the Dockerfile, busybox at
+// rootfs/bin/busybox with a symlink per applet, and a passwd/group naming
+// nobody (65534), plus a digest of all of it. busybox must be statically
+// linked (Debian's busybox-static), since the image has no libc.
+func Context(busybox string) ([]byte, string, error) {
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, "", fmt.Errorf("read busybox: %w", err)
+	}
+	applets := fallbackApplets
+	if out, err := exec.Command(busybox, "--list").Output(); err == nil {
+		applets = strings.Fields(string(out))
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h *tar.Header, body []byte) error {
+		h.ModTime = time.Unix(0, 0)
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		_, err := tw.Write(body)
+		return err
+	}
+	files := []struct {
+		name string
+		mode int64
+		body []byte
+	}{
+		{"Dockerfile", 0o644, []byte(dockerfile)},
+		{"rootfs/bin/busybox", 0o755, bin},
+		{"rootfs/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")},
+		{"rootfs/etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")},
+	}
+	for _, d := range []string{"rootfs/", "rootfs/bin/", "rootfs/etc/", "rootfs/workspace/"} {
+		if err := add(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755}, nil); err != nil {
+			return nil, "", err
+		}
+	}
+	// /tmp is world-writable and sticky, as in every real image; docker
+	// copies the mode onto the tmpfs it mounts there.
+	if err := add(&tar.Header{Name: "rootfs/tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil); err != nil {
+		return nil, "", err
+	}
+	for _, f := range files {
+		if err := add(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: f.mode, Size: int64(len(f.body))}, f.body); err != nil {
+			return nil, "", err
+		}
+	}
+	for _, a := range applets {
+		if a == "busybox" || strings.Contains(a, "/") {
+			continue
+		}
+		if err := add(&tar.Header{Name: "rootfs/bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return buf.Bytes(), hex.EncodeToString(sum[:12]), nil
+}

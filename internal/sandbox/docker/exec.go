@@ -1,0 +1,229 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+)
+
+// How a timed-out command is killed without killing the container:
+//
+// Docker has no "kill exec" endpoint, and killing the container would take
+// every other command of the scope with it. But runc starts every exec'd
+// process as a session and process-group leader, and children inherit its
+// group. So each command runs under a tiny /bin/sh wrapper that writes its
+// own pid — the group id — to a per-exec file in /tmp and then runs the
+// command. On timeout the backend starts a second exec, as the same user,
+// that runs `kill -KILL -<pgid>`: the command and every child that did not
+// start a new session die; the container and other commands keep running.
+// A process that calls setsid() escapes the group; the exec's stream is
+// closed anyway, so the caller is never held up, and the container's idle
+// removal ends it. (Job control, `set -m`, is not an option: busybox sh
+// refuses it without a terminal.)
+const wrapperScript = `f=$1; shift; echo $$ >"$f"; "$@"; r=$?; rm -f "$f"; exit $r`
+
+// killScript kills the group recorded by wrapperScript; it exits 3 when the
+// file is not written yet, so the caller retries.
+const killScript = `read g <"$1" 2>/dev/null || exit 3; kill -KILL -"$g" 2>/dev/null; rm -f "$1"; exit 0`
+
+// killGrace is how long after the kill the output stream may take to end
+// before it is closed from this side.
+const killGrace = 5 * time.Second
+
+// errGone means the container is missing or stopped; Exec recreates it once.
+var errGone = errors.New("container gone")
+
+// Exec runs req in its scope's container and returns the result. A command
+// that fails is a Result with its exit code; an error means the sandbox
+// could not run it (daemon down, image missing, container died twice).
+func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result, error) {
+	if len(req.Argv) == 0 && req.Command == "" {
+		return runner.Result{}, errors.New("docker sandbox exec: empty command")
+	}
+	env, err := sandbox.EnvList(req.Env)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+	}
+	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+	}
+	bx, err := b.acquire(sandbox.ScopeKey(b.cfg.Scope, req), req.AgentID)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	defer b.release(bx)
+
+	for attempt := 0; ; attempt++ {
+		id, err := b.ensure(ctx, bx, ws)
+		if err != nil {
+			return runner.Result{}, err
+		}
+		res, err := b.execIn(ctx, id, req, env)
+		if !errors.Is(err, errGone) {
+			return res, err
+		}
+		b.forget(ctx, bx, id)
+		if attempt == 1 {
+			return runner.Result{}, fmt.Errorf("%w: %w (hint: check `docker logs` of the image's /bin/sh, memory limits, and that sandbox.docker.image runs `sleep`)", ErrContainerDied, err)
+		}
+	}
+}
+
+// execIn runs one command in container id.
+func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, env []string) (runner.Result, error) {
+	pidfile := "/tmp/.exechost-" + nonce() + ".pid"
+	argv := req.Argv
+	if len(argv) == 0 {
+		argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "sh", pidfile}, argv...)
+	start := time.Now()
+	created, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
+		User:         b.cfg.Docker.User,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          env,
+		WorkingDir:   sandbox.ContainerCwd(req.Cwd),
+		Cmd:          cmd,
+	})
+	if err != nil {
+		return runner.Result{}, execError("create exec", err)
+	}
+	att, err := b.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return runner.Result{}, execError("start exec", err)
+	}
+	defer att.Close()
+
+	capture := runner.NewCapture(runner.MaxOutput, runner.TailSize)
+	copied := make(chan error, 1)
+	go func() {
+		// StdCopy demultiplexes the stream frame by frame into the capture,
+		// which keeps at most the cap: nothing is buffered whole.
+		_, err := stdcopy.StdCopy(capture.Stdout(), capture.Stderr(), att.Reader)
+		copied <- err
+	}()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	timedOut := false
+	var ctxErr error
+	select {
+	case <-copied:
+	case <-timeout:
+		timedOut = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	if timedOut || ctxErr != nil {
+		b.killExec(context.WithoutCancel(ctx), id, pidfile, created.ID)
+		select {
+		case <-copied:
+		case <-time.After(killGrace):
+			att.Close()
+			<-copied
+		}
+	}
+	if ctxErr != nil {
+		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", ctxErr)
+	}
+
+	code, running, err := b.exitCode(context.WithoutCancel(ctx), created.ID)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	if running && !timedOut {
+		// The stream ended but the exec did not: the container went away
+		// under it.
+		return runner.Result{}, fmt.Errorf("%w: output ended while the command was running", errGone)
+	}
+	if running {
+		code = -1
+	}
+	stdout, stderr, truncated := capture.Result()
+	return runner.Result{
+		ExitCode:  code,
+		TimedOut:  timedOut,
+		Success:   code == 0 && !timedOut,
+		Stdout:    stdout,
+		Stderr:    stderr,
+		Truncated: truncated,
+		Tail:      capture.Tail(),
+		Duration:  time.Since(start),
+	}, nil
+}
+
+// exitCode waits (briefly: the daemon records it just after the stream
+// ends) for the exec to be marked finished and returns its exit code.
+func (b *Backend) exitCode(ctx context.Context, execID string) (code int, running bool, err error) {
+	for i := 0; ; i++ {
+		ins, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, false, execError("inspect exec", err)
+		}
+		if !ins.Running || i >= 100 {
+			return ins.ExitCode, ins.Running, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killExec kills the process group of a timed-out command (see
+// wrapperScript), retrying while the wrapper has not yet recorded it.
+func (b *Backend) killExec(ctx context.Context, containerID, pidfile, execID string) {
+	ctx, cancel := context.WithTimeout(ctx, killGrace)
+	defer cancel()
+	for ctx.Err() == nil {
+		created, err := b.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
+			User: b.cfg.Docker.User,
+			Cmd:  []string{"/bin/sh", "-c", killScript, "sh", pidfile},
+		})
+		if err != nil {
+			return
+		}
+		if _, err := b.cli.ExecStart(ctx, created.ID, client.ExecStartOptions{Detach: true}); err != nil {
+			return
+		}
+		code, _, err := b.exitCode(ctx, created.ID)
+		if err != nil || code != 3 {
+			return
+		}
+		// Not recorded yet; if the command already ended, there is
+		// nothing to kill.
+		if ins, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err != nil || !ins.Running {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// execError classifies an exec endpoint failure: a missing or stopped
+// container is errGone (recreate and retry), a dead daemon is
+// ErrDaemonUnreachable.
+func execError(op string, err error) error {
+	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+		return fmt.Errorf("%s: %w: %v", op, errGone, err)
+	}
+	return fmt.Errorf("docker sandbox %s: %w", op, daemonError(err))
+}
+
+func nonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,128 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ErrBadAgentID is returned for an agent id that cannot name a workspace
+// directory safely (empty, a dot name, or with characters outside
+// [A-Za-z0-9._-]).
+var ErrBadAgentID = errors.New("invalid agent id for a sandbox workspace")
+
+// ScopeKey returns the identity of the sandbox req runs in under scope:
+// requests with the same key share a container and its /tmp.
+func ScopeKey(scope Scope, req Request) string {
+	switch scope {
+	case ScopeShared:
+		return "shared"
+	case ScopeAgent:
+		return "agent\x00" + req.AgentID
+	default:
+		return "session\x00" + req.AgentID + "\x00" + req.SessionKey
+	}
+}
+
+// WorkspaceRoot returns the directory holding the workspaces: cfg.Workspace,
+// or <stateDir>/sandboxes.
+func WorkspaceRoot(cfg Config, stateDir string) string {
+	if cfg.Workspace != "" {
+		return cfg.Workspace
+	}
+	return filepath.Join(stateDir, "sandboxes")
+}
+
+// WorkspaceName returns the directory name (under WorkspaceRoot) of the
+// workspace req uses under scope: the agent id, or SharedWorkspace. It fails
+// closed on agent ids that could escape the root.
+func WorkspaceName(scope Scope, agentID string) (string, error) {
+	if scope == ScopeShared {
+		return SharedWorkspace, nil
+	}
+	if err := checkAgentID(agentID); err != nil {
+		return "", err
+	}
+	return agentID, nil
+}
+
+func checkAgentID(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty (hint: every sandbox request needs an agentId)", ErrBadAgentID)
+	}
+	if id[0] == '.' || len(id) > 128 {
+		return fmt.Errorf("%w: %q", ErrBadAgentID, id)
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return fmt.Errorf("%w: %q (allowed: letters, digits, '.', '-', '_')", ErrBadAgentID, id)
+		}
+	}
+	return nil
+}
+
+// EnsureWorkspace creates the workspace directory for req and returns its
+// host path. The sandbox user (65534 by default) must be able to write it:
+// when the directory is created here it is made world-writable (0777, like
+// /tmp without the sticky bit). That is safe under the default root because
+// the state directory above it is 0700, so no other host user can reach it;
+// the sandbox reaches it through a bind mount, which needs no path access.
+func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
+	name, err := WorkspaceName(cfg.Scope, req.AgentID)
+	if err != nil {
+		return "", err
+	}
+	root := WorkspaceRoot(cfg, stateDir)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", fmt.Errorf("create sandbox workspace root %s: %w", root, err)
+	}
+	dir := filepath.Join(root, name)
+	switch err := os.Mkdir(dir, 0o700); {
+	case err == nil:
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return "", fmt.Errorf("chmod sandbox workspace %s: %w", dir, err)
+		}
+	case errors.Is(err, os.ErrExist):
+	default:
+		return "", fmt.Errorf("create sandbox workspace %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("stat sandbox workspace %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("sandbox workspace %s: not a directory (is it a symlink?)", dir)
+	}
+	return dir, nil
+}
+
+// ContainerCwd resolves a request's cwd inside the sandbox: empty means the
+// workspace, relative paths are relative to it.
+func ContainerCwd(cwd string) string {
+	switch {
+	case cwd == "":
+		return WorkspaceDir
+	case filepath.IsAbs(cwd):
+		return filepath.Clean(cwd)
+	default:
+		return filepath.Join(WorkspaceDir, cwd)
+	}
+}
+
+// EnvList turns an env overlay into sorted NAME=value pairs, refusing names
+// that a process environment cannot hold.
+func EnvList(env map[string]string) ([]string, error) {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsAny(v, "\x00") {
+			return nil, fmt.Errorf("invalid environment variable %q", k)
+		}
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out, nil
+}
