@@ -1,0 +1,205 @@
+package web
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// pendingView is one prompt as the page shows it: everything a human needs
+// to decide, flattened so the script only renders.
+type pendingView struct {
+	ID           string     `json:"id"`
+	AgentID      string     `json:"agentId"`
+	SessionKey   string     `json:"sessionKey"`
+	Host         string     `json:"host"`
+	NodeID       string     `json:"nodeId"`
+	Cwd          string     `json:"cwd"`
+	Command      string     `json:"command"`
+	Argv         []string   `json:"argv"`
+	Security     string     `json:"security"`
+	Ask          string     `json:"ask"`
+	Reason       string     `json:"reason"`
+	Paths        []pathView `json:"paths"`
+	Choices      []string   `json:"choices"`
+	Fallback     string     `json:"askFallback"`
+	Peer         string     `json:"peer"`
+	ReceivedAtMs int64      `json:"receivedAtMs"`
+	ExpiresAtMs  int64      `json:"expiresAtMs"`
+}
+
+// pathView is one resolved executable and whether the allowlist already
+// covers it; Known is false when the execution host did not say.
+type pathView struct {
+	Path        string `json:"path"`
+	Known       bool   `json:"known"`
+	Allowlisted bool   `json:"allowlisted"`
+}
+
+// pendingList is the payload of GET /api/pending and of every "pending"
+// event: the whole queue, so a page that missed an event is never wrong
+// for long. Now lets the page correct for clock skew in the countdown.
+type pendingList struct {
+	NowMs   int64         `json:"nowMs"`
+	Pending []pendingView `json:"pending"`
+}
+
+// choices returns the decisions a prompt offers, deny always among them:
+// refusing is never taken away from a human.
+func choices(req approver.PromptRequest) []string {
+	out := approver.Choices(req)
+	if !slices.Contains(out, string(policy.Reject)) {
+		out = append(out, string(policy.Reject))
+	}
+	return out
+}
+
+func viewPending(p approver.Pending) pendingView {
+	r := p.Request
+	v := pendingView{
+		ID: p.ID, AgentID: r.AgentID, SessionKey: r.SessionKey, Host: r.Host, NodeID: r.NodeID,
+		Cwd: r.Cwd, Command: r.Command, Argv: r.Argv, Security: r.Security, Ask: r.Ask,
+		Reason: r.Reason, Choices: choices(r), Fallback: r.Fallback, Peer: p.Peer,
+		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
+	}
+	if !p.ExpiresAt.IsZero() {
+		v.ExpiresAtMs = p.ExpiresAt.UnixMilli()
+	}
+	if v.Fallback == "" {
+		v.Fallback = "askFallback"
+	}
+	known := len(r.Allowlisted) == len(r.ResolvedPaths)
+	v.Paths = make([]pathView, len(r.ResolvedPaths))
+	for i, path := range r.ResolvedPaths {
+		v.Paths[i] = pathView{Path: path, Known: known}
+		if known {
+			v.Paths[i].Allowlisted = r.Allowlisted[i]
+		}
+	}
+	return v
+}
+
+func (s *server) pendingNow() pendingList {
+	list := s.opts.Broker.List()
+	out := pendingList{NowMs: time.Now().UnixMilli(), Pending: make([]pendingView, 0, len(list))}
+	for _, p := range list {
+		out.Pending = append(out.Pending, viewPending(p))
+	}
+	slices.SortStableFunc(out.Pending, func(a, b pendingView) int { return cmp.Compare(a.ReceivedAtMs, b.ReceivedAtMs) })
+	return out
+}
+
+func (s *server) handlePending(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.pendingNow())
+}
+
+// changeView is the payload of a "change" event: what just happened to one
+// prompt, for the page's activity log.
+type changeView struct {
+	Kind     string `json:"kind"`
+	ID       string `json:"id"`
+	Command  string `json:"command"`
+	AgentID  string `json:"agentId"`
+	Decision string `json:"decision,omitempty"`
+	By       string `json:"by,omitempty"`
+}
+
+// heartbeat keeps an idle event stream from being cut by proxies and lets
+// the server notice a closed page.
+const heartbeat = 20 * time.Second
+
+// handleEvents streams Server-Sent Events: "pending" with the whole queue
+// (first at once, then after every change) and "change" per change.
+func (s *server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	ch, cancel := s.opts.Broker.Subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, v any) bool {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		fl.Flush()
+		return true
+	}
+	if !send("pending", s.pendingNow()) {
+		return
+	}
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case c, ok := <-ch:
+			if !ok {
+				return
+			}
+			cv := changeView{Kind: c.Kind, ID: c.Pending.ID, Command: c.Pending.Request.Command,
+				AgentID: c.Pending.Request.AgentID, Decision: string(c.Decision), By: c.By}
+			if !send("change", cv) || !send("pending", s.pendingNow()) {
+				return
+			}
+		}
+	}
+}
+
+// decideRequest is the body of POST /api/decide.
+type decideRequest struct {
+	ID       string `json:"id"`
+	Decision string `json:"decision"`
+}
+
+// decideStatus maps a Broker.Resolve error to an HTTP status: a prompt that
+// is gone (answered elsewhere, expired into askFallback, never existed) is
+// 404, a decision the prompt does not offer or an ambiguous id is 400.
+func decideStatus(err error) int {
+	switch {
+	case errors.Is(err, approver.ErrUnknownID), errors.Is(err, approver.ErrAnswered), errors.Is(err, approver.ErrExpired):
+		return http.StatusNotFound
+	case errors.Is(err, approver.ErrNotOffered), errors.Is(err, approver.ErrAmbiguousID), errors.Is(err, policy.ErrInvalidValue):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
+	body, err := decodeBody[decideRequest](r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	a, err := policy.ParseApproval(body.Decision)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err := s.opts.Broker.Resolve(body.ID, a, "web"); err != nil {
+		writeError(w, decideStatus(err), "%v", err)
+		return
+	}
+	s.logf("web approver: prompt %s answered %s", body.ID, a)
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
