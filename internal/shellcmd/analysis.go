@@ -1,0 +1,182 @@
+package shellcmd
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Env is the execution host's view that resolution depends on. It always
+// describes the host that will run the command, never values taken from the
+// request, so a request cannot steer resolution with its own PATH.
+type Env struct {
+	// Cwd is the absolute directory the command starts in. When empty,
+	// relative path-qualified names do not resolve.
+	Cwd string
+	// PATH is the host's search path for bare names (colon-separated).
+	PATH string
+	// Home is the host user's home directory, for ~ in command names.
+	Home string
+}
+
+// Role says what kind of program a segment runs, so callers can refuse to
+// record programs whose allowlisting would allow far more than was shown.
+type Role string
+
+// The roles of a segment.
+const (
+	// RoleCommand is an ordinary program.
+	RoleCommand Role = "command"
+	// RoleShell is a shell whose script (a file, standard input, or a
+	// payload this package does not parse) is not analysed.
+	RoleShell Role = "shell"
+	// RoleInterpreter is a language interpreter: it runs whatever code its
+	// arguments or input carry.
+	RoleInterpreter Role = "interpreter"
+	// RolePrivilege is a privilege changer (sudo, doas, …); the command it
+	// runs is a separate segment.
+	RolePrivilege Role = "privilege"
+)
+
+// Segment is one executable the command would run. Every segment must match
+// the allowlist for the command to be allowed.
+type Segment struct {
+	// Argv holds the words as executed, after looking through wrappers.
+	// Words that expand at run time are shown as written.
+	Argv []string `json:"argv"`
+	// Name is the command name as written, with quotes removed.
+	Name string `json:"name"`
+	// ResolvedPath is the absolute, cleaned (not symlink-resolved) path of
+	// the executable, or "" when the name did not resolve (a miss).
+	ResolvedPath string `json:"resolvedPath"`
+	// RealPath is ResolvedPath with symlinks resolved.
+	RealPath string `json:"realPath,omitempty"`
+	// Role is what kind of program this is.
+	Role Role `json:"role"`
+	// Via lists the wrappers, privilege changers and shells looked through
+	// to reach this segment, outermost first.
+	Via []string `json:"via,omitempty"`
+}
+
+// Analysis is the result of analysing one command.
+type Analysis struct {
+	// OK is true when every executed command could be determined
+	// statically. When false the command is a miss, never an allow.
+	OK bool `json:"analysisOk"`
+	// Error says what made the analysis fail, short and actionable.
+	Error string `json:"error,omitempty"`
+	// Segments are the executables that must match the allowlist. When OK is
+	// false they may be partial, and serve only for display.
+	Segments []Segment `json:"segments"`
+}
+
+// Paths returns the ResolvedPath of each segment, in order, ready for
+// policy.MatchAll. Unresolved segments contribute "" so that they miss.
+func (a Analysis) Paths() []string {
+	out := make([]string, len(a.Segments))
+	for i, s := range a.Segments {
+		out[i] = s.ResolvedPath
+	}
+	return out
+}
+
+// maxDepth bounds recursion through shell payloads and wrappers, so a
+// hostile command cannot make the analysis unbounded.
+const maxDepth = 16
+
+// maxTextLen bounds the command text analysed, payloads included.
+const maxTextLen = 1 << 20
+
+// errAnalysis marks a failure of the analysis (as opposed to a miss).
+var errAnalysis = errors.New("analysis failed")
+
+// failure is an analysis failure with a message for users.
+type failure struct{ msg string }
+
+func (f *failure) Error() string { return f.msg }
+func (f *failure) Unwrap() error { return errAnalysis }
+
+func failf(format string, args ...any) error {
+	return &failure{msg: fmt.Sprintf(format, args...)}
+}
+
+// Analyze parses command text as /bin/sh would and returns every executable
+// it would run. It never runs anything; it only stats files to resolve
+// names.
+func Analyze(text string, env Env) Analysis {
+	a := newAnalyzer(env)
+	err := a.text(text, a.initialCwd(), nil, 0, false)
+	return a.result(err)
+}
+
+// AnalyzeArgv analyses a system.run argv that has no command text: argv is
+// executed directly (no shell), so argv[0] is resolved as an executable,
+// wrappers are looked through and `sh -c` payloads are analysed like command
+// text. Shell builtins have no meaning here.
+func AnalyzeArgv(argv []string, env Env) Analysis {
+	a := newAnalyzer(env)
+	if len(argv) == 0 {
+		return a.result(failf("empty argv"))
+	}
+	args := make([]arg, len(argv))
+	for i, s := range argv {
+		args[i] = arg{val: s, static: true, text: s}
+	}
+	st := a.initialCwd()
+	return a.result(a.command(args, &st, cmdCtx{}))
+}
+
+type analyzer struct {
+	env  Env
+	segs []Segment
+}
+
+func newAnalyzer(env Env) *analyzer {
+	return &analyzer{env: env}
+}
+
+func (a *analyzer) initialCwd() cwdState {
+	if a.env.Cwd == "" || !strings.HasPrefix(a.env.Cwd, "/") {
+		return cwdState{}
+	}
+	return cwdState{dir: path.Clean(a.env.Cwd)}
+}
+
+func (a *analyzer) result(err error) Analysis {
+	out := Analysis{OK: err == nil, Segments: a.segs}
+	if out.Segments == nil {
+		out.Segments = []Segment{}
+	}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	return out
+}
+
+// text parses and analyses shell text. via is the chain of wrappers and
+// shells that led here; payload is true for a shell -c payload that has
+// positional arguments after it.
+func (a *analyzer) text(src string, cwd cwdState, via []string, depth int, positional bool) error {
+	if depth > maxDepth {
+		return failf("too many nested shells and wrappers (more than %d)", maxDepth)
+	}
+	if len(src) > maxTextLen {
+		return failf("command text longer than %d bytes", maxTextLen)
+	}
+	if strings.ContainsRune(src, 0) {
+		return failf("command text contains a NUL byte")
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		return failf("parse error: %v (hint: the text runs under /bin/sh; bash-only syntax cannot be analysed)", err)
+	}
+	if err := validate(f, positional); err != nil {
+		return err
+	}
+	w := &walker{a: a, via: via, depth: depth}
+	_, _, err = w.list(f.Stmts, cwd)
+	return err
+}

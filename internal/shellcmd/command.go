@@ -1,0 +1,208 @@
+package shellcmd
+
+import (
+	"path"
+	"regexp"
+	"strings"
+)
+
+// cmdCtx is how a command is reached.
+type cmdCtx struct {
+	// shell is true when the shell itself runs the command (so builtins
+	// apply), false when a program execs it (wrappers, argv).
+	shell bool
+	via   []string
+	depth int
+	pos   string // position of the simple command, for messages
+	// defaultPath is true when the command is found by a program that may
+	// not use the host's PATH (env -i, sudo's secure_path, …): a bare name
+	// must then resolve to the same file under the usual default paths.
+	defaultPath bool
+	// tailOpen is true when arguments supplied at run time are appended
+	// after the written ones (xargs).
+	tailOpen bool
+}
+
+func (c cmdCtx) with(via string) cmdCtx {
+	c.via = append(append([]string(nil), c.via...), via)
+	c.depth++
+	c.shell = false
+	return c
+}
+
+var assignLike = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\[.*\])?\+?=`)
+
+// command analyses one command given its words: it handles builtins, looks
+// through wrappers, privilege changers and shells, and appends segments.
+func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
+	if ctx.depth > maxDepth {
+		return failf("too many nested shells and wrappers (more than %d)", maxDepth)
+	}
+	if len(args) == 0 {
+		if ctx.tailOpen {
+			return failf("%s runs a command supplied at run time", lastVia(ctx))
+		}
+		return nil
+	}
+	name := args[0]
+	if !name.static {
+		if name.why == "" {
+			name.why = "a run-time value"
+		}
+		return failf("%s in command position (%s)%s", name.why, name.text, posSuffix(ctx))
+	}
+	if name.val == "" {
+		return failf("empty command name%s", posSuffix(ctx))
+	}
+	if ctx.shell && !strings.Contains(name.val, "/") {
+		if assignLike.MatchString(name.val) {
+			return failf("%q is an assignment in bash%s (hint: use NAME=value with a plain name)", name.val, posSuffix(ctx))
+		}
+		done, err := a.builtin(args, st, ctx)
+		if done || err != nil {
+			return err
+		}
+	}
+	base := path.Base(name.val)
+	switch {
+	case base == "busybox" || base == "toybox":
+		return failf("%s applets cannot be allowlisted precisely (hint: run the applet's own executable by its path)", base)
+	case carriers[base] != "":
+		return failf("%s %s, which cannot be looked through (hint: run the command directly)", base, carriers[base])
+	}
+	if w, ok := wrappers[base]; ok {
+		if trusted, err := a.trustedTool(name, st, ctx); err != nil || trusted {
+			if err != nil {
+				return err
+			}
+			return a.wrapper(w, args, st, ctx)
+		}
+	}
+	if p, ok := privilegeChangers[base]; ok {
+		return a.privileged(p, args, st, ctx)
+	}
+	seg, err := a.resolveSegment(name, st, ctx)
+	if err != nil {
+		return err
+	}
+	seg.Argv = values(args)
+	if ctx.tailOpen {
+		seg.Argv = append(seg.Argv, "…")
+	}
+	tool, kind := base, programKind(base)
+	if kind == kindNone && seg.RealPath != "" {
+		tool = path.Base(seg.RealPath)
+		kind = programKind(tool)
+	}
+	switch kind {
+	case kindPOSIXShell:
+		if seg.ResolvedPath != "" && a.trustedPath(seg, tool, st) {
+			return a.shell(args, seg, st, ctx)
+		}
+		seg.Role = RoleShell
+	case kindShell:
+		seg.Role = RoleShell
+	case kindInterpreter:
+		seg.Role = RoleInterpreter
+	}
+	a.segs = append(a.segs, seg)
+	return nil
+}
+
+func posSuffix(ctx cmdCtx) string {
+	if ctx.pos == "" {
+		return ""
+	}
+	return " at " + ctx.pos
+}
+
+func lastVia(ctx cmdCtx) string {
+	if len(ctx.via) == 0 {
+		return "the command"
+	}
+	return ctx.via[len(ctx.via)-1]
+}
+
+func values(args []arg) []string {
+	out := make([]string, len(args))
+	for i, x := range args {
+		out[i] = x.val
+	}
+	return out
+}
+
+// carriers are programs that run another command in ways this package does
+// not parse; their analysis fails rather than guessing.
+var carriers = map[string]string{
+	"flock": "runs a command", "watch": "runs its command through sh -c", "script": "runs a shell",
+	"su": "runs a shell", "runuser": "runs a shell", "sudoedit": "edits files as another user",
+	"unshare": "runs a command", "nsenter": "runs a command", "chroot": "runs a command in another root",
+	"prlimit": "runs a command", "cgexec": "runs a command", "systemd-run": "runs a command",
+	"firejail": "runs a command", "bwrap": "runs a command", "strace": "runs a command",
+	"ltrace": "runs a command", "valgrind": "runs a command", "gdb": "runs a command",
+	"numactl": "runs a command", "cpulimit": "runs a command", "trickle": "runs a command",
+	"proxychains": "runs a command", "proxychains4": "runs a command", "torsocks": "runs a command",
+	"tsocks": "runs a command", "faketime": "runs a command", "fakeroot": "runs a command",
+	"fakechroot": "runs a command", "sg": "runs a shell command", "newgrp": "runs a shell",
+	"caffeinate": "runs a command", "arch": "runs a command", "sandbox-exec": "runs a command",
+	"setarch": "runs a command", "linux32": "runs a command", "linux64": "runs a command",
+	"unbuffer": "runs a command", "rlwrap": "runs a command", "parallel": "runs commands through a shell",
+	"sem": "runs commands through a shell", "chronic": "runs a command", "ifne": "runs a command",
+	"entr": "runs a command", "daemonize": "runs a command", "start-stop-daemon": "runs a command",
+	"runcon": "runs a command", "capsh": "runs a shell", "setpriv": "runs a command",
+	"dbus-run-session": "runs a command", "xvfb-run": "runs a command", "ssh-agent": "runs a command",
+	"at": "runs shell commands", "batch": "runs shell commands", "eatmydata": "runs a command",
+	"catchsegv": "runs a command", "perf": "runs a command", "chpst": "runs a command",
+	"nq": "runs a command", "tmux": "runs shell commands", "screen": "runs shell commands",
+}
+
+type programKindT int
+
+const (
+	kindNone programKindT = iota
+	kindPOSIXShell
+	kindShell
+	kindInterpreter
+)
+
+var posixShells = map[string]bool{
+	"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ksh93": true,
+	"mksh": true, "lksh": true, "pdksh": true, "oksh": true, "ash": true, "yash": true,
+	"posh": true, "rbash": true,
+}
+
+var otherShells = map[string]bool{
+	"fish": true, "csh": true, "tcsh": true, "nu": true, "pwsh": true, "powershell": true,
+	"xonsh": true, "elvish": true, "rc": true, "es": true, "scsh": true, "ion": true,
+}
+
+var interpreters = map[string]bool{
+	"python": true, "pypy": true, "node": true, "nodejs": true, "perl": true, "ruby": true,
+	"irb": true, "php": true, "lua": true, "luajit": true, "awk": true, "gawk": true,
+	"mawk": true, "nawk": true, "tclsh": true, "wish": true, "expect": true, "rscript": true,
+	"r": true, "osascript": true, "deno": true, "bun": true, "java": true, "jshell": true,
+	"groovy": true, "scala": true, "kotlin": true, "julia": true, "erl": true,
+	"escript": true, "elixir": true, "iex": true, "guile": true, "racket": true,
+	"sbcl": true, "clisp": true, "ghci": true, "runghc": true, "runhaskell": true,
+	"jruby": true, "jython": true, "swift": true, "dotnet": true,
+	"ts-node": true, "tsx": true, "npx": true, "bunx": true, "uv": true, "uvx": true,
+	"pipx": true,
+}
+
+// programKind classifies a program by file name. Version suffixes
+// (python3.12, perl5.36, tclsh8.6) are ignored.
+func programKind(base string) programKindT {
+	if posixShells[base] {
+		return kindPOSIXShell
+	}
+	if otherShells[base] {
+		return kindShell
+	}
+	b := strings.ToLower(base)
+	b = strings.TrimRight(b, "0123456789.")
+	b = strings.TrimSuffix(b, "-")
+	if interpreters[b] {
+		return kindInterpreter
+	}
+	return kindNone
+}

@@ -1,0 +1,160 @@
+package shellcmd
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// defaultPaths are the search paths programs fall back to when they do not
+// use the caller's PATH (env -i, sudo with secure_path, pkexec, run0): glibc
+// and musl execvp defaults, macOS, and Debian's sudo secure_path.
+var defaultPaths = []string{
+	"/bin:/usr/bin",
+	"/usr/local/bin:/bin:/usr/bin",
+	"/usr/bin:/bin:/usr/sbin:/sbin",
+	"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+}
+
+// systemDirs hold executables installed by the operating system; a shell or
+// wrapper found there is the real one, whatever PATH says.
+var systemDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true}
+
+// resolveSegment resolves a command name to a segment. A name that does not
+// resolve gives a segment with an empty ResolvedPath (a miss); situations
+// where the shell might run something other than what resolution finds fail
+// the analysis.
+func (a *analyzer) resolveSegment(name arg, st *cwdState, ctx cmdCtx) (Segment, error) {
+	seg := Segment{Name: name.text, Role: RoleCommand, Via: ctx.via}
+	p, err := a.resolve(name.val, *st, ctx)
+	if err != nil {
+		return seg, err
+	}
+	if p != "" {
+		seg.ResolvedPath = p
+		seg.RealPath = realPath(p)
+	}
+	return seg, nil
+}
+
+func (a *analyzer) resolve(name string, st cwdState, ctx cmdCtx) (string, error) {
+	if strings.Contains(name, "/") {
+		return resolveQualified(name, st)
+	}
+	p, err := lookPath(name, a.env.PATH, st)
+	if err != nil || p == "" || !ctx.defaultPath {
+		return p, err
+	}
+	real := realPath(p)
+	for _, dp := range defaultPaths {
+		q, _ := lookPath(name, dp, cwdState{dir: "/"})
+		if q != "" && realPath(q) != real {
+			return "", failf("%s may run %s rather than %s: %s does not use the host PATH (hint: write the absolute path)", name, q, p, lastVia(ctx))
+		}
+	}
+	return p, nil
+}
+
+// resolveQualified resolves a name containing a slash, as execve would.
+func resolveQualified(name string, st cwdState) (string, error) {
+	full := name
+	if !strings.HasPrefix(name, "/") {
+		if st.uncertain {
+			return "", failf("relative command path %s after a cd whose effect is uncertain (hint: join commands with && after cd, or use an absolute path)", name)
+		}
+		if st.dir == "" {
+			return "", nil
+		}
+		full = st.dir + "/" + name
+	}
+	clean := path.Clean(full)
+	if hasDotDot(name) {
+		// The kernel resolves ".." after following symlinks; a cleaned path
+		// does it before. They must name the same file.
+		r1, e1 := filepath.EvalSymlinks(full)
+		r2, e2 := filepath.EvalSymlinks(clean)
+		if (e1 == nil) != (e2 == nil) || r1 != r2 {
+			return "", failf("command path %s uses \"..\" through a symlink (hint: write the path without \"..\")", name)
+		}
+	}
+	if !isExecutable(clean) {
+		return "", nil
+	}
+	return clean, nil
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// lookPath finds a bare name on a search path as /bin/sh does. Empty and
+// relative entries are never used for resolution; if one of them comes
+// before the match and holds the name, the shell would run that file
+// instead, so the analysis fails.
+func lookPath(name, pathList string, st cwdState) (string, error) {
+	for _, dir := range strings.Split(pathList, ":") {
+		if !strings.HasPrefix(dir, "/") {
+			if st.uncertain || st.dir == "" {
+				return "", failf("the host PATH has the relative entry %q and the working directory is not known (hint: remove relative entries from the host PATH)", dir)
+			}
+			if c := path.Join(st.dir, dir, name); isExecutable(c) {
+				return "", failf("the shell would run %s from the relative PATH entry %q (hint: remove relative entries from the host PATH)", c, dir)
+			}
+			continue
+		}
+		if c := path.Join(dir, name); isExecutable(c) {
+			return c, nil
+		}
+	}
+	return "", nil
+}
+
+// isExecutable reports whether p (following symlinks) is a regular file
+// with an execute bit.
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+func realPath(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
+}
+
+// trustedTool reports whether a wrapper name refers to the real tool, so
+// that looking through it is sound. A bare name is found on the host PATH;
+// a path-qualified one must be the same file or live in a system directory.
+// A wrapper that does not resolve at all is not looked through: it becomes
+// an ordinary (missing) segment.
+func (a *analyzer) trustedTool(name arg, st *cwdState, ctx cmdCtx) (bool, error) {
+	if ctx.shell && !strings.Contains(name.val, "/") && shellBuiltinWrappers[name.val] {
+		return true, nil
+	}
+	p, err := a.resolve(name.val, *st, ctx)
+	if err != nil || p == "" {
+		return false, err
+	}
+	if !strings.Contains(name.val, "/") {
+		return true, nil
+	}
+	return a.trustedPath(Segment{ResolvedPath: p, RealPath: realPath(p)}, path.Base(name.val), st), nil
+}
+
+// trustedPath reports whether a resolved tool is the one the host PATH
+// finds under the name tool, or lives in a system directory.
+func (a *analyzer) trustedPath(seg Segment, tool string, st *cwdState) bool {
+	if systemDirs[path.Dir(seg.ResolvedPath)] {
+		return true
+	}
+	p, err := lookPath(tool, a.env.PATH, *st)
+	return err == nil && p != "" && seg.RealPath != "" && realPath(p) == seg.RealPath
+}

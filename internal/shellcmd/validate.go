@@ -1,0 +1,253 @@
+package shellcmd
+
+import (
+	"fmt"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// validate walks every node of a parsed file and fails on any construct
+// whose effect cannot be known statically, wherever it hides (arguments,
+// assignments, double quotes, parameter-expansion defaults, arithmetic,
+// case patterns, here-document bodies). Node types not listed here fail:
+// the parser and the shell that runs the text must never disagree silently.
+// positional is true for a shell payload run with arguments, where $0, $1,
+// "$@" … carry run-time values.
+func validate(f *syntax.File, positional bool) error {
+	v := &validator{positional: positional}
+	syntax.Walk(f, v.visit)
+	return v.err
+}
+
+type validator struct {
+	positional bool
+	err        error
+}
+
+func at(n syntax.Node) string {
+	p := n.Pos()
+	return fmt.Sprintf("%d:%d", p.Line(), p.Col())
+}
+
+func (v *validator) fail(format string, args ...any) bool {
+	if v.err == nil {
+		v.err = failf(format, args...)
+	}
+	return false
+}
+
+func (v *validator) visit(n syntax.Node) bool {
+	if v.err != nil {
+		return false
+	}
+	switch n := n.(type) {
+	case nil:
+		return true
+	case *syntax.Word:
+		return v.parts(n.Parts)
+	case *syntax.File, *syntax.Block, *syntax.IfClause,
+		*syntax.WhileClause, *syntax.CaseClause, *syntax.CaseItem,
+		*syntax.BinaryCmd, *syntax.CallExpr, *syntax.Comment:
+		return true
+	case *syntax.Stmt:
+		if n.Coprocess || n.Disown {
+			return v.fail("coprocess or disown at %s", at(n))
+		}
+		return true
+	case *syntax.Subshell:
+		// "((x))" is arithmetic in bash (which evaluates variable contents,
+		// subscripts included) but two subshells in POSIX sh.
+		if len(n.Stmts) > 0 {
+			if inner, ok := n.Stmts[0].Cmd.(*syntax.Subshell); ok && inner.Lparen.Offset() == n.Lparen.Offset()+1 {
+				return v.fail("\"((\" at %s is arithmetic in bash (hint: write \"( (\" for nested subshells)", at(n))
+			}
+		}
+		return true
+	case *syntax.ForClause:
+		if _, ok := n.Loop.(*syntax.WordIter); !ok {
+			return v.fail("unsupported for loop at %s", at(n))
+		}
+		return true
+	case *syntax.WordIter:
+		return true
+	case *syntax.Assign:
+		if n.Name == nil || n.Index != nil || n.Array != nil || n.Naked || n.Append {
+			return v.fail("unsupported assignment at %s", at(n))
+		}
+		return true
+	case *syntax.Redirect:
+		return v.redirect(n)
+	case *syntax.Lit:
+		return true
+	case *syntax.SglQuoted:
+		if n.Dollar {
+			return v.fail("$'…' quoting at %s", at(n))
+		}
+		return true
+	case *syntax.DblQuoted:
+		if n.Dollar {
+			return v.fail("$\"…\" quoting at %s", at(n))
+		}
+		return v.parts(n.Parts)
+	case *syntax.ParamExp:
+		return v.param(n)
+	case *syntax.ArithmExp:
+		if n.Bracket || n.Unsigned {
+			return v.fail("unsupported arithmetic at %s", at(n))
+		}
+		if err := arithmConst(n.X); err != nil {
+			return v.fail("arithmetic with %v at %s (hint: bash evaluates variable contents, array subscripts included)", err, at(n))
+		}
+		return false
+	case *syntax.CmdSubst:
+		if n.Backquotes {
+			return v.fail("command substitution `…` at %s", at(n))
+		}
+		return v.fail("command substitution $(…) at %s", at(n))
+	case *syntax.ProcSubst:
+		return v.fail("process substitution at %s", at(n))
+	case *syntax.FuncDecl:
+		return v.fail("function definition at %s (hint: run the commands directly)", at(n))
+	default:
+		return v.fail("unsupported shell syntax (%s) at %s", strings.TrimPrefix(fmt.Sprintf("%T", n), "*syntax."), at(n))
+	}
+}
+
+// parts rejects bash's $[…] arithmetic, which a POSIX parse leaves as
+// literal text: a "$" followed by "[…]", possibly in the next literal part.
+func (v *validator) parts(ps []syntax.WordPart) bool {
+	var b strings.Builder
+	for i, p := range ps {
+		if l, ok := p.(*syntax.Lit); ok {
+			b.WriteString(l.Value)
+			if i+1 < len(ps) {
+				continue
+			}
+		}
+		if !v.lit(b.String(), p) {
+			return false
+		}
+		b.Reset()
+	}
+	return true
+}
+
+func (v *validator) lit(s string, n syntax.Node) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '$':
+			if i+1 < len(s) && s[i+1] == '[' {
+				return v.fail("$[…] arithmetic at %s", at(n))
+			}
+		}
+	}
+	return true
+}
+
+func (v *validator) param(p *syntax.ParamExp) bool {
+	if !p.Dollar.IsValid() || p.Flags != nil || p.Excl || p.Width || p.IsSet ||
+		p.Split != syntax.OptUnset || p.GlobSubst != syntax.OptUnset || p.RcExpand != syntax.OptUnset ||
+		p.NestedParam != nil || p.Index != nil || len(p.Modifiers) > 0 || p.Slice != nil ||
+		p.Repl != nil || p.Names != 0 || p.Param == nil {
+		return v.fail("unsupported parameter expansion at %s", at(p))
+	}
+	if v.positional && isPositional(p.Param.Value) {
+		return v.fail("shell payload refers to $%s at %s while arguments follow it (hint: pass values inside the payload)", p.Param.Value, at(p))
+	}
+	if p.Exp != nil {
+		switch p.Exp.Op {
+		case syntax.AssignUnset, syntax.AssignUnsetOrNull:
+			return v.fail("assignment expansion ${%s%s…} at %s", p.Param.Value, p.Exp.Op, at(p))
+		}
+	}
+	return true
+}
+
+func isPositional(name string) bool {
+	if name == "@" || name == "*" || name == "#" {
+		return true
+	}
+	return name != "" && strings.Trim(name, "0123456789") == ""
+}
+
+func (v *validator) redirect(r *syntax.Redirect) bool {
+	if r.N != nil && strings.Trim(r.N.Value, "0123456789") != "" {
+		return v.fail("named file descriptor at %s", at(r))
+	}
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc:
+		val, ok := staticWord(r.Word)
+		if !ok || val == "" {
+			return v.fail("here-document delimiter at %s is not a literal", at(r))
+		}
+		if r.Hdoc != nil && !quotedHeredoc(r.Word) {
+			syntax.Walk(r.Hdoc, v.visit)
+		}
+		return false
+	case syntax.DplIn, syntax.DplOut:
+		val, ok := staticWord(r.Word)
+		if !ok || (val != "-" && (val == "" || strings.Trim(val, "0123456789") != "")) {
+			return v.fail("redirection %s%s at %s is not a file descriptor (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
+		}
+		return false
+	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrInOut:
+		val, ok := staticWord(r.Word)
+		if !ok || val != "/dev/null" {
+			return v.fail("redirection %s%s at %s reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
+		}
+		return false
+	default:
+		return v.fail("unsupported redirection %s at %s", r.Op, at(r))
+	}
+}
+
+// quotedHeredoc reports whether a here-document delimiter has any quoting,
+// which makes the body literal.
+func quotedHeredoc(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.SglQuoted, *syntax.DblQuoted:
+			return true
+		case *syntax.Lit:
+			if strings.ContainsRune(p.Value, '\\') {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// arithmConst accepts arithmetic made only of numeric constants: any name
+// refers to a variable, whose contents bash evaluates recursively.
+func arithmConst(x syntax.ArithmExpr) error {
+	switch x := x.(type) {
+	case *syntax.BinaryArithm:
+		if err := arithmConst(x.X); err != nil {
+			return err
+		}
+		return arithmConst(x.Y)
+	case *syntax.UnaryArithm:
+		if x.Op == syntax.Inc || x.Op == syntax.Dec {
+			return fmt.Errorf("an increment")
+		}
+		return arithmConst(x.X)
+	case *syntax.ParenArithm:
+		return arithmConst(x.X)
+	case *syntax.Word:
+		s := x.Lit()
+		if s == "" || s[0] < '0' || s[0] > '9' {
+			return fmt.Errorf("a variable")
+		}
+		for _, c := range s {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+				return fmt.Errorf("a variable")
+			}
+		}
+		return nil
+	default:
+		return fmt.Errorf("unsupported syntax")
+	}
+}
