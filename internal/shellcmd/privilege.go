@@ -41,7 +41,7 @@ var privilegeChangers = map[string]privilegeSpec{
 	"doas": {
 		opts: optSet{
 			flags: "nLs", withArg: "uaC",
-			fail:  map[string]string{"s": "runs a shell", "C": "checks a configuration file"},
+			fail: map[string]string{"s": "runs a shell", "C": "checks a configuration file"},
 		},
 		on:           noCommandOn("L"),
 		needsCommand: true,

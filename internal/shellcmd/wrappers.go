@@ -117,7 +117,7 @@ var wrappers = map[string]wrapperSpec{
 		on: noCommandOn(), keepShell: true,
 	},
 	"command": {
-		opts:    optSet{flags: "pvV", fail: map[string]string{"p": "searches a default PATH (hint: write the absolute path)"}},
+		opts:      optSet{flags: "pvV", fail: map[string]string{"p": "searches a default PATH (hint: write the absolute path)"}},
 		on:        noCommandOn("v", "V"),
 		keepShell: true,
 	},
