@@ -1,0 +1,96 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+var (
+	titleStyle  = lipgloss.NewStyle().Bold(true)
+	selStyle    = lipgloss.NewStyle().Bold(true).Reverse(true)
+	labelStyle  = lipgloss.NewStyle().Faint(true)
+	cmdStyle    = lipgloss.NewStyle().Bold(true)
+	warnStyle   = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("9"))
+	okStyle     = lipgloss.NewStyle().Foreground(lipgloss.Color("10"))
+	statusStyle = lipgloss.NewStyle().Italic(true)
+)
+
+func (m model) View() string {
+	var b strings.Builder
+	head := fmt.Sprintf("exechost approver — %d pending", len(m.items))
+	if m.opts.Title != "" {
+		head += " — " + m.opts.Title
+	}
+	b.WriteString(titleStyle.Render(head) + "\n")
+	if m.opts.Banner != "" {
+		b.WriteString(m.opts.Banner + "\n")
+	}
+	b.WriteString("\n")
+
+	if len(m.items) == 0 {
+		b.WriteString("No pending prompts. Waiting for execution hosts…\n")
+	}
+	for _, p := range m.items {
+		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(approver.Printable(p.Request.AgentID), 12),
+			clip(approver.Printable(p.Request.Command), 48), approver.Countdown(p.ExpiresAt, m.now))
+		if p.ID == m.selected {
+			line = selStyle.Render(">" + line)
+		} else {
+			line = " " + line
+		}
+		b.WriteString(line + "\n")
+	}
+
+	if p, ok := m.current(); ok {
+		b.WriteString("\n" + titleStyle.Render("Prompt "+p.ID) + "\n")
+		for _, f := range approver.Describe(p, m.now) {
+			v := f.Value
+			switch {
+			case f.Label == "command":
+				v = cmdStyle.Render(v)
+			case f.Label == "resolved" && strings.HasSuffix(v, "(allowlisted)"):
+				v = okStyle.Render(v)
+			case f.Label == "resolved":
+				v = warnStyle.Render(v)
+			}
+			fmt.Fprintf(&b, "  %s %s\n", labelStyle.Render(fmt.Sprintf("%-9s", f.Label+":")), v)
+		}
+		b.WriteString("\n" + keysHelp(p) + "\n")
+	} else {
+		b.WriteString("\nq quit\n")
+	}
+	if m.status != "" {
+		b.WriteString("\n" + statusStyle.Render(clip(m.status, max(m.width-2, 20))) + "\n")
+	}
+	return b.String()
+}
+
+// keysHelp lists the decisions the prompt offers; allow always is hidden
+// when the execution host did not offer it (ask=always).
+func keysHelp(p approver.Pending) string {
+	var keys []string
+	if approver.Offered(p.Request, policy.AllowOnce) {
+		keys = append(keys, "a allow once")
+	}
+	if approver.Offered(p.Request, policy.AllowAlways) {
+		keys = append(keys, "A allow always")
+	}
+	keys = append(keys, "d deny", "↑/↓ move", "q quit")
+	return strings.Join(keys, " · ")
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return string(r[:n])
+	}
+	return string(r[:n-1]) + "…"
+}
