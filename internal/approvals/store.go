@@ -1,0 +1,202 @@
+package approvals
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/gofrs/flock"
+
+	"github.com/exechost/exechost/internal/atomicfile"
+	"github.com/exechost/exechost/internal/state"
+)
+
+// MaxFileSize bounds how much of an approvals file is read. A larger file is
+// refused rather than read into memory on every command.
+const MaxFileSize = 16 << 20
+
+// Store reads and writes one approvals file.
+type Store struct {
+	// Path is the approvals file.
+	Path string
+	// StateDir is the state directory; the default socket path lives there
+	// and, when it is Path's directory, the store creates it 0700.
+	StateDir string
+	// Home expands "~" in the socket path.
+	Home string
+}
+
+// NewStore returns the store for stateDir's exec-approvals.json.
+func NewStore(stateDir string) *Store {
+	return &Store{Path: DefaultPath(stateDir), StateDir: stateDir, Home: state.Home()}
+}
+
+func (s *Store) stateDir() string {
+	if s.StateDir != "" {
+		return s.StateDir
+	}
+	return filepath.Dir(s.Path)
+}
+
+// SocketPath returns f's approval socket path as this store's host sees it.
+func (s *Store) SocketPath(f *File) string { return f.SocketPath(s.stateDir(), s.Home) }
+
+// Load reads the file without locking (a rename replaces it atomically, so
+// a reader sees a whole file). A missing file yields Default(), unwritten.
+// A file that does not parse yields a *ParseError; one owned by another
+// user, ErrForeignOwner. Load follows a symlink: only writing through one
+// is refused.
+func (s *Store) Load() (*File, error) {
+	data, err := s.read(os.Stat, "load")
+	if errors.Is(err, fs.ErrNotExist) {
+		return Default(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Parse(s.Path, data)
+}
+
+// Ensure creates the file when missing, or fills in what a written file
+// always has (a token, a socket path, the defaults), and returns it. It
+// writes only when something changed.
+func (s *Store) Ensure() (*File, error) { return s.update("", false, nil) }
+
+// Update changes the file under the lock: lock, re-read (or start from
+// Default), fn, Normalize, atomic write, unlock. Every mutation goes through
+// it, so concurrent writers in several processes never lose each other's
+// changes. If fn returns an error nothing is written. The file is not
+// rewritten when the change leaves it byte-identical.
+func (s *Store) Update(fn func(f *File) error) (*File, error) { return s.update("", false, fn) }
+
+// UpdateIf is Update for editors that showed the user a copy: it fails with
+// ErrStale, writing nothing, unless the file's current Hash is baseHash (the
+// Hash of what the user edited). A missing file hashes as Default().
+func (s *Store) UpdateIf(baseHash string, fn func(f *File) error) (*File, error) {
+	return s.update(baseHash, true, fn)
+}
+
+func (s *Store) update(baseHash string, check bool, fn func(f *File) error) (*File, error) {
+	if err := s.ensureDir(); err != nil {
+		return nil, err
+	}
+	lock := flock.New(s.Path+".lock", flock.SetPermissions(0o600))
+	if err := lock.Lock(); err != nil {
+		return nil, fmt.Errorf("lock approvals %s: %w", s.Path, err)
+	}
+	defer lock.Unlock()
+
+	f, old := Default(), []byte(nil)
+	data, err := s.read(os.Lstat, "update")
+	switch {
+	case err == nil:
+		if f, err = Parse(s.Path, data); err != nil {
+			return nil, err
+		}
+		old = data
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	if check && f.Hash() != baseHash {
+		return nil, fmt.Errorf("update approvals %s: %w (hint: reload it and apply your change again)", s.Path, ErrStale)
+	}
+	if fn != nil {
+		if err := fn(f); err != nil {
+			return nil, fmt.Errorf("update approvals %s: %w", s.Path, err)
+		}
+	}
+	f.Normalize(s.stateDir())
+	out, err := f.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("update approvals %s: %w", s.Path, err)
+	}
+	if old != nil && bytes.Equal(out, old) && s.modeOK() {
+		return f, nil
+	}
+	if err := atomicfile.WriteFile(s.Path, out, 0o600); err != nil {
+		return nil, fmt.Errorf("update approvals: %w", err)
+	}
+	return f, nil
+}
+
+func (s *Store) modeOK() bool {
+	fi, err := os.Lstat(s.Path)
+	return err == nil && fi.Mode().Perm() == 0o600
+}
+
+// read returns the file's content after checking, with stat (os.Stat to
+// follow a symlink, os.Lstat to refuse one), that it is a regular file of
+// ours; the check is repeated on the open descriptor. A missing file
+// returns an error matching fs.ErrNotExist.
+func (s *Store) read(stat func(string) (fs.FileInfo, error), op string) ([]byte, error) {
+	fi, err := stat(s.Path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	if err := s.check(fi, op); err != nil {
+		return nil, err
+	}
+	fh, err := os.Open(s.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	defer fh.Close()
+	if fi, err = fh.Stat(); err != nil {
+		return nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	if err := s.check(fi, op); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s approvals %s: larger than %d bytes (hint: move the file aside; exechost will not overwrite it)", op, s.Path, MaxFileSize)
+	}
+	return data, nil
+}
+
+func (s *Store) check(fi fs.FileInfo, op string) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s approvals %s: %w (hint: replace the link with the file it points to, or point --state-dir at the real directory)", op, s.Path, ErrSymlink)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s approvals %s: not a regular file (%s) (hint: move it aside)", op, s.Path, fi.Mode().Type())
+	}
+	if err := state.CheckOwner(fi); err != nil {
+		return fmt.Errorf("%s approvals %s: %w: %v (hint: run exechost as that user, or chown the file)", op, s.Path, ErrForeignOwner, err)
+	}
+	return nil
+}
+
+// ensureDir makes sure the file's directory exists, is ours and is 0700.
+// The state directory is created and tightened if needed; any other
+// directory (a Path set by hand) is only checked, never chmodded, so a
+// misconfigured path cannot change /tmp's mode.
+func (s *Store) ensureDir() error {
+	dir := filepath.Dir(s.Path)
+	if fi, err := os.Lstat(dir); err == nil {
+		if err := state.CheckOwner(fi); err != nil {
+			return fmt.Errorf("approvals directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", dir, ErrForeignOwner, err)
+		}
+	}
+	if filepath.Clean(dir) == filepath.Clean(s.stateDir()) {
+		return state.Ensure(dir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("approvals directory: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 && !isWindows {
+		return fmt.Errorf("approvals directory %s is mode %#o; the approvals file needs a directory only we can use (hint: chmod 700 %s)", dir, perm, dir)
+	}
+	return nil
+}
