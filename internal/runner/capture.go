@@ -2,6 +2,7 @@ package runner
 
 import (
 	"sync"
+	"unicode/utf8"
 )
 
 // Output caps from the spec.
@@ -14,6 +15,18 @@ const (
 	TruncatedSuffix = "… (truncated)"
 )
 
+// tailMarker prefixes a tail whose earlier output was dropped, so a reader
+// of an event never mistakes the tail for the whole output.
+const tailMarker = "…"
+
+// Which stream lost bytes first; the truncation marker goes there because
+// that is where the reader notices output stopping.
+const (
+	cutNone = iota
+	cutStdout
+	cutStderr
+)
+
 // Capture collects a process's stdout and stderr under one shared byte cap
 // without ever holding more than the cap plus a fixed tail ring in memory,
 // however much the process writes: a 10 GB flood costs the same as 200 KB.
@@ -22,121 +35,160 @@ const (
 // for exceeding the cap. Capture is safe for concurrent use by the stdout and
 // stderr copiers.
 type Capture struct {
-	mu        sync.Mutex
-	max       int
-	kept      int
-	stdout    []byte
-	stderr    []byte
-	truncated bool
-	total     int64
-	tail      []byte // ring buffer of the last tailCap bytes
-	tailCap   int
-	tailPos   int
-	tailFull  bool
+	mu     sync.Mutex
+	max    int    // cap on len(stdout)+len(stderr)
+	stdout []byte // kept stdout, at most max bytes together with stderr
+	stderr []byte
+	cut    int   // cutNone, cutStdout or cutStderr: which stream lost bytes first
+	total  int64 // bytes written in all, kept or not
+
+	// tail is a ring holding the last len(tail) bytes of the combined
+	// stream: the byte at stream offset o lives at tail[o%len(tail)], so
+	// total alone says where the ring starts and how full it is.
+	tail []byte
 }
 
-// NewCapture returns a Capture keeping at most max bytes (MaxOutput when
-// max <= 0) and a tail of tail bytes (TailSize when tail <= 0).
-func NewCapture(max, tail int) *Capture {
-	if max <= 0 {
-		max = MaxOutput
+// NewCapture returns a Capture keeping at most maxBytes bytes of combined
+// output (MaxOutput when maxBytes <= 0) and a tail of tailBytes bytes
+// (TailSize when tailBytes <= 0).
+func NewCapture(maxBytes, tailBytes int) *Capture {
+	if maxBytes <= 0 {
+		maxBytes = MaxOutput
 	}
-	if tail <= 0 {
-		tail = TailSize
+	if tailBytes <= 0 {
+		tailBytes = TailSize
 	}
-	return &Capture{max: max, tailCap: tail, tail: make([]byte, tail)}
+	return &Capture{max: maxBytes, tail: make([]byte, tailBytes)}
 }
 
 // Stdout returns a writer for the process's standard output.
-func (c *Capture) Stdout() *Stream { return &Stream{c: c, err: false} }
+func (c *Capture) Stdout() *Stream { return &Stream{c: c, id: cutStdout} }
 
 // Stderr returns a writer for the process's standard error.
-func (c *Capture) Stderr() *Stream { return &Stream{c: c, err: true} }
+func (c *Capture) Stderr() *Stream { return &Stream{c: c, id: cutStderr} }
 
-// Stream is one side (stdout or stderr) of a Capture.
+// Stream is one side (stdout or stderr) of a Capture. Its Write never fails
+// and never blocks for longer than a bounded memory copy.
 type Stream struct {
-	c   *Capture
-	err bool
+	c  *Capture
+	id int // cutStdout or cutStderr
 }
 
-// Write records p, keeping what fits under the cap. It always reports
-// len(p) written.
+// Write records p, keeping what fits under the shared cap and feeding the
+// tail ring. It always reports len(p) written and a nil error, so the
+// process writing never sees EPIPE or SIGPIPE because of the cap.
 func (s *Stream) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.total += int64(len(p))
-	if room := c.max - c.kept; room > 0 {
-		keep := p
-		if len(keep) > room {
-			keep = keep[:room]
+	keep := p
+	if room := c.max - len(c.stdout) - len(c.stderr); len(keep) > room {
+		keep = keep[:max(room, 0)]
+		if c.cut == cutNone {
+			c.cut = s.id
 		}
-		if s.err {
+	}
+	if len(keep) > 0 {
+		if s.id == cutStderr {
 			c.stderr = append(c.stderr, keep...)
 		} else {
 			c.stdout = append(c.stdout, keep...)
 		}
-		c.kept += len(keep)
-		if len(keep) < len(p) {
-			c.truncated = true
-		}
-	} else if len(p) > 0 {
-		c.truncated = true
 	}
 	c.appendTail(p)
+	c.total += int64(len(p))
 	return len(p), nil
 }
 
+// appendTail copies the part of p that can still be in the tail into the
+// ring. It must run before c.total is advanced past p.
 func (c *Capture) appendTail(p []byte) {
-	if len(p) >= c.tailCap {
-		copy(c.tail, p[len(p)-c.tailCap:])
-		c.tailPos, c.tailFull = 0, true
-		return
+	n := int64(len(c.tail))
+	off := c.total
+	if int64(len(p)) > n {
+		off += int64(len(p)) - n
+		p = p[int64(len(p))-n:]
 	}
-	n := copy(c.tail[c.tailPos:], p)
-	if n < len(p) {
-		copy(c.tail, p[n:])
-		c.tailFull = true
-	}
-	c.tailPos = (c.tailPos + len(p)) % c.tailCap
-	if c.tailPos == 0 && len(p) > 0 {
-		c.tailFull = true
-	}
+	pos := int(off % n)
+	k := copy(c.tail[pos:], p)
+	copy(c.tail, p[k:])
 }
 
-// Result returns the kept stdout and stderr, with TruncatedSuffix appended
-// to the stream that was written last when anything was cut, and whether
-// output was truncated.
+// Result returns the kept stdout and stderr and whether output was
+// truncated. Kept output never exceeds the cap; when bytes were dropped, the
+// stream that lost bytes first ends with TruncatedSuffix (on a line of its
+// own), which is added on top of the cap, and an incomplete UTF-8 sequence
+// at the cut is removed so the text stays valid where the process wrote
+// valid text.
 func (c *Capture) Result() (stdout, stderr string, truncated bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	stdout, stderr = string(c.stdout), string(c.stderr)
-	if c.truncated {
-		if len(c.stderr) > 0 && len(c.stdout) == 0 {
-			stderr += "\n" + TruncatedSuffix
-		} else {
-			stdout += "\n" + TruncatedSuffix
-		}
+	out, errb := c.stdout, c.stderr
+	switch c.cut {
+	case cutStdout:
+		return markTruncated(out), string(errb), true
+	case cutStderr:
+		return string(out), markTruncated(errb), true
 	}
-	return stdout, stderr, c.truncated
+	return string(out), string(errb), false
 }
 
-// Tail returns the last bytes of the combined output (at most the tail
-// size), prefixed with "…" when earlier output was dropped.
+// markTruncated returns b without a trailing incomplete UTF-8 sequence,
+// followed by TruncatedSuffix on its own line.
+func markTruncated(b []byte) string {
+	b = trimPartialRune(b)
+	s := make([]byte, 0, len(b)+1+len(TruncatedSuffix))
+	s = append(s, b...)
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		s = append(s, '\n')
+	}
+	s = append(s, TruncatedSuffix...)
+	return string(s)
+}
+
+// trimPartialRune drops a UTF-8 sequence cut short at the end of b. Bytes
+// that are not UTF-8 at all are left alone: only a cut we made is repaired.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < utf8.RuneSelf {
+			return b // ASCII: nothing pending
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			return b
+		}
+	}
+	return b
+}
+
+// Tail returns the last bytes of the combined output: everything when the
+// process wrote at most the tail size, otherwise the last tail-size bytes
+// (less any UTF-8 continuation bytes split off at the front) prefixed with
+// "…", so the result is at most the tail size plus that marker.
 func (c *Capture) Tail() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.tailFull {
-		return string(c.tail[:c.tailPos])
+	n := int64(len(c.tail))
+	if c.total <= n {
+		return string(c.tail[:c.total])
 	}
-	b := make([]byte, 0, c.tailCap+3)
-	b = append(b, "…"...)
-	b = append(b, c.tail[c.tailPos:]...)
-	b = append(b, c.tail[:c.tailPos]...)
-	return string(b)
+	start := int(c.total % n)
+	b := make([]byte, 0, len(tailMarker)+len(c.tail))
+	b = append(b, c.tail[start:]...)
+	b = append(b, c.tail[:start]...)
+	for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+		b = b[1:]
+	}
+	return tailMarker + string(b)
 }
 
-// Total returns how many bytes the process wrote in all.
+// Total returns how many bytes the process wrote in all, kept or not.
 func (c *Capture) Total() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -2,9 +2,33 @@
 // text, a working directory, an environment overlay, a timeout that kills the
 // whole process tree, and output capped by Capture. It makes no policy
 // decisions; callers (the host engine) decide first and then call Run.
+//
+// Outcomes are reported consistently:
+//
+//   - The process ran and exited: Run returns a nil error and Result.ExitCode
+//     is its exit status (or 128+N when signal N killed it, as shells report
+//     it, with Result.Error naming the signal).
+//   - The timeout or the context ended it: a nil error, ExitCode -1, Error
+//     saying why, and TimedOut true for a deadline (false for a
+//     cancellation). The whole process group was killed.
+//   - Nothing was spawned (invalid Spec, refused environment, missing
+//     working directory, missing or non-executable program, context already
+//     done): a non-nil error, wrapping ErrStart when the operating system
+//     refused the start, and a Result with Error set and ExitCode 127
+//     (program not found), 126 (not executable) or -1 (anything else), as a
+//     shell would report the first two.
+//
+// Success is true only for exit status 0 without a timeout.
 package runner
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
 	"time"
 )
 
@@ -13,15 +37,18 @@ type Spec struct {
 	// Argv runs a program directly when set (Argv[0] is resolved via the
 	// host PATH unless it contains a slash).
 	Argv []string
-	// Command is shell text run as /bin/sh -c Command when Argv is empty.
+	// Command is shell text run as /bin/sh -c Command when Argv is empty
+	// (cmd.exe /d /s /c on Windows).
 	Command string
 	// Cwd is the working directory; empty means the current one.
 	Cwd string
 	// Env is an overlay on BaseEnv. Names for which policy.DangerousEnv is
-	// true are refused with ErrDangerousEnv.
+	// true, and names that make a shell read or run code at start-up, are
+	// refused with ErrDangerousEnv.
 	Env map[string]string
 	// BaseEnv is the environment the overlay applies to; nil means the
-	// runner's own environment.
+	// runner's own environment. Variables that make a shell read files at
+	// start-up (BASH_ENV, ENV, …) are removed from it either way.
 	BaseEnv []string
 	// Timeout kills the process group when exceeded; 0 means no timeout
 	// (the context still applies).
@@ -38,17 +65,315 @@ type Spec struct {
 // Result is the outcome of Run; its JSON shape is the design's system.run
 // result payload.
 type Result struct {
-	ExitCode  int    `json:"exitCode"`
-	TimedOut  bool   `json:"timedOut"`
-	Success   bool   `json:"success"`
+	// ExitCode is the process's exit status, 128+N when signal N killed it,
+	// -1 when it timed out or was canceled, and 127/126/-1 when it never
+	// started (see the package documentation).
+	ExitCode int `json:"exitCode"`
+	// TimedOut is true when the timeout (or a context deadline) killed the
+	// process group.
+	TimedOut bool `json:"timedOut"`
+	// Success is true for exit status 0 without a timeout.
+	Success bool `json:"success"`
+	// Stdout and Stderr hold at most MaxOutput bytes together, plus
+	// TruncatedSuffix on the stream that was cut.
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`
-	Error     string `json:"error,omitempty"`
+	// Error says why there is no ordinary exit status: the process never
+	// started, timed out, was canceled or was killed by a signal. It is
+	// empty when the process exited by itself.
+	Error string `json:"error,omitempty"`
 	// Tail is the last TailSize bytes of combined output, for events.
 	Tail string `json:"-"`
 	// Duration is the wall time from start to exit.
 	Duration time.Duration `json:"-"`
 	// Pid is the process (group) id while it ran, for diagnostics.
 	Pid int `json:"-"`
+	// Stragglers is true when processes the command left behind kept its
+	// output open after it exited; they were killed (when still in its
+	// process group) and their output after OutputGrace is lost.
+	Stragglers bool `json:"-"`
+}
+
+// Sentinel errors for outcomes a caller may act on.
+var (
+	// ErrDangerousEnv refuses an environment overlay that could change what
+	// runs (the "environment prefix" bypass); nothing is spawned.
+	ErrDangerousEnv = errors.New("dangerous environment variable")
+	// ErrNoCommand means the Spec has neither Argv nor Command.
+	ErrNoCommand = errors.New("no command to run")
+	// ErrStart wraps every failure of the operating system to start the
+	// process (missing program or working directory, permissions, limits).
+	ErrStart = errors.New("cannot start process")
+	// ErrPTYUnsupported means Spec.PTY was asked for on a platform without
+	// pseudo-terminal support here (Windows).
+	ErrPTYUnsupported = errors.New("pty not supported on this platform")
+)
+
+// OutputGrace bounds how long Run keeps reading output after the process
+// exits (or is killed) when something else still holds its output open,
+// such as a background grandchild. After it, the holders still in the
+// process group are killed and the output is closed, so a caller never
+// hangs on an escaped process.
+const OutputGrace = 2 * time.Second
+
+// copyBufSize is the read size of the output copiers: a whole default pipe
+// buffer per system call.
+const copyBufSize = 64 << 10
+
+// Run starts the process spec describes, waits for it to exit (or kills its
+// process group on timeout or when ctx ends), and returns its capped output
+// and exit status. See the package documentation for how outcomes map to
+// the Result and the error; a non-nil error means nothing ran.
+func Run(ctx context.Context, spec Spec) (Result, error) {
+	res := Result{ExitCode: -1}
+	fail := func(err error) (Result, error) {
+		res.Error = err.Error()
+		return res, err
+	}
+	argv, err := commandArgv(spec)
+	if err != nil {
+		return fail(err)
+	}
+	env, err := buildEnv(spec.BaseEnv, spec.Env)
+	if err != nil {
+		return fail(err)
+	}
+	if spec.PTY && !ptySupported {
+		return fail(fmt.Errorf("run %q: %w (hint: run without a pty)", argv[0], ErrPTYUnsupported))
+	}
+	if spec.Cwd != "" {
+		if err := checkDir(spec.Cwd); err != nil {
+			return fail(err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("run %q: %w", argv[0], err))
+	}
+	if spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
+		defer cancel()
+	}
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = spec.Cwd
+	cmd.Env = env
+	cmd.SysProcAttr = sysProcAttr(spec.PTY)
+	prepareCommand(cmd, spec)
+	capture := NewCapture(spec.MaxOutput, spec.TailSize)
+
+	var outs outputs
+	if spec.PTY {
+		err = outs.openPTY(cmd, capture)
+	} else {
+		err = outs.openPipes(cmd, capture)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("run %q: open output: %w", argv[0], err))
+	}
+	defer outs.closeRead()
+
+	// The process must be started and waited for with the thread pinned:
+	// on Linux its parent-death signal fires when the thread that forked
+	// it exits, which the Go runtime may otherwise do at any time.
+	unlock := lockThread()
+	defer unlock()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		outs.closeWrite()
+		res.ExitCode = startExitCode(err)
+		return fail(fmt.Errorf("%w %q: %w (hint: %s)", ErrStart, argv[0], err, startHint(err)))
+	}
+	outs.closeWrite()
+	res.Pid = cmd.Process.Pid
+	copied := outs.copy()
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var killedBy error
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		select {
+		case <-waited: // it exited just as the context ended
+		default:
+			killedBy = ctx.Err()
+			killGroup(cmd.Process)
+			<-waited
+		}
+	}
+	res.Duration = time.Since(start)
+	if killedBy != nil {
+		// Anything forked while the first kill was in flight dies now.
+		killGroup(cmd.Process)
+	}
+	if !outs.drain(copied, OutputGrace) {
+		res.Stragglers = true
+		killGroup(cmd.Process)
+		outs.closeRead()
+		// Closing unblocks the readers on every platform but Windows,
+		// where an abandoned reader writes into a Capture nobody reads.
+		outs.drain(copied, OutputGrace)
+	}
+
+	res.Stdout, res.Stderr, res.Truncated = capture.Result()
+	res.Tail = capture.Tail()
+	switch {
+	case killedBy != nil:
+		res.TimedOut = errors.Is(killedBy, context.DeadlineExceeded)
+		if res.TimedOut {
+			res.Error = timeoutText(spec.Timeout)
+		} else {
+			res.Error = "canceled: process group killed"
+		}
+	default:
+		res.ExitCode, res.Error = exitStatus(cmd.ProcessState)
+	}
+	res.Success = res.ExitCode == 0 && !res.TimedOut
+	return res, nil
+}
+
+func timeoutText(d time.Duration) string {
+	if d > 0 {
+		return fmt.Sprintf("timed out after %s: process group killed", d)
+	}
+	return "timed out (deadline exceeded): process group killed"
+}
+
+// commandArgv returns the argv that runs spec: Argv itself, or the
+// platform shell with Command.
+func commandArgv(spec Spec) ([]string, error) {
+	if len(spec.Argv) > 0 {
+		if spec.Argv[0] == "" {
+			return nil, fmt.Errorf("run: empty program name: %w (hint: set argv[0])", ErrNoCommand)
+		}
+		return spec.Argv, nil
+	}
+	if spec.Command == "" {
+		return nil, fmt.Errorf("run: %w (hint: set argv or command text)", ErrNoCommand)
+	}
+	return shellArgv(spec.Command), nil
+}
+
+// checkDir makes a missing or unusable working directory a clear start
+// error; with a SysProcAttr set, os/exec would otherwise report it as the
+// program being missing.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w: cwd: %w (hint: pass an existing directory)", ErrStart, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: cwd %s: not a directory (hint: pass an existing directory)", ErrStart, dir)
+	}
+	return nil
+}
+
+// startExitCode maps a start failure to the status a shell reports for it.
+func startExitCode(err error) int {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, exec.ErrDot), errors.Is(err, fs.ErrNotExist):
+		return 127
+	case errors.Is(err, fs.ErrPermission), isExecFormat(err):
+		return 126
+	}
+	return -1
+}
+
+func startHint(err error) string {
+	switch startExitCode(err) {
+	case 127:
+		return "check the program name; bare names are looked up in the host's PATH, never one from the request"
+	case 126:
+		return "the file exists but cannot be executed; check its mode and format"
+	}
+	return "check the host's process limits and permissions"
+}
+
+// outputs owns the descriptors carrying a process's output: the read ends
+// Run copies from and the write ends the child inherits.
+type outputs struct {
+	read    []*os.File
+	write   []*os.File
+	to      []io.Writer // to[i] receives read[i]
+	pending int         // copiers not yet finished
+	closed  bool
+}
+
+// openPipes connects stdout and stderr to two pipes feeding capture; stdin
+// is the null device.
+func (o *outputs) openPipes(cmd *exec.Cmd, capture *Capture) error {
+	for _, w := range []io.Writer{capture.Stdout(), capture.Stderr()} {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			o.closeWrite()
+			o.closeRead()
+			return err
+		}
+		tunePipe(r)
+		o.read, o.write, o.to = append(o.read, r), append(o.write, wr), append(o.to, w)
+	}
+	cmd.Stdout, cmd.Stderr = o.write[0], o.write[1]
+	return nil
+}
+
+// copy starts one copier per read end; the returned channel receives once
+// per copier when it has seen EOF or a closed descriptor.
+func (o *outputs) copy() <-chan struct{} {
+	done := make(chan struct{}, len(o.read))
+	o.pending = len(o.read)
+	for i, r := range o.read {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			buf := make([]byte, copyBufSize)
+			for {
+				n, err := r.Read(buf)
+				if n > 0 {
+					o.to[i].Write(buf[:n]) // never fails
+				}
+				if err != nil {
+					return // EOF, EIO from a pty, or closed by closeRead
+				}
+			}
+		}()
+	}
+	return done
+}
+
+// drain waits at most grace for every copier to finish and reports whether
+// all did. It ignores the context on purpose: after a kill, what the process
+// wrote before dying is still in the pipe and belongs in the result.
+func (o *outputs) drain(done <-chan struct{}, grace time.Duration) bool {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for o.pending > 0 {
+		select {
+		case <-done:
+			o.pending--
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// closeWrite closes the parent's copies of the child's ends, so that EOF
+// arrives when the child's side closes.
+func (o *outputs) closeWrite() {
+	for _, f := range o.write {
+		f.Close()
+	}
+	o.write = nil
+}
+
+// closeRead closes the read ends, unblocking copiers still reading.
+func (o *outputs) closeRead() {
+	if o.closed {
+		return
+	}
+	o.closed = true
+	for _, f := range o.read {
+		f.Close()
+	}
 }

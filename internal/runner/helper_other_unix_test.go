@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package runner
+
+import "errors"
+
+// vmHWM is Linux-only: other systems have no /proc/self/status.
+func vmHWM() (int, error) { return 0, errors.New("peak RSS is measured on Linux only") }

@@ -1,0 +1,98 @@
+//go:build unix
+
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// helperEnv selects a helper role when the test binary re-executes itself.
+const helperEnv = "EXECHOST_RUNNER_TEST_HELPER"
+
+// floodBytes is the size of the flood benchmarks: 1 GiB.
+const floodBytes = 1 << 30
+
+// TestMain lets the test binary play the processes the tests need: a
+// grandchild that escapes the process group, a runner that dies while its
+// command runs, and the measured side of the peak-RSS benchmark.
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "escape":
+		// Leave the runner's process group with stdout still open.
+		if _, err := syscall.Setsid(); err != nil {
+			fmt.Fprintln(os.Stderr, "setsid:", err)
+			os.Exit(1)
+		}
+		time.Sleep(100 * time.Second)
+		os.Exit(0)
+	case "orphan":
+		// Run a command that records its pid and sleeps; the test kills
+		// this process meanwhile.
+		res, err := Run(context.Background(), Spec{
+			Command: `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
+		})
+		fmt.Println(res.ExitCode, err)
+		os.Exit(3)
+	case "flood":
+		os.Exit(floodHelper(true))
+	case "flood-baseline":
+		os.Exit(floodHelper(false))
+	default:
+		fmt.Fprintln(os.Stderr, "unknown helper role", os.Getenv(helperEnv))
+		os.Exit(2)
+	}
+}
+
+// floodHelper runs the 1 GiB flood once, through Run (capture) or with
+// plain os/exec into io.Discard (the baseline), and prints
+// "<VmHWM kB> <bytes> <seconds>" for the parent benchmark.
+func floodHelper(capture bool) int {
+	start := time.Now()
+	var n int64
+	argv := []string{"head", "-c", strconv.Itoa(floodBytes), "/dev/zero"}
+	if capture {
+		res, err := Run(context.Background(), Spec{Argv: argv})
+		if err != nil || !res.Success || !res.Truncated || len(res.Tail) != len("…")+TailSize {
+			fmt.Fprintln(os.Stderr, "flood run failed:", err, res.ExitCode, res.Error)
+			return 1
+		}
+		n = floodBytes
+	} else {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cw := &countWriter{}
+		cmd.Stdout = cw
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "flood baseline failed:", err)
+			return 1
+		}
+		n = cw.n
+	}
+	secs := time.Since(start).Seconds()
+	hwm, err := vmHWM()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(hwm, n, secs)
+	return 0
+}
+
+// countWriter counts and discards what it is given.
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+var _ io.Writer = (*countWriter)(nil)

@@ -1,0 +1,18 @@
+//go:build unix && !linux
+
+package runner
+
+import (
+	"os"
+	"syscall"
+)
+
+// setPdeathsig does nothing: only Linux has a parent-death signal. If the
+// runner dies, a running command lives on until it exits by itself.
+func setPdeathsig(*syscall.SysProcAttr) {}
+
+// lockThread does nothing where there is no per-thread parent-death signal.
+func lockThread() func() { return func() {} }
+
+// tunePipe does nothing; see the Linux version.
+func tunePipe(*os.File) {}

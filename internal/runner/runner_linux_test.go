@@ -1,0 +1,296 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// procStat is the part of /proc/PID/stat the tests need.
+type procStat struct {
+	pid, ppid, pgid int
+	state           byte
+}
+
+// readStat parses /proc/PID/stat; ok is false when the process is gone.
+func readStat(pid int) (st procStat, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return st, false
+	}
+	// The command name is parenthesised and may hold spaces or ')'.
+	rest := b[bytes.LastIndexByte(b, ')')+2:]
+	f := strings.Fields(string(rest))
+	if len(f) < 3 {
+		return st, false
+	}
+	st.pid = pid
+	st.state = f[0][0]
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgid, _ = strconv.Atoi(f[2])
+	return st, true
+}
+
+// alive reports whether pid exists and is not a zombie (a zombie is dead;
+// whether this container's init reaps it is not the runner's business).
+func alive(pid int) bool {
+	st, ok := readStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
+}
+
+// groupMembers lists the live processes whose process group is pgid.
+func groupMembers(pgid int) []procStat {
+	ents, _ := os.ReadDir("/proc")
+	var out []procStat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok && st.pgid == pgid && st.state != 'Z' && st.state != 'X' {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// requireGone fails unless every pid (and every member of process group
+// pgid, when non-zero) is dead. SIGKILL is delivered asynchronously, so it
+// polls, for at most 30 s: a bound against hanging, not a timing assertion.
+func requireGone(t *testing.T, pgid int, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var left []string
+		if pgid > 0 {
+			for _, st := range groupMembers(pgid) {
+				left = append(left, fmt.Sprintf("pid %d (state %c) in group %d", st.pid, st.state, pgid))
+			}
+		}
+		for _, pid := range pids {
+			if alive(pid) {
+				left = append(left, fmt.Sprintf("pid %d", pid))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left behind: %s", strings.Join(left, ", "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readPids reads the whitespace-separated pids a command wrote to path.
+func readPids(t *testing.T, path string) []int {
+	t.Helper()
+	var pids []int
+	for _, f := range strings.Fields(waitFile(t, path)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("pid file %s: %v", path, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// vmHWM returns this process's peak resident set size in kB.
+func vmHWM() (int, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+}
+
+// TestRunTimeoutKillsProcessTree runs a shell with two background sleeps
+// past its timeout and checks the whole tree is dead when Run returns.
+func TestRunTimeoutKillsProcessTree(t *testing.T) {
+	for _, withPTY := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pty=%v", withPTY), func(t *testing.T) {
+			t.Parallel()
+			pidfile := filepath.Join(t.TempDir(), "pids")
+			res, err := Run(context.Background(), Spec{
+				Command: `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
+				Timeout: 500 * time.Millisecond,
+				PTY:     withPTY,
+			})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			want := outcome{ExitCode: -1, TimedOut: true, Error: "timed out after 500ms: process group killed"}
+			if diff := diffOutcome(want, res); diff != "" {
+				t.Errorf("Run (-want +got):\n%s", diff)
+			}
+			// Whether the shell got as far as starting the sleeps before
+			// the timeout does not matter: the group must be empty.
+			var pids []int
+			if _, err := os.Stat(pidfile); err == nil {
+				pids = readPids(t, pidfile)
+			}
+			requireGone(t, res.Pid, append(pids, res.Pid)...)
+		})
+	}
+}
+
+// TestRunCancelKillsProcessTree cancels the context once the tree is
+// known to be running, then checks output written before the kill is kept
+// and every process is dead.
+func TestRunCancelKillsProcessTree(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel once the sleeps run (or after a minute, against hanging).
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if b, err := os.ReadFile(pidfile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+				break
+			}
+		}
+		cancel()
+	}()
+	res, err := Run(ctx, Spec{Command: `echo started; sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := outcome{ExitCode: -1, Stdout: "started\n", Error: "canceled: process group killed"}
+	if diff := diffOutcome(want, res); diff != "" {
+		t.Errorf("Run (-want +got):\n%s", diff)
+	}
+	requireGone(t, res.Pid, append(readPids(t, pidfile), res.Pid)...)
+}
+
+// TestRunContextDeadlineIsTimeout checks a caller's deadline counts as a
+// timeout like Spec.Timeout.
+func TestRunContextDeadlineIsTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := Run(ctx, Spec{Argv: []string{"sleep", "100"}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := outcome{ExitCode: -1, TimedOut: true, Error: "timed out (deadline exceeded): process group killed"}
+	if diff := diffOutcome(want, res); diff != "" {
+		t.Errorf("Run (-want +got):\n%s", diff)
+	}
+	requireGone(t, res.Pid, res.Pid)
+}
+
+// TestRunBackgroundChildHoldingOutput runs a command that exits while a
+// background child keeps its stdout open: Run must return (after
+// OutputGrace), report the command's own status, and kill the child.
+func TestRunBackgroundChildHoldingOutput(t *testing.T) {
+	for _, withPTY := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pty=%v", withPTY), func(t *testing.T) {
+			t.Parallel()
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			res, err := Run(context.Background(), Spec{
+				// The trap keeps the sleep alive through the SIGHUP a
+				// terminal's session leader sends its group on exit.
+				Command: `trap '' HUP; sleep 100 & echo $! > ` + pidfile + `; echo done`,
+				PTY:     withPTY,
+			})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			nl := "\n"
+			if withPTY {
+				nl = "\r\n"
+			}
+			want := outcome{Success: true, Stdout: "done" + nl}
+			if diff := diffOutcome(want, res); diff != "" {
+				t.Errorf("Run (-want +got):\n%s", diff)
+			}
+			if !res.Stragglers {
+				t.Errorf("Stragglers = false; the sleep held the output")
+			}
+			requireGone(t, res.Pid, readPids(t, pidfile)...)
+		})
+	}
+}
+
+// TestRunEscapedChildDoesNotHang has a grandchild leave the process group
+// (setsid) with stdout still open. No group kill reaches it; Run must still
+// return after OutputGrace instead of waiting for it.
+func TestRunEscapedChildDoesNotHang(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Spec{
+		Argv: []string{"/bin/sh", "-c", `"$0" & echo $!`, exe},
+		Env:  map[string]string{helperEnv: "escape"},
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err != nil {
+		t.Fatalf("stdout %q: %v", res.Stdout, err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if !res.Success || !res.Stragglers {
+		t.Errorf("Run = %+v; want success with stragglers", outcomeOf(res))
+	}
+	if !alive(pid) {
+		t.Errorf("control: the escaped helper %d is not running; the test proved nothing", pid)
+	}
+}
+
+// TestRunParentDeathKillsChild kills a runner process (the test binary as
+// helper) while its command runs, and checks the command dies with it.
+func TestRunParentDeathKillsChild(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := exec.Command(exe)
+	helper.Env = append(os.Environ(), helperEnv+"=orphan", "EXECHOST_RUNNER_TEST_PIDFILE="+pidfile)
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			helper.Process.Kill()
+			helper.Wait()
+		}
+	})
+	pid := readPids(t, pidfile)[0]
+	if !alive(pid) {
+		t.Fatalf("control: the command %d is not running", pid)
+	}
+	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	helper.Wait()
+	waited = true
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	requireGone(t, 0, pid)
+}
+
+// diffOutcome compares the outcome of res with want.
+func diffOutcome(want outcome, res Result) string {
+	return cmp.Diff(want, outcomeOf(res))
+}
