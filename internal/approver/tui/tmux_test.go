@@ -31,7 +31,9 @@ func (s tmuxSession) run(args ...string) string {
 	return string(out)
 }
 
-func (s tmuxSession) keys(keys ...string) { s.run(append([]string{"send-keys", "-t", "apv"}, keys...)...) }
+func (s tmuxSession) keys(keys ...string) {
+	s.run(append([]string{"send-keys", "-t", "apv"}, keys...)...)
+}
 
 func (s tmuxSession) screen() string { return s.run("capture-pane", "-p", "-t", "apv") }
 
