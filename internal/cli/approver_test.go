@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runningApprover is `exechost approver ARGS` running in-process.
+type runningApprover struct {
+	stdout, stderr *lockedBuffer
+	stdin          *io.PipeWriter
+	client         *approver.Client
+	done           chan error
+}
+
+func startApprover(t *testing.T, args ...string) *runningApprover {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "apvcli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	stateDir := filepath.Join(dir, "state")
+	ra := &runningApprover{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	pr, pw := io.Pipe()
+	ra.stdin = pw
+	root := NewRoot(ra.stdout, ra.stderr)
+	root.SetIn(pr)
+	root.SetArgs(append([]string{"approver", "--state-dir", stateDir}, args...))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { ra.done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		pw.Close()
+		<-ra.done
+	})
+	waitOut(t, ra.stderr, "listening on ")
+	store := approvals.NewStore(stateDir)
+	f, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra.client = &approver.Client{SocketPath: store.SocketPath(f), Token: []byte(f.Socket.Token)}
+	return ra
+}
+
+// waitOut polls a buffer until re matches (the deadline only stops a hung
+// test).
+func waitOut(t *testing.T, b *lockedBuffer, re string) []string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := rx.FindStringSubmatch(b.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output never matched %q:\n%s", re, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var cliRequest = approver.PromptRequest{Command: "uname -a", Argv: []string{"uname", "-a"}, Cwd: "/", Host: "gateway", AgentID: "main"}
+
+func TestApproverAutoDecide(t *testing.T) {
+	for _, a := range []policy.Approval{policy.AllowOnce, policy.Reject} {
+		t.Run(string(a), func(t *testing.T) {
+			ra := startApprover(t, "--auto-decide", string(a))
+			if want := "WARNING: auto-deciding " + string(a) + " for every prompt"; !strings.Contains(ra.stderr.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, ra.stderr)
+			}
+			got, by, err := ra.client.Prompt(t.Context(), cliRequest)
+			if err != nil || got != a || by != "approver auto-decide" {
+				t.Fatalf("Prompt = %q by %q, %v", got, by, err)
+			}
+		})
+	}
+}
+
+func TestApproverLineMode(t *testing.T) {
+	ra := startApprover(t)
+	type res struct {
+		a   policy.Approval
+		by  string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		a, by, err := ra.client.Prompt(context.Background(), cliRequest)
+		ch <- res{a, by, err}
+	}()
+	id := waitOut(t, ra.stdout, `PENDING (\S+)\n`)[1]
+	fmt.Fprintf(ra.stdin, "%s deny\n", id[:8])
+	r := <-ch
+	if r.err != nil || r.a != policy.Reject || r.by != "approver lines" {
+		t.Fatalf("Prompt = %+v", r)
+	}
+	waitOut(t, ra.stdout, "RESOLVED "+id+" deny by approver lines")
+}
+
+func TestApproverNotStolen(t *testing.T) {
+	ra := startApprover(t, "--auto-decide", "deny")
+	stateDir := strings.TrimSuffix(filepath.Dir(ra.client.SocketPath), "/")
+	var stdout, stderr bytes.Buffer
+	root := NewRoot(&stdout, &stderr)
+	root.SetArgs([]string{"approver", "--auto-decide", "deny", "--state-dir", stateDir})
+	err := root.Execute()
+	if !errors.Is(err, approver.ErrAlreadyRunning) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
+		t.Fatalf("second approver: %v, want ErrAlreadyRunning naming pid %d", err, os.Getpid())
+	}
+	if a, _, err := ra.client.Prompt(t.Context(), cliRequest); err != nil || a != policy.Reject {
+		t.Fatalf("first approver after the attempt: %q, %v", a, err)
+	}
+}
+
+func TestApproverUsage(t *testing.T) {
+	tests := [][]string{
+		{"--auto-decide", "allow-always"},
+		{"--auto-decide", "yes"},
+		{"--tui", "--auto-decide", "deny"},
+		{"extra-arg"},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			root := NewRoot(&stdout, &stderr)
+			root.SetArgs(append([]string{"approver", "--state-dir", t.TempDir()}, args...))
+			err := root.Execute()
+			var ue usageError
+			if !errors.As(err, &ue) && !strings.Contains(fmt.Sprint(err), "unknown command") && !strings.Contains(fmt.Sprint(err), "accepts") {
+				t.Fatalf("err = %v, want a usage error", err)
+			}
+		})
+	}
+}
