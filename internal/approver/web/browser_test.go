@@ -168,20 +168,12 @@ func TestBrowserDecisions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"agent main", "git status && rg TODO", "agent:main:main", "node (node build-box)",
-			"/home/dev/project", "/usr/bin/git", "/usr/bin/rg", "allowlisted", "not allowlisted", "not in the allowlist", "deny in "} {
+			"/home/dev/project", "/usr/bin/git", "/usr/bin/rg", "allowlisted", "not allowlisted", "not in the allowlist", "falls back to deny in "} {
 			if !strings.Contains(text, want) {
 				t.Errorf("pending card lacks %q:\n%s", want, text)
 			}
 		}
-		if path := os.Getenv("EXECHOST_WEB_SCREENSHOT"); path != "" {
-			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, png, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		screenshot(t, ctx, "")
 		run(t, ctx, chromedp.Click(chromedp.CSS(card+` button[data-decision="allow-once"]`)))
 		if r := wait(t, ch); r.err != nil || r.decision != policy.AllowOnce || r.by != "web" {
 			t.Fatalf("Submit = %q by %q, %v; want allow-once by web", r.decision, r.by, r.err)
@@ -385,6 +377,43 @@ func TestBrowserEditor(t *testing.T) {
 			t.Fatalf("allowlist of * after reload = %q, want [/bin/true /usr/bin/make]", got)
 		}
 	})
+
+	t.Run("last use shown", func(t *testing.T) {
+		// The execution host records each use of a pattern; a reload shows it.
+		if _, err := f.store.Update(func(file *approvals.File) error {
+			file.RecordUse("*", "/usr/bin/make", "make -j8 test", "/usr/bin/make", time.Now())
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
+			chromedp.Click(chromedp.CSS("#tab-policy")), chromedp.WaitVisible(chromedp.CSS(`tr[data-pattern="/usr/bin/make"]`)))
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-pattern="/usr/bin/make"]`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text, "make -j8 test") || strings.Contains(text, "never") {
+			t.Errorf("allowlist row = %q, want the last use shown", text)
+		}
+		screenshot(t, ctx, "-editor")
+	})
+}
+
+// screenshot saves the page as PNG when $EXECHOST_WEB_SCREENSHOT names a
+// file (suffix goes before ".png"), so a human can check it is legible.
+func screenshot(t *testing.T, ctx context.Context, suffix string) {
+	t.Helper()
+	path := os.Getenv("EXECHOST_WEB_SCREENSHOT")
+	if path == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(strings.TrimSuffix(path, ".png")+suffix+".png", png, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -46,9 +46,14 @@ type agentView struct {
 	Ask         string       `json:"ask"`
 	AskFallback string       `json:"askFallback"`
 	Effective   policy.Local `json:"effective"`
-	Warnings    []string     `json:"warnings"`
-	Allowlist   []entryView  `json:"allowlist"`
-	Inherited   []entryView  `json:"inherited"`
+	// Sources says which level supplied each effective value
+	// ("agents.<id>", "agents.*", "defaults", "built-in").
+	Sources map[string]string `json:"sources"`
+	// Skipped lists invalid values that were passed over.
+	Skipped   []string    `json:"skipped"`
+	Warnings  []string    `json:"warnings"`
+	Allowlist []entryView `json:"allowlist"`
+	Inherited []entryView `json:"inherited"`
 }
 
 // entryView is one allowlist entry with its last-use record and, when the
@@ -120,9 +125,11 @@ func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 
 func viewAgent(f *approvals.File, id string) agentView {
 	res := f.Resolve(id)
-	av := agentView{ID: id, Effective: res.Local, Warnings: res.Warnings, Allowlist: []entryView{}, Inherited: []entryView{}}
-	if av.Warnings == nil {
-		av.Warnings = []string{}
+	av := agentView{ID: id, Effective: res.Local, Sources: res.Sources,
+		Skipped: append([]string{}, res.Skipped...), Warnings: append([]string{}, res.Warnings...),
+		Allowlist: []entryView{}, Inherited: []entryView{}}
+	if av.Sources == nil {
+		av.Sources = map[string]string{}
 	}
 	if a := f.Agents[id]; a != nil {
 		av.Exists = true

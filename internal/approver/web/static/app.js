@@ -149,7 +149,7 @@ function tick() {
     const c = card.querySelector(".countdown");
     if (!p.expiresAtMs) { c.textContent = "no timeout"; continue; }
     const left = p.expiresAtMs - now;
-    c.textContent = left > 0 ? p.askFallback + " in " + fmtLeft(left) : "falling back to " + p.askFallback;
+    c.textContent = left > 0 ? "falls back to " + p.askFallback + " in " + fmtLeft(left) : "falling back to " + p.askFallback + "…";
     c.classList.toggle("urgent", left < 15000);
   }
 }
@@ -205,7 +205,7 @@ async function loadState() {
 
 function currentAgent() {
   return app.state.agents.find((a) => a.id === app.agent) ||
-    { id: app.agent, exists: false, security: "", ask: "", askFallback: "", effective: {}, warnings: [], allowlist: [], inherited: [] };
+    { id: app.agent, exists: false, security: "", ask: "", askFallback: "", effective: {}, sources: {}, skipped: [], warnings: [], allowlist: [], inherited: [] };
 }
 
 function fillSelect(sel, values, current, inheritLabel) {
@@ -236,8 +236,10 @@ function renderEditor() {
   fillSelect($("sel-ask"), s.asks, a.ask, inherit);
   fillSelect($("sel-fallback"), s.fallbacks, a.askFallback, inherit);
   const e = a.effective || {};
-  $("effective").textContent = "security=" + e.security + " ask=" + e.ask + " askFallback=" + e.askFallback;
-  $("agent-warnings").replaceChildren(...a.warnings.map((w) => el("li", {}, w)));
+  const src = (k) => a.sources[k] ? " (" + a.sources[k] + ")" : "";
+  $("effective").textContent = "security=" + e.security + src("security") + ", ask=" + e.ask + src("ask") +
+    ", askFallback=" + e.askFallback + src("askFallback");
+  $("agent-warnings").replaceChildren(...a.skipped.concat(a.warnings).map((w) => el("li", {}, w)));
 
   const body = $("allowlist-body");
   body.replaceChildren();
