@@ -127,3 +127,21 @@ type JoinKeyResult struct {
 	ExpiresAt   int64  `json:"expiresAt"`
 	Fingerprint string `json:"tlsFingerprint,omitempty"`
 }
+
+// Run statuses reported by exec.status.
+const (
+	RunRunning   = "running"
+	RunCompleted = "completed"
+	RunFailed    = "failed"
+)
+
+// ExecStatusResult is exec.status's payload: the run's state and, once it
+// is over, its result or the error that ended it (a denial included).
+type ExecStatusResult struct {
+	RunID  string      `json:"runId"`
+	Status string      `json:"status"`
+	Host   string      `json:"host"`
+	NodeID string      `json:"nodeId,omitempty"`
+	Result *ExecResult `json:"result,omitempty"`
+	Error  *Error      `json:"error,omitempty"`
+}

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+// ConnectTimeout bounds how long a new connection may take to send its
+// connect frame.
+const ConnectTimeout = 10 * time.Second
+
+// nodeIDPattern is what a node id may look like: it ends up in logs, events
+// and file names, so it is kept to a safe alphabet.
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// nodeConn is one connected node (paired or pending).
+type nodeConn struct {
+	id       string
+	conn     *bridge.Conn
+	info     bridge.NodeInfo
+	client   bridge.ClientInfo
+	remoteIP string
+	since    time.Time
+}
+
+// ServeHTTP upgrades a request to a WebSocket and runs the connect
+// handshake. Browser origins other than the gateway's own and
+// gateway.allowedOrigins are refused by the upgrade itself.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.Config().Gateway.AllowedOrigins})
+	if err != nil {
+		g.log.Info("refused websocket upgrade", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
+		return
+	}
+	ws.SetReadLimit(bridge.MaxFrame)
+	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
+	ctx, cancel := context.WithTimeout(r.Context(), ConnectTimeout)
+	defer cancel()
+	f, err := bridge.ReadFrame(ctx, ws)
+	if err != nil {
+		refuse(ws, "", bridge.Errorf(bridge.CodeInvalidRequest, "expected a connect request: %v", err))
+		return
+	}
+	if f.Type != bridge.TypeReq || f.Method != bridge.MethodConnect {
+		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "the first frame must be a connect request, got %s %s", f.Type, f.Method+f.Event))
+		return
+	}
+	var p bridge.ConnectParams
+	if err := json.Unmarshal(f.Params, &p); err != nil {
+		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "bad connect params: %v", err))
+		return
+	}
+	switch p.Role {
+	case bridge.RoleAgent, bridge.RoleOperator:
+		if subtle.ConstantTimeCompare([]byte(p.Auth.Token), []byte(g.token)) != 1 {
+			g.log.Warn("refused client: bad gateway token", "remote", r.RemoteAddr, "role", p.Role)
+			refuse(ws, f.ID, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)"))
+			return
+		}
+		g.acceptClient(ctx, ws, f.ID, p)
+	case bridge.RoleNode:
+		g.acceptNode(ctx, ws, f.ID, p, remoteIP)
+	default:
+		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "unknown role %q (accepted: agent, operator, node)", p.Role))
+	}
+}
+
+// refuse sends an error response and closes the socket.
+func refuse(ws *websocket.Conn, id string, e *bridge.Error) {
+	if id == "" {
+		id = "connect"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bridge.WriteTimeout)
+	defer cancel()
+	_ = bridge.WriteFrame(ctx, ws, bridge.NewFailure(id, e))
+	msg := e.Message
+	if len(msg) > 120 {
+		msg = msg[:120]
+	}
+	go func() { _ = ws.Close(websocket.StatusPolicyViolation, msg) }()
+}
+
+func accepted(ctx context.Context, ws *websocket.Conn, id string, res bridge.ConnectResult) error {
+	res.Protocol = bridge.ProtocolVersion
+	f, err := bridge.NewResult(id, res)
+	if err != nil {
+		return err
+	}
+	return bridge.WriteFrame(ctx, ws, f)
+}
+
+func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams) {
+	if err := accepted(ctx, ws, id, bridge.ConnectResult{Role: p.Role}); err != nil {
+		ws.CloseNow()
+		return
+	}
+	role := p.Role
+	var c *bridge.Conn
+	c = bridge.NewConn(ws, bridge.Options{
+		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			return g.handleClient(ctx, role, method, params)
+		},
+		OnClose: func(error) {
+			g.mu.Lock()
+			delete(g.clients, c)
+			g.mu.Unlock()
+		},
+	})
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		c.Close("gateway shutting down")
+		return
+	}
+	g.clients[c] = true
+	g.mu.Unlock()
+}
+
+func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP string) {
+	if p.Node == nil || !nodeIDPattern.MatchString(p.Node.NodeID) {
+		refuse(ws, id, bridge.Errorf(bridge.CodeInvalidRequest, "a node must send node.nodeId (letters, digits, '.', '_' or '-', at most 128)"))
+		return
+	}
+	nid := p.Node.NodeID
+	now := time.Now()
+	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now}
+	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
+	switch {
+	case p.Auth.Token != "":
+		rec := g.reg.get(nid)
+		if rec == nil || !equalSecret(p.Auth.Token, rec.TokenHash) {
+			g.log.Warn("refused node: token rejected", "node", nid, "remote", remoteIP)
+			refuse(ws, id, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid))
+			return
+		}
+	case p.Auth.JoinKey != "":
+		tok := newSecret("ehn_")
+		rec := g.newRecord(nc, tok)
+		if err := g.reg.consumeJoinKey(p.Auth.JoinKey, rec); err != nil {
+			g.log.Warn("refused node: join key", "node", nid, "remote", remoteIP, "err", err)
+			refuse(ws, id, bridge.AsError(err))
+			return
+		}
+		res.Token = tok
+		g.log.Info("node paired with a join key", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP)
+	default:
+		res.Status = bridge.StatusPending
+	}
+	if err := accepted(ctx, ws, id, res); err != nil {
+		ws.CloseNow()
+		return
+	}
+	nc.conn = bridge.NewConn(ws, bridge.Options{
+		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+			return g.handleNode(ctx, nc, method, params)
+		},
+		OnClose: func(err error) { g.nodeGone(nc, err) },
+	})
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		nc.conn.Close("gateway shutting down")
+		return
+	}
+	var old *nodeConn
+	if res.Status == bridge.StatusPending {
+		old = g.pending[nid]
+		g.pending[nid] = nc
+	} else {
+		old = g.live[nid]
+		g.live[nid] = nc
+	}
+	g.mu.Unlock()
+	if old != nil {
+		old.conn.Close("replaced by a newer connection of the same node")
+	}
+	if res.Status == bridge.StatusPending {
+		g.log.Info("node waiting for approval", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP,
+			"hint", "exechost nodes approve "+nid)
+		return
+	}
+	g.reg.touch(nid, func(r *nodeRecord) {
+		r.DisplayName, r.Platform, r.Version = p.Node.DisplayName, p.Client.Platform, p.Client.Version
+		r.Commands, r.RemoteIP, r.LastSeen = p.Node.Commands, remoteIP, now.UnixMilli()
+	})
+	g.log.Info("node connected", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP)
+}
+
+func (g *Gateway) newRecord(nc *nodeConn, token string) nodeRecord {
+	now := time.Now().UnixMilli()
+	return nodeRecord{
+		NodeID: nc.id, DisplayName: nc.info.DisplayName, TokenHash: hashSecret(token),
+		Platform: nc.client.Platform, Version: nc.client.Version, Commands: nc.info.Commands,
+		RemoteIP: nc.remoteIP, PairedAt: now, LastSeen: now,
+	}
+}
+
+// nodeGone forgets a closed node connection (unless a newer one replaced
+// it) and fails its in-flight invokes at once.
+func (g *Gateway) nodeGone(nc *nodeConn, err error) {
+	g.mu.Lock()
+	if g.live[nc.id] == nc {
+		delete(g.live, nc.id)
+	}
+	if g.pending[nc.id] == nc {
+		delete(g.pending, nc.id)
+	}
+	g.mu.Unlock()
+	g.reg.touch(nc.id, func(r *nodeRecord) { r.LastSeen = time.Now().UnixMilli() })
+	g.log.Info("node disconnected", "node", nc.id, "reason", err)
+}

@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/session"
+)
+
+// Command timeouts.
+const (
+	DefaultTimeout = 30 * time.Minute
+	MaxTimeout     = 24 * time.Hour
+)
+
+// paramLayer parses the exec tool's own policy parameters. An invalid value
+// is an error listing the accepted ones, never silently ignored.
+func paramLayer(p bridge.ExecParams) (policy.Settings, error) {
+	var s policy.Settings
+	var err error
+	if p.Host != "" {
+		if s.Host, err = policy.ParseHost(p.Host); err != nil {
+			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+		}
+	}
+	if p.Security != "" {
+		if s.Security, err = policy.ParseSecurity(p.Security); err != nil {
+			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+		}
+	}
+	if p.Ask != "" {
+		if s.Ask, err = policy.ParseAsk(p.Ask); err != nil {
+			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+		}
+	}
+	s.Node = strings.TrimSpace(p.Node)
+	return s, nil
+}
+
+// Exec runs the exec method: it resolves host, security, ask and node with
+// the design's precedence (tool param → session override → agent → global
+// → default), picks the execution host and returns the result with the
+// session's queued system events. With YieldMs, a run still going after
+// that long returns status "running" and continues in the background.
+func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecResult, error) {
+	if strings.TrimSpace(p.Command) == "" {
+		return bridge.ExecResult{}, bridge.Errorf(bridge.CodeInvalidRequest, "command is empty")
+	}
+	param, err := paramLayer(p)
+	if err != nil {
+		return bridge.ExecResult{}, err
+	}
+	key := session.NewKey(p.AgentID, p.SessionKey)
+	cfg := g.Config()
+	agentL, globalL := cfg.Layers(key.Agent)
+	eff := policy.Resolve(param, g.sessions.Overrides(key), agentL, globalL)
+	timeout := DefaultTimeout
+	if p.TimeoutSec > 0 {
+		timeout = min(time.Duration(p.TimeoutSec)*time.Second, MaxTimeout)
+	}
+	r := &run{id: "run-" + uuid.NewString(), key: key, host: eff.Host, started: time.Now(), done: make(chan struct{})}
+	var nc *nodeConn
+	if eff.Host == policy.HostNode {
+		if nc, err = g.pickNode(cfg, key.Agent, eff.Node); err != nil {
+			return bridge.ExecResult{}, err
+		}
+		r.nodeID = nc.id
+	}
+	g.addRun(r)
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if p.YieldMs > 0 {
+		// A background run outlives the request (and its connection),
+		// bounded by its own timeout.
+		runCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout+InvokeMargin+time.Minute)
+	}
+	go func() {
+		defer cancel()
+		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
+		g.finishRun(r, res, err)
+	}()
+	if p.YieldMs > 0 {
+		t := time.NewTimer(time.Duration(p.YieldMs) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-r.done:
+		case <-t.C:
+			return bridge.ExecResult{Status: bridge.ExecRunning, RunID: r.id, Host: string(r.host), NodeID: r.nodeID,
+				Events: g.sessions.Drain(key)}, nil
+		}
+	} else {
+		<-r.done // execute honours ctx and its own timeouts
+	}
+	if r.err != nil {
+		return bridge.ExecResult{}, r.err
+	}
+	res := r.result
+	res.Events = g.sessions.Drain(key)
+	return res, nil
+}
+
+func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.Settings, p bridge.ExecParams, timeout time.Duration) (bridge.ExecResult, error) {
+	req := host.Request{
+		Argv:       []string{"/bin/sh", "-c", p.Command},
+		RawCommand: p.Command,
+		Cwd:        p.Cwd,
+		Env:        p.Env,
+		TimeoutMs:  timeout.Milliseconds(),
+		AgentID:    r.key.Agent,
+		SessionKey: r.key.Session,
+		RunID:      r.id,
+		Security:   eff.Security,
+		Ask:        eff.Ask,
+	}
+	out := bridge.ExecResult{Status: bridge.ExecCompleted, RunID: r.id, Host: string(eff.Host), NodeID: r.nodeID}
+	var res runner.Result
+	switch eff.Host {
+	case policy.HostGateway:
+		if g.opts.Executor == nil {
+			return out, bridge.Errorf(bridge.CodeUnavailable, "host=gateway is not available on this gateway")
+		}
+		hr, err := g.opts.Executor.Run(ctx, req)
+		if err != nil {
+			return out, runError("gateway", err)
+		}
+		res = hr.Result
+	case policy.HostNode:
+		idem := p.IdempotencyKey
+		if idem == "" {
+			idem = r.id
+		}
+		payload, err := g.invoke(ctx, nc, bridge.CmdSystemRun, req, timeout, idem)
+		if err != nil {
+			return out, err
+		}
+		if err := json.Unmarshal(payload, &res); err != nil {
+			return out, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
+		}
+	default:
+		var err error
+		if res, err = g.runSandbox(ctx, r, p, timeout); err != nil {
+			return out, err
+		}
+	}
+	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
+	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
+	return out, nil
+}
+
+// runError turns an execution host's error into a wire error: denials keep
+// the design's SYSTEM_RUN_* message under CodeDenied.
+func runError(where string, err error) error {
+	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
+		if errors.Is(err, s) {
+			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}
+		}
+	}
+	var be *bridge.Error
+	if errors.As(err, &be) {
+		return be
+	}
+	return bridge.Errorf(bridge.CodeInternal, "host=%s: %v", where, err)
+}
+
+func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, timeout time.Duration) (runner.Result, error) {
+	if g.opts.Sandbox == nil {
+		return runner.Result{}, bridge.Errorf(bridge.CodeUnavailable, "%v", sandbox.ErrNotConfigured)
+	}
+	name := "sandbox"
+	ev := host.Event{RunID: r.id, AgentID: r.key.Agent, SessionKey: r.key.Session, Host: string(policy.HostSandbox), Command: p.Command}
+	g.enqueueLifecycle(r.key, name, host.EventStarted, ev)
+	res, err := g.opts.Sandbox.Exec(ctx, sandbox.Request{
+		SessionKey: r.key.Session, AgentID: r.key.Agent, Command: p.Command, Cwd: p.Cwd, Env: p.Env, Timeout: timeout,
+	})
+	if err != nil {
+		ev.Reason = err.Error()
+		g.enqueueLifecycle(r.key, name, host.EventDenied, ev)
+		return res, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", g.opts.Sandbox.Name(), err)
+	}
+	code := res.ExitCode
+	ev.ExitCode, ev.Tail = &code, res.Tail
+	g.enqueueLifecycle(r.key, name, host.EventFinished, ev)
+	return res, nil
+}
+
+// candidates lists paired nodes for selection.
+func (g *Gateway) candidates() []Candidate {
+	recs := g.reg.all()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]Candidate, 0, len(recs))
+	for _, rec := range recs {
+		_, live := g.live[rec.NodeID]
+		out = append(out, Candidate{ID: rec.NodeID, DisplayName: rec.DisplayName, RemoteIP: rec.RemoteIP, Connected: live})
+	}
+	return out
+}
+
+// selectNode resolves q to a connected node.
+func (g *Gateway) selectNode(q string) (*nodeConn, error) {
+	c, err := Select(g.candidates(), q)
+	if err != nil {
+		return nil, selectError(err)
+	}
+	return g.connected(c)
+}
+
+func (g *Gateway) connected(c Candidate) (*nodeConn, error) {
+	g.mu.Lock()
+	nc := g.live[c.ID]
+	g.mu.Unlock()
+	if nc == nil {
+		return nil, bridge.Errorf(bridge.CodeUnavailable, "node %s is paired but not connected (hint: start `exechost node run` there)", c)
+	}
+	return nc, nil
+}
+
+func selectError(err error) error {
+	switch {
+	case errors.Is(err, ErrAmbiguousNode):
+		return &bridge.Error{Code: bridge.CodeAmbiguous, Message: err.Error()}
+	case errors.Is(err, ErrNodeRequired):
+		return &bridge.Error{Code: bridge.CodeNodeRequired, Message: err.Error()}
+	default:
+		return &bridge.Error{Code: bridge.CodeNotFound, Message: err.Error()}
+	}
+}
+
+// pickNode applies node selection and the agent's binding: with
+// tools.exec.node set (agent or global), the agent may only use that node.
+func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, error) {
+	cands := g.candidates()
+	if binding := cfg.Binding(agent); binding != "" {
+		bound, err := Select(cands, binding)
+		if err != nil {
+			return nil, selectError(fmt.Errorf("tools.exec.node binds agent %q to %q: %w", agent, binding, err))
+		}
+		if q != "" && q != binding {
+			if sel, err := Select(cands, q); err != nil || sel.ID != bound.ID {
+				return nil, bridge.Errorf(bridge.CodeDenied, "agent %q is bound to node %s by tools.exec.node; node %q is not allowed (hint: omit the node or change the binding in exechost.json)", agent, bound.ID, q)
+			}
+		}
+		return g.connected(bound)
+	}
+	if q != "" {
+		c, err := Select(cands, q)
+		if err != nil {
+			return nil, selectError(err)
+		}
+		return g.connected(c)
+	}
+	switch len(cands) {
+	case 0:
+		return nil, bridge.Errorf(bridge.CodeNotFound, "no nodes are paired (hint: run `exechost node run --gateway URL` on the node, then `exechost nodes approve ID`)")
+	case 1:
+		return g.connected(cands[0])
+	}
+	return nil, selectError(fmt.Errorf("%w: %d nodes are paired (%s); name one with node (--node) or bind one with tools.exec.node", ErrNodeRequired, len(cands), list(cands)))
+}

@@ -1,0 +1,195 @@
+// Package gateway is the exechost gateway daemon: a WebSocket server that
+// agents and operators (with the gateway token) and paired nodes (with their
+// own tokens) connect to. It resolves each exec's host and policy, runs
+// host=gateway commands through the local host engine, forwards host=node
+// commands to the selected node as node.invoke, hands host=sandbox commands
+// to the sandbox backend, and turns lifecycle events into per-session
+// system events.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/session"
+	"github.com/exechost/exechost/internal/state"
+)
+
+// Executor runs one command on this machine after applying its policy;
+// *host.Engine implements it.
+type Executor interface {
+	Run(ctx context.Context, req host.Request) (host.Result, error)
+}
+
+// Options configure a Gateway.
+type Options struct {
+	// StateDir holds gateway.json and nodes.json.
+	StateDir string
+	// Config is the initial configuration (config.Default() when nil).
+	Config *config.Config
+	// Executor runs host=gateway commands. Nil makes host=gateway fail
+	// with a clear error.
+	Executor Executor
+	// Sandbox runs host=sandbox commands. Nil makes host=sandbox fail with
+	// sandbox.ErrNotConfigured; it never falls back to the host.
+	Sandbox sandbox.Backend
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// Version is reported to clients.
+	Version string
+}
+
+// Gateway is the daemon's state. Create it with New.
+type Gateway struct {
+	opts     Options
+	token    string
+	cfg      atomic.Pointer[config.Config]
+	log      *slog.Logger
+	reg      *registry
+	sessions *session.Store
+
+	mu      sync.Mutex
+	live    map[string]*nodeConn // paired, connected nodes by id
+	pending map[string]*nodeConn // unpaired nodes waiting for approval
+	clients map[*bridge.Conn]bool
+	invokes map[string]*invokeWaiter
+	runs    map[string]*run
+	closed  bool
+
+	fingerprint string
+}
+
+// New opens the gateway's state (creating the token on first start).
+func New(opts Options) (*Gateway, error) {
+	if opts.StateDir == "" {
+		return nil, errors.New("gateway: no state directory")
+	}
+	if err := state.Ensure(opts.StateDir); err != nil {
+		return nil, err
+	}
+	tok, err := LoadOrCreateToken(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := openRegistry(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Config == nil {
+		opts.Config = config.Default()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	g := &Gateway{
+		opts:     opts,
+		token:    tok,
+		log:      opts.Logger,
+		reg:      reg,
+		sessions: session.NewStore(),
+		live:     make(map[string]*nodeConn),
+		pending:  make(map[string]*nodeConn),
+		clients:  make(map[*bridge.Conn]bool),
+		invokes:  make(map[string]*invokeWaiter),
+		runs:     make(map[string]*run),
+	}
+	g.cfg.Store(opts.Config)
+	return g, nil
+}
+
+// Config returns the configuration in effect.
+func (g *Gateway) Config() *config.Config { return g.cfg.Load() }
+
+// SetConfig replaces the configuration for every later request; open
+// connections stay. Listen address and TLS changes need a restart.
+func (g *Gateway) SetConfig(c *config.Config) {
+	old := g.cfg.Swap(c)
+	if old != nil && (old.Gateway.Listen != c.Gateway.Listen || old.Gateway.TLS != c.Gateway.TLS) {
+		g.log.Warn("gateway.listen and gateway.tls changes take effect after a restart")
+	}
+}
+
+// Token returns the gateway token (for in-process clients such as `up`).
+func (g *Gateway) Token() string { return g.token }
+
+// Fingerprint returns the TLS certificate's SHA-256 fingerprint (hex), or
+// "" when serving plain ws://.
+func (g *Gateway) Fingerprint() string { return g.fingerprint }
+
+// Serve accepts connections on ln until ctx ends, then closes every
+// connection and returns. With gateway.tls configured it serves wss://.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	cfg := g.Config()
+	if cfg.Gateway.TLS.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Gateway.TLS.Cert, cfg.Gateway.TLS.Key)
+		if err != nil {
+			return fmt.Errorf("load gateway certificate: %w (hint: gateway.tls.cert and .key must be PEM files)", err)
+		}
+		sum := sha256.Sum256(cert.Certificate[0])
+		g.fingerprint = hex.EncodeToString(sum[:])
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		g.log.Info("serving wss", "tlsFingerprint", g.fingerprint)
+	}
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		g.Close()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	g.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// Close disconnects every client and node.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	g.closed = true
+	var conns []*bridge.Conn
+	for c := range g.clients {
+		conns = append(conns, c)
+	}
+	for _, n := range g.live {
+		conns = append(conns, n.conn)
+	}
+	for _, n := range g.pending {
+		conns = append(conns, n.conn)
+	}
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Close("gateway shutting down") }()
+	}
+	wg.Wait()
+}
+
+// HostEvent turns a lifecycle event of a host=gateway run into a system
+// event for its session. Wire it to the gateway's host.Engine OnEvent.
+func (g *Gateway) HostEvent(ev host.Event) {
+	g.enqueueLifecycle(session.NewKey(ev.AgentID, ev.SessionKey), "gateway", ev.Kind, ev)
+}

@@ -1,0 +1,274 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/session"
+)
+
+// Join key lifetimes.
+const (
+	DefaultJoinKeyTTL = time.Hour
+	MaxJoinKeyTTL     = 7 * 24 * time.Hour
+)
+
+// operatorOnly lists methods an agent may not call: managing nodes and
+// editing their policy is the human operator's business.
+var operatorOnly = map[string]bool{
+	bridge.MethodNodesList: true, bridge.MethodNodesPending: true, bridge.MethodNodesApprove: true,
+	bridge.MethodNodesReject: true, bridge.MethodNodesRemove: true, bridge.MethodJoinKey: true,
+	bridge.MethodNodeApprovalGet: true, bridge.MethodNodeApprovalSet: true,
+}
+
+func decode[T any](method string, params json.RawMessage) (T, error) {
+	var v T
+	if len(params) == 0 {
+		return v, nil
+	}
+	if err := json.Unmarshal(params, &v); err != nil {
+		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+	}
+	return v, nil
+}
+
+// handleClient answers an agent's or operator's request.
+func (g *Gateway) handleClient(ctx context.Context, role, method string, params json.RawMessage) (any, error) {
+	if operatorOnly[method] && role != bridge.RoleOperator {
+		return nil, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method)
+	}
+	switch method {
+	case bridge.MethodExec:
+		p, err := decode[bridge.ExecParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		return g.Exec(ctx, p)
+	case bridge.MethodExecStatus:
+		p, err := decode[bridge.ExecStatusParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		return g.status(p.RunID)
+	case bridge.MethodSessionEvents:
+		p, err := decode[bridge.SessionParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		evs := g.sessions.Drain(session.NewKey(p.AgentID, p.SessionKey))
+		if evs == nil {
+			evs = []bridge.SystemEvent{}
+		}
+		return bridge.SessionEventsResult{Events: evs}, nil
+	case bridge.MethodSessionCommand:
+		p, err := decode[bridge.SessionCommandParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
+		if err != nil {
+			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+		}
+		return res, nil
+	case bridge.MethodNodesList:
+		return bridge.NodesResult{Nodes: g.listPaired()}, nil
+	case bridge.MethodNodesPending:
+		return bridge.NodesResult{Nodes: g.listPending()}, nil
+	case bridge.MethodNodesApprove, bridge.MethodNodesReject, bridge.MethodNodesRemove:
+		p, err := decode[bridge.NodeIDParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		switch method {
+		case bridge.MethodNodesApprove:
+			return g.approve(ctx, p.NodeID)
+		case bridge.MethodNodesReject:
+			return g.reject(ctx, p.NodeID)
+		}
+		return g.remove(p.NodeID)
+	case bridge.MethodJoinKey:
+		p, err := decode[bridge.JoinKeyParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		return g.joinKey(p)
+	case bridge.MethodNodeApprovalGet, bridge.MethodNodeApprovalSet:
+		p, err := decode[bridge.NodeApprovalsParams](method, params)
+		if err != nil {
+			return nil, err
+		}
+		return g.nodeApprovals(ctx, method, p)
+	}
+	return nil, bridge.Errorf(bridge.CodeNotFound, "unknown method %q", method)
+}
+
+func view(rec nodeRecord, connected bool) bridge.NodeView {
+	return bridge.NodeView{
+		NodeID: rec.NodeID, DisplayName: rec.DisplayName, RemoteIP: rec.RemoteIP, Platform: rec.Platform,
+		Version: rec.Version, Commands: rec.Commands, Connected: connected, LastSeen: rec.LastSeen, Paired: true,
+	}
+}
+
+func (g *Gateway) listPaired() []bridge.NodeView {
+	recs := g.reg.all()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]bridge.NodeView, 0, len(recs))
+	for _, r := range recs {
+		_, live := g.live[r.NodeID]
+		if live {
+			r.LastSeen = time.Now().UnixMilli()
+		}
+		out = append(out, view(r, live))
+	}
+	return out
+}
+
+func (g *Gateway) listPending() []bridge.NodeView {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]bridge.NodeView, 0, len(g.pending))
+	for _, nc := range g.pending {
+		out = append(out, bridge.NodeView{
+			NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Platform: nc.client.Platform,
+			Version: nc.client.Version, Commands: nc.info.Commands, Connected: true, LastSeen: nc.since.UnixMilli(),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}
+
+// findPending resolves an id (or unique prefix of ≥ MinPrefix) among
+// pending nodes.
+func (g *Gateway) findPending(id string) (*nodeConn, error) {
+	g.mu.Lock()
+	var cands []Candidate
+	for _, nc := range g.pending {
+		cands = append(cands, Candidate{ID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Connected: true})
+	}
+	g.mu.Unlock()
+	c, err := Select(cands, id)
+	if err != nil {
+		if errors.Is(err, ErrNoNode) {
+			return nil, bridge.Errorf(bridge.CodeNotFound, "no pending node %q (hint: `exechost nodes pending` lists them; a pending request ends when the node disconnects)", id)
+		}
+		return nil, selectError(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	nc := g.pending[c.ID]
+	if nc == nil {
+		return nil, bridge.Errorf(bridge.CodeNotFound, "pending node %s disconnected", c.ID)
+	}
+	return nc, nil
+}
+
+func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
+	nc, err := g.findPending(id)
+	if err != nil {
+		return bridge.NodeView{}, err
+	}
+	tok := newSecret("ehn_")
+	rec := g.newRecord(nc, tok)
+	if err := g.reg.put(rec); err != nil {
+		return bridge.NodeView{}, err
+	}
+	if err := nc.conn.Notify(ctx, bridge.EventPairApproved, bridge.PairApproved{NodeID: nc.id, Token: tok}); err != nil {
+		_, _ = g.reg.remove(nc.id)
+		return bridge.NodeView{}, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected before it got its token: %v", nc.id, err)
+	}
+	g.mu.Lock()
+	if g.pending[nc.id] == nc {
+		delete(g.pending, nc.id)
+	}
+	old := g.live[nc.id]
+	g.live[nc.id] = nc
+	g.mu.Unlock()
+	if old != nil && old != nc {
+		old.conn.Close("replaced by a newly paired connection")
+	}
+	g.log.Info("node approved", "node", nc.id, "displayName", nc.info.DisplayName)
+	return view(rec, true), nil
+}
+
+func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error) {
+	nc, err := g.findPending(id)
+	if err != nil {
+		return bridge.NodeView{}, err
+	}
+	_ = nc.conn.Notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
+	nc.conn.Close("pairing rejected by the operator")
+	g.log.Info("node rejected", "node", nc.id)
+	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP}, nil
+}
+
+// remove revokes a node's token at once (written before anything else)
+// and disconnects it.
+func (g *Gateway) remove(id string) (bridge.NodeView, error) {
+	c, err := Select(g.candidates(), id)
+	if err != nil {
+		return bridge.NodeView{}, selectError(err)
+	}
+	rec := g.reg.get(c.ID)
+	if _, err := g.reg.remove(c.ID); err != nil {
+		return bridge.NodeView{}, err
+	}
+	g.mu.Lock()
+	nc := g.live[c.ID]
+	delete(g.live, c.ID)
+	g.mu.Unlock()
+	if nc != nil {
+		nc.conn.Close("node removed by the operator; its token is revoked")
+	}
+	g.log.Info("node removed", "node", c.ID)
+	v := bridge.NodeView{NodeID: c.ID}
+	if rec != nil {
+		v = view(*rec, false)
+		v.Paired = false
+	}
+	return v, nil
+}
+
+func (g *Gateway) joinKey(p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) {
+	ttl := time.Duration(p.TTLMs) * time.Millisecond
+	if ttl <= 0 {
+		ttl = DefaultJoinKeyTTL
+	}
+	if ttl > MaxJoinKeyTTL {
+		return bridge.JoinKeyResult{}, bridge.Errorf(bridge.CodeInvalidRequest, "join key ttl %s is longer than the %s limit", ttl, MaxJoinKeyTTL)
+	}
+	key := newSecret("ehj_")
+	exp := time.Now().Add(ttl)
+	if err := g.reg.addJoinKey(hashSecret(key), exp); err != nil {
+		return bridge.JoinKeyResult{}, err
+	}
+	return bridge.JoinKeyResult{Key: key, ExpiresAt: exp.UnixMilli(), Fingerprint: g.fingerprint}, nil
+}
+
+// nodeApprovals forwards system.execApprovals.get/set to a node.
+func (g *Gateway) nodeApprovals(ctx context.Context, method string, p bridge.NodeApprovalsParams) (any, error) {
+	nc, err := g.selectNode(p.Node)
+	if err != nil {
+		return nil, err
+	}
+	const timeout = 30 * time.Second
+	if method == bridge.MethodNodeApprovalGet {
+		payload, err := g.invoke(ctx, nc, bridge.CmdExecApprovalsGet, struct{}{}, timeout, "")
+		if err != nil {
+			return nil, err
+		}
+		return payload, nil
+	}
+	if p.BaseHash == "" {
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required (hint: get the file first; its hash protects concurrent edits)")
+	}
+	payload, err := g.invoke(ctx, nc, bridge.CmdExecApprovalsSet, bridge.ApprovalsSetParams{File: p.File, BaseHash: p.BaseHash}, timeout, "")
+	if err != nil {
+		return nil, err
+	}
+	return payload, nil
+}
