@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
@@ -56,13 +57,13 @@ type fixture struct {
 	store  *approvals.Store
 }
 
-func startFixture(t *testing.T) *fixture {
+func startFixture(t *testing.T, gw GatewayBinding) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := approver.NewBroker()
-	u, err := Start(ctx, Options{Addr: "127.0.0.1:0", Broker: b, StateDir: dir, Logf: t.Logf})
+	u, err := Start(ctx, Options{Addr: "127.0.0.1:0", Broker: b, StateDir: dir, Gateway: gw, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ var allChoices = []string{"allow-once", "allow-always", "deny"}
 
 func TestBrowserDecisions(t *testing.T) {
 	ctx := browser(t)
-	f := startFixture(t)
+	f := startFixture(t, nil)
 	run(t, ctx, chromedp.Navigate(f.url), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)))
 	before := f.load(t).Hash()
 
@@ -255,7 +256,7 @@ func TestBrowserDecisions(t *testing.T) {
 
 func TestBrowserEditor(t *testing.T) {
 	ctx := browser(t)
-	f := startFixture(t)
+	f := startFixture(t, nil)
 	run(t, ctx,
 		chromedp.Navigate(f.url),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
@@ -417,3 +418,42 @@ func screenshot(t *testing.T, ctx context.Context, suffix string) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestBrowserNodeBinding(t *testing.T) {
+	ctx := browser(t)
+	gw := &recordingGateway{bindings: map[string]string{"main": "n-1234567"}}
+	f := startFixture(t, gw)
+	global := `select[data-agent=""]`
+	run(t, ctx,
+		chromedp.Navigate(f.url),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
+		chromedp.Click(chromedp.CSS("#tab-nodes")),
+		chromedp.WaitVisible(chromedp.CSS(global)),
+	)
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#nodes-body")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "build box") || !strings.Contains(text, "connected") {
+		t.Errorf("nodes table = %q, want the paired node and its status", text)
+	}
+	bound, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(`select[data-agent="main"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound != "n-1234567" {
+		t.Errorf("main's binding shown as %q, want n-1234567", bound)
+	}
+	run(t, ctx,
+		chromedp.SetValue(chromedp.CSS(global), "n-1234567"),
+		chromedp.Click(chromedp.CSS(`tr:has(`+global+`) button.bind`)),
+		chromedp.WaitReady(chromedp.CSS(`body[data-saved="1"]`)),
+		chromedp.SetValue(chromedp.CSS(`select[data-agent="main"]`), ""),
+		chromedp.Click(chromedp.CSS(`tr:has(select[data-agent="main"]) button.bind`)),
+		chromedp.WaitReady(chromedp.CSS(`body[data-saved="2"]`)),
+	)
+	got, _ := gw.Bindings(ctx)
+	if d := cmp.Diff(map[string]string{"": "n-1234567"}, got); d != "" {
+		t.Errorf("bindings after binding all agents and unbinding main (-want +got):\n%s", d)
+	}
+}

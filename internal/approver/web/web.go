@@ -20,9 +20,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/approver"
@@ -78,7 +80,11 @@ var ErrNoBroker = errors.New("web approver needs a broker")
 // NewHandler returns the web approver's handler, already behind its
 // security layer, and the per-run secret. opts.Addr must be the concrete
 // loopback address the handler is served at. The URL to print for the
-// human is "http://" + Addr + "/?k=" + secret (see URL).
+// human is URL(opts.Addr, secret).
+//
+// The gateway mounts it for its operators the same way; under a path
+// prefix it works with http.StripPrefix as long as the prefix ends in "/"
+// (every URL the page uses is relative).
 func NewHandler(opts Options) (http.Handler, string, error) {
 	if opts.Broker == nil {
 		return nil, "", ErrNoBroker
@@ -113,7 +119,7 @@ func Start(ctx context.Context, opts Options) (string, error) {
 		return "", err
 	}
 	listenAddr := opts.Addr
-	if host, port, _ := net.SplitHostPort(opts.Addr); host == "localhost" || host == "LOCALHOST" {
+	if host, port, _ := net.SplitHostPort(opts.Addr); strings.EqualFold(host, "localhost") {
 		// "localhost" may resolve to a non-loopback address on a broken
 		// resolver; bind the literal loopback address instead.
 		listenAddr = net.JoinHostPort("127.0.0.1", port)
@@ -136,6 +142,9 @@ func Start(ctx context.Context, opts Options) (string, error) {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	if opts.Logf != nil {
+		srv.ErrorLog = log.New(logWriter(opts.Logf), "web approver: ", 0)
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logf(opts.Logf, "web approver: serve %s: %v", opts.Addr, err)
@@ -149,6 +158,15 @@ func Start(ctx context.Context, opts Options) (string, error) {
 		srv.Close() // event streams do not end on Shutdown
 	}()
 	return URL(opts.Addr, secret), nil
+}
+
+// logWriter sends the http.Server's own log lines (bad requests, panics in
+// handlers) to Options.Logf instead of the process's stderr.
+type logWriter func(string, ...any)
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 func logf(f func(string, ...any), format string, args ...any) {

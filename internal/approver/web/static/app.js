@@ -275,6 +275,12 @@ function entryRow(agent, entry) {
   return tr;
 }
 
+// markSaved counts applied edits on the body element, for humans debugging
+// and for the tests, which wait for the count.
+function markSaved() {
+  document.body.dataset.saved = String(Number(document.body.dataset.saved || 0) + 1);
+}
+
 // mutate posts an edit carrying the hash this page loaded; on success the
 // page reloads the file, on 409 it says the file changed underneath.
 async function mutate(path, body) {
@@ -282,8 +288,7 @@ async function mutate(path, body) {
   try {
     await api("POST", path, { hash: app.hash, ...body });
     await loadState();
-    // A counter of applied edits, for humans debugging and for the tests.
-    document.body.dataset.saved = String(Number(document.body.dataset.saved || 0) + 1);
+    markSaved();
     return true;
   } catch (e) {
     showBanner(e.message, e.status === 409);
@@ -340,7 +345,8 @@ async function loadNodes() {
       try {
         await api("POST", "api/binding", { agent: id, node: sel.value });
         hideBanner();
-        loadNodes();
+        await loadNodes();
+        markSaved();
       } catch (e) { showBanner(e.message, false); }
     });
     bb.append(el("tr", {}, el("td", {}, id === "" ? "all agents (tools.exec.node)" : id), el("td", {}, sel), el("td", {}, save)));
