@@ -108,7 +108,7 @@ func failf(format string, args ...any) error {
 // names.
 func Analyze(text string, env Env) Analysis {
 	a := newAnalyzer(env)
-	err := a.text(text, a.initialCwd(), nil, 0, false)
+	err := a.text(text, a.initialCwd(), cmdCtx{}, false)
 	return a.result(err)
 }
 
@@ -156,11 +156,12 @@ func (a *analyzer) result(err error) Analysis {
 	return out
 }
 
-// text parses and analyses shell text. via is the chain of wrappers and
-// shells that led here; payload is true for a shell -c payload that has
-// positional arguments after it.
-func (a *analyzer) text(src string, cwd cwdState, via []string, depth int, positional bool) error {
-	if depth > maxDepth {
+// text parses and analyses shell text. base says how the shell running it
+// was reached (wrappers and shells looked through, nesting depth, whether it
+// searches the host PATH); positional is true for a shell -c payload that
+// has arguments after it.
+func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional bool) error {
+	if base.depth > maxDepth {
 		return failf("too many nested shells and wrappers (more than %d)", maxDepth)
 	}
 	if len(src) > maxTextLen {
@@ -169,14 +170,20 @@ func (a *analyzer) text(src string, cwd cwdState, via []string, depth int, posit
 	if strings.ContainsRune(src, 0) {
 		return failf("command text contains a NUL byte")
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).Parse(strings.NewReader(src), "")
+	if strings.ContainsRune(src, '\r') {
+		// The parser takes a backslash before CR LF for a line continuation;
+		// sh sees an escaped CR, then runs the next line as a new command.
+		return failf("command text contains a carriage return (hint: use \\n line endings)")
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
 	if err != nil {
 		return failf("parse error: %v (hint: the text runs under /bin/sh; bash-only syntax cannot be analysed)", err)
 	}
 	if err := validate(f, positional); err != nil {
 		return err
 	}
-	w := &walker{a: a, via: via, depth: depth}
+	base.shell, base.tailOpen, base.pos = true, false, ""
+	w := &walker{a: a, base: base}
 	_, _, err = w.list(f.Stmts, cwd)
 	return err
 }

@@ -54,32 +54,21 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if name.val == "" {
 		return failf("empty command name%s", posSuffix(ctx))
 	}
+	if ctx.shell && assignLike.MatchString(name.val) {
+		return failf("%q is an assignment in bash%s (hint: use NAME=value with a plain name)", name.val, posSuffix(ctx))
+	}
 	if ctx.shell && !strings.Contains(name.val, "/") {
-		if assignLike.MatchString(name.val) {
-			return failf("%q is an assignment in bash%s (hint: use NAME=value with a plain name)", name.val, posSuffix(ctx))
-		}
 		done, err := a.builtin(args, st, ctx)
 		if done || err != nil {
 			return err
 		}
 	}
+	if ctx.shell && !strings.Contains(name.val, "/") && shellBuiltinWrappers[name.val] {
+		return a.wrapper(name.val, wrappers[name.val], args, st, ctx)
+	}
 	base := path.Base(name.val)
-	switch {
-	case base == "busybox" || base == "toybox":
+	if base == "busybox" || base == "toybox" {
 		return failf("%s applets cannot be allowlisted precisely (hint: run the applet's own executable by its path)", base)
-	case carriers[base] != "":
-		return failf("%s %s, which cannot be looked through (hint: run the command directly)", base, carriers[base])
-	}
-	if w, ok := wrappers[base]; ok {
-		if trusted, err := a.trustedTool(name, st, ctx); err != nil || trusted {
-			if err != nil {
-				return err
-			}
-			return a.wrapper(w, args, st, ctx)
-		}
-	}
-	if p, ok := privilegeChangers[base]; ok {
-		return a.privileged(p, args, st, ctx)
 	}
 	seg, err := a.resolveSegment(name, st, ctx)
 	if err != nil {
@@ -89,14 +78,30 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if ctx.tailOpen {
 		seg.Argv = append(seg.Argv, "…")
 	}
-	tool, kind := base, programKind(base)
+	// Classify by the name as written, else by the file it resolves to, so
+	// that a symlink such as ~/bin/e -> /usr/bin/env is still env.
+	tool, kind := base, classify(base)
 	if kind == kindNone && seg.RealPath != "" {
 		tool = path.Base(seg.RealPath)
-		kind = programKind(tool)
+		kind = classify(tool)
 	}
+	// A wrapper or shell is looked through only when it is the real tool:
+	// found on the host PATH under its own name, the same file as the one
+	// the host PATH finds, or in a system directory. Anything else (./env)
+	// is an ordinary program that must match.
+	genuine := seg.ResolvedPath != "" &&
+		((tool == base && !strings.Contains(name.val, "/")) || a.trustedPath(seg, tool, st))
 	switch kind {
+	case kindCarrier:
+		return failf("%s %s, which cannot be looked through (hint: run the command directly)", tool, carriers[tool])
+	case kindPrivilege:
+		return a.privileged(tool, privilegeChangers[tool], seg, args, st, ctx)
+	case kindWrapper:
+		if genuine {
+			return a.wrapper(tool, wrappers[tool], args, st, ctx)
+		}
 	case kindPOSIXShell:
-		if seg.ResolvedPath != "" && a.trustedPath(seg, tool, st) {
+		if genuine {
 			return a.shell(args, seg, st, ctx)
 		}
 		seg.Role = RoleShell
@@ -156,10 +161,13 @@ var carriers = map[string]string{
 	"nq": "runs a command", "tmux": "runs shell commands", "screen": "runs shell commands",
 }
 
-type programKindT int
+type programKind int
 
 const (
-	kindNone programKindT = iota
+	kindNone programKind = iota
+	kindWrapper
+	kindPrivilege
+	kindCarrier
 	kindPOSIXShell
 	kindShell
 	kindInterpreter
@@ -189,9 +197,18 @@ var interpreters = map[string]bool{
 	"pipx": true,
 }
 
-// programKind classifies a program by file name. Version suffixes
-// (python3.12, perl5.36, tclsh8.6) are ignored.
-func programKind(base string) programKindT {
+// classify says what kind of program a file name is. Version suffixes
+// (python3.12, perl5.36, tclsh8.6) are ignored for interpreters.
+func classify(base string) programKind {
+	if _, ok := wrappers[base]; ok && !shellBuiltinWrappers[base] || base == "time" {
+		return kindWrapper
+	}
+	if _, ok := privilegeChangers[base]; ok {
+		return kindPrivilege
+	}
+	if carriers[base] != "" {
+		return kindCarrier
+	}
 	if posixShells[base] {
 		return kindPOSIXShell
 	}

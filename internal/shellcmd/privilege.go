@@ -77,15 +77,9 @@ var privilegeChangers = map[string]privilegeSpec{
 // command it runs. The inner command is found by the changer, which may use
 // a secure_path of its own, so a bare name must resolve to the same file on
 // the usual default paths as on the host PATH.
-func (a *analyzer) privileged(spec privilegeSpec, args []arg, st *cwdState, ctx cmdCtx) error {
+func (a *analyzer) privileged(base string, spec privilegeSpec, seg Segment, args []arg, st *cwdState, ctx cmdCtx) error {
 	name := args[0]
-	base := name.val[strings.LastIndexByte(name.val, '/')+1:]
-	seg, err := a.resolveSegment(name, st, ctx)
-	if err != nil {
-		return err
-	}
 	seg.Role = RolePrivilege
-	seg.Argv = values(args)
 	a.segs = append(a.segs, seg)
 
 	rest := args[1:]

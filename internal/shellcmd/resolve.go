@@ -130,25 +130,6 @@ func realPath(p string) string {
 	return r
 }
 
-// trustedTool reports whether a wrapper name refers to the real tool, so
-// that looking through it is sound. A bare name is found on the host PATH;
-// a path-qualified one must be the same file or live in a system directory.
-// A wrapper that does not resolve at all is not looked through: it becomes
-// an ordinary (missing) segment.
-func (a *analyzer) trustedTool(name arg, st *cwdState, ctx cmdCtx) (bool, error) {
-	if ctx.shell && !strings.Contains(name.val, "/") && shellBuiltinWrappers[name.val] {
-		return true, nil
-	}
-	p, err := a.resolve(name.val, *st, ctx)
-	if err != nil || p == "" {
-		return false, err
-	}
-	if !strings.Contains(name.val, "/") {
-		return true, nil
-	}
-	return a.trustedPath(Segment{ResolvedPath: p, RealPath: realPath(p)}, path.Base(name.val), st), nil
-}
-
 // trustedPath reports whether a resolved tool is the one the host PATH
 // finds under the name tool, or lives in a system directory.
 func (a *analyzer) trustedPath(seg Segment, tool string, st *cwdState) bool {

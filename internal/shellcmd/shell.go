@@ -1,6 +1,9 @@
 package shellcmd
 
-import "strings"
+import (
+	"path"
+	"strings"
+)
 
 // shellFlags are single-letter shell options that change error handling or
 // tracing only; "r" (restricted) and "B" (brace expansion, which the
@@ -20,7 +23,7 @@ var shellLong = map[string]bool{
 // run files the analysis never sees.
 func (a *analyzer) shell(args []arg, seg Segment, st *cwdState, ctx cmdCtx) error {
 	name := args[0]
-	prog := name.val[strings.LastIndexByte(name.val, '/')+1:]
+	prog := path.Base(name.val)
 	cmdMode, stdinMode := false, false
 	i := 1
 loop:
@@ -74,8 +77,7 @@ loop:
 			return failf("%s -c with a run-time payload (%s)", prog, payload.text)
 		}
 		positional := i+1 < len(args) || ctx.tailOpen
-		via := append(append([]string(nil), ctx.via...), name.text)
-		if err := a.text(payload.val, *st, via, ctx.depth+1, positional); err != nil {
+		if err := a.text(payload.val, *st, ctx.with(name.text), positional); err != nil {
 			return failf("in %s -c payload: %v", prog, err)
 		}
 		return nil

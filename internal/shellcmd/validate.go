@@ -48,7 +48,14 @@ func (v *validator) visit(n syntax.Node) bool {
 		return v.parts(n.Parts)
 	case *syntax.File, *syntax.Block, *syntax.IfClause,
 		*syntax.WhileClause, *syntax.CaseClause, *syntax.CaseItem,
-		*syntax.BinaryCmd, *syntax.CallExpr, *syntax.Comment:
+		*syntax.BinaryCmd, *syntax.CallExpr:
+		return true
+	case *syntax.Comment:
+		// The parser continues a comment ending in a backslash onto the next
+		// line; shells do not, and would run that line.
+		if strings.HasSuffix(n.Text, "\\") || strings.Contains(n.Text, "\n") {
+			return v.fail("comment ending in a backslash at %s (hint: remove the backslash)", at(n))
+		}
 		return true
 	case *syntax.Stmt:
 		if n.Coprocess || n.Disown {
@@ -174,6 +181,9 @@ func isPositional(name string) bool {
 }
 
 func (v *validator) redirect(r *syntax.Redirect) bool {
+	if syntax.Walk(r.Word, v.visit); v.err != nil {
+		return false
+	}
 	if r.N != nil && strings.Trim(r.N.Value, "0123456789") != "" {
 		return v.fail("named file descriptor at %s", at(r))
 	}

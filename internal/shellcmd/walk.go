@@ -24,9 +24,8 @@ func merge(a, b cwdState) cwdState {
 
 // walker visits the statements of one parsed text in execution order.
 type walker struct {
-	a     *analyzer
-	via   []string
-	depth int
+	a    *analyzer
+	base cmdCtx
 }
 
 // list analyses statements in order and returns the working directory
@@ -196,7 +195,8 @@ func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, er
 		}
 	}
 	next := st
-	ctx := cmdCtx{shell: true, via: w.via, depth: w.depth, pos: at(c)}
+	ctx := w.base
+	ctx.pos = at(c)
 	if err := w.a.command(args, &next, ctx); err != nil {
 		return st, st, err
 	}

@@ -186,11 +186,13 @@ var wrappers = map[string]wrapperSpec{
 var legacyNice = regexp.MustCompile(`^--?[0-9]+$`)
 
 // wrapper looks through a wrapper to the command it runs.
-func (a *analyzer) wrapper(spec wrapperSpec, args []arg, st *cwdState, ctx cmdCtx) error {
+// tool is the wrapper's own name (env, nice, …), even when it was reached
+// through a symlink of another name.
+func (a *analyzer) wrapper(tool string, spec wrapperSpec, args []arg, st *cwdState, ctx cmdCtx) error {
 	name := args[0]
-	prog := name.val
+	prog := tool
 	rest := args[1:]
-	if prog == "nice" || strings.HasSuffix(prog, "/nice") {
+	if tool == "nice" {
 		if len(rest) > 0 && rest[0].static && legacyNice.MatchString(rest[0].val) {
 			rest = rest[1:]
 		}
@@ -230,7 +232,7 @@ func (a *analyzer) wrapper(spec wrapperSpec, args []arg, st *cwdState, ctx cmdCt
 	inner := ctx.with(name.text)
 	inner.defaultPath = ctx.defaultPath || ws.defaultPath
 	inner.shell = ctx.shell && spec.keepShell
-	if path := prog; path == "xargs" || strings.HasSuffix(path, "/xargs") {
+	if tool == "xargs" {
 		inner.tailOpen = ws.repl == ""
 		if len(rest) == 0 {
 			rest = []arg{{val: "echo", static: true, text: "echo"}}
