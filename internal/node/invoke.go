@@ -1,0 +1,241 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// invokeMargin is added to a command's timeout for the node's own bound on
+// handling an invoke (prompting included).
+const invokeMargin = 5 * time.Second
+
+// Error codes a node answers system.run with, besides bridge's.
+const (
+	CodeRunFailed = "SYSTEM_RUN_FAILED"
+)
+
+// idemCache remembers system.run outcomes by idempotency key so a repeated
+// request (a resend after a reconnect) gets the first run's result instead
+// of running the command a second time.
+type idemCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]*idemEntry
+	order []string
+}
+
+type idemEntry struct {
+	done chan struct{}
+	res  bridge.InvokeResult
+}
+
+func newIdemCache(max int) *idemCache { return &idemCache{max: max, m: make(map[string]*idemEntry)} }
+
+// begin returns the entry for key and whether the caller is the first (and
+// must run the command and call finish).
+func (c *idemCache) begin(key string) (*idemEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		return e, false
+	}
+	e := &idemEntry{done: make(chan struct{})}
+	c.m[key] = e
+	c.order = append(c.order, key)
+	// Forget the oldest finished runs beyond max; never one in flight.
+	for len(c.order) > c.max {
+		evicted := false
+		for i, k := range c.order {
+			if old := c.m[k]; old == nil || isDone(old) {
+				delete(c.m, k)
+				c.order = append(c.order[:i], c.order[i+1:]...)
+				evicted = true
+				break
+			}
+		}
+		if !evicted {
+			break
+		}
+	}
+	return e, true
+}
+
+func isDone(e *idemEntry) bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
+	c.mu.Lock()
+	e.res = res
+	c.mu.Unlock()
+	close(e.done)
+}
+
+func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
+	nid := r.NodeID()
+	timeout := time.Duration(req.TimeoutMs)*time.Millisecond + invokeMargin
+	if req.TimeoutMs <= 0 {
+		timeout = 30 * time.Minute
+	}
+	var res bridge.InvokeResult
+	switch {
+	case req.NodeID != "" && req.NodeID != nid:
+		res = fail(bridge.Errorf(bridge.CodeInvalidRequest, "invoke addressed to node %s, this is %s", req.NodeID, nid))
+	case req.Command == bridge.CmdSystemRun:
+		key := req.IdempotencyKey
+		if key == "" {
+			key = req.ID
+		}
+		e, first := r.idem.begin(key)
+		if first {
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			res = r.systemRun(rctx, req.Params, req.TimeoutMs)
+			cancel()
+			r.idem.finish(e, res)
+		} else {
+			r.log.Info("repeated system.run answered from the first run", "idempotencyKey", key)
+			t := time.NewTimer(timeout)
+			select {
+			case <-e.done:
+				r.idem.mu.Lock()
+				res = e.res
+				r.idem.mu.Unlock()
+			case <-t.C:
+				res = fail(bridge.Errorf(bridge.CodeTimeout, "the first run with idempotency key %q is still going", key))
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+	case req.Command == bridge.CmdSystemWhich:
+		res = r.which(req.Params)
+	case req.Command == bridge.CmdExecApprovalsGet:
+		res = r.approvalsGet()
+	case req.Command == bridge.CmdExecApprovalsSet:
+		res = r.approvalsSet(req.Params)
+	default:
+		res = fail(bridge.Errorf(bridge.CodeNotFound, "unknown node command %q (this node offers %v)", req.Command, bridge.NodeCommands))
+	}
+	res.ID, res.NodeID = req.ID, nid
+	r.reply(res)
+}
+
+func fail(e *bridge.Error) bridge.InvokeResult { return bridge.InvokeResult{OK: false, Error: e} }
+
+func ok(v any) bridge.InvokeResult {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fail(bridge.Errorf(bridge.CodeInternal, "encode result: %v", err))
+	}
+	return bridge.InvokeResult{OK: true, Payload: raw}
+}
+
+// systemRun runs one command through the local engine, which enforces
+// this node's exec-approvals.json. Denials answer with the design's
+// SYSTEM_RUN_* message.
+func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutMs int64) bridge.InvokeResult {
+	var req host.Request
+	if err := json.Unmarshal(params, &req); err != nil {
+		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.run params: %v", err))
+	}
+	if req.TimeoutMs <= 0 {
+		req.TimeoutMs = timeoutMs
+	}
+	if r.opts.Executor == nil {
+		return fail(&bridge.Error{Code: bridge.CodeDenied, Message: policy.ErrDisabled.Error() + " (no execution engine on this node)"})
+	}
+	hr, err := r.opts.Executor.Run(ctx, req)
+	if err != nil {
+		return fail(runError(err))
+	}
+	return ok(hr.Result)
+}
+
+func runError(err error) *bridge.Error {
+	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
+		if errors.Is(err, s) {
+			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}
+		}
+	}
+	return &bridge.Error{Code: CodeRunFailed, Message: err.Error()}
+}
+
+func (r *Runner) which(params json.RawMessage) bridge.InvokeResult {
+	var p bridge.WhichParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.which params: %v", err))
+	}
+	out := bridge.WhichResult{Bins: map[string]string{}}
+	for _, b := range p.Bins {
+		if path, err := exec.LookPath(b); err == nil {
+			out.Bins[b] = path
+		}
+	}
+	return ok(out)
+}
+
+func (r *Runner) approvalsGet() bridge.InvokeResult {
+	st := approvals.NewStore(r.opts.StateDir)
+	f, err := st.Load()
+	if err != nil {
+		return fail(bridge.Errorf(bridge.CodeInternal, "%v", err))
+	}
+	data, err := f.Redacted().Marshal()
+	if err != nil {
+		return fail(bridge.Errorf(bridge.CodeInternal, "encode approvals: %v", err))
+	}
+	_, statErr := os.Stat(st.Path)
+	return ok(bridge.ApprovalsGetResult{Path: st.Path, Exists: statErr == nil, Hash: f.Hash(), File: data})
+}
+
+// approvalsSet replaces the node's approvals file with the one sent, if
+// the file is still what the editor saw (baseHash). The socket section
+// (path and token) always stays the node's own: a remote editor must not
+// be able to redirect prompts to another socket or learn the key.
+func (r *Runner) approvalsSet(params json.RawMessage) bridge.InvokeResult {
+	var p bridge.ApprovalsSetParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.execApprovals.set params: %v", err))
+	}
+	if p.BaseHash == "" {
+		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required"))
+	}
+	st := approvals.NewStore(r.opts.StateDir)
+	next, err := approvals.Parse("(sent file)", p.File)
+	if err != nil {
+		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "%v", err))
+	}
+	f, err := st.UpdateIf(p.BaseHash, func(f *approvals.File) error {
+		sock := f.Socket
+		*f = *next.Clone()
+		f.Socket = sock
+		return nil
+	})
+	if errors.Is(err, approvals.ErrStale) {
+		return fail(bridge.Errorf(bridge.CodeStale, "%v", err))
+	}
+	if err != nil {
+		return fail(bridge.Errorf(bridge.CodeInternal, "%v", err))
+	}
+	data, err := f.Redacted().Marshal()
+	if err != nil {
+		return fail(bridge.Errorf(bridge.CodeInternal, "encode approvals: %v", err))
+	}
+	return ok(bridge.ApprovalsGetResult{Path: st.Path, Exists: true, Hash: f.Hash(), File: data})
+}

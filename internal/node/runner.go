@@ -1,0 +1,325 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/host"
+)
+
+// Executor runs one system.run under this machine's policy; *host.Engine
+// implements it.
+type Executor interface {
+	Run(ctx context.Context, req host.Request) (host.Result, error)
+}
+
+// Reconnect backoff bounds. The actual delay is jittered so that many nodes
+// do not stampede a restarted gateway.
+const (
+	MinBackoff = 250 * time.Millisecond
+	MaxBackoff = 15 * time.Second
+)
+
+// Terminal outcomes: the runner stops instead of reconnecting, because
+// retrying cannot help without a human.
+var (
+	ErrRejected = errors.New("pairing rejected by the gateway operator")
+	ErrRevoked  = errors.New("the gateway rejected this node's token (removed or re-paired)")
+	ErrJoinKey  = errors.New("the gateway refused the join key")
+)
+
+// Options configure a Runner.
+type Options struct {
+	// StateDir holds node.json and this node's exec-approvals.json.
+	StateDir string
+	// GatewayURL overrides node.json's gateway.url (and is saved there).
+	GatewayURL string
+	// DisplayName overrides node.json's displayName (and is saved there).
+	DisplayName string
+	// JoinKey pairs headlessly with a one-time key.
+	JoinKey string
+	// TLSFingerprint, when set, is the expected SHA-256 (hex) of a wss://
+	// gateway's certificate; without it the first pairing pins what it
+	// sees.
+	TLSFingerprint string
+	// Executor runs system.run; nil refuses every system.run.
+	Executor Executor
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// Version is reported to the gateway.
+	Version string
+	// OnPending runs when the gateway holds the node for approval.
+	OnPending func(nodeID string)
+	// OnPaired runs each time the node is connected and paired.
+	OnPaired func(nodeID string)
+}
+
+// Runner is the node runner service.
+type Runner struct {
+	opts Options
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	id   *Identity
+	conn *bridge.Conn
+	idem *idemCache
+}
+
+// New loads (or creates) the node identity.
+func New(opts Options) (*Runner, error) {
+	id, err := LoadIdentity(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.GatewayURL != "" && opts.GatewayURL != id.Gateway.URL {
+		if id.Gateway.URL != "" && id.Token != "" {
+			// A token belongs to the gateway that issued it.
+			id.Token, id.Gateway.TLSFingerprint = "", ""
+		}
+		id.Gateway.URL = opts.GatewayURL
+	}
+	if id.Gateway.URL == "" {
+		return nil, fmt.Errorf("no gateway URL (hint: pass --gateway ws://HOST:18789)")
+	}
+	if opts.DisplayName != "" {
+		id.DisplayName = opts.DisplayName
+	}
+	if opts.TLSFingerprint != "" {
+		id.Gateway.TLSFingerprint = normalizeFingerprint(opts.TLSFingerprint)
+	}
+	if err := id.Save(opts.StateDir); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Runner{opts: opts, log: opts.Logger, id: id, idem: newIdemCache(1024)}, nil
+}
+
+// NodeID returns this node's id.
+func (r *Runner) NodeID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.id.NodeID
+}
+
+// Run connects and serves until ctx ends (returning nil) or the gateway
+// refuses the node for good (ErrRejected, ErrRevoked, ErrJoinKey).
+func (r *Runner) Run(ctx context.Context) error {
+	backoff := MinBackoff
+	for {
+		served, err := r.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrRejected) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrJoinKey) || errors.Is(err, errPin) {
+			return err
+		}
+		if served {
+			backoff = MinBackoff
+		}
+		d := backoff/2 + rand.N(backoff/2+1)
+		r.log.Info("gateway connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, MaxBackoff)
+	}
+}
+
+// session runs one connection. served reports whether the connection got
+// past the handshake (which resets the backoff).
+func (r *Runner) session(ctx context.Context) (served bool, err error) {
+	r.mu.Lock()
+	id := *r.id
+	r.mu.Unlock()
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ws, err := r.dial(dctx, id)
+	if err != nil {
+		return false, err
+	}
+	auth := bridge.Auth{Token: id.Token}
+	if id.Token == "" {
+		auth.JoinKey = r.opts.JoinKey
+	}
+	f, err := bridge.NewRequest("connect", bridge.MethodConnect, bridge.ConnectParams{
+		Role:   bridge.RoleNode,
+		Auth:   auth,
+		Client: bridge.ClientInfo{Name: "exechost-node", Version: r.opts.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
+		Node:   &bridge.NodeInfo{NodeID: id.NodeID, DisplayName: id.DisplayName, Commands: bridge.NodeCommands},
+	})
+	if err != nil {
+		ws.CloseNow()
+		return false, err
+	}
+	if err := bridge.WriteFrame(dctx, ws, f); err != nil {
+		ws.CloseNow()
+		return false, err
+	}
+	res, err := bridge.ReadFrame(dctx, ws)
+	if err != nil {
+		ws.CloseNow()
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	if res.Type != bridge.TypeRes || !*res.OK {
+		ws.CloseNow()
+		e := res.Error
+		if e == nil {
+			return false, fmt.Errorf("connect: unexpected %s frame", res.Type)
+		}
+		if e.Code == bridge.CodeUnauthorized {
+			if auth.Token != "" {
+				return false, fmt.Errorf("%w: %s", ErrRevoked, e.Message)
+			}
+			if auth.JoinKey != "" {
+				return false, fmt.Errorf("%w: %s", ErrJoinKey, e.Message)
+			}
+		}
+		return false, fmt.Errorf("connect: %s", e.Message)
+	}
+	var cr bridge.ConnectResult
+	if err := json.Unmarshal(res.Payload, &cr); err != nil {
+		ws.CloseNow()
+		return false, fmt.Errorf("connect: bad result: %w", err)
+	}
+	if cr.Token != "" {
+		if err := r.saveToken(cr.Token); err != nil {
+			ws.CloseNow()
+			return false, err
+		}
+		r.log.Info("paired with a join key", "node", id.NodeID)
+	}
+
+	var (
+		ready    = make(chan struct{})
+		c        *bridge.Conn
+		rejected bool
+		rmu      sync.Mutex
+	)
+	c = bridge.NewConn(ws, bridge.Options{
+		OnEvent: func(event string, payload json.RawMessage) {
+			switch event {
+			case bridge.EventInvokeRequest:
+				var req bridge.InvokeRequest
+				if err := json.Unmarshal(payload, &req); err != nil {
+					r.log.Warn("bad invoke request", "err", err)
+					return
+				}
+				go func() { <-ready; r.handleInvoke(ctx, req) }()
+			case bridge.EventPairApproved:
+				var pa bridge.PairApproved
+				if err := json.Unmarshal(payload, &pa); err != nil || pa.Token == "" {
+					r.log.Warn("bad pairing approval", "err", err)
+					return
+				}
+				if err := r.saveToken(pa.Token); err != nil {
+					r.log.Error("save token", "err", err)
+					return
+				}
+				r.log.Info("pairing approved", "node", id.NodeID)
+				if r.opts.OnPaired != nil {
+					go r.opts.OnPaired(id.NodeID)
+				}
+			case bridge.EventPairRejected:
+				rmu.Lock()
+				rejected = true
+				rmu.Unlock()
+			}
+		},
+	})
+	r.mu.Lock()
+	r.conn = c
+	r.mu.Unlock()
+	close(ready)
+	defer func() {
+		r.mu.Lock()
+		if r.conn == c {
+			r.conn = nil
+		}
+		r.mu.Unlock()
+	}()
+	if cr.Status == bridge.StatusPending {
+		r.log.Info("waiting for the operator to approve this node", "node", id.NodeID, "run", "exechost nodes approve "+id.NodeID)
+		if r.opts.OnPending != nil {
+			go r.opts.OnPending(id.NodeID)
+		}
+	} else {
+		r.log.Info("connected to gateway", "node", id.NodeID, "url", id.Gateway.URL)
+		if r.opts.OnPaired != nil {
+			go r.opts.OnPaired(id.NodeID)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		c.Close("node shutting down")
+		return true, nil
+	case <-c.Done():
+	}
+	rmu.Lock()
+	defer rmu.Unlock()
+	if rejected {
+		return true, ErrRejected
+	}
+	return true, c.Err()
+}
+
+func (r *Runner) saveToken(tok string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.id.Token = tok
+	r.opts.JoinKey = ""
+	return r.id.Save(r.opts.StateDir)
+}
+
+// HostEvent forwards a lifecycle event of the local engine to the gateway
+// as a node.event. Wire it to the node's host.Engine OnEvent. It waits for
+// the gateway's acknowledgement (bounded), so events reach the gateway
+// before the run's result does.
+func (r *Runner) HostEvent(ev host.Event) {
+	r.mu.Lock()
+	c := r.conn
+	nid := r.id.NodeID
+	r.mu.Unlock()
+	if c == nil {
+		return
+	}
+	ev.NodeID = nid
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), 5*time.Second)
+	defer cancel()
+	if err := c.Call(ctx, bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}, nil); err != nil {
+		r.log.Debug("node event not delivered", "event", ev.Kind, "err", err)
+	}
+}
+
+func (r *Runner) reply(res bridge.InvokeResult) {
+	r.mu.Lock()
+	c := r.conn
+	r.mu.Unlock()
+	if c == nil {
+		r.log.Warn("invoke result lost: not connected", "id", res.ID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
+	defer cancel()
+	if err := c.Call(ctx, bridge.MethodInvokeResult, res, nil); err != nil {
+		r.log.Warn("invoke result not delivered", "id", res.ID, "err", err)
+	}
+}
