@@ -51,6 +51,13 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 	if timeout <= 0 {
 		timeout = DefaultClientTimeout
 	}
+	if req.ExpiresAtMs > 0 {
+		// The caller's expiry is when the approver drops the prompt; stop
+		// waiting then too, so the outcome is our timeout, not a race.
+		if left := time.Until(time.UnixMilli(req.ExpiresAtMs)); left < timeout {
+			timeout = max(left, 0)
+		}
+	}
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errPromptTimeout)
 	defer cancel()
 	deadline, _ := tctx.Deadline()

@@ -203,3 +203,13 @@ func TestClientTimeout(t *testing.T) {
 		}
 	})
 }
+
+func TestClientHonoursExpiresAt(t *testing.T) {
+	ts := startServer(t, nil)
+	c := &Client{SocketPath: ts.Path, Token: testToken, Timeout: time.Hour}
+	req := sampleRequest
+	req.ExpiresAtMs = time.Now().Add(50 * time.Millisecond).UnixMilli()
+	if _, _, err := c.Prompt(t.Context(), req); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Prompt = %v, want ErrTimeout at the request's expiry", err)
+	}
+}

@@ -3,6 +3,29 @@
 // socket, newline-delimited JSON, peer UID check, server challenge, client
 // nonce and timestamp, HMAC-SHA256 keyed by the token from
 // exec-approvals.json in both directions. The token never crosses the socket.
+//
+// The frames and both HMAC strings are exactly the design's ("Approval
+// socket"; see RequestMAC and DecisionMAC). Behaviour the design leaves
+// open, as implemented here:
+//
+//   - A peer of another uid (or whose credentials cannot be read) gets one
+//     error frame with code invalid-auth and no hello, then the connection
+//     closes. Windows has no peer check yet, so the server refuses to start
+//     there (ErrUnsupported) and hosts apply askFallback.
+//   - Checks run in this order: rate limit (per peer uid+pid), frame shape
+//     (bad-request), hmac (invalid-auth), ts (expired), nonce (replay), the
+//     request object (bad-request). Nothing that changes state happens
+//     before the hmac verifies.
+//   - Only too-large closes the connection; other refusals answer the frame
+//     and keep the connection, so one connection may carry several prompts.
+//     A connection with nothing pending that sends nothing for
+//     Server.IdleTimeout is closed.
+//   - A prompt stays queued until the request's expiresAtMs (default 120 s,
+//     at most an hour); a client that disconnects expires its prompts. The
+//     server answers a prompt nobody decided with an "expired" error frame
+//     shortly after expiresAtMs (the client normally gave up already).
+//   - The decision frame may carry "by" (who answered, e.g. "approver tui").
+//     It is NOT covered by the hmac: informational (audit text) only.
 package approver
 
 import "encoding/json"
