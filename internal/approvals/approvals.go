@@ -88,15 +88,18 @@ type Agent struct {
 
 // Entry is one allowlist pattern and what it last allowed, so a human can
 // audit why a pattern exists before trusting it further.
+//
+// Its JSON tags are the file's member names, so an Entry (or a Resolved)
+// can be shown with encoding/json; the file itself is written by Marshal.
 type Entry struct {
 	// ID is stable across edits; the store gives every entry one.
-	ID      string
-	Pattern string
+	ID      string `json:"id,omitempty"`
+	Pattern string `json:"pattern"`
 	// LastUsedAt is in Unix milliseconds; 0 means never.
-	LastUsedAt       int64
-	LastUsedCommand  string
-	LastResolvedPath string
-	Extra            Extra
+	LastUsedAt       int64  `json:"lastUsedAt,omitempty"`
+	LastUsedCommand  string `json:"lastUsedCommand,omitempty"`
+	LastResolvedPath string `json:"lastResolvedPath,omitempty"`
+	Extra            Extra  `json:"-"`
 }
 
 // Extra holds members a newer (or other) writer added, in file order, so a

@@ -18,18 +18,13 @@ func Parse(path string, data []byte) (*File, error) {
 	return p.file()
 }
 
+// parser decodes the file in one streaming pass, knowing at every step the
+// byte offset of the value it is about to read, for error positions.
 type parser struct {
 	path     string
 	data     []byte
+	dec      *json.Decoder
 	warnings []string
-}
-
-// member is one object member with the absolute byte offsets of its key and
-// value in the file, for error positions.
-type member struct {
-	key            string
-	keyOff, valOff int
-	val            json.RawMessage
 }
 
 // Known member names per object, for the "did you mean" warnings.
@@ -42,45 +37,128 @@ var (
 )
 
 func (p *parser) file() (*File, error) {
-	var raw json.RawMessage
-	if err := json.Unmarshal(p.data, &raw); err != nil {
-		return nil, p.syntaxError(err)
+	if !json.Valid(p.data) {
+		var raw json.RawMessage
+		return nil, p.syntaxError(json.Unmarshal(p.data, &raw))
 	}
-	start := len(p.data) - len(bytes.TrimLeft(p.data, " \t\r\n"))
-	ms, err := p.members(raw, start, "top level")
-	if err != nil {
-		return nil, err
-	}
+	p.dec = json.NewDecoder(bytes.NewReader(p.data))
+	p.dec.UseNumber()
 	f := &File{Agents: map[string]*Agent{}}
 	sawVersion := false
-	for _, m := range ms {
-		switch m.key {
+	err := p.object("top level", func(key string, off int) error {
+		var err error
+		switch key {
 		case "version":
-			v, err := p.version(m)
-			if err != nil {
-				return nil, err
-			}
-			if v != 0 {
+			var v int
+			if v, err = p.version(off); err == nil && v != 0 {
 				f.Version, sawVersion = v, true
 			}
 		case "socket":
-			err = p.socket(m, &f.Socket)
+			err = p.object("socket", func(key string, off int) error {
+				switch key {
+				case "path":
+					return p.str(&f.Socket.Path, "socket.path", off)
+				case "token":
+					return p.str(&f.Socket.Token, "socket.token", off)
+				}
+				return p.extra(&f.Socket.Extra, "socket", key, knownSocket)
+			})
 		case "defaults":
-			err = p.defaults(m, &f.Defaults)
+			d := &f.Defaults
+			err = p.object("defaults", func(key string, off int) error {
+				switch key {
+				case "security":
+					return p.str(&d.Security, "defaults.security", off)
+				case "ask":
+					return p.str(&d.Ask, "defaults.ask", off)
+				case "askFallback":
+					return p.str(&d.AskFallback, "defaults.askFallback", off)
+				}
+				return p.extra(&d.Extra, "defaults", key, knownDefaults)
+			})
 		case "agents":
-			err = p.agents(m, f.Agents)
+			err = p.object("agents", func(id string, off int) error {
+				if p.null(off) {
+					return p.skipValue()
+				}
+				a, err := p.agent("agents." + id)
+				if err == nil {
+					f.Agents[id] = a
+				}
+				return err
+			})
 		default:
-			f.Extra = p.extra(f.Extra, m, "top level", knownTop)
+			err = p.extra(&f.Extra, "top level", key, knownTop)
 		}
-		if err != nil {
-			return nil, err
+		return err
+	})
+	if err != nil {
+		var pe *ParseError
+		if !errors.As(err, &pe) { // the decoder disagreed with json.Valid: still a position
+			err = p.errAt(int(p.dec.InputOffset()), "%v", err)
 		}
+		return nil, err
 	}
 	if !sawVersion {
 		f.Version, f.versionMissing = Version, true
 	}
 	f.warnings = p.warnings
 	return f, nil
+}
+
+func (p *parser) agent(where string) (*Agent, error) {
+	a := &Agent{}
+	err := p.object(where, func(key string, off int) error {
+		switch key {
+		case "security":
+			return p.str(&a.Security, where+".security", off)
+		case "ask":
+			return p.str(&a.Ask, where+".ask", off)
+		case "askFallback":
+			return p.str(&a.AskFallback, where+".askFallback", off)
+		case "allowlist":
+			return p.allowlist(&a.Allowlist, where+".allowlist", off)
+		}
+		return p.extra(&a.Extra, where, key, knownAgent)
+	})
+	return a, err
+}
+
+func (p *parser) allowlist(list *[]Entry, where string, off int) error {
+	if p.null(off) {
+		return p.skipValue()
+	}
+	if p.data[off] != '[' {
+		return p.typeError(off, where, "an array")
+	}
+	if _, err := p.dec.Token(); err != nil {
+		return p.errAt(off, "%s: %v", where, err)
+	}
+	for i := 0; p.dec.More(); i++ {
+		ew := fmt.Sprintf("%s[%d]", where, i)
+		var e Entry
+		err := p.object(ew, func(key string, off int) error {
+			switch key {
+			case "id":
+				return p.str(&e.ID, ew+".id", off)
+			case "pattern":
+				return p.str(&e.Pattern, ew+".pattern", off)
+			case "lastUsedAt":
+				return p.int64(&e.LastUsedAt, ew+".lastUsedAt", off)
+			case "lastUsedCommand":
+				return p.str(&e.LastUsedCommand, ew+".lastUsedCommand", off)
+			case "lastResolvedPath":
+				return p.str(&e.LastResolvedPath, ew+".lastResolvedPath", off)
+			}
+			return p.extra(&e.Extra, ew, key, knownEntry)
+		})
+		if err != nil {
+			return err
+		}
+		*list = append(*list, e)
+	}
+	_, err := p.dec.Token() // ']'
+	return err
 }
 
 func (p *parser) syntaxError(err error) error {
@@ -110,8 +188,8 @@ func position(data []byte, off int) (line, col int) {
 	return line, col
 }
 
-func (p *parser) typeError(off int, where, want string, got []byte) error {
-	return p.errAt(off, "%s: expected %s, found %s", where, want, kind(got))
+func (p *parser) typeError(off int, where, want string) error {
+	return p.errAt(off, "%s: expected %s, found %s", where, want, kind(p.data[off:]))
 }
 
 func kind(v []byte) string {
@@ -133,286 +211,139 @@ func kind(v []byte) string {
 	return "a number"
 }
 
-func isNull(v []byte) bool { return string(v) == "null" }
-
-// skip returns the offset of the first byte at or after i in raw that is
-// neither JSON whitespace nor sep.
-func skip(raw []byte, i int, sep byte) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n' || raw[i] == sep) {
-		i++
+// next returns the offset of the value (or key) the decoder reads next:
+// past whitespace and the ':' or ',' before it. The document is known to be
+// valid JSON, so nothing else can stand in between.
+func (p *parser) next() int {
+	i := int(p.dec.InputOffset())
+	for i < len(p.data) {
+		switch p.data[i] {
+		case ' ', '\t', '\r', '\n', ':', ',':
+			i++
+			continue
+		}
+		break
 	}
 	return i
 }
 
-// members splits an object (already validated as JSON) into its members,
-// refusing duplicate keys: which of two "security" values applies is
-// exactly the kind of ambiguity a policy file must not have.
-func (p *parser) members(raw []byte, base int, where string) ([]member, error) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, p.typeError(base, where, "an object", raw)
+func (p *parser) null(off int) bool { return bytes.HasPrefix(p.data[off:], []byte("null")) }
+
+func (p *parser) skipValue() error {
+	var raw json.RawMessage
+	return p.dec.Decode(&raw)
+}
+
+// object reads the object starting at the next offset (null counts as an
+// empty object) and calls member for each key, with the offset of its
+// value; member must consume exactly that value. Duplicate keys are
+// refused: which of two "security" values applies is exactly the kind of
+// ambiguity a policy file must not have.
+func (p *parser) object(where string, member func(key string, valOff int) error) error {
+	off := p.next()
+	if p.null(off) {
+		return p.skipValue()
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return nil, p.errAt(base, "%s: %v", where, err)
+	if p.data[off] != '{' {
+		return p.typeError(off, where, "an object")
 	}
-	var out []member
+	if _, err := p.dec.Token(); err != nil {
+		return p.errAt(off, "%s: %v", where, err)
+	}
 	seen := make(map[string]bool)
-	for dec.More() {
-		keyOff := skip(raw, int(dec.InputOffset()), ',')
-		tok, err := dec.Token()
+	for p.dec.More() {
+		keyOff := p.next()
+		tok, err := p.dec.Token()
 		if err != nil {
-			return nil, p.errAt(base+keyOff, "%s: %v", where, err)
+			return p.errAt(keyOff, "%s: %v", where, err)
 		}
 		key, _ := tok.(string)
-		valOff := skip(raw, int(dec.InputOffset()), ':')
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, p.errAt(base+valOff, "%s: %v", where, err)
-		}
 		if seen[key] {
-			return nil, p.errAt(base+keyOff, "%s: duplicate key %q", where, key)
+			return p.errAt(keyOff, "%s: duplicate key %q", where, key)
 		}
 		seen[key] = true
-		out = append(out, member{key: key, keyOff: base + keyOff, valOff: base + valOff, val: v})
-	}
-	return out, nil
-}
-
-// elements splits an array into its elements, returned as members with
-// empty keys.
-func (p *parser) elements(raw []byte, base int, where string) ([]member, error) {
-	if len(raw) == 0 || raw[0] != '[' {
-		return nil, p.typeError(base, where, "an array", raw)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return nil, p.errAt(base, "%s: %v", where, err)
-	}
-	var out []member
-	for dec.More() {
-		off := skip(raw, int(dec.InputOffset()), ',')
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, p.errAt(base+off, "%s: %v", where, err)
+		if err := member(key, p.next()); err != nil {
+			return err
 		}
-		out = append(out, member{keyOff: base + off, valOff: base + off, val: v})
 	}
-	return out, nil
+	_, err := p.dec.Token() // '}'
+	return err
 }
 
-func join(where, key string) string {
-	if where == "top level" {
-		return key
-	}
-	return where + "." + key
-}
-
-// extra keeps an unknown member (compacted, so a rewrite re-indents it
-// consistently) and warns when its key differs from a known one only by
+// extra keeps an unknown member's value (compacted, so a rewrite re-indents
+// it consistently) and warns when its key differs from a known one only by
 // case, the typo that would otherwise silently do nothing.
-func (p *parser) extra(e Extra, m member, where string, known []string) Extra {
+func (p *parser) extra(e *Extra, where, key string, known []string) error {
 	for _, k := range known {
-		if strings.EqualFold(k, m.key) {
-			p.warnings = append(p.warnings, fmt.Sprintf("%s: unknown field %q is ignored (did you mean %q?)", where, m.key, k))
+		if strings.EqualFold(k, key) {
+			p.warnings = append(p.warnings, fmt.Sprintf("%s: unknown field %q is ignored (did you mean %q?)", where, key, k))
 		}
+	}
+	var raw json.RawMessage
+	if err := p.dec.Decode(&raw); err != nil {
+		return err
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, m.val); err != nil {
-		buf.Reset()
-		buf.Write(m.val)
+	if err := json.Compact(&buf, raw); err != nil {
+		return err
 	}
-	return append(e, Member{Key: m.key, Value: buf.Bytes()})
+	*e = append(*e, Member{Key: key, Value: buf.Bytes()})
+	return nil
 }
 
-func (p *parser) str(m member, where string) (string, error) {
-	if isNull(m.val) {
-		return "", nil
+func (p *parser) str(dst *string, where string, off int) error {
+	if p.null(off) {
+		return p.skipValue()
 	}
-	var s string
-	if m.val[0] != '"' || json.Unmarshal(m.val, &s) != nil {
-		return "", p.typeError(m.valOff, join(where, m.key), "a string", m.val)
+	if p.data[off] != '"' {
+		return p.typeError(off, where, "a string")
 	}
-	return s, nil
+	return p.dec.Decode(dst)
 }
 
-func (p *parser) int64(m member, where string) (int64, error) {
-	if isNull(m.val) {
-		return 0, nil
+func (p *parser) number(where string, off int) (string, error) {
+	if p.null(off) {
+		return "", p.skipValue()
 	}
-	if k := kind(m.val); k != "a number" {
-		return 0, p.typeError(m.valOff, join(where, m.key), "a number", m.val)
+	if kind(p.data[off:]) != "a number" {
+		return "", p.typeError(off, where, "a number")
 	}
-	s := string(m.val)
+	var n json.Number
+	err := p.dec.Decode(&n)
+	return string(n), err
+}
+
+func (p *parser) int64(dst *int64, where string, off int) error {
+	s, err := p.number(where, off)
+	if err != nil || s == "" {
+		return err
+	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, nil
+		*dst = n
+		return nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || v != math.Trunc(v) || v < math.MinInt64 || v >= math.MaxInt64 {
-		return 0, p.errAt(m.valOff, "%s: %s is not a whole number in range", join(where, m.key), s)
+		return p.errAt(off, "%s: %s is not a whole number in range", where, s)
 	}
-	return int64(v), nil
+	*dst = int64(v)
+	return nil
 }
 
 // version returns the declared version, or 0 when it is null.
-func (p *parser) version(m member) (int, error) {
-	if isNull(m.val) {
-		return 0, nil
+func (p *parser) version(off int) (int, error) {
+	s, err := p.number("version", off)
+	if err != nil || s == "" {
+		return 0, err
 	}
-	if kind(m.val) != "a number" {
-		return 0, p.typeError(m.valOff, "version", "a number", m.val)
-	}
-	n, err := strconv.ParseInt(string(m.val), 10, 64)
+	n, err := strconv.ParseInt(s, 10, 64)
 	switch {
 	case err != nil:
-		return 0, p.errAt(m.valOff, "version %s is not an integer", m.val)
+		return 0, p.errAt(off, "version %s is not an integer", s)
 	case n > Version:
-		return 0, p.errAt(m.valOff, "version %d: %w (this exechost reads version %d)", n, ErrUnsupportedVersion, Version)
+		return 0, p.errAt(off, "version %d: %w (this exechost reads version %d)", n, ErrUnsupportedVersion, Version)
 	case n < 1:
-		return 0, p.errAt(m.valOff, "version %d is not valid (this exechost reads version %d)", n, Version)
+		return 0, p.errAt(off, "version %d is not valid (this exechost reads version %d)", n, Version)
 	}
 	return int(n), nil
-}
-
-func (p *parser) socket(m member, s *Socket) error {
-	if isNull(m.val) {
-		return nil
-	}
-	ms, err := p.members(m.val, m.valOff, "socket")
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		switch m.key {
-		case "path":
-			s.Path, err = p.str(m, "socket")
-		case "token":
-			s.Token, err = p.str(m, "socket")
-		default:
-			s.Extra = p.extra(s.Extra, m, "socket", knownSocket)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *parser) defaults(m member, d *Defaults) error {
-	if isNull(m.val) {
-		return nil
-	}
-	ms, err := p.members(m.val, m.valOff, "defaults")
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		switch m.key {
-		case "security":
-			d.Security, err = p.str(m, "defaults")
-		case "ask":
-			d.Ask, err = p.str(m, "defaults")
-		case "askFallback":
-			d.AskFallback, err = p.str(m, "defaults")
-		default:
-			d.Extra = p.extra(d.Extra, m, "defaults", knownDefaults)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *parser) agents(m member, agents map[string]*Agent) error {
-	if isNull(m.val) {
-		return nil
-	}
-	ms, err := p.members(m.val, m.valOff, "agents")
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		if isNull(m.val) {
-			continue
-		}
-		a, err := p.agent(m, "agents."+m.key)
-		if err != nil {
-			return err
-		}
-		agents[m.key] = a
-	}
-	return nil
-}
-
-func (p *parser) agent(m member, where string) (*Agent, error) {
-	ms, err := p.members(m.val, m.valOff, where)
-	if err != nil {
-		return nil, err
-	}
-	a := &Agent{}
-	for _, m := range ms {
-		switch m.key {
-		case "security":
-			a.Security, err = p.str(m, where)
-		case "ask":
-			a.Ask, err = p.str(m, where)
-		case "askFallback":
-			a.AskFallback, err = p.str(m, where)
-		case "allowlist":
-			a.Allowlist, err = p.allowlist(m, where+".allowlist")
-		default:
-			a.Extra = p.extra(a.Extra, m, where, knownAgent)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return a, nil
-}
-
-func (p *parser) allowlist(m member, where string) ([]Entry, error) {
-	if isNull(m.val) {
-		return nil, nil
-	}
-	els, err := p.elements(m.val, m.valOff, where)
-	if err != nil {
-		return nil, err
-	}
-	var out []Entry
-	for i, el := range els {
-		e, err := p.entry(el, fmt.Sprintf("%s[%d]", where, i))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
-func (p *parser) entry(el member, where string) (Entry, error) {
-	var e Entry
-	ms, err := p.members(el.val, el.valOff, where)
-	if err != nil {
-		return e, err
-	}
-	for _, m := range ms {
-		switch m.key {
-		case "id":
-			e.ID, err = p.str(m, where)
-		case "pattern":
-			e.Pattern, err = p.str(m, where)
-		case "lastUsedAt":
-			e.LastUsedAt, err = p.int64(m, where)
-		case "lastUsedCommand":
-			e.LastUsedCommand, err = p.str(m, where)
-		case "lastResolvedPath":
-			e.LastResolvedPath, err = p.str(m, where)
-		default:
-			e.Extra = p.extra(e.Extra, m, where, knownEntry)
-		}
-		if err != nil {
-			return e, err
-		}
-	}
-	return e, nil
 }

@@ -266,3 +266,18 @@ func (f *File) Hash() string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
+
+// Replace makes f a copy of next, as `approvals set` does, but keeps f's
+// socket path and token where next leaves them empty: an edited file that
+// was shown redacted (or comes from another host) never carries the token,
+// and dropping it would lock the running approver out.
+func (f *File) Replace(next *File) {
+	sock := f.Socket
+	*f = *next.Clone()
+	if f.Socket.Path == "" {
+		f.Socket.Path = sock.Path
+	}
+	if f.Socket.Token == "" {
+		f.Socket.Token = sock.Token
+	}
+}

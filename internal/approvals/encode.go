@@ -176,3 +176,18 @@ func (o *objectWriter) extra(e Extra, known []string) {
 }
 
 func (o *objectWriter) close() { o.w.buf.WriteByte('}') }
+
+// MarshalJSON makes a File embedded in a wire payload (a remote `approvals
+// get`) encode exactly as the file does, unknown members included.
+func (f *File) MarshalJSON() ([]byte, error) { return f.Marshal() }
+
+// UnmarshalJSON decodes with Parse, so a File received on the wire gets the
+// same checks as one read from disk.
+func (f *File) UnmarshalJSON(data []byte) error {
+	g, err := Parse("<json>", data)
+	if err != nil {
+		return err
+	}
+	*f = *g
+	return nil
+}

@@ -19,28 +19,28 @@ const (
 // provenance for `approvals get` to explain it.
 type Resolved struct {
 	// Local is the effective security, ask and askFallback.
-	Local policy.Local
+	Local policy.Local `json:"local"`
 	// Sources maps "security", "ask" and "askFallback" to the level that
 	// supplied the value: "agents.<id>", "agents.*", "defaults" or
 	// "built-in".
-	Sources map[string]string
+	Sources map[string]string `json:"sources"`
 	// Skipped describes each invalid value passed over on the way, and what
 	// was used instead.
-	Skipped []string
+	Skipped []string `json:"skipped,omitempty"`
 	// Allowlist is the wildcard agent's entries followed by the agent's own.
-	Allowlist []ResolvedEntry
+	Allowlist []ResolvedEntry `json:"allowlist"`
 	// Warnings are problems that do not stop the file from loading but
 	// probably do not do what the user meant: a missing version, patterns
 	// that can never match, patterns covering directories other users can
 	// write to.
-	Warnings []string
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ResolvedEntry is an allowlist entry and the agent (id or "*") whose list
 // holds it, which is where RecordUse and RemovePattern find it.
 type ResolvedEntry struct {
-	Agent string
-	Entry Entry
+	Agent string `json:"agent"`
+	Entry Entry  `json:"entry"`
 }
 
 // Patterns returns the allowlist patterns in match order.
