@@ -55,6 +55,18 @@ func MatchAll(patterns []string, absPaths []string, home string) (matched []stri
 	return CompileAllowlist(patterns, home).MatchAll(absPaths)
 }
 
+// CanMatch reports whether pattern could ever match an executable path:
+// false for empty, bare-name, relative, ~user and invalid patterns. Tools
+// refuse to add such patterns rather than store an entry that silently
+// allows nothing.
+func CanMatch(pattern string) bool {
+	p := strings.TrimSpace(pattern)
+	if strings.HasPrefix(p, "~/") || p == "~" {
+		p = "/home" + strings.TrimPrefix(p, "~")
+	}
+	return strings.HasPrefix(p, "/") && doublestar.ValidatePattern(p)
+}
+
 // LintPattern returns a warning for a pattern that can never match or that
 // is suspiciously broad, or "" when it looks fine.
 func LintPattern(pattern string) string {

@@ -322,3 +322,11 @@ func TestDangerousEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestCanMatch(t *testing.T) {
+	for p, want := range map[string]bool{"/usr/bin/rg": true, "~/bin/*": true, "~": true, "rg": false, "bin/rg": false, "~eve/x": false, "/usr/[": false, "": false} {
+		if got := CanMatch(p); got != want {
+			t.Errorf("CanMatch(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+func init() { register(newApprovalsCmd) }
+
+func newApprovalsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "Inspect and edit this host's exec-approvals.json (policy and allowlists)",
+	}
+	cmd.AddCommand(newApprovalsGetCmd(g), newApprovalsSetCmd(g), newAllowlistCmd(g), newApprovalsCheckCmd(g))
+	return cmd
+}
+
+// localStore opens the approvals store in the state directory.
+func (g *globals) localStore() (*approvals.Store, string, error) {
+	dir, err := g.dir()
+	if err != nil {
+		return nil, "", err
+	}
+	return approvals.NewStore(dir), dir, nil
+}
+
+// agentView is one agent's effective policy as `approvals get` shows it.
+type agentView struct {
+	Security    policy.Security           `json:"security"`
+	Ask         policy.Ask                `json:"ask"`
+	AskFallback policy.Fallback           `json:"askFallback"`
+	Sources     map[string]string         `json:"sources"`
+	Skipped     []string                  `json:"skipped,omitempty"`
+	Allowlist   []approvals.ResolvedEntry `json:"allowlist"`
+	Warnings    []string                  `json:"warnings,omitempty"`
+}
+
+// approvalsView is the output of `approvals get --json`.
+type approvalsView struct {
+	Path   string               `json:"path"`
+	Hash   string               `json:"hash"`
+	File   json.RawMessage      `json:"file"`
+	Agents map[string]agentView `json:"effective"`
+}
+
+func buildView(path string, f *approvals.File) (approvalsView, error) {
+	raw, err := f.Redacted().Marshal()
+	if err != nil {
+		return approvalsView{}, err
+	}
+	v := approvalsView{Path: path, Hash: f.Hash(), File: raw, Agents: map[string]agentView{}}
+	ids := []string{"*"}
+	for id := range f.Agents {
+		if id != "*" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids[1:])
+	for _, id := range ids {
+		r := f.Resolve(id)
+		v.Agents[id] = agentView{
+			Security: r.Local.Security, Ask: r.Local.Ask, AskFallback: r.Local.Fallback,
+			Sources: r.Sources, Skipped: r.Skipped, Allowlist: r.Allowlist, Warnings: r.Warnings,
+		}
+	}
+	return v, nil
+}
+
+func newApprovalsGetCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	var node, gateway string
+	cmd := &cobra.Command{
+		Use:   "get",
+		Short: "Show the effective policy per agent, where each value came from, and warnings",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if node != "" {
+				return g.remoteApprovalsGet(cmd.Context(), gateway, node, asJSON)
+			}
+			s, _, err := g.localStore()
+			if err != nil {
+				return err
+			}
+			f, err := s.Load()
+			if err != nil {
+				return err
+			}
+			v, err := buildView(s.Path, f)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return g.printJSON(v)
+			}
+			printView(g, v)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&node, "node", "", "show a paired node's approvals (through the gateway)")
+	cmd.Flags().StringVar(&gateway, "gateway", DefaultGateway, "gateway URL (with --node)")
+	return cmd
+}
+
+func printView(g *globals, v approvalsView) {
+	w := g.stdout
+	fmt.Fprintf(w, "file: %s\n", v.Path)
+	ids := make([]string, 0, len(v.Agents))
+	for id := range v.Agents {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] == "*" || (ids[j] != "*" && ids[i] < ids[j]) })
+	for _, id := range ids {
+		a := v.Agents[id]
+		fmt.Fprintf(w, "\nagent %s\n", id)
+		fmt.Fprintf(w, "  security     %-10s (from %s)\n", a.Security, a.Sources["security"])
+		fmt.Fprintf(w, "  ask          %-10s (from %s)\n", a.Ask, a.Sources["ask"])
+		fmt.Fprintf(w, "  askFallback  %-10s (from %s)\n", a.AskFallback, a.Sources["askFallback"])
+		for _, s := range a.Skipped {
+			fmt.Fprintf(w, "  note: %s\n", s)
+		}
+		if len(a.Allowlist) == 0 {
+			fmt.Fprintln(w, "  allowlist    (empty)")
+		}
+		for _, e := range a.Allowlist {
+			origin := ""
+			if e.Agent != id {
+				origin = "  [from " + e.Agent + "]"
+			}
+			last := ""
+			if e.Entry.LastUsedAt > 0 {
+				last = fmt.Sprintf("  last used %s: %s", msTime(e.Entry.LastUsedAt), e.Entry.LastUsedCommand)
+			}
+			fmt.Fprintf(w, "  allow        %s%s%s\n", e.Entry.Pattern, origin, last)
+		}
+		for _, warn := range a.Warnings {
+			fmt.Fprintf(w, "  WARNING: %s\n", warn)
+		}
+	}
+}
+
+func newApprovalsSetCmd(g *globals) *cobra.Command {
+	var file, node, gateway string
+	cmd := &cobra.Command{
+		Use:   "set --file F",
+		Short: "Replace exec-approvals.json with F (validated; the socket token is kept)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return usagef("set needs --file F (hint: `exechost approvals get --json` shows the current file)")
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", file, err)
+			}
+			incoming, err := approvals.Parse(file, data)
+			if err != nil {
+				return err
+			}
+			if node != "" {
+				return g.remoteApprovalsSet(cmd.Context(), gateway, node, incoming)
+			}
+			s, _, err := g.localStore()
+			if err != nil {
+				return err
+			}
+			written, err := s.Update(func(f *approvals.File) error {
+				token := f.Socket.Token
+				f.Replace(incoming)
+				if f.Socket.Token == "" {
+					f.Socket.Token = token
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "wrote %s (hash %s)\n", s.Path, written.Hash())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "the new exec-approvals.json")
+	cmd.Flags().StringVar(&node, "node", "", "set a paired node's approvals (through the gateway)")
+	cmd.Flags().StringVar(&gateway, "gateway", DefaultGateway, "gateway URL (with --node)")
+	return cmd
+}
+
+func newAllowlistCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "allowlist", Short: "Add or remove allowlist patterns"}
+	var agent string
+	mk := func(use, short string, add bool) *cobra.Command {
+		c := &cobra.Command{
+			Use:   use + " PATTERN",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				pattern := strings.TrimSpace(args[0])
+				if add && !policy.CanMatch(pattern) {
+					return usagef("refusing to add a pattern that can never match: %s", policy.LintPattern(pattern))
+				}
+				s, _, err := g.localStore()
+				if err != nil {
+					return err
+				}
+				changed := false
+				_, err = s.Update(func(f *approvals.File) error {
+					if add {
+						changed = f.AddPattern(agent, pattern)
+					} else {
+						changed = f.RemovePattern(agent, pattern)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				switch {
+				case add && changed:
+					fmt.Fprintf(g.stdout, "added %s to agent %s\n", pattern, agent)
+				case add:
+					fmt.Fprintf(g.stdout, "%s is already in agent %s's allowlist\n", pattern, agent)
+				case changed:
+					fmt.Fprintf(g.stdout, "removed %s from agent %s\n", pattern, agent)
+				default:
+					return fmt.Errorf("pattern %q is not in agent %s's allowlist (hint: `exechost approvals get` lists them)", pattern, agent)
+				}
+				if w := policy.LintPattern(pattern); w != "" && add {
+					fmt.Fprintf(g.stderr, "WARNING: %s\n", w)
+				}
+				return nil
+			},
+		}
+		c.Flags().StringVar(&agent, "agent", "*", "agent id (\"*\" applies to every agent)")
+		return c
+	}
+	cmd.AddCommand(mk("add", "Add a path glob to an agent's allowlist", true), mk("remove", "Remove a pattern (or entry id) from an agent's allowlist", false))
+	return cmd
+}
+
+// checkSegment and checkOutput are the stable JSON of `approvals check`.
+type checkSegment struct {
+	Argv           []string `json:"argv"`
+	ResolvedPath   string   `json:"resolvedPath"`
+	RealPath       string   `json:"realPath,omitempty"`
+	MatchedPattern string   `json:"matchedPattern"`
+	Role           string   `json:"role,omitempty"`
+	Via            []string `json:"via,omitempty"`
+}
+
+type checkOutput struct {
+	Decision           policy.Outcome  `json:"decision"`
+	Reason             string          `json:"reason"`
+	Security           policy.Security `json:"security"`
+	Ask                policy.Ask      `json:"ask"`
+	AskFallback        policy.Fallback `json:"askFallback"`
+	AnalysisOK         bool            `json:"analysisOk"`
+	AnalysisError      string          `json:"analysisError,omitempty"`
+	AllowlistSatisfied bool            `json:"allowlistSatisfied"`
+	Segments           []checkSegment  `json:"segments"`
+}
+
+func newApprovalsCheckCmd(g *globals) *cobra.Command {
+	var agent, cwd string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check [--agent ID] [--cwd D] 'COMMAND TEXT'",
+		Short: "Say whether this host would allow, ask or deny a command, and why (runs nothing)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := g.dir()
+			if err != nil {
+				return err
+			}
+			e := host.NewEngine(dir, policy.HostGateway, "local")
+			p, err := e.Prepare(host.Request{RawCommand: args[0], Cwd: cwd, AgentID: agent})
+			if err != nil {
+				return err
+			}
+			out := checkOutput{
+				Decision: p.Decision.Outcome, Reason: p.Decision.Reason,
+				Security: p.Effective.Security, Ask: p.Effective.Ask, AskFallback: p.Effective.Fallback,
+				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
+				Segments: []checkSegment{},
+			}
+			for i, s := range p.Analysis.Segments {
+				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via}
+				if i < len(p.Matched) {
+					cs.MatchedPattern = p.Matched[i]
+				}
+				if cs.Argv == nil {
+					cs.Argv = []string{}
+				}
+				out.Segments = append(out.Segments, cs)
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.stdout)
+				return enc.Encode(out)
+			}
+			fmt.Fprintf(g.stdout, "%s: %s\n", out.Decision, out.Reason)
+			fmt.Fprintf(g.stdout, "policy: security=%s ask=%s askFallback=%s (agent %s)\n", out.Security, out.Ask, out.AskFallback, p.Agent)
+			if !out.AnalysisOK {
+				fmt.Fprintf(g.stdout, "analysis failed: %s\n", out.AnalysisError)
+			}
+			for _, s := range out.Segments {
+				m := s.MatchedPattern
+				if m == "" {
+					m = "(no match)"
+				}
+				path := s.ResolvedPath
+				if path == "" {
+					path = "(not found)"
+				}
+				if s.RealPath != "" && s.RealPath != s.ResolvedPath {
+					path += " -> " + s.RealPath
+				}
+				fmt.Fprintf(g.stdout, "  %-40s %s  %s\n", strings.Join(s.Argv, " "), path, m)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "agent id (default: only \"*\" and defaults apply)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory for resolving ./names (default: home)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}

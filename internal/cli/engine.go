@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/state"
+)
+
+// localEngine builds the execution-host engine for commands that run on
+// this machine without a gateway (`exechost run`): this state directory's
+// approvals, the local approver socket for prompts, and the audit log.
+// A malformed approvals file is an error here, before anything can run.
+func (g *globals) localEngine(dir string) (*host.Engine, error) {
+	if err := state.Ensure(dir); err != nil {
+		return nil, err
+	}
+	s := approvals.NewStore(dir)
+	f, err := s.Ensure()
+	if err != nil {
+		return nil, err
+	}
+	e := host.NewEngine(dir, policy.HostGateway, "local")
+	e.Prompter = &approver.Client{SocketPath: s.SocketPath(f), Token: []byte(f.Socket.Token)}
+	log, err := audit.Open(filepath.Join(dir, state.AuditFile))
+	if err != nil {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
+	} else {
+		e.OnAudit = host.AuditTo(log, func(err error) {
+			fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
+		})
+	}
+	return e, nil
+}

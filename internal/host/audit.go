@@ -1,0 +1,57 @@
+package host
+
+import (
+	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// AuditTo returns an OnAudit hook that appends every record to log. A failed
+// append (a full disk, a read-only state directory) never blocks or fails
+// the exec; it is reported through warn, which callers wire to their logger
+// so the operator hears about it loudly.
+func AuditTo(log *audit.Log, warn func(err error)) func(AuditRecord) {
+	return func(r AuditRecord) {
+		if err := log.Append(r.Line()); err != nil && warn != nil {
+			warn(err)
+		}
+	}
+}
+
+// Line converts the engine's record into an audit log line.
+func (r AuditRecord) Line() audit.Record {
+	rec := audit.Record{
+		Event:         r.Event,
+		RunID:         r.Request.RunID,
+		SessionKey:    r.Request.SessionKey,
+		AgentID:       r.Request.AgentID,
+		Host:          string(r.Host),
+		NodeID:        r.NodeID,
+		Argv:          r.Request.Argv,
+		Command:       r.Request.RawCommand,
+		Cwd:           r.Request.Cwd,
+		ResolvedPaths: r.ResolvedPaths,
+		Decision:      string(r.Decision.Outcome),
+		Reason:        r.Decision.Reason,
+		DecidedBy:     r.DecidedBy,
+		Approval:      string(r.Approval),
+		Fallback:      r.Fallback,
+	}
+	switch {
+	case r.Fallback:
+		rec.DecidedBy = "askFallback=" + string(r.Effective.Fallback)
+	case rec.DecidedBy == "":
+		rec.DecidedBy = "policy"
+	}
+	if r.Decision.Outcome == "" {
+		rec.Decision = string(policy.DenyRun)
+	}
+	if r.Result != nil {
+		code := r.Result.ExitCode
+		rec.ExitCode = &code
+		rec.TimedOut = r.Result.TimedOut
+		rec.DurationMs = r.Result.Duration.Milliseconds()
+		rec.Truncated = r.Result.Truncated
+		rec.Error = r.Result.Error
+	}
+	return rec
+}

@@ -1,0 +1,438 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// fixture is a state directory with an approvals file, a bin directory of
+// tiny scripts used as the host PATH, and an engine over both.
+type fixture struct {
+	t      *testing.T
+	dir    string
+	bin    string
+	store  *approvals.Store
+	engine *Engine
+	mu     sync.Mutex
+	events []Event
+	audits []AuditRecord
+}
+
+func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hello", "other", "marker"} {
+		script := "#!/bin/sh\necho " + name + " \"$@\"\n"
+		if name == "marker" {
+			script = "#!/bin/sh\ntouch \"$1\"\n"
+		}
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(dir)}
+	_, err := f.store.Update(func(file *approvals.File) error {
+		file.Defaults.Security, file.Defaults.Ask, file.Defaults.AskFallback = string(sec), string(ask), string(fb)
+		for _, p := range allow {
+			file.AddPattern("*", strings.ReplaceAll(p, "$BIN", bin))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(dir, policy.HostGateway, "gw")
+	e.PATH = bin + ":/usr/bin:/bin"
+	e.Home = dir
+	e.OnEvent = func(ev Event) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }
+	e.OnAudit = func(r AuditRecord) { f.mu.Lock(); f.audits = append(f.audits, r); f.mu.Unlock() }
+	f.engine = e
+	return f
+}
+
+func (f *fixture) kinds() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var k []string
+	for _, e := range f.events {
+		k = append(k, e.Kind)
+	}
+	return k
+}
+
+// withApprover starts a real approval socket whose broker answers with fn.
+func (f *fixture) withApprover(fn func(b *approver.Broker, ctx context.Context)) *approver.Broker {
+	f.t.Helper()
+	file, err := f.store.Ensure()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	sock := filepath.Join(f.dir, "a.sock")
+	b := approver.NewBroker()
+	srv := &approver.Server{Path: sock, Token: []byte(file.Socket.Token), Broker: b}
+	if err := srv.Listen(); err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go srv.Serve(ctx)
+	if fn != nil {
+		go fn(b, ctx)
+	}
+	f.t.Cleanup(func() { cancel(); srv.Close() })
+	f.engine.Prompter = &approver.Client{SocketPath: sock, Token: []byte(file.Socket.Token)}
+	return b
+}
+
+func TestEngineDecisions(t *testing.T) {
+	tests := []struct {
+		name    string
+		sec     policy.Security
+		ask     policy.Ask
+		fb      policy.Fallback
+		allow   []string
+		cmd     string
+		wantErr error
+		wantOut string
+	}{
+		{"deny blocks everything", policy.SecurityDeny, policy.AskOff, policy.FallbackFull, []string{"$BIN/*"}, "hello", policy.ErrDisabled, ""},
+		{"allowlist match runs", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/hello"}, "hello a", nil, "hello a\n"},
+		{"allowlist miss denied", policy.SecurityAllowlist, policy.AskOff, policy.FallbackFull, []string{"$BIN/hello"}, "other", policy.ErrAllowlistMiss, ""},
+		{"chain: every segment must match", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/hello"}, "hello && other", policy.ErrAllowlistMiss, ""},
+		{"pipeline all matched", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/*"}, "hello x | other", nil, "other\n"},
+		{"substitution never allowed", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/*", "/usr/bin/*", "/bin/*"}, "hello $(other)", policy.ErrAllowlistMiss, ""},
+		{"on-miss without approver: fallback deny", policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny, nil, "hello", policy.ErrApprovalRequired, ""},
+		{"on-miss without approver: fallback allowlist miss", policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackAllowlist, []string{"$BIN/hello"}, "other", policy.ErrAllowlistMiss, ""},
+		{"always without approver: fallback allowlist match", policy.SecurityAllowlist, policy.AskAlways, policy.FallbackAllowlist, []string{"$BIN/hello"}, "hello", nil, "hello\n"},
+		{"on-miss without approver: fallback full", policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackFull, nil, "other", nil, "other\n"},
+		{"full runs anything", policy.SecurityFull, policy.AskOff, policy.FallbackDeny, nil, "other; hello", nil, "other\nhello\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.sec, tt.ask, tt.fb, tt.allow...)
+			res, err := f.engine.Run(context.Background(), Request{RawCommand: tt.cmd, Cwd: f.dir, AgentID: "dev"})
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				if res.Decision.Outcome != policy.DenyRun {
+					t.Errorf("decision %+v, want deny", res.Decision)
+				}
+				if diff := cmp.Diff([]string{EventDenied}, f.kinds()); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Stdout != tt.wantOut || res.ExitCode != 0 || !res.Success {
+				t.Errorf("result %+v, want stdout %q", res.Result, tt.wantOut)
+			}
+			if diff := cmp.Diff([]string{EventStarted, EventFinished}, f.kinds()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEngineDenialNamesMissingExecutable(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	_, err := f.engine.Run(context.Background(), Request{RawCommand: "hello | other", Cwd: f.dir})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(f.bin, "other")) || !strings.Contains(err.Error(), "SYSTEM_RUN_DENIED: allowlist miss") {
+		t.Fatalf("denial should name the missing executable and the wire error: %v", err)
+	}
+}
+
+func TestEngineNothingRunsWhenDenied(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	target := filepath.Join(f.dir, "pwned")
+	for _, cmd := range []string{
+		"hello; marker " + target,
+		"hello && marker " + target,
+		"# hello\nmarker " + target,
+		"hello `marker " + target + "`",
+		"hello > " + target,
+		"env marker " + target,
+		"sh -c 'marker " + target + "'",
+	} {
+		if _, err := f.engine.Run(context.Background(), Request{RawCommand: cmd, Cwd: f.dir}); err == nil {
+			t.Errorf("%q was allowed", cmd)
+		}
+		if _, err := os.Stat(target); err == nil {
+			t.Fatalf("%q ran something", cmd)
+		}
+	}
+}
+
+func TestEngineRefusesDangerousEnv(t *testing.T) {
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	target := filepath.Join(f.dir, "pwned")
+	_, err := f.engine.Run(context.Background(), Request{RawCommand: "marker " + target, Cwd: f.dir, Env: map[string]string{"LD_PRELOAD": "/tmp/x.so"}})
+	if err == nil || !strings.Contains(err.Error(), "LD_PRELOAD") {
+		t.Fatalf("err = %v, want a refusal naming LD_PRELOAD", err)
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Fatal("command ran despite a dangerous env")
+	}
+}
+
+func TestEngineArgvIsWhatIsAnalysed(t *testing.T) {
+	// rawCommand is only for display: the argv that runs is what must match.
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	target := filepath.Join(f.dir, "pwned")
+	_, err := f.engine.Run(context.Background(), Request{Argv: []string{"/bin/sh", "-c", "marker " + target}, RawCommand: "hello", Cwd: f.dir})
+	if !errors.Is(err, policy.ErrAllowlistMiss) {
+		t.Fatalf("err = %v, want allowlist miss", err)
+	}
+	res, err := f.engine.Run(context.Background(), Request{Argv: []string{"hello", "x y"}, Cwd: f.dir})
+	if err != nil || res.Stdout != "hello x y\n" {
+		t.Fatalf("argv run: %v %+v", err, res.Result)
+	}
+}
+
+func TestEngineMalformedApprovalsFailsClosed(t *testing.T) {
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackFull)
+	bad := []byte("{\"version\": 1, \"defaults\": {\"security\": \"full\",}")
+	if err := os.WriteFile(f.store.Path, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir})
+	if err == nil || !strings.Contains(err.Error(), f.store.Path) {
+		t.Fatalf("err = %v, want a parse error naming the file", err)
+	}
+	got, _ := os.ReadFile(f.store.Path)
+	if string(got) != string(bad) {
+		t.Fatal("malformed file was rewritten")
+	}
+}
+
+func TestEngineRecordsUse(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "hello there", Cwd: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	file, err := f.store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := file.Agents["*"].Allowlist[0]
+	if e.LastUsedAt == 0 || e.LastUsedCommand != "hello there" || e.LastResolvedPath != filepath.Join(f.bin, "hello") {
+		t.Errorf("use not recorded: %+v", e)
+	}
+}
+
+func TestEnginePromptAnswers(t *testing.T) {
+	tests := []struct {
+		name       string
+		ask        policy.Ask
+		answer     policy.Approval
+		cmd        string
+		wantErr    error
+		wantRecord []string // patterns in agent "dev" afterwards
+	}{
+		{"allow-once runs, records nothing", policy.AskOnMiss, policy.AllowOnce, "other", nil, nil},
+		{"allow-always records the exact paths", policy.AskOnMiss, policy.AllowAlways, "other x | hello", nil, []string{"$BIN/other", "$BIN/hello"}},
+		{"allow-always never records a shell or wrapper", policy.AskOnMiss, policy.AllowAlways, "env sh -c 'other'", nil, []string{"$BIN/other"}},
+		{"deny", policy.AskOnMiss, policy.Reject, "other", policy.ErrUserDenied, nil},
+		{"allow-always not offered with ask=always", policy.AskAlways, policy.AllowAlways, "other", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, policy.SecurityAllowlist, tt.ask, policy.FallbackDeny)
+			var seen []approver.PromptRequest
+			var mu sync.Mutex
+			f.withApprover(func(b *approver.Broker, ctx context.Context) {
+				ch, cancel := b.Subscribe()
+				defer cancel()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case c := <-ch:
+						if c.Kind != approver.ChangeAdded {
+							continue
+						}
+						mu.Lock()
+						seen = append(seen, c.Pending.Request)
+						mu.Unlock()
+						a := tt.answer
+						if !approver.Offered(c.Pending.Request, a) {
+							a = policy.AllowOnce
+						}
+						_ = b.Resolve(c.Pending.ID, a, "test")
+					}
+				}
+			})
+			_, err := f.engine.Run(context.Background(), Request{RawCommand: tt.cmd, Cwd: f.dir, AgentID: "dev", SessionKey: "s1"})
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			if len(seen) != 1 || seen[0].AgentID != "dev" || seen[0].SessionKey != "s1" || seen[0].Command != tt.cmd {
+				t.Errorf("prompt = %+v", seen)
+			}
+			if tt.ask == policy.AskAlways && len(seen) == 1 && approver.Offered(seen[0], policy.AllowAlways) {
+				t.Error("allow-always offered with ask=always")
+			}
+			mu.Unlock()
+			file, err := f.store.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if a := file.Agents["dev"]; a != nil {
+				for _, e := range a.Allowlist {
+					got = append(got, e.Pattern)
+				}
+			}
+			var want []string
+			for _, p := range tt.wantRecord {
+				want = append(want, strings.ReplaceAll(p, "$BIN", f.bin))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("recorded patterns (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEngineAllowAlwaysThenNoPrompt(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
+	prompts := 0
+	var mu sync.Mutex
+	f.withApprover(func(b *approver.Broker, ctx context.Context) {
+		ch, cancel := b.Subscribe()
+		defer cancel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-ch:
+				if c.Kind == approver.ChangeAdded {
+					mu.Lock()
+					prompts++
+					mu.Unlock()
+					_ = b.Resolve(c.Pending.ID, policy.AllowAlways, "test")
+				}
+			}
+		}
+	})
+	for i := 0; i < 3; i++ {
+		if _, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir, AgentID: "dev"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if prompts != 1 {
+		t.Errorf("prompts = %d, want 1 (allow-always must cover later runs)", prompts)
+	}
+}
+
+// TestEngineFallbackMatrix covers approver absent, crashed mid-prompt and
+// timing out, for every askFallback.
+func TestEngineFallbackMatrix(t *testing.T) {
+	type approverMode int
+	const (
+		absent approverMode = iota
+		crashes
+		silent
+	)
+	for _, mode := range []approverMode{absent, crashes, silent} {
+		for _, fb := range policy.Fallbacks {
+			name := []string{"absent", "crashes", "silent"}[mode] + "/" + string(fb)
+			t.Run(name, func(t *testing.T) {
+				f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, fb, "$BIN/hello")
+				f.engine.PromptTimeout = 300 * time.Millisecond
+				switch mode {
+				case absent:
+					file, _ := f.store.Ensure()
+					f.engine.Prompter = &approver.Client{SocketPath: filepath.Join(f.dir, "nobody-home.sock"), Token: []byte(file.Socket.Token)}
+				case crashes:
+					file, _ := f.store.Ensure()
+					sock := filepath.Join(f.dir, "c.sock")
+					b := approver.NewBroker()
+					srv := &approver.Server{Path: sock, Token: []byte(file.Socket.Token), Broker: b}
+					if err := srv.Listen(); err != nil {
+						t.Fatal(err)
+					}
+					go srv.Serve(context.Background())
+					go func() {
+						ch, cancel := b.Subscribe()
+						defer cancel()
+						<-ch
+						srv.Close() // the approver dies with the prompt open
+					}()
+					f.engine.Prompter = &approver.Client{SocketPath: sock, Token: []byte(file.Socket.Token)}
+				case silent:
+					f.withApprover(nil)
+				}
+				// "other" misses the allowlist; "hello" would match it.
+				_, err := f.engine.Run(context.Background(), Request{RawCommand: "other", Cwd: f.dir})
+				switch fb {
+				case policy.FallbackFull:
+					if err != nil {
+						t.Fatalf("fallback full: %v", err)
+					}
+				case policy.FallbackAllowlist:
+					if !errors.Is(err, policy.ErrAllowlistMiss) {
+						t.Fatalf("fallback allowlist: %v", err)
+					}
+				default:
+					if !errors.Is(err, policy.ErrApprovalRequired) {
+						t.Fatalf("fallback deny: %v", err)
+					}
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				var fellBack bool
+				for _, a := range f.audits {
+					fellBack = fellBack || a.Fallback
+				}
+				if !fellBack {
+					t.Error("audit records must mark the fallback")
+				}
+				if err != nil && !strings.Contains(err.Error(), "askFallback") {
+					t.Errorf("reason must say askFallback applied: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestEngineTimeoutEvent(t *testing.T) {
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "sleep 30", Cwd: f.dir, TimeoutMs: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.Success {
+		t.Errorf("result %+v, want timed out", res.Result)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := f.events[len(f.events)-1]
+	if last.Kind != EventFinished || !last.TimedOut {
+		t.Errorf("last event %+v", last)
+	}
+}
