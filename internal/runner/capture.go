@@ -33,7 +33,10 @@ const (
 // It also keeps the last TailSize bytes of the combined stream for lifecycle
 // events. Writes never fail, so a chatty process is never killed by SIGPIPE
 // for exceeding the cap. Capture is safe for concurrent use by the stdout and
-// stderr copiers.
+// stderr copiers. Across the two streams, bytes count against the cap and
+// enter the tail in the order the copiers deliver them, which keeps each
+// stream's own order but may differ from how the process interleaved its
+// writes to the two.
 type Capture struct {
 	mu     sync.Mutex
 	max    int    // cap on len(stdout)+len(stderr)

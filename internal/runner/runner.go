@@ -29,6 +29,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 )
 
@@ -117,9 +118,12 @@ var (
 // hangs on an escaped process.
 const OutputGrace = 2 * time.Second
 
-// copyBufSize is the read size of the output copiers: a whole default pipe
-// buffer per system call.
-const copyBufSize = 64 << 10
+// copyBufSize is the read size of the output copiers: a whole (enlarged,
+// see tunePipe) pipe buffer per system call.
+const copyBufSize = 256 << 10
+
+// copyBufs recycles copier buffers across runs.
+var copyBufs = sync.Pool{New: func() any { return new([copyBufSize]byte) }}
 
 // Run starts the process spec describes, waits for it to exit (or kills its
 // process group on timeout or when ctx ends), and returns its capped output
@@ -326,7 +330,9 @@ func (o *outputs) copy() <-chan struct{} {
 	for i, r := range o.read {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			buf := make([]byte, copyBufSize)
+			bp := copyBufs.Get().(*[copyBufSize]byte)
+			defer copyBufs.Put(bp)
+			buf := bp[:]
 			for {
 				n, err := r.Read(buf)
 				if n > 0 {
