@@ -126,11 +126,16 @@ func (b *Broker) Submit(ctx context.Context, p Pending) (policy.Approval, string
 	return ans.a, ans.by, nil
 }
 
-// List returns the pending prompts, oldest first.
+// List returns the pending prompts, oldest first. Prompts past their
+// ExpiresAt are left out: the execution host has stopped waiting for them.
 func (b *Broker) List() []Pending {
 	b.mu.Lock()
+	now := b.now()
 	out := make([]Pending, 0, len(b.pending))
 	for _, e := range b.pending {
+		if !e.p.ExpiresAt.IsZero() && !now.Before(e.p.ExpiresAt) {
+			continue
+		}
 		out = append(out, e.p)
 	}
 	b.mu.Unlock()

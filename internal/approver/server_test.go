@@ -1,6 +1,7 @@
 package approver
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -438,5 +439,25 @@ func TestServerCloseExpiresPrompts(t *testing.T) {
 	}
 	if n := len(ts.b.List()); n != 0 {
 		t.Errorf("%d prompts left queued", n)
+	}
+}
+
+func TestMaxConns(t *testing.T) {
+	ts := startServer(t, func(s *Server) { s.MaxConns = 2 })
+	dialRaw(t, ts.Path)
+	dialRaw(t, ts.Path)
+	c, err := net.Dial("unix", ts.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc := &rawConn{t: t, c: c, r: bufio.NewReader(c)}
+	var ef ErrorFrame
+	rc.readInto(&ef)
+	if ef.Type != TypeError || ef.Code != CodeRateLimited {
+		t.Fatalf("third connection got %+v, want error %s", ef, CodeRateLimited)
+	}
+	if _, err := rc.readLine(); !errors.Is(err, io.EOF) {
+		t.Fatalf("third connection not closed: %v", err)
 	}
 }
