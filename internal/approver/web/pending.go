@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,13 +85,20 @@ func viewPending(p approver.Pending) pendingView {
 	return v
 }
 
+// decidedBy names who answered, for the execution host's audit log.
+func (s *server) decidedBy() string {
+	if s.opts.DecidedBy != "" {
+		return s.opts.DecidedBy
+	}
+	return "web"
+}
+
 func (s *server) pendingNow() pendingList {
-	list := s.opts.Broker.List()
+	list := s.opts.Broker.List() // oldest first
 	out := pendingList{NowMs: time.Now().UnixMilli(), Pending: make([]pendingView, 0, len(list))}
 	for _, p := range list {
 		out.Pending = append(out.Pending, viewPending(p))
 	}
-	slices.SortStableFunc(out.Pending, func(a, b pendingView) int { return cmp.Compare(a.ReceivedAtMs, b.ReceivedAtMs) })
 	return out
 }
 
@@ -196,10 +202,10 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := s.opts.Broker.Resolve(body.ID, a, "web"); err != nil {
+	if err := s.opts.Broker.Resolve(body.ID, a, s.decidedBy()); err != nil {
 		writeError(w, decideStatus(err), "%v", err)
 		return
 	}
-	s.logf("web approver: prompt %s answered %s", body.ID, a)
+	s.logf("web approver: prompt %s answered %s by %s", body.ID, a, s.decidedBy())
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }

@@ -45,6 +45,10 @@ type Options struct {
 	StateDir string
 	// Gateway, when set, enables the node binding controls. It may be nil.
 	Gateway GatewayBinding
+	// DecidedBy names who answered in Broker.Resolve and so in the
+	// execution host's audit log; empty means "web". The gateway sets
+	// the operator's name.
+	DecidedBy string
 	// Logf receives one line per decision, edit and server error. Nil
 	// discards them.
 	Logf func(format string, args ...any)
