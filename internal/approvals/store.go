@@ -178,9 +178,10 @@ func (s *Store) check(fi fs.FileInfo, op string) error {
 }
 
 // ensureDir makes sure the file's directory exists, is ours and is 0700.
-// The state directory is created and tightened if needed; any other
-// directory (a Path set by hand) is only checked, never chmodded, so a
-// misconfigured path cannot change /tmp's mode.
+// The state directory (StateDir, when Path is in it) is created and
+// tightened if needed; any other directory (a Path set by hand) is only
+// checked, never chmodded, so a misconfigured path cannot change /tmp's
+// mode.
 func (s *Store) ensureDir() error {
 	dir := filepath.Dir(s.Path)
 	if fi, err := os.Lstat(dir); err == nil {
@@ -188,7 +189,7 @@ func (s *Store) ensureDir() error {
 			return fmt.Errorf("approvals directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", dir, ErrForeignOwner, err)
 		}
 	}
-	if filepath.Clean(dir) == filepath.Clean(s.stateDir()) {
+	if s.StateDir != "" && filepath.Clean(dir) == filepath.Clean(s.StateDir) {
 		return state.Ensure(dir)
 	}
 	fi, err := os.Stat(dir)

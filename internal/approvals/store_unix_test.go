@@ -145,4 +145,18 @@ func TestHandSetPathDirectoryOnlyChecked(t *testing.T) {
 	if _, err := s.Ensure(); err != nil {
 		t.Errorf("Ensure in a 0700 directory: %v", err)
 	}
+
+	// Without a StateDir, Path's directory is not taken for the state
+	// directory either.
+	loose := t.TempDir()
+	if err := os.Chmod(loose, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bare := &Store{Path: filepath.Join(loose, "b.json")}
+	if _, err := bare.Ensure(); err == nil {
+		t.Error("Ensure with only Path in a 0755 directory succeeded")
+	}
+	if fi, _ := os.Stat(loose); fi.Mode().Perm() != 0o755 {
+		t.Errorf("directory mode changed to %v", fi.Mode().Perm())
+	}
 }
