@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/exechost/exechost/internal/cli"
+)
+
+// TestMain lets testscript run this test binary as `exechost`, so every
+// script drives the real CLI in a real process.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"exechost": func() { os.Exit(cli.Main(os.Args[1:])) },
+	})
+}
+
+// TestScripts runs the end-to-end CLI flows in testdata/script.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("OPENCLAW_STATE_DIR", env.WorkDir+"/state")
+			env.Setenv("HOME", env.WorkDir+"/home")
+			env.Setenv("PATH", os.Getenv("PATH"))
+			return os.MkdirAll(env.WorkDir+"/home", 0o755)
+		},
+	})
+}
