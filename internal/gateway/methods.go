@@ -272,3 +272,9 @@ func (g *Gateway) nodeApprovals(ctx context.Context, method string, p bridge.Nod
 	}
 	return payload, nil
 }
+
+// Approve pairs a pending node, as `exechost nodes approve` does. `exechost
+// up` calls it in-process for the local node it started itself.
+func (g *Gateway) Approve(ctx context.Context, id string) (bridge.NodeView, error) {
+	return g.approve(ctx, id)
+}

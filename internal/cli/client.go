@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/gateway"
+)
+
+// EnvGatewayToken lets a client connect to a gateway whose state directory
+// is not readable here (another machine, another user).
+const EnvGatewayToken = "EXECHOST_GATEWAY_TOKEN"
+
+// clientTimeout bounds a client command's connect and a short call.
+const clientTimeout = 30 * time.Second
+
+// gatewayToken returns the token a local CLI presents: $EXECHOST_GATEWAY_TOKEN,
+// else the state directory's gateway.json.
+func (g *globals) gatewayToken() (string, error) {
+	if t := os.Getenv(EnvGatewayToken); t != "" {
+		return t, nil
+	}
+	dir, err := g.dir()
+	if err != nil {
+		return "", err
+	}
+	tok, err := gateway.ReadToken(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or set %s)", err, EnvGatewayToken)
+	}
+	return tok, nil
+}
+
+// dialGateway connects to the gateway at url with role (agent or
+// operator), authenticating with the gateway token.
+func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Conn, error) {
+	tok, err := g.gatewayToken()
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, clientTimeout)
+	defer cancel()
+	c, _, err := bridge.Dial(dctx, url, bridge.ConnectParams{
+		Role:   role,
+		Auth:   bridge.Auth{Token: tok},
+		Client: bridge.ClientInfo{Name: "exechost-cli", Version: Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
+	}, nil, bridge.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("connect to gateway %s: %w", url, err)
+	}
+	return c, nil
+}
+
+// call runs one request on a fresh operator connection and closes it.
+func (g *globals) call(ctx context.Context, url, method string, params, out any) error {
+	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
+	if err != nil {
+		return err
+	}
+	defer c.Close("done")
+	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
+	defer cancel()
+	return c.Call(cctx, method, params, out)
+}
+
+// NodeApprovalsGet fetches a paired node's exec-approvals.json (without its
+// socket token) and the hash a later set must name as its base.
+func NodeApprovalsGet(ctx context.Context, c *bridge.Conn, node string) (bridge.ApprovalsGetResult, error) {
+	var res bridge.ApprovalsGetResult
+	err := c.Call(ctx, bridge.MethodNodeApprovalGet, bridge.NodeApprovalsParams{Node: node}, &res)
+	return res, err
+}
+
+// ErrStaleApprovals is returned by NodeApprovalsSet when the node's file
+// changed since baseHash was read; nothing was written.
+var ErrStaleApprovals = errors.New("the node's approvals changed since they were read")
+
+// NodeApprovalsSet replaces a paired node's exec-approvals.json with data,
+// provided the node's file still has baseHash. The node keeps its own
+// socket path and token whatever data says.
+func NodeApprovalsSet(ctx context.Context, c *bridge.Conn, node string, data []byte, baseHash string) (bridge.ApprovalsGetResult, error) {
+	var res bridge.ApprovalsGetResult
+	err := c.Call(ctx, bridge.MethodNodeApprovalSet, bridge.NodeApprovalsParams{Node: node, File: data, BaseHash: baseHash}, &res)
+	var be *bridge.Error
+	if errors.As(err, &be) && be.Code == bridge.CodeStale {
+		return res, fmt.Errorf("set approvals on node %s: %w: %s (hint: `exechost approvals get --node %s --json`, reapply your change, set again)", node, ErrStaleApprovals, be.Message, node)
+	}
+	return res, err
+}
+
+// remoteApprovalsGet is `approvals get --node N`.
+func (g *globals) remoteApprovalsGet(ctx context.Context, url, node string, asJSON bool) error {
+	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
+	if err != nil {
+		return err
+	}
+	defer c.Close("done")
+	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
+	defer cancel()
+	res, err := NodeApprovalsGet(cctx, c, node)
+	if err != nil {
+		return fmt.Errorf("get approvals of node %s: %w", node, err)
+	}
+	f, err := approvals.Parse(node+":"+res.Path, res.File)
+	if err != nil {
+		return err
+	}
+	v, err := buildView(node+":"+res.Path, f)
+	if err != nil {
+		return err
+	}
+	v.Hash = res.Hash
+	if asJSON {
+		return g.printJSON(v)
+	}
+	printView(g, v)
+	fmt.Fprintf(g.stdout, "\nhash: %s\n", res.Hash)
+	return nil
+}
+
+// remoteApprovalsSet is `approvals set --file F --node N` without a base
+// hash: it bases the write on the node's current file, so only a change
+// made between that read and the write is detected.
+func (g *globals) remoteApprovalsSet(ctx context.Context, url, node string, f *approvals.File) error {
+	return g.remoteApprovalsSetBase(ctx, url, node, f, "")
+}
+
+// remoteApprovalsSetBase is `approvals set --file F --node N --base-hash H`:
+// the write succeeds only if the node's file still hashes to H (the hash
+// `approvals get --node N --json` printed). An empty H reads it first.
+func (g *globals) remoteApprovalsSetBase(ctx context.Context, url, node string, f *approvals.File, baseHash string) error {
+	data, err := f.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode approvals: %w", err)
+	}
+	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
+	if err != nil {
+		return err
+	}
+	defer c.Close("done")
+	cctx, cancel := context.WithTimeout(ctx, 2*(clientTimeout+gateway.InvokeMargin))
+	defer cancel()
+	if baseHash == "" {
+		cur, err := NodeApprovalsGet(cctx, c, node)
+		if err != nil {
+			return fmt.Errorf("get approvals of node %s: %w", node, err)
+		}
+		baseHash = cur.Hash
+	}
+	res, err := NodeApprovalsSet(cctx, c, node, data, baseHash)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "wrote %s on node %s (hash %s)\n", res.Path, node, res.Hash)
+	return nil
+}
+
+// printResultJSON prints a raw JSON payload indented.
+func (g *globals) printRaw(raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	return g.printJSON(v)
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/exechost/exechost/internal/node"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/service"
+)
+
+func init() { register(newNodeCmd) }
+
+// nodeRunFlags are `exechost node run`'s flags.
+type nodeRunFlags struct {
+	url, displayName, joinKey, fingerprint string
+	log                                    logFlags
+}
+
+func newNodeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run this machine as a node: the gateway sends it commands, its own approvals decide",
+	}
+	var f nodeRunFlags
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Connect to the gateway and serve system.run (headless)",
+		Long: `Connect to the gateway and serve system.run, enforcing this machine's own
+exec-approvals.json for every command. The node's identity (nodeId, token,
+displayName, gateway URL and pinned TLS fingerprint) lives in
+<state>/node.json (0600).
+
+A new node waits as pending until ` + "`exechost nodes approve ID`" + ` on the gateway,
+or pairs at once with --join-key from ` + "`exechost gateway join-key`" + `.
+The runner reconnects with jittered backoff when the gateway restarts; it
+stops when its pairing is rejected or its token revoked.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return g.runNode(ctx, f, nil)
+		},
+	}
+	run.Flags().StringVar(&f.url, "gateway", "", "gateway URL (saved in node.json; default the saved one, else "+DefaultGateway+")")
+	run.Flags().StringVar(&f.displayName, "display-name", "", "name shown in `exechost nodes list` (default the host name)")
+	run.Flags().StringVar(&f.joinKey, "join-key", "", "one-time key from `exechost gateway join-key` (headless pairing)")
+	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")
+	f.log.add(run)
+	cmd.AddCommand(run)
+	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
+	return cmd
+}
+
+// runNode runs the node runner until ctx ends. onPending, when set, is
+// called with the node id when the gateway holds it for approval.
+func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(string)) error {
+	log, err := f.log.logger(g)
+	if err != nil {
+		return err
+	}
+	dir, err := g.dir()
+	if err != nil {
+		return err
+	}
+	url := f.url
+	if url == "" {
+		if id, err := node.LoadIdentity(dir); err == nil && id.Gateway.URL != "" {
+			url = id.Gateway.URL
+		} else {
+			url = DefaultGateway
+		}
+	}
+	eng, err := g.localEngine(dir)
+	if err != nil {
+		return err
+	}
+	r, err := node.New(node.Options{
+		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey,
+		TLSFingerprint: f.fingerprint, Executor: eng, Logger: log, Version: Version,
+		OnPending: onPending,
+		OnPaired:  func(string) { _ = service.NotifyReady() },
+	})
+	if err != nil {
+		return err
+	}
+	eng.Host, eng.NodeID = policy.HostNode, r.NodeID()
+	eng.OnEvent = r.HostEvent
+	log.Info("node starting", "node", r.NodeID(), "gateway", url, "state", dir)
+	err = r.Run(ctx)
+	_ = service.NotifyStopping()
+	return err
+}

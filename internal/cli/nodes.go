@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+func init() { register(newNodesCmd) }
+
+func newNodesCmd(g *globals) *cobra.Command {
+	var url string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "List, approve, reject and remove paired nodes (through the gateway)",
+	}
+	cmd.PersistentFlags().StringVar(&url, "gateway", DefaultGateway, "gateway URL")
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	list := func(use, short, method string) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.NoArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				var res bridge.NodesResult
+				if err := g.call(c.Context(), url, method, nil, &res); err != nil {
+					return err
+				}
+				if asJSON {
+					return g.printJSON(res)
+				}
+				printNodes(g, res.Nodes, method == bridge.MethodNodesPending)
+				return nil
+			},
+		}
+	}
+	one := func(use, short, method, verb string) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " ID",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(c *cobra.Command, args []string) error {
+				var res bridge.NodeView
+				if err := g.call(c.Context(), url, method, bridge.NodeIDParams{NodeID: args[0]}, &res); err != nil {
+					return err
+				}
+				if asJSON {
+					return g.printJSON(res)
+				}
+				name := res.NodeID
+				if res.DisplayName != "" {
+					name += " (" + res.DisplayName + ")"
+				}
+				fmt.Fprintf(g.stdout, "%s %s\n", verb, name)
+				return nil
+			},
+		}
+	}
+	cmd.AddCommand(
+		list("list", "List paired nodes", bridge.MethodNodesList),
+		list("pending", "List nodes waiting for approval", bridge.MethodNodesPending),
+		one("approve", "Pair a pending node (it receives its token)", bridge.MethodNodesApprove, "approved"),
+		one("reject", "Refuse a pending node's pairing request", bridge.MethodNodesReject, "rejected"),
+		one("remove", "Unpair a node: its token is revoked and it is disconnected at once", bridge.MethodNodesRemove, "removed"),
+	)
+	return cmd
+}
+
+func printNodes(g *globals, nodes []bridge.NodeView, pending bool) {
+	if len(nodes) == 0 {
+		if pending {
+			fmt.Fprintln(g.stdout, "no pending nodes")
+		} else {
+			fmt.Fprintln(g.stdout, "no paired nodes (hint: `exechost node run --gateway URL` on the node, then `exechost nodes approve ID`)")
+		}
+		return
+	}
+	fmt.Fprintf(g.stdout, "%-26s %-20s %-16s %-14s %-12s %s\n", "NODE ID", "NAME", "REMOTE IP", "PLATFORM", "STATE", "LAST SEEN")
+	for _, n := range nodes {
+		st := "disconnected"
+		switch {
+		case pending:
+			st = "pending"
+		case n.Connected:
+			st = "connected"
+		}
+		seen := "-"
+		if n.LastSeen > 0 {
+			seen = time.UnixMilli(n.LastSeen).Format(time.DateTime)
+		}
+		fmt.Fprintf(g.stdout, "%-26s %-20s %-16s %-14s %-12s %s\n", n.NodeID, trunc(n.DisplayName, 20), n.RemoteIP, n.Platform, st, seen)
+	}
+	if pending {
+		fmt.Fprintf(g.stdout, "\napprove with: exechost nodes approve %s\n", nodes[0].NodeID)
+	}
+}
+
+func trunc(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
