@@ -1,0 +1,361 @@
+package bwrap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+)
+
+// systemDirs are the host directories every sandbox sees read-only.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+
+// basePath is the sandbox's PATH unless the request sets one.
+const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// sandboxUID is the user id inside every sandbox.
+const sandboxUID = 65534
+
+// fdStatus is the status pipe's descriptor in bwrap and the helper
+// (os/exec maps ExtraFiles[0] to 3).
+const fdStatus = 3
+
+// waitDelay bounds how long Exec waits for output pipes after the sandbox
+// died (everything in it dies with its pid namespace, so this is slack).
+const waitDelay = 2 * time.Second
+
+// Backend runs each command in a fresh bubblewrap sandbox. It is safe for
+// concurrent use and holds no per-command state, so Close has nothing to
+// clean up beyond refusing further commands.
+type Backend struct {
+	cfg      sandbox.Config
+	stateDir string
+	bwrap    string
+	helper   string
+	report   Report
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Open finds bwrap and this binary (the helper), and runs a probe sandbox to
+// check that namespaces work here and to learn what isolation the kernel
+// allows. It fails with ErrUnavailable when the sandbox cannot come up, and
+// when sandbox.bwrap.landlock=require but the kernel has no Landlock.
+func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	bw := cfg.Bwrap.Path
+	if bw == "" {
+		bw = "bwrap"
+	}
+	bwPath, err := exec.LookPath(bw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bwrap not found: %v (hint: apt-get install bubblewrap, or set sandbox.bwrap.path)", ErrUnavailable, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("%w: locate the exechost binary for the sandbox helper: %v", ErrUnavailable, err)
+	}
+	b := &Backend{cfg: cfg, stateDir: stateDir, bwrap: bwPath, helper: self}
+	rep, err := b.probe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.report = rep
+	return b, nil
+}
+
+// Name identifies the backend.
+func (b *Backend) Name() string { return sandbox.BackendBwrap }
+
+// Report returns what the probe sandbox measured at Open.
+func (b *Backend) Report() Report { return b.report }
+
+// Isolation describes, in words for `exechost sandbox doctor`, the
+// isolation this kernel gave the probe sandbox.
+func (b *Backend) Isolation() []string {
+	r := b.report
+	out := []string{
+		"namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command",
+		"filesystem: read-only " + strings.Join(b.visibleDirs(), ", ") + "; writable /workspace and tmpfs /tmp; nothing else of the host",
+		fmt.Sprintf("user: uid %d inside; capabilities: none", r.UID),
+	}
+	if os.Geteuid() == 0 {
+		out = append(out, fmt.Sprintf("host user: %d (the gateway runs as root: bwrap sets up the namespaces and the helper drops to this user; no user namespace)", sandboxUID),
+			fmt.Sprintf("note: the process limit is shared by every process of host user %d", sandboxUID))
+	}
+	if r.NoNewPrivs {
+		out = append(out, "no_new_privs: set")
+	}
+	out = append(out, "landlock: "+r.Landlock)
+	if r.NProc > 0 {
+		out = append(out, fmt.Sprintf("pids: at most %d processes (RLIMIT_NPROC in the sandbox's user namespace)", r.NProc))
+	} else {
+		out = append(out, "pids: no limit (sandbox.bwrap.pidsLimit < 0)")
+	}
+	if r.AddressSpace > 0 {
+		out = append(out, fmt.Sprintf("memory: %d bytes of address space per process (RLIMIT_AS)", r.AddressSpace))
+	} else {
+		out = append(out, "memory, cpu: no limit (no delegated cgroup; set sandbox.bwrap.memory for RLIMIT_AS)")
+	}
+	return out
+}
+
+// Close makes later Execs fail with ErrClosed. Sandboxes still running
+// die with their commands' timeouts or contexts.
+func (b *Backend) Close(context.Context) error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *Backend) visibleDirs() []string {
+	var out []string
+	for _, d := range append(append([]string{}, systemDirs...), b.cfg.Bwrap.ROBind...) {
+		if _, err := os.Lstat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Exec runs req in a fresh sandbox. A non-nil error means the sandbox did
+// not come up (the command did not run anywhere); the command's own failure
+// is a Result with its exit code.
+func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result, error) {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return runner.Result{}, ErrClosed
+	}
+	if len(req.Argv) == 0 && req.Command == "" {
+		return runner.Result{}, errors.New("bwrap sandbox exec: empty command")
+	}
+	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("bwrap sandbox exec: %w", err)
+	}
+	argv := req.Argv
+	if len(argv) == 0 {
+		argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	env, err := sandboxEnv(req.Env)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("bwrap sandbox exec: %w", err)
+	}
+	capture := runner.NewCapture(runner.MaxOutput, runner.TailSize)
+	start := time.Now()
+	code, timedOut, err := b.run(ctx, ws, sandbox.ContainerCwd(req.Cwd), env, helperSpec{Argv: argv}, capture.Stdout(), capture.Stderr(), req.Timeout, nil)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	stdout, stderr, truncated := capture.Result()
+	return runner.Result{
+		ExitCode:  code,
+		TimedOut:  timedOut,
+		Success:   code == 0 && !timedOut,
+		Stdout:    stdout,
+		Stderr:    stderr,
+		Truncated: truncated,
+		Tail:      capture.Tail(),
+		Duration:  time.Since(start),
+	}, nil
+}
+
+// probe runs the helper in probe mode in a sandbox over a scratch
+// workspace and returns its report.
+func (b *Backend) probe(ctx context.Context) (Report, error) {
+	ws, err := os.MkdirTemp("", "exechost-probe-")
+	if err != nil {
+		return Report{}, fmt.Errorf("%w: probe workspace: %v", ErrUnavailable, err)
+	}
+	defer os.RemoveAll(ws)
+	var status []byte
+	env, _ := sandboxEnv(nil)
+	_, _, err = b.run(ctx, ws, sandbox.WorkspaceDir, env, helperSpec{Probe: true}, io.Discard, io.Discard, 30*time.Second, &status)
+	if err != nil {
+		return Report{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var rep Report
+	if err := json.Unmarshal(status, &rep); err != nil {
+		return Report{}, fmt.Errorf("%w: probe report %q: %v", ErrUnavailable, status, err)
+	}
+	return rep, nil
+}
+
+// run starts one sandbox and waits for it. statusOut, when set, receives
+// everything the helper wrote to the status pipe (probe mode).
+func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec helperSpec, stdout, stderr io.Writer, timeout time.Duration, statusOut *[]byte) (code int, timedOut bool, err error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: status pipe: %v", ErrSetup, err)
+	}
+	defer statusR.Close()
+
+	spec.Landlock = b.cfg.Bwrap.Landlock
+	spec.Pids = max(b.cfg.Bwrap.PidsLimit, 0)
+	if b.cfg.Bwrap.Memory != "" {
+		spec.Memory, _ = sandbox.ParseSize(b.cfg.Bwrap.Memory)
+	}
+	spec.StatusFD = fdStatus
+	if os.Geteuid() == 0 {
+		spec.DropTo = sandboxUID
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: encode helper spec: %v", ErrSetup, err)
+	}
+
+	cmd := exec.Command(b.bwrap, b.args(ws, cwd, env, string(specJSON))...)
+	cmd.Env = []string{} // bwrap --clearenv + --setenv carry the sandbox's environment
+	cmd.Dir = "/"
+	diag := &limitedWriter{w: &strings.Builder{}, n: 4096}
+	cmd.Stdout, cmd.Stderr = stdout, io.MultiWriter(stderr, diag)
+	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		statusW.Close()
+		return 0, false, fmt.Errorf("%w: start bwrap: %v", ErrSetup, err)
+	}
+	statusW.Close()
+	statusCh := make(chan []byte, 1)
+	go func() {
+		data, _ := io.ReadAll(io.LimitReader(statusR, 64<<10))
+		statusCh <- data
+	}()
+	waitCh := make(chan error, 1)
+	go func() { waitCh <- cmd.Wait() }()
+
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	var waitErr, ctxErr error
+	select {
+	case waitErr = <-waitCh:
+	case <-timer:
+		timedOut = true
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+	}
+	if timedOut || ctxErr != nil {
+		// bwrap and its init die; --die-with-parent and the end of the pid
+		// namespace take every process of the sandbox with them.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		waitErr = <-waitCh
+	}
+	status := <-statusCh
+	if ctxErr != nil {
+		return 0, false, fmt.Errorf("bwrap sandbox exec: %w", ctxErr)
+	}
+	if statusOut != nil {
+		*statusOut = status
+	}
+	if len(status) == 0 && !timedOut {
+		// The helper never reported: bwrap or the helper failed, and the
+		// command did not run. stderr (when it is ours) says why.
+		msg := strings.TrimSpace(diag.String())
+		return 0, false, fmt.Errorf("%w: %v: %s (hint: `exechost sandbox doctor` checks bwrap and user namespaces)", ErrSetup, waitErr, msg)
+	}
+	code = cmd.ProcessState.ExitCode()
+	if code < 0 {
+		code = 128 + int(syscall.SIGKILL)
+	}
+	return code, timedOut, nil
+}
+
+// args builds the bwrap command line. Order matters: bwrap applies the
+// operations in sequence on a fresh tmpfs root, which is remounted
+// read-only last.
+func (b *Backend) args(ws, cwd string, env []string, spec string) []string {
+	a := []string{"--die-with-parent", "--new-session", "--hostname", "sandbox"}
+	if os.Geteuid() == 0 {
+		// As root, bwrap creates the namespaces with real privileges and
+		// no user namespace; the helper keeps only what it needs to drop
+		// to sandboxUID (see rootMode in helper_linux.go).
+		a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+			"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	} else {
+		a = append(a, "--unshare-all", "--unshare-user", "--disable-userns",
+			"--uid", strconv.Itoa(sandboxUID), "--gid", strconv.Itoa(sandboxUID))
+	}
+	for _, d := range b.visibleDirs() {
+		if t, err := os.Readlink(d); err == nil {
+			a = append(a, "--symlink", t, d)
+			continue
+		}
+		a = append(a, "--ro-bind", d, d)
+	}
+	tmpfsSize, _ := sandbox.ParseSize(b.cfg.Bwrap.TmpfsSize)
+	a = append(a,
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--perms", "1777", "--size", strconv.FormatInt(tmpfsSize, 10), "--tmpfs", "/tmp",
+		"--bind", ws, sandbox.WorkspaceDir,
+		"--ro-bind", b.helper, "/.exechost/helper",
+	)
+	a = append(a,
+		"--remount-ro", "/",
+		"--chdir", cwd,
+		"--clearenv",
+	)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	return append(a, "--", "/.exechost/helper", helperFlag, spec)
+}
+
+// sandboxEnv is the sandbox's environment: a fixed base (PATH, HOME, TMPDIR)
+// and the request's overlay.
+func sandboxEnv(overlay map[string]string) ([]string, error) {
+	m := map[string]string{"PATH": basePath, "HOME": sandbox.WorkspaceDir, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+	for k, v := range overlay {
+		m[k] = v
+	}
+	return sandbox.EnvList(m)
+}
+
+// limitedWriter keeps the first n bytes written to it (bwrap's own error
+// messages) and discards the rest.
+type limitedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+	n  int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.WriteString(string(p[:min(len(p), room)]))
+	}
+	return len(p), nil
+}
+
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}

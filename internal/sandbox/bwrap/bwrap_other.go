@@ -1,0 +1,39 @@
+//go:build !linux
+
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+)
+
+// Backend is the daemonless sandbox; it exists only on Linux.
+type Backend struct{}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Open always fails off Linux: bubblewrap needs Linux namespaces.
+func Open(context.Context, sandbox.Config, string) (*Backend, error) {
+	return nil, fmt.Errorf("%w: needs Linux namespaces, this is %s (hint: use sandbox.backend=docker)", ErrUnavailable, runtime.GOOS)
+}
+
+// Name identifies the backend.
+func (*Backend) Name() string { return sandbox.BackendBwrap }
+
+// Isolation reports nothing: the backend never opens here.
+func (*Backend) Isolation() []string { return nil }
+
+// Report reports nothing: the backend never opens here.
+func (*Backend) Report() Report { return Report{} }
+
+// Exec always fails off Linux.
+func (*Backend) Exec(context.Context, sandbox.Request) (runner.Result, error) {
+	return runner.Result{}, ErrUnavailable
+}
+
+// Close does nothing.
+func (*Backend) Close(context.Context) error { return nil }
