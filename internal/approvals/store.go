@@ -47,10 +47,15 @@ func (s *Store) SocketPath(f *File) string { return f.SocketPath(s.stateDir(), s
 
 // Load reads the file without locking (a rename replaces it atomically, so
 // a reader sees a whole file). A missing file yields Default(), unwritten.
-// A file that does not parse yields a *ParseError; one owned by another
-// user, ErrForeignOwner. Load follows a symlink: only writing through one
+// A file that does not parse yields a *ParseError; a file or directory
+// owned by another user, ErrForeignOwner. Load follows a symlink: only writing through one
 // is refused.
 func (s *Store) Load() (*File, error) {
+	if fi, err := os.Stat(filepath.Dir(s.Path)); err == nil {
+		if err := state.CheckOwner(fi); err != nil {
+			return nil, fmt.Errorf("load approvals: directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", filepath.Dir(s.Path), ErrForeignOwner, err)
+		}
+	}
 	data, err := s.read(os.Stat, "load")
 	if errors.Is(err, fs.ErrNotExist) {
 		return Default(), nil

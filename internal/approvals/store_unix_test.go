@@ -120,6 +120,9 @@ func TestForeignOwnerRefused(t *testing.T) {
 	if _, err := s2.Ensure(); !errors.Is(err, ErrForeignOwner) {
 		t.Errorf("Ensure in a directory owned by nobody = %v, want ErrForeignOwner", err)
 	}
+	if _, err := s2.Load(); !errors.Is(err, ErrForeignOwner) {
+		t.Errorf("Load from a directory owned by nobody = %v, want ErrForeignOwner", err)
+	}
 	if _, err := os.Stat(s2.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("file created in a foreign directory: %v", err)
 	}
