@@ -165,3 +165,11 @@ func TestApproverUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestApproverWeb(t *testing.T) {
+	if startWeb == nil {
+		t.Skip("web UI not built into this binary")
+	}
+	ra := startApprover(t, "--web", "127.0.0.1:0")
+	waitOut(t, ra.stdout, `web UI: http://127\.0\.0\.1:\d+/`)
+}
