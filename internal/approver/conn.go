@@ -110,7 +110,10 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		}
 		if !lim.Allow() {
 			limited++
-			cn.refuse("", CodeRateLimited, "too many frames; slow down")
+			if limited == 1 { // log a flood once, not per frame
+				s.logf("approver: %s: rate limit exceeded; refusing frames", peer)
+			}
+			cn.write(ErrorFrame{Type: TypeError, Code: CodeRateLimited, Message: "too many frames; slow down"})
 			if limited > 1000 {
 				return
 			}
