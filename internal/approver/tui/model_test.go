@@ -122,3 +122,18 @@ func TestViewShowsEverything(t *testing.T) {
 		t.Errorf("view passes a raw escape sequence from the command through")
 	}
 }
+
+func TestWindow(t *testing.T) {
+	tests := []struct{ n, sel, rows, from, to int }{
+		{3, 0, 8, 0, 3},
+		{20, 0, 8, 0, 8},
+		{20, 10, 8, 6, 14},
+		{20, 19, 8, 12, 20},
+		{20, -1, 8, 0, 8},
+	}
+	for _, tt := range tests {
+		if from, to := window(tt.n, tt.sel, tt.rows); from != tt.from || to != tt.to || tt.sel >= 0 && (tt.sel < from || tt.sel >= to) {
+			t.Errorf("window(%d, %d, %d) = %d, %d; want %d, %d", tt.n, tt.sel, tt.rows, from, to, tt.from, tt.to)
+		}
+	}
+}

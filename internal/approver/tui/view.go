@@ -35,7 +35,11 @@ func (m model) View() string {
 	if len(m.items) == 0 {
 		b.WriteString("No pending prompts. Waiting for execution hosts…\n")
 	}
-	for _, p := range m.items {
+	from, to := window(len(m.items), m.index(), maxRows)
+	if from > 0 {
+		fmt.Fprintf(&b, "   … %d more above\n", from)
+	}
+	for _, p := range m.items[from:to] {
 		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(approver.Printable(p.Request.AgentID), 12),
 			clip(approver.Printable(p.Request.Command), 48), approver.Countdown(p.ExpiresAt, m.now))
 		if p.ID == m.selected {
@@ -44,6 +48,9 @@ func (m model) View() string {
 			line = " " + line
 		}
 		b.WriteString(line + "\n")
+	}
+	if to < len(m.items) {
+		fmt.Fprintf(&b, "   … %d more below\n", len(m.items)-to)
 	}
 
 	if p, ok := m.current(); ok {
@@ -93,4 +100,21 @@ func clip(s string, n int) string {
 		return string(r[:n])
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// maxRows is how many queue rows are shown at once; the window follows the
+// selection.
+const maxRows = 8
+
+// window returns the [from, to) slice of n rows to show so that sel is
+// visible.
+func window(n, sel, rows int) (from, to int) {
+	if n <= rows {
+		return 0, n
+	}
+	from = max(0, sel-rows/2)
+	if from+rows > n {
+		from = n - rows
+	}
+	return from, from + rows
 }
