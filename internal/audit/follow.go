@@ -16,21 +16,47 @@ import (
 // rotation: the rest of a rotated file, then any files rotated since, are
 // read before the new one. Bad lines are skipped.
 func Follow(ctx context.Context, path string, filter Filter, interval time.Duration, fn func(Record) error) error {
+	fw, err := NewFollower(path, filter)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	return fw.Run(ctx, interval, fn)
+}
+
+// Follower is Follow in two steps: NewFollower fixes the starting point
+// (the end of the log), Run reports what is appended after it. `audit tail
+// --follow` creates the Follower before reading the existing records so
+// that nothing appended in between is lost.
+type Follower struct {
+	path string
+	fw   follower
+}
+
+// NewFollower positions a follower at the current end of the log at path
+// (which need not exist yet).
+func NewFollower(path string, filter Filter) (*Follower, error) {
+	f := &Follower{path: path, fw: follower{filter: filter}}
+	if err := f.fw.openAtEnd(path); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Run calls fn for every matching record appended since NewFollower, polling
+// every interval (a second when zero), until ctx is done or fn fails.
+func (f *Follower) Run(ctx context.Context, interval time.Duration, fn func(Record) error) error {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	fw := &follower{filter: filter, fn: fn}
-	if err := fw.openAtEnd(path); err != nil {
-		return err
-	}
-	defer fw.close()
+	f.fw.fn = fn
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := fw.drain(); err != nil {
+		if err := f.fw.drain(); err != nil {
 			return err
 		}
-		if err := fw.checkRotation(path); err != nil {
+		if err := f.fw.checkRotation(f.path); err != nil {
 			return err
 		}
 		select {
@@ -39,6 +65,12 @@ func Follow(ctx context.Context, path string, filter Filter, interval time.Durat
 		case <-t.C:
 		}
 	}
+}
+
+// Close releases the file being followed.
+func (f *Follower) Close() error {
+	f.fw.close()
+	return nil
 }
 
 // follower is Follow's state: the file being read and how far.
@@ -53,6 +85,7 @@ type follower struct {
 func (fw *follower) close() {
 	if fw.f != nil {
 		fw.f.Close()
+		fw.f = nil
 	}
 }
 

@@ -118,8 +118,23 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Fix the follow position before reading, so nothing
+			// appended in between is lost; records seen by both are
+			// printed once (recognised by their hash).
+			var fw *audit.Follower
+			startedAt := time.Now()
+			if follow {
+				if fw, err = audit.NewFollower(path, f); err != nil {
+					return err
+				}
+				defer fw.Close()
+			}
 			ring := make([]audit.Record, 0, n)
+			recent := map[string]bool{} // hashes that Follow may report again
 			readErr := audit.Read(path, f, func(r audit.Record) error {
+				if follow && r.Time.After(startedAt.Add(-time.Minute)) {
+					recent[r.Hash] = true
+				}
 				if n == 0 {
 					return nil
 				}
@@ -151,7 +166,10 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmdContext(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return audit.Follow(ctx, path, f, 500*time.Millisecond, func(r audit.Record) error {
+			return fw.Run(ctx, 500*time.Millisecond, func(r audit.Record) error {
+				if recent[r.Hash] {
+					return nil
+				}
 				return printRecord(g.stdout, r, asJSON)
 			})
 		},

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,5 +224,66 @@ func TestParseSince(t *testing.T) {
 		if _, err := parseSince(bad, now); err == nil {
 			t.Errorf("parseSince(%q) succeeded", bad)
 		}
+	}
+}
+
+// auditBuf is a bytes.Buffer safe for a writer and a polling reader.
+type auditBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (a *auditBuf) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.b.Write(p)
+}
+
+func (a *auditBuf) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.b.String()
+}
+
+func TestAuditTailFollow(t *testing.T) {
+	dir := seedAudit(t)
+	var out, errb auditBuf
+	root := NewRoot(&out, &errb)
+	root.SetArgs([]string{"audit", "tail", "--follow", "--json", "-n", "1", "--state-dir", dir})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	waitLines := func(n int) []string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if ids := runIDs(t, out.String()); len(ids) >= n {
+				return ids
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %d records; have:\n%s\nstderr: %s", n, out.String(), errb.String())
+		return nil
+	}
+	waitLines(1)
+	l, err := audit.Open(filepath.Join(dir, state.AuditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, id := range []string{"r4", "r5"} {
+		if err := l.Append(audit.Record{Event: audit.EventDenied, RunID: id, AgentID: "main"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitLines(3)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("tail --follow: %v", err)
+	}
+	if d := cmp.Diff([]string{"r3/finished", "r4/denied", "r5/denied"}, got); d != "" {
+		t.Errorf("followed records (-want +got):\n%s", d)
 	}
 }
