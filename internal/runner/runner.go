@@ -19,6 +19,15 @@
 //     shell would report the first two.
 //
 // Success is true only for exit status 0 without a timeout.
+//
+// Process lifetime: the command runs in a process group of its own (a
+// session, with PTY), and a timeout or cancellation SIGKILLs the whole
+// group. When the command exits by itself, background processes it left
+// that still hold its output open get OutputGrace to finish, then are
+// killed too (Result.Stragglers); ones that detached their output, or left
+// the group (setsid, daemons), are left running, as a shell would leave
+// them. On Linux the parent-death signal also kills the command if the
+// runner itself dies. On Windows only the command itself is killed.
 package runner
 
 import (
@@ -51,8 +60,8 @@ type Spec struct {
 	// runner's own environment. Variables that make a shell read files at
 	// start-up (BASH_ENV, ENV, …) are removed from it either way.
 	BaseEnv []string
-	// Timeout kills the process group when exceeded; 0 means no timeout
-	// (the context still applies).
+	// Timeout kills the process group when exceeded; zero or negative
+	// means no timeout (the context still applies).
 	Timeout time.Duration
 	// PTY attaches the process to a pseudo-terminal (local runs only; the
 	// spec allows no PTY in the sandbox or for node exec). Output is then
