@@ -163,6 +163,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
+	caller := ctx
 	if spec.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
@@ -204,16 +205,16 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	var killedBy error
+	var killedBy, waitErr error
 	select {
-	case <-waited:
+	case waitErr = <-waited:
 	case <-ctx.Done():
 		select {
-		case <-waited: // it exited just as the context ended
+		case waitErr = <-waited: // it exited just as the context ended
 		default:
 			killedBy = ctx.Err()
 			killGroup(cmd.Process)
-			<-waited
+			waitErr = <-waited
 		}
 	}
 	res.Duration = time.Since(start)
@@ -235,23 +236,22 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	switch {
 	case killedBy != nil:
 		res.TimedOut = errors.Is(killedBy, context.DeadlineExceeded)
-		if res.TimedOut {
-			res.Error = timeoutText(spec.Timeout)
-		} else {
+		switch {
+		case !res.TimedOut:
 			res.Error = "canceled: process group killed"
+		case caller.Err() == nil: // our own timeout, not the caller's deadline
+			res.Error = fmt.Sprintf("timed out after %s: process group killed", spec.Timeout)
+		default:
+			res.Error = "timed out (deadline exceeded): process group killed"
 		}
+	case cmd.ProcessState == nil:
+		// The exit status was lost (someone else reaped the child).
+		res.Error = fmt.Sprintf("wait: %v", waitErr)
 	default:
 		res.ExitCode, res.Error = exitStatus(cmd.ProcessState)
 	}
 	res.Success = res.ExitCode == 0 && !res.TimedOut
 	return res, nil
-}
-
-func timeoutText(d time.Duration) string {
-	if d > 0 {
-		return fmt.Sprintf("timed out after %s: process group killed", d)
-	}
-	return "timed out (deadline exceeded): process group killed"
 }
 
 // commandArgv returns the argv that runs spec: Argv itself, or the
