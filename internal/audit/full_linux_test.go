@@ -84,3 +84,43 @@ func TestAppendOnFullDisk(t *testing.T) {
 	}
 	mustVerify(t, path, 11)
 }
+
+// TestAppendWriteFailureLeavesLogIntact makes writes fail without a mount:
+// RLIMIT_FSIZE turns a write past the limit into EFBIG (Go ignores
+// SIGXFSZ). The same undo path as a full disk runs.
+func TestAppendWriteFailureLeavesLogIntact(t *testing.T) {
+	path := logPath(t)
+	l := openLog(t, path, Options{})
+	for i := range 5 {
+		if err := l.Append(rec("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := os.ReadFile(path)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = uint64(len(before)) + 100 // a part of the next line fits
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	big := rec("a", 5)
+	big.Command = strings.Repeat("z", 4096)
+	err := l.Append(big)
+	if rerr := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("Append past RLIMIT_FSIZE = %v, want EFBIG", err)
+	}
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(before, after) {
+		t.Errorf("failed append left %d extra bytes", len(after)-len(before))
+	}
+	if err := l.Append(big); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, path, 6)
+}
