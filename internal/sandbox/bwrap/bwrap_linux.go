@@ -84,6 +84,9 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 // Name identifies the backend.
 func (b *Backend) Name() string { return sandbox.BackendBwrap }
 
+// BwrapPath returns the bwrap binary the backend runs.
+func (b *Backend) BwrapPath() string { return b.bwrap }
+
 // Report returns what the probe sandbox measured at Open.
 func (b *Backend) Report() Report { return b.report }
 
@@ -91,23 +94,30 @@ func (b *Backend) Report() Report { return b.report }
 // isolation this kernel gave the probe sandbox.
 func (b *Backend) Isolation() []string {
 	r := b.report
+	root := os.Geteuid() == 0
+	ns := "namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command; no nested user namespaces"
+	if root {
+		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command"
+	}
 	out := []string{
-		"namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command",
+		ns,
 		"filesystem: read-only " + strings.Join(b.visibleDirs(), ", ") + "; writable /workspace and tmpfs /tmp; nothing else of the host",
 		fmt.Sprintf("user: uid %d inside; capabilities: none", r.UID),
 	}
-	if os.Geteuid() == 0 {
-		out = append(out, fmt.Sprintf("host user: %d (the gateway runs as root: bwrap sets up the namespaces and the helper drops to this user; no user namespace)", sandboxUID),
-			fmt.Sprintf("note: the process limit is shared by every process of host user %d", sandboxUID))
+	if root {
+		out = append(out, fmt.Sprintf("host user: %d (the gateway runs as root, so bwrap runs privileged without a user namespace and the helper drops to this user)", sandboxUID))
 	}
 	if r.NoNewPrivs {
 		out = append(out, "no_new_privs: set")
 	}
 	out = append(out, "landlock: "+r.Landlock)
-	if r.NProc > 0 {
-		out = append(out, fmt.Sprintf("pids: at most %d processes (RLIMIT_NPROC in the sandbox's user namespace)", r.NProc))
-	} else {
+	switch {
+	case r.NProc == 0:
 		out = append(out, "pids: no limit (sandbox.bwrap.pidsLimit < 0)")
+	case root:
+		out = append(out, fmt.Sprintf("pids: at most %d processes (RLIMIT_NPROC of host user %d, shared by every process of that user)", r.NProc, sandboxUID))
+	default:
+		out = append(out, fmt.Sprintf("pids: at most %d processes (RLIMIT_NPROC, counted in the sandbox's own user namespace)", r.NProc))
 	}
 	if r.AddressSpace > 0 {
 		out = append(out, fmt.Sprintf("memory: %d bytes of address space per process (RLIMIT_AS)", r.AddressSpace))

@@ -27,6 +27,9 @@ func (*Backend) Name() string { return sandbox.BackendBwrap }
 // Isolation reports nothing: the backend never opens here.
 func (*Backend) Isolation() []string { return nil }
 
+// BwrapPath reports nothing: the backend never opens here.
+func (*Backend) BwrapPath() string { return "" }
+
 // Report reports nothing: the backend never opens here.
 func (*Backend) Report() Report { return Report{} }
 

@@ -169,10 +169,14 @@ func (b *Backend) Name() string { return sandbox.BackendDocker }
 
 // Isolation describes the boundary this backend's containers get, for
 // `exechost sandbox doctor`.
-func (b *Backend) Isolation() []string {
-	d := b.cfg.Docker
+func (b *Backend) Isolation() []string { return Describe(b.cfg) }
+
+// Describe lists, in words, the isolation containers created from cfg get.
+func Describe(cfg sandbox.Config) []string {
+	cfg = cfg.WithDefaults()
+	d := cfg.Docker
 	out := []string{
-		"container per " + string(b.cfg.Scope) + " from image " + d.Image,
+		"container per " + string(cfg.Scope) + " from image " + d.Image + ", removed after " + time.Duration(cfg.IdleTimeout).String() + " idle",
 		"network: " + d.Network,
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
