@@ -43,12 +43,23 @@ func sysProcAttr(withPTY bool) *syscall.SysProcAttr {
 	return a
 }
 
-// killGroup sends SIGKILL to the process group led by p. Processes that
-// moved to a group or session of their own (setsid, daemons) are beyond
-// its reach; see Result.Stragglers.
-func killGroup(p *os.Process) {
-	_ = syscall.Kill(-p.Pid, syscall.SIGKILL) // ESRCH: the group is gone already
+// procTree is a started command's process group, which its descendants
+// share unless they leave it.
+type procTree struct{ pgid int }
+
+// newProcTree returns the tree led by p (its pid is the group id, see
+// sysProcAttr).
+func newProcTree(p *os.Process) procTree { return procTree{pgid: p.Pid} }
+
+// kill sends SIGKILL to the whole process group. Processes that moved to a
+// group or session of their own (setsid, daemons) are beyond its reach; see
+// Result.Stragglers.
+func (t procTree) kill() {
+	_ = syscall.Kill(-t.pgid, syscall.SIGKILL) // ESRCH: the group is gone already
 }
+
+// release does nothing: a process group needs no handle.
+func (procTree) release() {}
 
 // exitStatus returns the exit code a shell would report for ps (128+N for
 // death by signal N) and, for a signal, text naming it.

@@ -201,6 +201,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	outs.closeWrite()
 	res.Pid = cmd.Process.Pid
+	tree := newProcTree(cmd.Process)
+	defer tree.release()
 	copied := outs.copy()
 
 	waited := make(chan error, 1)
@@ -213,18 +215,18 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		case waitErr = <-waited: // it exited just as the context ended
 		default:
 			killedBy = ctx.Err()
-			killGroup(cmd.Process)
+			tree.kill()
 			waitErr = <-waited
 		}
 	}
 	res.Duration = time.Since(start)
 	if killedBy != nil {
 		// Anything forked while the first kill was in flight dies now.
-		killGroup(cmd.Process)
+		tree.kill()
 	}
 	if !outs.drain(copied, OutputGrace) {
 		res.Stragglers = true
-		killGroup(cmd.Process)
+		tree.kill()
 		outs.closeRead()
 		// Closing unblocks the readers on every platform but Windows,
 		// where an abandoned reader writes into a Capture nobody reads.

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/windows"
 )
 
 // ptySupported says Spec.PTY works here: not on Windows (no ConPTY support
@@ -38,10 +40,52 @@ func sysProcAttr(bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{CreationFlags: syscall.CREATE_NEW_PROCESS_GROUP}
 }
 
-// killGroup terminates the child. Windows has no process-group kill; its
-// own children survive unless they exit when their output pipes close (a
-// job object would reach them: not implemented yet).
-func killGroup(p *os.Process) { _ = p.Kill() }
+// procTree is a started command and, when the job object could be set up,
+// the job holding it and every process it starts from then on.
+type procTree struct {
+	p   *os.Process
+	job windows.Handle // 0: no job, kill reaches the command only
+}
+
+// newProcTree puts p in a new job object, best effort: processes p started
+// before joining stay outside it, and without a job kill falls back to
+// terminating p alone.
+func newProcTree(p *os.Process) procTree {
+	t := procTree{p: p}
+	job, err := windows.CreateJobObject(nil, nil)
+	if err != nil {
+		return t
+	}
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(p.Pid))
+	if err != nil {
+		windows.CloseHandle(job)
+		return t
+	}
+	defer windows.CloseHandle(h)
+	if err := windows.AssignProcessToJobObject(job, h); err != nil {
+		windows.CloseHandle(job)
+		return t
+	}
+	t.job = job
+	return t
+}
+
+// kill terminates every process in the job, or the command alone without
+// one.
+func (t procTree) kill() {
+	if t.job != 0 && windows.TerminateJobObject(t.job, 1) == nil {
+		return
+	}
+	_ = t.p.Kill() // fails harmlessly once the command was waited for
+}
+
+// release closes the job handle; processes left in the job keep running,
+// as they would on Unix.
+func (t procTree) release() {
+	if t.job != 0 {
+		windows.CloseHandle(t.job)
+	}
+}
 
 // exitStatus returns the child's exit code; Windows has no signals.
 func exitStatus(ps *os.ProcessState) (int, string) { return ps.ExitCode(), "" }
