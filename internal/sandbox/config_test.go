@@ -1,0 +1,237 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"backend", c.Backend, BackendAuto},
+		{"scope", c.Scope, ScopeSession},
+		{"idleTimeout", time.Duration(c.IdleTimeout), DefaultIdleTimeout},
+		{"docker.network", c.Docker.Network, "none"},
+		{"docker.user", c.Docker.User, "65534:65534"},
+		{"docker.readOnlyRoot", *c.Docker.ReadOnlyRoot, true},
+		{"docker.pidsLimit", c.Docker.PidsLimit, int64(DefaultPidsLimit)},
+		{"bwrap.landlock", c.Bwrap.Landlock, LandlockAuto},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestConfigJSON(t *testing.T) {
+	in := `{"backend":"docker","scope":"agent","idleTimeout":"90s","workspace":"/srv/ws",
+		"docker":{"image":"img:1","readOnlyRoot":false,"memory":"1g","cpus":0.5,"pidsLimit":64},
+		"bwrap":{"landlock":"require","roBind":["/opt/tools"]}}`
+	var c Config
+	if err := json.Unmarshal([]byte(in), &c); err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f := false
+	want := Config{
+		Backend: BackendDocker, Scope: ScopeAgent, IdleTimeout: Duration(90 * time.Second), Workspace: "/srv/ws",
+		Docker: DockerConfig{Image: "img:1", Network: "none", User: DefaultUser, ReadOnlyRoot: &f,
+			Memory: "1g", CPUs: 0.5, PidsLimit: 64, TmpfsSize: DefaultTmpfsSize},
+		Bwrap: BwrapConfig{Landlock: LandlockRequire, PidsLimit: DefaultPidsLimit, TmpfsSize: DefaultTmpfsSize, ROBind: []string{"/opt/tools"}},
+	}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatalf("round trip: %v", err)
+	}
+	if diff := cmp.Diff(c, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantKey string
+	}{
+		{"backend", func(c *Config) { c.Backend = "podman" }, "sandbox.backend:"},
+		{"scope", func(c *Config) { c.Scope = "galaxy" }, "sandbox.scope:"},
+		{"idle", func(c *Config) { c.IdleTimeout = -1 }, "sandbox.idleTimeout:"},
+		{"workspace", func(c *Config) { c.Workspace = "relative/ws" }, "sandbox.workspace:"},
+		{"memory", func(c *Config) { c.Docker.Memory = "12q" }, "sandbox.docker.memory:"},
+		{"tmpfs", func(c *Config) { c.Docker.TmpfsSize = "-1" }, "sandbox.docker.tmpfsSize:"},
+		{"user", func(c *Config) { c.Docker.User = "a b" }, "sandbox.docker.user:"},
+		{"landlock", func(c *Config) { c.Bwrap.Landlock = "maybe" }, "sandbox.bwrap.landlock:"},
+		{"bwrap memory", func(c *Config) { c.Bwrap.Memory = "lots" }, "sandbox.bwrap.memory:"},
+		{"roBind", func(c *Config) { c.Bwrap.ROBind = []string{"/ok", "rel"} }, "sandbox.bwrap.roBind[1]:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.wantKey) {
+				t.Errorf("Validate = %v, want an error naming %s", err, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	for _, bad := range []string{`30`, `"30"`, `"forever"`, `null`} {
+		var d Duration
+		if err := json.Unmarshal([]byte(bad), &d); err == nil && bad != "null" {
+			t.Errorf("Unmarshal(%s) accepted", bad)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"512", 512, true},
+		{"512b", 512, true},
+		{"64k", 64 << 10, true},
+		{"512m", 512 << 20, true},
+		{"2G", 2 << 30, true},
+		{" 1g ", 1 << 30, true},
+		{"", 0, false},
+		{"m", 0, false},
+		{"-1m", 0, false},
+		{"1.5g", 0, false},
+		{"1t", 0, false},
+		{"99999999999999g", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"512m", "0", "1g", "-1", "9223372036854775807", "k"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err == nil && n < 0 {
+			t.Errorf("ParseSize(%q) = %d, negative", s, n)
+		}
+	})
+}
+
+// FuzzConfigJSON feeds arbitrary "sandbox" objects through decoding, defaults
+// and validation: nothing may panic, and a config that validates must keep
+// the safe defaults where it said nothing.
+func FuzzConfigJSON(f *testing.F) {
+	f.Add(`{}`)
+	f.Add(`{"backend":"docker","docker":{"memory":"1g","readOnlyRoot":false}}`)
+	f.Add(`{"scope":"shared","idleTimeout":"1h","bwrap":{"roBind":["/x"]}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var c Config
+		if json.Unmarshal([]byte(s), &c) != nil {
+			return
+		}
+		c = c.WithDefaults()
+		if c.Validate() != nil {
+			return
+		}
+		if c.Docker.ReadOnlyRoot == nil || c.Docker.Network == "" || c.Docker.User == "" || c.Scope == "" {
+			t.Errorf("defaults missing after WithDefaults: %+v", c)
+		}
+	})
+}
+
+func TestWorkspace(t *testing.T) {
+	state := t.TempDir()
+	cfg := DefaultConfig()
+	tests := []struct {
+		scope Scope
+		agent string
+		want  string
+		ok    bool
+	}{
+		{ScopeSession, "main", state + "/sandboxes/main", true},
+		{ScopeAgent, "a-b_c.d", state + "/sandboxes/a-b_c.d", true},
+		{ScopeShared, "anything", state + "/sandboxes/.shared", true},
+		{ScopeSession, "", "", false},
+		{ScopeSession, "..", "", false},
+		{ScopeSession, ".shared", "", false},
+		{ScopeSession, "a/b", "", false},
+		{ScopeSession, "a\x00b", "", false},
+	}
+	for _, tt := range tests {
+		cfg.Scope = tt.scope
+		got, err := EnsureWorkspace(cfg, state, Request{AgentID: tt.agent})
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("EnsureWorkspace(%s, %q) = %q, %v; want %q ok=%v", tt.scope, tt.agent, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestScopeKey(t *testing.T) {
+	a1 := Request{AgentID: "a", SessionKey: "1"}
+	a2 := Request{AgentID: "a", SessionKey: "2"}
+	b1 := Request{AgentID: "b", SessionKey: "1"}
+	tests := []struct {
+		scope      Scope
+		x, y       Request
+		sameSandbx bool
+	}{
+		{ScopeSession, a1, a1, true},
+		{ScopeSession, a1, a2, false},
+		{ScopeSession, a1, b1, false},
+		{ScopeAgent, a1, a2, true},
+		{ScopeAgent, a1, b1, false},
+		{ScopeShared, a1, b1, true},
+	}
+	for _, tt := range tests {
+		if got := ScopeKey(tt.scope, tt.x) == ScopeKey(tt.scope, tt.y); got != tt.sameSandbx {
+			t.Errorf("%s: same sandbox for %+v and %+v = %v, want %v", tt.scope, tt.x, tt.y, got, tt.sameSandbx)
+		}
+	}
+}
+
+func TestContainerCwdAndEnv(t *testing.T) {
+	for in, want := range map[string]string{"": "/workspace", "sub/dir": "/workspace/sub/dir", "/tmp/../etc": "/etc", "../x": "/x"} {
+		if got := ContainerCwd(in); got != want {
+			t.Errorf("ContainerCwd(%q) = %q, want %q", in, got, want)
+		}
+	}
+	env, err := EnvList(map[string]string{"B": "2", "A": "1=1"})
+	if diff := cmp.Diff([]string{"A=1=1", "B=2"}, env); err != nil || diff != "" {
+		t.Errorf("EnvList: %v %s", err, diff)
+	}
+	for _, bad := range []map[string]string{{"": "x"}, {"A=B": "x"}, {"A": "x\x00y"}} {
+		if _, err := EnvList(bad); err == nil {
+			t.Errorf("EnvList(%q) accepted", bad)
+		}
+	}
+}
