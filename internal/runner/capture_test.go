@@ -307,3 +307,17 @@ func FuzzCapture(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCaptureWrite measures Capture alone past its cap, where a flood
+// spends its time: 256 KiB writes (one pipe read each) feeding the tail.
+//
+//	go test -run '^$' -bench CaptureWrite ./internal/runner/
+func BenchmarkCaptureWrite(b *testing.B) {
+	c := NewCapture(0, 0)
+	s := c.Stdout()
+	chunk := make([]byte, copyBufSize)
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		s.Write(chunk)
+	}
+}
