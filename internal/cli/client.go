@@ -2,12 +2,18 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
@@ -17,6 +23,11 @@ import (
 // EnvGatewayToken lets a client connect to a gateway whose state directory
 // is not readable here (another machine, another user).
 const EnvGatewayToken = "EXECHOST_GATEWAY_TOKEN"
+
+// EnvTLSFingerprint pins a wss:// gateway's certificate (SHA-256 of the
+// leaf, hex) for client commands, for gateways with a self-signed
+// certificate; without it the system's CAs verify the certificate.
+const EnvTLSFingerprint = "EXECHOST_TLS_FINGERPRINT"
 
 // clientTimeout bounds a client command's connect and a short call.
 const clientTimeout = 30 * time.Second
@@ -51,7 +62,7 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 		Role:   role,
 		Auth:   bridge.Auth{Token: tok},
 		Client: bridge.ClientInfo{Name: "exechost-cli", Version: Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
-	}, nil, bridge.Options{})
+	}, pinnedDialOptions(os.Getenv(EnvTLSFingerprint)), bridge.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("connect to gateway %s: %w", url, err)
 	}
@@ -68,6 +79,32 @@ func (g *globals) call(ctx context.Context, url, method string, params, out any)
 	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
 	defer cancel()
 	return c.Call(cctx, method, params, out)
+}
+
+// pinnedDialOptions returns dial options that accept exactly the
+// certificate with fingerprint fp, or nil (normal verification) when fp is
+// empty.
+func pinnedDialOptions(fp string) *websocket.DialOptions {
+	fp = strings.ReplaceAll(strings.TrimPrefix(strings.ToLower(strings.TrimSpace(fp)), "sha256:"), ":", "")
+	if fp == "" {
+		return nil
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin check below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("gateway sent no certificate")
+			}
+			sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
+			if got := hex.EncodeToString(sum[:]); got != fp {
+				return fmt.Errorf("gateway certificate fingerprint %s does not match %s=%s", got, EnvTLSFingerprint, fp)
+			}
+			return nil
+		},
+	}
+	return &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}}
 }
 
 // NodeApprovalsGet fetches a paired node's exec-approvals.json (without its
@@ -160,13 +197,4 @@ func (g *globals) remoteApprovalsSetBase(ctx context.Context, url, node string, 
 	}
 	fmt.Fprintf(g.stdout, "wrote %s on node %s (hash %s)\n", res.Path, node, res.Hash)
 	return nil
-}
-
-// printResultJSON prints a raw JSON payload indented.
-func (g *globals) printRaw(raw json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return err
-	}
-	return g.printJSON(v)
 }
