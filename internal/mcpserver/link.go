@@ -1,0 +1,172 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+// Sentinel errors of a tool call that never got the gateway's answer. The
+// MCP server turns both into tool results (IsError) and keeps running.
+var (
+	// ErrUnreachable means no connection to the gateway could be made.
+	ErrUnreachable = errors.New("gateway unreachable")
+	// ErrConnectionLost means the connection dropped while a call was in
+	// flight, so its outcome is unknown.
+	ErrConnectionLost = errors.New("lost the connection to the gateway")
+)
+
+// Reconnect and call limits. Every gateway call has a deadline, so a tool
+// call never hangs on a dead or wedged gateway.
+const (
+	// DialTimeout bounds one connect attempt (TCP, WebSocket and the
+	// connect handshake).
+	DialTimeout = 10 * time.Second
+	// MinBackoff and MaxBackoff space out reconnect attempts after
+	// failures: a call arriving sooner waits for the backoff to end
+	// (bounded by MaxBackoff) and then tries again, so the first call
+	// after the gateway is back succeeds.
+	MinBackoff = 250 * time.Millisecond
+	MaxBackoff = 5 * time.Second
+	// ShortCall bounds calls that the gateway answers from memory
+	// (exec.status, session.events, nodes.list).
+	ShortCall = 30 * time.Second
+)
+
+// DialFunc opens an authenticated connection to the gateway with role
+// (bridge.RoleAgent, or RoleOperator for the read-only node listing
+// fallback). The cli package passes one that reads the gateway token.
+type DialFunc func(ctx context.Context, role string) (*bridge.Conn, error)
+
+// link is the server's lazily (re)connected agent connection.
+type link struct {
+	url  string
+	dial DialFunc
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	conn     *bridge.Conn
+	fails    int
+	next     time.Time // earliest next dial after a failure
+	lastErr  error
+	failedAt time.Time
+}
+
+// get returns the live connection, dialing when there is none. A caller
+// that waited on the lock while another caller's dial failed gets that
+// failure rather than dialing again at once.
+func (l *link) get(ctx context.Context) (*bridge.Conn, error) {
+	start := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		select {
+		case <-l.conn.Done():
+			l.log.Info("gateway connection closed; reconnecting on this call", "err", l.conn.Err())
+			l.conn = nil
+		default:
+			return l.conn, nil
+		}
+	}
+	if l.lastErr != nil && l.failedAt.After(start) {
+		return nil, l.lastErr
+	}
+	if wait := time.Until(l.next); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting to reconnect to the gateway at %s: %w", l.url, context.Cause(ctx))
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
+	defer cancel()
+	c, err := l.dial(dctx, bridge.RoleAgent)
+	if err != nil {
+		l.fails++
+		l.next = time.Now().Add(backoff(l.fails))
+		l.lastErr = l.unreachable(err)
+		l.failedAt = time.Now()
+		l.log.Warn("gateway connect failed", "url", l.url, "attempt", l.fails, "err", err)
+		return nil, l.lastErr
+	}
+	if l.fails > 0 {
+		l.log.Info("gateway connection restored", "url", l.url, "afterFailures", l.fails)
+	}
+	l.fails, l.lastErr, l.next = 0, nil, time.Time{}
+	l.conn = c
+	return c, nil
+}
+
+// unreachable wraps a connect failure for the model: what failed, why, and
+// what to check.
+func (l *link) unreachable(err error) error {
+	hint := "; is `exechost gateway` running?"
+	var we *bridge.Error
+	switch {
+	case errors.As(err, &we) && we.Code == bridge.CodeUnauthorized:
+		hint = " (hint: the MCP server needs the gateway's token: run it with the gateway's --state-dir or set EXECHOST_GATEWAY_TOKEN)"
+	case strings.Contains(err.Error(), "exechost gateway"):
+		hint = "" // the dialer's error already says it
+	}
+	return fmt.Errorf("%w at %s: %v%s; this MCP server keeps running and reconnects on the next call", ErrUnreachable, l.url, err, hint)
+}
+
+// backoff returns the wait after n consecutive failures.
+func backoff(n int) time.Duration {
+	d := MinBackoff
+	for i := 1; i < n && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxBackoff)
+}
+
+// call runs one request on the agent connection with a deadline. A call
+// cut off by a dropped connection returns ErrConnectionLost and forgets
+// the connection, so the next call reconnects.
+func (l *link) call(ctx context.Context, method string, params, out any, timeout time.Duration) error {
+	c, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = c.Call(cctx, method, params, out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, bridge.ErrClosed):
+		l.forget(c)
+		return fmt.Errorf("%w at %s during %s: %v; the outcome is unknown — check the system events or exec_status before retrying", ErrConnectionLost, l.url, method, err)
+	case cctx.Err() != nil && ctx.Err() == nil:
+		return fmt.Errorf("the gateway at %s did not answer %s within %s (hint: retry; a command started with yieldMs keeps running and exec_status reports it)", l.url, method, timeout)
+	}
+	return err
+}
+
+// forget drops c if it is still the current connection.
+func (l *link) forget(c *bridge.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == c {
+		l.conn = nil
+	}
+	c.Close("connection lost")
+}
+
+// close ends the current connection, if any.
+func (l *link) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		l.conn.Close("mcp server exiting")
+		l.conn = nil
+	}
+}
