@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exechost/exechost/internal/testdep"
 )
@@ -135,4 +136,58 @@ func BenchmarkFloodPeakRSS(b *testing.B) {
 			b.ReportMetric(float64(b.N)*floodBytes/1e6/secs, "inproc-MB/s")
 		})
 	}
+}
+
+// Ratios under changing load: on a shared machine the separate benchmarks
+// above can run under different loads, so these alternate the measured and
+// the baseline operation within every iteration and report both and their
+// ratio (runner over baseline: 1.0 is no overhead).
+//
+//	go test -run '^$' -bench 'Ratio' -benchtime 20x ./internal/runner/
+
+// BenchmarkSpawnRatio alternates Run of true with plain os/exec of it.
+func BenchmarkSpawnRatio(b *testing.B) {
+	truePath := testdep.Binary(b, "true")
+	spec := Spec{Argv: []string{truePath}}
+	var runNs, baseNs time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if res, err := Run(context.Background(), spec); err != nil || !res.Success {
+			b.Fatalf("Run = %+v, %v", res, err)
+		}
+		t1 := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			b.Fatal(err)
+		}
+		runNs, baseNs = runNs+t1.Sub(t0), baseNs+time.Since(t1)
+	}
+	b.ReportMetric(float64(runNs.Nanoseconds())/float64(b.N), "run-ns/op")
+	b.ReportMetric(float64(baseNs.Nanoseconds())/float64(b.N), "baseline-ns/op")
+	b.ReportMetric(float64(runNs)/float64(baseNs), "run/baseline")
+}
+
+// BenchmarkFloodRatio alternates the 1 GiB flood through Run with the
+// issue's baseline, head | cat > /dev/null, and reports each one's MB/s and
+// the throughput ratio (runner over baseline: 1.0 is as fast as cat).
+func BenchmarkFloodRatio(b *testing.B) {
+	head := testdep.Binary(b, "head")
+	testdep.Binary(b, "cat")
+	spec := Spec{Argv: []string{head, "-c", strconv.Itoa(floodBytes), "/dev/zero"}}
+	script := fmt.Sprintf("head -c %d /dev/zero | cat > /dev/null", floodBytes)
+	var runD, baseD time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if res, err := Run(context.Background(), spec); err != nil || !res.Success || !res.Truncated {
+			b.Fatalf("Run = exit %d, truncated %v: %v", res.ExitCode, res.Truncated, err)
+		}
+		t1 := time.Now()
+		if err := exec.Command("/bin/sh", "-c", script).Run(); err != nil {
+			b.Fatal(err)
+		}
+		runD, baseD = runD+t1.Sub(t0), baseD+time.Since(t1)
+	}
+	mbps := func(d time.Duration) float64 { return float64(b.N) * floodBytes / 1e6 / d.Seconds() }
+	b.ReportMetric(mbps(runD), "run-MB/s")
+	b.ReportMetric(mbps(baseD), "baseline-MB/s")
+	b.ReportMetric(mbps(runD)/mbps(baseD), "run/baseline")
 }
