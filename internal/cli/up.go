@@ -110,7 +110,16 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		err := g.runNode(ctx, nodeRunFlags{url: url, log: lf}, func(id string) {
 			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
 			defer acancel()
-			if _, err := gw.Approve(actx, id); err != nil {
+			// The node hears "pending" as the gateway files it; retry
+			// briefly until the gateway lists it.
+			var err error
+			for range 100 {
+				if _, err = gw.Approve(actx, id); err == nil || actx.Err() != nil {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
 				fmt.Fprintf(g.stderr, "exechost: auto-pairing the local node failed: %v\n", err)
 				return
 			}
