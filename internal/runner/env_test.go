@@ -2,8 +2,10 @@ package runner
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/policy"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -76,4 +78,44 @@ func TestBuildEnvRefuses(t *testing.T) {
 			t.Errorf("buildEnv(%q) error = %v, want ErrDangerousEnv", overlay, err)
 		}
 	}
+}
+
+// FuzzBuildEnv feeds request-controlled names and values (the overlay) and
+// a base environment, and checks the invariants: a refusal is
+// ErrDangerousEnv; otherwise no shell start-up or dangerous name survives,
+// and every overlay name appears exactly once, with its value.
+func FuzzBuildEnv(f *testing.F) {
+	f.Add("FOO", "bar", "BASH_ENV=/rc\x00A=1")
+	f.Add("LD_PRELOAD", "/x.so", "")
+	f.Add("bash_func_ls%%", "() { :; }", "X=1\x00X=2")
+	f.Add("A", "v\x00w", "=C:=C:\\")
+	f.Fuzz(func(t *testing.T, name, value, base string) {
+		baseEnv := strings.Split(base, "\x00")
+		env, err := buildEnv(baseEnv, map[string]string{name: value})
+		if err != nil {
+			if !errors.Is(err, ErrDangerousEnv) {
+				t.Fatalf("buildEnv error %v is not ErrDangerousEnv", err)
+			}
+			return
+		}
+		if policy.DangerousEnv(name) || isShellStartupEnv(name) {
+			t.Fatalf("overlay name %q accepted", name)
+		}
+		seen := 0
+		for _, kv := range env {
+			n, v, _ := strings.Cut(kv, "=")
+			if n != "" && isShellStartupEnv(n) {
+				t.Errorf("start-up variable %q survived", kv)
+			}
+			if n == name {
+				seen++
+				if v != value {
+					t.Errorf("%s = %q, want %q", n, v, value)
+				}
+			}
+		}
+		if seen != 1 {
+			t.Errorf("overlay name %q appears %d times in %q", name, seen, env)
+		}
+	})
 }
