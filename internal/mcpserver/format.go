@@ -35,6 +35,21 @@ func formatEvents(evs []bridge.SystemEvent) string {
 	return b.String()
 }
 
+// otherRuns drops the events of runID: the result they come with already
+// reports that run, so repeating its start and output would only add noise.
+func otherRuns(evs []bridge.SystemEvent, runID string) []bridge.SystemEvent {
+	if runID == "" {
+		return evs
+	}
+	var out []bridge.SystemEvent
+	for _, e := range evs {
+		if e.RunID != runID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // where describes a run's execution host for a result line.
 func where(host, nodeID, runID string) string {
 	var parts []string
@@ -125,7 +140,7 @@ func describeWireError(e *bridge.Error) string {
 	case bridge.CodeNodeRequired, bridge.CodeAmbiguous:
 		hint = "What to do: name a node with the node parameter; the nodes tool lists them."
 	case bridge.CodeNotFound:
-		hint = "What to do: check the name or id you passed; the nodes tool lists nodes."
+		hint = "What to do: check the name or id you passed (the nodes tool lists nodes; exec returns runIds)."
 	case bridge.CodeInvalidRequest:
 		hint = "What to do: fix the parameter named above and call again."
 	case bridge.CodeUnavailable:

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,27 @@ func TestFormatEvents(t *testing.T) {
 				t.Errorf("formatEvents (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestOtherRuns(t *testing.T) {
+	evs := []bridge.SystemEvent{{Text: "a", RunID: "r1"}, {Text: "b", RunID: "r2"}, {Text: "c"}, {Text: "d", RunID: "r1"}}
+	tests := []struct {
+		runID string
+		want  []string
+	}{
+		{"", []string{"a", "b", "c", "d"}},
+		{"r1", []string{"b", "c"}},
+		{"r9", []string{"a", "b", "c", "d"}},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, e := range otherRuns(evs, tt.runID) {
+			got = append(got, e.Text)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("otherRuns(%q) (-want +got):\n%s", tt.runID, diff)
+		}
 	}
 }
 
@@ -184,6 +206,9 @@ func TestUnreachableHints(t *testing.T) {
 	}{
 		{"refused", errors.New("dial tcp: connection refused"),
 			"gateway unreachable at ws://127.0.0.1:1: dial tcp: connection refused; is `exechost gateway` running?; this MCP server keeps running and reconnects on the next call"},
+		{"socket error shown without the wrapping", fmt.Errorf("connect to gateway ws://x: dial ws://x: failed: %w (hint: is `exechost gateway` running there?)",
+			&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}),
+			"gateway unreachable at ws://127.0.0.1:1: dial tcp: connect: connection refused; is `exechost gateway` running?; this MCP server keeps running and reconnects on the next call"},
 		{"dialer already hints", errors.New("dial: refused (hint: is `exechost gateway` running there?)"),
 			"gateway unreachable at ws://127.0.0.1:1: dial: refused (hint: is `exechost gateway` running there?); this MCP server keeps running and reconnects on the next call"},
 		{"bad token", fmt.Errorf("connect: %w", &bridge.Error{Code: bridge.CodeUnauthorized, Message: "bad token"}),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -109,14 +110,20 @@ func (l *link) get(ctx context.Context) (*bridge.Conn, error) {
 // what to check.
 func (l *link) unreachable(err error) error {
 	hint := "; is `exechost gateway` running?"
+	why := err.Error()
 	var we *bridge.Error
+	var ne *net.OpError
 	switch {
 	case errors.As(err, &we) && we.Code == bridge.CodeUnauthorized:
 		hint = " (hint: the MCP server needs the gateway's token: run it with the gateway's --state-dir or set EXECHOST_GATEWAY_TOKEN)"
-	case strings.Contains(err.Error(), "exechost gateway"):
+	case errors.As(err, &ne):
+		// The socket error says it all; the layers of wrapping above it
+		// repeat the URL.
+		why = ne.Error()
+	case strings.Contains(why, "exechost gateway"):
 		hint = "" // the dialer's error already says it
 	}
-	return fmt.Errorf("%w at %s: %v%s; this MCP server keeps running and reconnects on the next call", ErrUnreachable, l.url, err, hint)
+	return fmt.Errorf("%w at %s: %s%s; this MCP server keeps running and reconnects on the next call", ErrUnreachable, l.url, why, hint)
 }
 
 // backoff returns the wait after n consecutive failures.

@@ -123,7 +123,7 @@ func (s *Server) execTool(ctx context.Context, _ *mcp.CallToolRequest, in ExecIn
 		// the rest of the session's events.
 		return textResult(describeError(err), true), nil, nil
 	}
-	return textResult(formatEvents(res.Events)+formatExec(res, yield), res.Error != ""), nil, nil
+	return textResult(formatEvents(otherRuns(res.Events, res.RunID))+formatExec(res, yield), res.Error != ""), nil, nil
 }
 
 func (s *Server) statusTool(ctx context.Context, _ *mcp.CallToolRequest, in StatusInput) (*mcp.CallToolResult, any, error) {
@@ -134,7 +134,7 @@ func (s *Server) statusTool(ctx context.Context, _ *mcp.CallToolRequest, in Stat
 	if err := s.link.call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: in.RunID}, &st, ShortCall); err != nil {
 		return textResult(describeError(err), true), nil, nil
 	}
-	return textResult(s.events(ctx)+formatStatus(st), false), nil, nil
+	return textResult(s.events(ctx, st.RunID)+formatStatus(st), false), nil, nil
 }
 
 func (s *Server) nodesTool(ctx context.Context, _ *mcp.CallToolRequest, _ NodesInput) (*mcp.CallToolResult, any, error) {
@@ -152,7 +152,7 @@ func (s *Server) nodesTool(ctx context.Context, _ *mcp.CallToolRequest, _ NodesI
 	if err != nil {
 		return textResult(describeError(err), true), nil, nil
 	}
-	return textResult(s.events(ctx)+formatNodes(res.Nodes, note), false), nil, nil
+	return textResult(s.events(ctx, "")+formatNodes(res.Nodes, note), false), nil, nil
 }
 
 // operatorNodes lists nodes on a one-off operator connection.
@@ -173,14 +173,15 @@ func (s *Server) operatorNodes(ctx context.Context) (bridge.NodesResult, error) 
 	return res, nil
 }
 
-// events drains the session's queued system events for prepending to a
-// result. Failing to fetch them is not worth failing the tool: they stay
-// queued for the next exec.
-func (s *Server) events(ctx context.Context) string {
+// events drains the session's queued system events, except those of
+// runID, for prepending to a result. Failing to fetch them is not worth
+// failing the tool: unless the gateway drained them before the failure,
+// they stay queued for the next call.
+func (s *Server) events(ctx context.Context, runID string) string {
 	var res bridge.SessionEventsResult
 	if err := s.link.call(ctx, bridge.MethodSessionEvents, s.session(), &res, ShortCall); err != nil {
 		s.opts.Logger.Warn("session.events failed", "err", err)
 		return ""
 	}
-	return formatEvents(res.Events)
+	return formatEvents(otherRuns(res.Events, runID))
 }
