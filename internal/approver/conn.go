@@ -120,6 +120,12 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 			continue
 		}
 		limited = 0
+		if frameType(line) == TypeExec {
+			if !cn.handleExec(ctx, line, &wg) {
+				return
+			}
+			continue
+		}
 		p, code, msg := cn.verify(line)
 		if code != "" {
 			cn.refuse(p.ID, code, msg)
@@ -150,34 +156,11 @@ func (cn *conn) armDeadlineLocked() {
 // to queue, or an error code and message. Authentication comes before
 // anything that changes state, so a forged frame cannot burn nonces or ids.
 func (cn *conn) verify(line []byte) (Pending, string, string) {
-	var f RequestFrame
-	if err := json.Unmarshal(line, &f); err != nil {
-		return Pending{}, CodeBadRequest, "malformed frame: not a JSON object"
+	f, replyID, now, code, msg := cn.authenticate(line, TypeRequest)
+	if code != "" {
+		return Pending{ID: replyID}, code, msg
 	}
 	p := Pending{ID: f.ID}
-	if f.Type != TypeRequest {
-		return Pending{ID: safeID(f.ID)}, CodeBadRequest, fmt.Sprintf("unexpected frame type %q", truncate(f.Type, 32))
-	}
-	if !validID(f.ID) {
-		return Pending{}, CodeBadRequest, "missing or malformed id"
-	}
-	if !isHex16(f.Nonce) {
-		return p, CodeBadRequest, "nonce must be 16 bytes hex"
-	}
-	if len(f.Request) == 0 || f.Request[0] != '{' {
-		return p, CodeBadRequest, "request must be a JSON object"
-	}
-	if f.HMAC == "" {
-		return p, CodeInvalidAuth, "missing hmac"
-	}
-	want := RequestMAC(cn.s.Token, cn.challenge, f.Nonce, f.TS, f.Request)
-	if !macEqual(f.HMAC, want) {
-		return p, CodeInvalidAuth, "hmac mismatch (hint: check the token in exec-approvals.json)"
-	}
-	now := cn.s.now()
-	if skew := now.UnixMilli() - f.TS; skew > MaxSkewMillis || skew < -MaxSkewMillis {
-		return p, CodeExpired, fmt.Sprintf("ts is %d ms from the approver's clock (limit %d)", skew, MaxSkewMillis)
-	}
 	var req PromptRequest
 	if err := json.Unmarshal(f.Request, &req); err != nil {
 		return p, CodeBadRequest, "malformed request object"
@@ -188,18 +171,8 @@ func (cn *conn) verify(line []byte) (Pending, string, string) {
 
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if _, seen := cn.nonces[f.Nonce]; seen {
-		return p, CodeReplay, "nonce already used on this connection"
-	}
-	if len(cn.nonces) >= maxNoncesPerConn {
-		return p, CodeRateLimited, "too many requests on one connection (hint: reconnect)"
-	}
-	cn.nonces[f.Nonce] = struct{}{}
-	if cn.pending[f.ID] {
-		return p, CodeBadRequest, "id already pending on this connection"
-	}
-	if len(cn.pending) >= maxPendingPerConn {
-		return p, CodeRateLimited, "too many pending prompts on this connection"
+	if code, msg := cn.admitLocked(f); code != "" {
+		return p, code, msg
 	}
 
 	p.Request = req
@@ -219,6 +192,60 @@ func (cn *conn) verify(line []byte) (Pending, string, string) {
 	cn.pending[f.ID] = true
 	cn.armDeadlineLocked()
 	return p, "", ""
+}
+
+// authenticate checks what request and exec frames share, in the order
+// the package documentation gives: shape (bad-request), hmac
+// (invalid-auth), ts (expired). It changes no state. replyID is the id an
+// error frame may echo (empty when the id itself is malformed).
+func (cn *conn) authenticate(line []byte, typ string) (f RequestFrame, replyID string, now time.Time, code, msg string) {
+	if err := json.Unmarshal(line, &f); err != nil {
+		return f, "", now, CodeBadRequest, "malformed frame: not a JSON object"
+	}
+	if f.Type != typ {
+		return f, safeID(f.ID), now, CodeBadRequest, fmt.Sprintf("unexpected frame type %q", truncate(f.Type, 32))
+	}
+	if !validID(f.ID) {
+		return f, "", now, CodeBadRequest, "missing or malformed id"
+	}
+	if !isHex16(f.Nonce) {
+		return f, f.ID, now, CodeBadRequest, "nonce must be 16 bytes hex"
+	}
+	if len(f.Request) == 0 || f.Request[0] != '{' {
+		return f, f.ID, now, CodeBadRequest, "request must be a JSON object"
+	}
+	if f.HMAC == "" {
+		return f, f.ID, now, CodeInvalidAuth, "missing hmac"
+	}
+	want := RequestMAC(cn.s.Token, cn.challenge, f.Nonce, f.TS, f.Request)
+	if !macEqual(f.HMAC, want) {
+		return f, f.ID, now, CodeInvalidAuth, "hmac mismatch (hint: check the token in exec-approvals.json)"
+	}
+	now = cn.s.now()
+	if skew := now.UnixMilli() - f.TS; skew > MaxSkewMillis || skew < -MaxSkewMillis {
+		return f, f.ID, now, CodeExpired, fmt.Sprintf("ts is %d ms from the approver's clock (limit %d)", skew, MaxSkewMillis)
+	}
+	return f, f.ID, now, "", ""
+}
+
+// admitLocked records an authenticated frame's nonce (refusing a replay)
+// and checks that its id may become pending on this connection. The caller
+// holds cn.mu and marks the id pending once it accepts the frame.
+func (cn *conn) admitLocked(f RequestFrame) (code, msg string) {
+	if _, seen := cn.nonces[f.Nonce]; seen {
+		return CodeReplay, "nonce already used on this connection"
+	}
+	if len(cn.nonces) >= maxNoncesPerConn {
+		return CodeRateLimited, "too many requests on one connection (hint: reconnect)"
+	}
+	cn.nonces[f.Nonce] = struct{}{}
+	if cn.pending[f.ID] {
+		return CodeBadRequest, "id already pending on this connection"
+	}
+	if len(cn.pending) >= maxPendingPerConn {
+		return CodeRateLimited, "too many pending prompts on this connection"
+	}
+	return "", ""
 }
 
 // await queues one prompt and writes its decision (or an expiry error).

@@ -52,6 +52,9 @@ type Server struct {
 	Token []byte
 	// Broker receives every authenticated prompt.
 	Broker *Broker
+	// Exec, when set, makes the approver an exec host: authenticated exec
+	// frames run through it (docs/approver-exec-host.md). nil refuses them.
+	Exec Executor
 
 	// MaxFrame is the longest accepted line (default MaxFrame, 256 KiB).
 	MaxFrame int

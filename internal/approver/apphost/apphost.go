@@ -1,0 +1,113 @@
+// Package apphost makes the approver an exec host (`exechost approver
+// --exec-host`): commands a node runner forwards over the approval socket
+// run through the same host.Engine every execution host uses, so the
+// approver applies the same exec-approvals.json, prompts in its own UI when
+// needed, and runs the command in its own session (DISPLAY,
+// WAYLAND_DISPLAY, the session D-Bus, XDG_RUNTIME_DIR), which a headless
+// node service lacks.
+//
+// It is a separate package because host imports approver (for the prompt
+// wire types); approver itself only knows the approver.Executor interface.
+package apphost
+
+import (
+	"context"
+	"sync"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// maxEngines bounds the per-node engines one approver keeps; forwarding
+// nodes beyond it share one engine named "node".
+const maxEngines = 64
+
+// Executor runs forwarded commands. It implements approver.Executor.
+type Executor struct {
+	// NewEngine returns the engine for commands forwarded by nodeID (the
+	// node's id, for prompts, events and the audit log). It is called once
+	// per node id. The engine must be the approver's: its Prompter is
+	// approver.BrokerPrompter on the approver's own queue, and its state
+	// directory holds the exec-approvals.json that decides.
+	NewEngine func(nodeID string) *host.Engine
+
+	mu      sync.Mutex
+	engines map[string]*host.Engine
+}
+
+// New returns an Executor whose engines use stateDir's exec-approvals.json
+// and ask through b, the approver's own queue. configure, when not nil,
+// finishes each engine (audit log, events).
+func New(stateDir string, b *approver.Broker, configure func(*host.Engine)) *Executor {
+	return &Executor{NewEngine: func(nodeID string) *host.Engine {
+		e := host.NewEngine(stateDir, policy.HostNode, nodeID)
+		e.Prompter = approver.BrokerPrompter{Broker: b}
+		if configure != nil {
+			configure(e)
+		}
+		return e
+	}}
+}
+
+func (x *Executor) engine(nodeID string) *host.Engine {
+	if nodeID == "" {
+		nodeID = "node"
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.engines[nodeID]; ok {
+		return e
+	}
+	if x.engines == nil {
+		x.engines = make(map[string]*host.Engine)
+	}
+	if len(x.engines) >= maxEngines {
+		nodeID = "node"
+		if e, ok := x.engines[nodeID]; ok {
+			return e
+		}
+	}
+	e := x.NewEngine(nodeID)
+	x.engines[nodeID] = e
+	return e
+}
+
+// Exec runs one forwarded system.run through the engine of the forwarding
+// node. The engine refuses dangerous env names (policy.DangerousEnv) and
+// applies the approvals; its denials come back as errors carrying the
+// design's SYSTEM_RUN_* text.
+func (x *Executor) Exec(ctx context.Context, req approver.ExecRequest) (approver.ExecResult, error) {
+	res, err := x.engine(req.NodeID).Run(ctx, Request(req))
+	if err != nil {
+		return approver.ExecResult{}, err
+	}
+	r := res.Result
+	return approver.ExecResult{
+		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Success: r.Success,
+		Stdout: r.Stdout, Stderr: r.Stderr, Truncated: r.Truncated, Error: r.Error,
+	}, nil
+}
+
+// Request converts an exec frame's request to the engine's. Requested
+// security and ask values pass through unchanged: the engine combines them
+// with the local policy, and unknown values count as the strictest.
+func Request(r approver.ExecRequest) host.Request {
+	return host.Request{
+		Argv: r.Command, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
+		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
+		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision,
+		Security: policy.Security(r.Security), Ask: policy.Ask(r.Ask),
+	}
+}
+
+// ExecRequest converts an engine request to an exec frame's request, for
+// the forwarding side. PTY never crosses the socket.
+func ExecRequest(r host.Request, nodeID string) approver.ExecRequest {
+	return approver.ExecRequest{
+		Command: r.Argv, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
+		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
+		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision,
+		Security: string(r.Security), Ask: string(r.Ask), NodeID: nodeID,
+	}
+}

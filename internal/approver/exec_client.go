@@ -1,0 +1,193 @@
+package approver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// execClientMargin is added to the approver's own bound on one exec for
+// the client's default deadline, so the approver's answer (or its timeout)
+// arrives before the client gives up.
+const execClientMargin = 10 * time.Second
+
+// helloTimeout bounds the wait for the approver's hello.
+const helloTimeout = 10 * time.Second
+
+// ExecClient forwards system.run to an approver started with --exec-host,
+// over the approval socket. It dials once per command. Its errors say
+// whether the command may have run: see ExecNotRun.
+type ExecClient struct {
+	// SocketPath is the approver's socket (<state>/exec-approvals.sock).
+	SocketPath string
+	// Token is exec-approvals.json's socket.token (its UTF-8 bytes).
+	Token []byte
+}
+
+// ExecNotRun reports whether err from ExecClient.Exec guarantees that the
+// approver did not run the command: no approver answered, or it refused
+// the frame before running anything (ErrUnreachable, ErrRefused). Only then
+// may a caller run the command elsewhere (execFallback local) without
+// risking running it twice. A timeout or a connection lost after the frame
+// was sent (ErrTimeout, ErrBadReply) means it may have run.
+func ExecNotRun(err error) bool {
+	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrRefused)
+}
+
+// Exec sends req to the approver and returns the verified result of the
+// command it ran. A command that ran returns a nil error whatever its exit
+// code. The approver's signed refusal (a denial, a refused env name) is an
+// *ExecError whose message is the design's SYSTEM_RUN_* text. Every other
+// failure wraps ErrUnreachable, ErrRefused, ErrTimeout or ErrBadReply; a
+// reply whose hmac does not verify is never a result.
+//
+// Without a deadline on ctx, Exec waits for the request's timeoutMs (or
+// ExecDefaultTimeout) plus the approver's prompt allowance.
+func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	if len(c.Token) == 0 {
+		return ExecResult{}, fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", ErrUnreachable)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		limit := ExecDefaultTimeout
+		if req.TimeoutMs > 0 {
+			limit = time.Duration(req.TimeoutMs) * time.Millisecond
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit+execGrace+execClientMargin)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.SocketPath)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver --exec-host`)", ErrUnreachable, c.SocketPath, unwrapOp(err))
+	}
+	defer conn.Close()
+	conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	r := bufio.NewReaderSize(conn, 64<<10)
+
+	// A live approver says hello at once; one that does not is as good as
+	// absent, and nothing has been sent yet.
+	helloBy := time.Now().Add(helloTimeout)
+	if deadline.Before(helloBy) {
+		helloBy = deadline
+	}
+	conn.SetReadDeadline(helloBy)
+	line, err := readLine(r, MaxFrame)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("%w: no hello from the approver: %v", ErrUnreachable, unwrapOp(err))
+	}
+	conn.SetReadDeadline(deadline)
+	var hello Hello
+	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
+		if ef, ok := parseError(line); ok {
+			return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, truncate(ef.Message, 200))
+		}
+		return ExecResult{}, fmt.Errorf("%w: expected hello frame", ErrUnreachable)
+	}
+	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
+		return ExecResult{}, fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrUnreachable, hello.V)
+	}
+
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("encode exec request: %w", err)
+	}
+	id := uuid.NewString()
+	nonce := randomHex(16)
+	ts := time.Now().UnixMilli()
+	frame, err := json.Marshal(RequestFrame{
+		Type:    TypeExec,
+		ID:      id,
+		TS:      ts,
+		Nonce:   nonce,
+		Request: raw,
+		HMAC:    RequestMAC(c.Token, hello.Challenge, nonce, ts, raw),
+	})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("encode exec frame: %w", err)
+	}
+	frame = append(frame, '\n')
+	if n, err := conn.Write(frame); err != nil {
+		if n < len(frame) {
+			// The approver only acts on complete lines: this one never
+			// arrived whole, so nothing ran.
+			return ExecResult{}, fmt.Errorf("%w: send exec frame: %v", ErrUnreachable, unwrapOp(err))
+		}
+		return ExecResult{}, fmt.Errorf("%w: send exec frame: %v (the command may have run)", ErrBadReply, unwrapOp(err))
+	}
+
+	for {
+		line, err := readLine(r, MaxExecResFrame)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExecResult{}, fmt.Errorf("%w: no exec result before the deadline: %w (the command may have run; it is not retried)", ErrTimeout, context.Cause(ctx))
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return ExecResult{}, fmt.Errorf("%w: no exec result before the deadline (the command may have run; it is not retried)", ErrTimeout)
+			}
+			return ExecResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", ErrBadReply, unwrapOp(err))
+		}
+		if ef, ok := parseError(line); ok {
+			if ef.ID != "" && ef.ID != id {
+				continue // not about our frame
+			}
+			return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, truncate(ef.Message, 200))
+		}
+		return verifyExecRes(c.Token, hello.Challenge, id, line)
+	}
+}
+
+// verifyExecRes checks an exec-res line against the connection's challenge
+// and the frame's id and decodes it. Anything unverifiable wraps
+// ErrBadReply.
+func verifyExecRes(token []byte, challenge, id string, line []byte) (ExecResult, error) {
+	var f ExecResFrame
+	if err := json.Unmarshal(line, &f); err != nil || f.Type != TypeExecRes {
+		return ExecResult{}, fmt.Errorf("%w: unexpected frame", ErrBadReply)
+	}
+	if f.ID != id {
+		return ExecResult{}, fmt.Errorf("%w: exec result for another id", ErrBadReply)
+	}
+	body := f.Payload
+	if !f.OK {
+		body = f.Error
+	}
+	if len(body) == 0 || (f.OK && len(f.Error) > 0) || (!f.OK && len(f.Payload) > 0) {
+		return ExecResult{}, fmt.Errorf("%w: exec result must carry exactly one of payload and error", ErrBadReply)
+	}
+	if !macEqual(f.HMAC, ExecResultMAC(token, challenge, id, body)) {
+		return ExecResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", ErrBadReply)
+	}
+	if !f.OK {
+		var xe ExecError
+		if err := json.Unmarshal(body, &xe); err != nil || xe.Code == "" {
+			return ExecResult{}, fmt.Errorf("%w: malformed exec error", ErrBadReply)
+		}
+		xe.Code = truncate(xe.Code, 64)
+		if xe.Message == "" {
+			xe.Message = xe.Code
+		}
+		return ExecResult{}, &xe
+	}
+	var res struct {
+		ExecResult
+		ExitCode *int `json:"exitCode"` // required: tells a payload from an error
+	}
+	if err := json.Unmarshal(body, &res); err != nil || res.ExitCode == nil {
+		return ExecResult{}, fmt.Errorf("%w: malformed exec payload", ErrBadReply)
+	}
+	out := res.ExecResult
+	out.ExitCode = *res.ExitCode
+	return out, nil
+}

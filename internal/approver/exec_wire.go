@@ -1,0 +1,204 @@
+package approver
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// The approver as exec host (docs/approver-exec-host.md): a node runner
+// forwards system.run to the approver as an "exec" frame, which is
+// authenticated exactly like a prompt's "request" frame (same fields, same
+// RequestMAC over the raw "request" bytes), and the approver answers with
+// one signed "exec-res" frame:
+//
+//	{"type":"exec-res","id","ok":true,"payload":{…ExecResult},"hmac"}
+//	{"type":"exec-res","id","ok":false,"error":{"code","message"},"hmac"}
+//	hmac = ExecResultMAC(token, challenge, id, raw bytes of payload or error)
+//
+// Frame-level refusals (invalid-auth, expired, replay, too-large,
+// rate-limited, bad-request) are the ordinary unsigned error frames and mean
+// that nothing ran.
+
+// Codes of an exec-res error. The denial codes are the prefixes of the
+// policy package's sentinel messages, and the message then starts with the
+// sentinel's full text, so a node can hand the gateway the same error a
+// local run would have produced.
+const (
+	ExecCodeDisabled = "SYSTEM_RUN_DISABLED" // security=deny
+	ExecCodeDenied   = "SYSTEM_RUN_DENIED"   // allowlist miss, approval required, user denied
+	ExecCodeInvalid  = "INVALID_REQUEST"     // a refused env name, a bad cwd, an empty command
+	ExecCodeFailed   = "SYSTEM_RUN_FAILED"   // the approver could not decide or run (e.g. a broken approvals file)
+)
+
+// MaxExecResFrame bounds an exec-res line on the client. Output is capped at
+// runner.MaxOutput bytes, but JSON may escape each byte into six, so the
+// limit is well above the request limit (MaxFrame).
+const MaxExecResFrame = 4 << 20
+
+// MaxExecTimeoutMs caps a forwarded command's timeoutMs (24 h): a request
+// cannot pin an approver's slot forever.
+const MaxExecTimeoutMs = 24 * 60 * 60 * 1000
+
+// ExecRequest is the "request" object of an exec frame: the design's
+// system.run params. Its raw JSON bytes (as sent) are what the frame's hmac
+// covers.
+type ExecRequest struct {
+	Command          []string          `json:"command"`
+	RawCommand       string            `json:"rawCommand"`
+	Cwd              string            `json:"cwd"`
+	Env              map[string]string `json:"env,omitempty"`
+	TimeoutMs        int64             `json:"timeoutMs"`
+	AgentID          string            `json:"agentId"`
+	SessionKey       string            `json:"sessionKey"`
+	RunID            string            `json:"runId"`
+	ApprovalDecision string            `json:"approvalDecision,omitempty"`
+	// Extensions beyond the design's system.run params. Security and Ask
+	// carry what the gateway requested for this call, so forwarding never
+	// loosens it (the approver combines them with its own
+	// exec-approvals.json exactly as the node would have). NodeID names the
+	// forwarding node in prompts, events and the audit log.
+	Security string `json:"security,omitempty"`
+	Ask      string `json:"ask,omitempty"`
+	NodeID   string `json:"nodeId,omitempty"`
+}
+
+// ExecResult is the "payload" of a successful exec-res frame: the design's
+// system.run result. A command that ran is ok whatever its exit code.
+type ExecResult struct {
+	ExitCode  int    `json:"exitCode"`
+	TimedOut  bool   `json:"timedOut"`
+	Success   bool   `json:"success"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	Error     string `json:"error,omitempty"`
+}
+
+// ExecError is the "error" of a failed exec-res frame: the approver decided
+// not to run the command (or could not). It is also the error type
+// ExecClient.Exec returns for it, so callers can errors.As and branch on
+// Code.
+type ExecError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error returns the message, which for denials starts with the design's
+// SYSTEM_RUN_* text.
+func (e *ExecError) Error() string { return e.Message }
+
+// ExecResFrame is the approver's answer to an exec frame. Exactly one of
+// Payload (OK) and Error (!OK) is present; HMAC covers the raw bytes of
+// that one.
+type ExecResFrame struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	OK      bool            `json:"ok"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+	HMAC    string          `json:"hmac"`
+}
+
+// Executor runs one authenticated, forwarded system.run in the approver's
+// own session under the approver's exec-approvals.json. The approver's
+// host.Engine implements it through package apphost. A denial or failure to
+// run is an error; ExecErrorOf classifies it for the wire.
+type Executor interface {
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, req ExecRequest) (ExecResult, error)
+
+// Exec calls f.
+func (f ExecutorFunc) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	return f(ctx, req)
+}
+
+// ExecResultMAC returns the hmac field of an exec-res frame:
+//
+//	hex(HMAC-SHA256(key=token, challenge ":" id ":" sha256hex(body)))
+//
+// where body is the raw JSON bytes of the frame's "payload" when ok is true
+// and of its "error" when ok is false, as sent. Binding the challenge and id
+// means a result cannot be replayed onto another connection or request. The
+// ok flag itself is not hashed: the client requires a payload to carry
+// "exitCode" and an error to carry a non-empty "code", so signed bytes of
+// one kind never pass as the other.
+func ExecResultMAC(token []byte, challenge, id string, body []byte) string {
+	sum := sha256.Sum256(body)
+	m := hmac.New(sha256.New, token)
+	m.Write([]byte(challenge))
+	m.Write([]byte{':'})
+	m.Write([]byte(id))
+	m.Write([]byte{':'})
+	m.Write([]byte(hex.EncodeToString(sum[:])))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// SessionEnv lists the variables that connect a command to the approver's
+// desktop session. A forwarded request may not set them: running in the
+// approver's session is the point of forwarding, so the approver's own
+// values are what the command sees.
+var SessionEnv = []string{"DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XAUTHORITY"}
+
+// ErrInvalidExec wraps every reason the approver refuses an exec request
+// before handing it to its executor (INVALID_REQUEST on the wire).
+var ErrInvalidExec = errors.New("invalid exec request")
+
+// ErrSessionEnv is the cause of an exec refused because its env sets one of
+// SessionEnv.
+var ErrSessionEnv = errors.New("session variable cannot be set by a forwarded request")
+
+// checkExecRequest validates a decoded exec request before anything runs.
+// Dangerous env names are refused again by the engine (policy.DangerousEnv);
+// session variables are refused here.
+func checkExecRequest(r *ExecRequest) error {
+	if len(r.Command) == 0 && strings.TrimSpace(r.RawCommand) == "" {
+		return fmt.Errorf("%w: neither command nor rawCommand", ErrInvalidExec)
+	}
+	if r.TimeoutMs < 0 || r.TimeoutMs > MaxExecTimeoutMs {
+		return fmt.Errorf("%w: timeoutMs %d out of range [0, %d]", ErrInvalidExec, r.TimeoutMs, MaxExecTimeoutMs)
+	}
+	if r.NodeID != "" && !validID(r.NodeID) {
+		return fmt.Errorf("%w: malformed nodeId", ErrInvalidExec)
+	}
+	for name := range r.Env {
+		for _, s := range SessionEnv {
+			if strings.EqualFold(name, s) {
+				return fmt.Errorf("%w: env %s: %w (hint: the approver's own %s is used)", ErrInvalidExec, s, ErrSessionEnv, s)
+			}
+		}
+	}
+	return nil
+}
+
+// ExecErrorOf classifies an executor's error for an exec-res frame: an
+// *ExecError stays as it is; the policy sentinels keep their SYSTEM_RUN_*
+// text and get its prefix as code; refused env names are INVALID_REQUEST;
+// anything else is SYSTEM_RUN_FAILED.
+func ExecErrorOf(err error) *ExecError {
+	var xe *ExecError
+	if errors.As(err, &xe) {
+		return xe
+	}
+	code := ExecCodeFailed
+	switch {
+	case errors.Is(err, policy.ErrDisabled):
+		code = ExecCodeDisabled
+	case errors.Is(err, policy.ErrAllowlistMiss), errors.Is(err, policy.ErrApprovalRequired), errors.Is(err, policy.ErrUserDenied):
+		code = ExecCodeDenied
+	case errors.Is(err, runner.ErrDangerousEnv), errors.Is(err, ErrInvalidExec):
+		code = ExecCodeInvalid
+	}
+	return &ExecError{Code: code, Message: err.Error()}
+}
