@@ -54,6 +54,14 @@ func (b *Backend) ensure(ctx context.Context, bx *box, workspace string) (string
 	if bx.id != "" {
 		return bx.id, nil
 	}
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		// Close already removed every container; one created now would
+		// be nobody's to remove.
+		return "", ErrClosed
+	}
 	id, err := b.create(ctx, bx, workspace)
 	if err != nil {
 		return "", err

@@ -70,9 +70,16 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 			return runner.Result{}, err
 		}
 		res, err := b.execIn(ctx, id, req, env)
+		if errors.Is(err, ErrContainerDied) {
+			// Died mid-command: the command may have had effects, so it
+			// is not run again; the next request gets a new container.
+			b.forget(ctx, bx, id)
+			return res, err
+		}
 		if !errors.Is(err, errGone) {
 			return res, err
 		}
+		// Gone before the command started: recreate once and retry.
 		b.forget(ctx, bx, id)
 		if attempt == 1 {
 			return runner.Result{}, fmt.Errorf("%w: %w (hint: check `docker logs` of the image's /bin/sh, memory limits, and that sandbox.docker.image runs `sleep`)", ErrContainerDied, err)
@@ -147,10 +154,10 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 	if err != nil {
 		return runner.Result{}, err
 	}
-	if running && !timedOut {
-		// The stream ended but the exec did not: the container went away
-		// under it.
-		return runner.Result{}, fmt.Errorf("%w: output ended while the command was running", errGone)
+	if !timedOut && (running || code >= 128) && b.containerDied(context.WithoutCancel(ctx), id) {
+		// Killed by a signal, or the stream ended while the exec still
+		// ran: if the container itself is gone, that is the cause.
+		return runner.Result{}, fmt.Errorf("%w while the command ran (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied)
 	}
 	if running {
 		code = -1
@@ -166,6 +173,20 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 		Tail:      capture.Tail(),
 		Duration:  time.Since(start),
 	}, nil
+}
+
+// containerDied reports whether container id stopped. It is asked only
+// after a command died by a signal; the daemon records the container's
+// death a moment after the exec's, so it looks for up to a second.
+func (b *Backend) containerDied(ctx context.Context, id string) bool {
+	for range 20 {
+		ins, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 // exitCode waits (briefly: the daemon records it just after the stream
