@@ -89,7 +89,7 @@ func TestExecOutputAndExitCode(t *testing.T) {
 		{"shell text with stderr and exit code", sandbox.Request{Command: "echo out; echo err >&2; exit 3"},
 			runner.Result{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}},
 		{"killed by a signal in a healthy container", sandbox.Request{Command: "kill -9 $$"},
-			runner.Result{ExitCode: 137}},
+			runner.Result{ExitCode: 137, Stderr: "Killed\n"}}, // the wrapper shell reports it
 		{"env", sandbox.Request{Command: `printf %s "$GREETING"`, Env: map[string]string{"GREETING": "hi there"}},
 			runner.Result{Success: true, Stdout: "hi there"}},
 		{"default cwd is the workspace", sandbox.Request{Argv: []string{"pwd"}},
