@@ -130,8 +130,10 @@ func AnalyzeArgv(argv []string, env Env) Analysis {
 }
 
 type analyzer struct {
-	env  Env
-	segs []Segment
+	env      Env
+	segs     []Segment
+	stats    map[string]statResult // lstat results, per analysis
+	realDirs map[string]string     // directory → symlink-resolved directory
 }
 
 func newAnalyzer(env Env) *analyzer {

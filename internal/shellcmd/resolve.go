@@ -33,23 +33,23 @@ func (a *analyzer) resolveSegment(name arg, st *cwdState, ctx cmdCtx) (Segment, 
 	}
 	if p != "" {
 		seg.ResolvedPath = p
-		seg.RealPath = realPath(p)
+		seg.RealPath = a.realPath(p)
 	}
 	return seg, nil
 }
 
 func (a *analyzer) resolve(name string, st cwdState, ctx cmdCtx) (string, error) {
 	if strings.Contains(name, "/") {
-		return resolveQualified(name, st)
+		return a.resolveQualified(name, st)
 	}
-	p, err := lookPath(name, a.env.PATH, st)
+	p, err := a.lookPath(name, a.env.PATH, st)
 	if err != nil || p == "" || !ctx.defaultPath {
 		return p, err
 	}
-	real := realPath(p)
+	real := a.realPath(p)
 	for _, dp := range defaultPaths {
-		q, _ := lookPath(name, dp, cwdState{dir: "/"})
-		if q != "" && realPath(q) != real {
+		q, _ := a.lookPath(name, dp, cwdState{dir: "/"})
+		if q != "" && a.realPath(q) != real {
 			return "", failf("%s may run %s rather than %s: %s does not use the host PATH (hint: write the absolute path)", name, q, p, lastVia(ctx))
 		}
 	}
@@ -57,7 +57,7 @@ func (a *analyzer) resolve(name string, st cwdState, ctx cmdCtx) (string, error)
 }
 
 // resolveQualified resolves a name containing a slash, as execve would.
-func resolveQualified(name string, st cwdState) (string, error) {
+func (a *analyzer) resolveQualified(name string, st cwdState) (string, error) {
 	full := name
 	if !strings.HasPrefix(name, "/") {
 		if st.uncertain {
@@ -78,7 +78,7 @@ func resolveQualified(name string, st cwdState) (string, error) {
 			return "", failf("command path %s uses \"..\" through a symlink (hint: write the path without \"..\")", name)
 		}
 	}
-	if !isExecutable(clean) {
+	if !a.isExecutable(clean) {
 		return "", nil
 	}
 	return clean, nil
@@ -97,18 +97,18 @@ func hasDotDot(p string) bool {
 // relative entries are never used for resolution; if one of them comes
 // before the match and holds the name, the shell would run that file
 // instead, so the analysis fails.
-func lookPath(name, pathList string, st cwdState) (string, error) {
+func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) {
 	for _, dir := range strings.Split(pathList, ":") {
 		if !strings.HasPrefix(dir, "/") {
 			if st.uncertain || st.dir == "" {
 				return "", failf("the host PATH has the relative entry %q and the working directory is not known (hint: remove relative entries from the host PATH)", dir)
 			}
-			if c := path.Join(st.dir, dir, name); isExecutable(c) {
+			if c := path.Join(st.dir, dir, name); a.isExecutable(c) {
 				return "", failf("the shell would run %s from the relative PATH entry %q (hint: remove relative entries from the host PATH)", c, dir)
 			}
 			continue
 		}
-		if c := path.Join(dir, name); isExecutable(c) {
+		if c := path.Join(dir, name); a.isExecutable(c) {
 			return c, nil
 		}
 	}
@@ -117,17 +117,61 @@ func lookPath(name, pathList string, st cwdState) (string, error) {
 
 // isExecutable reports whether p (following symlinks) is a regular file
 // with an execute bit.
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
+func (a *analyzer) isExecutable(p string) bool {
+	fi, err := a.lstat(p)
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		fi, err = os.Stat(p)
+	}
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-func realPath(p string) string {
-	r, err := filepath.EvalSymlinks(p)
+// lstat is os.Lstat, remembered for the duration of one analysis: a
+// command looks up the same few directories again and again.
+func (a *analyzer) lstat(p string) (os.FileInfo, error) {
+	if r, ok := a.stats[p]; ok {
+		return r.fi, r.err
+	}
+	fi, err := os.Lstat(p)
+	if a.stats == nil {
+		a.stats = map[string]statResult{}
+	}
+	a.stats[p] = statResult{fi, err}
+	return fi, err
+}
+
+type statResult struct {
+	fi  os.FileInfo
+	err error
+}
+
+// realPath resolves every symlink in p ("" when p does not exist). A file
+// that is not itself a symlink only needs its directory resolved, which is
+// remembered per analysis.
+func (a *analyzer) realPath(p string) string {
+	fi, err := a.lstat(p)
 	if err != nil {
 		return ""
 	}
-	return r
+	if fi.Mode()&os.ModeSymlink != 0 {
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return ""
+		}
+		return r
+	}
+	dir := path.Dir(p)
+	rd, ok := a.realDirs[dir]
+	if !ok {
+		rd, _ = filepath.EvalSymlinks(dir)
+		if a.realDirs == nil {
+			a.realDirs = map[string]string{}
+		}
+		a.realDirs[dir] = rd
+	}
+	if rd == "" {
+		return ""
+	}
+	return filepath.Join(rd, path.Base(p))
 }
 
 // trustedPath reports whether a resolved tool is the one the host PATH
@@ -136,6 +180,6 @@ func (a *analyzer) trustedPath(seg Segment, tool string, st *cwdState) bool {
 	if systemDirs[path.Dir(seg.ResolvedPath)] {
 		return true
 	}
-	p, err := lookPath(tool, a.env.PATH, *st)
-	return err == nil && p != "" && seg.RealPath != "" && realPath(p) == seg.RealPath
+	p, err := a.lookPath(tool, a.env.PATH, *st)
+	return err == nil && p != "" && seg.RealPath != "" && a.realPath(p) == seg.RealPath
 }
