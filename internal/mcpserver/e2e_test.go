@@ -245,25 +245,35 @@ func mcpClient(t *testing.T, env []string, args ...string) *mcp.ClientSession {
 	return cs
 }
 
-// call calls a tool and returns its text and IsError. A protocol error
-// fails the test: every outcome must be a tool result.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
-	t.Helper()
+// callTool calls a tool and returns its text and IsError, or the protocol
+// error that ended the call.
+func callTool(cs *mcp.ClientSession, tool string, args map[string]any) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		t.Fatalf("call %s %v: protocol error %v", tool, args, err)
+		return "", false, fmt.Errorf("call %s %v: protocol error %w", tool, args, err)
 	}
 	var b strings.Builder
 	for _, c := range res.Content {
 		tc, ok := c.(*mcp.TextContent)
 		if !ok {
-			t.Fatalf("call %s: content %T, want text", tool, c)
+			return "", false, fmt.Errorf("call %s: content %T, want text", tool, c)
 		}
 		b.WriteString(tc.Text)
 	}
-	return b.String(), res.IsError
+	return b.String(), res.IsError, nil
+}
+
+// call is callTool on the test goroutine: a protocol error fails the test,
+// since every outcome must be a tool result.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	text, isErr, err := callTool(cs, tool, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text, isErr
 }
 
 // mustContain fails unless every want occurs in got.
@@ -415,16 +425,66 @@ func TestMCPEndToEnd(t *testing.T) {
 		mustContain(t, "exec host=moon", text, "host")
 	})
 
+	t.Run("agent and session from the environment", func(t *testing.T) {
+		cs2 := mcpClient(t, []string{"EXECHOST_AGENT=ops", "EXECHOST_SESSION=env-session"}, "--state-dir", gwDir, "--gateway", gw.url)
+		text, isErr := call(t, cs2, "exec", map[string]any{"command": "ls /"})
+		if !isErr {
+			t.Fatalf("exec ls as ops: want an error result, got:\n%s", text)
+		}
+		mustContain(t, "exec ls as ops", text, "--agent 'ops'")
+		// The flag wins over the environment.
+		cs3 := mcpClient(t, []string{"EXECHOST_AGENT=ops"}, "--state-dir", gwDir, "--gateway", gw.url, "--agent", "flagged")
+		text, _ = call(t, cs3, "exec", map[string]any{"command": "ls /"})
+		mustContain(t, "exec ls as flagged", text, "--agent 'flagged'")
+	})
+
+	t.Run("bad token", func(t *testing.T) {
+		cs2 := mcpClient(t, []string{"EXECHOST_GATEWAY_TOKEN=not-the-token"}, "--gateway", gw.url)
+		text, isErr := call(t, cs2, "exec", map[string]any{"command": "echo hi"})
+		if !isErr {
+			t.Fatalf("exec with a bad token: want an error result, got:\n%s", text)
+		}
+		mustContain(t, "exec with a bad token", text, "gateway unreachable at "+gw.url, "invalid or missing gateway token", "EXECHOST_GATEWAY_TOKEN")
+	})
+
 	t.Run("gateway down and back", func(t *testing.T) {
 		addr := strings.TrimPrefix(gw.url, "ws://")
+		// A call in flight when the gateway dies ends at once with an
+		// error saying its outcome is unknown.
+		type answer struct {
+			text  string
+			isErr bool
+			err   error
+		}
+		inflight := make(chan answer, 1)
+		go func() {
+			text, isErr, err := callTool(cs, "exec", map[string]any{"command": "sleep 30", "yieldMs": 60000})
+			inflight <- answer{text, isErr, err}
+		}()
+		waitFor(t, "the node to start sleep 30", func() bool {
+			data, _ := os.ReadFile(filepath.Join(nodeDir, "audit.jsonl"))
+			return strings.Contains(string(data), "sleep 30")
+		})
 		gw.p.stop(syscall.SIGKILL)
+		var a answer
+		select {
+		case a = <-inflight:
+		case <-time.After(waitLong):
+			t.Fatalf("exec in flight still waiting %s after the gateway died", waitLong)
+		}
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if !a.isErr {
+			t.Fatalf("exec in flight when the gateway died: want an error result, got:\n%s", a.text)
+		}
+		mustContain(t, "exec in flight", a.text, "lost the connection to the gateway at "+gw.url, "outcome is unknown")
+
 		text, isErr := call(t, cs, "exec", map[string]any{"command": "echo down"})
 		if !isErr {
 			t.Fatalf("exec with the gateway down: want an error result, got:\n%s", text)
 		}
-		if !strings.Contains(text, "gateway unreachable at "+gw.url) && !strings.Contains(text, "lost the connection to the gateway at "+gw.url) {
-			t.Fatalf("exec with the gateway down: unclear error:\n%s", text)
-		}
+		mustContain(t, "exec with the gateway down", text, "gateway unreachable at "+gw.url, "connection refused", "exechost gateway")
 		text, isErr = call(t, cs, "nodes", map[string]any{})
 		if !isErr {
 			t.Fatalf("nodes with the gateway down: want an error result, got:\n%s", text)
