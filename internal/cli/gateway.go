@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/logging"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/service"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -105,10 +107,24 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 		return err
 	}
 	eng.Host, eng.NodeID = policy.HostGateway, "gateway"
+	// host=sandbox: the configured backend, or none with the reason; a
+	// missing sandbox is never replaced by running on the host.
+	sb, sbErr := pick.Open(ctx, cfg.Sandbox, dir)
+	if sbErr != nil {
+		sb = nil
+		log.Warn("host=sandbox unavailable", "err", sbErr)
+	} else {
+		log.Info("sandbox backend ready", "backend", sb.Name())
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := sb.Close(cctx); err != nil {
+				log.Warn("close sandbox backend", "err", err)
+			}
+		}()
+	}
 	gw, err := gateway.New(gateway.Options{
-		StateDir: dir, Config: cfg, Executor: eng, Logger: log, Version: Version,
-		// Sandbox: wired by the integrator from internal/sandbox/pick; nil
-		// makes host=sandbox fail with sandbox.ErrNotConfigured.
+		StateDir: dir, Config: cfg, Executor: eng, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: Version,
 	})
 	if err != nil {
 		return err
@@ -147,6 +163,9 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 				}
 				gw.SetConfig(next)
 				log.Info("SIGHUP: configuration reloaded", "path", cfgPath)
+				if !reflect.DeepEqual(next.Sandbox, cfg.Sandbox) {
+					log.Warn("SIGHUP: sandbox settings change after a gateway restart")
+				}
 			}
 		}
 	}()

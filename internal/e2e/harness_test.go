@@ -207,6 +207,8 @@ const gatewayConfig = `{
 	// the hosts' own exec-approvals.json decide
 	"tools": {"exec": {"security": "full", "ask": "off"}},
 	"gateway": {"listen": "127.0.0.1:0"},
+	// host=sandbox is covered by TestSandboxRouting
+	"sandbox": {"backend": "none"},
 }`
 
 var urlRE = regexp.MustCompile(`url=(wss?://[0-9.:]+)`)

@@ -145,6 +145,7 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 	t.Run("binding via SIGHUP reload", func(t *testing.T) {
 		writeFile(t, filepath.Join(c.gwDir, "exechost.json"), `{
 			"tools": {"exec": {"security": "full", "ask": "off"}},
+			"sandbox": {"backend": "none"},
 			"agents": {"list": [{"id": "bound", "tools": {"exec": {"host": "node", "node": "build-box"}}}]},
 		}`)
 		c.gw.signal(syscall.SIGHUP)
@@ -279,7 +280,7 @@ func TestTLSPinning(t *testing.T) {
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeFile(t, cert, string(certPEM))
 	writeFile(t, key, string(keyPEM))
-	cfg := `{"tools": {"exec": {"security": "full", "ask": "off"}},
+	cfg := `{"tools": {"exec": {"security": "full", "ask": "off"}}, "sandbox": {"backend": "none"},
 		"gateway": {"listen": "127.0.0.1:0", "tls": {"cert": "` + cert + `", "key": "` + key + `"}}}`
 	c := newCluster(t, cfg)
 	if !strings.HasPrefix(c.url, "wss://") {

@@ -175,7 +175,11 @@ func runError(where string, err error) error {
 
 func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, timeout time.Duration) (runner.Result, error) {
 	if g.opts.Sandbox == nil {
-		return runner.Result{}, bridge.Errorf(bridge.CodeUnavailable, "%v", sandbox.ErrNotConfigured)
+		why := g.opts.SandboxError
+		if why == nil {
+			why = sandbox.ErrNotConfigured
+		}
+		return runner.Result{}, bridge.Errorf(bridge.CodeUnavailable, "host=sandbox: %v", why)
 	}
 	name := "sandbox"
 	ev := host.Event{RunID: r.id, AgentID: r.key.Agent, SessionKey: r.key.Session, Host: string(policy.HostSandbox), Command: p.Command}

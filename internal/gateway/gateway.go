@@ -48,6 +48,9 @@ type Options struct {
 	// Sandbox runs host=sandbox commands. Nil makes host=sandbox fail with
 	// sandbox.ErrNotConfigured; it never falls back to the host.
 	Sandbox sandbox.Backend
+	// SandboxError says why Sandbox is nil (it wraps
+	// sandbox.ErrNotConfigured), for the error host=sandbox returns.
+	SandboxError error
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
 	// Version is reported to clients.
