@@ -256,6 +256,10 @@ func TestLandlock(t *testing.T) {
 	if !strings.HasPrefix(rep.Landlock, "enforced") {
 		t.Fatalf("landlock not enforced on a kernel with ABI %d: %q", landlockABI(), rep.Landlock)
 	}
+	req, _ := open(t, func(c *sandbox.Config) { c.Bwrap.Landlock = sandbox.LandlockRequire })
+	if res := run(t, req, sandbox.Request{Argv: []string{"true"}}); !res.Success {
+		t.Errorf("landlock=require on a kernel with ABI %d: %+v", rep.LandlockABI, res)
+	}
 	if rep.LandlockABI >= 6 {
 		// The sandbox's pid 1 (bwrap's init) is outside the Landlock
 		// domain, so the scoped signal restriction forbids signalling it,
