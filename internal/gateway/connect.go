@@ -18,6 +18,11 @@ import (
 // connect frame.
 const ConnectTimeout = 10 * time.Second
 
+// MaxPending bounds unpaired nodes waiting for approval: they have no
+// credentials, so without a bound anyone reaching the port could hold
+// unlimited connections.
+const MaxPending = 64
+
 // nodeIDPattern is what a node id may look like: it ends up in logs, events
 // and file names, so it is kept to a safe alphabet.
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -153,6 +158,15 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		res.Token = tok
 		g.log.Info("node paired with a join key", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP)
 	default:
+		g.mu.Lock()
+		_, again := g.pending[nid]
+		full := len(g.pending) >= MaxPending && !again
+		g.mu.Unlock()
+		if full {
+			g.log.Warn("refused node: too many pending", "node", nid, "remote", remoteIP)
+			refuse(ws, id, bridge.Errorf(bridge.CodeBusy, "too many nodes are waiting for approval (limit %d); try again later", MaxPending))
+			return
+		}
 		res.Status = bridge.StatusPending
 	}
 	if err := accepted(ctx, ws, id, res); err != nil {

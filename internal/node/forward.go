@@ -1,0 +1,207 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// Values of the node's execHost and execFallback settings (`exechost node
+// run --exec-host app|local --exec-fallback local|deny`).
+const (
+	// ExecHostLocal runs system.run in the node runner (the default).
+	ExecHostLocal = "local"
+	// ExecHostApp forwards system.run to the approver (`exechost approver
+	// --exec-host`) so it runs in the user's desktop session.
+	ExecHostApp = "app"
+	// FallbackLocal runs a command in the node runner when the approver
+	// is unreachable, and says so in the result (the default).
+	FallbackLocal = "local"
+	// FallbackDeny refuses a command when the approver is unreachable.
+	FallbackDeny = "deny"
+)
+
+// ErrCompanionUnavailable is the error of a command refused because the
+// approver exec host was unreachable and execFallback is deny.
+var ErrCompanionUnavailable = errors.New("COMPANION_APP_UNAVAILABLE: approver exec host unreachable")
+
+// ErrForward wraps a failure after the command was handed to the approver
+// (its connection was lost, the result never came or did not verify): the
+// command may have run there, so it is neither retried nor run locally.
+var ErrForward = errors.New("forwarded system.run failed")
+
+// fallbackNote starts the stderr of a command that execFallback=local ran
+// in the node runner, so the agent and the human know where it ran.
+const fallbackNote = "exechost: approver exec host unreachable; ran in the node runner instead (execFallback=local)"
+
+// ParseExecHost parses an execHost setting; "" means local.
+func ParseExecHost(s string) (string, error) {
+	switch s {
+	case "", ExecHostLocal:
+		return ExecHostLocal, nil
+	case ExecHostApp:
+		return ExecHostApp, nil
+	}
+	return "", fmt.Errorf("%w: execHost %q (accepted: app, local)", policy.ErrInvalidValue, s)
+}
+
+// ParseExecFallback parses an execFallback setting; "" means local.
+func ParseExecFallback(s string) (string, error) {
+	switch s {
+	case "", FallbackLocal:
+		return FallbackLocal, nil
+	case FallbackDeny:
+		return FallbackDeny, nil
+	}
+	return "", fmt.Errorf("%w: execFallback %q (accepted: local, deny)", policy.ErrInvalidValue, s)
+}
+
+// Forwarder is the Executor of a node whose execHost is app: it forwards
+// each system.run to the approver over the approval socket and returns the
+// approver's verified result, emitting the same lifecycle events a local
+// run would. When the approver is unreachable (nothing ran there), Fallback
+// decides: local runs the command through Local, deny refuses it with
+// ErrCompanionUnavailable and an exec.denied event.
+type Forwarder struct {
+	// Client reaches the approver.
+	Client *approver.ExecClient
+	// Local is the node's own engine, for execFallback local.
+	Local Executor
+	// Fallback is FallbackLocal or FallbackDeny; anything else denies.
+	Fallback string
+	// NodeID names this node in forwarded requests and events.
+	NodeID func() string
+	// OnEvent receives lifecycle events of forwarded and denied runs
+	// (wire it to Runner.HostEvent, like the local engine's OnEvent).
+	OnEvent func(host.Event)
+	// Logger receives one line per fallback; nil discards.
+	Logger *slog.Logger
+}
+
+// Run implements Executor.
+func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, error) {
+	if req.RunID == "" {
+		req.RunID = uuid.NewString()
+	}
+	nid := ""
+	if f.NodeID != nil {
+		nid = f.NodeID()
+	}
+	ev := host.Event{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: nid, Host: string(policy.HostNode), Command: commandText(req)}
+
+	res, err := f.Client.Exec(ctx, apphost.ExecRequest(req, nid))
+	var xe *approver.ExecError
+	switch {
+	case err == nil:
+		f.emit(ev, host.EventStarted)
+		fin := ev
+		code := res.ExitCode
+		fin.ExitCode, fin.TimedOut, fin.Tail = &code, res.TimedOut, tail(res.Stdout, res.Stderr)
+		f.emit(fin, host.EventFinished)
+		return host.Result{Result: runner.Result{
+			ExitCode: res.ExitCode, TimedOut: res.TimedOut, Success: res.Success,
+			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Error: res.Error,
+		}}, nil
+	case errors.As(err, &xe):
+		// The approver decided; its answer stands, whatever Fallback says.
+		rerr := remoteError(xe)
+		if xe.Code == approver.ExecCodeDenied || xe.Code == approver.ExecCodeDisabled {
+			d := ev
+			d.Reason = xe.Message
+			f.emit(d, host.EventDenied)
+		}
+		return failed(rerr), rerr
+	case !approver.ExecNotRun(err):
+		rerr := fmt.Errorf("%w: %w", ErrForward, err)
+		return failed(rerr), rerr
+	}
+
+	if f.Fallback != FallbackLocal || f.Local == nil {
+		rerr := fmt.Errorf("%w (%v; hint: start `exechost approver --exec-host`, or run the node with --exec-fallback local)", ErrCompanionUnavailable, err)
+		d := ev
+		d.Reason = rerr.Error()
+		f.emit(d, host.EventDenied)
+		return failed(rerr), rerr
+	}
+	f.logf("approver exec host unreachable; running in the node runner (execFallback=local)", "runId", req.RunID, "err", err)
+	hr, lerr := f.Local.Run(ctx, req)
+	if lerr != nil {
+		lerr = fmt.Errorf("%w (approver exec host unreachable; execFallback=local applied this node's own policy)", lerr)
+		hr.Error = lerr.Error()
+		return hr, lerr
+	}
+	hr.Stderr = fallbackNote + "\n" + hr.Stderr
+	return hr, nil
+}
+
+func (f *Forwarder) emit(ev host.Event, kind string) {
+	if f.OnEvent != nil {
+		ev.Kind = kind
+		f.OnEvent(ev)
+	}
+}
+
+func (f *Forwarder) logf(msg string, args ...any) {
+	if f.Logger != nil {
+		f.Logger.Warn(msg, args...)
+	}
+}
+
+func failed(err error) host.Result {
+	return host.Result{Result: runner.Result{ExitCode: -1, Error: err.Error()}}
+}
+
+// remoteError turns the approver's signed refusal back into the error a
+// local run would have returned: the policy sentinel its message starts
+// with, so the node answers the gateway with the same code and text.
+func remoteError(xe *approver.ExecError) error {
+	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
+		if strings.HasPrefix(xe.Message, s.Error()) {
+			return &sentinelError{msg: xe.Message, sentinel: s}
+		}
+	}
+	return fmt.Errorf("approver exec host: %w", xe)
+}
+
+// sentinelError carries the approver's message verbatim and unwraps to the
+// matching policy sentinel.
+type sentinelError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *sentinelError) Error() string { return e.msg }
+func (e *sentinelError) Unwrap() error { return e.sentinel }
+
+// commandText is how events name a command.
+func commandText(req host.Request) string {
+	if req.RawCommand != "" {
+		return req.RawCommand
+	}
+	return strings.Join(req.Argv, " ")
+}
+
+// tail returns the last runner.TailSize bytes of the combined output, cut
+// at a UTF-8 boundary and marked when earlier output was dropped.
+func tail(stdout, stderr string) string {
+	s := stdout + stderr
+	if len(s) <= runner.TailSize {
+		return s
+	}
+	s = s[len(s)-runner.TailSize:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return "…" + s
+}
