@@ -205,14 +205,14 @@ func TestUnreachableHints(t *testing.T) {
 		want string
 	}{
 		{"refused", errors.New("dial tcp: connection refused"),
-			"gateway unreachable at ws://127.0.0.1:1: dial tcp: connection refused; is `exechost gateway` running?; this MCP server keeps running and reconnects on the next call"},
+			"gateway unreachable at ws://127.0.0.1:1: dial tcp: connection refused; is `exechost gateway` running? (this MCP server keeps running and reconnects on the next call)"},
 		{"socket error shown without the wrapping", fmt.Errorf("connect to gateway ws://x: dial ws://x: failed: %w (hint: is `exechost gateway` running there?)",
 			&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}),
-			"gateway unreachable at ws://127.0.0.1:1: dial tcp: connect: connection refused; is `exechost gateway` running?; this MCP server keeps running and reconnects on the next call"},
+			"gateway unreachable at ws://127.0.0.1:1: dial tcp: connect: connection refused; is `exechost gateway` running? (this MCP server keeps running and reconnects on the next call)"},
 		{"dialer already hints", errors.New("dial: refused (hint: is `exechost gateway` running there?)"),
-			"gateway unreachable at ws://127.0.0.1:1: dial: refused (hint: is `exechost gateway` running there?); this MCP server keeps running and reconnects on the next call"},
+			"gateway unreachable at ws://127.0.0.1:1: dial: refused (hint: is `exechost gateway` running there?) (this MCP server keeps running and reconnects on the next call)"},
 		{"bad token", fmt.Errorf("connect: %w", &bridge.Error{Code: bridge.CodeUnauthorized, Message: "bad token"}),
-			"gateway unreachable at ws://127.0.0.1:1: connect: bad token (hint: the MCP server needs the gateway's token: run it with the gateway's --state-dir or set EXECHOST_GATEWAY_TOKEN); this MCP server keeps running and reconnects on the next call"},
+			"gateway unreachable at ws://127.0.0.1:1: connect: bad token (hint: the MCP server needs the gateway's token: run it with the gateway's --state-dir or set EXECHOST_GATEWAY_TOKEN) (this MCP server keeps running and reconnects on the next call)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -123,7 +123,7 @@ func (l *link) unreachable(err error) error {
 	case strings.Contains(why, "exechost gateway"):
 		hint = "" // the dialer's error already says it
 	}
-	return fmt.Errorf("%w at %s: %s%s; this MCP server keeps running and reconnects on the next call", ErrUnreachable, l.url, why, hint)
+	return fmt.Errorf("%w at %s: %s%s (this MCP server keeps running and reconnects on the next call)", ErrUnreachable, l.url, why, hint)
 }
 
 // backoff returns the wait after n consecutive failures.

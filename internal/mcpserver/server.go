@@ -72,9 +72,14 @@ func New(opts Options) (*Server, error) {
 		opts: opts,
 		link: &link{url: opts.GatewayURL, dial: opts.Dial, log: opts.Logger},
 	}
+	// The SDK logs every session step at info; keep that for debugging.
+	var sdkLog *slog.Logger
+	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		sdkLog = opts.Logger
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "exechost", Title: "exechost", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       opts.Logger,
+		Logger:       sdkLog,
 		Capabilities: &mcp.ServerCapabilities{},
 	})
 	if err := s.addTools(); err != nil {
