@@ -36,9 +36,10 @@ const (
 
 func newApproverCmd(g *globals) *cobra.Command {
 	var (
-		webAddr string
-		useTUI  bool
-		auto    string
+		webAddr  string
+		useTUI   bool
+		auto     string
+		execHost bool
 	)
 	cmd := &cobra.Command{
 		Use:   "approver",
@@ -51,7 +52,14 @@ details) and answers are read from stdin as lines "ID allow-once",
 "ID allow-always" or "ID deny" (ID may be a unique prefix; "list" reprints
 the queue). --tui shows a terminal UI instead; --web ADDR serves the web UI
 on a loopback address as well. --auto-decide answers every prompt itself,
-for scripted environments and tests.`,
+for scripted environments and tests.
+
+--exec-host also makes the approver the exec host of a node runner started
+with --exec-host app: the node forwards each system.run over the socket,
+and the approver applies this state directory's exec-approvals.json
+(prompting here when needed) and runs the command in this session, with
+this session's DISPLAY, WAYLAND_DISPLAY, DBUS_SESSION_BUS_ADDRESS and
+XDG_RUNTIME_DIR (see docs/approver-exec-host.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var decision policy.Approval
@@ -65,16 +73,23 @@ for scripted environments and tests.`,
 			if useTUI && decision != "" {
 				return usagef("--tui and --auto-decide exclude each other")
 			}
-			return runApprover(cmd.Context(), g, cmd.InOrStdin(), webAddr, useTUI, decision)
+			return runApproverWith(cmd.Context(), g, cmd.InOrStdin(), webAddr, useTUI, decision, execHost)
 		},
 	}
 	cmd.Flags().StringVar(&webAddr, "web", "", "also serve the web UI on this loopback address (e.g. 127.0.0.1:0)")
 	cmd.Flags().BoolVar(&useTUI, "tui", false, "show a terminal UI instead of the line mode")
 	cmd.Flags().StringVar(&auto, "auto-decide", "", "answer every prompt with allow-once or deny (scripts and tests)")
+	cmd.Flags().BoolVar(&execHost, "exec-host", false, "also run system.run forwarded by a node (`node run --exec-host app`) in this session")
 	return cmd
 }
 
 func runApprover(parent context.Context, g *globals, stdin io.Reader, webAddr string, useTUI bool, auto policy.Approval) error {
+	return runApproverWith(parent, g, stdin, webAddr, useTUI, auto, false)
+}
+
+// runApproverWith is runApprover; execHost also serves forwarded
+// system.run (approver_exec.go).
+func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAddr string, useTUI bool, auto policy.Approval, execHost bool) error {
 	if parent == nil {
 		parent = context.Background()
 	}
@@ -99,6 +114,9 @@ func runApprover(parent context.Context, g *globals, stdin io.Reader, webAddr st
 	srv := &approver.Server{Path: store.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b}
 	if !useTUI {
 		srv.Logf = func(format string, args ...any) { fmt.Fprintf(g.stderr, format+"\n", args...) }
+	}
+	if execHost {
+		srv.Exec = g.approverExecutor(dir, b)
 	}
 	if err := srv.Listen(); err != nil {
 		return fmt.Errorf("approver: %w", err)
@@ -130,6 +148,9 @@ func runApprover(parent context.Context, g *globals, stdin io.Reader, webAddr st
 		go approver.NotifyDesktop(ctx, b)
 	}
 	fmt.Fprintf(g.stderr, "approver: listening on %s (pid %d)\n", srv.Path, os.Getpid())
+	if execHost {
+		fmt.Fprintf(g.stderr, "approver: exec host: forwarded system.run runs in this session (%s)\n", sessionSummary())
+	}
 
 	switch {
 	case auto != "":

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/state"
+)
+
+// approverExecutor is the executor of `exechost approver --exec-host`:
+// forwarded commands go through host engines over dir's
+// exec-approvals.json, prompt in b (this approver's own queue) and are
+// audited like any other run.
+func (g *globals) approverExecutor(dir string, b *approver.Broker) *apphost.Executor {
+	var onAudit func(host.AuditRecord)
+	log, err := audit.Open(filepath.Join(dir, state.AuditFile))
+	if err != nil {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
+	} else {
+		onAudit = host.AuditTo(log, func(err error) {
+			fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
+		})
+	}
+	return apphost.New(dir, b, func(e *host.Engine) { e.OnAudit = onAudit })
+}
+
+// sessionSummary names the session variables forwarded commands will see,
+// so the user can tell at start-up whether this is the desktop session.
+func sessionSummary() string {
+	var parts []string
+	for _, name := range approver.SessionEnv {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			parts = append(parts, name+"="+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "no DISPLAY, WAYLAND_DISPLAY or session bus: desktop commands will fail"
+	}
+	return strings.Join(parts, " ")
+}
