@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -199,7 +200,11 @@ func printUpNext(g *globals, dir, url, web, nodeID string, fresh, noApprover boo
 	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", url, gateway.TokenPath(dir))
 	fmt.Fprintf(w, "  node      %s   (paired, this machine)\n", nodeID)
 	if !noApprover {
-		fmt.Fprintf(w, "  approver  http://%s   (prompts also appear here; answer \"ID allow-once\")\n", web)
+		where := "http://" + web
+		if strings.HasSuffix(web, ":0") {
+			where = "the web UI address printed above"
+		}
+		fmt.Fprintf(w, "  approver  %s   (prompts also appear here; answer \"ID allow-once\")\n", where)
 	}
 	if fresh {
 		fmt.Fprintf(w, "  policy    %s created: security=allowlist ask=on-miss askFallback=deny\n", approvals.DefaultPath(dir))

@@ -74,6 +74,13 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		})
 	}
 
+	t.Run("output cap applies on a node", func(t *testing.T) {
+		res, r := c.execJSON("--host", "node", "--node", build.id, "head -c 300000 /dev/zero | tr '\\0' x")
+		if r.code != 0 || !res.Truncated || !strings.HasSuffix(res.Stdout, "… (truncated)") || len(res.Stdout) > 200_100 {
+			t.Fatalf("flood: truncated=%v len=%d tail=%q\n%s", res.Truncated, len(res.Stdout), tail(res.Stdout), r.stderr)
+		}
+	})
+
 	t.Run("events go to the right session", func(t *testing.T) {
 		res, r := c.execJSON("--host", "node", "--node", build.id, "--session", "alpha", "echo evt")
 		if r.code != 0 {
@@ -207,6 +214,13 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 			t.Fatalf("exec after node death: err=%v output=%s", err, caller.out)
 		}
 	})
+}
+
+func tail(s string) string {
+	if len(s) > 40 {
+		return s[len(s)-40:]
+	}
+	return s
 }
 
 func texts(evs []bridge.SystemEvent) []string {
