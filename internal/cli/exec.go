@@ -51,6 +51,9 @@ reason on stderr. Queued system events of the session are printed to stderr
 		},
 	}
 	fl := cmd.Flags()
+	// Everything after the command's first word belongs to the command:
+	// `exechost exec --host node ls -la` runs "ls -la".
+	fl.SetInterspersed(false)
 	fl.StringVar(&f.url, "gateway", DefaultGateway, "gateway URL")
 	fl.StringVar(&f.session, "session", "", "session key (default main)")
 	fl.StringVar(&f.agent, "agent", "", "agent id (default main)")

@@ -254,6 +254,10 @@ func (c *cluster) startGateway(listen string) {
 // cli runs a client command against this cluster's gateway.
 func (c *cluster) cli(args ...string) result {
 	c.t.Helper()
+	if args[0] == "exec" {
+		// exec stops parsing flags at the command text.
+		return run(c.t, c.gwDir, append([]string{"exec", "--gateway", c.url}, args[1:]...)...)
+	}
 	return run(c.t, c.gwDir, append(args, "--gateway", c.url)...)
 }
 

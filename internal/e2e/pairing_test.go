@@ -36,6 +36,10 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 	t.Run("reject", func(t *testing.T) {
 		n := c.startNode("rej", "Rejected", policyFull)
 		waitFor(t, "pending", func() bool { return c.isPending(n.id) })
+		// The node chose its display name; approving by it is refused.
+		if r := c.cli("nodes", "approve", "Rejected"); r.code != 1 || !strings.Contains(r.stderr, "no pending node") {
+			t.Fatalf("approve by display name: %s", r)
+		}
 		if r := c.cli("nodes", "reject", n.id[:8]); r.code != 0 {
 			t.Fatalf("reject: %s", r)
 		}

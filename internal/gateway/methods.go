@@ -3,8 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -142,29 +142,36 @@ func (g *Gateway) listPending() []bridge.NodeView {
 	return out
 }
 
-// findPending resolves an id (or unique prefix of ≥ MinPrefix) among
-// pending nodes.
+// findPending resolves an exact id, or a unique id prefix of at least
+// MinPrefix characters, among pending nodes. Display names and addresses
+// are not accepted here: they are chosen by the unauthenticated node, so
+// approving by them could pair an impostor.
 func (g *Gateway) findPending(id string) (*nodeConn, error) {
 	g.mu.Lock()
-	var cands []Candidate
-	for _, nc := range g.pending {
-		cands = append(cands, Candidate{ID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Connected: true})
-	}
-	g.mu.Unlock()
-	c, err := Select(cands, id)
-	if err != nil {
-		if errors.Is(err, ErrNoNode) {
-			return nil, bridge.Errorf(bridge.CodeNotFound, "no pending node %q (hint: `exechost nodes pending` lists them; a pending request ends when the node disconnects)", id)
-		}
-		return nil, selectError(err)
-	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
-	nc := g.pending[c.ID]
-	if nc == nil {
-		return nil, bridge.Errorf(bridge.CodeNotFound, "pending node %s disconnected", c.ID)
+	if nc := g.pending[id]; nc != nil {
+		return nc, nil
 	}
-	return nc, nil
+	var matches []*nodeConn
+	if len(id) >= MinPrefix {
+		for pid, nc := range g.pending {
+			if strings.HasPrefix(pid, id) {
+				matches = append(matches, nc)
+			}
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return nil, bridge.Errorf(bridge.CodeNotFound, "no pending node %q (hint: `exechost nodes pending` lists them by id; a pending request ends when the node disconnects)", id)
+	}
+	ids := make([]string, len(matches))
+	for i, nc := range matches {
+		ids[i] = nc.id
+	}
+	sort.Strings(ids)
+	return nil, bridge.Errorf(bridge.CodeAmbiguous, "%q matches %d pending nodes: %s (hint: use the full node id)", id, len(ids), strings.Join(ids, ", "))
 }
 
 func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
