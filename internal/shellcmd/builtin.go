@@ -156,7 +156,7 @@ func exportArgs(args []arg, ctx cmdCtx) error {
 		if !envName.MatchString(n) {
 			return failf("%s %q%s is not a plain variable name", args[0].val, x.val, posSuffix(ctx))
 		}
-		if policy.DangerousEnv(n) {
+		if dangerousVar(n) {
 			return failf("%s %s%s changes what runs (hint: dangerous environment variables cannot be set in a command)", args[0].val, n, posSuffix(ctx))
 		}
 	}
@@ -190,4 +190,21 @@ func setArgs(args []arg, ctx cmdCtx) error {
 		}
 	}
 	return nil
+}
+
+// shellStateVars change how the shell itself finds or runs commands, so
+// assigning them is refused on top of policy.DangerousEnv: EXECIGNORE hides
+// executables from PATH search, FPATH autoloads ksh and zsh functions,
+// PWD and OLDPWD steer cd, BASH_LOADABLES_PATH loads builtins, and the
+// compatibility switches change how text is parsed.
+var shellStateVars = map[string]bool{
+	"PWD": true, "OLDPWD": true, "FPATH": true, "EXECIGNORE": true, "BASH_LOADABLES_PATH": true,
+	"BASH_COMPAT": true, "POSIXLY_CORRECT": true, "BASH_XTRACEFD": true, "MODULE_PATH": true,
+	"HISTFILE": true, "MAILPATH": true, "MAIL": true, "OPTIND": true,
+}
+
+// dangerousVar reports whether assigning the variable could change what
+// runs: policy.DangerousEnv, plus the shell's own state variables.
+func dangerousVar(name string) bool {
+	return policy.DangerousEnv(name) || shellStateVars[strings.ToUpper(name)]
 }

@@ -2,8 +2,6 @@ package shellcmd
 
 import (
 	"strings"
-
-	"github.com/exechost/exechost/internal/policy"
 )
 
 // privilegeSpec describes a privilege changer: it is a segment itself (it
@@ -101,7 +99,7 @@ func (a *analyzer) privileged(base string, spec privilegeSpec, seg Segment, args
 			if !ok {
 				break
 			}
-			if k == "" || policy.DangerousEnv(k) {
+			if k == "" || dangerousVar(k) {
 				return failf("%s sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", base, k)
 			}
 			rest = rest[1:]

@@ -178,6 +178,8 @@ func TestBuiltins(t *testing.T) {
 		{"wait -p x", "wait"},
 		{"export 'a[1]=x'", "not a plain variable name"},
 		{"export $X", "run-time value"},
+		{"command eval x", "eval"},
+		{"time eval x", "eval"},
 	})
 }
 

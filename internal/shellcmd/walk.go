@@ -2,8 +2,6 @@ package shellcmd
 
 import (
 	"mvdan.cc/sh/v3/syntax"
-
-	"github.com/exechost/exechost/internal/policy"
 )
 
 // cwdState is what the analysis knows about the shell's working directory
@@ -180,7 +178,7 @@ func (w *walker) ifClause(c *syntax.IfClause, st cwdState) (succ, after cwdState
 // runs (or the builtin it is).
 func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, err error) {
 	for _, as := range c.Assigns {
-		if policy.DangerousEnv(as.Name.Value) {
+		if dangerousVar(as.Name.Value) {
 			return st, st, failf("assignment of %s at %s changes what runs (hint: dangerous environment variables cannot be set in a command)", as.Name.Value, at(as))
 		}
 	}

@@ -3,8 +3,6 @@ package shellcmd
 import (
 	"regexp"
 	"strings"
-
-	"github.com/exechost/exechost/internal/policy"
 )
 
 // wrapState collects what a wrapper's options mean for the command it runs.
@@ -93,7 +91,7 @@ var wrappers = map[string]wrapperSpec{
 				if !ok {
 					break
 				}
-				if name == "" || policy.DangerousEnv(name) {
+				if name == "" || dangerousVar(name) {
 					return 0, failf("env sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", name)
 				}
 			}
@@ -142,7 +140,7 @@ var wrappers = map[string]wrapperSpec{
 					ws.repl = "{}"
 				}
 			case "process-slot-var":
-				if policy.DangerousEnv(val) {
+				if dangerousVar(val) {
 					return failf("xargs --process-slot-var=%s sets a variable that changes what runs", val)
 				}
 			case "help", "version":
