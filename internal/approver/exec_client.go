@@ -138,22 +138,45 @@ func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 			}
 			return ExecResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", ErrBadReply, unwrapOp(err))
 		}
-		if ef, ok := parseError(line); ok {
-			if ef.ID != "" && ef.ID != id {
-				continue // not about our frame
-			}
-			return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, truncate(ef.Message, 200))
+		res, err, skip := verifyExecRes(c.Token, hello.Challenge, id, line)
+		if skip {
+			continue // an error frame about another id
 		}
-		return verifyExecRes(c.Token, hello.Challenge, id, line)
+		return res, err
 	}
 }
 
-// verifyExecRes checks an exec-res line against the connection's challenge
-// and the frame's id and decodes it. Anything unverifiable wraps
-// ErrBadReply.
-func verifyExecRes(token []byte, challenge, id string, line []byte) (ExecResult, error) {
-	var f ExecResFrame
-	if err := json.Unmarshal(line, &f); err != nil || f.Type != TypeExecRes {
+// execReply is either frame the approver may answer an exec frame with:
+// an exec-res, or an error frame (whose code and message are top-level).
+// Decoding both at once parses a large result only once.
+type execReply struct {
+	ExecResFrame
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// verifyExecRes checks an answer to exec frame id against the
+// connection's challenge and decodes it. An error frame wraps ErrRefused
+// (skip reports one about another id, to be ignored); anything
+// unverifiable wraps ErrBadReply.
+func verifyExecRes(token []byte, challenge, id string, line []byte) (_ ExecResult, _ error, skip bool) {
+	var f execReply
+	if err := json.Unmarshal(line, &f); err != nil {
+		return ExecResult{}, fmt.Errorf("%w: malformed frame", ErrBadReply), false
+	}
+	if f.Type == TypeError {
+		if f.ID != "" && f.ID != id {
+			return ExecResult{}, nil, true
+		}
+		return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, truncate(f.Code, 32), truncate(f.Message, 200)), false
+	}
+	res, err := verifyExecResFrame(token, challenge, id, &f.ExecResFrame)
+	return res, err, false
+}
+
+// verifyExecResFrame checks and decodes an exec-res frame.
+func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (ExecResult, error) {
+	if f.Type != TypeExecRes {
 		return ExecResult{}, fmt.Errorf("%w: unexpected frame", ErrBadReply)
 	}
 	if f.ID != id {

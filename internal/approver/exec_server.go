@@ -3,6 +3,7 @@ package approver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -104,25 +105,48 @@ func (cn *conn) exec(ctx context.Context, x execJob) {
 	if err == nil {
 		res, err = cn.s.Exec.Exec(ctx, x.req)
 	}
-	frame := ExecResFrame{Type: TypeExecRes, ID: x.id, OK: err == nil}
+	ok := err == nil
 	var body []byte
-	if err != nil {
+	if !ok {
 		xe := ExecErrorOf(err)
 		cn.s.logf("approver: %s: exec %s not run: %s: %s", cn.peer, x.id, xe.Code, truncate(xe.Message, 200))
 		body, err = json.Marshal(xe)
-		frame.Error = body
 	} else {
 		body, err = json.Marshal(res)
-		frame.Payload = body
 	}
 	if err != nil { // cannot happen for these plain structs; never send it unsigned
 		cn.s.logf("approver: %s: exec %s: encode result: %v", cn.peer, x.id, err)
 		return
 	}
-	frame.HMAC = ExecResultMAC(cn.s.Token, cn.challenge, x.id, body)
-	if err := cn.write(frame); err != nil {
+	if err := cn.writeLine(execResLine(x.id, ok, body, ExecResultMAC(cn.s.Token, cn.challenge, x.id, body))); err != nil {
 		cn.s.logf("approver: %s: exec %s: result not delivered: %v", cn.peer, x.id, err)
 	}
+}
+
+// execResLine encodes an exec-res frame around body, the exact bytes the
+// hmac covers. It is assembled by hand so a result of up to a few MiB is
+// not re-validated and copied by json.Marshal; id passed validID and
+// hmac is hex, so neither needs escaping.
+func execResLine(id string, ok bool, body []byte, hmac string) []byte {
+	field := "error"
+	if ok {
+		field = "payload"
+	}
+	b := make([]byte, 0, len(body)+len(id)+len(hmac)+80)
+	b = fmt.Appendf(b, `{"type":%q,"id":%q,"ok":%t,%q:`, TypeExecRes, id, ok, field)
+	b = append(b, body...)
+	b = fmt.Appendf(b, `,"hmac":%q}`, hmac)
+	return append(b, '\n')
+}
+
+// writeLine sends one encoded frame (newline included); writes are
+// serialised with cn.write's and bounded in time.
+func (cn *conn) writeLine(line []byte) error {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	cn.c.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := cn.c.Write(line)
+	return err
 }
 
 // execPeerKey carries the forwarding peer's description to the in-process

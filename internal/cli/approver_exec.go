@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approver/apphost"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -43,4 +45,34 @@ func sessionSummary() string {
 		return "no DISPLAY, WAYLAND_DISPLAY or session bus: desktop commands will fail"
 	}
 	return strings.Join(parts, " ")
+}
+
+// nodeExecutor returns what a node runner runs system.run with: eng
+// itself when execHost is local, else a node.Forwarder to this state
+// directory's approver (`exechost approver --exec-host`) that falls back
+// to eng or denies as fallback says. The caller wires the forwarder's
+// NodeID, OnEvent and Logger once the runner exists.
+func nodeExecutor(dir string, eng *host.Engine, execHost, fallback string) (node.Executor, *node.Forwarder, error) {
+	mode, err := node.ParseExecHost(execHost)
+	if err != nil {
+		return nil, nil, usagef("--exec-host: %v", err)
+	}
+	fb, err := node.ParseExecFallback(fallback)
+	if err != nil {
+		return nil, nil, usagef("--exec-fallback: %v", err)
+	}
+	if mode == node.ExecHostLocal {
+		return eng, nil, nil
+	}
+	st := approvals.NewStore(dir)
+	f, err := st.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	fw := &node.Forwarder{
+		Client:   &approver.ExecClient{SocketPath: st.SocketPath(f), Token: []byte(f.Socket.Token)},
+		Local:    eng,
+		Fallback: fb,
+	}
+	return fw, fw, nil
 }
