@@ -45,7 +45,8 @@ const (
 // the allowlist for the command to be allowed.
 type Segment struct {
 	// Argv holds the words as executed, after looking through wrappers.
-	// Words that expand at run time are shown as written.
+	// Words that expand at run time are shown as written, and a final "…"
+	// stands for arguments xargs supplies at run time.
 	Argv []string `json:"argv"`
 	// Name is the command name as written, with quotes removed.
 	Name string `json:"name"`
@@ -106,8 +107,9 @@ func failf(format string, args ...any) error {
 // Analyze parses command text as /bin/sh would and returns every executable
 // it would run. It never runs anything; it only stats files to resolve
 // names.
-func Analyze(text string, env Env) Analysis {
+func Analyze(text string, env Env) (out Analysis) {
 	a := newAnalyzer(env)
+	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{}, false)
 	return a.result(err)
 }
@@ -116,8 +118,9 @@ func Analyze(text string, env Env) Analysis {
 // executed directly (no shell), so argv[0] is resolved as an executable,
 // wrappers are looked through and `sh -c` payloads are analysed like command
 // text. Shell builtins have no meaning here.
-func AnalyzeArgv(argv []string, env Env) Analysis {
+func AnalyzeArgv(argv []string, env Env) (out Analysis) {
 	a := newAnalyzer(env)
+	defer a.recover(&out)
 	if len(argv) == 0 {
 		return a.result(failf("empty argv"))
 	}
@@ -145,6 +148,15 @@ func (a *analyzer) initialCwd() cwdState {
 		return cwdState{}
 	}
 	return cwdState{dir: path.Clean(a.env.Cwd)}
+}
+
+// recover turns a panic (a parser bug, say) into a failed analysis: a
+// security check that crashes must still fail closed, and must not take
+// the execution host down with it.
+func (a *analyzer) recover(out *Analysis) {
+	if r := recover(); r != nil {
+		*out = a.result(failf("internal error analysing the command: %v", r))
+	}
 }
 
 func (a *analyzer) result(err error) Analysis {

@@ -213,7 +213,7 @@ func TestEnvironmentAssignments(t *testing.T) {
 	var fails []failCase
 	for _, v := range []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "PATH", "DYLD_INSERT_LIBRARIES",
 		"GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "PS4", "SHELLOPTS", "NODE_OPTIONS", "PYTHONPATH", "IFS", "PAGER", "HOME",
-		"path", "CDPATH", "PWD", "OLDPWD", "FPATH", "EXECIGNORE", "BASH_LOADABLES_PATH", "POSIXLY_CORRECT"} {
+		"path", "CDPATH", "BASH_ALIASES", "BASH_CMDS", "PWD", "OLDPWD", "FPATH", "EXECIGNORE", "BASH_LOADABLES_PATH", "POSIXLY_CORRECT"} {
 		fails = append(fails,
 			failCase{v + "=/tmp/x ls", "assignment of " + v},
 			failCase{v + "=/tmp/x", "assignment of " + v},

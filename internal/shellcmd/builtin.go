@@ -204,7 +204,10 @@ var shellStateVars = map[string]bool{
 }
 
 // dangerousVar reports whether assigning the variable could change what
-// runs: policy.DangerousEnv, plus the shell's own state variables.
+// runs: policy.DangerousEnv, plus the shell's own state variables and every
+// BASH* variable (BASH_ALIASES and BASH_CMDS rewrite aliases and the
+// command hash table).
 func dangerousVar(name string) bool {
-	return policy.DangerousEnv(name) || shellStateVars[strings.ToUpper(name)]
+	n := strings.ToUpper(name)
+	return policy.DangerousEnv(name) || shellStateVars[n] || strings.HasPrefix(n, "BASH")
 }

@@ -89,19 +89,21 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	// found on the host PATH under its own name, the same file as the one
 	// the host PATH finds, or in a system directory. Anything else (./env)
 	// is an ordinary program that must match.
-	genuine := seg.ResolvedPath != "" &&
-		((tool == base && !strings.Contains(name.val, "/")) || a.trustedPath(seg, tool, st))
+	genuine := func() bool {
+		return seg.ResolvedPath != "" &&
+			((tool == base && !strings.Contains(name.val, "/")) || a.trustedPath(seg, tool, st))
+	}
 	switch kind {
 	case kindCarrier:
 		return failf("%s %s, which cannot be looked through (hint: run the command directly)", tool, carriers[tool])
 	case kindPrivilege:
 		return a.privileged(tool, privilegeChangers[tool], seg, args, st, ctx)
 	case kindWrapper:
-		if genuine {
+		if genuine() {
 			return a.wrapper(tool, wrappers[tool], args, st, ctx)
 		}
 	case kindPOSIXShell:
-		if genuine {
+		if genuine() {
 			return a.shell(args, seg, st, ctx)
 		}
 		seg.Role = RoleShell
