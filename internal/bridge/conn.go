@@ -113,14 +113,16 @@ func (c *Conn) Err() error {
 // done for this peer stops when the peer is gone.
 func (c *Conn) Context() context.Context { return c.ctx }
 
-// Close closes the connection with a normal closure and reason, failing
-// pending calls at once. The close handshake is bounded by the WebSocket
-// library's own timeouts.
+// Close closes the connection with a normal closure and reason. Pending
+// calls fail at once; the close handshake that carries the reason to the
+// peer is bounded by the WebSocket library's own timeouts.
 func (c *Conn) Close(reason string) error {
 	why := fmt.Errorf("%w: %s", ErrClosed, reason)
 	c.localReason.Store(&why)
+	c.shutdown(why, false)
 	err := c.ws.Close(websocket.StatusNormalClosure, truncate(reason, 120))
-	c.shutdown(why, true)
+	c.cancel()
+	c.ws.CloseNow()
 	if err != nil && websocket.CloseStatus(err) == -1 && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("close: %w", err)
 	}
@@ -134,12 +136,15 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
+// shutdown marks the connection closed and fails pending calls. With now
+// it also drops the socket and cancels the connection's context; Close
+// does that itself after the close handshake.
 func (c *Conn) shutdown(err error, now bool) {
 	c.closeOnce.Do(func() {
 		c.err = err
-		c.cancel()
 		close(c.done)
 		if now {
+			c.cancel()
 			c.ws.CloseNow()
 		}
 		if c.opts.OnClose != nil {
@@ -222,7 +227,11 @@ func (c *Conn) readLoop() {
 			// A peer that sends garbage is broken or hostile: say why
 			// and hang up rather than guess.
 			c.shutdown(fmt.Errorf("%w: peer sent a bad frame: %v", ErrClosed, err), false)
-			go c.ws.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
+			go func() {
+				_ = c.ws.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
+				c.cancel()
+				c.ws.CloseNow()
+			}()
 			return
 		}
 		switch f.Type {
