@@ -22,7 +22,7 @@ type execFlags struct {
 	env                            []string
 	timeout, yieldMs               int
 	asJSON                         bool
-	status, slash                  string
+	status, slash, idem            string
 	events                         bool
 }
 
@@ -66,6 +66,7 @@ reason on stderr. Queued system events of the session are printed to stderr
 	fl.IntVar(&f.timeout, "timeout", 0, "command timeout in seconds (default 1800)")
 	fl.IntVar(&f.yieldMs, "yield-ms", 0, "return {status: running, runId} if the command is still going after this many ms")
 	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.idem, "idempotency-key", "", "retrying with the same key never runs the command twice on a node")
 	fl.StringVar(&f.status, "status", "", "show the state of a background run instead of running a command")
 	fl.BoolVar(&f.events, "events", false, "print and drain the session's queued system events instead of running a command")
 	fl.StringVar(&f.slash, "session-command", "", "run a slash command (/exec …, /elevated …) for the session instead of a command")
@@ -144,6 +145,7 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 	p := bridge.ExecParams{
 		Command: strings.Join(args, " "), Host: f.host, Security: f.security, Ask: f.ask, Node: f.node,
 		Cwd: f.cwd, TimeoutSec: f.timeout, SessionKey: f.session, AgentID: f.agent, YieldMs: f.yieldMs,
+		IdempotencyKey: f.idem,
 	}
 	if len(env) > 0 {
 		p.Env = env

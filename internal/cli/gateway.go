@@ -137,6 +137,8 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	scheme := "ws"
 	if cfg.Gateway.TLS.Cert != "" {
 		scheme = "wss"
+	} else if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		log.Warn("listening beyond loopback without TLS: tokens and commands travel in clear (hint: set gateway.tls.cert and .key in exechost.json)", "addr", ln.Addr().String())
 	}
 	url := scheme + "://" + ln.Addr().String()
 	log.Info("gateway listening", "url", url, "token", gateway.TokenPath(dir), "config", cfg.Path)
