@@ -193,7 +193,7 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional bool) 
 	if err != nil {
 		return failf("parse error: %v (hint: the text runs under /bin/sh; bash-only syntax cannot be analysed)", err)
 	}
-	if err := validate(f, positional); err != nil {
+	if err := validate(f, src, positional); err != nil {
 		return err
 	}
 	base.shell, base.tailOpen, base.pos = true, false, ""

@@ -266,6 +266,8 @@ func TestRedirections(t *testing.T) {
 		{"(ls) > out", "writes a file"},
 		{"exec 3>out", "writes a file"},
 		{"ls &> /dev/null", "parse error"},
+		{"cat <<E\n\\\nE\nrm x\nE", "line ending in a backslash"},
+		{"cat <<'E'\na\\\nE\nrm x\nE", "line ending in a backslash"},
 		{"cat <<< x", "parse error"},
 	})
 }

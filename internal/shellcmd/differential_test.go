@@ -29,6 +29,18 @@ var differentialCorpus = []string{
 	"echo a\\;rm x", "echo a\\\nls", "ls\\\n;id", "set -e; ls; id", ": x; ls", "export A=1; ls", "ls ;; id",
 	"echo \"x # y\"; ls", "test -f x || [ -d y ] && ls", "printf '%s' x; ls", "echo ~; ls", "echo *; ls",
 	"ls \t ; \t id", "ls&&id", "ls||id", "ls|id", "ls&id;wait", "ls;;", "ls\n\n;\nid",
+	"case x in (x) ls;; esac", "cat <<E\"F\"\nx\nEF\nls", "cat <<E\nx\nE \nls\nE\nid", "cat <<E\nx\n E\nls\nE\nid",
+	"cat <<-E\n  x\n  E\nls\nE\nid", "cat <<E | grep x\nbody\nE\nls", "cat <<E; id\nbody\nE", "ls; #c ;id",
+	"echo \\#; id", "ls &&\n# c\nid", "ls &&\n\nid", "if ls\nthen id\nfi", "ls \\", "{ls;}", "!ls", "ls ||\nid",
+	"for i do ls; done", "cat <<E\n\\\nE\nls\nE\nid", "cat <<\\\nE\nx\nE\nls", "echo ${x:-a\nb}; id",
+	"echo ${x:-'}'}; id", "echo \"${x:-\"a b\"}\"; id", "echo \"${x:-'}'}\"; id", "a=b\nls", "time ls; id",
+	"echo \u00a0; ls\u00a0;id", "ls\u00a0id", "echo ')' ; id", "echo \\'; id", "echo \"\\\"\"; id",
+	"case x in x) ls ;; esac; id", "case x in x|y) ls; esac", "ls; }", "{ ls; } ; id", "ls & & id", "(ls) (id)",
+	"echo \"${x#\"}\"}\"; id", "echo ${x:-\\}}; id", "echo \"${x:-\\}}\"; id", "echo ${x-'a;b'}; id",
+	"echo \"$x\"\\\"; id", "echo '\\''; id", "echo a'b'\"c\"\\d; id", "echo $; id", "echo $ ; id", "echo \"$\"; id",
+	"echo ${#}; id", "echo ${##}; id", "echo ${#x}; id", "echo ${x%%*}; id", "cat <<E\n${x:-E}\nE\nid",
+	"ls 2>/dev/null&id;wait", "ls>/dev/null;id", "ls 1>&2;id", "ls<&0;id", "echo }; id", "echo {; id", "echo { }; id",
+	"echo #x\nid", "echo x# y; id", "echo '#'; id", "ls <<E\nE", "cat << E\nx\nE\nid", "cat <<E\nx\nE\n\nid",
 }
 
 // TestDifferentialAgainstRealShells runs every corpus text whose analysis

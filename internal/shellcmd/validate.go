@@ -14,13 +14,14 @@ import (
 // the parser and the shell that runs the text must never disagree silently.
 // positional is true for a shell payload run with arguments, where $0, $1,
 // "$@" … carry run-time values.
-func validate(f *syntax.File, positional bool) error {
-	v := &validator{positional: positional}
+func validate(f *syntax.File, src string, positional bool) error {
+	v := &validator{src: src, positional: positional}
 	syntax.Walk(f, v.visit)
 	return v.err
 }
 
 type validator struct {
+	src        string
 	positional bool
 	err        error
 }
@@ -193,6 +194,9 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 		if !ok || val == "" {
 			return v.fail("here-document delimiter at %s is not a literal", at(r))
 		}
+		if v.continuedHeredoc(r) {
+			return v.fail("here-document at %s has a line ending in a backslash (hint: shells and the parser disagree on where such a body ends)", at(r))
+		}
 		if r.Hdoc != nil && !quotedHeredoc(r.Word) {
 			syntax.Walk(r.Hdoc, v.visit)
 		}
@@ -212,6 +216,25 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 	default:
 		return v.fail("unsupported redirection %s at %s", r.Op, at(r))
 	}
+}
+
+// continuedHeredoc reports whether a here-document body (as the parser
+// delimits it) holds a backslash-newline. Shells look for the delimiter
+// line before joining such lines; the parser joins first, so it can read a
+// later command line as part of the body.
+func (v *validator) continuedHeredoc(r *syntax.Redirect) bool {
+	if r.Hdoc == nil || len(r.Hdoc.Parts) == 0 {
+		return false
+	}
+	start, end := int(r.OpPos.Offset()), int(r.Hdoc.End().Offset())
+	if start < 0 || end > len(v.src) || start >= end {
+		return true // positions we cannot check: fail closed
+	}
+	body := v.src[start:end]
+	if i := strings.IndexByte(body, '\n'); i >= 0 {
+		body = body[i:]
+	}
+	return strings.Contains(body, "\\\n")
 }
 
 // quotedHeredoc reports whether a here-document delimiter has any quoting,
