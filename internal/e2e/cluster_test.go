@@ -132,6 +132,27 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 			}
 		})
 	}
+	// A node whose policy asks every time, with a real approver process
+	// answering on its socket. The node's file is left as the node wrote
+	// it at start (with the socket token the approver must share).
+	asker := c.addNode("asker", "Asker", policyAskDeny)
+	for _, tt := range []struct{ decision, wantErr string }{
+		{"allow-once", ""},
+		{"deny", "SYSTEM_RUN_DENIED: user denied"},
+	} {
+		t.Run("node asks its approver: "+tt.decision, func(t *testing.T) {
+			ap := start(t, asker.dir, "approver", "--auto-decide", tt.decision)
+			waitFor(t, "the approver socket", func() bool { return strings.Contains(ap.out.String(), "listening") })
+			res, r := c.execJSON("--host", "node", "--node", asker.id, "/usr/bin/true")
+			if tt.wantErr == "" && (r.code != 0 || res.NodeID != asker.id) {
+				t.Fatalf("approved run: %s", r)
+			}
+			if tt.wantErr != "" && (r.code != 1 || !strings.Contains(r.stderr, tt.wantErr)) {
+				t.Fatalf("denied run: want %q, got %s", tt.wantErr, r)
+			}
+			ap.kill(t)
+		})
+	}
 	writeFile(t, filepath.Join(laptop.dir, "exec-approvals.json"), policyAllowlist)
 
 	t.Run("/exec and /elevated round trip", func(t *testing.T) {
