@@ -26,6 +26,8 @@ type Candidate struct {
 	Connected   bool
 }
 
+// String names the node with its display name, address and state, as
+// selection errors list candidates.
 func (c Candidate) String() string {
 	state := "disconnected"
 	if c.Connected {

@@ -154,7 +154,9 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 	}
 	auth := bridge.Auth{Token: id.Token}
 	if id.Token == "" {
+		r.mu.Lock()
 		auth.JoinKey = r.opts.JoinKey
+		r.mu.Unlock()
 	}
 	f, err := bridge.NewRequest("connect", bridge.MethodConnect, bridge.ConnectParams{
 		Role:   bridge.RoleNode,
