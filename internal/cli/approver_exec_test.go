@@ -9,6 +9,8 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -54,6 +56,54 @@ func TestApproverExecHostFlag(t *testing.T) {
 				t.Fatalf("Exec: %+v, %v; want stdout %q", res, err, tt.wantOut)
 			}
 			waitOut(t, ra.stderr, "exec host: forwarded system.run runs in this session")
+		})
+	}
+}
+
+func TestNodeExecutor(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := approvals.NewStore(dir).Ensure(); err != nil {
+		t.Fatal(err)
+	}
+	eng := host.NewEngine(dir, policy.HostNode, "n")
+	tests := []struct {
+		execHost, fallback string
+		wantForward        bool
+		wantFallback       string
+		usage              bool
+	}{
+		{execHost: "", fallback: "", wantForward: false},
+		{execHost: "local", fallback: "deny", wantForward: false},
+		{execHost: "app", fallback: "", wantForward: true, wantFallback: node.FallbackLocal},
+		{execHost: "app", fallback: "deny", wantForward: true, wantFallback: node.FallbackDeny},
+		{execHost: "desktop", usage: true},
+		{execHost: "app", fallback: "full", usage: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.execHost+"/"+tt.fallback, func(t *testing.T) {
+			exe, fw, err := nodeExecutor(dir, eng, tt.execHost, tt.fallback)
+			if tt.usage {
+				var ue usageError
+				if !errors.As(err, &ue) {
+					t.Fatalf("err %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (fw != nil) != tt.wantForward {
+				t.Fatalf("forwarder %v, want forwarding %v", fw, tt.wantForward)
+			}
+			if !tt.wantForward {
+				if exe != node.Executor(eng) {
+					t.Errorf("executor %T, want the local engine", exe)
+				}
+				return
+			}
+			if fw.Fallback != tt.wantFallback || fw.Local != node.Executor(eng) || fw.Client.SocketPath != filepath.Join(dir, "exec-approvals.sock") || len(fw.Client.Token) == 0 {
+				t.Errorf("forwarder %+v, client %+v", fw, fw.Client)
+			}
 		})
 	}
 }
