@@ -70,10 +70,12 @@ func BenchmarkExecNode(b *testing.B) {
 	benchExec(b, e.client(b, bridge.RoleAgent), bridge.ExecParams{Command: "/bin/true", Host: "node"})
 }
 
-// BenchmarkThroughput runs commands from many goroutines: spread over 4
-// nodes through the gateway, and as direct local spawns.
+// BenchmarkThroughput runs commands from 4×GOMAXPROCS goroutines: spread
+// over 4 nodes through the gateway, and as direct local spawns; compare the
+// ns/op (the inverse of the rate).
 func BenchmarkThroughput(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := exec.Command("/bin/true").Run(); err != nil {
@@ -92,6 +94,7 @@ func BenchmarkThroughput(b *testing.B) {
 		c := e.client(b, bridge.RoleAgent)
 		var next atomic.Uint64
 		b.ResetTimer()
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
 			for pb.Next() {
@@ -122,4 +125,52 @@ func BenchmarkEngineOnly(b *testing.B) {
 		d = append(d, time.Since(t0))
 	}
 	reportP50(b, d)
+}
+
+// benchOverhead interleaves a direct spawn of /bin/true, a direct spawn of
+// `/bin/sh -c /bin/true` (what the engine runs for command text) and an exec
+// round trip, so all three see the same machine load, and reports the p50
+// of each and the exec's p50 overhead above both baselines.
+func benchOverhead(b *testing.B, c *bridge.Conn, p bridge.ExecParams) {
+	var direct, viaSh, rt []time.Duration
+	ctx := context.Background()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := exec.Command("/bin/sh", "-c", "/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		var res bridge.ExecResult
+		if err := c.Call(ctx, bridge.MethodExec, p, &res); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		direct, viaSh, rt = append(direct, t1.Sub(t0)), append(viaSh, t2.Sub(t1)), append(rt, t3.Sub(t2))
+	}
+	med := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds())
+	}
+	md, ms, mr := med(direct), med(viaSh), med(rt)
+	b.ReportMetric(md, "true-p50-ns")
+	b.ReportMetric(ms, "sh-p50-ns")
+	b.ReportMetric(mr, "exec-p50-ns")
+	b.ReportMetric(mr-md, "overhead-vs-true-ns")
+	b.ReportMetric(mr-ms, "overhead-vs-sh-ns")
+	b.ReportMetric(mr/md, "ratio-vs-true")
+}
+
+func BenchmarkOverheadGateway(b *testing.B) {
+	e := newEnv(b, fullConfig)
+	benchOverhead(b, e.client(b, bridge.RoleAgent), bridge.ExecParams{Command: "/bin/true", Host: "gateway"})
+}
+
+func BenchmarkOverheadNode(b *testing.B) {
+	e := newEnv(b, fullConfig)
+	e.addNode(b, "n", policyFull)
+	benchOverhead(b, e.client(b, bridge.RoleAgent), bridge.ExecParams{Command: "/bin/true", Host: "node"})
 }
