@@ -62,6 +62,9 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	if err != nil {
 		return bridge.ExecResult{}, err
 	}
+	if err := checkSession(p.AgentID, p.SessionKey); err != nil {
+		return bridge.ExecResult{}, err
+	}
 	key := session.NewKey(p.AgentID, p.SessionKey)
 	cfg := g.Config()
 	agentL, globalL := cfg.Layers(key.Agent)
@@ -91,7 +94,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		g.finishRun(r, res, err)
 	}()
 	if p.YieldMs > 0 {
-		t := time.NewTimer(time.Duration(p.YieldMs) * time.Millisecond)
+		t := time.NewTimer(min(time.Duration(p.YieldMs)*time.Millisecond, timeout))
 		defer t.Stop()
 		select {
 		case <-r.done:
@@ -156,6 +159,21 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
 	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
 	return out, nil
+}
+
+// Bounds on caller-chosen names kept in memory.
+const (
+	MaxAgentID    = 128
+	MaxSessionKey = 512
+)
+
+// checkSession bounds the agent id and session key a caller may create
+// state under.
+func checkSession(agent, sess string) error {
+	if len(agent) > MaxAgentID || len(sess) > MaxSessionKey {
+		return bridge.Errorf(bridge.CodeInvalidRequest, "agentId (max %d bytes) or sessionKey (max %d bytes) too long", MaxAgentID, MaxSessionKey)
+	}
+	return nil
 }
 
 // runError turns an execution host's error into a wire error: denials keep

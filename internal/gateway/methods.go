@@ -59,6 +59,9 @@ func (g *Gateway) handleClient(ctx context.Context, role, method string, params 
 		if err != nil {
 			return nil, err
 		}
+		if err := checkSession(p.AgentID, p.SessionKey); err != nil {
+			return nil, err
+		}
 		evs := g.sessions.Drain(session.NewKey(p.AgentID, p.SessionKey))
 		if evs == nil {
 			evs = []bridge.SystemEvent{}
@@ -67,6 +70,9 @@ func (g *Gateway) handleClient(ctx context.Context, role, method string, params 
 	case bridge.MethodSessionCommand:
 		p, err := decode[bridge.SessionCommandParams](method, params)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkSession(p.AgentID, p.SessionKey); err != nil {
 			return nil, err
 		}
 		res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
