@@ -1,12 +1,16 @@
 package gateway_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
 )
@@ -127,4 +131,73 @@ func TestSessionCommandAndEvents(t *testing.T) {
 	if err != nil || len(evs.Events) != 0 {
 		t.Errorf("session.events after delivery = %+v, %v", evs, err)
 	}
+}
+
+func TestConnectRefusals(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	tests := []struct {
+		name string
+		p    bridge.ConnectParams
+		code string
+	}{
+		{"no token", bridge.ConnectParams{Role: bridge.RoleAgent}, bridge.CodeUnauthorized},
+		{"wrong token", bridge.ConnectParams{Role: bridge.RoleOperator, Auth: bridge.Auth{Token: e.token + "x"}}, bridge.CodeUnauthorized},
+		{"unknown role", bridge.ConnectParams{Role: "root", Auth: bridge.Auth{Token: e.token}}, bridge.CodeInvalidRequest},
+		{"node without info", bridge.ConnectParams{Role: bridge.RoleNode}, bridge.CodeInvalidRequest},
+		{"node with a bad id", bridge.ConnectParams{Role: bridge.RoleNode, Node: &bridge.NodeInfo{NodeID: "../etc"}}, bridge.CodeInvalidRequest},
+		{"node with a forged token", bridge.ConnectParams{Role: bridge.RoleNode, Auth: bridge.Auth{Token: "ehn_x"}, Node: &bridge.NodeInfo{NodeID: "n1"}}, bridge.CodeUnauthorized},
+		{"node with a bad join key", bridge.ConnectParams{Role: bridge.RoleNode, Auth: bridge.Auth{JoinKey: "ehj_x"}, Node: &bridge.NodeInfo{NodeID: "n1"}}, bridge.CodeUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, _, err := bridge.Dial(ctx, e.url, tt.p, nil, bridge.Options{})
+			if err == nil {
+				c.Close("unexpected")
+				t.Fatal("connect succeeded")
+			}
+			var be *bridge.Error
+			if !errors.As(err, &be) || be.Code != tt.code {
+				t.Fatalf("connect error = %v, want code %s", err, tt.code)
+			}
+		})
+	}
+	t.Run("first frame not connect", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ws, _, err := websocket.Dial(ctx, e.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		f, _ := bridge.NewRequest("1", bridge.MethodExec, bridge.ExecParams{Command: "id"})
+		if err := bridge.WriteFrame(ctx, ws, f); err != nil {
+			t.Fatal(err)
+		}
+		res, err := bridge.ReadFrame(ctx, ws)
+		if err != nil || res.Type != bridge.TypeRes || *res.OK || res.Error.Code != bridge.CodeInvalidRequest {
+			t.Fatalf("reply to exec before connect = %+v, %v", res, err)
+		}
+		if _, err := bridge.ReadFrame(ctx, ws); err == nil {
+			t.Error("connection stayed open after a refused handshake")
+		}
+	})
+	t.Run("pending node may not answer invokes", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, res, err := bridge.Dial(ctx, e.url, bridge.ConnectParams{Role: bridge.RoleNode, Node: &bridge.NodeInfo{NodeID: "newnode"}}, nil, bridge.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close("done")
+		if res.Status != bridge.StatusPending {
+			t.Fatalf("status = %q, want pending", res.Status)
+		}
+		err = c.Call(ctx, bridge.MethodInvokeResult, bridge.InvokeResult{ID: "x", OK: true}, nil)
+		var be *bridge.Error
+		if !errors.As(err, &be) || be.Code != bridge.CodeForbidden {
+			t.Fatalf("invoke result from a pending node = %v", err)
+		}
+	})
 }
