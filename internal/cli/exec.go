@@ -170,7 +170,10 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 		}
 	} else {
 		for _, e := range res.Events {
-			fmt.Fprintf(g.stderr, "[event] %s\n", e.Text)
+			// The first line; a finished event's output tail repeats
+			// what is printed below (--json has it all).
+			line, _, _ := strings.Cut(e.Text, "\n")
+			fmt.Fprintf(g.stderr, "[event] %s\n", line)
 		}
 		if res.Status == bridge.ExecRunning {
 			fmt.Fprintf(g.stdout, "running in the background: %s (hint: exechost exec --status %s)\n", res.RunID, res.RunID)
