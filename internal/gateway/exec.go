@@ -82,12 +82,14 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		r.nodeID = nc.id
 	}
 	g.addRun(r)
-	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	// Every run has a deadline: the command's timeout plus room for a
+	// prompt and the transport, even if a backend ignored its timeout.
+	parent, limit := ctx, timeout+InvokeMargin+host.DefaultPromptTimeout
 	if p.YieldMs > 0 {
-		// A background run outlives the request (and its connection),
-		// bounded by its own timeout.
-		runCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout+InvokeMargin+time.Minute)
+		// A background run outlives the request (and its connection).
+		parent = context.WithoutCancel(ctx)
 	}
+	runCtx, cancel := context.WithTimeout(parent, limit)
 	go func() {
 		defer cancel()
 		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
@@ -103,7 +105,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 				Events: g.sessions.Drain(key)}, nil
 		}
 	} else {
-		<-r.done // execute honours ctx and its own timeouts
+		<-r.done // execute ends by runCtx's deadline at the latest
 	}
 	if r.err != nil {
 		return bridge.ExecResult{}, r.err
