@@ -32,14 +32,19 @@
 // visible.
 //
 // bwrap runs as the gateway's own user, in a fresh user namespace where the
-// command is uid 65534. A root gateway is different, because the kernel
-// exempts host uid 0 from RLIMIT_NPROC and a file owner's permission bits
-// would let it read root-only files (/etc/shadow): there bwrap runs
-// privileged without a user namespace, and the helper drops to host uid
-// 65534 (groups, gid, uid, capability bounding set) before anything else.
-// Starting bwrap itself as 65534 is not possible: it must resolve the
-// workspace inside the 0700 state directory, and its --bind-fd needs /proc
-// access an unprivileged user namespace does not get.
+// command is uid 65534. A root gateway needs more care: the kernel exempts
+// host uid 0 from RLIMIT_NPROC, and a file owner's permission bits would let
+// a root process read root-only files (/etc/shadow), so the sandbox must not
+// be host root. Starting bwrap itself as 65534 is not possible (it must
+// resolve the workspace inside the 0700 state directory, and its --bind-fd
+// needs /proc access an unprivileged user namespace does not get). So a root
+// gateway runs two stages: bwrap, privileged, sets up the view and the
+// namespaces; the helper drops to host uid 65534 (groups, gid, uid, empty
+// capability bounding set) and runs bwrap again, unprivileged, which adds
+// the user namespace; the second helper applies the limits and Landlock.
+// Where unprivileged user namespaces are disabled, a root gateway falls
+// back to the first stage alone (no user namespace, and the process limit
+// is shared by every process of host uid 65534); doctor says so.
 package bwrap
 
 import "errors"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,9 @@ const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // sandboxUID is the user id inside every sandbox.
 const sandboxUID = 65534
 
+// helperPath is where the helper binary appears inside the sandbox.
+const helperPath = "/.exechost/helper"
+
 // fdStatus is the status pipe's descriptor in bwrap and the helper
 // (os/exec maps ExtraFiles[0] to 3).
 const fdStatus = 3
@@ -44,6 +48,9 @@ type Backend struct {
 	bwrap    string
 	helper   string
 	report   Report
+	// nested is set when the gateway is root and an unprivileged second
+	// bwrap can add a user namespace (see nest in helper_linux.go).
+	nested bool
 
 	mu     sync.Mutex
 	closed bool
@@ -73,6 +80,16 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		return nil, fmt.Errorf("%w: locate the exechost binary for the sandbox helper: %v", ErrUnavailable, err)
 	}
 	b := &Backend{cfg: cfg, stateDir: stateDir, bwrap: bwPath, helper: self}
+	if os.Geteuid() == 0 {
+		b.nested = true
+		if rep, err := b.probe(ctx); err == nil {
+			b.report = rep
+			return b, nil
+		}
+		// No unprivileged user namespaces here: one stage, dropping to
+		// sandboxUID without a user namespace.
+		b.nested = false
+	}
 	rep, err := b.probe(ctx)
 	if err != nil {
 		return nil, err
@@ -96,8 +113,8 @@ func (b *Backend) Isolation() []string {
 	r := b.report
 	root := os.Geteuid() == 0
 	ns := "namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command; no nested user namespaces"
-	if root {
-		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command"
+	if root && !b.nested {
+		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command (no user namespace: unprivileged user namespaces are not allowed here)"
 	}
 	out := []string{
 		ns,
@@ -105,7 +122,7 @@ func (b *Backend) Isolation() []string {
 		fmt.Sprintf("user: uid %d inside; capabilities: none", r.UID),
 	}
 	if root {
-		out = append(out, fmt.Sprintf("host user: %d (the gateway runs as root, so bwrap runs privileged without a user namespace and the helper drops to this user)", sandboxUID))
+		out = append(out, fmt.Sprintf("host user: %d (the gateway runs as root: bwrap sets up the namespaces, the helper drops to this user before anything runs)", sandboxUID))
 	}
 	if r.NoNewPrivs {
 		out = append(out, "no_new_privs: set")
@@ -114,7 +131,7 @@ func (b *Backend) Isolation() []string {
 	switch {
 	case r.NProc == 0:
 		out = append(out, "pids: no limit (sandbox.bwrap.pidsLimit < 0)")
-	case root:
+	case root && !b.nested:
 		out = append(out, fmt.Sprintf("pids: at most %d processes (RLIMIT_NPROC of host user %d, shared by every process of that user)", r.NProc, sandboxUID))
 	default:
 		out = append(out, fmt.Sprintf("pids: at most %d processes (RLIMIT_NPROC, counted in the sandbox's own user namespace)", r.NProc))
@@ -198,6 +215,10 @@ func (b *Backend) probe(ctx context.Context) (Report, error) {
 		return Report{}, fmt.Errorf("%w: probe workspace: %v", ErrUnavailable, err)
 	}
 	defer os.RemoveAll(ws)
+	// Like a real workspace (EnsureWorkspace): the sandbox user writes it.
+	if err := os.Chmod(ws, 0o777); err != nil {
+		return Report{}, fmt.Errorf("%w: probe workspace: %v", ErrUnavailable, err)
+	}
 	var status []byte
 	env, _ := sandboxEnv(nil)
 	_, _, err = b.run(ctx, ws, sandbox.WorkspaceDir, env, helperSpec{Probe: true}, io.Discard, io.Discard, 30*time.Second, &status)
@@ -228,6 +249,11 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 	spec.StatusFD = fdStatus
 	if os.Geteuid() == 0 {
 		spec.DropTo = sandboxUID
+		if b.nested {
+			inner := spec
+			inner.DropTo = 0
+			spec = helperSpec{StatusFD: fdStatus, DropTo: sandboxUID, Bwrap: b.bwrap, Nest: &inner}
+		}
 	}
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
@@ -323,7 +349,8 @@ func (b *Backend) args(ws, cwd string, env []string, spec string) []string {
 		"--proc", "/proc",
 		"--perms", "1777", "--size", strconv.FormatInt(tmpfsSize, 10), "--tmpfs", "/tmp",
 		"--bind", ws, sandbox.WorkspaceDir,
-		"--ro-bind", b.helper, "/.exechost/helper",
+		"--perms", "0755", "--dir", filepath.Dir(helperPath),
+		"--ro-bind", b.helper, helperPath,
 	)
 	a = append(a,
 		"--remount-ro", "/",
@@ -334,7 +361,7 @@ func (b *Backend) args(ws, cwd string, env []string, spec string) []string {
 		k, v, _ := strings.Cut(kv, "=")
 		a = append(a, "--setenv", k, v)
 	}
-	return append(a, "--", "/.exechost/helper", helperFlag, spec)
+	return append(a, "--", helperPath, helperFlag, spec)
 }
 
 // sandboxEnv is the sandbox's environment: a fixed base (PATH, HOME, TMPDIR)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -118,8 +119,8 @@ func TestExec(t *testing.T) {
 			runner.Result{ExitCode: 127, Stderr: "no-such-program: not found\n"}},
 		{"unprivileged, no capabilities, no new privileges", sandbox.Request{Command: "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status"},
 			runner.Result{Success: true, Stdout: "65534\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n"}},
-		{"own pid namespace", sandbox.Request{Command: "ls /proc | grep -c '^[0-9]'"},
-			runner.Result{Success: true, Stdout: "4\n"}}, // bwrap init, sh, ls, grep
+		{"own pid namespace", sandbox.Request{Command: "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; [ $n -le 3 ] && echo few"},
+			runner.Result{Success: true, Stdout: "few\n"}}, // bwrap's init, sh (and the second bwrap of a root gateway)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,14 +204,15 @@ func hostProcsOf(uid int) int {
 func TestPidsLimit(t *testing.T) {
 	const sandboxLimit = 32
 	limit := sandboxLimit
-	shared := os.Geteuid() == 0
-	if shared {
-		// As root the limit is that of host uid 65534, shared with its
-		// other processes (docker sandboxes of parallel tests, say):
-		// leave them their share.
-		limit += hostProcsOf(sandboxUID)
-	}
 	b, _ := open(t, func(c *sandbox.Config) { c.Bwrap.PidsLimit = int64(limit) })
+	shared := os.Geteuid() == 0 && !b.nested
+	if shared {
+		// A root gateway without user namespaces: the limit is that of
+		// host uid 65534, shared with its other processes (docker
+		// sandboxes of parallel tests, say); leave them their share.
+		limit += hostProcsOf(sandboxUID)
+		b, _ = open(t, func(c *sandbox.Config) { c.Bwrap.PidsLimit = int64(limit) })
+	}
 	maxN := limit + 1 // bwrap's init (pid 1) is not the sandbox user's
 	t.Run("background processes are capped", func(t *testing.T) {
 		// The subshell dies at the first failed fork; counting /proc then
@@ -348,5 +350,63 @@ func BenchmarkBwrapBare(b *testing.B) {
 		if out, err := exec.Command(bw, "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
 			b.Fatalf("bwrap: %v %s", err, out)
 		}
+	}
+}
+
+// TestRootWithoutUserNamespace covers the fallback of a root gateway on a
+// kernel without unprivileged user namespaces: one bwrap, the helper drops
+// to host uid 65534.
+func TestRootWithoutUserNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the fallback exists only for a root gateway")
+	}
+	b, _ := open(t, nil)
+	b.nested = false
+	rep, err := b.probe(context.Background())
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	b.report = rep
+	if !slices.ContainsFunc(b.Isolation(), func(s string) bool { return strings.Contains(s, "no user namespace") }) {
+		t.Errorf("isolation does not say there is no user namespace: %q", b.Isolation())
+	}
+	tests := []struct {
+		cmd, want string
+	}{
+		{"id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status", "65534\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n"},
+		{"cat /proc/self/uid_map", "         0          0 4294967295\n"},
+		{"echo x > /etc/written || echo denied", "denied\n"},
+		{"cat /etc/shadow >/dev/null 2>&1 || echo denied", "denied\n"},
+		{"echo x > /workspace/w && cat /workspace/w", "x\n"},
+	}
+	for _, tt := range tests {
+		if res := run(t, b, sandbox.Request{Command: tt.cmd}); res.Stdout != tt.want {
+			t.Errorf("%s: got %+v, want stdout %q", tt.cmd, res, tt.want)
+		}
+	}
+}
+
+func TestUserNamespace(t *testing.T) {
+	b, stateDir := open(t, nil)
+	if os.Geteuid() == 0 && !b.nested {
+		t.Skip("root gateway on a kernel without unprivileged user namespaces (covered by TestRootWithoutUserNamespace)")
+	}
+	res := run(t, b, sandbox.Request{Command: "cat /proc/self/uid_map; touch /workspace/owned"})
+	f := strings.Fields(res.Stdout)
+	if len(f) != 3 || f[0] != "65534" || f[2] != "1" {
+		t.Errorf("uid_map = %q, want a one-user map of 65534 (a fresh user namespace)", res.Stdout)
+	}
+	// Who the sandbox is to the host kernel: the gateway's user, or
+	// 65534 for a root gateway.
+	fi, err := os.Stat(filepath.Join(stateDir, "sandboxes", "main", "owned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := os.Geteuid()
+	if want == 0 {
+		want = sandboxUID
+	}
+	if got := int(fi.Sys().(*syscall.Stat_t).Uid); got != want {
+		t.Errorf("sandbox files are owned by host uid %d, want %d", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,12 @@ type helperSpec struct {
 	// DropTo, when non-zero, is the host uid and gid to switch to (the
 	// gateway runs as root, and bwrap ran without a user namespace).
 	DropTo int `json:"dropTo,omitempty"`
+	// Nest, when set, makes this helper the first of two stages (root
+	// gateway): it drops to DropTo and runs bwrap again, unprivileged,
+	// with a fresh user namespace, whose helper then applies Nest.
+	Nest *helperSpec `json:"nest,omitempty"`
+	// Bwrap is the bwrap binary the first stage runs.
+	Bwrap string `json:"bwrap,omitempty"`
 	// Probe reports instead of running a command.
 	Probe bool `json:"probe,omitempty"`
 	// Argv is the command.
@@ -55,6 +62,11 @@ func helperMain(specJSON string) int {
 	}
 	// Exec must happen on the thread whose attributes were set.
 	runtime.LockOSThread()
+	if spec.Nest != nil {
+		err := nest(spec)
+		fmt.Fprintf(os.Stderr, "exechost sandbox helper: %v\n", err)
+		return 125
+	}
 	rep, err := restrict(spec)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "exechost sandbox helper: %v\n", err)
@@ -191,4 +203,46 @@ func dropTo(id int) error {
 		return fmt.Errorf("capabilities survived the switch to uid %d", id)
 	}
 	return nil
+}
+
+// nest is the first stage of a root gateway's sandbox: it keeps the status
+// descriptor open for the second stage, drops to spec.DropTo, sets
+// no_new_privs and execs bwrap unprivileged to add a user namespace (which
+// bwrap run by root cannot: the sandbox would stay host uid 0, which the
+// kernel exempts from RLIMIT_NPROC). The second stage's process limit then
+// counts only its own namespace. It returns only on failure.
+func nest(spec helperSpec) error {
+	if err := unix.CloseRange(uint(spec.StatusFD)+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close inherited descriptors: %w", err)
+	}
+	if spec.StatusFD != 3 {
+		return fmt.Errorf("status descriptor %d, want 3", spec.StatusFD)
+	}
+	if err := dropTo(spec.DropTo); err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("getwd: %w", err)
+	}
+	inner := *spec.Nest
+	inner.StatusFD = spec.StatusFD
+	innerJSON, err := json.Marshal(inner)
+	if err != nil {
+		return err
+	}
+	id := strconv.Itoa(spec.DropTo)
+	argv := []string{spec.Bwrap,
+		"--unshare-user", "--disable-userns", "--uid", id, "--gid", id,
+		"--die-with-parent", "--bind", "/", "/",
+		// Device nodes do not work through a bind made in the new user
+		// namespace; bwrap's --dev provides them the way it does for any
+		// unprivileged sandbox.
+		"--dev", "/dev", "--chdir", cwd,
+		"--", helperPath, helperFlag, string(innerJSON)}
+	err = unix.Exec(spec.Bwrap, argv, os.Environ())
+	return fmt.Errorf("exec %s: %w", spec.Bwrap, err)
 }
