@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -109,24 +110,32 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		return
 	}
 	role := p.Role
-	var c *bridge.Conn
-	c = bridge.NewConn(ws, bridge.Options{
+	// OnClose may run before NewConn returns (a peer that hangs up at
+	// once), so the conn reaches it through an atomic holder, and a conn
+	// already closed is never registered.
+	var self atomic.Pointer[bridge.Conn]
+	c := bridge.NewConn(ws, bridge.Options{
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return g.handleClient(ctx, role, method, params)
 		},
 		OnClose: func(error) {
-			g.mu.Lock()
-			delete(g.clients, c)
-			g.mu.Unlock()
+			if c := self.Load(); c != nil {
+				g.mu.Lock()
+				delete(g.clients, c)
+				g.mu.Unlock()
+			}
 		},
 	})
+	self.Store(c)
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		c.Close("gateway shutting down")
 		return
 	}
-	g.clients[c] = true
+	if c.Err() == nil {
+		g.clients[c] = true
+	}
 	g.mu.Unlock()
 }
 
@@ -183,6 +192,11 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	if g.closed {
 		g.mu.Unlock()
 		nc.conn.Close("gateway shutting down")
+		return
+	}
+	if nc.conn.Err() != nil {
+		// Gone already; nodeGone may have run before registration.
+		g.mu.Unlock()
 		return
 	}
 	var old *nodeConn

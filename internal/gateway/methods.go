@@ -199,7 +199,11 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 		delete(g.pending, nc.id)
 	}
 	old := g.live[nc.id]
-	g.live[nc.id] = nc
+	if nc.conn.Err() == nil {
+		g.live[nc.id] = nc
+	} else {
+		old = nil // it reconnects with its new token
+	}
 	g.mu.Unlock()
 	if old != nil && old != nc {
 		old.conn.Close("replaced by a newly paired connection")
