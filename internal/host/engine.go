@@ -100,11 +100,46 @@ func (e *Engine) approvalsStore() *approvals.Store {
 	return e.store
 }
 
-// cachedFile avoids re-parsing exec-approvals.json on every exec: the file
-// is re-read whenever its size, mtime or inode changes.
+// cachedFile avoids re-parsing exec-approvals.json, re-resolving an agent
+// and recompiling its allowlist on every exec: all three are redone whenever
+// the file's size, mtime or inode changes (an atomic rewrite always gives a
+// new inode, so no edit is missed).
 type cachedFile struct {
-	key  string
-	file *approvals.File
+	key    string
+	file   *approvals.File
+	agents map[string]*agentPolicy
+}
+
+// agentPolicy is one agent's resolved policy and compiled allowlist.
+type agentPolicy struct {
+	resolved approvals.Resolved
+	allow    *policy.Allowlist
+}
+
+// agentPolicy returns the cached resolution for agent in the current file.
+func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
+	f, err := e.loadApprovals()
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cache.file == f && e.cache.agents != nil {
+		if ap, ok := e.cache.agents[agent]; ok {
+			return ap, nil
+		}
+	}
+	// Resolution is pure; ResolvePolicy skips the filesystem lint that
+	// `approvals get` shows, which has no say in the decision.
+	r := f.ResolvePolicy(agent)
+	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home)}
+	if e.cache.file == f {
+		if e.cache.agents == nil {
+			e.cache.agents = map[string]*agentPolicy{}
+		}
+		e.cache.agents[agent] = ap
+	}
+	return ap, nil
 }
 
 func (e *Engine) loadApprovals() (*approvals.File, error) {
@@ -162,19 +197,19 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 			return nil, fmt.Errorf("%w: env %s cannot be set by a request (it could change what runs) (hint: drop it from env)", runner.ErrDangerousEnv, name)
 		}
 	}
-	f, err := e.loadApprovals()
-	if err != nil {
-		return nil, err
-	}
 	agent := req.AgentID
 	if agent == "" {
 		agent = "*"
+	}
+	ap, err := e.agentPolicy(agent)
+	if err != nil {
+		return nil, err
 	}
 	cwd, err := e.cwd(req.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: f.Resolve(agent)}
+	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: ap.resolved}
 	p.Effective = policy.Combine(req.Security, req.Ask, p.Resolved.Local)
 	env := shellcmd.Env{Cwd: cwd, PATH: e.hostPATH(), Home: e.Home}
 	// Analyse exactly what will run: argv when given (rawCommand is then
@@ -195,8 +230,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		return nil, errors.New("empty command (hint: pass command text or an argv)")
 	}
 	if p.Analysis.OK {
-		allow := policy.CompileAllowlist(p.Resolved.Patterns(), e.Home)
-		p.Matched, p.Satisfied = allow.MatchAll(p.Analysis.Paths())
+		p.Matched, p.Satisfied = ap.allow.MatchAll(p.Analysis.Paths())
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
 	}
