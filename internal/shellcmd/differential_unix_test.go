@@ -50,6 +50,10 @@ func FuzzDifferential(f *testing.F) {
 		}
 	}
 	env := Env{Cwd: work, PATH: logBin, Home: work}
+	shells := []string{"/bin/sh"}
+	if bash, err := exec.LookPath("bash"); err == nil {
+		shells = append(shells, bash+" --posix", bash)
+	}
 	f.Fuzz(func(t *testing.T, text string) {
 		a := Analyze(text, env)
 		if !a.OK {
@@ -63,34 +67,42 @@ func FuzzDifferential(f *testing.F) {
 				known[path.Base(v)] = true
 			}
 		}
-		logFile, err := os.CreateTemp(root, "log-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		logFile.Close()
-		defer os.Remove(logFile.Name())
-		if err := os.Chmod(logFile.Name(), 0o666); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		// The outer shell only sets limits, then execs the shell under test.
-		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `ulimit -u 64 -t 5 -f 1024 2>/dev/null; exec /bin/sh -c "$1"`, "sh", text)
-		cmd.Dir = work
-		cmd.Env = []string{"PATH=" + logBin, "HOME=" + work, "DIFF_LOG=" + logFile.Name()}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		_ = cmd.Run()
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-		b, _ := os.ReadFile(logFile.Name())
-		for _, ran := range strings.Fields(string(b)) {
-			// Wrappers and shells are looked through, never segments; with
-			// nothing to run ("nice", sh -c "") they run alone, harmlessly.
-			if k := classify(ran); !known[ran] && k != kindWrapper && k != kindPOSIXShell {
-				t.Fatalf("/bin/sh ran %q for %q, but the analysis reported only %+v", ran, text, a.Segments)
+		for _, sh := range shells {
+			for _, ran := range runLogged(t, root, work, logBin, sh, text) {
+				// Wrappers and shells are looked through, never segments; with
+				// nothing to run ("nice", sh -c "") they run alone, harmlessly.
+				if k := classify(ran); !known[ran] && k != kindWrapper && k != kindPOSIXShell {
+					t.Fatalf("%s ran %q for %q, but the analysis reported only %+v", sh, ran, text, a.Segments)
+				}
 			}
 		}
 	})
+}
+
+// runLogged runs text under shell (a path plus options) as nobody, within
+// limits, and returns the names the logging stand-ins recorded.
+func runLogged(t *testing.T, root, work, logBin, shell, text string) []string {
+	logFile, err := os.CreateTemp(root, "log-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile.Close()
+	defer os.Remove(logFile.Name())
+	if err := os.Chmod(logFile.Name(), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The outer shell only sets limits, then execs the shell under test.
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `ulimit -u 64 -t 5 -f 1024 2>/dev/null; exec `+shell+` -c "$1"`, "sh", text)
+	cmd.Dir = work
+	cmd.Env = []string{"PATH=" + logBin, "HOME=" + work, "DIFF_LOG=" + logFile.Name()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	_ = cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	b, _ := os.ReadFile(logFile.Name())
+	return strings.Fields(string(b))
 }

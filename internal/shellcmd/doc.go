@@ -1,50 +1,90 @@
 // Package shellcmd decides, statically and without running anything, which
-// executables a command would run, so the allowlist can vouch for every one
-// of them. It parses command text with mvdan.cc/sh/v3/syntax in its POSIX
-// variant (execution hosts run the text with /bin/sh, which is dash, bash or
-// another POSIX shell, so bash-only syntax is a parse error and therefore an
-// analysis failure) and resolves each executed command to an absolute path.
+// executables a command would run, so that the allowlist can vouch for
+// every one of them.
+//
+// Command text is parsed with mvdan.cc/sh/v3/syntax in its POSIX variant:
+// execution hosts run the text with /bin/sh, which is dash, bash in POSIX
+// mode or another POSIX shell, so bash-only syntax ([[ ]], arrays, <(…),
+// &>, <<<, function …) is a parse error and therefore an analysis failure.
+// A real-shell differential test and fuzz target keep parser and shells in
+// agreement.
 //
 // The analysis fails closed: anything whose effect cannot be known from the
-// text alone makes Analysis.OK false, and callers treat that as an allowlist
-// miss, never as an allow. The rules, in short:
+// text alone makes Analysis.OK false, and callers treat that as a miss,
+// never as an allow. The rules:
 //
 //   - Every command that would execute is a Segment: lists (; && || & and
 //     newlines), pipelines, negation, subshells, groups, and every branch of
-//     if/while/until/for/case. Comments are ignored by the parser, so a
-//     leading comment cannot hide a later line.
+//     if/while/until/for/case. Comments are not commands; a comment ending
+//     in a backslash, a carriage return anywhere, and a here-document line
+//     ending in a backslash fail, because there the parser and the shells
+//     disagree about where the next command starts.
+//   - Command and process substitution (also inside double quotes,
+//     parameter defaults, arithmetic and expanding here-documents), $[…],
+//     arithmetic naming a variable (bash evaluates variable contents and
+//     array subscripts), assignment expansions ${x=…} and ${x:=…}, $'…' and
+//     $"…", function definitions, coprocesses and every syntax node not
+//     handled explicitly fail.
+//   - In a command position (the command name, and every word a wrapper
+//     interprets) a word must be literal: parameter expansion, globs, brace
+//     expansion, ~user and bash assignment forms (a[i]=, x+=) fail. In
+//     arguments they are data.
+//   - Redirections may only target /dev/null or file descriptors (2>&1,
+//     <&-); quoted and non-substituting here-documents are fine.
+//   - Assigning a dangerous variable (policy.DangerousEnv, the shell's state
+//     variables such as PWD, FPATH, EXECIGNORE, and every BASH* variable)
+//     fails, as a prefix, standalone, through export/readonly, env or sudo.
+//   - Builtins: cd to a literal existing directory updates the directory
+//     used for later relative names (after "cd d &&"; after "cd d;", in a
+//     branch or pipeline the directory becomes uncertain and a later
+//     relative command path fails; cd in a loop fails). set with error and
+//     tracing options, export/readonly of plain safe names, and :, exit,
+//     return, break, continue, shift, wait, type, jobs are allowed and run
+//     nothing. echo, printf, test, [, true, false, pwd and kill resolve on
+//     PATH like programs (bash's printf -v and test -v fail). eval, source,
+//     ., alias, trap, unset, shopt, enable, builtin, hash, ulimit, umask,
+//     read, local, declare, let, pushd and other state-changing builtins
+//     fail.
 //   - Wrappers (env, nice, nohup, timeout, stdbuf, time, command, exec,
-//     xargs, ionice, setsid, chrt, taskset) are looked through: the command
-//     they run is the segment and the wrapper is recorded in Segment.Via.
-//     Options that change what or how the inner command is found (env -S,
-//     env -C, env -P, command -p, exec -a, time -o …) fail the analysis.
-//     Other known command carriers (flock, watch, su, chroot, strace …) and
-//     busybox/toybox applets cannot be looked through precisely and fail.
+//     xargs, ionice, setsid, chrt, taskset) are looked through when they are
+//     the host's real tool: the command they run is the segment and the
+//     wrapper is listed in Segment.Via. Options that change how the inner
+//     command is found or run fail (env -S/-C/-P, command -p, exec -a,
+//     time -o, …), as does every option not known. command -v runs nothing.
+//     xargs appends run-time arguments, so the command it runs may not be a
+//     wrapper or shell that would read them as options or code; with -I the
+//     words holding the replacement are run-time values. Other command
+//     carriers (flock, watch, su, chroot, strace …) and busybox/toybox
+//     applet calls fail.
 //   - Privilege changers (sudo, doas, run0, pkexec) are segments with
-//     RolePrivilege and their inner command is a segment too; login, shell,
-//     environment-preserving and editing modes fail.
-//   - POSIX shells called with -c are looked through and their payload is
-//     analysed recursively; login, interactive and rc-file modes fail, and so
-//     does a payload that refers to positional parameters. A shell reading a
-//     script file or standard input is itself the segment, with RoleShell.
-//   - Interpreters (python, node, perl, awk, …) are ordinary segments with
-//     RoleInterpreter: they must match, and are never recorded by
-//     allow-always.
-//   - Command, process and arithmetic-with-variables substitution, parameter
-//     expansion, globs or brace expansion in a command position, assignment
-//     expansions (${x=…}), redirections to or from anything but /dev/null or
-//     a file descriptor, expanding here-documents that contain substitutions,
-//     dangerous environment assignments (policy.DangerousEnv), function
-//     definitions, builtins that change how later text executes (eval,
-//     source, alias, trap, unset …) and every syntax node this package does
-//     not handle explicitly all fail the analysis.
-//   - Executables resolve against Env: path-qualified names against Env.Cwd
-//     (updated by a literal cd) or Env.Home (~/), bare names against Env.PATH,
-//     the host's PATH, never one supplied by a request. Empty and relative
-//     PATH entries are skipped. ResolvedPath is cleaned but not
-//     symlink-resolved, so patterns such as /opt/homebrew/bin/rg match the
-//     path as found; RealPath is the symlink-resolved file.
+//     RolePrivilege, and the command they run is a segment too; login,
+//     shell, environment-preserving, editing and chdir modes fail.
+//   - POSIX shells (sh, bash, dash, zsh, ksh, ash, …) called with -c are
+//     looked through and the payload is analysed recursively; -l, -i,
+//     --login, --rcfile and unknown options fail, and so does a payload that
+//     refers to positional parameters when arguments follow it. A shell
+//     reading a script file or standard input is itself the segment, with
+//     RoleShell, as are non-POSIX shells (fish, csh, pwsh, …).
+//   - Interpreters (python*, node, perl, ruby, php, lua, awk, tclsh,
+//     Rscript, osascript, deno, bun, java, …) are segments with
+//     RoleInterpreter: they must match and are never recorded.
+//   - Resolution: path-qualified names resolve against Env.Cwd (or the
+//     directory a literal cd moved to) and ~/ against Env.Home, bare names
+//     against Env.PATH, the host's PATH. Empty and relative PATH entries are
+//     never used, and if one comes before the match and holds the name the
+//     analysis fails. ResolvedPath is cleaned but not symlink-resolved, so a
+//     pattern such as /opt/homebrew/bin/rg matches the path as found;
+//     RealPath is the symlink-resolved file. A name that does not resolve to
+//     a regular executable file gives a segment with an empty ResolvedPath
+//     (a miss). ".." through a symlink fails. When the program that finds
+//     the command may use another search path (env -i, sudo's secure_path,
+//     pkexec, run0), a bare name must resolve to the same file on the usual
+//     default paths.
+//   - Wrappers and shells are classified by the name written and, failing
+//     that, by the file it resolves to, so a symlink ~/bin/e -> env is still
+//     env; one that is not the host's real tool (./env) is an ordinary
+//     program that must match.
 //
-// Recordable says which resolved paths allow-always may persist and why the
-// others were left out.
+// Recordable says which resolved paths allow-always may persist (exact
+// paths of ordinary commands only) and why the others were left out.
 package shellcmd
