@@ -3,6 +3,7 @@ package shellcmd
 import (
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -128,15 +129,25 @@ func (a *analyzer) cd(args []arg, st *cwdState, ctx cmdCtx) error {
 	default:
 		target = rest[0].val
 	}
+	raw := target
 	if !strings.HasPrefix(target, "/") {
 		if st.uncertain || st.dir == "" {
 			*st = cwdState{dir: st.dir, uncertain: true}
 			return nil
 		}
-		target = st.dir + "/" + target
+		raw = st.dir + "/" + target
 	}
-	// cd -L (the default) resolves ".." lexically, like path.Clean.
-	target = path.Clean(target)
+	// cd -L (the default) resolves ".." lexically, like path.Clean, but
+	// only when the shell knows its logical directory; otherwise, and with
+	// -P, ".." follows the physical path. Both must agree.
+	target = path.Clean(raw)
+	if hasDotDot(raw) {
+		r1, e1 := filepath.EvalSymlinks(raw)
+		r2, e2 := filepath.EvalSymlinks(target)
+		if e1 != nil || e2 != nil || r1 != r2 {
+			return failf("cd %s uses \"..\" through a symlink%s (hint: cd to the directory without \"..\")", rest[0].val, posSuffix(ctx))
+		}
+	}
 	if fi, err := os.Stat(target); err != nil || !fi.IsDir() {
 		return failf("cd target %s is not a directory%s", target, posSuffix(ctx))
 	}

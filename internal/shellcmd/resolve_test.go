@@ -130,6 +130,9 @@ func TestCd(t *testing.T) {
 		{"cd - && ls", "depends on shell state"},
 		{"cd a b", "more than one argument"},
 		{"pushd sub", "pushd"},
+		{"cd link/.. && ./x", "through a symlink"},
+		{"cd link && ./../x", "through a symlink"},
+		{"cd WORK/link/.. && ./x", "through a symlink"},
 		{"popd", "popd"},
 	})
 }
