@@ -11,6 +11,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/sandbox"
@@ -95,7 +96,9 @@ func scopeHash(key string) string {
 func (b *Backend) create(ctx context.Context, bx *box, workspace string) (string, error) {
 	d := b.cfg.Docker
 	hc := &container.HostConfig{
-		Binds:          []string{workspace + ":" + sandbox.WorkspaceDir + ":rw"},
+		// A structured mount, not a "src:dst:rw" bind string: a workspace
+		// path with a colon in it cannot be misparsed.
+		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: workspace, Target: sandbox.WorkspaceDir}},
 		NetworkMode:    container.NetworkMode(d.Network),
 		ReadonlyRootfs: *d.ReadOnlyRoot,
 		CapDrop:        []string{"ALL"},

@@ -224,6 +224,15 @@ func TestFilesystem(t *testing.T) {
 	}
 }
 
+func TestWorkspacePathWithColon(t *testing.T) {
+	root := t.TempDir() + "/work:space"
+	b, _ := open(t, func(c *sandbox.Config) { c.Workspace = root })
+	run(t, b, sandbox.Request{Command: "echo hi > /workspace/f"})
+	if data, err := os.ReadFile(root + "/main/f"); err != nil || string(data) != "hi\n" {
+		t.Errorf("workspace file: %q, %v", data, err)
+	}
+}
+
 func TestScopes(t *testing.T) {
 	b, _ := open(t, nil) // scope: session
 	run(t, b, sandbox.Request{AgentID: "a", SessionKey: "s1", Command: "echo 1 > /tmp/t; echo 1 > /workspace/w"})
