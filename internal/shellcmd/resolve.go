@@ -108,6 +108,9 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 			}
 			continue
 		}
+		if _, err := a.lstat(dir); err != nil {
+			continue // a missing directory costs one stat per analysis
+		}
 		if c := path.Join(dir, name); a.isExecutable(c) {
 			return c, nil
 		}
