@@ -222,6 +222,7 @@ func TestEnvironmentAssignments(t *testing.T) {
 			failCase{"env " + v + "=x ls", "env sets " + v},
 			failCase{"export " + v + "=x", "export " + v},
 			failCase{"export " + v, "export " + v},
+			failCase{"for " + v + " in x; do ls; done", "for loop assigns " + v},
 		)
 	}
 	runFail(t, fails)

@@ -53,7 +53,7 @@ func TestBypassCorpusStaysAMiss(t *testing.T) {
 		"PATH=/tmp; ls", "DYLD_INSERT_LIBRARIES=/tmp/x ls", "GIT_SSH_COMMAND='rm x' git fetch",
 		"GIT_EXTERNAL_DIFF=rm git diff", "GIT_PAGER=rm git log", "PAGER=rm git log", "PS4='$(rm x)' sh -xc ls",
 		"SHELLOPTS=xtrace ls", "NODE_OPTIONS=--require=/tmp/x ls", "PYTHONPATH=/tmp ls", "IFS=/ ls",
-		"export LD_PRELOAD=/tmp/x; ls", "env LD_PRELOAD=/tmp/x ls", "sudo LD_PRELOAD=/tmp/x ls",
+		"export LD_PRELOAD=/tmp/x; ls", "for PATH in /tmp; do ls; done", "for IFS in /; do ls; done", "env LD_PRELOAD=/tmp/x ls", "sudo LD_PRELOAD=/tmp/x ls",
 		// 5. wrappers and carriers
 		"env rm x", "nice rm x", "nice -n 1 rm x", "nohup rm x", "timeout 5 rm x", "stdbuf -oL rm x",
 		"time rm x", "command rm x", "exec rm x", "xargs rm", "xargs -0 rm -f", "ionice -c3 rm x",

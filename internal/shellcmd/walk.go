@@ -90,6 +90,9 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 		}
 		return st, st, nil
 	case *syntax.ForClause:
+		if it, ok := c.Loop.(*syntax.WordIter); ok && dangerousVar(it.Name.Value) {
+			return st, st, failf("for loop assigns %s at %s, which changes what runs", it.Name.Value, at(c))
+		}
 		_, ab, err := w.list(c.Do, st)
 		if err != nil {
 			return st, st, err
