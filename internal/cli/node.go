@@ -18,6 +18,7 @@ func init() { register(newNodeCmd) }
 // nodeRunFlags are `exechost node run`'s flags.
 type nodeRunFlags struct {
 	url, displayName, joinKey, fingerprint string
+	execHost, execFallback                 string // approver_exec.go
 	log                                    logFlags
 }
 
@@ -50,6 +51,8 @@ stops when its pairing is rejected or its token revoked.`,
 	run.Flags().StringVar(&f.displayName, "display-name", "", "name shown in `exechost nodes list` (default the host name)")
 	run.Flags().StringVar(&f.joinKey, "join-key", "", "one-time key from `exechost gateway join-key` (headless pairing)")
 	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")
+	run.Flags().StringVar(&f.execHost, "exec-host", node.ExecHostLocal, "where system.run runs: local, or app (forwarded to `exechost approver --exec-host` in the desktop session)")
+	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: local (run here) or deny")
 	f.log.add(run)
 	cmd.AddCommand(run)
 	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
@@ -79,9 +82,13 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(st
 	if err != nil {
 		return err
 	}
+	exe, fw, err := nodeExecutor(dir, eng, f.execHost, f.execFallback)
+	if err != nil {
+		return err
+	}
 	r, err := node.New(node.Options{
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey,
-		TLSFingerprint: f.fingerprint, Executor: eng, Logger: log, Version: Version,
+		TLSFingerprint: f.fingerprint, Executor: exe, Logger: log, Version: Version,
 		OnPending: onPending,
 		OnPaired:  func(string) { _ = service.NotifyReady() },
 	})
@@ -90,6 +97,9 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(st
 	}
 	eng.Host, eng.NodeID = policy.HostNode, r.NodeID()
 	eng.OnEvent = r.HostEvent
+	if fw != nil {
+		fw.NodeID, fw.OnEvent, fw.Logger = r.NodeID, r.HostEvent, log
+	}
 	log.Info("node starting", "node", r.NodeID(), "gateway", url, "state", dir)
 	err = r.Run(ctx)
 	_ = service.NotifyStopping()
