@@ -72,7 +72,7 @@ func TestBypassCorpusStaysAMiss(t *testing.T) {
 		"./sed p notes", "WORK/sed", "link/../x", "sub/build", "~/bin/tool", "cd sub && ./build",
 		// 12. login shells and rc files
 		"bash -l -c ls", "bash --login -c ls", "bash -i -c ls", "sh -lc ls", "bash --rcfile /tmp/x -c ls",
-		"bash x.sh", "sh < script", "bash",
+		"bash x.sh", "sh < script", "bash", "echo rm x | sh", "sh <<EOF\nrm x\nEOF", "cat x | bash -s",
 		// 15. constructs where parsers disagree, and dynamic execution
 		"((rm x))", "{rm,x}", "$'\\x72m' x", "[[ -f x ]]", "a[$(rm x)]=1", "eval 'rm x'", "source ./x", ". ./x",
 		"alias ls=rm\nls", "f() { rm x; }; f", "trap 'rm x' EXIT; ls", "set -k; ls LD_PRELOAD=x", "$CMD",
