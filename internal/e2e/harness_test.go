@@ -31,7 +31,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "exechost")
-	build := exec.Command("go", "build", "-o", bin, "github.com/exechost/exechost/cmd/exechost")
+	args := []string{"build", "-o", bin}
+	if os.Getenv("EXECHOST_E2E_RACE") != "" {
+		// The processes under test run with the race detector; a race
+		// report makes them exit non-zero (and print it).
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/exechost/exechost/cmd/exechost")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build exechost:", err)
@@ -88,7 +94,12 @@ func start(t *testing.T, dir string, args ...string) *proc {
 		t.Fatalf("start %v: %v", args, err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.kill(t) })
+	t.Cleanup(func() {
+		p.kill(t)
+		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
+			t.Errorf("exechost %v reported a data race:\n%s", args, p.out)
+		}
+	})
 	return p
 }
 
@@ -143,6 +154,9 @@ func run(t *testing.T, dir string, args ...string) result {
 	cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=")
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
+	if strings.Contains(r.stderr, "WARNING: DATA RACE") {
+		t.Errorf("exechost %v reported a data race:\n%s", args, r.stderr)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
