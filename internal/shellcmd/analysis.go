@@ -1,7 +1,6 @@
 package shellcmd
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -91,14 +90,11 @@ const maxDepth = 16
 // maxTextLen bounds the command text analysed, payloads included.
 const maxTextLen = 1 << 20
 
-// errAnalysis marks a failure of the analysis (as opposed to a miss).
-var errAnalysis = errors.New("analysis failed")
-
-// failure is an analysis failure with a message for users.
+// failure is an analysis failure (as opposed to a miss), with a message
+// for users.
 type failure struct{ msg string }
 
 func (f *failure) Error() string { return f.msg }
-func (f *failure) Unwrap() error { return errAnalysis }
 
 func failf(format string, args ...any) error {
 	return &failure{msg: fmt.Sprintf(format, args...)}
