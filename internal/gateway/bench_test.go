@@ -128,11 +128,18 @@ func BenchmarkEngineOnly(b *testing.B) {
 }
 
 // benchOverhead interleaves a direct spawn of /bin/true, a direct spawn of
-// `/bin/sh -c /bin/true` (what the engine runs for command text) and an exec
-// round trip, so all three see the same machine load, and reports the p50
-// of each and the exec's p50 overhead above both baselines.
+// `/bin/sh -c /bin/true` (what the engine runs for command text), the same
+// request through a host engine in this process, and an exec round trip,
+// so all see the same machine load. It reports the p50 of each and the
+// exec's p50 overhead above each baseline; overhead-vs-engine is the
+// gateway's (and for host=node, the node runner's) own share.
 func benchOverhead(b *testing.B, c *bridge.Conn, p bridge.ExecParams) {
-	var direct, viaSh, rt []time.Duration
+	dir := b.TempDir()
+	writePolicy(b, dir, policyFull)
+	eng := host.NewEngine(dir, policy.HostGateway, "bench")
+	req := host.Request{Argv: []string{"/bin/sh", "-c", p.Command}, RawCommand: p.Command, TimeoutMs: 60_000,
+		AgentID: "main", SessionKey: "main", Security: policy.SecurityFull, Ask: policy.AskOff}
+	var direct, viaSh, viaEngine, rt []time.Duration
 	ctx := context.Background()
 	for b.Loop() {
 		t0 := time.Now()
@@ -144,23 +151,29 @@ func benchOverhead(b *testing.B, c *bridge.Conn, p bridge.ExecParams) {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
+		if _, err := eng.Run(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
 		var res bridge.ExecResult
 		if err := c.Call(ctx, bridge.MethodExec, p, &res); err != nil {
 			b.Fatal(err)
 		}
-		t3 := time.Now()
-		direct, viaSh, rt = append(direct, t1.Sub(t0)), append(viaSh, t2.Sub(t1)), append(rt, t3.Sub(t2))
+		t4 := time.Now()
+		direct, viaSh = append(direct, t1.Sub(t0)), append(viaSh, t2.Sub(t1))
+		viaEngine, rt = append(viaEngine, t3.Sub(t2)), append(rt, t4.Sub(t3))
 	}
 	med := func(d []time.Duration) float64 {
 		slices.Sort(d)
 		return float64(d[len(d)/2].Nanoseconds())
 	}
-	md, ms, mr := med(direct), med(viaSh), med(rt)
+	md, ms, me, mr := med(direct), med(viaSh), med(viaEngine), med(rt)
 	b.ReportMetric(md, "true-p50-ns")
 	b.ReportMetric(ms, "sh-p50-ns")
+	b.ReportMetric(me, "engine-p50-ns")
 	b.ReportMetric(mr, "exec-p50-ns")
 	b.ReportMetric(mr-md, "overhead-vs-true-ns")
-	b.ReportMetric(mr-ms, "overhead-vs-sh-ns")
+	b.ReportMetric(mr-me, "overhead-vs-engine-ns")
 	b.ReportMetric(mr/md, "ratio-vs-true")
 }
 
@@ -173,4 +186,23 @@ func BenchmarkOverheadNode(b *testing.B) {
 	e := newEnv(b, fullConfig)
 	e.addNode(b, "n", policyFull)
 	benchOverhead(b, e.client(b, bridge.RoleAgent), bridge.ExecParams{Command: "/bin/true", Host: "node"})
+}
+
+// BenchmarkRoundTrip measures the bare request/response cost of the bridge
+// through the gateway (session.events on an empty session), the floor of
+// every exec's transport overhead.
+func BenchmarkRoundTrip(b *testing.B) {
+	e := newEnv(b, fullConfig)
+	c := e.client(b, bridge.RoleAgent)
+	d := make([]time.Duration, 0, b.N)
+	ctx := context.Background()
+	for b.Loop() {
+		t0 := time.Now()
+		var res bridge.SessionEventsResult
+		if err := c.Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{SessionKey: "bench"}, &res); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(t0))
+	}
+	reportP50(b, d)
 }

@@ -90,22 +90,28 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		parent = context.WithoutCancel(ctx)
 	}
 	runCtx, cancel := context.WithTimeout(parent, limit)
-	go func() {
+	do := func() {
 		defer cancel()
 		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
 		g.finishRun(r, res, err)
-	}()
-	if p.YieldMs > 0 {
-		t := time.NewTimer(min(time.Duration(p.YieldMs)*time.Millisecond, timeout))
-		defer t.Stop()
-		select {
-		case <-r.done:
-		case <-t.C:
-			return bridge.ExecResult{Status: bridge.ExecRunning, RunID: r.id, Host: string(r.host), NodeID: r.nodeID,
-				Events: g.sessions.Drain(key)}, nil
+	}
+	if p.YieldMs <= 0 {
+		do() // ends by runCtx's deadline at the latest
+		if r.err != nil {
+			return bridge.ExecResult{}, r.err
 		}
-	} else {
-		<-r.done // execute ends by runCtx's deadline at the latest
+		res := r.result
+		res.Events = g.sessions.Drain(key)
+		return res, nil
+	}
+	go do()
+	t := time.NewTimer(min(time.Duration(p.YieldMs)*time.Millisecond, timeout))
+	defer t.Stop()
+	select {
+	case <-r.done:
+	case <-t.C:
+		return bridge.ExecResult{Status: bridge.ExecRunning, RunID: r.id, Host: string(r.host), NodeID: r.nodeID,
+			Events: g.sessions.Drain(key)}, nil
 	}
 	if r.err != nil {
 		return bridge.ExecResult{}, r.err
