@@ -100,7 +100,13 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	}
 	ev := host.Event{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: nid, Host: string(policy.HostNode), Command: commandText(req)}
 
-	res, err := f.Client.Exec(ctx, apphost.ExecRequest(req, nid))
+	var (
+		res approver.ExecResult
+		err = fmt.Errorf("%w: no exec client configured", approver.ErrUnreachable)
+	)
+	if f.Client != nil {
+		res, err = f.Client.Exec(ctx, apphost.ExecRequest(req, nid))
+	}
 	var xe *approver.ExecError
 	switch {
 	case err == nil:
