@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -145,6 +148,16 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		return
 	}
 	nid := p.Node.NodeID
+	// Everything else the node says about itself ends up in operators'
+	// terminals and logs: no control or bidi characters, bounded length.
+	p.Node.DisplayName = cleanText(p.Node.DisplayName, 64)
+	p.Client.Name, p.Client.Version, p.Client.Platform = cleanText(p.Client.Name, 64), cleanText(p.Client.Version, 64), cleanText(p.Client.Platform, 64)
+	if len(p.Node.Commands) > 32 {
+		p.Node.Commands = p.Node.Commands[:32]
+	}
+	for i, c := range p.Node.Commands {
+		p.Node.Commands[i] = cleanText(c, 64)
+	}
 	now := time.Now()
 	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now}
 	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
@@ -245,4 +258,23 @@ func (g *Gateway) nodeGone(nc *nodeConn, err error) {
 	g.mu.Unlock()
 	g.reg.touch(nc.id, func(r *nodeRecord) { r.LastSeen = time.Now().UnixMilli() })
 	g.log.Info("node disconnected", "node", nc.id, "reason", err)
+}
+
+// cleanText drops control and format (bidi override, zero-width)
+// characters and invalid UTF-8 from a peer-chosen string and bounds it to
+// max runes.
+func cleanText(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		if n == max {
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestNormalize(t *testing.T) {
@@ -80,6 +82,39 @@ func FuzzSelect(f *testing.F) {
 		got, err := Select(nodes, q)
 		if err == nil && got.ID == "" {
 			t.Fatalf("Select(%q) returned an empty node without error", q)
+		}
+	})
+}
+
+func TestCleanText(t *testing.T) {
+	for in, want := range map[string]string{
+		"Build Box":               "Build Box",
+		"evil\x1b[2J\x1b]0;x\x07": "evil[2J]0;x",
+		"rtl\u202egnp.exe":        "rtlgnp.exe",
+		"zero\u200bwidth":         "zerowidth",
+		"bad\xffutf8":             "badutf8",
+		"  spaced  ":              "spaced",
+	} {
+		if got := cleanText(in, 64); got != want {
+			t.Errorf("cleanText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := cleanText(strings.Repeat("é", 100), 64); len([]rune(got)) != 64 {
+		t.Errorf("cleanText kept %d runes, want 64", len([]rune(got)))
+	}
+}
+
+func FuzzCleanText(f *testing.F) {
+	f.Add("Build Box\x1b[0m\u202e")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := cleanText(s, 64)
+		for _, r := range got {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+				t.Fatalf("cleanText(%q) kept %U", s, r)
+			}
+		}
+		if n := len([]rune(got)); n > 64 {
+			t.Fatalf("cleanText(%q) kept %d runes", s, n)
 		}
 	})
 }
