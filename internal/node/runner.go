@@ -80,9 +80,14 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	if opts.GatewayURL != "" && opts.GatewayURL != id.Gateway.URL {
 		if id.Gateway.URL != "" && id.Token != "" {
-			// A token belongs to the gateway that issued it.
+			// A token belongs to the gateway that issued it: sending it
+			// elsewhere would let that server replay it.
+			opts.Logger.Warn("gateway URL changed: dropping this node's token; it pairs again", "old", id.Gateway.URL, "new", opts.GatewayURL)
 			id.Token, id.Gateway.TLSFingerprint = "", ""
 		}
 		id.Gateway.URL = opts.GatewayURL
@@ -98,9 +103,6 @@ func New(opts Options) (*Runner, error) {
 	}
 	if err := id.Save(opts.StateDir); err != nil {
 		return nil, err
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Runner{opts: opts, log: opts.Logger, id: id, idem: newIdemCache(1024)}, nil
 }
