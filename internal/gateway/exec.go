@@ -68,7 +68,8 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	key := session.NewKey(p.AgentID, p.SessionKey)
 	cfg := g.Config()
 	agentL, globalL := cfg.Layers(key.Agent)
-	eff := policy.Resolve(param, g.sessions.Overrides(key), agentL, globalL)
+	sessL := g.sessions.Overrides(key)
+	eff := policy.Resolve(param, sessL, agentL, globalL)
 	timeout := DefaultTimeout
 	if p.TimeoutSec > 0 {
 		timeout = min(time.Duration(p.TimeoutSec)*time.Second, MaxTimeout)
@@ -80,6 +81,18 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 			return bridge.ExecResult{}, err
 		}
 		r.nodeID = nc.id
+	}
+	if eff.Host != policy.HostSandbox && eff.Security == policy.SecurityDeny {
+		// Nothing would run whatever the execution host allows: say
+		// which layer decided, so the caller knows what to change.
+		where := "gateway"
+		if r.nodeID != "" {
+			where = r.nodeID
+		}
+		why := fmt.Sprintf("%v (security=deny from %s; hint: set tools.exec.security in exechost.json, or /exec security=allowlist)",
+			policy.ErrDisabled, securitySource(param, sessL, agentL, globalL))
+		g.enqueueLifecycle(key, where, host.EventDenied, host.Event{RunID: r.id, Reason: why})
+		return bridge.ExecResult{}, &bridge.Error{Code: bridge.CodeDenied, Message: why}
 	}
 	g.addRun(r)
 	// Every run has a deadline: the command's timeout plus room for a
@@ -167,6 +180,19 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
 	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
 	return out, nil
+}
+
+// securitySource names the layer that set security, for denial messages.
+func securitySource(param, sess, agent, global policy.Settings) string {
+	for _, l := range []struct {
+		name string
+		s    policy.Settings
+	}{{"the exec call", param}, {"the session (/exec)", sess}, {"the agent's tools.exec", agent}, {"tools.exec", global}} {
+		if l.s.Security.Valid() {
+			return l.name
+		}
+	}
+	return "the built-in default"
 }
 
 // Bounds on caller-chosen names kept in memory.
