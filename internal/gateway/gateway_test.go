@@ -38,7 +38,7 @@ func TestExecInProcess(t *testing.T) {
 		{name: "sandbox not configured", p: bridge.ExecParams{Command: "echo no", Host: "sandbox"}, wantCode: bridge.CodeUnavailable, wantMsg: "sandbox backend not configured"},
 		{name: "invalid host", p: bridge.ExecParams{Command: "echo no", Host: "moon"}, wantCode: bridge.CodeInvalidRequest, wantMsg: "accepted: sandbox, gateway, node"},
 		{name: "empty command", p: bridge.ExecParams{Command: "  ", Host: "gateway"}, wantCode: bridge.CodeInvalidRequest},
-		{name: "requested deny is stricter", p: bridge.ExecParams{Command: "echo no", Host: "gateway", Security: "deny"}, wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DISABLED"},
+		{name: "requested deny is stricter", p: bridge.ExecParams{Command: "echo no", Host: "gateway", Security: "deny"}, wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DISABLED: security=deny (security=deny from the exec call; hint:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,4 +200,25 @@ func TestConnectRefusals(t *testing.T) {
 			t.Fatalf("invoke result from a pending node = %v", err)
 		}
 	})
+}
+
+// TestDefaultsCrossNothing checks the spec's safe defaults: with no config
+// at all, host=gateway and host=node are denied at the gateway and the
+// message says the built-in default decided.
+func TestDefaultsCrossNothing(t *testing.T) {
+	e := newEnv(t, `{}`)
+	e.addNode(t, "n", policyFull)
+	agent := e.client(t, bridge.RoleAgent)
+	for _, h := range []string{"gateway", "node"} {
+		_, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "true", Host: h})
+		var be *bridge.Error
+		if !errors.As(err, &be) || be.Code != bridge.CodeDenied || !strings.Contains(be.Message, "security=deny from the built-in default") {
+			t.Errorf("host=%s with no config: %v", h, err)
+		}
+	}
+	_, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "true"})
+	var be *bridge.Error
+	if !errors.As(err, &be) || !strings.Contains(be.Message, "sandbox") {
+		t.Errorf("default host is not sandbox: %v", err)
+	}
 }
