@@ -1,0 +1,170 @@
+//go:build linux
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// bench holds the run's settings and collected rows.
+type bench struct {
+	quick   bool
+	nodes   int
+	bin     string
+	tmp     string
+	rows    []row
+	cleanup []func()
+	profile string // pprof excerpt for missed targets
+	notes   []string
+}
+
+// iters picks the iteration count for the full or quick run.
+func (b *bench) iters(full, quick int) int {
+	if b.quick {
+		return quick
+	}
+	return full
+}
+
+func (b *bench) add(r row) {
+	b.rows = append(b.rows, r)
+	p50, p99, ratio := r.cells()
+	status := ""
+	if r.err != nil {
+		status = "  [" + r.err.Error() + "]"
+	}
+	fmt.Fprintf(os.Stderr, "  %-46s p50 %-12s p99 %-12s %-8s%s\n", r.what, p50, p99, ratio, status)
+}
+
+func main() {
+	if helperMain() {
+		return
+	}
+	var (
+		quick   = flag.Bool("quick", false, "short run: fewer iterations and 1,000 simulated nodes")
+		out     = flag.String("out", "BENCHMARKS.md", "report to rewrite (empty: print only)")
+		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
+		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,micro,startup,scale")
+		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
+	)
+	flag.Parse()
+	b := &bench{quick: *quick, nodes: *nodes}
+	if b.nodes == 0 {
+		b.nodes = 10_000
+		if b.quick {
+			b.nodes = 1_000
+		}
+	}
+	if err := b.run(*only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		b.done(*keepTmp)
+		os.Exit(1)
+	}
+	b.done(*keepTmp)
+	md := b.markdown()
+	fmt.Println(b.table())
+	if *out != "" {
+		if err := writeReport(*out, md); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "wrote", *out)
+	}
+}
+
+func (b *bench) done(keep bool) {
+	for i := len(b.cleanup) - 1; i >= 0; i-- {
+		b.cleanup[i]()
+	}
+	if !keep && b.tmp != "" {
+		os.RemoveAll(b.tmp)
+	}
+}
+
+// run builds the binary and runs the selected sections.
+func (b *bench) run(only string) error {
+	want := func(s string) bool { return only == "" || strings.Contains(","+only+",", ","+s+",") }
+	raiseNoFile()
+	var err error
+	if b.tmp, err = os.MkdirTemp("", "exechost-bench-"); err != nil {
+		return err
+	}
+	b.bin = filepath.Join(b.tmp, "exechost")
+	fmt.Fprintln(os.Stderr, "building ./cmd/exechost (CGO_ENABLED=0 -trimpath)")
+	build := exec.Command("go", "build", "-trimpath", "-o", b.bin, "./cmd/exechost")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build exechost: %w", err)
+	}
+	start := time.Now()
+	if want("exec") || want("throughput") {
+		if err := b.clusterSections(want("exec"), want("throughput")); err != nil {
+			return err
+		}
+	}
+	if want("micro") {
+		fmt.Fprintln(os.Stderr, "== decision engine, output capping, approval socket")
+		b.microRows()
+	}
+	if want("startup") {
+		fmt.Fprintln(os.Stderr, "== startup and binary size")
+		if err := b.startupRows(); err != nil {
+			return err
+		}
+	}
+	if want("scale") {
+		fmt.Fprintf(os.Stderr, "== scale: %d simulated nodes\n", b.nodes)
+		if err := b.scaleRows(); err != nil {
+			return err
+		}
+	}
+	b.notes = append(b.notes, fmt.Sprintf("Whole run took %s on %d CPUs (GOMAXPROCS %d), %s.",
+		time.Since(start).Round(time.Second), runtime.NumCPU(), runtime.GOMAXPROCS(0), kernel()))
+	return nil
+}
+
+// clusterSections starts one gateway with 16 nodes for the round-trip and
+// throughput rows.
+func (b *bench) clusterSections(rt, tp bool) error {
+	fmt.Fprintln(os.Stderr, "== starting gateway and nodes")
+	c, err := startCluster(b.bin, filepath.Join(b.tmp, "cluster"))
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	total := 1
+	if tp {
+		total = 16
+	}
+	for i := 0; i < total; i++ {
+		if _, _, err := c.addNode(fmt.Sprintf("node%02d", i)); err != nil {
+			return err
+		}
+	}
+	if rt {
+		fmt.Fprintln(os.Stderr, "== exec true round trip")
+		b.roundTripRows(c, c.nodes[0].id)
+	}
+	if tp {
+		fmt.Fprintln(os.Stderr, "== throughput")
+		b.throughputRows(c)
+	}
+	return nil
+}
+
+// kernel returns `uname -r` for the report.
+func kernel() string {
+	out, err := exec.Command("uname", "-sr").Output()
+	if err != nil {
+		return runtime.GOOS
+	}
+	return strings.TrimSpace(string(out))
+}

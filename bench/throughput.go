@@ -1,0 +1,90 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+// concurrency is how many execs are in flight in the throughput rows.
+const concurrency = 16
+
+// opsRate runs fn from concurrency goroutines for d and returns completed
+// operations per second.
+func opsRate(d time.Duration, fn func(worker int) error) (float64, error) {
+	var n atomic.Int64
+	var firstErr atomic.Pointer[error]
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if err := fn(w); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return 0, *e
+	}
+	return float64(n.Load()) / time.Since(t0).Seconds(), nil
+}
+
+// throughputRows compares concurrent execs through the gateway to 1, 4 and
+// 16 nodes with direct local spawns of the same command on the same cores.
+// The direct rate is measured before and after the gateway rows and
+// averaged, to even out drift from other load.
+func (b *bench) throughputRows(c *cluster) {
+	sec := fmt.Sprintf("Throughput (%d concurrent execs of `/bin/true`)", concurrency)
+	d := time.Duration(b.iters(6, 2)) * time.Second
+	direct := func() (float64, error) {
+		return opsRate(d, func(int) error { return spawn("/bin/sh", "-c", "/bin/true")() })
+	}
+	before, err := direct()
+	if err != nil {
+		b.add(row{section: sec, what: "direct local spawn (baseline)", err: err})
+		return
+	}
+	type res struct {
+		nodes int
+		rate  float64
+		err   error
+	}
+	var results []res
+	for _, k := range []int{1, 4, 16} {
+		if k > len(c.nodes) {
+			continue
+		}
+		ctx := context.Background()
+		r, err := opsRate(d, func(w int) error {
+			n := c.nodes[w%k]
+			return c.exec(ctx, bridge.ExecParams{Command: "/bin/true", Host: "node", Node: n.id, SessionKey: "tp"})
+		})
+		results = append(results, res{k, r, err})
+	}
+	after, err := direct()
+	if err != nil {
+		after = before
+	}
+	base := sample{name: "direct", value: (before + after) / 2, unit: "execs/s", better: +1}
+	b.add(row{section: sec, what: "direct local spawn of sh -c /bin/true (baseline)", s: base,
+		note: fmt.Sprintf("%d goroutines × os/exec; mean of before (%.0f/s) and after (%.0f/s) the gateway rows", concurrency, before, after)})
+	for _, r := range results {
+		s := sample{value: r.rate, unit: "execs/s", better: +1}
+		b.add(row{section: sec, what: fmt.Sprintf("gateway → %d node(s)", r.nodes), s: s, baseline: &base, err: r.err,
+			note: fmt.Sprintf("%d agent calls in flight on one bridge.Conn, spread over %d `exechost node run` process(es) on the same 2 cores", concurrency, r.nodes)})
+	}
+}
