@@ -87,8 +87,29 @@ func (a Analysis) Paths() []string {
 // hostile command cannot make the analysis unbounded.
 const maxDepth = 16
 
-// maxTextLen bounds the command text analysed, payloads included.
-const maxTextLen = 1 << 20
+// maxTextLen bounds the command text analysed, payloads included. The
+// parser and the analysis recurse on nesting, and a Go stack overflow is
+// fatal (recover cannot catch it), so hostile text must stay small.
+const maxTextLen = 64 << 10
+
+// maxNesting bounds how deeply parentheses and braces nest, for the same
+// reason; it counts quoted ones too, which only makes it stricter.
+const maxNesting = 256
+
+// nesting returns the deepest nesting of ( and { in src.
+func nesting(src string) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '(', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ')', '}':
+			depth = max(depth-1, 0)
+		}
+	}
+	return deepest
+}
 
 // failure is an analysis failure (as opposed to a miss), with a message
 // for users.
@@ -176,6 +197,9 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional bool) 
 	}
 	if len(src) > maxTextLen {
 		return failf("command text longer than %d bytes", maxTextLen)
+	}
+	if nesting(src) > maxNesting {
+		return failf("command text nests parentheses or braces more than %d deep", maxNesting)
 	}
 	if strings.ContainsRune(src, 0) {
 		return failf("command text contains a NUL byte")

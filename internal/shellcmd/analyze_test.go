@@ -184,6 +184,8 @@ func TestExpansionsInCommandPositionFail(t *testing.T) {
 		{"{ls,-la}", "brace expansion in command position"},
 		{"{rm,-rf,x}", "brace expansion in command position"},
 		{"l{s,}", "brace expansion"},
+		{"{x}{rm,x}", "brace expansion"},
+		{"{a..c}", "brace expansion"},
 		{"~user/bin/x", "~user expansion"},
 		{`$'\x72m' x`, "command position"},
 		{`$"ls"`, "command position"},

@@ -71,6 +71,24 @@ func TestNestingIsBounded(t *testing.T) {
 	}
 }
 
+func TestHostileSizesFailFast(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct{ text, errHas string }{
+		{strings.Repeat("(", 1<<20) + "ls" + strings.Repeat(")", 1<<20), "longer than"},
+		{strings.Repeat("(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1), "nests parentheses or braces"},
+		{strings.Repeat("{ ", maxNesting+1) + "ls" + strings.Repeat("; }", maxNesting+1), "nests parentheses or braces"},
+		{"echo " + strings.Repeat("x", maxTextLen), "longer than"},
+	} {
+		if a := Analyze(tc.text, f.env); a.OK || !strings.Contains(a.Error, tc.errHas) {
+			t.Errorf("Analyze(%d bytes) = OK=%v %q; want failure containing %q", len(tc.text), a.OK, a.Error, tc.errHas)
+		}
+	}
+	deep := strings.Repeat("( ", maxNesting-1) + "ls" + strings.Repeat(" )", maxNesting-1)
+	if a := Analyze(deep, f.env); !a.OK || len(a.Segments) != 1 {
+		t.Errorf("Analyze(%d nested subshells) = %+v; want one segment", maxNesting-1, a)
+	}
+}
+
 func TestInterpreters(t *testing.T) {
 	runOK(t, []okCase{
 		{"python3 -c 'import os; os.system(\"rm x\")'", []string{"BIN/python3 interpreter"}},

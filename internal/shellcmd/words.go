@@ -127,10 +127,19 @@ func expansionIn(m string) string {
 	if i := strings.IndexByte(m, '['); i >= 0 && strings.IndexByte(m[i:], ']') > 0 {
 		return "glob"
 	}
-	if i := strings.IndexByte(m, '{'); i >= 0 {
-		rest := m[i:]
-		if j := strings.IndexByte(rest, '}'); j > 0 && (strings.Contains(rest[:j], ",") || strings.Contains(rest[:j], "..")) {
-			return "brace expansion"
+	// A "{" followed by "," or ".." and then "}" (linear, over-approximate).
+	open, sep := false, false
+	for i := 0; i < len(m); i++ {
+		switch c := m[i]; {
+		case c == '{':
+			open = true
+		case open && (c == ',' || c == '.' && i+1 < len(m) && m[i+1] == '.'):
+			sep = true
+		case c == '}':
+			if sep {
+				return "brace expansion"
+			}
+			open = false
 		}
 	}
 	if strings.ContainsRune(m, '$') {
