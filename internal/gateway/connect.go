@@ -199,6 +199,17 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return g.handleNode(ctx, nc, method, params)
 		},
+		// node.event as an event frame: handled on the read loop, so a
+		// run's events are queued before its result (a request, read
+		// after them) is processed, without a round trip per event.
+		OnEvent: func(event string, payload json.RawMessage) {
+			if event != bridge.MethodNodeEvent {
+				return
+			}
+			if err := g.nodeEvent(nc, payload); err != nil {
+				g.log.Debug("node event refused", "node", nc.id, "err", err)
+			}
+		},
 		OnClose: func(err error) { g.nodeGone(nc, err) },
 	})
 	g.mu.Lock()

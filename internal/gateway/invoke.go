@@ -91,25 +91,37 @@ func (g *Gateway) handleNode(_ context.Context, nc *nodeConn, method string, par
 		}
 		return map[string]bool{"ok": true}, nil
 	case bridge.MethodNodeEvent:
-		var ev bridge.NodeEvent
-		if err := json.Unmarshal(params, &ev); err != nil {
-			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+		if err := g.nodeEvent(nc, params); err != nil {
+			return nil, err
 		}
-		var he host.Event
-		if err := json.Unmarshal(ev.Payload, &he); err != nil {
-			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s payload: %v", ev.Event, err)
-		}
-		// Route by the run the gateway sent to this node, never by the
-		// node's say-so, so a node cannot write into arbitrary sessions.
-		key, ok := g.runSession(he.RunID, nc.id)
-		if !ok {
-			g.log.Debug("node event for an unknown run dropped", "node", nc.id, "event", ev.Event, "runId", he.RunID)
-			return map[string]bool{"ok": false}, nil
-		}
-		g.enqueueLifecycle(key, nc.id, ev.Event, he)
 		return map[string]bool{"ok": true}, nil
 	}
 	return nil, bridge.Errorf(bridge.CodeNotFound, "unknown node method %q", method)
+}
+
+// nodeEvent maps one node.event (sent as an event frame, handled in order
+// on the read loop, or as a request) to a system event.
+func (g *Gateway) nodeEvent(nc *nodeConn, params json.RawMessage) error {
+	if !g.isLive(nc) {
+		return bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet", nc.id)
+	}
+	var ev bridge.NodeEvent
+	if err := json.Unmarshal(params, &ev); err != nil {
+		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", bridge.MethodNodeEvent, err)
+	}
+	var he host.Event
+	if err := json.Unmarshal(ev.Payload, &he); err != nil {
+		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s payload: %v", ev.Event, err)
+	}
+	// Route by the run the gateway sent to this node, never by the
+	// node's say-so, so a node cannot write into arbitrary sessions.
+	key, ok := g.runSession(he.RunID, nc.id)
+	if !ok {
+		g.log.Debug("node event for an unknown run dropped", "node", nc.id, "event", ev.Event, "runId", he.RunID)
+		return nil
+	}
+	g.enqueueLifecycle(key, nc.id, ev.Event, he)
+	return nil
 }
 
 func (g *Gateway) isLive(nc *nodeConn) bool {

@@ -290,9 +290,10 @@ func (r *Runner) saveToken(tok string) error {
 }
 
 // HostEvent forwards a lifecycle event of the local engine to the gateway
-// as a node.event. Wire it to the node's host.Engine OnEvent. It waits for
-// the gateway's acknowledgement (bounded), so events reach the gateway
-// before the run's result does.
+// as a node.event event frame. Wire it to the node's host.Engine OnEvent.
+// Frames on one connection arrive in order and the gateway handles events
+// on its read loop, so a run's events are queued before its result is
+// processed — without a round trip per event.
 func (r *Runner) HostEvent(ev host.Event) {
 	r.mu.Lock()
 	c := r.conn
@@ -308,7 +309,7 @@ func (r *Runner) HostEvent(ev host.Event) {
 	}
 	ctx, cancel := context.WithTimeout(c.Context(), 5*time.Second)
 	defer cancel()
-	if err := c.Call(ctx, bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}, nil); err != nil {
+	if err := c.Notify(ctx, bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}); err != nil {
 		r.log.Debug("node event not delivered", "event", ev.Kind, "err", err)
 	}
 }
