@@ -135,8 +135,6 @@ const (
 	CodeStale          = "STALE"
 	CodeBusy           = "BUSY"
 	CodeInternal       = "INTERNAL"
-	CodePending        = "PENDING"
-	CodeRejected       = "REJECTED"
 )
 
 // AsError converts any error into a wire error, keeping an *Error's code and
