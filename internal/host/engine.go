@@ -211,7 +211,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	}
 	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: ap.resolved}
 	p.Effective = policy.Combine(req.Security, req.Ask, p.Resolved.Local)
-	env := shellcmd.Env{Cwd: cwd, PATH: e.hostPATH(), Home: e.Home}
+	env := shellcmd.Env{Cwd: cwd, PATH: e.runPATH(), Home: e.Home}
 	// Analyse exactly what will run: argv when given (rawCommand is then
 	// only for display), else the raw text through /bin/sh -c.
 	switch {
@@ -255,21 +255,30 @@ func (p *Prepared) execArgv() []string {
 
 // baseEnv is the runner's environment: this process's, with PATH replaced
 // by the host PATH the analysis resolved against, minus empty and relative
-// entries, so that /bin/sh finds the same executables the analysis found.
+// entries, so that /bin/sh finds the same executables the analysis found,
+// and without the variables that make a shell read files or find commands
+// differently (BASH_ENV, CDPATH, EXECIGNORE, …).
 func (e *Engine) baseEnv() []string {
+	env := []string{"PATH=" + e.runPATH()}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "PATH" && !policy.ShellStartupEnv(name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// runPATH is the host PATH with empty and relative entries removed: both
+// the analysis and the spawned shell use exactly this value.
+func (e *Engine) runPATH() string {
 	var dirs []string
 	for _, d := range filepath.SplitList(e.hostPATH()) {
 		if filepath.IsAbs(d) {
 			dirs = append(dirs, d)
 		}
 	}
-	env := []string{"PATH=" + strings.Join(dirs, string(filepath.ListSeparator))}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	return env
+	return strings.Join(dirs, string(filepath.ListSeparator))
 }
 
 func (e *Engine) hostPATH() string {

@@ -436,3 +436,26 @@ func TestEngineTimeoutEvent(t *testing.T) {
 		t.Errorf("last event %+v", last)
 	}
 }
+
+func TestEngineStripsShellStartupEnv(t *testing.T) {
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	t.Setenv("CDPATH", "/tmp")
+	t.Setenv("EXECIGNORE", "*")
+	t.Setenv("BASH_ENV", "/tmp/evil")
+	t.Setenv("EXECHOST_TEST_KEEP", "kept")
+	res, err := f.engine.Run(context.Background(), Request{Argv: []string{"/usr/bin/env"}, Cwd: f.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"CDPATH=", "EXECIGNORE=", "BASH_ENV="} {
+		if strings.Contains(res.Stdout, "\n"+name) || strings.HasPrefix(res.Stdout, name) {
+			t.Errorf("%s reached the command's environment", name)
+		}
+	}
+	if !strings.Contains(res.Stdout, "EXECHOST_TEST_KEEP=kept") {
+		t.Error("ordinary variables must be kept")
+	}
+	if !strings.Contains(res.Stdout, "PATH="+f.bin+":/usr/bin:/bin") {
+		t.Errorf("the command must see the PATH the analysis used:\n%s", res.Stdout)
+	}
+}

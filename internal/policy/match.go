@@ -105,10 +105,35 @@ var dangerousEnvExact = map[string]bool{
 	"PAGER": true, "EDITOR": true, "VISUAL": true, "BROWSER": true, "MANPAGER": true,
 	"LESSOPEN": true, "LESSCLOSE": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true,
 	"TERMINFO": true, "NLSPATH": true, "MALLOC_CHECK_": true, "OPENSSL_CONF": true,
-	"XDG_CONFIG_HOME": true, "XDG_CONFIG_DIRS": true, "PROMPT_COMMAND_": true,
+	"XDG_CONFIG_HOME": true, "XDG_CONFIG_DIRS": true,
+	// Variables that change how a shell finds or runs commands (bash on
+	// macOS is /bin/sh): EXECIGNORE hides files from PATH lookup, FPATH and
+	// MODULE_PATH load code, PWD/OLDPWD/CDPATH change where cd goes.
+	"EXECIGNORE": true, "FPATH": true, "MODULE_PATH": true, "PWD": true, "OLDPWD": true,
+	"POSIXLY_CORRECT": true, "HISTFILE": true, "MAILPATH": true, "MAIL": true, "OPTIND": true,
+	"INPUTRC": true, "KSH_ENV": true,
 }
 
-var dangerousEnvPrefixes = []string{"LD_", "DYLD_", "GIT_", "BASH_FUNC_", "NPM_CONFIG_", "PIP_", "PYTHON", "PERL", "RUBY", "LUA_", "GEM_", "BUNDLE_"}
+var dangerousEnvPrefixes = []string{"LD_", "DYLD_", "GIT_", "BASH", "NPM_CONFIG_", "PIP_", "PYTHON", "PERL", "RUBY", "LUA_", "GEM_", "BUNDLE_"}
+
+// shellStartupEnv lists inherited variables that make a shell read files or
+// change how it finds commands; they are stripped from the environment every
+// command runs with, whoever set them.
+var shellStartupEnv = []string{"BASH_ENV", "ENV", "CDPATH", "EXECIGNORE", "FPATH", "GLOBIGNORE", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "POSIXLY_CORRECT", "ZDOTDIR", "KSH_ENV", "INPUTRC"}
+
+// ShellStartupEnv reports whether an inherited variable must be dropped
+// from a command's environment before /bin/sh sees it.
+func ShellStartupEnv(name string) bool {
+	if strings.HasPrefix(name, "BASH") {
+		return true
+	}
+	for _, n := range shellStartupEnv {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
 
 // DangerousEnv reports whether setting the environment variable name in an
 // exec request must be refused because it could change what runs (the

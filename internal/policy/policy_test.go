@@ -311,7 +311,7 @@ func TestLintPattern(t *testing.T) {
 }
 
 func TestDangerousEnv(t *testing.T) {
-	for _, n := range []string{"LD_PRELOAD", "ld_preload", "DYLD_INSERT_LIBRARIES", "BASH_ENV", "ENV", "PATH", "GIT_SSH_COMMAND", "PS4", "SHELLOPTS", "NODE_OPTIONS", "PYTHONPATH", "BASH_FUNC_x%%", "", "A=B"} {
+	for _, n := range []string{"LD_PRELOAD", "ld_preload", "DYLD_INSERT_LIBRARIES", "BASH_ENV", "ENV", "PATH", "GIT_SSH_COMMAND", "PS4", "SHELLOPTS", "NODE_OPTIONS", "PYTHONPATH", "BASH_FUNC_x%%", "EXECIGNORE", "FPATH", "BASH_LOADABLES_PATH", "CDPATH", "", "A=B"} {
 		if !DangerousEnv(n) {
 			t.Errorf("DangerousEnv(%q) = false", n)
 		}
@@ -327,6 +327,19 @@ func TestCanMatch(t *testing.T) {
 	for p, want := range map[string]bool{"/usr/bin/rg": true, "~/bin/*": true, "~": true, "rg": false, "bin/rg": false, "~eve/x": false, "/usr/[": false, "": false} {
 		if got := CanMatch(p); got != want {
 			t.Errorf("CanMatch(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestShellStartupEnv(t *testing.T) {
+	for _, n := range []string{"BASH_ENV", "ENV", "CDPATH", "BASHOPTS", "BASH_FUNC_f%%", "EXECIGNORE"} {
+		if !ShellStartupEnv(n) {
+			t.Errorf("ShellStartupEnv(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"HOME", "PATH", "LANG", "DISPLAY"} {
+		if ShellStartupEnv(n) {
+			t.Errorf("ShellStartupEnv(%q) = true", n)
 		}
 	}
 }
