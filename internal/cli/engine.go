@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -21,12 +20,13 @@ func (g *globals) localEngine(dir string) (*host.Engine, error) {
 		return nil, err
 	}
 	s := approvals.NewStore(dir)
-	f, err := s.Ensure()
-	if err != nil {
+	// Ensure creates the file (with its token) on first use and refuses a
+	// malformed one before anything can run.
+	if _, err := s.Ensure(); err != nil {
 		return nil, err
 	}
 	e := host.NewEngine(dir, policy.HostGateway, "local")
-	e.Prompter = &approver.Client{SocketPath: s.SocketPath(f), Token: []byte(f.Socket.Token)}
+	e.Prompter = &host.SocketPrompter{Store: s}
 	log, err := audit.Open(filepath.Join(dir, state.AuditFile))
 	if err != nil {
 		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)

@@ -382,7 +382,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 	}
 	if e.Prompter == nil {
 		rec.Fallback = true
-		return policy.NoAnswer(in, "no approver configured"), rec
+		return policy.NoAnswer(in, errNoPrompter.Error()), rec
 	}
 	timeout := e.PromptTimeout
 	if timeout <= 0 {

@@ -459,3 +459,38 @@ func TestEngineStripsShellStartupEnv(t *testing.T) {
 		t.Errorf("the command must see the PATH the analysis used:\n%s", res.Stdout)
 	}
 }
+
+// TestSocketPrompterFollowsTokenRotation checks that a running engine keeps
+// reaching the approver after exec-approvals.json gets a new token.
+func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
+	f.engine.Prompter = &SocketPrompter{Store: f.store, Timeout: 5 * time.Second}
+	start := func() (stop func()) {
+		file, err := f.store.Ensure()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := approver.NewBroker()
+		srv := &approver.Server{Path: f.store.SocketPath(file), Token: []byte(file.Socket.Token), Broker: b}
+		if err := srv.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go srv.Serve(ctx)
+		go approver.AutoDecide(ctx, b, policy.AllowOnce, "auto")
+		return func() { cancel(); srv.Close() }
+	}
+	stop := start()
+	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "other", Cwd: f.dir}); err != nil {
+		t.Fatalf("first prompt: %v", err)
+	}
+	stop()
+	if _, err := f.store.Update(func(file *approvals.File) error { file.Socket.Token = approvals.NewToken(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	stop = start()
+	defer stop()
+	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "other", Cwd: f.dir}); err != nil {
+		t.Fatalf("prompt after token rotation: %v", err)
+	}
+}
