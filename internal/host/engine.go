@@ -226,6 +226,10 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.runCommand = req.RawCommand
 		p.Analysis = shellcmd.Analyze(req.RawCommand, env)
 		p.Text = req.RawCommand
+		if argv, ok := plainArgv(req.RawCommand, p.Analysis); ok {
+			// Same words /bin/sh would run, without spawning a shell.
+			p.runArgv, p.runCommand = argv, ""
+		}
 	default:
 		return nil, errors.New("empty command (hint: pass command text or an argv)")
 	}
@@ -236,6 +240,52 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	}
 	p.Decision = policy.Decide(p.input())
 	return p, nil
+}
+
+// plainArgv returns the words of text when running them directly is exactly
+// what /bin/sh -c text would do: one command of plain words (no quoting,
+// expansion, globbing, operators, assignments or redirections — only
+// characters that mean nothing to a shell) that the analysis resolved to one
+// ordinary program which is not a shell builtin with semantics of its own.
+// Anything else goes through the shell as written.
+func plainArgv(text string, a shellcmd.Analysis) ([]string, bool) {
+	words := strings.Fields(text)
+	if len(words) == 0 || !a.OK || len(a.Segments) != 1 {
+		return nil, false
+	}
+	for _, w := range words {
+		for _, r := range w {
+			if !plainRune(r) {
+				return nil, false
+			}
+		}
+	}
+	seg := a.Segments[0]
+	if strings.Contains(words[0], "=") || seg.Role != shellcmd.RoleCommand || len(seg.Via) > 0 ||
+		seg.ResolvedPath == "" || seg.Name != words[0] || shellBuiltin[words[0]] ||
+		len(seg.Argv) != len(words) {
+		return nil, false
+	}
+	for i := range words {
+		if seg.Argv[i] != words[i] {
+			return nil, false
+		}
+	}
+	return words, true
+}
+
+func plainRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+		strings.ContainsRune("_./:@%+,=-", r) || r == ' ' || r == '\t'
+}
+
+// shellBuiltin lists commands /bin/sh runs as builtins whose behaviour
+// differs from the program of the same name (echo's escapes, printf, test,
+// kill's job specs, pwd's logical path, …); they always go through the shell.
+var shellBuiltin = map[string]bool{
+	"echo": true, "printf": true, "test": true, "[": true, "pwd": true, "kill": true, "cd": true,
+	"exec": true, "command": true, "type": true, "time": true, "read": true, "wait": true,
+	"exit": true, "export": true, "set": true, "trap": true, "umask": true, "ulimit": true,
 }
 
 // execArgv returns the argv to spawn: when argv[0] is itself the first

@@ -15,6 +15,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // fixture is a state directory with an approvals file, a bin directory of
@@ -492,5 +493,38 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 	defer stop()
 	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "other", Cwd: f.dir}); err != nil {
 		t.Fatalf("prompt after token rotation: %v", err)
+	}
+}
+
+func TestPlainArgv(t *testing.T) {
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	tests := []struct {
+		text string
+		want []string
+	}{
+		{"hello", []string{"hello"}},
+		{"  hello a-b c.d/e  ", []string{"hello", "a-b", "c.d/e"}},
+		{"hello 'a b'", nil},
+		{"hello $HOME", nil},
+		{"hello *.go", nil},
+		{"hello ~", nil},
+		{"hello a; other", nil},
+		{"hello > /dev/null", nil},
+		{"FOO=1 hello", nil},
+		{"echo hi", nil}, // builtin with its own semantics
+		{"env hello", nil},
+		{"nosuchprogram", nil},
+	}
+	for _, tt := range tests {
+		a := shellcmd.Analyze(tt.text, shellcmd.Env{Cwd: f.dir, PATH: f.bin + ":/usr/bin:/bin", Home: f.dir})
+		got, ok := plainArgv(tt.text, a)
+		if ok != (tt.want != nil) || !cmp.Equal(got, tt.want) {
+			t.Errorf("plainArgv(%q) = %q, %v; want %q", tt.text, got, ok, tt.want)
+		}
+	}
+	// The fast path must produce the same result as the shell.
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a b", Cwd: f.dir})
+	if err != nil || res.Stdout != "hello a b\n" {
+		t.Fatalf("fast path run: %v %+v", err, res.Result)
 	}
 }
