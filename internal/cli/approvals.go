@@ -150,7 +150,7 @@ func printView(g *globals, v approvalsView) {
 }
 
 func newApprovalsSetCmd(g *globals) *cobra.Command {
-	var file, node, gateway string
+	var file, node, gateway, baseHash string
 	cmd := &cobra.Command{
 		Use:   "set --file F",
 		Short: "Replace exec-approvals.json with F (validated; the socket token is kept)",
@@ -168,13 +168,20 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if node != "" {
+				if baseHash != "" {
+					return g.remoteApprovalsSetBase(cmd.Context(), gateway, node, incoming, baseHash)
+				}
 				return g.remoteApprovalsSet(cmd.Context(), gateway, node, incoming)
 			}
 			s, _, err := g.localStore()
 			if err != nil {
 				return err
 			}
-			written, err := s.Update(func(f *approvals.File) error {
+			update := s.Update
+			if baseHash != "" {
+				update = func(fn func(*approvals.File) error) (*approvals.File, error) { return s.UpdateIf(baseHash, fn) }
+			}
+			written, err := update(func(f *approvals.File) error {
 				token := f.Socket.Token
 				f.Replace(incoming)
 				if f.Socket.Token == "" {
@@ -191,6 +198,7 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "file", "", "the new exec-approvals.json")
 	cmd.Flags().StringVar(&node, "node", "", "set a paired node's approvals (through the gateway)")
+	cmd.Flags().StringVar(&baseHash, "base-hash", "", "refuse the write unless the file still has this hash (from `approvals get --json`): no concurrent edit is lost")
 	cmd.Flags().StringVar(&gateway, "gateway", DefaultGateway, "gateway URL (with --node)")
 	return cmd
 }
