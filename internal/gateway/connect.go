@@ -113,19 +113,21 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		return
 	}
 	role := p.Role
+	who := caller{role: role, name: cleanText(p.Client.Name, 64)}
 	// OnClose may run before NewConn returns (a peer that hangs up at
 	// once), so the conn reaches it through an atomic holder, and a conn
 	// already closed is never registered.
 	var self atomic.Pointer[bridge.Conn]
 	c := bridge.NewConn(ws, bridge.Options{
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-			return g.handleClient(ctx, role, method, params)
+			return g.dispatchClient(ctx, who, method, params)
 		},
 		OnClose: func(error) {
 			if c := self.Load(); c != nil {
 				g.mu.Lock()
 				delete(g.clients, c)
 				g.mu.Unlock()
+				g.appr.removeOperator(c)
 			}
 		},
 	})
@@ -140,6 +142,12 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		g.clients[c] = true
 	}
 	g.mu.Unlock()
+	if role == bridge.RoleOperator && c.Err() == nil {
+		g.appr.addOperator(c, who.name)
+		if c.Err() != nil { // closed meanwhile: OnClose may have run first
+			g.appr.removeOperator(c)
+		}
+	}
 }
 
 func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP string) {

@@ -74,6 +74,8 @@ type Gateway struct {
 	runs    map[string]*run
 	closed  bool
 
+	appr *approvalHub // prompts routed to the gateway (approvals.go)
+
 	fingerprint string
 }
 
@@ -112,6 +114,7 @@ func New(opts Options) (*Gateway, error) {
 		runs:     make(map[string]*run),
 	}
 	g.cfg.Store(opts.Config)
+	g.appr = newApprovalHub(g.log.Debug)
 	return g, nil
 }
 
@@ -171,6 +174,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 // Close disconnects every client and node.
 func (g *Gateway) Close() {
 	g.mu.Lock()
+	already := g.closed
 	g.closed = true
 	var conns []*bridge.Conn
 	for c := range g.clients {
@@ -189,6 +193,9 @@ func (g *Gateway) Close() {
 		go func() { defer wg.Done(); c.Close("gateway shutting down") }()
 	}
 	wg.Wait()
+	if !already {
+		g.appr.close()
+	}
 }
 
 // HostEvent turns a lifecycle event of a host=gateway run into a system

@@ -68,7 +68,7 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 }
 
 // handleNode answers requests from a node connection.
-func (g *Gateway) handleNode(_ context.Context, nc *nodeConn, method string, params json.RawMessage) (any, error) {
+func (g *Gateway) handleNode(ctx context.Context, nc *nodeConn, method string, params json.RawMessage) (any, error) {
 	if !g.isLive(nc) {
 		return nil, bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet (hint: exechost nodes approve %s)", nc.id, nc.id)
 	}
@@ -95,6 +95,9 @@ func (g *Gateway) handleNode(_ context.Context, nc *nodeConn, method string, par
 			return nil, err
 		}
 		return map[string]bool{"ok": true}, nil
+	}
+	if res, ok, err := g.nodeApproval(ctx, nc, method, params); ok {
+		return res, err
 	}
 	return nil, bridge.Errorf(bridge.CodeNotFound, "unknown node method %q", method)
 }

@@ -173,6 +173,9 @@ func runError(err error) *bridge.Error {
 			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}
 		}
 	}
+	if errors.Is(err, ErrCompanionUnavailable) {
+		return &bridge.Error{Code: bridge.CodeUnavailable, Message: err.Error()}
+	}
 	return &bridge.Error{Code: CodeRunFailed, Message: err.Error()}
 }
 

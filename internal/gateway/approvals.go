@@ -1,0 +1,333 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/gateway/approvalroute"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// Bounds on prompts routed through the gateway.
+const (
+	// MaxPromptWait caps how long the gateway holds a prompt, whatever
+	// expiry the execution host asked for: every wait has a deadline.
+	MaxPromptWait = 10 * time.Minute
+	// MaxNodePrompts bounds the prompts one node may have pending, so a
+	// misbehaving node cannot flood the operators' queue.
+	MaxNodePrompts = 64
+	// notifyTimeout bounds one event write to one operator.
+	notifyTimeout = 5 * time.Second
+)
+
+// ErrPromptWithdrawn is the reason a node's prompt ends when the node
+// withdraws it (its local approver answered first).
+var ErrPromptWithdrawn = errors.New("prompt withdrawn by its execution host")
+
+// approvalHub holds the prompts routed to the gateway (from nodes and from
+// the gateway's own engine) in one approver.Broker, shared with the web
+// UI, and mirrors the broker's changes to operator clients as
+// exec.approval.requested / exec.approval.resolved events.
+type approvalHub struct {
+	broker *approver.Broker
+	log    func(msg string, args ...any)
+
+	mu        sync.Mutex
+	operators map[*bridge.Conn]string // operator connections → client name
+	nodeRefs  map[string]nodePrompt   // nodeID "\x00" ref → its wait
+	perNode   map[string]int          // nodeID → prompts pending
+	stop      func()
+	done      chan struct{}
+}
+
+type nodePrompt struct {
+	cancel context.CancelCauseFunc
+}
+
+func newApprovalHub(log func(string, ...any)) *approvalHub {
+	h := &approvalHub{
+		broker:    approver.NewBroker(),
+		log:       log,
+		operators: make(map[*bridge.Conn]string),
+		nodeRefs:  make(map[string]nodePrompt),
+		perNode:   make(map[string]int),
+		done:      make(chan struct{}),
+	}
+	ch, stop := h.broker.Subscribe()
+	h.stop = stop
+	go h.broadcast(ch)
+	return h
+}
+
+// close ends the broadcast loop.
+func (h *approvalHub) close() {
+	h.stop()
+	<-h.done
+}
+
+func (h *approvalHub) addOperator(c *bridge.Conn, name string) {
+	h.mu.Lock()
+	h.operators[c] = name
+	h.mu.Unlock()
+}
+
+func (h *approvalHub) removeOperator(c *bridge.Conn) {
+	h.mu.Lock()
+	delete(h.operators, c)
+	h.mu.Unlock()
+}
+
+// broadcast sends each queue change to every operator, in order.
+func (h *approvalHub) broadcast(ch <-chan approver.Change) {
+	defer close(h.done)
+	for c := range ch {
+		var event string
+		var payload any
+		switch c.Kind {
+		case approver.ChangeAdded:
+			event, payload = approvalroute.EventRequested, requested(c.Pending)
+		case approver.ChangeResolved:
+			event, payload = approvalroute.EventResolved, approvalroute.Resolved{ID: c.Pending.ID, Outcome: approvalroute.OutcomeAnswered, Decision: string(c.Decision), By: c.By}
+		case approver.ChangeExpired:
+			event, payload = approvalroute.EventResolved, approvalroute.Resolved{ID: c.Pending.ID, Outcome: approvalroute.OutcomeExpired}
+		default:
+			continue
+		}
+		h.mu.Lock()
+		conns := make([]*bridge.Conn, 0, len(h.operators))
+		for oc := range h.operators {
+			conns = append(conns, oc)
+		}
+		h.mu.Unlock()
+		for _, oc := range conns {
+			ctx, cancel := context.WithTimeout(oc.Context(), notifyTimeout)
+			if err := oc.Notify(ctx, event, payload); err != nil {
+				h.log("approval event not delivered", "event", event, "id", c.Pending.ID, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// requested is the wire view of a pending prompt.
+func requested(p approver.Pending) approvalroute.Requested {
+	r := approvalroute.Requested{
+		ID: p.ID, Request: p.Request, Host: p.Request.Host, NodeID: p.Request.NodeID,
+		ExpiresAtMs: p.ExpiresAt.UnixMilli(), ReceivedAtMs: p.ReceivedAt.UnixMilli(),
+	}
+	if p.ExpiresAt.IsZero() {
+		r.ExpiresAtMs = 0
+	}
+	return r
+}
+
+// submit queues a prompt and waits for an operator's answer, ctx's end or
+// the prompt's expiry (capped at MaxPromptWait), whichever comes first.
+// Expiry returns an error wrapping approver.ErrTimeout.
+func (h *approvalHub) submit(ctx context.Context, req approver.PromptRequest, peer string) (id string, a policy.Approval, by string, err error) {
+	now := time.Now()
+	exp := now.Add(MaxPromptWait)
+	if req.ExpiresAtMs > 0 {
+		if e := time.UnixMilli(req.ExpiresAtMs); e.Before(exp) {
+			exp = e
+		}
+	}
+	req.ExpiresAtMs = exp.UnixMilli()
+	id = uuid.NewString()
+	wctx, cancel := context.WithDeadline(ctx, exp)
+	defer cancel()
+	a, by, err = h.broker.Submit(wctx, approver.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
+	if err != nil {
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return id, "", "", fmt.Errorf("%w: no operator answered prompt %s by %s", approver.ErrTimeout, id, exp.Format(time.TimeOnly))
+		}
+		return id, "", "", err
+	}
+	return id, a, by, nil
+}
+
+// resolve answers a prompt by id or unique prefix on behalf of by.
+func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Resolved, error) {
+	a, err := policy.ParseApproval(strings.TrimSpace(decision))
+	if err != nil || !a.Valid() {
+		return approvalroute.Resolved{}, bridge.Errorf(bridge.CodeInvalidRequest, "decision %q: want allow-once, allow-always or deny", decision)
+	}
+	id, err := h.fullID(idOrPrefix)
+	if err == nil {
+		err = h.broker.Resolve(id, a, by)
+	}
+	if err != nil {
+		return approvalroute.Resolved{}, resolveError(err)
+	}
+	return approvalroute.Resolved{ID: id, Outcome: approvalroute.OutcomeAnswered, Decision: string(a), By: by}, nil
+}
+
+// fullID expands a unique prefix among pending prompts to the full id, so
+// the answer names the prompt it resolved; anything else is left to the
+// broker, whose errors say unknown, ambiguous, expired or answered.
+func (h *approvalHub) fullID(q string) (string, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return "", fmt.Errorf("resolve: %w: empty id", approver.ErrUnknownID)
+	}
+	var match string
+	for _, p := range h.broker.List() {
+		if p.ID == q {
+			return q, nil
+		}
+		if strings.HasPrefix(p.ID, q) {
+			if match != "" {
+				return q, nil // ambiguous: the broker says so with every candidate
+			}
+			match = p.ID
+		}
+	}
+	if match == "" {
+		return q, nil
+	}
+	return match, nil
+}
+
+// resolveError maps the broker's sentinels to wire errors with hints.
+func resolveError(err error) error {
+	hint := " (hint: `exechost approvals pending` lists the prompts waiting for an answer)"
+	switch {
+	case errors.Is(err, approver.ErrAmbiguousID):
+		return &bridge.Error{Code: bridge.CodeAmbiguous, Message: err.Error()}
+	case errors.Is(err, approver.ErrExpired), errors.Is(err, approver.ErrAnswered):
+		return &bridge.Error{Code: bridge.CodeStale, Message: err.Error()}
+	case errors.Is(err, approver.ErrNotOffered):
+		return &bridge.Error{Code: bridge.CodeInvalidRequest, Message: err.Error()}
+	case errors.Is(err, approver.ErrUnknownID):
+		return &bridge.Error{Code: bridge.CodeNotFound, Message: err.Error() + hint}
+	}
+	return bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+}
+
+// pending lists the prompts waiting for an answer.
+func (h *approvalHub) pending() approvalroute.PendingResult {
+	ps := h.broker.List()
+	out := approvalroute.PendingResult{Approvals: make([]approvalroute.Requested, 0, len(ps))}
+	for _, p := range ps {
+		out.Approvals = append(out.Approvals, requested(p))
+	}
+	return out
+}
+
+// nodeRequest handles node.approval.request: the prompt waits until an
+// operator answers, it expires, the node withdraws it, or the node's
+// connection drops (ctx is the connection's context).
+func (h *approvalHub) nodeRequest(ctx context.Context, nodeID string, p approvalroute.NodeRequest) (approvalroute.NodeAnswer, error) {
+	if p.Ref == "" || len(p.Ref) > 128 {
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeInvalidRequest, "node.approval.request needs a ref of 1..128 bytes")
+	}
+	key := nodeID + "\x00" + p.Ref
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h.mu.Lock()
+	if _, dup := h.nodeRefs[key]; dup {
+		h.mu.Unlock()
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeInvalidRequest, "prompt ref %q is already pending", p.Ref)
+	}
+	if h.perNode[nodeID] >= MaxNodePrompts {
+		h.mu.Unlock()
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeBusy, "node %s has %d prompts pending (limit %d)", nodeID, MaxNodePrompts, MaxNodePrompts)
+	}
+	h.nodeRefs[key] = nodePrompt{cancel: cancel}
+	h.perNode[nodeID]++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.nodeRefs, key)
+		if h.perNode[nodeID]--; h.perNode[nodeID] <= 0 {
+			delete(h.perNode, nodeID)
+		}
+		h.mu.Unlock()
+	}()
+	// The node's word on where it is does not count: the connection does.
+	req := p.Request
+	req.Host, req.NodeID = string(policy.HostNode), nodeID
+	id, a, by, err := h.submit(ctx, req, "node "+nodeID)
+	switch {
+	case err == nil:
+		return approvalroute.NodeAnswer{ID: id, Decision: string(a), By: by}, nil
+	case errors.Is(err, approver.ErrTimeout):
+		return approvalroute.NodeAnswer{}, &bridge.Error{Code: bridge.CodeTimeout, Message: err.Error()}
+	case errors.Is(context.Cause(ctx), ErrPromptWithdrawn):
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %v", id, ErrPromptWithdrawn)
+	}
+	return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeUnavailable, "prompt %s: %v", id, err)
+}
+
+// nodeCancel withdraws a node's pending prompt; unknown refs are fine (it
+// was answered meanwhile).
+func (h *approvalHub) nodeCancel(nodeID, ref string) {
+	h.mu.Lock()
+	np, ok := h.nodeRefs[nodeID+"\x00"+ref]
+	h.mu.Unlock()
+	if ok {
+		np.cancel(ErrPromptWithdrawn)
+	}
+}
+
+// gatewayPrompter routes the gateway engine's own prompts (host=gateway)
+// to its operators.
+type gatewayPrompter struct{ h *approvalHub }
+
+// Prompt implements host.Prompter.
+func (p gatewayPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+	req.Host = string(policy.HostGateway)
+	_, a, by, err := p.h.submit(ctx, req, "gateway")
+	if err != nil {
+		if errors.Is(err, approver.ErrTimeout) {
+			return "", "", err
+		}
+		return "", "", fmt.Errorf("%w: gateway operators: %w", approver.ErrUnreachable, err)
+	}
+	return a, by, nil
+}
+
+// Prompter returns a host.Prompter that sends the gateway engine's prompts
+// (host=gateway) to the gateway's operators: exec.approval.requested, the
+// web UI, `exechost approvals pending`. Combine it with the local socket
+// prompter through approvalroute.Prompter for approvals.route.
+func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.appr} }
+
+// Approvals returns the broker holding every prompt routed to this
+// gateway, for UIs served in-process (the web UI).
+func (g *Gateway) Approvals() *approver.Broker { return g.appr.broker }
+
+// nodeApproval handles a node's approval methods; ok is false for any
+// other method.
+func (g *Gateway) nodeApproval(ctx context.Context, nc *nodeConn, method string, params json.RawMessage) (res any, ok bool, err error) {
+	switch method {
+	case approvalroute.MethodNodeRequest:
+		p, err := decode[approvalroute.NodeRequest](method, params)
+		if err != nil {
+			return nil, true, err
+		}
+		ans, err := g.appr.nodeRequest(ctx, nc.id, p)
+		if err != nil {
+			return nil, true, err
+		}
+		return ans, true, nil
+	case approvalroute.MethodNodeCancel:
+		p, err := decode[approvalroute.NodeCancel](method, params)
+		if err != nil {
+			return nil, true, err
+		}
+		g.appr.nodeCancel(nc.id, p.Ref)
+		return map[string]bool{"ok": true}, true, nil
+	}
+	return nil, false, nil
+}

@@ -1,0 +1,73 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/gateway/approvalroute"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// cancelTimeout bounds the node.approval.cancel sent when a prompt is
+// abandoned.
+const cancelTimeout = 5 * time.Second
+
+// GatewayPrompter returns a host.Prompter that sends this node's prompts
+// to the gateway (node.approval.request), where operators answer them
+// from anywhere. Every failure to get an answer wraps an approver
+// sentinel, so the engine applies askFallback: not connected or the
+// connection dropped → approver.ErrUnreachable; nobody answered before
+// the prompt expired → approver.ErrTimeout; an answer that is not one of
+// the offered decisions → approver.ErrBadReply. Combine it with the local
+// socket prompter through approvalroute.Prompter for --approvals-route.
+func (r *Runner) GatewayPrompter() host.Prompter { return gatewayPrompter{r} }
+
+type gatewayPrompter struct{ r *Runner }
+
+// Prompt implements host.Prompter.
+func (p gatewayPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+	p.r.mu.Lock()
+	c := p.r.conn
+	p.r.mu.Unlock()
+	if c == nil || c.Err() != nil {
+		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", approver.ErrUnreachable)
+	}
+	ref := uuid.NewString()
+	var ans approvalroute.NodeAnswer
+	err := c.Call(ctx, approvalroute.MethodNodeRequest, approvalroute.NodeRequest{Ref: ref, Request: req}, &ans)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Our side stopped waiting (timeout, or the local approver
+			// won a race): withdraw the prompt so operators see it go.
+			go func() {
+				cctx, cancel := context.WithTimeout(c.Context(), cancelTimeout)
+				defer cancel()
+				_ = c.Call(cctx, approvalroute.MethodNodeCancel, approvalroute.NodeCancel{Ref: ref}, nil)
+			}()
+			return "", "", fmt.Errorf("%w: gateway prompt: %w", approver.ErrTimeout, context.Cause(ctx))
+		}
+		var be *bridge.Error
+		if errors.As(err, &be) && be.Code == bridge.CodeTimeout {
+			return "", "", fmt.Errorf("%w: gateway: %s", approver.ErrTimeout, be.Message)
+		}
+		return "", "", fmt.Errorf("%w: gateway prompt: %w", approver.ErrUnreachable, err)
+	}
+	a, err := policy.ParseApproval(ans.Decision)
+	if err != nil || !a.Valid() || !approver.Offered(req, a) {
+		return "", "", fmt.Errorf("%w: gateway answered %q, which this prompt did not offer", approver.ErrBadReply, ans.Decision)
+	}
+	by := ans.By
+	if by == "" {
+		by = "gateway operator"
+	}
+	return a, by, nil
+}
+
+var _ host.Prompter = gatewayPrompter{}
