@@ -43,7 +43,7 @@ func (l *logFlags) logger(g *globals) (*slog.Logger, error) {
 }
 
 func newGatewayCmd(g *globals) *cobra.Command {
-	var cfgPath, listen string
+	var cfgPath, listen, webAddr string
 	var lf logFlags
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -58,9 +58,14 @@ logs why. SIGINT/SIGTERM stop the gateway cleanly.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return g.runGateway(ctx, cfgPath, listen, lf, nil)
+			started, err := g.gatewayWebStarter(ctx, webAddr) // approvals_route.go
+			if err != nil {
+				return err
+			}
+			return g.runGateway(ctx, cfgPath, listen, lf, started)
 		},
 	}
+	cmd.Flags().StringVar(&webAddr, "web", "", "also serve the approver web UI for operators on this loopback address (e.g. 127.0.0.1:8787); prints its URL with a per-run secret")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <state>/exechost.json; optional there)")
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address (default gateway.listen, else "+config.DefaultListen+")")
 	lf.add(cmd)
@@ -130,6 +135,9 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 		return err
 	}
 	eng.OnEvent = gw.HostEvent
+	if err := applyRoute(eng, cfg.Approvals.Route, gw.Prompter()); err != nil { // approvals.route
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (hint: another gateway running? use --listen)", listen, err)

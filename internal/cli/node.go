@@ -18,7 +18,8 @@ func init() { register(newNodeCmd) }
 // nodeRunFlags are `exechost node run`'s flags.
 type nodeRunFlags struct {
 	url, displayName, joinKey, fingerprint string
-	execHost, execFallback                 string // approver_exec.go
+	execHost, execFallback                 string     // approver_exec.go
+	route                                  routeFlags // approvals_route.go
 	log                                    logFlags
 }
 
@@ -53,6 +54,7 @@ stops when its pairing is rejected or its token revoked.`,
 	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")
 	run.Flags().StringVar(&f.execHost, "exec-host", node.ExecHostLocal, "where system.run runs: local, or app (forwarded to `exechost approver --exec-host` in the desktop session)")
 	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: local (run here) or deny")
+	f.route.add(run)
 	f.log.add(run)
 	cmd.AddCommand(run)
 	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
@@ -97,6 +99,9 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(st
 	}
 	eng.Host, eng.NodeID = policy.HostNode, r.NodeID()
 	eng.OnEvent = r.HostEvent
+	if err := f.route.apply(eng, r.GatewayPrompter()); err != nil {
+		return err
+	}
 	if fw != nil {
 		fw.NodeID, fw.OnEvent, fw.Logger = r.NodeID, r.HostEvent, log
 	}

@@ -75,12 +75,23 @@ type Gateway struct {
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
 }
 
+// Approvals is the approvals object: how the gateway process, as the
+// host=gateway execution host, asks a human.
+type Approvals struct {
+	// Route is where prompts go: "local" (the approval socket on this
+	// machine; the default), "gateway" (the gateway's operators: the
+	// exec.approval.requested event, `exechost approvals pending`, the
+	// gateway web UI) or "both" (first answer wins).
+	Route string `json:"route,omitempty"`
+}
+
 // Config is exechost.json.
 type Config struct {
-	Tools   Tools          `json:"tools"`
-	Agents  Agents         `json:"agents"`
-	Sandbox sandbox.Config `json:"sandbox"`
-	Gateway Gateway        `json:"gateway"`
+	Tools     Tools          `json:"tools"`
+	Agents    Agents         `json:"agents"`
+	Sandbox   sandbox.Config `json:"sandbox"`
+	Gateway   Gateway        `json:"gateway"`
+	Approvals Approvals      `json:"approvals"`
 	// Path is where the config was read from ("" for the built-in one).
 	Path string `json:"-"`
 }
@@ -205,6 +216,12 @@ func (c *Config) validate() error {
 	}
 	if err := c.Sandbox.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	switch r := strings.ToLower(strings.TrimSpace(c.Approvals.Route)); r {
+	case "", "local", "gateway", "both":
+		c.Approvals.Route = r
+	default:
+		errs = append(errs, fmt.Errorf("approvals.route: %w: %q (accepted: local, gateway, both)", policy.ErrInvalidValue, c.Approvals.Route))
 	}
 	if (c.Gateway.TLS.Cert == "") != (c.Gateway.TLS.Key == "") {
 		errs = append(errs, errors.New("gateway.tls: cert and key must be set together"))

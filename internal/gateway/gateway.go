@@ -74,7 +74,8 @@ type Gateway struct {
 	runs    map[string]*run
 	closed  bool
 
-	appr *approvalHub // prompts routed to the gateway (approvals.go)
+	appr  *approvalHub // prompts routed to the gateway (approvals.go)
+	cfgMu sync.Mutex   // serialises read-modify-write of cfg (webbinding.go)
 
 	fingerprint string
 }

@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/exechost/exechost/internal/approver/web"
+	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/gateway/approvalroute"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// newApprovalsPendingCmd is `exechost approvals pending`: the prompts
+// waiting at the gateway for an operator, from every execution host.
+func newApprovalsPendingCmd(g *globals) *cobra.Command {
+	var url string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "List exec prompts waiting at the gateway for an operator's answer",
+		Long: `List the exec prompts routed to the gateway (execution hosts with
+approvals.route gateway or both) that wait for an operator. Answer one with
+` + "`exechost approvals resolve ID DECISION`" + `; any unique prefix of the id works.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var res approvalroute.PendingResult
+			if err := g.call(cmd.Context(), url, approvalroute.MethodPending, struct{}{}, &res); err != nil {
+				return fmt.Errorf("list pending approvals: %w", err)
+			}
+			if asJSON {
+				return g.printJSON(res)
+			}
+			if len(res.Approvals) == 0 {
+				fmt.Fprintln(g.stdout, "no pending approvals")
+				return nil
+			}
+			for _, a := range res.Approvals {
+				where := a.Host
+				if a.NodeID != "" {
+					where += " " + a.NodeID
+				}
+				left := time.Until(time.UnixMilli(a.ExpiresAtMs)).Round(time.Second)
+				fmt.Fprintf(g.stdout, "%s  %s  agent=%s session=%s  expires in %s (then askFallback=%s)\n",
+					a.ID, where, a.Request.AgentID, a.Request.SessionKey, left, a.Request.Fallback)
+				fmt.Fprintf(g.stdout, "    cwd: %s\n    command: %s\n", a.Request.Cwd, a.Request.Command)
+				for i, p := range a.Request.ResolvedPaths {
+					mark := "not allowlisted"
+					if i < len(a.Request.Allowlisted) && a.Request.Allowlisted[i] {
+						mark = "allowlisted"
+					}
+					fmt.Fprintf(g.stdout, "    runs: %s (%s)\n", p, mark)
+				}
+				fmt.Fprintf(g.stdout, "    why: %s; choices: %s\n", a.Request.Reason, strings.Join(choices(a), ", "))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "gateway", DefaultGateway, "gateway URL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func choices(a approvalroute.Requested) []string {
+	if len(a.Request.Choices) > 0 {
+		return a.Request.Choices
+	}
+	return []string{string(policy.AllowOnce), string(policy.AllowAlways), string(policy.Reject)}
+}
+
+// newApprovalsResolveCmd is `exechost approvals resolve ID DECISION`.
+func newApprovalsResolveCmd(g *globals) *cobra.Command {
+	var url string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "resolve ID allow-once|allow-always|deny",
+		Short: "Answer an exec prompt waiting at the gateway",
+		Long: `Answer an exec prompt waiting at the gateway. ID is the prompt's id or
+any unique prefix of it (` + "`exechost approvals pending`" + ` lists them). The answer is
+recorded as given by this operator in the execution host's audit log.
+allow-once runs the command once; allow-always also adds its executables
+to the agent's allowlist on that host (refused when the prompt does not
+offer it, as with ask=always); deny refuses it.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef("resolve needs ID and a decision (allow-once, allow-always or deny)")
+			}
+			if _, err := policy.ParseApproval(args[1]); err != nil {
+				return usagef("decision %q: want allow-once, allow-always or deny", args[1])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var res approvalroute.Resolved
+			err := g.call(cmd.Context(), url, approvalroute.MethodResolve, approvalroute.ResolveParams{ID: args[0], Decision: args[1]}, &res)
+			if err != nil {
+				return fmt.Errorf("resolve approval %s: %w", args[0], err)
+			}
+			if asJSON {
+				return g.printJSON(res)
+			}
+			fmt.Fprintf(g.stdout, "%s: %s (by %s)\n", res.ID, res.Decision, res.By)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "gateway", DefaultGateway, "gateway URL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// routeFlags are `node run`'s approval routing flags. The node has no
+// config file, so approvals.route is a flag there; the gateway process
+// reads approvals.route from exechost.json.
+type routeFlags struct {
+	route         string
+	promptTimeout time.Duration
+}
+
+func (f *routeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.route, "approvals-route", string(approvalroute.Local),
+		"where prompts for a human go: local (this machine's approver socket), gateway (the gateway's operators: `exechost approvals pending|resolve`, its web UI) or both (first answer wins)")
+	cmd.Flags().DurationVar(&f.promptTimeout, "prompt-timeout", 0,
+		"how long a prompt waits for a human before askFallback applies (default 2m)")
+}
+
+// apply wires the engine's prompter for the route; remote sends prompts
+// to the gateway.
+func (f routeFlags) apply(eng *host.Engine, remote host.Prompter) error {
+	if f.promptTimeout < 0 {
+		return usagef("--prompt-timeout must not be negative")
+	}
+	if f.promptTimeout > 0 {
+		eng.PromptTimeout = f.promptTimeout
+	}
+	return applyRoute(eng, f.route, remote)
+}
+
+// applyRoute replaces eng.Prompter (the local approver socket) with the
+// prompter approvals.route names.
+func applyRoute(eng *host.Engine, route string, remote host.Prompter) error {
+	r, err := approvalroute.ParseRoute(route)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	p, err := approvalroute.Prompter(r, eng.Prompter, remote)
+	if err != nil {
+		return err
+	}
+	eng.Prompter = p
+	return nil
+}
+
+// gatewayWeb is `exechost gateway --web ADDR`: the approver web UI served
+// by the gateway for its operators, showing prompts from every execution
+// host routed to the gateway.
+type gatewayWeb struct {
+	ln net.Listener
+}
+
+// listenGatewayWeb binds addr (loopback only) before the gateway starts,
+// so a bad address fails the command at once.
+func listenGatewayWeb(ctx context.Context, addr string) (*gatewayWeb, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, usagef("--web %q: %v (hint: --web 127.0.0.1:8787)", addr, err)
+	}
+	if strings.EqualFold(host, "localhost") {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, usagef("--web %q: the web UI listens on loopback only (hint: --web 127.0.0.1:%s, and reach it remotely through an SSH tunnel)", addr, port)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, fmt.Errorf("web UI listen on %s: %w (hint: is the port in use? try 127.0.0.1:0)", addr, err)
+	}
+	return &gatewayWeb{ln: ln}, nil
+}
+
+// serve mounts the web UI on the listener for gw until ctx ends and prints
+// its URL (with the per-run secret).
+func (w *gatewayWeb) serve(ctx context.Context, g *globals, dir string, gw *gateway.Gateway) error {
+	addr := w.ln.Addr().String()
+	h, secret, err := web.NewHandler(web.Options{
+		Addr: addr, Broker: gw.Approvals(), StateDir: dir, Gateway: gw.WebBinding(), DecidedBy: "operator web UI",
+		Logf: func(format string, args ...any) { fmt.Fprintf(g.stderr, "exechost: "+format+"\n", args...) },
+	})
+	if err != nil {
+		w.ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	go func() { _ = srv.Serve(w.ln) }()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = srv.Close() // event streams do not end on Shutdown
+	}()
+	fmt.Fprintf(g.stdout, "gateway web UI: %s\n", web.URL(addr, secret))
+	return nil
+}
+
+// gatewayWebStarter returns the gatewayStarted hook that serves the web UI
+// on addr once the gateway runs, or nil when addr is empty. The address is
+// bound now, so a bad one fails before the gateway starts.
+func (g *globals) gatewayWebStarter(ctx context.Context, addr string) (gatewayStarted, error) {
+	w, err := listenGatewayWeb(ctx, addr)
+	if err != nil || w == nil {
+		return nil, err
+	}
+	dir, err := g.dir()
+	if err != nil {
+		w.ln.Close()
+		return nil, err
+	}
+	return func(_ string, gw *gateway.Gateway) {
+		if err := w.serve(ctx, g, dir, gw); err != nil {
+			fmt.Fprintf(g.stderr, "exechost: gateway web UI not started: %v\n", err)
+		}
+	}, nil
+}
