@@ -43,9 +43,12 @@ type ExecResult struct {
 	Events []SystemEvent `json:"events,omitempty"`
 }
 
-// ExecStatusParams names a background run.
+// ExecStatusParams names a background run. An agent connection sees only
+// its own session's runs, so it names the session it asks for.
 type ExecStatusParams struct {
-	RunID string `json:"runId"`
+	RunID      string `json:"runId"`
+	AgentID    string `json:"agentId,omitempty"`
+	SessionKey string `json:"sessionKey,omitempty"`
 }
 
 // SystemEvent is one queued per-session system event. Text is exactly the

@@ -102,7 +102,7 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 	switch {
 	case f.status != "":
 		var res bridge.ExecStatusResult
-		if err := c.Call(short, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: f.status}, &res); err != nil {
+		if err := c.Call(short, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: f.status, AgentID: f.agent, SessionKey: f.session}, &res); err != nil {
 			return err
 		}
 		if f.asJSON {

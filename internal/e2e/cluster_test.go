@@ -204,7 +204,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		}
 		var st bridge.ExecStatusResult
 		waitFor(t, "background run to finish", func() bool {
-			r := c.cli("exec", "--json", "--status", res.RunID)
+			r := c.cli("exec", "--json", "--status", res.RunID, "--session", "bg")
 			if r.code != 0 {
 				t.Fatalf("exec --status: %s", r)
 			}

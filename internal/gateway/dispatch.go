@@ -59,7 +59,7 @@ func (g *Gateway) dispatchClient(ctx context.Context, c caller, method string, p
 		}
 	case bridge.MethodExecStatus:
 		if c.role != bridge.RoleOperator {
-			p, err := decode[statusParams](method, params)
+			p, err := decode[bridge.ExecStatusParams](method, params)
 			if err != nil {
 				return nil, err
 			}

@@ -5,19 +5,10 @@ import (
 	"github.com/exechost/exechost/internal/session"
 )
 
-// statusParams are exec.status params as an agent sends them: the run and
-// the session asking. bridge.ExecStatusParams carries the run id; the
-// agentId and sessionKey fields are read here when present.
-type statusParams struct {
-	RunID      string `json:"runId"`
-	AgentID    string `json:"agentId,omitempty"`
-	SessionKey string `json:"sessionKey,omitempty"`
-}
-
 // statusFor is exec.status for an agent connection: only runs of the
 // asking session are visible. A run of another session answers exactly
 // like an unknown run, so run ids cannot be probed.
-func (g *Gateway) statusFor(p statusParams) (bridge.ExecStatusResult, error) {
+func (g *Gateway) statusFor(p bridge.ExecStatusParams) (bridge.ExecStatusResult, error) {
 	if err := checkSession(p.AgentID, p.SessionKey); err != nil {
 		return bridge.ExecStatusResult{}, err
 	}

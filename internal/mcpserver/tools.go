@@ -131,7 +131,7 @@ func (s *Server) statusTool(ctx context.Context, _ *mcp.CallToolRequest, in Stat
 		return textResult("runId is required: pass the runId an exec call returned.\n", true), nil, nil
 	}
 	var st bridge.ExecStatusResult
-	if err := s.link.call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: in.RunID}, &st, ShortCall); err != nil {
+	if err := s.link.call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: in.RunID, AgentID: s.opts.AgentID, SessionKey: s.opts.SessionKey}, &st, ShortCall); err != nil {
 		return textResult(describeError(err), true), nil, nil
 	}
 	return textResult(s.events(ctx, st.RunID)+formatStatus(st), false), nil, nil
