@@ -166,7 +166,7 @@ const (
 }`
 )
 
-var urlRE = regexp.MustCompile(`url=(wss?://[0-9.:]+)`)
+var urlRE = regexp.MustCompile(`url["=:]+(wss?://[0-9.:]+)`)
 
 // cluster is a gateway process and its nodes, each with a state
 // directory under one temporary directory.
@@ -435,5 +435,26 @@ func (m marker) procs() []int {
 func (m marker) killLeftovers() {
 	for _, pid := range m.procs() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// waitGone waits up to limit for the marker's processes to disappear and
+// returns the command lines of those still there.
+func (m marker) waitGone(limit time.Duration) []string {
+	deadline := time.Now().Add(limit)
+	for {
+		pids := m.procs()
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var left []string
+			for _, pid := range pids {
+				data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				left = append(left, fmt.Sprintf("pid %d: %s", pid, bytes.ReplaceAll(bytes.TrimRight(data, "\x00"), []byte{0}, []byte{' '})))
+			}
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
