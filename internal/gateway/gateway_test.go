@@ -58,8 +58,11 @@ func TestExecInProcess(t *testing.T) {
 			}
 		})
 	}
-	if _, err := call[bridge.NodesResult](t, agent, bridge.MethodNodesList, nil); err == nil {
-		t.Error("an agent may list nodes; only operators should")
+	if nodes, err := call[bridge.NodesResult](t, agent, bridge.MethodNodesList, nil); err != nil || len(nodes.Nodes) != 2 {
+		t.Errorf("agent nodes.list (unbound: every node) = %+v, %v", nodes, err)
+	}
+	if _, err := call[bridge.NodesResult](t, agent, bridge.MethodNodesPending, nil); err == nil {
+		t.Error("an agent may list pending nodes; only operators should")
 	}
 	op := e.client(t, bridge.RoleOperator)
 	nodes, err := call[bridge.NodesResult](t, op, bridge.MethodNodesList, nil)
