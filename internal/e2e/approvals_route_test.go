@@ -56,18 +56,40 @@ func (c *cluster) execBackground(args ...string) <-chan result {
 	return ch
 }
 
-// operatorConn is a raw operator connection collecting approval events.
-func (c *cluster) operatorConn(name string) (*bridge.Conn, <-chan approvalroute.Requested, <-chan approvalroute.Resolved) {
-	t := c.t
-	t.Helper()
+// gatewayToken reads the gateway token the way local CLIs do.
+func (c *cluster) gatewayToken() string {
+	c.t.Helper()
 	var tok struct {
 		Token string `json:"token"`
 	}
 	data, err := os.ReadFile(filepath.Join(c.gwDir, "gateway.json"))
 	if err != nil {
+		c.t.Fatal(err)
+	}
+	mustJSON(c.t, string(data), &tok)
+	return tok.Token
+}
+
+// agentConn is a raw agent connection.
+func (c *cluster) agentConn() *bridge.Conn {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	conn, _, err := bridge.Dial(ctx, c.url, bridge.ConnectParams{Role: bridge.RoleAgent, Auth: bridge.Auth{Token: c.gatewayToken()},
+		Client: bridge.ClientInfo{Name: "e2e-agent", Platform: runtime.GOOS}}, nil, bridge.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	mustJSON(t, string(data), &tok)
+	t.Cleanup(func() { conn.Close("test done") })
+	return conn
+}
+
+// operatorConn is a raw operator connection collecting approval events.
+func (c *cluster) operatorConn(name string) (*bridge.Conn, <-chan approvalroute.Requested, <-chan approvalroute.Resolved) {
+	t := c.t
+	t.Helper()
+	tok := struct{ Token string }{c.gatewayToken()}
 	req, res := make(chan approvalroute.Requested, 16), make(chan approvalroute.Resolved, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
