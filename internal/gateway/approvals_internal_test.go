@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/gateway/approvalroute"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+func newTestHub(t *testing.T) *approvalHub {
+	t.Helper()
+	h := newApprovalHub(func(string, ...any) {})
+	t.Cleanup(h.close)
+	return h
+}
+
+type submitted struct {
+	id  string
+	a   policy.Approval
+	by  string
+	err error
+}
+
+// submitAsync queues a prompt and returns its id once it is listed, and
+// the channel its outcome arrives on.
+func submitAsync(t *testing.T, h *approvalHub, ctx context.Context, req approver.PromptRequest) (string, <-chan submitted) {
+	t.Helper()
+	before := map[string]bool{}
+	for _, p := range h.broker.List() {
+		before[p.ID] = true
+	}
+	ch := make(chan submitted, 1)
+	go func() {
+		id, a, by, err := h.submit(ctx, req, "test")
+		ch <- submitted{id, a, by, err}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, p := range h.broker.List() {
+			if !before[p.ID] {
+				return p.ID, ch
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("prompt never listed")
+	return "", nil
+}
+
+func code(err error) string {
+	var be *bridge.Error
+	if errors.As(err, &be) {
+		return be.Code
+	}
+	return fmt.Sprintf("not a bridge error: %v", err)
+}
+
+func TestHubResolve(t *testing.T) {
+	h := newTestHub(t)
+	ctx := t.Context()
+	idA, outA := submitAsync(t, h, ctx, approver.PromptRequest{Command: "a"})
+	idB, outB := submitAsync(t, h, ctx, approver.PromptRequest{Command: "b", Choices: []string{"allow-once", "deny"}})
+	common := 0
+	for common < len(idA) && idA[common] == idB[common] {
+		common++
+	}
+
+	tests := []struct {
+		name, id, decision string
+		wantCode           string
+		wantMsg            string
+	}{
+		{"unknown", "ffffffff-no", "allow-once", bridge.CodeNotFound, "unknown approval id"},
+		{"empty", "", "allow-once", bridge.CodeNotFound, "empty id"},
+		{"bad decision", idA, "sure", bridge.CodeInvalidRequest, "want allow-once"},
+		{"not offered", idB, "allow-always", bridge.CodeInvalidRequest, "not offered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := h.resolve(tt.id, tt.decision, "tester")
+			if code(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("resolve(%q, %q) = %v; want %s containing %q", tt.id, tt.decision, err, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+
+	// A unique prefix resolves, names the full id, and is single use.
+	res, err := h.resolve(idA[:common+1], "allow-always", "tester")
+	if err != nil || res.ID != idA || res.By != "tester" {
+		t.Fatalf("resolve by prefix = %+v, %v", res, err)
+	}
+	if got := <-outA; got.err != nil || got.a != policy.AllowAlways || got.by != "tester" || got.id != idA {
+		t.Fatalf("submit A = %+v", got)
+	}
+	if _, err := h.resolve(idA, "allow-once", "again"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "already answered") {
+		t.Fatalf("second answer = %v, want already answered", err)
+	}
+	// Deny is always offered.
+	if _, err := h.resolve(idB, " deny ", "tester"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-outB; got.err != nil || got.a != policy.Reject {
+		t.Fatalf("submit B = %+v", got)
+	}
+	if p := h.pending(); len(p.Approvals) != 0 {
+		t.Fatalf("pending = %+v", p)
+	}
+}
+
+// TestHubAmbiguousPrefix: 17 pending ids share a first hex digit in at
+// least one pair (pigeonhole); that digit is an ambiguous prefix, and the
+// error names every candidate.
+func TestHubAmbiguousPrefix(t *testing.T) {
+	h := newTestHub(t)
+	byFirst := map[byte][]string{}
+	for range 17 {
+		id, _ := submitAsync(t, h, t.Context(), approver.PromptRequest{})
+		byFirst[id[0]] = append(byFirst[id[0]], id)
+	}
+	for c, ids := range byFirst {
+		if len(ids) < 2 {
+			continue
+		}
+		_, err := h.resolve(string(c), "allow-once", "tester")
+		if code(err) != bridge.CodeAmbiguous {
+			t.Fatalf("resolve(%q) = %v, want AMBIGUOUS", c, err)
+		}
+		for _, id := range ids {
+			if !strings.Contains(err.Error(), id) {
+				t.Errorf("ambiguity error does not name %s: %v", id, err)
+			}
+		}
+		return
+	}
+	t.Fatal("17 hex-digit ids without a shared first digit")
+}
+
+// TestHubExpiry: the prompt's own expiry ends the wait with ErrTimeout; a
+// late answer says expired.
+func TestHubExpiry(t *testing.T) {
+	h := newTestHub(t)
+	exp := time.Now().Add(30 * time.Millisecond).UnixMilli()
+	_, _, _, err := h.submit(t.Context(), approver.PromptRequest{Command: "x", ExpiresAtMs: exp}, "test")
+	if !errors.Is(err, approver.ErrTimeout) {
+		t.Fatalf("submit = %v, want ErrTimeout", err)
+	}
+	// An expiry in the past expires at once; one beyond MaxPromptWait is
+	// capped (the listing shows the capped deadline).
+	_, _, _, err = h.submit(t.Context(), approver.PromptRequest{ExpiresAtMs: 1}, "test")
+	if !errors.Is(err, approver.ErrTimeout) {
+		t.Fatalf("submit (past expiry) = %v, want ErrTimeout", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	id, out := submitAsync(t, h, ctx, approver.PromptRequest{ExpiresAtMs: time.Now().Add(24 * time.Hour).UnixMilli()})
+	p := h.pending().Approvals
+	if len(p) != 1 || p[0].ID != id || time.UnixMilli(p[0].ExpiresAtMs).After(time.Now().Add(MaxPromptWait)) {
+		t.Fatalf("pending = %+v, want expiry capped at %s", p, MaxPromptWait)
+	}
+	cancel()
+	if got := <-out; got.err == nil || errors.Is(got.err, approver.ErrTimeout) {
+		t.Fatalf("cancelled submit = %+v, want a non-timeout error", got)
+	}
+	if _, err := h.resolve(id, "allow-once", "late"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("late answer = %v, want expired", err)
+	}
+}
+
+// TestHubNodeRequests: refs are per node, withdrawal ends the wait, and a
+// node's pending prompts are bounded.
+func TestHubNodeRequests(t *testing.T) {
+	h := newTestHub(t)
+	ctx := t.Context()
+	type outcome struct {
+		ans approvalroute.NodeAnswer
+		err error
+	}
+	start := func(node, ref string) <-chan outcome {
+		ch := make(chan outcome, 1)
+		go func() {
+			a, err := h.nodeRequest(ctx, node, approvalroute.NodeRequest{Ref: ref, Request: approver.PromptRequest{NodeID: "forged", Host: "gateway"}})
+			ch <- outcome{a, err}
+		}()
+		return ch
+	}
+	waitPending := func(n int) []approvalroute.Requested {
+		t.Helper()
+		for range 60000 {
+			if p := h.pending().Approvals; len(p) == n {
+				return p
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("never %d pending", n)
+		return nil
+	}
+	w := start("n1", "r1")
+	p := waitPending(1)
+	if p[0].NodeID != "n1" || p[0].Host != "node" {
+		t.Errorf("a node's claims about itself were kept: %+v", p[0])
+	}
+	if _, err := h.nodeRequest(ctx, "n1", approvalroute.NodeRequest{Ref: "r1"}); code(err) != bridge.CodeInvalidRequest {
+		t.Errorf("duplicate ref = %v", err)
+	}
+	if _, err := h.nodeRequest(ctx, "n1", approvalroute.NodeRequest{}); code(err) != bridge.CodeInvalidRequest {
+		t.Errorf("empty ref = %v", err)
+	}
+	h.nodeCancel("n2", "r1") // another node's ref: no effect
+	h.nodeCancel("n1", "r1")
+	if got := <-w; code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
+		t.Fatalf("withdrawn = %+v", got)
+	}
+
+	var wg sync.WaitGroup
+	outs := make([]<-chan outcome, MaxNodePrompts)
+	for i := range MaxNodePrompts {
+		outs[i] = start("flood", fmt.Sprint(i))
+	}
+	waitPending(MaxNodePrompts)
+	if _, err := h.nodeRequest(ctx, "flood", approvalroute.NodeRequest{Ref: "one-too-many"}); code(err) != bridge.CodeBusy {
+		t.Errorf("prompt beyond the limit = %v, want BUSY", err)
+	}
+	for _, p := range h.pending().Approvals {
+		if _, err := h.resolve(p.ID, "deny", "ops"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ch := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := <-ch; got.err != nil || got.ans.Decision != "deny" || got.ans.By != "ops" {
+				t.Errorf("flood answer = %+v", got)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// FuzzResolve feeds operator input (id and decision) to the hub: nothing
+// panics, and nothing resolves unless it names the pending prompt with a
+// valid decision.
+func FuzzResolve(f *testing.F) {
+	f.Add("", "allow-once")
+	f.Add("abc", "deny")
+	f.Add("\x00", "allow-always")
+	f.Add(" ", " ")
+	f.Add("ffffffff", "ALLOW-ONCE")
+	h := newApprovalHub(func(string, ...any) {})
+	defer h.close()
+	f.Fuzz(func(t *testing.T, id, decision string) {
+		res, err := h.resolve(id, decision, "fuzz")
+		if err == nil {
+			t.Fatalf("resolve(%q, %q) = %+v with nothing pending", id, decision, res)
+		}
+		if code(err) == "" {
+			t.Fatalf("resolve error without a code: %v", err)
+		}
+	})
+}
