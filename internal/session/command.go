@@ -10,7 +10,9 @@ import (
 )
 
 // ErrUnknownCommand is returned for text that is not /exec or /elevated.
-var ErrUnknownCommand = errors.New("unknown command (accepted: /exec, /elevated)")
+// (/approve ID DECISION is answered by the gateway, which holds the
+// prompts, before text reaches the session store.)
+var ErrUnknownCommand = errors.New("unknown command (accepted: /exec, /elevated, /approve)")
 
 // Elevated modes accepted by /elevated.
 var elevatedModes = []string{"on", "off", "ask", "full"}
