@@ -81,6 +81,8 @@ type routedNode struct {
 	id, dir string
 	stop    func()
 	audit   chan host.AuditRecord // decisions taken after a prompt
+	// prompter is the node's gateway prompter (for benchmarks).
+	prompter host.Prompter
 }
 
 // addRoutedNode starts a node whose prompts take route (local being a
@@ -135,7 +137,7 @@ func (e *env) addRoutedNode(tb testing.TB, name, pol string, route approvalroute
 	tb.Cleanup(stop)
 	select {
 	case id := <-paired:
-		return routedNode{id: id, dir: dir, stop: stop, audit: audit}
+		return routedNode{id: id, dir: dir, stop: stop, audit: audit, prompter: r.GatewayPrompter()}
 	case <-time.After(waitLong):
 		tb.Fatalf("node %s did not pair", name)
 		return routedNode{}
