@@ -241,22 +241,33 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 // approver against the gateway's operators.
 func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 	c := newCluster(t, gatewayConfig)
-	quiet := c.addRoutedNode("quiet", policyOnMiss, "--approvals-route", "gateway", "--prompt-timeout", "500ms")
+	quiet := c.addRoutedNode("quiet", policyOnMiss, "--approvals-route", "gateway", "--prompt-timeout", "2s")
 	both := c.addRoutedNode("both", policyOnMiss, "--approvals-route", "both")
 	_, requested, resolved := c.operatorConn("e2e-operator")
 
 	t.Run("nobody answers", func(t *testing.T) {
-		done := c.execBackground("--host", "node", "--node", quiet.id, "echo unanswered")
-		req := next(t, requested, "exec.approval.requested")
-		r := next(t, done, "exec to finish")
-		if r.code != 1 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") {
-			t.Fatalf("want askFallback=deny, got %s", r)
+		r := next(t, c.execBackground("--host", "node", "--node", quiet.id, "echo unanswered"), "exec to finish")
+		if r.code != 1 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "timed out") {
+			t.Fatalf("want askFallback=deny after the prompt timed out, got %s", r)
 		}
-		if got := next(t, resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
-			t.Errorf("resolved = %+v, want expired", got)
-		}
-		if r := c.cli("approvals", "resolve", req.ID, "allow-once"); r.code != 1 || !strings.Contains(r.stderr, "expired") {
-			t.Errorf("late answer: %s", r)
+		waitFor(t, "no prompt pending at the gateway", func() bool {
+			r := c.cli("approvals", "pending", "--json")
+			var pend approvalroute.PendingResult
+			mustJSON(t, r.stdout, &pend)
+			return len(pend.Approvals) == 0
+		})
+		// Whether the prompt reached the gateway before the node gave up
+		// depends on load; when it did, it expired there too.
+		select {
+		case req := <-requested:
+			if got := next(t, resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
+				t.Errorf("resolved = %+v, want expired", got)
+			}
+			if r := c.cli("approvals", "resolve", req.ID, "allow-once"); r.code != 1 || !strings.Contains(r.stderr, "expired") {
+				t.Errorf("late answer: %s", r)
+			}
+		default:
+			t.Log("the node gave up before its prompt reached the gateway")
 		}
 	})
 

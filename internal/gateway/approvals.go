@@ -46,6 +46,7 @@ type approvalHub struct {
 	operators map[*bridge.Conn]string // operator connections → client name
 	nodeRefs  map[string]nodePrompt   // nodeID "\x00" ref → its wait
 	perNode   map[string]int          // nodeID → prompts pending
+	joins     chan *bridge.Conn       // operators to send the current queue to
 	stop      func()
 	done      chan struct{}
 }
@@ -61,6 +62,7 @@ func newApprovalHub(log func(string, ...any)) *approvalHub {
 		operators: make(map[*bridge.Conn]string),
 		nodeRefs:  make(map[string]nodePrompt),
 		perNode:   make(map[string]int),
+		joins:     make(chan *bridge.Conn, 64),
 		done:      make(chan struct{}),
 	}
 	ch, stop := h.broker.Subscribe()
@@ -75,10 +77,26 @@ func (h *approvalHub) close() {
 	<-h.done
 }
 
+// addOperator starts sending approval events to c. The prompts already
+// pending are sent to it first, from the broadcast loop, so an operator
+// that connects while a prompt waits sees it, in order with later
+// changes. (A prompt queued while c joins may be announced twice; clients
+// key prompts by id.)
 func (h *approvalHub) addOperator(c *bridge.Conn, name string) {
 	h.mu.Lock()
 	h.operators[c] = name
 	h.mu.Unlock()
+	select {
+	case h.joins <- c:
+	default:
+		go func() {
+			select {
+			case h.joins <- c:
+			case <-h.done:
+			case <-c.Done():
+			}
+		}()
+	}
 }
 
 func (h *approvalHub) removeOperator(c *bridge.Conn) {
@@ -87,10 +105,24 @@ func (h *approvalHub) removeOperator(c *bridge.Conn) {
 	h.mu.Unlock()
 }
 
-// broadcast sends each queue change to every operator, in order.
+// broadcast sends each queue change to every operator, in order, and the
+// current queue to each operator that joins.
 func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 	defer close(h.done)
-	for c := range ch {
+	for {
+		var c approver.Change
+		select {
+		case oc := <-h.joins:
+			for _, p := range h.broker.List() {
+				h.send(oc, approvalroute.EventRequested, requested(p), p.ID)
+			}
+			continue
+		case chg, ok := <-ch:
+			if !ok {
+				return
+			}
+			c = chg
+		}
 		var event string
 		var payload any
 		switch c.Kind {
@@ -110,12 +142,20 @@ func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 		}
 		h.mu.Unlock()
 		for _, oc := range conns {
-			ctx, cancel := context.WithTimeout(oc.Context(), notifyTimeout)
-			if err := oc.Notify(ctx, event, payload); err != nil {
-				h.log("approval event not delivered", "event", event, "id", c.Pending.ID, "err", err)
-			}
-			cancel()
+			h.send(oc, event, payload, c.Pending.ID)
 		}
+	}
+}
+
+// send writes one event to one operator, bounded by notifyTimeout.
+func (h *approvalHub) send(oc *bridge.Conn, event string, payload any, id string) {
+	if oc.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(oc.Context(), notifyTimeout)
+	defer cancel()
+	if err := oc.Notify(ctx, event, payload); err != nil {
+		h.log("approval event not delivered", "event", event, "id", id, "err", err)
 	}
 }
 
