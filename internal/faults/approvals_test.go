@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -20,35 +19,6 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/testdep"
 )
-
-// helperEnv makes the test binary a helper process (see helperMain).
-const helperEnv = "EXECHOST_FAULTS_HELPER"
-
-// helperMain runs a helper role and returns the exit code. "edit" adds
-// EXECHOST_FAULTS_N allowlist patterns to EXECHOST_FAULTS_DIR's store, one
-// Store.Update per pattern, as concurrently running editors would.
-func helperMain() int {
-	switch os.Getenv(helperEnv) {
-	case "edit":
-		dir, tag := os.Getenv("EXECHOST_FAULTS_DIR"), os.Getenv("EXECHOST_FAULTS_TAG")
-		n, err := strconv.Atoi(os.Getenv("EXECHOST_FAULTS_N"))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		s := approvals.NewStore(dir)
-		for i := 0; i < n; i++ {
-			p := fmt.Sprintf("/opt/%s/bin/tool%d", tag, i)
-			if _, err := s.Update(func(f *approvals.File) error { f.AddPattern("*", p); return nil }); err != nil {
-				fmt.Fprintf(os.Stderr, "update %s: %v\n", p, err)
-				return 1
-			}
-		}
-		return 0
-	}
-	fmt.Fprintln(os.Stderr, "unknown helper role")
-	return 2
-}
 
 // patterns returns the wildcard agent's allowlist patterns.
 func patterns(t *testing.T, dir string) map[string]int {
@@ -66,9 +36,9 @@ func patterns(t *testing.T, dir string) map[string]int {
 	return m
 }
 
-// TestConcurrentAllowlistEdits runs 8 editor processes adding 500
-// patterns each (one locked update per pattern) while the real CLI adds
-// more, and checks that no entry is lost or duplicated.
+// TestConcurrentAllowlistEdits runs 8 editor processes (testdata/editor)
+// adding 500 patterns each, one locked Store.Update per pattern, while the
+// real CLI adds more, and checks that no entry is lost or duplicated.
 func TestConcurrentAllowlistEdits(t *testing.T) {
 	procs, per, cli := 8, 500, 20
 	if testing.Short() {
@@ -76,10 +46,6 @@ func TestConcurrentAllowlistEdits(t *testing.T) {
 	}
 	dir := t.TempDir()
 	if _, err := approvals.NewStore(dir).Ensure(); err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -90,9 +56,7 @@ func TestConcurrentAllowlistEdits(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-			cmd.Env = append(os.Environ(), helperEnv+"=edit", "EXECHOST_FAULTS_DIR="+dir,
-				fmt.Sprintf("EXECHOST_FAULTS_TAG=p%d", p), fmt.Sprintf("EXECHOST_FAULTS_N=%d", per))
+			cmd := exec.CommandContext(ctx, editor, dir, fmt.Sprintf("p%d", p), fmt.Sprint(per))
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs <- fmt.Errorf("editor %d: %v: %s", p, err, out)
 			}

@@ -22,24 +22,25 @@ import (
 	"github.com/exechost/exechost/internal/gateway"
 )
 
-// bin is the exechost binary under test, built once by TestMain.
-var bin string
+// bin is the exechost binary under test and editor the concurrent
+// approvals editor (testdata/editor), both built once by TestMain without
+// the race detector.
+var bin, editor string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(helperMain())
-	}
 	dir, err := os.MkdirTemp("", "exechost-faults-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "exechost")
-	build := exec.Command("go", "build", "-o", bin, "github.com/exechost/exechost/cmd/exechost")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build exechost:", err)
-		os.Exit(1)
+	bin, editor = filepath.Join(dir, "exechost"), filepath.Join(dir, "editor")
+	for out, pkg := range map[string]string{bin: "github.com/exechost/exechost/cmd/exechost", editor: "./testdata/editor"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
