@@ -265,3 +265,34 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNodeRequest feeds node.approval.request params (a paired node's
+// bytes) to the hub with a wait that ends at once: nothing panics, an
+// error always carries a wire code, and nothing stays pending.
+func FuzzNodeRequest(f *testing.F) {
+	f.Add([]byte(`{"ref":"r","request":{"command":"ls","choices":["allow-once"]}}`))
+	f.Add([]byte(`{"ref":"","request":{}}`))
+	f.Add([]byte(`{"ref":"x","request":{"expiresAtMs":-1,"nodeId":"evil","host":"gateway"}}`))
+	f.Add([]byte(`null`))
+	h := newApprovalHub(func(string, ...any) {})
+	defer h.close()
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p, err := decode[approvalroute.NodeRequest](approvalroute.MethodNodeRequest, raw)
+		if err != nil {
+			if code(err) != bridge.CodeInvalidRequest {
+				t.Fatalf("decode error without INVALID_REQUEST: %v", err)
+			}
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if ans, err := h.nodeRequest(ctx, "fuzz-node", p); err == nil {
+			t.Fatalf("answered %+v with nobody answering", ans)
+		} else if strings.HasPrefix(code(err), "not a bridge error") {
+			t.Fatal(err)
+		}
+		if n := len(h.pending().Approvals); n != 0 {
+			t.Fatalf("%d prompts left pending", n)
+		}
+	})
+}
