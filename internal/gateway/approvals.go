@@ -45,6 +45,7 @@ type approvalHub struct {
 	mu        sync.Mutex
 	operators map[*bridge.Conn]string // operator connections → client name
 	nodeRefs  map[string]nodePrompt   // nodeID "\x00" ref → its wait
+	withdrawn map[string]bool         // refs cancelled before their request arrived
 	perNode   map[string]int          // nodeID → prompts pending
 	joins     chan *bridge.Conn       // operators to send the current queue to
 	stop      func()
@@ -61,6 +62,7 @@ func newApprovalHub(log func(string, ...any)) *approvalHub {
 		log:       log,
 		operators: make(map[*bridge.Conn]string),
 		nodeRefs:  make(map[string]nodePrompt),
+		withdrawn: make(map[string]bool),
 		perNode:   make(map[string]int),
 		joins:     make(chan *bridge.Conn, 64),
 		done:      make(chan struct{}),
@@ -275,6 +277,13 @@ func (h *approvalHub) nodeRequest(ctx context.Context, nodeID string, p approval
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	h.mu.Lock()
+	if h.withdrawn[key] {
+		// The node gave up before its request got here (the cancel
+		// overtook it): nothing to ask.
+		delete(h.withdrawn, key)
+		h.mu.Unlock()
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %v", p.Ref, ErrPromptWithdrawn)
+	}
 	if _, dup := h.nodeRefs[key]; dup {
 		h.mu.Unlock()
 		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeInvalidRequest, "prompt ref %q is already pending", p.Ref)
@@ -309,11 +318,28 @@ func (h *approvalHub) nodeRequest(ctx context.Context, nodeID string, p approval
 	return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeUnavailable, "prompt %s: %v", id, err)
 }
 
-// nodeCancel withdraws a node's pending prompt; unknown refs are fine (it
-// was answered meanwhile).
+// maxWithdrawn bounds the remembered early cancels; beyond it they are
+// forgotten (such a prompt then waits for its expiry, as any unanswered
+// one does).
+const maxWithdrawn = 1024
+
+// nodeCancel withdraws a node's pending prompt. A ref not pending was
+// either answered meanwhile or its request has not arrived yet (the two
+// frames race on the node's side); it is remembered so the request, if it
+// comes, ends at once.
 func (h *approvalHub) nodeCancel(nodeID, ref string) {
+	if ref == "" || len(ref) > 128 {
+		return
+	}
+	key := nodeID + "\x00" + ref
 	h.mu.Lock()
-	np, ok := h.nodeRefs[nodeID+"\x00"+ref]
+	np, ok := h.nodeRefs[key]
+	if !ok {
+		if len(h.withdrawn) >= maxWithdrawn {
+			clear(h.withdrawn)
+		}
+		h.withdrawn[key] = true
+	}
 	h.mu.Unlock()
 	if ok {
 		np.cancel(ErrPromptWithdrawn)

@@ -212,10 +212,17 @@ func TestHubNodeRequests(t *testing.T) {
 	if _, err := h.nodeRequest(ctx, "n1", approvalroute.NodeRequest{}); code(err) != bridge.CodeInvalidRequest {
 		t.Errorf("empty ref = %v", err)
 	}
-	h.nodeCancel("n2", "r1") // another node's ref: no effect
+	h.nodeCancel("n2", "r1") // another node's ref: no effect here
 	h.nodeCancel("n1", "r1")
 	if got := <-w; code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
 		t.Fatalf("withdrawn = %+v", got)
+	}
+	// A cancel that overtakes its request ends the request at once.
+	if got := <-start("n2", "r1"); code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
+		t.Fatalf("request after its cancel = %+v", got)
+	}
+	if n := len(h.pending().Approvals); n != 0 {
+		t.Fatalf("%d pending after withdrawals", n)
 	}
 
 	var wg sync.WaitGroup

@@ -16,8 +16,12 @@ import (
 )
 
 // cancelTimeout bounds the node.approval.cancel sent when a prompt is
-// abandoned.
-const cancelTimeout = 5 * time.Second
+// abandoned; maxPromptWait bounds a prompt without an expiry (the
+// gateway caps its own wait at 10 minutes).
+const (
+	cancelTimeout = 5 * time.Second
+	maxPromptWait = 10*time.Minute + cancelTimeout
+)
 
 // GatewayPrompter returns a host.Prompter that sends this node's prompts
 // to the gateway (node.approval.request), where operators answer them
@@ -40,19 +44,41 @@ func (p gatewayPrompter) Prompt(ctx context.Context, req approver.PromptRequest)
 		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", approver.ErrUnreachable)
 	}
 	ref := uuid.NewString()
+	// The call runs under its own deadline, not ctx: a WebSocket write
+	// interrupted by a cancelled context tears the whole connection down,
+	// and ctx is cancelled whenever the local approver wins a race.
+	limit := time.Now().Add(maxPromptWait)
+	if req.ExpiresAtMs > 0 {
+		limit = time.UnixMilli(req.ExpiresAtMs).Add(cancelTimeout)
+	}
+	cctx, cancel := context.WithDeadline(c.Context(), limit)
+	type reply struct {
+		ans approvalroute.NodeAnswer
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		defer cancel()
+		var ans approvalroute.NodeAnswer
+		err := c.Call(cctx, approvalroute.MethodNodeRequest, approvalroute.NodeRequest{Ref: ref, Request: req}, &ans)
+		done <- reply{ans, err}
+	}()
 	var ans approvalroute.NodeAnswer
-	err := c.Call(ctx, approvalroute.MethodNodeRequest, approvalroute.NodeRequest{Ref: ref, Request: req}, &ans)
+	var err error
+	select {
+	case r := <-done:
+		ans, err = r.ans, r.err
+	case <-ctx.Done():
+		// Our side stopped waiting (timeout, or the local approver won a
+		// race): withdraw the prompt so operators see it go.
+		go func() {
+			wctx, cancel := context.WithTimeout(c.Context(), cancelTimeout)
+			defer cancel()
+			_ = c.Call(wctx, approvalroute.MethodNodeCancel, approvalroute.NodeCancel{Ref: ref}, nil)
+		}()
+		return "", "", fmt.Errorf("%w: gateway prompt: %w", approver.ErrTimeout, context.Cause(ctx))
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			// Our side stopped waiting (timeout, or the local approver
-			// won a race): withdraw the prompt so operators see it go.
-			go func() {
-				cctx, cancel := context.WithTimeout(c.Context(), cancelTimeout)
-				defer cancel()
-				_ = c.Call(cctx, approvalroute.MethodNodeCancel, approvalroute.NodeCancel{Ref: ref}, nil)
-			}()
-			return "", "", fmt.Errorf("%w: gateway prompt: %w", approver.ErrTimeout, context.Cause(ctx))
-		}
 		var be *bridge.Error
 		if errors.As(err, &be) && be.Code == bridge.CodeTimeout {
 			return "", "", fmt.Errorf("%w: gateway: %s", approver.ErrTimeout, be.Message)
