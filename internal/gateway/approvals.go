@@ -43,11 +43,11 @@ type approvalHub struct {
 	log    func(msg string, args ...any)
 
 	mu        sync.Mutex
-	operators map[*bridge.Conn]string // operator connections → client name
-	nodeRefs  map[string]nodePrompt   // nodeID "\x00" ref → its wait
-	withdrawn map[string]bool         // refs cancelled before their request arrived
-	perNode   map[string]int          // nodeID → prompts pending
-	joins     chan *bridge.Conn       // operators to send the current queue to
+	operators map[*bridge.Conn]*operatorState
+	nodeRefs  map[string]nodePrompt // nodeID "\x00" ref → its wait
+	withdrawn map[string]bool       // refs cancelled before their request arrived
+	perNode   map[string]int        // nodeID → prompts pending
+	joins     chan *bridge.Conn     // operators to send the current queue to
 	stop      func()
 	done      chan struct{}
 }
@@ -56,11 +56,19 @@ type nodePrompt struct {
 	cancel context.CancelCauseFunc
 }
 
+// operatorState is one operator connection's event stream. joined and
+// seen belong to the broadcast loop alone.
+type operatorState struct {
+	name   string
+	joined bool            // has been sent the queue as it was on joining
+	seen   map[string]bool // ids in that snapshot whose "added" change is still to come
+}
+
 func newApprovalHub(log func(string, ...any)) *approvalHub {
 	h := &approvalHub{
 		broker:    approver.NewBroker(),
 		log:       log,
-		operators: make(map[*bridge.Conn]string),
+		operators: make(map[*bridge.Conn]*operatorState),
 		nodeRefs:  make(map[string]nodePrompt),
 		withdrawn: make(map[string]bool),
 		perNode:   make(map[string]int),
@@ -79,14 +87,13 @@ func (h *approvalHub) close() {
 	<-h.done
 }
 
-// addOperator starts sending approval events to c. The prompts already
-// pending are sent to it first, from the broadcast loop, so an operator
-// that connects while a prompt waits sees it, in order with later
-// changes. (A prompt queued while c joins may be announced twice; clients
-// key prompts by id.)
+// addOperator starts sending approval events to c. The broadcast loop
+// first sends it the prompts already pending, then every later change, so
+// an operator that connects while a prompt waits sees it, each prompt is
+// announced once, and its resolution comes after its announcement.
 func (h *approvalHub) addOperator(c *bridge.Conn, name string) {
 	h.mu.Lock()
-	h.operators[c] = name
+	h.operators[c] = &operatorState{name: name}
 	h.mu.Unlock()
 	select {
 	case h.joins <- c:
@@ -115,7 +122,15 @@ func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 		var c approver.Change
 		select {
 		case oc := <-h.joins:
+			h.mu.Lock()
+			st := h.operators[oc]
+			h.mu.Unlock()
+			if st == nil || st.joined {
+				continue
+			}
+			st.joined, st.seen = true, map[string]bool{}
 			for _, p := range h.broker.List() {
+				st.seen[p.ID] = true
 				h.send(oc, approvalroute.EventRequested, requested(p), p.ID)
 			}
 			continue
@@ -137,14 +152,29 @@ func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 		default:
 			continue
 		}
+		type target struct {
+			c  *bridge.Conn
+			st *operatorState
+		}
 		h.mu.Lock()
-		conns := make([]*bridge.Conn, 0, len(h.operators))
-		for oc := range h.operators {
-			conns = append(conns, oc)
+		targets := make([]target, 0, len(h.operators))
+		for oc, st := range h.operators {
+			targets = append(targets, target{oc, st})
 		}
 		h.mu.Unlock()
-		for _, oc := range conns {
-			h.send(oc, event, payload, c.Pending.ID)
+		id := c.Pending.ID
+		for _, t := range targets {
+			if !t.st.joined {
+				continue // its snapshot, taken later, covers this change
+			}
+			if t.st.seen[id] {
+				if c.Kind == approver.ChangeAdded {
+					delete(t.st.seen, id) // announced in its snapshot
+					continue
+				}
+				delete(t.st.seen, id)
+			}
+			h.send(t.c, event, payload, id)
 		}
 	}
 }

@@ -190,21 +190,34 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	if err := g.reg.put(rec); err != nil {
 		return bridge.NodeView{}, err
 	}
-	if err := nc.conn.Notify(ctx, bridge.EventPairApproved, bridge.PairApproved{NodeID: nc.id, Token: tok}); err != nil {
-		_, _ = g.reg.remove(nc.id)
-		return bridge.NodeView{}, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected before it got its token: %v", nc.id, err)
-	}
+	// Live before the node hears it is paired: it may send its first
+	// request (or a caller may exec on it) the moment it knows.
 	g.mu.Lock()
 	if g.pending[nc.id] == nc {
 		delete(g.pending, nc.id)
 	}
 	old := g.live[nc.id]
-	if nc.conn.Err() == nil {
-		g.live[nc.id] = nc
-	} else {
-		old = nil // it reconnects with its new token
+	g.live[nc.id] = nc
+	g.mu.Unlock()
+	err = nc.conn.Notify(ctx, bridge.EventPairApproved, bridge.PairApproved{NodeID: nc.id, Token: tok})
+	g.mu.Lock()
+	if err != nil || nc.conn.Err() != nil {
+		// Gone (nodeGone may have run before it was live): it
+		// reconnects with its new token, or pairs again; an older
+		// connection of the same id keeps its place.
+		if g.live[nc.id] == nc {
+			delete(g.live, nc.id)
+			if old != nil {
+				g.live[nc.id] = old
+			}
+		}
+		old = nil
 	}
 	g.mu.Unlock()
+	if err != nil {
+		_, _ = g.reg.remove(nc.id)
+		return bridge.NodeView{}, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected before it got its token: %v", nc.id, err)
+	}
 	if old != nil && old != nc {
 		old.conn.Close("replaced by a newly paired connection")
 	}
