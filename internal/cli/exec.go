@@ -157,7 +157,10 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 	cctx, ccancel := context.WithTimeout(ctx, timeout+2*gateway.InvokeMargin)
 	defer ccancel()
 	var res bridge.ExecResult
-	if err := c.Call(cctx, bridge.MethodExec, p, &res); err != nil {
+	stop := startProgress(g.stderr, "waiting for the gateway (the command runs, or an approval is pending)")
+	err = c.Call(cctx, bridge.MethodExec, p, &res)
+	stop()
+	if err != nil {
 		var be *bridge.Error
 		if errors.As(err, &be) && be.Code == bridge.CodeDenied {
 			return fmt.Errorf("denied: %s", be.Message)

@@ -55,6 +55,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if e.Prompter != nil {
+				e.Prompter = progressPrompter{inner: e.Prompter, w: g.stderr}
+			}
 			res, err := e.Run(cmd.Context(), req)
 			if err != nil {
 				if isDenial(err) {
