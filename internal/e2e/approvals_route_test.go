@@ -297,3 +297,45 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 		ap.kill(t)
 	})
 }
+
+// TestGatewayHostRoute: with approvals.route "gateway" in exechost.json,
+// the gateway process's own prompts (host=gateway) go to its operators;
+// and an agent's exec.status sees only its own session's runs.
+func TestGatewayHostRoute(t *testing.T) {
+	c := newCluster(t, `{
+		"tools": {"exec": {"security": "full", "ask": "off"}},
+		"gateway": {"listen": "127.0.0.1:0"},
+		"sandbox": {"backend": "none"},
+		"approvals": {"route": "gateway"},
+	}`)
+	writeFile(t, filepath.Join(c.gwDir, "exec-approvals.json"), policyOnMiss)
+	op, requested, _ := c.operatorConn("gw-operator")
+
+	done := c.execBackground("--json", "--host", "gateway", "--session", "s1", "echo on-gateway")
+	req := next(t, requested, "exec.approval.requested")
+	if req.Host != "gateway" || req.Request.Command != "echo on-gateway" {
+		t.Fatalf("requested = %+v", req)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := op.Call(ctx, approvalroute.MethodResolve, approvalroute.ResolveParams{ID: req.ID, Decision: "allow-once"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := next(t, done, "exec to finish")
+	var res bridge.ExecResult
+	mustJSON(t, r.stdout, &res)
+	if r.code != 0 || !strings.Contains(res.Stdout, "on-gateway") {
+		t.Fatalf("exec: %s", r)
+	}
+	audit, err := os.ReadFile(filepath.Join(c.gwDir, "audit.jsonl"))
+	if err != nil || !strings.Contains(string(audit), `"operator gw-operator"`) {
+		t.Errorf("gateway audit log does not name the operator: %v\n%s", err, audit)
+	}
+
+	if r := c.cli("exec", "--status", res.RunID, "--session", "s2"); r.code != 1 || !strings.Contains(r.stderr, "unknown run") {
+		t.Errorf("status from another session: %s", r)
+	}
+	if r := c.cli("exec", "--json", "--status", res.RunID, "--session", "s1"); r.code != 0 || !strings.Contains(r.stdout, "on-gateway") {
+		t.Errorf("status from its own session: %s", r)
+	}
+}
