@@ -26,6 +26,7 @@ import (
 const (
 	policyAllowTrue = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},
   "agents":{"*":{"allowlist":[{"pattern":"/bin/true"},{"pattern":"/usr/bin/true"},{"pattern":"/bin/sh"},{"pattern":"/usr/bin/sh"}]}}}`
+	policyFull = `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}`
 	// gatewayConfig defers to each host's own exec-approvals.json.
 	gatewayConfig = `{
   "tools": {"exec": {"security": "full", "ask": "off"}},

@@ -6,10 +6,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"syscall"
 
+	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -46,6 +53,11 @@ func helperMain() bool {
 		if err == nil && cw.n != floodBytes {
 			err = fmt.Errorf("copied %d bytes", cw.n)
 		}
+	case "gateway":
+		err = profiledGateway()
+		if err == nil {
+			os.Exit(0)
+		}
 	default:
 		err = fmt.Errorf("unknown helper role %q", role)
 	}
@@ -61,4 +73,49 @@ func helperMain() bool {
 	fmt.Println(kb)
 	os.Exit(0)
 	return true
+}
+
+// profiledGateway serves the gateway package from this process, with the
+// state directory and config `exechost gateway` would use, and records a
+// CPU profile between SIGUSR1 and SIGUSR2. It has no host=gateway
+// executor: the scale rows only use host=node.
+func profiledGateway() error {
+	dir, profPath := os.Getenv("EXECHOST_BENCH_STATE"), os.Getenv("EXECHOST_BENCH_PROFILE")
+	cfg, err := config.Load(filepath.Join(dir, "exechost.json"), true)
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gateway.Options{StateDir: dir, Config: cfg, Version: "bench"})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("listening url=ws://%s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		var f *os.File
+		for s := range sig {
+			switch {
+			case s == syscall.SIGUSR1 && f == nil:
+				if f, err = os.Create(profPath); err == nil {
+					err = pprof.StartCPUProfile(f)
+				}
+				if err != nil {
+					fmt.Println("profile:", err)
+				}
+			case s == syscall.SIGUSR2 && f != nil:
+				pprof.StopCPUProfile()
+				f.Close()
+				f = nil
+				fmt.Println("profile written")
+			}
+		}
+	}()
+	return gw.Serve(ctx, ln)
 }

@@ -90,6 +90,9 @@ func (r row) cells() (p50, p99, ratio string) {
 		return
 	}
 	p50, p99 = fmtDur(r.s.pct(0.50)), fmtDur(r.s.pct(0.99))
+	if len(r.s.durs) == 1 {
+		p99 = "—" // a single figure (the connect storm)
+	}
 	if r.baseline != nil && r.baseline.pct(0.5) > 0 {
 		ratio = fmt.Sprintf("%.2f×", float64(r.s.pct(0.5))/float64(r.baseline.pct(0.5)))
 	}

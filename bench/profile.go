@@ -35,18 +35,22 @@ func (b *bench) cpuProfile(title string, d time.Duration, fn func() error) {
 	}
 	pprof.StopCPUProfile()
 	f.Close()
-	out, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=30", path).CombinedOutput()
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=30", `-hide=^main\.|^runtime\.main$`, path).CombinedOutput()
 	if err != nil {
 		b.notes = append(b.notes, fmt.Sprintf("profile %s: go tool pprof: %v", title, err))
 		return
 	}
-	// Drop pprof's header lines about the file and build.
+	b.profile += fmt.Sprintf("# %s: %d iterations in %s; go tool pprof -top -cum -nodecount=30\n%s\n\n", title, n, d, trimPprofHeader(string(out)))
+}
+
+// trimPprofHeader drops pprof's lines about the file and build.
+func trimPprofHeader(out string) string {
 	var keep []string
-	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
+	for _, line := range strings.Split(string(bytes.TrimSpace([]byte(out))), "\n") {
 		if strings.HasPrefix(line, "File:") || strings.HasPrefix(line, "Build ID:") || strings.HasPrefix(line, "Time:") {
 			continue
 		}
 		keep = append(keep, line)
 	}
-	b.profile += fmt.Sprintf("# %s: %d iterations in %s; go tool pprof -top -cum -nodecount=30\n%s\n\n", title, n, d, strings.Join(keep, "\n"))
+	return strings.Join(keep, "\n")
 }

@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -155,16 +157,7 @@ func (b *bench) scaleRows() error {
 	}
 	defer c.close()
 	pid := c.gw.cmd.Process.Pid
-	defer func() {
-		var wg sync.WaitGroup
-		for _, s := range sims {
-			if s.conn != nil {
-				wg.Add(1)
-				go func() { defer wg.Done(); s.conn.Close("bench done") }()
-			}
-		}
-		wg.Wait()
-	}()
+	defer closeSims(sims)
 
 	// Baseline: one simulated node connected.
 	ctx := context.Background()
@@ -182,46 +175,14 @@ func (b *bench) scaleRows() error {
 		return err
 	}
 
-	// Connect storm: every other node dials at once; a refused or failed
-	// dial retries with jittered backoff, as the node runner does.
-	var connected atomic.Int64
-	connected.Store(1)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	deadline := t0.Add(stormLimit)
-	var lastDone atomic.Int64
-	var dialErrs atomic.Int64
-	var lastErr atomic.Pointer[string]
-	for _, s := range sims[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			backoff := 50 * time.Millisecond
-			for time.Now().Before(deadline) {
-				dctx, cancel := context.WithDeadline(ctx, deadline)
-				err := s.dial(dctx, c.url)
-				cancel()
-				if err == nil {
-					connected.Add(1)
-					lastDone.Store(int64(time.Since(t0)))
-					return
-				}
-				dialErrs.Add(1)
-				msg := err.Error()
-				lastErr.Store(&msg)
-				time.Sleep(backoff/2 + rand.N(backoff))
-				backoff = min(backoff*2, 2*time.Second)
-			}
-		}()
-	}
-	wg.Wait()
-	storm := time.Duration(lastDone.Load())
-	got := int(connected.Load())
+	st := storm(c.url, sims[1:])
+	got := st.connected + 1
+	storm, dialErrs := st.last, st.dialErrs
 	ids, listErr := c.connectedIDs()
 	registered := len(ids)
-	stormNote := fmt.Sprintf("%d goroutines dial at once (bridge.Dial, role node, paired token); %d dial errors retried", b.nodes-1, dialErrs.Load())
-	if e := lastErr.Load(); e != nil {
-		stormNote += "; last error: " + *e
+	stormNote := fmt.Sprintf("%d goroutines dial at once (bridge.Dial, role node, paired token); %d dial errors retried", b.nodes-1, dialErrs)
+	if st.lastErr != "" {
+		stormNote += "; last error: " + st.lastErr
 	}
 	var stormErr error
 	if got < b.nodes {
@@ -250,7 +211,128 @@ func (b *bench) scaleRows() error {
 	b.add(row{section: sec, what: fmt.Sprintf("exec host=node with %d connected", got), s: lat, baseline: &base, err: err,
 		target: "p99 ≤ 20 ms", met: metDur(lat.pct(0.99), targetInvokeP99, err),
 		note: fmt.Sprintf("%d sequential calls to random nodes among all connected", m)})
+	if err == nil && lat.pct(0.99) > targetInvokeP99 {
+		closeSims(sims)
+		c.close()
+		b.profileScale(root, sims)
+	}
 	return nil
+}
+
+// closeSims closes every simulated node's connection.
+func closeSims(sims []*simNode) {
+	var wg sync.WaitGroup
+	for _, s := range sims {
+		if s.conn != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.conn.Close("bench done"); s.conn = nil }()
+		}
+	}
+	wg.Wait()
+}
+
+// stormResult is the outcome of a connect storm.
+type stormResult struct {
+	connected int
+	last      time.Duration // when the last node connected
+	dialErrs  int64
+	lastErr   string
+}
+
+// storm dials every node at once; a refused or failed dial retries with
+// jittered backoff, as the node runner does, until stormLimit.
+func storm(url string, sims []*simNode) stormResult {
+	var (
+		connected, lastDone, dialErrs atomic.Int64
+		lastErr                       atomic.Pointer[string]
+		wg                            sync.WaitGroup
+	)
+	t0 := time.Now()
+	deadline := t0.Add(stormLimit)
+	for _, s := range sims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			backoff := 50 * time.Millisecond
+			for time.Now().Before(deadline) {
+				dctx, cancel := context.WithDeadline(context.Background(), deadline)
+				err := s.dial(dctx, url)
+				cancel()
+				if err == nil {
+					connected.Add(1)
+					lastDone.Store(int64(time.Since(t0)))
+					return
+				}
+				dialErrs.Add(1)
+				msg := err.Error()
+				lastErr.Store(&msg)
+				time.Sleep(backoff/2 + rand.N(backoff))
+				backoff = min(backoff*2, 2*time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+	r := stormResult{connected: int(connected.Load()), last: time.Duration(lastDone.Load()), dialErrs: dialErrs.Load()}
+	if e := lastErr.Load(); e != nil {
+		r.lastErr = *e
+	}
+	return r
+}
+
+// profileScale repeats the scale setup with the gateway package running
+// in a re-executed bench helper that records a CPU profile while the exec
+// calls run (`exechost gateway` has no profiling endpoint), and adds the
+// top of the profile to the report.
+func (b *bench) profileScale(root string, sims []*simNode) {
+	note := func(err error) { b.notes = append(b.notes, "scale profile: "+err.Error()) }
+	exe, err := os.Executable()
+	if err != nil {
+		note(err)
+		return
+	}
+	gwDir := filepath.Join(root, "gateway")
+	prof := filepath.Join(root, "gateway-cpu.pprof")
+	p := &proc{out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(exe)
+	p.cmd.Env = append(os.Environ(), helperEnv+"=gateway", "EXECHOST_BENCH_STATE="+gwDir, "EXECHOST_BENCH_PROFILE="+prof)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		note(err)
+		return
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	defer p.stop()
+	if err := waitFor("the profiled gateway", 30*time.Second, 5*time.Millisecond, func() bool { return urlRE.MatchString(p.out.String()) }); err != nil {
+		note(err)
+		return
+	}
+	c := &cluster{gwDir: gwDir, url: urlRE.FindStringSubmatch(p.out.String())[1]}
+	if c.agent, err = c.dial(bridge.RoleAgent); err != nil {
+		note(err)
+		return
+	}
+	defer c.agent.Close("bench done")
+	st := storm(c.url, sims)
+	defer closeSims(sims)
+	_ = p.cmd.Process.Signal(syscall.SIGUSR1)
+	m := b.iters(1000, 300)
+	lat, err := invokeLatencies(c, sims, st.connected, m)
+	_ = p.cmd.Process.Signal(syscall.SIGUSR2)
+	if err != nil {
+		note(err)
+		return
+	}
+	if err := waitFor("the CPU profile", 30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(p.out.String(), "profile written") }); err != nil {
+		note(err)
+		return
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=35", prof).CombinedOutput()
+	if err != nil {
+		note(fmt.Errorf("go tool pprof: %w: %s", err, out))
+		return
+	}
+	b.profile += fmt.Sprintf("# gateway CPU while %d nodes are connected and %d exec host=node calls run (p50 %s, p99 %s in this pass)\n# go tool pprof -top -cum -nodecount=35\n%s\n\n",
+		st.connected, m, fmtDur(lat.pct(0.5)), fmtDur(lat.pct(0.99)), trimPprofHeader(string(out)))
 }
 
 func metMax(v, limit float64) string {
