@@ -201,13 +201,22 @@ func (c *Conn) Notify(ctx context.Context, event string, payload any) error {
 	return c.write(ctx, f)
 }
 
+// write sends one frame. The caller's context decides only whether the
+// frame is sent at all: the write itself runs under the connection's own
+// context and WriteTimeout, because the WebSocket library closes the whole
+// connection when a write's context ends mid-frame, and one caller giving
+// up (a timed-out exec, a prompt race lost) must never drop a connection
+// every other call shares.
 func (c *Conn) write(ctx context.Context, f Frame) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	select {
 	case <-c.done:
 		return c.err
 	default:
 	}
-	return WriteFrame(ctx, c.ws, f)
+	return WriteFrame(c.ctx, c.ws, f)
 }
 
 func (c *Conn) readLoop() {

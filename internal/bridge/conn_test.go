@@ -166,3 +166,30 @@ func TestBadFrameCloses(t *testing.T) {
 		t.Fatal("server kept a connection that sent a bad frame")
 	}
 }
+
+// TestCancelledCallersKeepConnection checks that callers giving up at any
+// moment, including mid-write, never drop the shared connection.
+func TestCancelledCallersKeepConnection(t *testing.T) {
+	slow := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return "ok", nil
+	}
+	_, cli := pair(t, Options{OnRequest: slow}, Options{})
+	big := strings.Repeat("x", 1<<20) // long enough for a write to be in flight
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%5)*100*time.Microsecond)
+			defer cancel()
+			_ = cli.Call(ctx, "echo", big, nil)
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got string
+	if err := cli.Call(ctx, "echo", 1, &got); err != nil || got != "ok" {
+		t.Fatalf("connection did not survive cancelled callers: %v (%q)", err, got)
+	}
+}
