@@ -41,8 +41,8 @@ const (
 )
 
 // DialFunc opens an authenticated connection to the gateway with role
-// (bridge.RoleAgent, or RoleOperator for the read-only node listing
-// fallback). The cli package passes one that reads the gateway token.
+// (always bridge.RoleAgent: the MCP server never acts as an operator). The
+// cli package passes one that reads the gateway token.
 type DialFunc func(ctx context.Context, role string) (*bridge.Conn, error)
 
 // link is the server's lazily (re)connected agent connection.

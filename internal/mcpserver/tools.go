@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -138,39 +137,13 @@ func (s *Server) statusTool(ctx context.Context, _ *mcp.CallToolRequest, in Stat
 }
 
 func (s *Server) nodesTool(ctx context.Context, _ *mcp.CallToolRequest, _ NodesInput) (*mcp.CallToolResult, any, error) {
+	// The gateway answers an agent with only the nodes that agent may
+	// target (its tools.exec.node binding, or all nodes when unbound).
 	var res bridge.NodesResult
-	err := s.link.call(ctx, bridge.MethodNodesList, s.session(), &res, ShortCall)
-	note := ""
-	var we *bridge.Error
-	if errors.As(err, &we) && we.Code == bridge.CodeForbidden {
-		// This gateway keeps nodes.list to operators. The listing is
-		// read-only and this process holds the gateway token anyway, so
-		// read it once on a short operator connection.
-		res, err = s.operatorNodes(ctx)
-		note = "Note: a tools.exec.node binding in the gateway's config may restrict this agent to one of these."
-	}
-	if err != nil {
+	if err := s.link.call(ctx, bridge.MethodNodesList, s.session(), &res, ShortCall); err != nil {
 		return textResult(describeError(err), true), nil, nil
 	}
-	return textResult(s.events(ctx, "")+formatNodes(res.Nodes, note), false), nil, nil
-}
-
-// operatorNodes lists nodes on a one-off operator connection.
-func (s *Server) operatorNodes(ctx context.Context) (bridge.NodesResult, error) {
-	var res bridge.NodesResult
-	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
-	defer cancel()
-	c, err := s.opts.Dial(dctx, bridge.RoleOperator)
-	if err != nil {
-		return res, s.link.unreachable(err)
-	}
-	defer c.Close("done")
-	cctx, cancel2 := context.WithTimeout(ctx, ShortCall)
-	defer cancel2()
-	if err := c.Call(cctx, bridge.MethodNodesList, nil, &res); err != nil {
-		return res, fmt.Errorf("list nodes: %w", err)
-	}
-	return res, nil
+	return textResult(s.events(ctx, "")+formatNodes(res.Nodes, ""), false), nil, nil
 }
 
 // events drains the session's queued system events, except those of
