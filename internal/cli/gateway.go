@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/exechost/exechost/internal/metrics"
 	"log/slog"
 	"net"
 	"os"
@@ -27,7 +28,13 @@ import (
 func init() { register(newGatewayCmd) }
 
 // logFlags are the logging flags of the daemons.
-type logFlags struct{ format, level string }
+// logFlags are the operational flags of the daemons: logging for all, and
+// for the gateway an opt-in metrics listener and the drain timeout.
+type logFlags struct {
+	format, level string
+	metricsListen string
+	drainTimeout  time.Duration
+}
 
 func (l *logFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&l.format, "log-format", "text", "log format: text or json")
@@ -69,6 +76,8 @@ logs why. SIGINT/SIGTERM stop the gateway cleanly.`,
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <state>/exechost.json; optional there)")
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address (default gateway.listen, else "+config.DefaultListen+")")
 	lf.add(cmd)
+	cmd.Flags().StringVar(&lf.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address (opt-in; e.g. 127.0.0.1:9464)")
+	cmd.Flags().DurationVar(&lf.drainTimeout, "drain-timeout", gateway.DefaultDrainTimeout, "on SIGTERM, how long running execs may finish before everyone is disconnected")
 	cmd.AddCommand(newJoinKeyCmd(g))
 	cmd.AddCommand(serviceCommands(g, service.KindGateway)...)
 	return cmd
@@ -128,8 +137,23 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 			}
 		}()
 	}
+	var m *metrics.Metrics
+	if lf.metricsListen != "" {
+		m = metrics.New()
+		ln, err := net.Listen("tcp", lf.metricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics listener %s: %w", lf.metricsListen, err)
+		}
+		log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+		go func() {
+			if err := m.ServeListener(ctx, ln); err != nil {
+				log.Warn("metrics server stopped", "err", err)
+			}
+		}()
+	}
 	gw, err := gateway.New(gateway.Options{
 		StateDir: dir, Config: cfg, Executor: eng, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: Version,
+		Metrics: m, DrainTimeout: lf.drainTimeout,
 	})
 	if err != nil {
 		return err

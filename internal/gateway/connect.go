@@ -238,6 +238,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	} else {
 		old = g.live[nid]
 		g.live[nid] = nc
+		g.liveChangedLocked()
 	}
 	g.mu.Unlock()
 	if old != nil {
@@ -270,6 +271,7 @@ func (g *Gateway) nodeGone(nc *nodeConn, err error) {
 	g.mu.Lock()
 	if g.live[nc.id] == nc {
 		delete(g.live, nc.id)
+		g.liveChangedLocked()
 	}
 	if g.pending[nc.id] == nc {
 		delete(g.pending, nc.id)

@@ -30,6 +30,8 @@ type env struct {
 	url   string
 	token string
 	ctx   context.Context
+	stop  context.CancelFunc // stops Serve (a SIGTERM)
+	done  <-chan struct{}    // closed when Serve returned
 }
 
 func writePolicy(tb testing.TB, dir, p string) {
@@ -39,7 +41,7 @@ func writePolicy(tb testing.TB, dir, p string) {
 	}
 }
 
-func newEnv(tb testing.TB, cfgText string) *env {
+func newEnv(tb testing.TB, cfgText string, with ...func(*gateway.Options)) *env {
 	tb.Helper()
 	dir := tb.TempDir()
 	writePolicy(tb, dir, policyFull)
@@ -48,7 +50,11 @@ func newEnv(tb testing.TB, cfgText string) *env {
 		tb.Fatal(err)
 	}
 	eng := host.NewEngine(dir, policy.HostGateway, "gateway")
-	g, err := gateway.New(gateway.Options{StateDir: dir, Config: cfg, Executor: eng})
+	opts := gateway.Options{StateDir: dir, Config: cfg, Executor: eng}
+	for _, f := range with {
+		f(&opts)
+	}
+	g, err := gateway.New(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,7 +67,7 @@ func newEnv(tb testing.TB, cfgText string) *env {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Serve(ctx, ln) }()
 	tb.Cleanup(func() { cancel(); <-done })
-	return &env{g: g, url: "ws://" + ln.Addr().String(), token: g.Token(), ctx: ctx}
+	return &env{g: g, url: "ws://" + ln.Addr().String(), token: g.Token(), ctx: ctx, stop: cancel, done: done}
 }
 
 // client connects with role using the gateway token.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/metrics"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	if strings.TrimSpace(p.Command) == "" {
 		return bridge.ExecResult{}, bridge.Errorf(bridge.CodeInvalidRequest, "command is empty")
 	}
+	if g.isDraining() {
+		return bridge.ExecResult{}, bridge.Errorf(bridge.CodeUnavailable, "the gateway is shutting down; retry once it is back")
+	}
 	param, err := paramLayer(p)
 	if err != nil {
 		return bridge.ExecResult{}, err
@@ -92,6 +96,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		why := fmt.Sprintf("%v (security=deny from %s; hint: set tools.exec.security in exechost.json, or /exec security=allowlist)",
 			policy.ErrDisabled, securitySource(param, sessL, agentL, globalL))
 		g.enqueueLifecycle(key, where, host.EventDenied, host.Event{RunID: r.id, Reason: why})
+		g.opts.Metrics.ObserveExec(string(eff.Host), string(policy.DenyRun), metrics.OutcomeDenied, 0)
 		return bridge.ExecResult{}, &bridge.Error{Code: bridge.CodeDenied, Message: why}
 	}
 	g.addRun(r)

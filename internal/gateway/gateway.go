@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/metrics"
 	"io"
 	"log/slog"
 	"net"
@@ -55,6 +56,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to clients.
 	Version string
+	// Metrics receives exec, node and approval metrics; nil records
+	// nothing.
+	Metrics *metrics.Metrics
+	// DrainTimeout bounds how long a stopping gateway waits for running
+	// execs (DefaultDrainTimeout when 0; negative: do not wait).
+	DrainTimeout time.Duration
 }
 
 // Gateway is the daemon's state. Create it with New.
@@ -73,6 +80,9 @@ type Gateway struct {
 	invokes map[string]*invokeWaiter
 	runs    map[string]*run
 	closed  bool
+	// draining refuses new execs while a stopping gateway lets the
+	// running ones finish.
+	draining bool
 
 	appr  *approvalHub // prompts routed to the gateway (approvals.go)
 	cfgMu sync.Mutex   // serialises read-modify-write of cfg (webbinding.go)
@@ -159,11 +169,17 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go g.watchApprovals(wctx)
 	select {
 	case err := <-errc:
 		g.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	if g.opts.DrainTimeout >= 0 {
+		g.drain()
 	}
 	g.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -49,8 +49,10 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 	}
 	t := time.NewTimer(timeout + InvokeMargin)
 	defer t.Stop()
+	sent := time.Now()
 	select {
 	case r := <-w.ch:
+		g.opts.Metrics.ObserveNodeInvoke(time.Since(sent))
 		if !r.OK {
 			if r.Error == nil {
 				return nil, bridge.Errorf(bridge.CodeInternal, "node %s: %s failed without an error", nc.id, command)
@@ -150,5 +152,7 @@ func (g *Gateway) enqueueLifecycle(key session.Key, nodeID, kind string, ev host
 	default:
 		return
 	}
-	g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: kind, RunID: ev.RunID, NodeID: nodeID})
+	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: kind, RunID: ev.RunID, NodeID: nodeID}) > 0 {
+		g.opts.Metrics.EventQueueDrop()
+	}
 }

@@ -198,6 +198,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	}
 	old := g.live[nc.id]
 	g.live[nc.id] = nc
+	g.liveChangedLocked()
 	g.mu.Unlock()
 	err = nc.conn.Notify(ctx, bridge.EventPairApproved, bridge.PairApproved{NodeID: nc.id, Token: tok})
 	g.mu.Lock()
@@ -212,6 +213,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 			}
 		}
 		old = nil
+		g.liveChangedLocked()
 	}
 	g.mu.Unlock()
 	if err != nil {
@@ -250,6 +252,7 @@ func (g *Gateway) remove(id string) (bridge.NodeView, error) {
 	g.mu.Lock()
 	nc := g.live[c.ID]
 	delete(g.live, c.ID)
+	g.liveChangedLocked()
 	g.mu.Unlock()
 	if nc != nil {
 		nc.conn.Close("node removed by the operator; its token is revoked")

@@ -40,6 +40,7 @@ func (g *Gateway) finishRun(r *run, res bridge.ExecResult, err error) {
 	r.result, r.err, r.finished = res, err, time.Now()
 	g.mu.Unlock()
 	close(r.done)
+	g.observeRun(r, res, err)
 }
 
 // pruneRunsLocked forgets finished runs past retention, and the oldest

@@ -103,8 +103,8 @@ func (s *Store) Overrides(k Key) policy.Settings {
 }
 
 // Enqueue adds a system event to the session's queue, dropping the oldest
-// when the queue is full.
-func (s *Store) Enqueue(k Key, ev bridge.SystemEvent) {
+// when the queue is full; it returns how many were dropped (for metrics).
+func (s *Store) Enqueue(k Key, ev bridge.SystemEvent) (dropped int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.get(k)
@@ -115,8 +115,10 @@ func (s *Store) Enqueue(k Key, ev bridge.SystemEvent) {
 		n := len(ss.events) - MaxEvents + 1
 		ss.events = append(ss.events[:0], ss.events[n:]...)
 		ss.dropped += n
+		dropped = n
 	}
 	ss.events = append(ss.events, ev)
+	return dropped
 }
 
 // Drain returns and removes the session's queued events. When events were
