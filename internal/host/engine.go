@@ -213,7 +213,11 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	p.Effective = policy.Combine(req.Security, req.Ask, p.Resolved.Local)
 	env := shellcmd.Env{Cwd: cwd, PATH: e.runPATH(), Home: e.Home}
 	// Analyse exactly what will run: argv when given (rawCommand is then
-	// only for display), else the raw text through /bin/sh -c.
+	// only for display), else the raw text through /bin/sh -c. An argv of
+	// exactly /bin/sh -c TEXT (what the gateway sends) is that text.
+	if text, ok := shellText(req.Argv); ok {
+		req.Argv, req.RawCommand = nil, text
+	}
 	switch {
 	case len(req.Argv) > 0:
 		p.runArgv = req.Argv
@@ -240,6 +244,15 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	}
 	p.Decision = policy.Decide(p.input())
 	return p, nil
+}
+
+// shellText returns TEXT for an argv of exactly ["/bin/sh", "-c", TEXT]:
+// running that argv and running TEXT as command text are the same thing.
+func shellText(argv []string) (string, bool) {
+	if len(argv) == 3 && argv[0] == "/bin/sh" && argv[1] == "-c" && strings.TrimSpace(argv[2]) != "" {
+		return argv[2], true
+	}
+	return "", false
 }
 
 // plainArgv returns the words of text when running them directly is exactly
