@@ -120,6 +120,7 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	if err != nil {
 		return err
 	}
+	defer eng.Close()
 	eng.Host, eng.NodeID = policy.HostGateway, "gateway"
 	// host=sandbox: the configured backend, or none with the reason; a
 	// missing sandbox is never replaced by running on the host.

@@ -84,6 +84,7 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(st
 	if err != nil {
 		return err
 	}
+	defer eng.Close()
 	exe, fw, err := nodeExecutor(dir, eng, f.execHost, f.execFallback)
 	if err != nil {
 		return err

@@ -55,6 +55,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer e.Close()
 			if e.Prompter != nil {
 				e.Prompter = progressPrompter{inner: e.Prompter, w: g.stderr}
 			}

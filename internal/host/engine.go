@@ -57,6 +57,7 @@ type Engine struct {
 	store *approvals.Store
 	mu    sync.Mutex
 	cache cachedFile
+	usage usageQueue
 }
 
 // AuditRecord is what the engine reports about one decision or run. The
@@ -517,24 +518,21 @@ func (e *Engine) persist(p *Prepared) string {
 	return msg
 }
 
-// recordUse stamps lastUsedAt/lastUsedCommand/lastResolvedPath on the
-// entries that matched. Failures are not fatal: the command already ran.
+// recordUse queues lastUsedAt/lastUsedCommand/lastResolvedPath stamps for
+// the entries that matched; usage.go writes them in batches.
 func (e *Engine) recordUse(p *Prepared) {
 	now := e.now()
 	segs := p.Analysis.Segments
-	_, _ = e.approvalsStore().Update(func(f *approvals.File) error {
-		for i, pat := range p.Matched {
-			if pat == "" || i >= len(segs) {
-				continue
-			}
-			real := segs[i].RealPath
-			if real == "" {
-				real = segs[i].ResolvedPath
-			}
-			f.RecordUse(p.Agent, pat, p.Text, real, now)
+	for i, pat := range p.Matched {
+		if pat == "" || i >= len(segs) {
+			continue
 		}
-		return nil
-	})
+		real := segs[i].RealPath
+		if real == "" {
+			real = segs[i].ResolvedPath
+		}
+		e.usage.add(e, useKey{agent: p.Agent, pattern: pat}, useStamp{command: p.Text, path: real, at: now})
+	}
 }
 
 func (e *Engine) emit(ev Event) {

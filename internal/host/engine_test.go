@@ -228,6 +228,9 @@ func TestEngineRecordsUse(t *testing.T) {
 	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "hello there", Cwd: f.dir}); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.engine.Close(); err != nil {
+		t.Fatal(err)
+	}
 	file, err := f.store.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -526,5 +529,33 @@ func TestPlainArgv(t *testing.T) {
 	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a b", Cwd: f.dir})
 	if err != nil || res.Stdout != "hello a b\n" {
 		t.Fatalf("fast path run: %v %+v", err, res.Result)
+	}
+}
+
+// TestUsageFlushesByItself checks that queued lastUsedAt stamps reach the
+// file without an explicit Close, coalesced across a burst of execs.
+func TestUsageFlushesByItself(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	for i := 0; i < 5; i++ {
+		if _, err := f.engine.Run(context.Background(), Request{RawCommand: "hello " + string(rune('a'+i)), Cwd: f.dir}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		file, err := f.store.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := file.Agents["*"].Allowlist[0]; e.LastUsedAt != 0 {
+			if e.LastUsedCommand != "hello e" {
+				t.Errorf("lastUsedCommand = %q, want the newest run's", e.LastUsedCommand)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("usage never flushed")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
