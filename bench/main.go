@@ -22,7 +22,9 @@ type bench struct {
 	rows    []row
 	cleanup []func()
 	profile string // pprof excerpt for missed targets
-	notes   []string
+	// alwaysProfile adds the profiles even when the targets are met.
+	alwaysProfile bool
+	notes         []string
 }
 
 // iters picks the iteration count for the full or quick run.
@@ -53,9 +55,10 @@ func main() {
 		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
 		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,micro,startup,scale")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
+		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
 	)
 	flag.Parse()
-	b := &bench{quick: *quick, nodes: *nodes}
+	b := &bench{quick: *quick, nodes: *nodes, alwaysProfile: *prof}
 	if b.nodes == 0 {
 		b.nodes = 10_000
 		if b.quick {

@@ -211,7 +211,7 @@ func (b *bench) scaleRows() error {
 	b.add(row{section: sec, what: fmt.Sprintf("exec host=node with %d connected", got), s: lat, baseline: &base, err: err,
 		target: "p99 ≤ 20 ms", met: metDur(lat.pct(0.99), targetInvokeP99, err),
 		note: fmt.Sprintf("%d sequential calls to random nodes among all connected", m)})
-	if err == nil && lat.pct(0.99) > targetInvokeP99 {
+	if err == nil && (lat.pct(0.99) > targetInvokeP99 || b.alwaysProfile) {
 		closeSims(sims)
 		c.close()
 		b.profileScale(root, sims)
