@@ -164,7 +164,10 @@ func errKind(err error) string {
 		case strings.Contains(msg, "not connected"), strings.Contains(msg, "no node"):
 			return be.Code + ":not-connected"
 		}
-		return be.Code
+		if len(msg) > 60 {
+			msg = msg[:60]
+		}
+		return be.Code + ":" + msg
 	}
 	return fmt.Sprintf("%T", err)
 }
