@@ -116,6 +116,9 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 		srv.Logf = func(format string, args ...any) { fmt.Fprintf(g.stderr, format+"\n", args...) }
 	}
 	if execHost {
+		enableReaper(g)
+	}
+	if execHost {
 		srv.Exec = g.approverExecutor(dir, b)
 	}
 	if err := srv.Listen(); err != nil {

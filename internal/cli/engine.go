@@ -8,6 +8,7 @@ import (
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -25,6 +26,7 @@ func (g *globals) localEngine(dir string) (*host.Engine, error) {
 	if _, err := s.Ensure(); err != nil {
 		return nil, err
 	}
+	enableReaper(g)
 	e := host.NewEngine(dir, policy.HostGateway, "local")
 	e.Prompter = &host.SocketPrompter{Store: s}
 	log, err := audit.Open(filepath.Join(dir, state.AuditFile))
@@ -36,4 +38,13 @@ func (g *globals) localEngine(dir string) (*host.Engine, error) {
 		})
 	}
 	return e, nil
+}
+
+// enableReaper makes sure commands this process starts die with it, even
+// when it is SIGKILLed (see runner.EnableReaper); without it they still
+// die on timeout and when the process shuts down normally.
+func enableReaper(g *globals) {
+	if err := runner.EnableReaper(); err != nil {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: %v; commands may outlive this process if it is killed\n", err)
+	}
 }

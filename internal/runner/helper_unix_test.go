@@ -43,6 +43,18 @@ func TestMain(m *testing.M) {
 		})
 		fmt.Println(res.ExitCode, err)
 		os.Exit(3)
+	case "orphan-tree":
+		// Like orphan, but the command leaves background grandchildren,
+		// which only the reaper can take down when this process dies.
+		if err := EnableReaper(); err != nil {
+			fmt.Fprintln(os.Stderr, "reaper:", err)
+			os.Exit(1)
+		}
+		res, err := Run(context.Background(), Spec{
+			Command: `sleep 100 & a=$!; sleep 100 & b=$!; echo "$$ $a $b" > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE"; wait`,
+		})
+		fmt.Println(res.ExitCode, err)
+		os.Exit(3)
 	case "flood":
 		os.Exit(floodHelper(true))
 	case "flood-baseline":

@@ -195,6 +195,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	res.Pid = cmd.Process.Pid
 	tree := newProcTree(cmd.Process)
 	defer tree.release()
+	// The group leader is the child (Setpgid/Setsid): the reaper kills the
+	// group if this process dies before the command ends.
+	defer reaperTrack(cmd.Process.Pid)()
 	copied := outs.copy()
 
 	waited := make(chan error, 1)

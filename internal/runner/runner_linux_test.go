@@ -294,3 +294,42 @@ func TestRunParentDeathKillsChild(t *testing.T) {
 func diffOutcome(want outcome, res Result) string {
 	return cmp.Diff(want, outcomeOf(res))
 }
+
+// TestReaperKillsTreeWhenRunnerDies SIGKILLs a runner process whose command
+// has background grandchildren: the parent-death signal reaches only the
+// direct child, so without the reaper the grandchildren would run on.
+func TestReaperKillsTreeWhenRunnerDies(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := exec.Command(exe)
+	helper.Env = append(os.Environ(), helperEnv+"=orphan-tree", "EXECHOST_RUNNER_TEST_PIDFILE="+pidfile)
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			helper.Process.Kill()
+			helper.Wait()
+		}
+	})
+	pids := readPids(t, pidfile)
+	if len(pids) != 3 {
+		t.Fatalf("want 3 pids (shell and two sleeps), got %v", pids)
+	}
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("control: process %d is not running", pid)
+		}
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	helper.Wait()
+	waited = true
+	requireGone(t, 0, pids...)
+}

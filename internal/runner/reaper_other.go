@@ -1,0 +1,9 @@
+//go:build !unix
+
+package runner
+
+// EnableReaper does nothing where commands run in a job object (Windows):
+// the job already takes the command's process tree down with the runner.
+func EnableReaper() error { return nil }
+
+func reaperTrack(int) func() { return func() {} }
