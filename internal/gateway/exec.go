@@ -255,6 +255,13 @@ func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, t
 	return res, nil
 }
 
+// exactLive returns the connected node whose id is exactly id, or nil.
+func (g *Gateway) exactLive(id string) *nodeConn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.live[id]
+}
+
 // candidates lists paired nodes for selection.
 func (g *Gateway) candidates() []Candidate {
 	recs := g.reg.all()
@@ -301,8 +308,21 @@ func selectError(err error) error {
 // pickNode applies node selection and the agent's binding: with
 // tools.exec.node set (agent or global), the agent may only use that node.
 func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, error) {
+	binding := cfg.Binding(agent)
+	// An exact node id is selection's first rule and ids are unique, so a
+	// connected node with that id is the answer without listing every
+	// paired node (which costs a copy and sort of the whole registry).
+	if want := binding; want != "" && (q == "" || q == binding) {
+		if nc := g.exactLive(want); nc != nil {
+			return nc, nil
+		}
+	} else if binding == "" && q != "" {
+		if nc := g.exactLive(q); nc != nil {
+			return nc, nil
+		}
+	}
 	cands := g.candidates()
-	if binding := cfg.Binding(agent); binding != "" {
+	if binding != "" {
 		bound, err := Select(cands, binding)
 		if err != nil {
 			return nil, selectError(fmt.Errorf("tools.exec.node binds agent %q to %q: %w", agent, binding, err))
