@@ -3,18 +3,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/testproc"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -35,59 +32,20 @@ const (
 }`
 )
 
-// lockedBuffer collects a child's output while the harness reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is one long-running exechost process.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-}
+type proc struct{ *testproc.Proc }
 
 // startProc runs `exechost --state-dir dir args…` in the background.
 func startProc(bin, dir string, args ...string) (*proc, error) {
-	p := &proc{out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"--state-dir", dir}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=")
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start exechost %s: %w", strings.Join(args, " "), err)
+	tp, err := testproc.Start(append([]string{bin, "--state-dir", dir}, args...))
+	if err != nil {
+		return nil, err
 	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	return p, nil
+	return &proc{tp}, nil
 }
 
 // stop ends the process (SIGTERM, then SIGKILL after 5 s) and waits.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *proc) stop() { p.Stop(5 * time.Second) }
 
 // waitFor polls cond every step until it holds or limit passes.
 func waitFor(what string, limit, step time.Duration, cond func() bool) error {
@@ -145,12 +103,12 @@ func startCluster(bin, root string) (*cluster, error) {
 		return nil, err
 	}
 	if err := waitFor("the gateway to listen", 30*time.Second, 5*time.Millisecond, func() bool {
-		return urlRE.MatchString(c.gw.out.String())
+		return urlRE.MatchString(c.gw.Out.String())
 	}); err != nil {
 		c.close()
-		return nil, fmt.Errorf("%w; output:\n%s", err, c.gw.out)
+		return nil, fmt.Errorf("%w; output:\n%s", err, c.gw.Out)
 	}
-	c.url = urlRE.FindStringSubmatch(c.gw.out.String())[1]
+	c.url = urlRE.FindStringSubmatch(c.gw.Out.String())[1]
 	if c.agent, err = c.dial(bridge.RoleAgent); err != nil {
 		c.close()
 		return nil, err
@@ -248,7 +206,7 @@ func (c *cluster) addNode(name string) (*clusterNode, time.Duration, error) {
 	})
 	d := time.Since(t0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w; node output:\n%s", err, n.p.out)
+		return nil, 0, fmt.Errorf("%w; node output:\n%s", err, n.p.Out)
 	}
 	return n, d, nil
 }

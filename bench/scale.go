@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/exechost/exechost/internal/testproc"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -156,7 +157,7 @@ func (b *bench) scaleRows() error {
 		return err
 	}
 	defer c.close()
-	pid := c.gw.cmd.Process.Pid
+	pid := c.gw.Cmd.Process.Pid
 	defer closeSims(sims)
 
 	// Baseline: one simulated node connected.
@@ -292,21 +293,20 @@ func (b *bench) profileScale(root string, sims []*simNode) {
 	}
 	gwDir := filepath.Join(root, "gateway")
 	prof := filepath.Join(root, "gateway-cpu.pprof")
-	p := &proc{out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(exe)
-	p.cmd.Env = append(os.Environ(), helperEnv+"=gateway", "EXECHOST_BENCH_STATE="+gwDir, "EXECHOST_BENCH_PROFILE="+prof)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), helperEnv+"=gateway", "EXECHOST_BENCH_STATE="+gwDir, "EXECHOST_BENCH_PROFILE="+prof)
+	tp, err := testproc.StartCmd(cmd)
+	if err != nil {
 		note(err)
 		return
 	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	p := &proc{tp}
 	defer p.stop()
-	if err := waitFor("the profiled gateway", 30*time.Second, 5*time.Millisecond, func() bool { return urlRE.MatchString(p.out.String()) }); err != nil {
+	if err := waitFor("the profiled gateway", 30*time.Second, 5*time.Millisecond, func() bool { return urlRE.MatchString(p.Out.String()) }); err != nil {
 		note(err)
 		return
 	}
-	c := &cluster{gwDir: gwDir, url: urlRE.FindStringSubmatch(p.out.String())[1]}
+	c := &cluster{gwDir: gwDir, url: urlRE.FindStringSubmatch(p.Out.String())[1]}
 	if c.agent, err = c.dial(bridge.RoleAgent); err != nil {
 		note(err)
 		return
@@ -314,15 +314,15 @@ func (b *bench) profileScale(root string, sims []*simNode) {
 	defer c.agent.Close("bench done")
 	st := storm(c.url, sims)
 	defer closeSims(sims)
-	_ = p.cmd.Process.Signal(syscall.SIGUSR1)
+	_ = p.Cmd.Process.Signal(syscall.SIGUSR1)
 	m := b.iters(1000, 300)
 	lat, err := invokeLatencies(c, sims, st.connected, m)
-	_ = p.cmd.Process.Signal(syscall.SIGUSR2)
+	_ = p.Cmd.Process.Signal(syscall.SIGUSR2)
 	if err != nil {
 		note(err)
 		return
 	}
-	if err := waitFor("the CPU profile", 30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(p.out.String(), "profile written") }); err != nil {
+	if err := waitFor("the CPU profile", 30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(p.Out.String(), "profile written") }); err != nil {
 		note(err)
 		return
 	}

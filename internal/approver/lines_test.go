@@ -1,12 +1,11 @@
 package approver
 
 import (
-	"bytes"
 	"context"
+	"github.com/exechost/exechost/internal/testproc"
 	"io"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,22 +13,7 @@ import (
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and a polling reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testproc.Buffer
 
 // waitFor polls out until re matches and returns the submatches (the
 // deadline only stops a hung test).

@@ -273,7 +273,7 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 
 	t.Run("route both: the local approver answers first", func(t *testing.T) {
 		ap := start(t, both.dir, "approver", "--auto-decide", "allow-once")
-		waitFor(t, "the approver socket", func() bool { return strings.Contains(ap.out.String(), "listening") })
+		waitFor(t, "the approver socket", func() bool { return strings.Contains(ap.Out.String(), "listening") })
 		r := next(t, c.execBackground("--host", "node", "--node", both.id, "echo raced"), "exec to finish")
 		if r.code != 0 || !strings.Contains(r.stdout, "raced") {
 			t.Fatalf("exec: %s", r)

@@ -27,10 +27,10 @@ func newWebCluster(t *testing.T, config string) (*cluster, string) {
 	writeFile(t, filepath.Join(c.gwDir, "exec-approvals.json"), policyFull)
 	c.gw = start(t, c.gwDir, "gateway", "--log-level", "debug", "--web", "127.0.0.1:0")
 	waitFor(t, "gateway and web UI to listen", func() bool {
-		out := c.gw.out.String()
+		out := c.gw.Out.String()
 		return urlRE.MatchString(out) && webURLRE.MatchString(out)
 	})
-	out := c.gw.out.String()
+	out := c.gw.Out.String()
 	c.url = urlRE.FindStringSubmatch(out)[1]
 	c.addr = strings.TrimPrefix(c.url, "ws://")
 	return c, webURLRE.FindStringSubmatch(out)[1]

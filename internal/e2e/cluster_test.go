@@ -142,7 +142,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 	} {
 		t.Run("node asks its approver: "+tt.decision, func(t *testing.T) {
 			ap := start(t, asker.dir, "approver", "--auto-decide", tt.decision)
-			waitFor(t, "the approver socket", func() bool { return strings.Contains(ap.out.String(), "listening") })
+			waitFor(t, "the approver socket", func() bool { return strings.Contains(ap.Out.String(), "listening") })
 			res, r := c.execJSON("--host", "node", "--node", asker.id, "/usr/bin/true")
 			if tt.wantErr == "" && (r.code != 0 || res.NodeID != asker.id) {
 				t.Fatalf("approved run: %s", r)
@@ -231,8 +231,8 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		})
 		victim.p.signal(syscall.SIGKILL)
 		err := caller.wait(t, "exec whose node died")
-		if err == nil || !strings.Contains(caller.out.String(), "disconnected") {
-			t.Fatalf("exec after node death: err=%v output=%s", err, caller.out)
+		if err == nil || !strings.Contains(caller.Out.String(), "disconnected") {
+			t.Fatalf("exec after node death: err=%v output=%s", err, caller.Out)
 		}
 	})
 }

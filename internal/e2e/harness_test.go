@@ -13,12 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // bin is the exechost binary under test.
@@ -30,17 +29,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "exechost")
-	args := []string{"build", "-o", bin}
-	if os.Getenv("EXECHOST_E2E_RACE") != "" {
-		// The processes under test run with the race detector; a race
-		// report makes them exit non-zero (and print it).
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "github.com/exechost/exechost/cmd/exechost")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build exechost:", err)
+	// With EXECHOST_E2E_RACE the processes under test run with the race
+	// detector; a race report makes them exit non-zero (and print it).
+	bin, err = testproc.Build(dir, os.Getenv("EXECHOST_E2E_RACE") != "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -55,82 +48,39 @@ const (
 	cmdLimit = 90 * time.Second
 )
 
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a long-running exechost process (gateway or node).
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
+type proc struct{ *testproc.Proc }
 
 // start runs `exechost --state-dir dir args…` in the background; the
-// process is killed when the test ends.
+// process is stopped when the test ends.
 func start(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	p := &proc{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"--state-dir", dir}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", args, err)
+	tp, err := testproc.Start(append([]string{bin, "--state-dir", dir}, args...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	p := &proc{tp}
 	t.Cleanup(func() {
 		p.kill(t)
-		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
-			t.Errorf("exechost %v reported a data race:\n%s", args, p.out)
+		if strings.Contains(p.Out.String(), "WARNING: DATA RACE") {
+			t.Errorf("exechost %v reported a data race:\n%s", args, p.Out)
 		}
 	})
 	return p
 }
 
-func (p *proc) signal(sig os.Signal) { _ = p.cmd.Process.Signal(sig) }
+func (p *proc) signal(sig os.Signal) { _ = p.Cmd.Process.Signal(sig) }
 
 // kill stops the process (SIGTERM, then SIGKILL) and waits for it.
-func (p *proc) kill(t *testing.T) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (p *proc) kill(t *testing.T) { p.Stop(10 * time.Second) }
 
 // wait waits for the process to exit on its own.
 func (p *proc) wait(t *testing.T, what string) error {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(waitLong):
-		t.Fatalf("%s: still running after %s; output:\n%s", what, waitLong, p.out)
-		return nil
+	if !p.Wait(waitLong) {
+		t.Fatalf("%s: still running after %s; output:\n%s", what, waitLong, p.Out)
 	}
+	return p.Err()
 }
 
 // result is one finished CLI invocation.
@@ -260,8 +210,8 @@ func (c *cluster) startGateway(listen string) {
 		args = append(args, "--listen", listen)
 	}
 	c.gw = start(t, c.gwDir, args...)
-	waitFor(t, "gateway to listen", func() bool { return urlRE.MatchString(c.gw.out.String()) })
-	c.url = urlRE.FindStringSubmatch(c.gw.out.String())[1]
+	waitFor(t, "gateway to listen", func() bool { return urlRE.MatchString(c.gw.Out.String()) })
+	c.url = urlRE.FindStringSubmatch(c.gw.Out.String())[1]
 	c.addr = strings.TrimPrefix(c.url, "ws://")
 }
 

@@ -44,8 +44,8 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 			t.Fatalf("reject: %s", r)
 		}
 		err := n.p.wait(t, "rejected node")
-		if err == nil || !strings.Contains(n.p.out.String(), "rejected") {
-			t.Fatalf("rejected node: err=%v output:\n%s", err, n.p.out)
+		if err == nil || !strings.Contains(n.p.Out.String(), "rejected") {
+			t.Fatalf("rejected node: err=%v output:\n%s", err, n.p.Out)
 		}
 		if readNodeJSON(t, n.dir).Token != "" {
 			t.Error("rejected node got a token")
@@ -84,8 +84,8 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 			t.Error("the registry holds a token or join key in clear")
 		}
 		again := c.startNode("again", "Second", policyFull, "--join-key", jk.Key)
-		if err := again.p.wait(t, "node reusing a join key"); err == nil || !strings.Contains(again.p.out.String(), "join key") {
-			t.Fatalf("reused join key: err=%v output:\n%s", err, again.p.out)
+		if err := again.p.wait(t, "node reusing a join key"); err == nil || !strings.Contains(again.p.Out.String(), "join key") {
+			t.Fatalf("reused join key: err=%v output:\n%s", err, again.p.Out)
 		}
 		res, r2 := c.execJSON("--host", "node", "--node", "headless", "echo joined")
 		if r2.code != 0 || res.NodeID != joined.id {
@@ -98,8 +98,8 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 			t.Fatalf("remove: %s", r)
 		}
 		err := joined.p.wait(t, "removed node")
-		if err == nil || !strings.Contains(joined.p.out.String(), "token") {
-			t.Fatalf("removed node: err=%v output:\n%s", err, joined.p.out)
+		if err == nil || !strings.Contains(joined.p.Out.String(), "token") {
+			t.Fatalf("removed node: err=%v output:\n%s", err, joined.p.Out)
 		}
 		_, r := c.execJSON("--host", "node", "--node", joined.id, "echo gone")
 		if r.code != 1 || !strings.Contains(r.stderr, "no node matches") {
@@ -108,7 +108,7 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 		// The old token no longer connects, even by hand.
 		p := start(t, joined.dir, "node", "run")
 		if err := p.wait(t, "node with a revoked token"); err == nil {
-			t.Fatalf("node with a revoked token kept running:\n%s", p.out)
+			t.Fatalf("node with a revoked token kept running:\n%s", p.Out)
 		}
 	})
 
@@ -153,7 +153,7 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 			"agents": {"list": [{"id": "bound", "tools": {"exec": {"host": "node", "node": "build-box"}}}]},
 		}`)
 		c.gw.signal(syscall.SIGHUP)
-		waitFor(t, "reload", func() bool { return strings.Contains(c.gw.out.String(), "configuration reloaded") })
+		waitFor(t, "reload", func() bool { return strings.Contains(c.gw.Out.String(), "configuration reloaded") })
 		res, r := c.execJSON("--agent", "bound", "echo bound")
 		if r.code != 0 || res.NodeID != build.id {
 			t.Fatalf("bound agent without node: %+v\n%s", res, r)
@@ -171,7 +171,7 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 	t.Run("bad reload keeps the old config", func(t *testing.T) {
 		writeFile(t, filepath.Join(c.gwDir, "exechost.json"), `{"tools": {"exec": {"hots": "node"}}}`)
 		c.gw.signal(syscall.SIGHUP)
-		waitFor(t, "reload failure", func() bool { return strings.Contains(c.gw.out.String(), "tools.exec.hots: unknown key") })
+		waitFor(t, "reload failure", func() bool { return strings.Contains(c.gw.Out.String(), "tools.exec.hots: unknown key") })
 		res, r := c.execJSON("--agent", "bound", "echo still-bound")
 		if r.code != 0 || res.NodeID != build.id {
 			t.Fatalf("after a bad reload: %+v\n%s", res, r)
@@ -301,7 +301,7 @@ func TestTLSPinning(t *testing.T) {
 		t.Fatalf("nodes list with %s pinned: %s", fp, r)
 	}
 	n := c.startNode("tls", "TLS Node", policyFull)
-	waitFor(t, "pending over wss", func() bool { return strings.Contains(c.gw.out.String(), "node waiting for approval") })
+	waitFor(t, "pending over wss", func() bool { return strings.Contains(c.gw.Out.String(), "node waiting for approval") })
 	if got := readNodeJSON(t, n.dir).Gateway.TLSFingerprint; got != fp {
 		t.Fatalf("pinned fingerprint %q, want %q", got, fp)
 	}
@@ -309,8 +309,8 @@ func TestTLSPinning(t *testing.T) {
 	// A wrong pin refuses to connect and stops.
 	bad := newStateDir(t, "badpin")
 	p := start(t, bad, "node", "run", "--gateway", c.url, "--tls-fingerprint", strings.Repeat("ab", 32))
-	if err := p.wait(t, "node with a wrong pin"); err == nil || !strings.Contains(p.out.String(), "pinned") {
-		t.Fatalf("wrong pin: err=%v output:\n%s", err, p.out)
+	if err := p.wait(t, "node with a wrong pin"); err == nil || !strings.Contains(p.Out.String(), "pinned") {
+		t.Fatalf("wrong pin: err=%v output:\n%s", err, p.Out)
 	}
 }
 

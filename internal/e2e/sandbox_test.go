@@ -18,8 +18,8 @@ func TestSandboxRouting(t *testing.T) {
 		"gateway": {"listen": "127.0.0.1:0"},
 		"sandbox": {"backend": "bwrap"},
 	}`)
-	if strings.Contains(c.gw.out.String(), "host=sandbox unavailable") {
-		testdep.Missing(t, "bwrap sandbox", "the bwrap backend does not work on this kernel: "+c.gw.out.String())
+	if strings.Contains(c.gw.Out.String(), "host=sandbox unavailable") {
+		testdep.Missing(t, "bwrap sandbox", "the bwrap backend does not work on this kernel: "+c.gw.Out.String())
 	}
 	// A file the host has under the gateway's state directory is not
 	// visible in the sandbox.

@@ -13,13 +13,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // bin is the exechost binary under test and editor the concurrent
@@ -56,43 +56,18 @@ const (
 	answerBound = bridge.PingInterval + bridge.PingTimeout + 15*time.Second
 )
 
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is one exechost process.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
+type proc struct{ *testproc.Proc }
 
 // startCmd runs argv in the background; the process is stopped when the
 // test ends.
 func startCmd(t testing.TB, argv ...string) *proc {
 	t.Helper()
-	p := &proc{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", argv, err)
+	tp, err := testproc.Start(argv)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	p := &proc{tp}
 	t.Cleanup(p.stop)
 	return p
 }
@@ -103,28 +78,13 @@ func start(t testing.TB, dir string, args ...string) *proc {
 	return startCmd(t, append([]string{bin, "--state-dir", dir}, args...)...)
 }
 
-func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+func (p *proc) signal(sig syscall.Signal) { p.Signal(sig) }
 
 // kill SIGKILLs the process and waits for it.
-func (p *proc) kill() {
-	p.signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *proc) kill() { p.Kill() }
 
 // stop ends the process (SIGTERM, then SIGKILL) and waits.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
-}
+func (p *proc) stop() { p.Stop(10 * time.Second) }
 
 // waitFor polls cond until it holds, failing the test after waitLong.
 func waitFor(t testing.TB, what string, cond func() bool) {
@@ -209,8 +169,8 @@ func (c *cluster) startGateway() {
 	c.t.Helper()
 	argv := append(append([]string(nil), c.wrap...), bin, "--state-dir", c.gwDir, "gateway", "--log-level", "info", "--log-format", "json", "--listen", c.listen)
 	c.gw = startCmd(c.t, argv...)
-	waitFor(c.t, "the gateway to listen", func() bool { return urlRE.MatchString(c.gw.out.String()) })
-	c.url = urlRE.FindStringSubmatch(c.gw.out.String())[1]
+	waitFor(c.t, "the gateway to listen", func() bool { return urlRE.MatchString(c.gw.Out.String()) })
+	c.url = urlRE.FindStringSubmatch(c.gw.Out.String())[1]
 }
 
 // dial connects a client with the gateway token.

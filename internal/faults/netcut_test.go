@@ -117,14 +117,14 @@ func TestNetworkCut(t *testing.T) {
 
 	ip(t, "-n", string(ndNS), "link", "set", ndIf, "down")
 	select {
-	case <-caller.done:
+	case <-caller.Done():
 	case <-time.After(answerBound):
-		t.Fatalf("caller got no answer within %s of the network cut; output:\n%s", answerBound, caller.out)
+		t.Fatalf("caller got no answer within %s of the network cut; output:\n%s", answerBound, caller.Out)
 	}
-	if caller.cmd.ProcessState.Success() {
-		t.Fatalf("exec succeeded across a cut link:\n%s", caller.out)
+	if caller.Cmd.ProcessState.Success() {
+		t.Fatalf("exec succeeded across a cut link:\n%s", caller.Out)
 	}
-	t.Logf("caller's answer after the cut: %s", strings.TrimSpace(caller.out.String()))
+	t.Logf("caller's answer after the cut: %s", strings.TrimSpace(caller.Out.String()))
 
 	ip(t, "-n", string(ndNS), "link", "set", ndIf, "up")
 	waitFor(t, "the node to reconnect after the link came back", connected)

@@ -49,7 +49,7 @@ func TestGatewayRestartWithManyNodes(t *testing.T) {
 	c.waitConnected(oper, ids...)
 	logLen := make([]int, count)
 	for i, n := range nodes {
-		logLen[i] = len(n.p.out.String())
+		logLen[i] = len(n.p.Out.String())
 	}
 
 	c.gw.stop()
@@ -66,7 +66,7 @@ func TestGatewayRestartWithManyNodes(t *testing.T) {
 	// The first delay each node picked after losing the gateway.
 	var delays []time.Duration
 	for i, n := range nodes {
-		out := n.p.out.String()[logLen[i]:]
+		out := n.p.Out.String()[logLen[i]:]
 		mm := reconnectRE.FindStringSubmatch(out)
 		if mm == nil {
 			t.Fatalf("node %s logged no reconnect delay after the restart:\n%s", n.name, out)

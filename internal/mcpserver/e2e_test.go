@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/exechost/exechost/internal/testproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,30 +66,8 @@ func exechostBinary(t *testing.T) string {
 // healthy run finishes far sooner.
 const waitLong = 60 * time.Second
 
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a background exechost process.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
+type proc struct{ *testproc.Proc }
 
 // testEnv is the environment of every spawned process: no ambient token or
 // agent settings leak in from the developer's shell.
@@ -101,14 +80,13 @@ func testEnv(extra ...string) []string {
 
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(exechostBinary(t), args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = testEnv()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start exechost %v: %v", args, err)
+	cmd := exec.Command(exechostBinary(t), args...)
+	cmd.Env = testEnv()
+	tp, err := testproc.StartCmd(cmd)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	p := &proc{tp}
 	t.Cleanup(func() { p.stop(syscall.SIGTERM) })
 	return p
 }
@@ -116,18 +94,10 @@ func start(t *testing.T, args ...string) *proc {
 // stop signals the process and waits for it to exit (SIGKILL after a
 // grace period).
 func (p *proc) stop(sig syscall.Signal) {
-	select {
-	case <-p.done:
-		return
-	default:
+	if sig != syscall.SIGTERM {
+		p.Signal(sig)
 	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	p.Stop(10 * time.Second)
 }
 
 // waitFor polls cond until it holds or waitLong passes.
@@ -171,13 +141,13 @@ func startGateway(t *testing.T, dir, listen string) *gateway {
 	g := &gateway{dir: dir, p: start(t, "--state-dir", dir, "gateway", "--listen", listen)}
 	waitFor(t, "the gateway to listen", func() bool {
 		select {
-		case <-g.p.done:
-			t.Fatalf("gateway exited:\n%s", g.p.out)
+		case <-g.p.Done():
+			t.Fatalf("gateway exited:\n%s", g.p.Out)
 		default:
 		}
-		return urlRE.MatchString(g.p.out.String())
+		return urlRE.MatchString(g.p.Out.String())
 	})
-	g.url = urlRE.FindStringSubmatch(g.p.out.String())[1]
+	g.url = urlRE.FindStringSubmatch(g.p.Out.String())[1]
 	return g
 }
 
@@ -227,7 +197,7 @@ func mcpClient(t *testing.T, env []string, args ...string) *mcp.ClientSession {
 	t.Helper()
 	cmd := exec.Command(exechostBinary(t), append([]string{"mcp"}, args...)...)
 	cmd.Env = testEnv(env...)
-	stderr := &syncBuffer{}
+	stderr := &testproc.Buffer{}
 	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "exechost-test", Version: "v0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
@@ -505,6 +475,6 @@ func TestMCPEndToEnd(t *testing.T) {
 		mustContain(t, "exec after restart", text, "Exit code: 0", "back again")
 	})
 	if t.Failed() {
-		t.Logf("node output:\n%s", node.out)
+		t.Logf("node output:\n%s", node.Out)
 	}
 }
