@@ -159,7 +159,10 @@ func (fw *follower) drain() error {
 
 // checkRotation switches to the new file when path no longer names the
 // file being read, first reading files rotated in between (several
-// rotations may happen between two polls).
+// rotations may happen between two polls). The files are opened under the
+// writers' lock (snapshot), so names shifting during a rotation can neither
+// skip a file nor repeat one; the file being read is found by identity, not
+// by name.
 func (fw *follower) checkRotation(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -177,36 +180,31 @@ func (fw *follower) checkRotation(path string) error {
 			return err
 		}
 	}
+	segs, err := snapshot(path)
+	if err != nil {
+		return nil // nothing there (yet): keep polling
+	}
+	// Read the files newer than the one just finished, oldest first (all
+	// of them if it was pruned already); with no file before, only the
+	// newest one: Follow reports what is appended after it starts.
+	start := len(segs) - 1
 	if cur != nil {
-		rot, err := rotatedFiles(path)
-		if err != nil {
-			return err
-		}
-		// Files newer than the one just finished, oldest first; all of
-		// them if it was pruned already.
-		start := 0
-		for i, name := range rot {
-			if rfi, err := os.Stat(name); err == nil && os.SameFile(cur, rfi) {
+		start = 0
+		for i, sg := range segs {
+			if sfi, err := sg.f.Stat(); err == nil && os.SameFile(cur, sfi) {
 				start = i + 1
 			}
 		}
-		for _, name := range rot[start:] {
-			f, err := os.OpenFile(name, os.O_RDONLY|openFlags, 0)
-			if err != nil {
-				continue // pruned meanwhile
-			}
-			fw.f.Close()
-			fw.f, fw.off, fw.pending = f, 0, nil
-			if err := fw.drain(); err != nil {
-				return err
-			}
+	}
+	closeSegments(segs[:start])
+	rest := segs[start:]
+	for i, sg := range rest {
+		fw.close()
+		fw.f, fw.off, fw.pending = sg.f, 0, nil
+		if err := fw.drain(); err != nil {
+			closeSegments(rest[i+1:])
+			return err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|openFlags, 0)
-	if err != nil {
-		return nil
-	}
-	fw.close()
-	fw.f, fw.off, fw.pending = f, 0, nil
-	return fw.drain()
+	return nil
 }
