@@ -289,6 +289,11 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cwd == "" {
+				if cwd, err = os.Getwd(); err != nil {
+					return fmt.Errorf("current directory: %w (hint: pass --cwd)", err)
+				}
+			}
 			e := host.NewEngine(dir, policy.HostGateway, "local")
 			p, err := e.Prepare(host.Request{RawCommand: args[0], Cwd: cwd, AgentID: agent})
 			if err != nil {
@@ -337,7 +342,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent id (default: only \"*\" and defaults apply)")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory for resolving ./names (default: home)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory for resolving ./names (default: the current directory)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,14 @@ func newRunCmd(g *globals) *cobra.Command {
 			"126 when it was denied.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cwd == "" {
+				// A local command runs where the user is, as a shell would.
+				wd, err := os.Getwd()
+				if err != nil {
+					return fmt.Errorf("current directory: %w (hint: pass --cwd)", err)
+				}
+				cwd = wd
+			}
 			req := host.Request{RawCommand: args[0], Cwd: cwd, AgentID: agent, PTY: pty}
 			if security != "" {
 				s, err := policy.ParseSecurity(security)
@@ -80,7 +89,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "agent id whose approvals apply")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: home)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current directory)")
 	cmd.Flags().StringVar(&security, "security", "", "request a stricter security (deny|allowlist|full); the host's own file still applies")
 	cmd.Flags().StringVar(&ask, "ask", "", "request more asking (off|on-miss|always)")
 	cmd.Flags().Float64Var(&timeout, "timeout", 0, "timeout in seconds (kills the process group)")
