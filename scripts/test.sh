@@ -63,12 +63,37 @@ go test -race -count=1 -timeout 30m ./...
 step "fuzz targets (${FUZZTIME} each)"
 # Each FuzzXxx in the tree runs briefly; seeds in testdata/fuzz are replayed
 # by the plain test run above as well.
+#
+# A real finding always writes its input to testdata/fuzz/<Target>/. Go
+# 1.26's fuzz coordinator can also fail a target with a bare "context
+# deadline exceeded" at the -fuzztime boundary when the machine is busy
+# (golang/go#75804, fixed in Go 1.27): no input is written then. Such a run
+# is retried once and reported loudly; anything else fails the suite.
+fuzz_one() {
+	local pkg=$1 name=$2 dir="$1/testdata/fuzz/$2" log before after try
+	log=$(mktemp)
+	for try in 1 2; do
+		before=$(ls "$dir" 2>/dev/null | sort || true)
+		if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg" >"$log" 2>&1; then
+			cat "$log"; rm -f "$log"; return 0
+		fi
+		cat "$log"
+		after=$(ls "$dir" 2>/dev/null | sort || true)
+		if [ "$before" != "$after" ] || ! grep -q '^    context deadline exceeded$' "$log"; then
+			echo "FUZZ FAILURE in $pkg $name (a failing input, if any, is in $dir)"
+			rm -f "$log"; return 1
+		fi
+		echo "NOTE: $name hit Go's fuzz-coordinator deadline race (golang/go#75804): no failing input was written; try $try of 2"
+	done
+	rm -f "$log"
+	echo "WARNING: $name ended twice on the toolchain's deadline race without any finding; not counted as a failure"
+}
 while IFS= read -r line; do
 	file=${line%%:*}
 	name=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/' <<<"${line#*:}")
 	pkg=./$(dirname "$file")
 	echo "--- $pkg $name"
-	go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"
+	fuzz_one "$pkg" "$name"
 done < <(grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(' . | sort)
 
 step "all checks passed"
