@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -240,11 +241,17 @@ func TestPidsLimit(t *testing.T) {
 		if res.TimedOut {
 			t.Errorf("fork bomb ran into the timeout: exit %d", res.ExitCode)
 		}
+		// The kernel checks RLIMIT_NPROC and counts the new process in two
+		// steps, so forkers racing on every CPU can each pass the check
+		// before any is counted: a bomb overshoots by up to about that
+		// many. Containment is what matters (without the limit it reaches
+		// hundreds); the sequential test above holds the exact bound.
+		bombMax := maxN + 2*runtime.NumCPU()
 		for _, f := range strings.Fields(res.Stdout) {
 			var n int
 			fmt.Sscan(f, &n)
-			if n > maxN {
-				t.Errorf("fork bomb reached %d processes, limit %d", n, limit)
+			if n > bombMax {
+				t.Errorf("fork bomb reached %d processes, limit %d (+%d for racing forks)", n, limit, bombMax-maxN)
 			}
 		}
 		gone()
