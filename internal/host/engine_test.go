@@ -78,7 +78,9 @@ func (f *fixture) kinds() []string {
 }
 
 // withApprover starts a real approval socket whose broker answers with fn.
-func (f *fixture) withApprover(fn func(b *approver.Broker, ctx context.Context)) *approver.Broker {
+// fn gets a subscription taken before anything can prompt, so no prompt can
+// arrive unseen.
+func (f *fixture) withApprover(fn func(ch <-chan approver.Change, b *approver.Broker, ctx context.Context)) *approver.Broker {
 	f.t.Helper()
 	file, err := f.store.Ensure()
 	if err != nil {
@@ -93,7 +95,8 @@ func (f *fixture) withApprover(fn func(b *approver.Broker, ctx context.Context))
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx)
 	if fn != nil {
-		go fn(b, ctx)
+		ch, unsubscribe := b.Subscribe()
+		go func() { defer unsubscribe(); fn(ch, b, ctx) }()
 	}
 	f.t.Cleanup(func() { cancel(); srv.Close() })
 	f.engine.Prompter = &approver.Client{SocketPath: sock, Token: []byte(file.Socket.Token)}
@@ -261,9 +264,7 @@ func TestEnginePromptAnswers(t *testing.T) {
 			f := newFixture(t, policy.SecurityAllowlist, tt.ask, policy.FallbackDeny)
 			var seen []approver.PromptRequest
 			var mu sync.Mutex
-			f.withApprover(func(b *approver.Broker, ctx context.Context) {
-				ch, cancel := b.Subscribe()
-				defer cancel()
+			f.withApprover(func(ch <-chan approver.Change, b *approver.Broker, ctx context.Context) {
 				for {
 					select {
 					case <-ctx.Done():
@@ -324,9 +325,7 @@ func TestEngineAllowAlwaysThenNoPrompt(t *testing.T) {
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
 	prompts := 0
 	var mu sync.Mutex
-	f.withApprover(func(b *approver.Broker, ctx context.Context) {
-		ch, cancel := b.Subscribe()
-		defer cancel()
+	f.withApprover(func(ch <-chan approver.Change, b *approver.Broker, ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
@@ -381,9 +380,9 @@ func TestEngineFallbackMatrix(t *testing.T) {
 						t.Fatal(err)
 					}
 					go srv.Serve(context.Background())
+					ch, unsubscribe := b.Subscribe()
 					go func() {
-						ch, cancel := b.Subscribe()
-						defer cancel()
+						defer unsubscribe()
 						<-ch
 						srv.Close() // the approver dies with the prompt open
 					}()
