@@ -257,79 +257,59 @@ func TestRunEscapedChildDoesNotHang(t *testing.T) {
 	}
 }
 
-// TestRunParentDeathKillsChild kills a runner process (the test binary as
-// helper) while its command runs, and checks the command dies with it.
-func TestRunParentDeathKillsChild(t *testing.T) {
-	pidfile := filepath.Join(t.TempDir(), "pid")
+// TestRunnerDeathKillsCommand SIGKILLs a runner process (the test binary as
+// helper) while its command runs, and checks every process of the command
+// dies with it: the direct child through the parent-death signal, and
+// background grandchildren through the reaper (the parent-death signal
+// never reaches them).
+func TestRunnerDeathKillsCommand(t *testing.T) {
+	tests := []struct {
+		name, role string
+		pids       int // processes the helper's command reports
+	}{
+		{"direct child (parent-death signal)", "orphan", 1},
+		{"grandchildren (reaper)", "orphan-tree", 3},
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	helper := exec.Command(exe)
-	helper.Env = append(os.Environ(), helperEnv+"=orphan", "EXECHOST_RUNNER_TEST_PIDFILE="+pidfile)
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			helper.Process.Kill()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			helper := exec.Command(exe)
+			helper.Env = append(os.Environ(), helperEnv+"="+tt.role, "EXECHOST_RUNNER_TEST_PIDFILE="+pidfile)
+			if err := helper.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waited := false
+			t.Cleanup(func() {
+				if !waited {
+					helper.Process.Kill()
+					helper.Wait()
+				}
+			})
+			pids := readPids(t, pidfile)
+			if len(pids) != tt.pids {
+				t.Fatalf("want %d pids, got %v", tt.pids, pids)
+			}
+			for _, pid := range pids {
+				if !alive(pid) {
+					t.Fatalf("control: process %d is not running", pid)
+				}
+				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			}
+			if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
 			helper.Wait()
-		}
-	})
-	pid := readPids(t, pidfile)[0]
-	if !alive(pid) {
-		t.Fatalf("control: the command %d is not running", pid)
+			waited = true
+			requireGone(t, 0, pids...)
+		})
 	}
-	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	helper.Wait()
-	waited = true
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	requireGone(t, 0, pid)
 }
 
 // diffOutcome compares the outcome of res with want.
 func diffOutcome(want outcome, res Result) string {
 	return cmp.Diff(want, outcomeOf(res))
-}
-
-// TestReaperKillsTreeWhenRunnerDies SIGKILLs a runner process whose command
-// has background grandchildren: the parent-death signal reaches only the
-// direct child, so without the reaper the grandchildren would run on.
-func TestReaperKillsTreeWhenRunnerDies(t *testing.T) {
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helper := exec.Command(exe)
-	helper.Env = append(os.Environ(), helperEnv+"=orphan-tree", "EXECHOST_RUNNER_TEST_PIDFILE="+pidfile)
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			helper.Process.Kill()
-			helper.Wait()
-		}
-	})
-	pids := readPids(t, pidfile)
-	if len(pids) != 3 {
-		t.Fatalf("want 3 pids (shell and two sleeps), got %v", pids)
-	}
-	for _, pid := range pids {
-		if !alive(pid) {
-			t.Fatalf("control: process %d is not running", pid)
-		}
-		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
-	}
-	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	helper.Wait()
-	waited = true
-	requireGone(t, 0, pids...)
 }
