@@ -75,12 +75,8 @@ func (a *Allowlist) Match(p string) string {
 	if orig, ok := a.exact[lower]; ok {
 		consider(orig)
 	}
-	// Walk every ancestor directory of the path, "/" included.
-	for i := 0; i < len(lower); i++ {
-		if lower[i] != '/' {
-			continue
-		}
-		for _, g := range a.globs[lower[:i+1]] {
+	try := func(dir string) {
+		for _, g := range a.globs[dir] {
 			if bestPos >= 0 && a.order[g.original] > bestPos {
 				continue
 			}
@@ -88,6 +84,17 @@ func (a *Allowlist) Match(p string) string {
 				consider(g.original)
 			}
 		}
+	}
+	// Walk every ancestor directory of the path, "/" included, and the
+	// path itself as a directory: "/a/b/**" matches "/a/b" ("**" can be
+	// zero segments).
+	for i := 0; i < len(lower); i++ {
+		if lower[i] == '/' {
+			try(lower[:i+1])
+		}
+	}
+	if lower != "/" {
+		try(lower + "/")
 	}
 	return best
 }
