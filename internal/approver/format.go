@@ -33,6 +33,15 @@ func Describe(p Pending, now time.Time) []Field {
 	if len(r.Argv) > 0 && r.Command == "" {
 		fs[4].Value = Printable(strings.Join(r.Argv, " "))
 	}
+	if c := strings.TrimSuffix(r.Canonical, "\n"); c != "" && c != strings.TrimSpace(r.Command) {
+		fs = append(fs, Field{"canonical", Printable(c)})
+	}
+	if r.RunsAs != "" {
+		fs = append(fs, Field{"runs as", Printable(runsAsText(r.RunsAs))})
+	}
+	for _, x := range r.Executables {
+		fs = append(fs, Field{"starts", Printable(x)})
+	}
 	if len(r.ResolvedPaths) == 0 {
 		fs = append(fs, Field{"resolved", "(none: the command could not be analysed)"})
 	}
@@ -53,6 +62,21 @@ func Describe(p Pending, now time.Time) []Field {
 	}
 	fs = append(fs, Field{"expires", exp}, Field{"peer", dash(p.Peer)})
 	return fs
+}
+
+// runsAsText explains PromptRequest.RunsAs to a human.
+func runsAsText(how string) string {
+	switch how {
+	case "interpreter":
+		return "interpreter: the tree above runs, and nothing but the executables below may start"
+	case "direct":
+		return "direct: the executable below starts with these words, no shell"
+	case "interpreter, unchecked":
+		return "interpreter, unchecked: the analysis could not vouch for it; whatever it starts runs"
+	case "shell text":
+		return "runs as shell text (/bin/sh -c): nothing checks what it starts"
+	}
+	return how
 }
 
 func nodeSuffix(node string) string {

@@ -88,6 +88,15 @@ type PromptRequest struct {
 	Choices     []string `json:"choices,omitempty"`     // decisions offered (no allow-always with ask=always)
 	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"` // when the host stops waiting and applies askFallback
 	Fallback    string   `json:"askFallback,omitempty"` // what happens then
+	// What will run: the canonical form of the parsed command (printed from
+	// the tree the host analysed), its sha256 (which the approval binds: the
+	// host runs nothing else on this answer), how it runs ("interpreter",
+	// "direct", "interpreter, unchecked" or "shell text") and each
+	// executable with how it starts ("exec /usr/bin/git", …).
+	Canonical   string   `json:"canonical,omitempty"`
+	PlanHash    string   `json:"canonicalSha256,omitempty"`
+	RunsAs      string   `json:"runsAs,omitempty"`
+	Executables []string `json:"executables,omitempty"`
 }
 
 // RequestFrame is a client's prompt.

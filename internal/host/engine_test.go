@@ -15,7 +15,6 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // fixture is a state directory with an approvals file, a bin directory of
@@ -498,7 +497,7 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 	}
 }
 
-func TestPlainArgv(t *testing.T) {
+func TestDirectArgv(t *testing.T) {
 	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	tests := []struct {
 		text string
@@ -518,10 +517,16 @@ func TestPlainArgv(t *testing.T) {
 		{"nosuchprogram", nil},
 	}
 	for _, tt := range tests {
-		a := shellcmd.Analyze(tt.text, shellcmd.Env{Cwd: f.dir, PATH: f.bin + ":/usr/bin:/bin", Home: f.dir})
-		got, ok := plainArgv(tt.text, a)
+		p, err := f.engine.Prepare(Request{RawCommand: tt.text, Cwd: f.dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := p.directArgv()
+		if tt.want != nil {
+			tt.want = append([]string{filepath.Join(f.bin, tt.want[0])}, tt.want[1:]...)
+		}
 		if ok != (tt.want != nil) || !cmp.Equal(got, tt.want) {
-			t.Errorf("plainArgv(%q) = %q, %v; want %q", tt.text, got, ok, tt.want)
+			t.Errorf("directArgv(%q) = %q, %v; want %q", tt.text, got, ok, tt.want)
 		}
 	}
 	// The fast path must produce the same result as the shell.

@@ -100,12 +100,13 @@ func (a *Allowlist) Match(p string) string {
 }
 
 // MatchAll matches every resolved executable path of a command. It returns
-// the matching pattern per path ("" for a miss) and whether all matched; a
-// command with no executables is not satisfied, since there is nothing the
-// allowlist could have vouched for.
+// the matching pattern per path ("" for a miss) and whether all matched. A
+// command that starts no executable (only builtins the interpreter runs
+// itself, such as `true` or `test -f x`) is satisfied: there is nothing to
+// vouch for. Callers pass paths only from a successful analysis.
 func (a *Allowlist) MatchAll(paths []string) (matched []string, satisfied bool) {
 	matched = make([]string, len(paths))
-	satisfied = len(paths) > 0
+	satisfied = true
 	for i, p := range paths {
 		matched[i] = a.Match(p)
 		if matched[i] == "" {

@@ -93,7 +93,7 @@ func TestAllowlistPositiveControls(t *testing.T) {
 	patterns := fixturePatterns(f)
 	for _, cmd := range []string{
 		"ls", "ls -la | grep x | sort | uniq -c", "env FOO=1 nice ls", "sh -c 'ls && git status'",
-		`echo "a && b" '$(rm x)'`, "cat <<'EOF'\n$(rm x)\nEOF", "timeout 5 make test", "xargs grep x",
+		`echo "a && b" '$(rm x)'`, "cat <<'EOF'\n$(rm x)\nEOF", "timeout 5 make test", "time -p grep x", "nohup ls", "true", "test -f x && cat x", "pwd",
 		"find . -name '*.go' -exec grep x {} +", "ls 2>/dev/null || true", "set -e; git status",
 		"cd /tmp && git status", "# comment\nls", "FOO=bar ls", "command ls", "exec ls",
 	} {
