@@ -263,6 +263,11 @@ type checkSegment struct {
 	MatchedPattern string   `json:"matchedPattern"`
 	Role           string   `json:"role,omitempty"`
 	Via            []string `json:"via,omitempty"`
+	// Runs says how the executable starts: "exec PATH", with the wrappers
+	// the runner applies, or "started by PROGRAM".
+	Runs      string   `json:"runs"`
+	Applied   []string `json:"applied,omitempty"`
+	StartedBy string   `json:"startedBy,omitempty"`
 }
 
 type checkOutput struct {
@@ -275,6 +280,14 @@ type checkOutput struct {
 	AnalysisError      string          `json:"analysisError,omitempty"`
 	AllowlistSatisfied bool            `json:"allowlistSatisfied"`
 	Segments           []checkSegment  `json:"segments"`
+	// Canonical is the command as the interpreter runs it (printed from
+	// the parsed tree) and CanonicalSha256 what an approval binds; RunsAs
+	// says how it would run if allowed; Builtins are the commands the
+	// interpreter runs itself ("interpreter builtin").
+	Canonical       string   `json:"canonical,omitempty"`
+	CanonicalSha256 string   `json:"canonicalSha256,omitempty"`
+	RunsAs          string   `json:"runsAs"`
+	Builtins        []string `json:"builtins,omitempty"`
 }
 
 func newApprovalsCheckCmd(g *globals) *cobra.Command {
@@ -303,10 +316,12 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				Decision: p.Decision.Outcome, Reason: p.Decision.Reason,
 				Security: p.Effective.Security, Ask: p.Effective.Ask, AskFallback: p.Effective.Fallback,
 				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
-				Segments: []checkSegment{},
+				Segments: []checkSegment{}, Canonical: p.Analysis.Canonical, CanonicalSha256: p.Analysis.Hash,
+				RunsAs: p.RunsAs(), Builtins: p.Analysis.Builtins,
 			}
 			for i, s := range p.Analysis.Segments {
-				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via}
+				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via,
+					Runs: s.Runs, Applied: s.Applied, StartedBy: s.StartedBy}
 				if i < len(p.Matched) {
 					cs.MatchedPattern = p.Matched[i]
 				}
@@ -324,6 +339,10 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 			if !out.AnalysisOK {
 				fmt.Fprintf(g.stdout, "analysis failed: %s\n", out.AnalysisError)
 			}
+			fmt.Fprintf(g.stdout, "runs as: %s\n", out.RunsAs)
+			for _, b := range out.Builtins {
+				fmt.Fprintf(g.stdout, "  %-40s interpreter builtin\n", b)
+			}
 			for _, s := range out.Segments {
 				m := s.MatchedPattern
 				if m == "" {
@@ -336,7 +355,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				if s.RealPath != "" && s.RealPath != s.ResolvedPath {
 					path += " -> " + s.RealPath
 				}
-				fmt.Fprintf(g.stdout, "  %-40s %s  %s\n", strings.Join(s.Argv, " "), path, m)
+				fmt.Fprintf(g.stdout, "  %-40s %s  %s  [%s]\n", strings.Join(s.Argv, " "), path, m, s.Runs)
 			}
 			return nil
 		},

@@ -46,6 +46,12 @@ func (p *Prepared) runsAs(unvouched bool) string {
 	return RunsShellText
 }
 
+// RunsAs says how the command would run if allowed (RunsDirect,
+// RunsInterpreted, RunsUnchecked or RunsShellText), for `approvals check`.
+func (p *Prepared) RunsAs() string {
+	return p.runsAs(p.Effective.Security == policy.SecurityFull)
+}
+
 // spec returns the runner spec that runs p as runsAs says.
 func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error) {
 	spec := runner.Spec{Cwd: p.Cwd, Env: req.Env, PTY: req.PTY, BaseEnv: e.baseEnv()}

@@ -210,7 +210,7 @@ func applyEnv(ap shellcmd.Applied, env []string) []string {
 	if ap.Tool != "env" {
 		return env
 	}
-	var out []string
+	out := []string{} // never nil: a nil Env would inherit this process's
 	if !ap.ClearEnv {
 		for _, kv := range env {
 			n, _, _ := strings.Cut(kv, "=")
