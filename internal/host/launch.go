@@ -33,14 +33,15 @@ const (
 // askFallback=full) or the text cannot be interpreted.
 func (p *Prepared) runsAs(unvouched bool) string {
 	switch {
-	case unvouched || !shellrun.Supported:
+	case unvouched:
 		return RunsShellText
 	case p.Analysis.OK && p.Analysis.Interpretable():
 		if _, ok := p.directArgv(); ok {
 			return RunsDirect
 		}
+		// Where there is no interpreter (Windows) spec fails closed.
 		return RunsInterpreted
-	case p.Analysis.Interpretable():
+	case p.Analysis.Interpretable() && shellrun.Supported:
 		return RunsUnchecked
 	}
 	return RunsShellText

@@ -63,7 +63,7 @@ func TestAllowlistPositiveControls(t *testing.T) {
 // bypassCorpus holds the bypass classes of pitfalls.md; with only harmless
 // tools allowlisted, each must be a miss.
 var bypassCorpus = []string{
-		// 1. chaining
+	// 1. chaining
 	"ls; rm x", "ls && rm x", "ls || rm x", "ls | rm x", "ls & rm x", "ls\nrm x", "ls;rm x",
 	"ls\n\n\n\n\nrm x", "{ ls; rm x; }", "(ls; (rm x))", "if ls; then rm x; fi", "if ls; then :; else rm x; fi",
 	"while ls; do rm x; done", "for i in a; do rm x; done", "case a in b) ls;; *) rm x;; esac", "! rm x",
