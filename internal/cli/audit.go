@@ -37,6 +37,21 @@ Rotated files (audit.jsonl.1 …) are read too, oldest first.`,
 	return cmd
 }
 
+// auditRecorder opens dir's audit log for this process's recorders (host
+// engines and the gateway), or returns nil after a loud warning when it
+// cannot: a missing audit log never stops commands from being gated.
+// Every failed append is reported on stderr too.
+func (g *globals) auditRecorder(dir string) *audit.Recorder {
+	rec, err := audit.OpenRecorder(dir, func(err error) {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
+	})
+	if err != nil {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
+		return nil
+	}
+	return rec
+}
+
 // auditPath returns the audit log's path in the state directory.
 func (g *globals) auditPath() (string, error) {
 	dir, err := g.dir()

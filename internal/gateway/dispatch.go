@@ -30,6 +30,7 @@ func (c caller) by() string {
 // caller-aware variants of nodes.list, exec.status and session.command
 // here, everything else in handleClient.
 func (g *Gateway) dispatchClient(ctx context.Context, c caller, method string, params json.RawMessage) (any, error) {
+	ctx = withCaller(ctx, c) // audit records name the actor (audit.go)
 	switch method {
 	case approvalroute.MethodPending, approvalroute.MethodResolve:
 		if c.role != bridge.RoleOperator {
