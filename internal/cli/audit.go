@@ -317,7 +317,7 @@ func formatRecord(r audit.Record) string {
 		host += "/" + r.NodeID
 	}
 	fmt.Fprintf(&b, " %s", safeText(host))
-	for _, kv := range [][2]string{{"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}} {
+	for _, kv := range [][2]string{{"action", r.Action}, {"actor", r.Actor}, {"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}, {"backend", r.Backend}} {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, " %s=%s", kv[0], safeText(kv[1]))
 		}
@@ -349,6 +349,9 @@ func formatRecord(r audit.Record) string {
 	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "  error: %s", safeText(r.Error))
+	}
+	if r.Change != "" {
+		fmt.Fprintf(&b, "  change: %s", safeText(r.Change))
 	}
 	return b.String()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/session"
 )
 
 // AuditRecorder is where the gateway records its own decisions (routing
@@ -90,8 +91,14 @@ func (g *Gateway) refused(ctx context.Context, p bridge.ExecParams, host policy.
 	if code == "" {
 		code = refusalCode(err)
 	}
+	var key session.Key
+	if checkSession(p.AgentID, p.SessionKey) == nil {
+		// The ids the run would have had; oversized ones stay out of
+		// the log (the refusal says they were too long).
+		key = session.NewKey(p.AgentID, p.SessionKey)
+	}
 	_ = g.auditEvent(ctx, audit.Record{
-		Event: audit.EventDenied, SessionKey: p.SessionKey, AgentID: p.AgentID, Host: string(host), NodeID: node,
+		Event: audit.EventDenied, SessionKey: key.Session, AgentID: key.Agent, Host: string(host), NodeID: node,
 		Command: p.Command, Cwd: p.Cwd, Reason: bridge.AsError(err).Message, DecidedBy: "gateway",
 		GatewayFields: audit.GatewayFields{Action: audit.ActionExec, ReasonCode: code},
 	})

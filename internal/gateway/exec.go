@@ -68,8 +68,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		return bridge.ExecResult{}, g.refused(ctx, p, "", "", audit.ReasonInvalidRequest, err)
 	}
 	if err := checkSession(p.AgentID, p.SessionKey); err != nil {
-		// Bounded: the record must not carry megabytes of caller ids.
-		return bridge.ExecResult{}, g.refused(ctx, bridge.ExecParams{Command: p.Command, Cwd: p.Cwd}, "", "", audit.ReasonInvalidRequest, err)
+		return bridge.ExecResult{}, g.refused(ctx, p, "", "", audit.ReasonInvalidRequest, err)
 	}
 	key := session.NewKey(p.AgentID, p.SessionKey)
 	cfg := g.Config()
