@@ -29,8 +29,9 @@ func newAuditCmd(g *globals) *cobra.Command {
 		Short: "Read and verify this host's audit log of exec decisions and outcomes",
 		Long: `Read and verify <state>/audit.jsonl, where every execution host on this
 machine records each exec decision (allowed, asked, denied, fallbacks, who
-approved) and outcome (exit code, timeout, duration), one JSON line each.
-Rotated files (audit.jsonl.1 …) are read too, oldest first.`,
+approved) and outcome (exit code, timeout, duration), and a gateway each
+decision it makes itself (routing refusals, sandbox runs, pairing, relayed
+edits and answers), one JSON line each; docs/audit.md lists them. Rotated files (audit.jsonl.1 …) are read too, oldest first.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newAuditTailCmd(g), newAuditSearchCmd(g), newAuditVerifyCmd(g))
