@@ -256,6 +256,15 @@ func TestGatewayAudit(t *testing.T) {
 		t.Errorf("refused approvals edit record = %+v", failed)
 	}
 
+	// A paired node that is not connected.
+	beta.p.kill(t)
+	waitFor(t, "beta to be disconnected", func() bool { return !c.connected(beta.id) })
+	if r := c.cli("exec", "--agent", "a6", "--session", "s6", "--host", "node", "--node", beta.id, "/usr/bin/true"); r.code == 0 {
+		t.Fatalf("exec on a disconnected node: %s", r)
+	} else if rec := findRecord(t, auditLog(t, c.gwDir), audit.ActionExec, audit.EventDenied, audit.ReasonNodeOffline); rec.NodeID != beta.id || rec.AgentID != "a6" || !strings.Contains(r.stderr, rec.Reason) {
+		t.Errorf("node offline record = %+v\ncaller saw: %s", rec, r)
+	}
+
 	// Operator decisions relayed for a node that routes its prompts to
 	// the gateway: one answered by the CLI, one by the web UI.
 	_, requested, _ := c.operatorConn("watcher")
@@ -300,6 +309,7 @@ func TestGatewayAudit(t *testing.T) {
 		decisionMetric(audit.ActionExec, audit.EventDenied, "node", audit.ReasonAmbiguousNode, 1),
 		decisionMetric(audit.ActionExec, audit.EventDenied, "node", audit.ReasonNodeRequired, 1),
 		decisionMetric(audit.ActionExec, audit.EventDenied, "gateway", audit.ReasonSecurityDeny, 1),
+		decisionMetric(audit.ActionExec, audit.EventDenied, "node", audit.ReasonNodeOffline, 1),
 		decisionMetric(audit.ActionApprovalsEdit, audit.EventDecision, "", audit.ReasonOperator, 2),
 		decisionMetric(audit.ActionApprovalsEdit, audit.EventDecision, "", audit.ReasonCompleted, 1),
 		decisionMetric(audit.ActionApprovalsEdit, audit.EventDenied, "", audit.ReasonNodeError, 1),

@@ -287,7 +287,10 @@ func (g *Gateway) auditRelay(req approver.PromptRequest, peer, id string, a poli
 		rec.Event, rec.Decision, rec.ReasonCode, rec.Actor = audit.EventDenied, audit.DecisionDeny, audit.ReasonNoAnswer, "nobody"
 		rec.Error = err.Error()
 		if errors.Is(err, approver.ErrTimeout) {
-			rec.Fallback, rec.DecidedBy = true, "askFallback="+req.Fallback
+			rec.Fallback, rec.DecidedBy = true, "askFallback"
+			if req.Fallback != "" {
+				rec.DecidedBy += "=" + req.Fallback
+			}
 		}
 	case a == policy.Reject:
 		rec.Event, rec.Decision = audit.EventDenied, audit.DecisionDeny
