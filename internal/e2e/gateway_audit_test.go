@@ -245,6 +245,21 @@ func TestGatewayAudit(t *testing.T) {
 	if applied.BaseHash != edit.BaseHash || len(applied.NewHash) != 64 || applied.NewHash == edit.BaseHash {
 		t.Errorf("approvals applied record = %+v (edit %+v)", applied, edit)
 	}
+	// An edit of the gateway's own approvals in its web UI's editor.
+	var st struct {
+		Hash string `json:"hash"`
+	}
+	if code := w.do("GET", "api/state", nil, &st); code != http.StatusOK || st.Hash == "" {
+		t.Fatalf("api/state: %d %+v", code, st)
+	}
+	if code := w.do("POST", "api/allowlist", map[string]string{"hash": st.Hash, "agent": "*", "op": "add", "pattern": "/usr/bin/make"}, nil); code != http.StatusOK {
+		t.Fatalf("api/allowlist: status %d", code)
+	}
+	webEdit := findRecord(t, auditLog(t, c.gwDir), audit.ActionApprovalsEdit, audit.EventDecision, audit.ReasonOperator)
+	if webEdit.Actor != "operator web UI" || webEdit.NodeID != "gateway" || webEdit.BaseHash != st.Hash || !strings.Contains(webEdit.Change, "/usr/bin/make") {
+		t.Errorf("web UI approvals edit record = %+v", webEdit)
+	}
+
 	conn := dialOperator(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
@@ -311,6 +326,7 @@ func TestGatewayAudit(t *testing.T) {
 		decisionMetric(audit.ActionExec, audit.EventDenied, "gateway", audit.ReasonSecurityDeny, 1),
 		decisionMetric(audit.ActionExec, audit.EventDenied, "node", audit.ReasonNodeOffline, 1),
 		decisionMetric(audit.ActionApprovalsEdit, audit.EventDecision, "", audit.ReasonOperator, 2),
+		decisionMetric(audit.ActionApprovalsEdit, audit.EventDecision, "gateway", audit.ReasonOperator, 1),
 		decisionMetric(audit.ActionApprovalsEdit, audit.EventDecision, "", audit.ReasonCompleted, 1),
 		decisionMetric(audit.ActionApprovalsEdit, audit.EventDenied, "", audit.ReasonNodeError, 1),
 		decisionMetric(audit.ActionApprovalRelay, audit.EventDecision, "node", audit.ReasonOperator, 1),

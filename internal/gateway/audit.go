@@ -272,6 +272,18 @@ func (g *Gateway) auditBinding(ctx context.Context, agentID, old, node string) {
 	})
 }
 
+// RecordWebEdit records an edit of the gateway's own exec-approvals.json
+// made in its web UI (wire it to web.Options.OnEdit): what changed and the
+// hash the page based it on, before the file is written.
+func (g *Gateway) RecordWebEdit(what, baseHash string) {
+	_ = g.auditEvent(context.Background(), audit.Record{
+		Event: audit.EventDecision, Host: "gateway", NodeID: "gateway", DecidedBy: "operator",
+		Reason: "exec-approvals.json of the gateway edited in the web UI",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalsEdit, ReasonCode: audit.ReasonOperator,
+			Actor: "operator web UI", BaseHash: baseHash, Change: bounded(what)},
+	})
+}
+
 // auditRelay records the answer to a prompt the gateway relayed to its
 // operators: who answered what, or that nobody did in time (err).
 func (g *Gateway) auditRelay(req approver.PromptRequest, peer, id string, a policy.Approval, by string, err error) {
