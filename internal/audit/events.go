@@ -33,6 +33,12 @@ const (
 	// ActionBindingEdit is a change of tools.exec.node (an agent's node
 	// binding) made in the gateway's web UI.
 	ActionBindingEdit = "binding.edit"
+	// ActionClientConnect is an agent or operator connection refused for
+	// a bad gateway token.
+	ActionClientConnect = "client.connect"
+	// ActionMethod is a request refused because the caller's role may
+	// not make it (an agent managing nodes or answering prompts).
+	ActionMethod = "method"
 	// ActionApprovalRelay is the answer to a prompt routed through the
 	// gateway: an operator's decision, or none before the deadline.
 	ActionApprovalRelay = "approval.relay"
@@ -58,6 +64,7 @@ const (
 	ReasonJoinKey         = "join-key"         // pairing by join key
 	ReasonBadToken        = "bad-token"        // a node token the registry does not hold
 	ReasonBadJoinKey      = "bad-join-key"     // an invalid, expired or used join key
+	ReasonForbidden       = "forbidden"        // the caller's role may not do this
 	ReasonNodeGone        = "node-gone"        // the node disconnected mid-operation
 	ReasonNoAnswer        = "no-answer"        // no operator answered a prompt in time
 	ReasonNodeError       = "node-error"       // the node refused or failed an operation

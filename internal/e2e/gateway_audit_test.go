@@ -148,6 +148,26 @@ func TestGatewayAudit(t *testing.T) {
 		t.Errorf("reject record = %+v", r)
 	}
 
+	// Access control: an agent may not pair nodes, and a client without
+	// the gateway token is refused at connect.
+	actx, acancel := context.WithTimeout(context.Background(), waitLong)
+	defer acancel()
+	var nv bridge.NodeView
+	if err := c.agentConn().Call(actx, bridge.MethodNodesApprove, bridge.NodeIDParams{NodeID: gamma.id}, &nv); bridge.AsError(err).Code != bridge.CodeForbidden {
+		t.Fatalf("an agent approving a node: %v", err)
+	}
+	if _, _, err := bridge.Dial(actx, c.url, bridge.ConnectParams{Role: bridge.RoleOperator, Auth: bridge.Auth{Token: "ehg_wrong"},
+		Client: bridge.ClientInfo{Name: "intruder"}}, nil, bridge.Options{}); err == nil {
+		t.Fatal("a client with a wrong gateway token connected")
+	}
+	recs = auditLog(t, c.gwDir)
+	if r := findRecord(t, recs, audit.ActionMethod, audit.EventDenied, audit.ReasonForbidden); r.Actor != "agent e2e-agent" || !strings.Contains(r.Reason, "needs the operator role") {
+		t.Errorf("forbidden method record = %+v", r)
+	}
+	if r := findRecord(t, recs, audit.ActionClientConnect, audit.EventDenied, audit.ReasonBadToken); r.Actor != "operator intruder from 127.0.0.1" || !strings.Contains(r.Reason, "invalid or missing gateway token") {
+		t.Errorf("bad gateway token record = %+v", r)
+	}
+
 	// Join keys: issued by an operator, used once by a node, refused the
 	// second time; then the node is removed and its revoked token refused.
 	r := c.cli("gateway", "join-key", "--ttl", "10m", "--json")
@@ -318,6 +338,8 @@ func TestGatewayAudit(t *testing.T) {
 		decisionMetric(audit.ActionJoinKeyIssue, audit.EventDecision, "", audit.ReasonOperator, 1),
 		decisionMetric(audit.ActionJoinKeyUse, audit.EventDecision, "", audit.ReasonJoinKey, 1),
 		decisionMetric(audit.ActionJoinKeyUse, audit.EventDenied, "", audit.ReasonBadJoinKey, 1),
+		decisionMetric(audit.ActionMethod, audit.EventDenied, "", audit.ReasonForbidden, 1),
+		decisionMetric(audit.ActionClientConnect, audit.EventDenied, "", audit.ReasonBadToken, 1),
 		decisionMetric(audit.ActionBindingEdit, audit.EventDecision, "", audit.ReasonOperator, 1),
 		decisionMetric(audit.ActionExec, audit.EventDenied, "node", audit.ReasonBinding, 1),
 		decisionMetric(audit.ActionExec, audit.EventDenied, "node", audit.ReasonUnknownNode, 1),

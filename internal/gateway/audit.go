@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -208,6 +209,31 @@ func (g *Gateway) nodeRefused(ctx context.Context, action, code, nodeID, remoteI
 	_ = g.auditEvent(ctx, audit.Record{
 		Event: audit.EventDenied, NodeID: nodeID, Reason: e.Message, DecidedBy: "gateway",
 		GatewayFields: audit.GatewayFields{Action: action, ReasonCode: code, Actor: "node " + nodeID + " from " + remoteIP, RemoteIP: remoteIP},
+	})
+	return e
+}
+
+// clientRefused records an agent or operator connection refused for its
+// gateway token and returns e unchanged (the refusal the client gets).
+func (g *Gateway) clientRefused(ctx context.Context, p bridge.ConnectParams, remote string, e *bridge.Error) *bridge.Error {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDenied, Reason: e.Message, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionClientConnect, ReasonCode: audit.ReasonBadToken,
+			Actor: fmt.Sprintf("%s %s from %s", cleanText(p.Role, 16), cleanText(p.Client.Name, 64), host), RemoteIP: host},
+	})
+	return e
+}
+
+// forbidden records a request refused for the caller's role and returns
+// e unchanged.
+func (g *Gateway) forbidden(ctx context.Context, e *bridge.Error) *bridge.Error {
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDenied, Reason: e.Message, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionMethod, ReasonCode: audit.ReasonForbidden},
 	})
 	return e
 }

@@ -73,7 +73,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case bridge.RoleAgent, bridge.RoleOperator:
 		if subtle.ConstantTimeCompare([]byte(p.Auth.Token), []byte(g.token)) != 1 {
 			g.log.Warn("refused client: bad gateway token", "remote", r.RemoteAddr, "role", p.Role)
-			refuse(ws, f.ID, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)"))
+			refuse(ws, f.ID, g.clientRefused(ctx, p, r.RemoteAddr, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)")))
 			return
 		}
 		g.acceptClient(ctx, ws, f.ID, p)

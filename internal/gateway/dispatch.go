@@ -35,7 +35,7 @@ func (g *Gateway) dispatchClient(ctx context.Context, c caller, method string, p
 	case approvalroute.MethodPending, approvalroute.MethodResolve:
 		if c.role != bridge.RoleOperator {
 			// An agent must never answer a prompt about its own command.
-			return nil, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role: an agent may not answer approval prompts", method)
+			return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role: an agent may not answer approval prompts", method))
 		}
 		if method == approvalroute.MethodPending {
 			return g.appr.pending(), nil

@@ -41,7 +41,7 @@ func decode[T any](method string, params json.RawMessage) (T, error) {
 // handleClient answers an agent's or operator's request.
 func (g *Gateway) handleClient(ctx context.Context, role, method string, params json.RawMessage) (any, error) {
 	if operatorOnly[method] && role != bridge.RoleOperator {
-		return nil, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method)
+		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method))
 	}
 	switch method {
 	case bridge.MethodExec:
