@@ -9,8 +9,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/time/rate"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
@@ -32,6 +35,58 @@ type AuditRecorder interface {
 // MaxChange bounds the change summary of an approvals edit in a record: a
 // whole rewritten file is summarised, never copied into the log.
 const MaxChange = 2048
+
+// Bounds on audit records about unauthenticated peers (wrong tokens, bad
+// join keys): anyone who reaches the port can cause them, and without a
+// bound they could fill the log until rotation drops the records that
+// matter. Beyond the bound refusals are still counted in the metric, and
+// the next record says how many went unrecorded.
+const (
+	UnauthRecordsPerSecond = 5
+	UnauthRecordBurst      = 50
+)
+
+// unauthAudit is the rate limit on records about unauthenticated peers.
+type unauthAudit struct {
+	mu      sync.Mutex
+	lim     *rate.Limiter
+	now     func() time.Time // tests inject a clock
+	dropped int
+}
+
+// allow reports whether a record about an unauthenticated peer may be
+// written now, and how many were dropped since the last one written.
+func (u *unauthAudit) allow() (ok bool, dropped int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.lim == nil {
+		u.lim = rate.NewLimiter(UnauthRecordsPerSecond, UnauthRecordBurst)
+	}
+	now := time.Now
+	if u.now != nil {
+		now = u.now
+	}
+	if !u.lim.AllowN(now(), 1) {
+		u.dropped++
+		return false, 0
+	}
+	dropped, u.dropped = u.dropped, 0
+	return true, dropped
+}
+
+// auditUnauth records rec (about an unauthenticated peer) within the rate
+// limit, and always counts it.
+func (g *Gateway) auditUnauth(ctx context.Context, rec audit.Record) {
+	ok, dropped := g.unauth.allow()
+	if !ok {
+		g.opts.Metrics.ObserveDecision(rec.Action, rec.Event, rec.ReasonCode, rec.Host)
+		return
+	}
+	if dropped > 0 {
+		rec.Change = fmt.Sprintf("%d earlier refusals of unauthenticated peers not recorded (rate limit %d/s)", dropped, UnauthRecordsPerSecond)
+	}
+	_ = g.auditEvent(ctx, rec)
+}
 
 // callerKey carries the connection's caller through a request's context,
 // so decisions deep in a method can name who asked.
@@ -206,7 +261,7 @@ func (g *Gateway) auditRemoved(ctx context.Context, id string, rec *nodeRecord) 
 // nodeRefused records a node connection refused for its credentials and
 // returns e unchanged (the refusal the node gets).
 func (g *Gateway) nodeRefused(ctx context.Context, action, code, nodeID, remoteIP string, e *bridge.Error) *bridge.Error {
-	_ = g.auditEvent(ctx, audit.Record{
+	g.auditUnauth(ctx, audit.Record{
 		Event: audit.EventDenied, NodeID: nodeID, Reason: e.Message, DecidedBy: "gateway",
 		GatewayFields: audit.GatewayFields{Action: action, ReasonCode: code, Actor: "node " + nodeID + " from " + remoteIP, RemoteIP: remoteIP},
 	})
@@ -220,10 +275,14 @@ func (g *Gateway) clientRefused(ctx context.Context, p bridge.ConnectParams, rem
 	if err != nil {
 		host = remote
 	}
-	_ = g.auditEvent(ctx, audit.Record{
+	name := cleanText(p.Client.Name, 64)
+	if name == "" {
+		name = "unnamed client"
+	}
+	g.auditUnauth(ctx, audit.Record{
 		Event: audit.EventDenied, Reason: e.Message, DecidedBy: "gateway",
 		GatewayFields: audit.GatewayFields{Action: audit.ActionClientConnect, ReasonCode: audit.ReasonBadToken,
-			Actor: fmt.Sprintf("%s %s from %s", cleanText(p.Role, 16), cleanText(p.Client.Name, 64), host), RemoteIP: host},
+			Actor: fmt.Sprintf("%s %s from %s", cleanText(p.Role, 16), name, host), RemoteIP: host},
 	})
 	return e
 }

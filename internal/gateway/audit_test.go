@@ -11,6 +11,7 @@ import (
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/metrics"
 )
 
 // memRecorder keeps records in memory; fail makes every Record fail.
@@ -137,5 +138,56 @@ func TestApprovalsChange(t *testing.T) {
 	many := `{"version":1,"agents":{"main":{"allowlist":[` + strings.Repeat(`{"pattern":"/usr/bin/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},`, 100) + `{"pattern":"/bin/true"}]}}}`
 	if got := approvalsChange([]byte(cur), []byte(many)); len(got) > MaxChange+len(" …(truncated)") {
 		t.Errorf("change summary not bounded: %d bytes", len(got))
+	}
+}
+
+// TestUnauthRecordsRateLimited: refusals of unauthenticated peers cannot
+// flood the audit log (and rotate away what matters): beyond the burst they
+// are counted but not recorded, and the next record says how many were
+// left out.
+func TestUnauthRecordsRateLimited(t *testing.T) {
+	rec := &memRecorder{}
+	m := metrics.New()
+	g, err := New(Options{StateDir: t.TempDir(), Audit: rec, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	now := time.Unix(1_800_000_000, 0)
+	g.unauth.now = func() time.Time { return now }
+	const tries = UnauthRecordBurst + 10
+	for range tries {
+		g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, "192.0.2.1:5555", bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token"))
+	}
+	if len(rec.recs) != UnauthRecordBurst {
+		t.Fatalf("recorded %d refusals, want the burst of %d", len(rec.recs), UnauthRecordBurst)
+	}
+	if r := rec.recs[0]; r.Actor != "operator unnamed client from 192.0.2.1" || r.RemoteIP != "192.0.2.1" || r.ReasonCode != audit.ReasonBadToken {
+		t.Errorf("record = %+v", r)
+	}
+	now = now.Add(time.Second)
+	g.nodeRefused(context.Background(), audit.ActionJoinKeyUse, audit.ReasonBadJoinKey, "n1", "192.0.2.1", bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid"))
+	if r := rec.last(t); r.Action != audit.ActionJoinKeyUse || !strings.HasPrefix(r.Change, "10 earlier refusals") {
+		t.Errorf("record after the pause = %+v", r)
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted float64
+	for _, f := range fams {
+		if f.GetName() != "exechost_gateway_decisions_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "action" && l.GetValue() == audit.ActionClientConnect {
+					counted += mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if counted != tries {
+		t.Errorf("metric counted %v refusals, want all %d", counted, tries)
 	}
 }

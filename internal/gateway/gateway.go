@@ -92,6 +92,7 @@ type Gateway struct {
 	cfgMu sync.Mutex   // serialises read-modify-write of cfg (webbinding.go)
 
 	fingerprint string
+	unauth      unauthAudit // rate limit on records about unauthenticated peers (audit.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
