@@ -44,7 +44,7 @@ func (f Filter) Match(r Record) bool {
 	if f.Text != "" {
 		hay := strings.Join(append([]string{
 			r.Command, strings.Join(r.Argv, " "), r.Cwd, r.Reason, r.DecidedBy,
-			r.RunID, r.SessionKey, r.NodeID,
+			r.RunID, r.SessionKey, r.NodeID, r.Action, r.Actor, r.ReasonCode, r.Change,
 		}, r.ResolvedPaths...), "\n")
 		if !strings.Contains(strings.ToLower(hay), strings.ToLower(f.Text)) {
 			return false

@@ -207,7 +207,7 @@ func listenGatewayWeb(ctx context.Context, addr string) (*gatewayWeb, error) {
 func (w *gatewayWeb) serve(ctx context.Context, g *globals, dir string, gw *gateway.Gateway) error {
 	addr := w.ln.Addr().String()
 	h, secret, err := web.NewHandler(web.Options{
-		Addr: addr, Broker: gw.Approvals(), StateDir: dir, Gateway: gw.WebBinding(), DecidedBy: "operator web UI",
+		Addr: addr, Broker: gw.Approvals(), StateDir: dir, Gateway: gw.WebBinding(), DecidedBy: "operator web UI", OnEdit: gw.RecordWebEdit,
 		Logf: func(format string, args ...any) { fmt.Fprintf(g.stderr, "exechost: "+format+"\n", args...) },
 	})
 	if err != nil {

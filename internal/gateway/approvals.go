@@ -41,6 +41,8 @@ var ErrPromptWithdrawn = errors.New("prompt withdrawn by its execution host")
 type approvalHub struct {
 	broker *approver.Broker
 	log    func(msg string, args ...any)
+	// onAnswer hears every prompt's outcome, for the audit log (audit.go).
+	onAnswer func(req approver.PromptRequest, peer, id string, a policy.Approval, by string, err error)
 
 	mu        sync.Mutex
 	operators map[*bridge.Conn]*operatorState
@@ -221,11 +223,14 @@ func (h *approvalHub) submit(ctx context.Context, req approver.PromptRequest, pe
 	a, by, err = h.broker.Submit(wctx, approver.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
 	if err != nil {
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return id, "", "", fmt.Errorf("%w: no operator answered prompt %s by %s", approver.ErrTimeout, id, exp.Format(time.TimeOnly))
+			err = fmt.Errorf("%w: no operator answered prompt %s by %s", approver.ErrTimeout, id, exp.Format(time.TimeOnly))
 		}
-		return id, "", "", err
+		a, by = "", ""
 	}
-	return id, a, by, nil
+	if h.onAnswer != nil {
+		h.onAnswer(req, peer, id, a, by, err)
+	}
+	return id, a, by, err
 }
 
 // resolve answers a prompt by id or unique prefix on behalf of by.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 )
 
@@ -72,7 +73,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case bridge.RoleAgent, bridge.RoleOperator:
 		if subtle.ConstantTimeCompare([]byte(p.Auth.Token), []byte(g.token)) != 1 {
 			g.log.Warn("refused client: bad gateway token", "remote", r.RemoteAddr, "role", p.Role)
-			refuse(ws, f.ID, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)"))
+			refuse(ws, f.ID, g.clientRefused(ctx, p, r.RemoteAddr, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)")))
 			return
 		}
 		g.acceptClient(ctx, ws, f.ID, p)
@@ -174,7 +175,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		rec := g.reg.get(nid)
 		if rec == nil || !equalSecret(p.Auth.Token, rec.TokenHash) {
 			g.log.Warn("refused node: token rejected", "node", nid, "remote", remoteIP)
-			refuse(ws, id, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid))
+			refuse(ws, id, g.nodeRefused(ctx, audit.ActionNodeConnect, audit.ReasonBadToken, nid, remoteIP, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid)))
 			return
 		}
 	case p.Auth.JoinKey != "":
@@ -182,10 +183,11 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		rec := g.newRecord(nc, tok)
 		if err := g.reg.consumeJoinKey(p.Auth.JoinKey, rec); err != nil {
 			g.log.Warn("refused node: join key", "node", nid, "remote", remoteIP, "err", err)
-			refuse(ws, id, bridge.AsError(err))
+			refuse(ws, id, g.nodeRefused(ctx, audit.ActionJoinKeyUse, audit.ReasonBadJoinKey, nid, remoteIP, bridge.AsError(err)))
 			return
 		}
 		res.Token = tok
+		g.auditNode(ctx, audit.ActionJoinKeyUse, audit.ReasonJoinKey, nc, "node paired itself with a one-time join key")
 		g.log.Info("node paired with a join key", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP)
 	default:
 		g.mu.Lock()

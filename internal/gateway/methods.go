@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/session"
 )
@@ -39,7 +41,7 @@ func decode[T any](method string, params json.RawMessage) (T, error) {
 // handleClient answers an agent's or operator's request.
 func (g *Gateway) handleClient(ctx context.Context, role, method string, params json.RawMessage) (any, error) {
 	if operatorOnly[method] && role != bridge.RoleOperator {
-		return nil, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method)
+		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method))
 	}
 	switch method {
 	case bridge.MethodExec:
@@ -95,13 +97,13 @@ func (g *Gateway) handleClient(ctx context.Context, role, method string, params 
 		case bridge.MethodNodesReject:
 			return g.reject(ctx, p.NodeID)
 		}
-		return g.remove(p.NodeID)
+		return g.remove(ctx, p.NodeID)
 	case bridge.MethodJoinKey:
 		p, err := decode[bridge.JoinKeyParams](method, params)
 		if err != nil {
 			return nil, err
 		}
-		return g.joinKey(p)
+		return g.joinKey(ctx, p)
 	case bridge.MethodNodeApprovalGet, bridge.MethodNodeApprovalSet:
 		p, err := decode[bridge.NodeApprovalsParams](method, params)
 		if err != nil {
@@ -190,6 +192,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	if err := g.reg.put(rec); err != nil {
 		return bridge.NodeView{}, err
 	}
+	g.auditNode(ctx, audit.ActionNodeApprove, audit.ReasonOperator, nc, "node approved by the operator")
 	// Live before the node hears it is paired: it may send its first
 	// request (or a caller may exec on it) the moment it knows.
 	g.mu.Lock()
@@ -218,6 +221,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	g.mu.Unlock()
 	if err != nil {
 		_, _ = g.reg.remove(nc.id)
+		g.auditNode(ctx, audit.ActionNodeRemove, audit.ReasonNodeGone, nc, fmt.Sprintf("node %s disconnected before it got its token: %v", nc.id, err))
 		return bridge.NodeView{}, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected before it got its token: %v", nc.id, err)
 	}
 	if old != nil && old != nc {
@@ -232,6 +236,7 @@ func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error
 	if err != nil {
 		return bridge.NodeView{}, err
 	}
+	g.auditNode(ctx, audit.ActionNodeReject, audit.ReasonOperator, nc, "pairing rejected by the operator")
 	_ = nc.conn.Notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
 	nc.conn.Close("pairing rejected by the operator")
 	g.log.Info("node rejected", "node", nc.id)
@@ -240,7 +245,7 @@ func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error
 
 // remove revokes a node's token at once (written before anything else)
 // and disconnects it.
-func (g *Gateway) remove(id string) (bridge.NodeView, error) {
+func (g *Gateway) remove(ctx context.Context, id string) (bridge.NodeView, error) {
 	c, err := Select(g.candidates(), id)
 	if err != nil {
 		return bridge.NodeView{}, selectError(err)
@@ -249,6 +254,7 @@ func (g *Gateway) remove(id string) (bridge.NodeView, error) {
 	if _, err := g.reg.remove(c.ID); err != nil {
 		return bridge.NodeView{}, err
 	}
+	g.auditRemoved(ctx, c.ID, rec)
 	g.mu.Lock()
 	nc := g.live[c.ID]
 	delete(g.live, c.ID)
@@ -266,7 +272,7 @@ func (g *Gateway) remove(id string) (bridge.NodeView, error) {
 	return v, nil
 }
 
-func (g *Gateway) joinKey(p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) {
+func (g *Gateway) joinKey(ctx context.Context, p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) {
 	ttl := time.Duration(p.TTLMs) * time.Millisecond
 	if ttl <= 0 {
 		ttl = DefaultJoinKeyTTL
@@ -279,7 +285,9 @@ func (g *Gateway) joinKey(p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) 
 	if err := g.reg.addJoinKey(hashSecret(key), exp); err != nil {
 		return bridge.JoinKeyResult{}, err
 	}
-	return bridge.JoinKeyResult{Key: key, ExpiresAt: exp.UnixMilli(), Fingerprint: g.fingerprint}, nil
+	res := bridge.JoinKeyResult{Key: key, ExpiresAt: exp.UnixMilli(), Fingerprint: g.fingerprint}
+	g.auditJoinKeyIssued(ctx, res)
+	return res, nil
 }
 
 // nodeApprovals forwards system.execApprovals.get/set to a node.
@@ -299,8 +307,9 @@ func (g *Gateway) nodeApprovals(ctx context.Context, method string, p bridge.Nod
 	if p.BaseHash == "" {
 		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required (hint: get the file first; its hash protects concurrent edits)")
 	}
+	g.auditApprovalsEdit(ctx, nc, p, g.currentApprovals(ctx, nc, timeout))
 	payload, err := g.invoke(ctx, nc, bridge.CmdExecApprovalsSet, bridge.ApprovalsSetParams{File: p.File, BaseHash: p.BaseHash}, timeout, "")
-	if err != nil {
+	if err := g.auditApprovalsResult(ctx, nc, p, payload, err); err != nil {
 		return nil, err
 	}
 	return payload, nil

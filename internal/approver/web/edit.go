@@ -157,7 +157,13 @@ func (s *server) update(w http.ResponseWriter, baseHash, what string, fn func(*a
 		writeError(w, http.StatusBadRequest, "missing hash of the file this page loaded (reload the page)")
 		return false
 	}
-	f, err := s.store.UpdateIf(baseHash, fn)
+	f, err := s.store.UpdateIf(baseHash, func(f *approvals.File) error {
+		if err := fn(f); err != nil || s.opts.OnEdit == nil {
+			return err
+		}
+		s.opts.OnEdit(what, baseHash) // recorded before the write
+		return nil
+	})
 	switch {
 	case errors.Is(err, approvals.ErrStale):
 		writeError(w, http.StatusConflict, staleMessage)

@@ -49,6 +49,10 @@ type Options struct {
 	// execution host's audit log; empty means "web". The gateway sets
 	// the operator's name.
 	DecidedBy string
+	// OnEdit, when set, hears every approvals edit the editor makes (what
+	// changed, the hash it was based on) before it is written: the gateway
+	// records it in its audit log.
+	OnEdit func(what, baseHash string)
 	// Logf receives one line per decision, edit and server error. Nil
 	// discards them.
 	Logf func(format string, args ...any)
