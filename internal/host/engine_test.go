@@ -563,3 +563,58 @@ func TestUsageFlushesByItself(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestTrustedDecisionBindsTheCanonicalForm: an approval obtained elsewhere
+// applies only to the tree it was given for.
+func TestTrustedDecisionBindsTheCanonicalForm(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
+	f.engine.TrustApprovalDecision = true
+	p, err := f.engine.Prepare(Request{RawCommand: "hello a", Cwd: f.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a", Cwd: f.dir, ApprovalDecision: "allow-once", PlanHash: p.Analysis.Hash})
+	if err != nil || res.Stdout != "hello a\n" {
+		t.Fatalf("matching hash: %v %+v", err, res.Result)
+	}
+	// The same answer for another tree is not applied: no approver, so
+	// askFallback=deny decides.
+	_, err = f.engine.Run(context.Background(), Request{RawCommand: "hello b", Cwd: f.dir, ApprovalDecision: "allow-once", PlanHash: p.Analysis.Hash})
+	if !errors.Is(err, policy.ErrApprovalRequired) {
+		t.Fatalf("other tree: err %v; want approval required", err)
+	}
+}
+
+// TestRunsAsTheAnalysedTree: how each kind of decided command runs, and
+// that a vouched compound command never reaches /bin/sh.
+func TestRunsAsTheAnalysedTree(t *testing.T) {
+	tests := []struct {
+		sec  policy.Security
+		text string
+		want string
+	}{
+		{policy.SecurityAllowlist, "hello a", RunsDirect},
+		{policy.SecurityAllowlist, "hello a && other b | hello c", RunsInterpreted},
+		{policy.SecurityAllowlist, "env A=1 hello", RunsInterpreted},
+		{policy.SecurityAllowlist, "true", RunsInterpreted},
+		{policy.SecurityAllowlist, "hello $(other)", RunsUnchecked},
+		{policy.SecurityAllowlist, "hello <<< x", RunsShellText},
+		{policy.SecurityFull, "hello a && other b", RunsShellText},
+	}
+	for _, tt := range tests {
+		f := newFixture(t, tt.sec, policy.AskOff, policy.FallbackDeny, "$BIN/hello", "$BIN/other")
+		p, err := f.engine.Prepare(Request{RawCommand: tt.text, Cwd: f.dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.RunsAs(); got != tt.want {
+			t.Errorf("%s %q runs as %q; want %q", tt.sec, tt.text, got, tt.want)
+		}
+	}
+	// A vouched pipeline runs in the interpreter and gives the shell's output.
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello", "$BIN/other")
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a && other b; true | hello c", Cwd: f.dir})
+	if err != nil || res.Stdout != "hello a\nother b\nhello c\n" || res.ExitCode != 0 {
+		t.Fatalf("interpreted run: %v %+v", err, res.Result)
+	}
+}
