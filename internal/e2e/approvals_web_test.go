@@ -106,7 +106,7 @@ func TestGatewayWebUI(t *testing.T) {
 	_, requested, resolved := c.operatorConn("watcher")
 	w := webLogin(t, webURL)
 
-	done := c.execBackground("--host", "node", "--node", n.id, "echo from-web")
+	done := c.execBackground("--host", "node", "--node", n.id, "/bin/echo from-web")
 	req := next(t, requested, "exec.approval.requested")
 	var pending json.RawMessage
 	if code := w.do("GET", "api/pending", nil, &pending); code != http.StatusOK || !strings.Contains(string(pending), req.ID) {
