@@ -1,9 +1,10 @@
 package approver
 
 import (
-	"fmt"
 	"strings"
 	"time"
+
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // Field is one labelled line of a prompt's description.
@@ -21,7 +22,7 @@ func Describe(p Pending, now time.Time) []Field {
 		if s == "" {
 			return "-"
 		}
-		return Printable(s)
+		return textsafe.Line(s)
 	}
 	fs := []Field{
 		{"agent", dash(r.AgentID)},
@@ -31,7 +32,7 @@ func Describe(p Pending, now time.Time) []Field {
 		{"command", dash(r.Command)},
 	}
 	if len(r.Argv) > 0 && r.Command == "" {
-		fs[4].Value = Printable(strings.Join(r.Argv, " "))
+		fs[4].Value = textsafe.Line(strings.Join(r.Argv, " "))
 	}
 	if len(r.ResolvedPaths) == 0 {
 		fs = append(fs, Field{"resolved", "(none: the command could not be analysed)"})
@@ -41,7 +42,7 @@ func Describe(p Pending, now time.Time) []Field {
 		if i < len(r.Allowlisted) && r.Allowlisted[i] {
 			mark = "allowlisted"
 		}
-		fs = append(fs, Field{"resolved", Printable(path) + " (" + mark + ")"})
+		fs = append(fs, Field{"resolved", textsafe.Line(path) + " (" + mark + ")"})
 	}
 	fs = append(fs,
 		Field{"why", dash(r.Reason)},
@@ -49,7 +50,7 @@ func Describe(p Pending, now time.Time) []Field {
 	)
 	exp := "in " + Countdown(p.ExpiresAt, now)
 	if r.Fallback != "" {
-		exp += " (then askFallback=" + Printable(r.Fallback) + ")"
+		exp += " (then askFallback=" + textsafe.Line(r.Fallback) + ")"
 	}
 	fs = append(fs, Field{"expires", exp}, Field{"peer", dash(p.Peer)})
 	return fs
@@ -59,7 +60,7 @@ func nodeSuffix(node string) string {
 	if node == "" {
 		return ""
 	}
-	return " (node " + Printable(node) + ")"
+	return " (node " + textsafe.Line(node) + ")"
 }
 
 // Countdown formats the time left until t, rounded to seconds; "expired"
@@ -73,25 +74,4 @@ func Countdown(t, now time.Time) string {
 		return "expired"
 	}
 	return d.Round(time.Second).String()
-}
-
-// Printable escapes control characters (ESC, CR, newlines, …) so untrusted
-// text from an execution host prints as one inert line.
-func Printable(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isControl(r) {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isControl(r rune) bool {
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029' || r == '\u202e'
 }

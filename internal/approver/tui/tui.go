@@ -17,6 +17,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // By is how the TUI names itself in decisions ("approved by approver tui").
@@ -187,12 +188,12 @@ func (m *model) decide(a policy.Approval) {
 }
 
 func describeChange(c approver.Change) string {
-	cmd := approver.Printable(c.Pending.Request.Command)
+	cmd := textsafe.Line(c.Pending.Request.Command)
 	switch c.Kind {
 	case approver.ChangeAdded:
 		return "new prompt " + short(c.Pending.ID) + ": " + cmd
 	case approver.ChangeResolved:
-		return fmt.Sprintf("%s %s by %s: %s", short(c.Pending.ID), c.Decision, approver.Printable(c.By), cmd)
+		return fmt.Sprintf("%s %s by %s: %s", short(c.Pending.ID), c.Decision, textsafe.Line(c.By), cmd)
 	case approver.ChangeExpired:
 		return short(c.Pending.ID) + " expired (askFallback applied): " + cmd
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 var (
@@ -40,8 +41,8 @@ func (m model) View() string {
 		fmt.Fprintf(&b, "   … %d more above\n", from)
 	}
 	for _, p := range m.items[from:to] {
-		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(approver.Printable(p.Request.AgentID), 12),
-			clip(approver.Printable(p.Request.Command), 48), approver.Countdown(p.ExpiresAt, m.now))
+		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(textsafe.Line(p.Request.AgentID), 12),
+			clip(textsafe.Line(p.Request.Command), 48), approver.Countdown(p.ExpiresAt, m.now))
 		if p.ID == m.selected {
 			line = selStyle.Render(">" + line)
 		} else {
