@@ -20,6 +20,14 @@
 //     and keep the connection, so one connection may carry several prompts.
 //     A connection with nothing pending that sends nothing for
 //     Server.IdleTimeout is closed.
+//   - Admission (Server.admit): a connection whose first request or exec
+//     frame is not accepted within HelloTimeout (5 s) of hello is closed;
+//     one peer process (uid+pid from SO_PEERCRED) holds at most
+//     MaxConnsPerPeer (16) connections; when all MaxConns (64) slots are
+//     taken, an idle connection (nothing in flight) of the peer holding the
+//     most is closed for the newcomer, so idle peers never keep a prompt
+//     out. Only when every slot has a prompt in flight is a newcomer
+//     refused (rate-limited).
 //   - A prompt stays queued until the request's expiresAtMs (default 120 s,
 //     at most an hour); a client that disconnects expires its prompts. The
 //     server answers a prompt nobody decided with an "expired" error frame
