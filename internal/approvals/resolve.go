@@ -115,6 +115,9 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 			if w := coverWarning(e.Pattern, home, memo); w != "" {
 				r.Warnings = append(r.Warnings, where+": "+w)
 			}
+			for _, w := range nearMissWarnings(e.Pattern, home) {
+				r.Warnings = append(r.Warnings, where+": "+w)
+			}
 		}
 	}
 	return r
