@@ -10,6 +10,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // Outcomes of an edit that the page reports in words.
@@ -69,7 +70,7 @@ type entryView struct {
 
 func viewEntry(agent string, e approvals.Entry) entryView {
 	return entryView{ID: e.ID, Agent: agent, Pattern: e.Pattern, LastUsedAt: e.LastUsedAt,
-		LastUsedCommand: e.LastUsedCommand, LastResolvedPath: e.LastResolvedPath, Lint: policy.LintPattern(e.Pattern)}
+		LastUsedCommand: textsafe.Text(e.LastUsedCommand), LastResolvedPath: e.LastResolvedPath, Lint: policy.LintPattern(e.Pattern)}
 }
 
 func enumNames[T ~string](vs []T) []string {
