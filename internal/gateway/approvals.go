@@ -376,6 +376,24 @@ func (h *approvalHub) nodeCancel(nodeID, ref string) {
 	}
 }
 
+// cancelInvoke tells a node that the gateway stopped waiting for invoke id
+// (its caller went away or its deadline passed): the node withdraws the
+// prompt the command waits on, so a late approval cannot run it. Best
+// effort and bounded; a node that never gets it still has its own timeout.
+func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
+	reason := "abandoned"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(nc.conn.Context(), notifyTimeout)
+		defer cancel()
+		if err := nc.conn.Notify(ctx, bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
+			g.appr.log("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
+		}
+	}()
+}
+
 // gatewayPrompter routes the gateway engine's own prompts (host=gateway)
 // to its operators.
 type gatewayPrompter struct{ h *approvalHub }
