@@ -53,6 +53,9 @@ func Describe(p Pending, now time.Time) []Field {
 		exp += " (then askFallback=" + textsafe.Line(r.Fallback) + ")"
 	}
 	fs = append(fs, Field{"expires", exp}, Field{"peer", dash(p.Peer)})
+	for _, l := range AllowAlwaysLines(r) {
+		fs = append(fs, Field{"always", AlwaysText(l)})
+	}
 	return fs
 }
 

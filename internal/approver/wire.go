@@ -96,6 +96,21 @@ type PromptRequest struct {
 	Choices     []string `json:"choices,omitempty"`     // decisions offered (no allow-always with ask=always)
 	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"` // when the host stops waiting and applies askFallback
 	Fallback    string   `json:"askFallback,omitempty"` // what happens then
+	// AllowAlways says exactly what an allow-always answer would add to
+	// the allowlist and what it would leave out; nil when the execution
+	// host did not say (the UIs then say so rather than guess).
+	AllowAlways *AllowAlwaysPlan `json:"allowAlways,omitempty"`
+}
+
+// AllowAlwaysPlan is what an allow-always answer would persist: the
+// execution host fills it from the same computation that persists
+// (shellcmd.Recordable), so what the human reads is what gets written.
+type AllowAlwaysPlan struct {
+	// Add lists the exact patterns that would be added, in order.
+	Add []string `json:"add"`
+	// Skipped explains each executable left out (shells, interpreters,
+	// privilege changers, unresolved names).
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // RequestFrame is a client's prompt.

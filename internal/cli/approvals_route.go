@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approver/web"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
@@ -61,6 +62,9 @@ approvals.route gateway or both) that wait for an operator. Answer one with
 					fmt.Fprintf(g.stdout, "    runs: %s (%s)\n", textsafe.Line(p), mark)
 				}
 				fmt.Fprintf(g.stdout, "    why: %s; choices: %s\n", textsafe.Line(a.Request.Reason), textsafe.Line(strings.Join(choices(a), ", ")))
+				for _, l := range approver.AllowAlwaysLines(a.Request) {
+					fmt.Fprintf(g.stdout, "    allow-always %s\n", approver.AlwaysText(l))
+				}
 			}
 			return nil
 		},

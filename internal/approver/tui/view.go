@@ -65,6 +65,8 @@ func (m model) View() string {
 				v = okStyle.Render(v)
 			case f.Label == "resolved":
 				v = warnStyle.Render(v)
+			case f.Label == "always" && strings.Contains(v, "!!"):
+				v = warnStyle.Render(v)
 			}
 			fmt.Fprintf(&b, "  %s %s\n", labelStyle.Render(fmt.Sprintf("%-9s", f.Label+":")), v)
 		}
@@ -86,7 +88,7 @@ func keysHelp(p approver.Pending) string {
 		keys = append(keys, "a allow once")
 	}
 	if approver.Offered(p.Request, policy.AllowAlways) {
-		keys = append(keys, "A allow always")
+		keys = append(keys, "A allow always (asks to confirm)")
 	}
 	keys = append(keys, "d deny", "↑/↓ move", "q quit")
 	return strings.Join(keys, " · ")

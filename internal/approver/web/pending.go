@@ -33,6 +33,9 @@ type pendingView struct {
 	Peer         string     `json:"peer"`
 	ReceivedAtMs int64      `json:"receivedAtMs"`
 	ExpiresAtMs  int64      `json:"expiresAtMs"`
+	// AllowAlways is what answering allow-always would add and skip
+	// (approver.AllowAlwaysLines); empty when it is not offered.
+	AllowAlways []approver.AlwaysLine `json:"allowAlways"`
 }
 
 // pathView is one resolved executable and whether the allowlist already
@@ -70,15 +73,19 @@ func choices(req approver.PromptRequest) []string {
 func viewPending(p approver.Pending) pendingView {
 	r := p.Request
 	t := textsafe.Text
-	argv := make([]string, len(r.Argv))
-	for i, a := range r.Argv {
-		argv[i] = t(a)
+	var argv []string
+	for _, a := range r.Argv {
+		argv = append(argv, t(a))
 	}
 	v := pendingView{
 		ID: p.ID, AgentID: t(r.AgentID), SessionKey: t(r.SessionKey), Host: t(r.Host), NodeID: t(r.NodeID),
 		Cwd: t(r.Cwd), Command: t(r.Command), Argv: argv, Security: t(r.Security), Ask: t(r.Ask),
 		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
+		AllowAlways: approver.AllowAlwaysLines(r),
+	}
+	if v.AllowAlways == nil {
+		v.AllowAlways = []approver.AlwaysLine{}
 	}
 	if !p.ExpiresAt.IsZero() {
 		v.ExpiresAtMs = p.ExpiresAt.UnixMilli()

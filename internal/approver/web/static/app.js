@@ -181,6 +181,17 @@ function renderPending() {
         : el("span", { class: "badge miss" }, "not allowlisted");
       ul.append(el("li", {}, el("code", {}, x.path), " ", badge));
     }
+    // What allow-always would write, before the button that writes it.
+    const always = card.querySelector(".always");
+    for (const l of p.allowAlways) {
+      const li = el("li", { "data-kind": l.kind },
+        l.kind === "add" ? "adds " : l.kind === "skip" ? "not added: " : "",
+        l.kind === "add" ? el("code", {}, l.text) : l.text);
+      if (l.warning) li.append(" ", el("span", { class: "badge miss runs-anything" }, l.warning));
+      always.append(li);
+    }
+    always.hidden = p.allowAlways.length === 0;
+    card.querySelector(".always-title").hidden = always.hidden;
     const actions = card.querySelector(".actions");
     for (const d of ["allow-once", "allow-always", "deny"]) {
       if (!p.choices.includes(d)) continue;
