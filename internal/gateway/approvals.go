@@ -239,6 +239,11 @@ func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Re
 		err = h.broker.Resolve(id, a, by)
 	}
 	if err != nil {
+		if errors.Is(err, approver.ErrExpired) {
+			// A decision for a prompt whose requester went away (or that
+			// expired): refused, and logged so the refusal is on record.
+			h.log("late decision refused", "id", id, "decision", string(a), "by", by, "err", err)
+		}
 		return approvalroute.Resolved{}, resolveError(err)
 	}
 	return approvalroute.Resolved{ID: id, Outcome: approvalroute.OutcomeAnswered, Decision: string(a), By: by}, nil

@@ -222,6 +222,9 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.opts.Broker.Resolve(body.ID, a, s.decidedBy()); err != nil {
+		if errors.Is(err, approver.ErrExpired) {
+			s.logf("web approver: late decision %s for %s refused: %v", a, textsafe.Line(body.ID), err)
+		}
 		writeError(w, decideStatus(err), "%v", err)
 		return
 	}
