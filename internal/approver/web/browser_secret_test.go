@@ -190,7 +190,8 @@ func TestBrowserStaleBanner(t *testing.T) {
 	bctx, stopB := context.WithCancel(context.Background())
 	t.Cleanup(stopB)
 	b := approver.NewBroker()
-	if _, err := Start(bctx, Options{Addr: addr, Broker: b, Logf: t.Logf}); err != nil {
+	second, err := Start(bctx, Options{Addr: addr, Broker: b, Logf: t.Logf})
+	if err != nil {
 		t.Fatalf("restart on %s: %v", addr, err)
 	}
 	pctx, cancel := context.WithCancel(context.Background())
@@ -213,4 +214,16 @@ func TestBrowserStaleBanner(t *testing.T) {
 		t.Error(`a stale page claims "No pending approvals" while a prompt is pending`)
 	}
 	screenshot(t, ctx, "-stale")
+
+	// Opening the new URL in the same tab (only the fragment differs, so
+	// no navigation happens by itself) brings the page back, live.
+	run(t, ctx, chromedp.Navigate(second),
+		chromedp.WaitVisible(chromedp.CSS(`article[data-id="p-new-1"]`)))
+	stale, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.stale || ""`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale != "" {
+		t.Errorf("page still marked stale (%q) after opening the new URL", stale)
+	}
 }

@@ -506,4 +506,13 @@ async function main() {
   document.body.dataset.ready = "true";
 }
 
+// Pasting the new URL into this tab after a restart changes only the
+// fragment, which does not reload the page: take the new secret and reload.
+window.addEventListener("hashchange", () => {
+  if (/(?:^#|&)k=/.test(location.hash)) {
+    takeSecret();
+    location.reload();
+  }
+});
+
 document.addEventListener("DOMContentLoaded", main);
