@@ -69,28 +69,34 @@ func Text(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 16)
 	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x80 && Unsafe(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r <= 0xffff && Unsafe(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case Unsafe(r):
-			fmt.Fprintf(&b, `\U%08x`, r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
+		piece, n := escapeOne(s[i:])
+		b.WriteString(piece)
 		i += n
 	}
 	return b.String()
+}
+
+// escapeOne returns the first rune of s as it is shown (itself, or its
+// escape) and its length in bytes.
+func escapeOne(s string) (string, int) {
+	r, n := utf8.DecodeRuneInString(s)
+	switch {
+	case r == utf8.RuneError && n <= 1:
+		return fmt.Sprintf(`\x%02x`, s[0]), 1
+	case r == '\n':
+		return `\n`, n
+	case r == '\r':
+		return `\r`, n
+	case r == '\t':
+		return `\t`, n
+	case !Unsafe(r):
+		return s[:n], n
+	case r < 0x80:
+		return fmt.Sprintf(`\x%02x`, r), n
+	case r <= 0xffff:
+		return fmt.Sprintf(`\u%04x`, r), n
+	}
+	return fmt.Sprintf(`\U%08x`, r), n
 }
 
 // Line is Text bounded to MaxLine runes of output: one inert line.
@@ -99,31 +105,28 @@ func Line(s string) string { return Bounded(s, MaxLine) }
 // Bounded is Text cut to at most max runes of output (max below 32 is
 // treated as 32, room for the truncation mark). A cut line ends with
 // "…(+N bytes)", N counting the input bytes not shown; escapes are never
-// split.
+// split. It reads no further into s than the bound needs, so a huge value
+// costs what a short one does.
 func Bounded(s string, max int) string {
 	if max < 32 {
 		max = 32
 	}
-	t := Text(s)
-	if utf8.RuneCountInString(t) <= max {
-		return t
-	}
-	// Walk the input rune by rune so an escape is kept whole or not at all.
+	// The mark with the longest count it can carry fits in the budget.
 	budget := max - utf8.RuneCountInString(fmt.Sprintf(truncMark, len(s)))
 	var b strings.Builder
-	used, i := 0, 0
-	for i < len(s) {
-		_, n := utf8.DecodeRuneInString(s[i:])
-		piece := Text(s[i : i+n])
+	used, cut, cutLen := 0, -1, 0
+	for i := 0; i < len(s); {
+		piece, n := escapeOne(s[i:])
 		k := utf8.RuneCountInString(piece)
-		if used+k > budget {
-			break
+		if cut < 0 && used+k > budget {
+			cut, cutLen = i, b.Len()
+		}
+		if used += k; used > max {
+			return b.String()[:cutLen] + fmt.Sprintf(truncMark, len(s)-cut)
 		}
 		b.WriteString(piece)
-		used += k
 		i += n
 	}
-	fmt.Fprintf(&b, truncMark, len(s)-i)
 	return b.String()
 }
 
