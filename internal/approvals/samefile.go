@@ -39,21 +39,25 @@ const maxNearMissEntries = 20000
 // them — or, when the pattern's own spelling does not exist, that it
 // covers nothing there. Only the directory the pattern names literally
 // is read; deeper globs are not walked.
-func nearMissWarnings(pattern, home string) []string {
+// dirs memoises directory listings across the patterns of one Resolve.
+func nearMissWarnings(pattern, home string, dirs map[string][]string) []string {
 	p := policy.ExpandHome(strings.TrimSpace(pattern), home)
 	if !strings.HasPrefix(p, "/") {
 		return nil
 	}
 	dir := literalDir(path.Clean(p))
-	f, err := os.Open(dir)
-	if err != nil {
-		// The literal dir itself may differ in case only; the matcher
-		// refuses that too unless it is the same directory.
-		return nil
+	names, ok := dirs[dir]
+	if !ok {
+		// A directory that cannot be read lists nothing (it may differ
+		// from the real one in case only; the matcher refuses that too
+		// unless it is the same directory).
+		if f, err := os.Open(dir); err == nil {
+			names, _ = f.Readdirnames(maxNearMissEntries)
+			f.Close()
+			slices.Sort(names)
+		}
+		dirs[dir] = names
 	}
-	names, _ := f.Readdirnames(maxNearMissEntries)
-	f.Close()
-	slices.Sort(names)
 	var out []string
 	for _, name := range names {
 		full := path.Join(dir, name)
