@@ -78,3 +78,9 @@ func Countdown(t, now time.Time) string {
 	}
 	return d.Round(time.Second).String()
 }
+
+// Printable is textsafe.Line under its old name, so code written against
+// it keeps building.
+//
+// Deprecated: use textsafe.Line, the one sanitiser for text a human reads.
+func Printable(s string) string { return textsafe.Line(s) }
