@@ -71,6 +71,7 @@ const (
 	CmdExecApprovalsGet   = "system.execApprovals.get"
 	CmdExecApprovalsSet   = "system.execApprovals.set"
 	EventInvokeRequest    = "node.invoke.request"
+	EventInvokeCancel     = "node.invoke.cancel"
 	MethodInvokeResult    = "node.invoke.result"
 	MethodNodeEvent       = "node.event"
 	EventPairApproved     = "node.pair.approved"
@@ -100,6 +101,16 @@ type InvokeRequest struct {
 	Params         json.RawMessage `json:"params,omitempty"`
 	TimeoutMs      int64           `json:"timeoutMs"`
 	IdempotencyKey string          `json:"idempotencyKey"`
+}
+
+// InvokeCancel is the payload of a node.invoke.cancel event: the gateway
+// stopped waiting for invoke ID (its caller went away), so the node ends
+// it — a prompt it is waiting on is withdrawn and the command never runs.
+// An extension beyond the design's frames; older nodes ignore it.
+type InvokeCancel struct {
+	ID     string `json:"id"`
+	NodeID string `json:"nodeId"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // InvokeResult is the params of a node.invoke.result request.

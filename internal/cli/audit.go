@@ -13,12 +13,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 func init() { register(newAuditCmd) }
@@ -317,10 +317,10 @@ func formatRecord(r audit.Record) string {
 	if r.NodeID != "" {
 		host += "/" + r.NodeID
 	}
-	fmt.Fprintf(&b, " %s", safeText(host))
+	fmt.Fprintf(&b, " %s", textsafe.Line(host))
 	for _, kv := range [][2]string{{"action", r.Action}, {"actor", r.Actor}, {"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}, {"backend", r.Backend}} {
 		if kv[1] != "" {
-			fmt.Fprintf(&b, " %s=%s", kv[0], safeText(kv[1]))
+			fmt.Fprintf(&b, " %s=%s", kv[0], textsafe.Line(kv[1]))
 		}
 	}
 	if r.Fallback {
@@ -346,13 +346,13 @@ func formatRecord(r audit.Record) string {
 		fmt.Fprintf(&b, "  %s", strconv.Quote(cmd))
 	}
 	if r.Reason != "" {
-		fmt.Fprintf(&b, "  reason: %s", safeText(r.Reason))
+		fmt.Fprintf(&b, "  reason: %s", textsafe.Line(r.Reason))
 	}
 	if r.Error != "" {
-		fmt.Fprintf(&b, "  error: %s", safeText(r.Error))
+		fmt.Fprintf(&b, "  error: %s", textsafe.Line(r.Error))
 	}
 	if r.Change != "" {
-		fmt.Fprintf(&b, "  change: %s", safeText(r.Change))
+		fmt.Fprintf(&b, "  change: %s", textsafe.Line(r.Change))
 	}
 	return b.String()
 }
@@ -360,18 +360,6 @@ func formatRecord(r audit.Record) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
-	}
-	return s
-}
-
-// safeText quotes s when it holds anything but printable characters, so a
-// recorded value can never drive the terminal (escape sequences) or fake
-// a second record line.
-func safeText(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
 	}
 	return s
 }

@@ -65,6 +65,7 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 	case <-t.C:
 		return nil, bridge.Errorf(bridge.CodeTimeout, "node %s did not answer %s within %s", nc.id, command, timeout+InvokeMargin)
 	case <-ctx.Done():
+		g.cancelInvoke(nc, id, context.Cause(ctx)) // the node must not go on with it (approvals.go)
 		return nil, bridge.Errorf(bridge.CodeUnavailable, "%s on node %s abandoned: %v", command, nc.id, context.Cause(ctx))
 	}
 }

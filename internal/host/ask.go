@@ -8,6 +8,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // ask obtains a human's answer (or applies askFallback) for a prepared
@@ -53,7 +54,19 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 	for _, s := range p.Analysis.Segments {
 		pr.Executables = append(pr.Executables, s.Runs)
 	}
+	if slices.Contains(choices, string(policy.AllowAlways)) {
+		// The same computation persist uses: what the human reads is what
+		// gets written.
+		paths, notes := shellcmd.Recordable(p.Analysis)
+		pr.AllowAlways = &approver.AllowAlwaysPlan{Add: paths, Skipped: notes}
+	}
 	a, by, err := e.Prompter.Prompt(pctx, pr)
+	if err != nil && ctx.Err() != nil {
+		// The requester went away: its prompt was withdrawn, and nothing
+		// runs for it, whatever askFallback says.
+		rec.Fallback = false
+		return policy.Decision{Outcome: policy.DenyRun, Reason: "requester-gone: " + ctx.Err().Error(), Err: policy.ErrApprovalRequired}, rec
+	}
 	if err != nil {
 		why := err.Error()
 		if errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {

@@ -54,6 +54,10 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	// `approvals get` shows, which has no say in the decision.
 	r := f.ResolvePolicy(agent)
 	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home)}
+	// A pattern that matches a path only when case is ignored allows it
+	// only if both name the same file (a case-insensitive filesystem), so
+	// /x/head never allows a different /x/HEAD.
+	ap.allow.SameFile = approvals.SameFile
 	if e.cache.file == f {
 		if e.cache.agents == nil {
 			e.cache.agents = map[string]*agentPolicy{}

@@ -72,6 +72,8 @@ type Runner struct {
 	id   *Identity
 	conn *bridge.Conn
 	idem *idemCache
+	// cancels ends invokes the gateway gave up on (cancel.go).
+	cancels invokeCancels
 }
 
 // New loads (or creates) the node identity.
@@ -224,6 +226,12 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 					return
 				}
 				go func() { <-ready; r.handleInvoke(ctx, req) }()
+			case bridge.EventInvokeCancel:
+				var ic bridge.InvokeCancel
+				if json.Unmarshal(payload, &ic) == nil {
+					r.log.Info("invoke cancelled by the gateway", "invoke", ic.ID, "reason", ic.Reason)
+					r.cancels.cancel(ic.ID, ic.Reason)
+				}
 			case bridge.EventPairApproved:
 				var pa bridge.PairApproved
 				if err := json.Unmarshal(payload, &pa); err != nil || pa.Token == "" {
