@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/session"
 )
 
@@ -116,6 +117,7 @@ func view(rec nodeRecord, connected bool) bridge.NodeView {
 	return bridge.NodeView{
 		NodeID: rec.NodeID, DisplayName: rec.DisplayName, RemoteIP: rec.RemoteIP, Platform: rec.Platform,
 		Version: rec.Version, Commands: rec.Commands, Connected: connected, LastSeen: rec.LastSeen, Paired: true,
+		Fingerprint: fingerprintOf(rec.PublicKey),
 	}
 }
 
@@ -142,6 +144,7 @@ func (g *Gateway) listPending() []bridge.NodeView {
 		out = append(out, bridge.NodeView{
 			NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Platform: nc.client.Platform,
 			Version: nc.client.Version, Commands: nc.info.Commands, Connected: true, LastSeen: nc.since.UnixMilli(),
+			Fingerprint: nodekey.Fingerprint(nc.pub),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
@@ -184,6 +187,12 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	nc, err := g.findPending(id)
 	if err != nil {
 		return bridge.NodeView{}, err
+	}
+	// The token goes to the key that was pending (a pending entry is
+	// never replaced by another key), and never rebinds an id paired
+	// under another key.
+	if old := g.reg.get(nc.id); old != nil && old.PublicKey != nodekey.EncodePublicKey(nc.pub) {
+		return bridge.NodeView{}, errPairedOtherKey(nc.id)
 	}
 	tok := newSecret("ehn_")
 	rec := g.newRecord(nc, tok)
