@@ -57,6 +57,9 @@ func newNodesCmd(g *globals) *cobra.Command {
 				if res.DisplayName != "" {
 					name += " (" + res.DisplayName + ")"
 				}
+				if res.Fingerprint != "" {
+					name += ", key fingerprint " + res.Fingerprint
+				}
 				fmt.Fprintf(g.stdout, "%s %s\n", verb, name)
 				return nil
 			},

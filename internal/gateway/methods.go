@@ -244,7 +244,7 @@ func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error
 	_ = nc.conn.Notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
 	nc.conn.Close("pairing rejected by the operator")
 	g.log.Info("node rejected", "node", nc.id)
-	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP}, nil
+	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Fingerprint: nodekey.Fingerprint(nc.pub)}, nil
 }
 
 // remove revokes a node's token at once (written before anything else)
