@@ -296,11 +296,12 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	var old *nodeConn
 	if res.Status == bridge.StatusPending {
 		old = g.pending[nid]
-		if old != nil && !bytes.Equal(old.pub, nc.pub) {
-			// Checked before accepting; this is the race of two
-			// connections: the entry already pending keeps its place.
+		// pendingRoom checked before accepting; this repeats it under
+		// the same lock as the insert, so concurrent connections can
+		// neither exceed the limits nor displace another key's entry.
+		if err := g.pendingRoomLocked(nid, nc.pub, remoteIP); err != nil {
 			g.mu.Unlock()
-			nc.conn.Close("node id already pending under another key")
+			nc.conn.Close(bridge.AsError(err).Message)
 			return
 		}
 		g.pending[nid] = nc
@@ -436,6 +437,11 @@ func (g *Gateway) pendingConflict(nid string, pub []byte) error {
 func (g *Gateway) pendingRoom(nid string, pub []byte, remoteIP string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.pendingRoomLocked(nid, pub, remoteIP)
+}
+
+// pendingRoomLocked is pendingRoom with g.mu held.
+func (g *Gateway) pendingRoomLocked(nid string, pub []byte, remoteIP string) error {
 	old := g.pending[nid]
 	if old != nil && !bytes.Equal(old.pub, pub) {
 		return bridge.Errorf(bridge.CodeUnauthorized, "node id %s is already pending under another key", nid)

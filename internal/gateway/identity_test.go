@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +182,62 @@ func TestBrowserPolicy(t *testing.T) {
 				t.Fatalf("refusal = %v, %v; want 403", resp, err)
 			}
 		})
+	}
+}
+
+// TestPendingLimitConcurrent: a burst of simultaneous pairing requests
+// from one address never holds more than MaxPendingPerAddr slots (the
+// limit is re-checked under the lock that files the entry).
+func TestPendingLimitConcurrent(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	op := e.client(t, bridge.RoleOperator)
+	const burst = 4 * gateway.MaxPendingPerAddr
+	conns := make(chan *bridge.Conn, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, _ := nodekey.Generate()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, _, err := bridge.Dial(ctx, e.url, bridge.ConnectParams{Role: bridge.RoleNode,
+				Node: &bridge.NodeInfo{NodeID: k.DeviceID()}}, nil, bridge.Options{Device: k})
+			if err == nil {
+				conns <- c
+			}
+		}()
+	}
+	wg.Wait()
+	close(conns)
+	var accepted []*bridge.Conn
+	for c := range conns {
+		accepted = append(accepted, c)
+		t.Cleanup(func() { c.Close("test done") })
+	}
+	// Every accepted connection ends up filed or closed; wait (with a
+	// deadline) until that is settled, then count.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := call[bridge.NodesResult](t, op, bridge.MethodNodesPending, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := 0
+		for _, c := range accepted {
+			if c.Err() != nil {
+				closed++
+			}
+		}
+		if len(res.Nodes)+closed == len(accepted) {
+			if len(res.Nodes) > gateway.MaxPendingPerAddr {
+				t.Fatalf("%d pending from one address, limit %d", len(res.Nodes), gateway.MaxPendingPerAddr)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending + %d closed != %d accepted", len(res.Nodes), closed, len(accepted))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
