@@ -151,18 +151,35 @@ func (g *Gateway) listPending() []bridge.NodeView {
 	return out
 }
 
-// findPending resolves an exact id, or a unique id prefix of at least
-// MinPrefix characters, among pending nodes. Display names and addresses
-// are not accepted here: they are chosen by the unauthenticated node, so
-// approving by them could pair an impostor.
-func (g *Gateway) findPending(id string) (*nodeConn, error) {
+// MinApprovePrefix is the shortest id prefix that approves a pending
+// node: 16 hex digits (64 bits), as long as the key fingerprint. A pending
+// node's id is its key's hash, so anyone can grind a key whose id shares a
+// short prefix with a real node's; a 64-bit prefix cannot be ground.
+const MinApprovePrefix = 16
+
+// findPending resolves an exact id, the key fingerprint (which is the
+// id's first 16 hex digits), or a unique id prefix of at least minPrefix
+// characters, among pending nodes. Display names and addresses are not
+// accepted here: they are chosen by the unauthenticated node, so approving
+// by them could pair an impostor.
+func (g *Gateway) findPending(id string, minPrefix int) (*nodeConn, error) {
+	if strings.Count(id, ":") == nodekey.FingerprintBytes/2-1 {
+		id = strings.ReplaceAll(id, ":", "") // a fingerprint
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if nc := g.pending[id]; nc != nil {
 		return nc, nil
 	}
+	short := false
+	for pid := range g.pending {
+		short = short || (len(id) >= MinPrefix && len(id) < minPrefix && strings.HasPrefix(pid, id))
+	}
+	if short {
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%q is too short to approve a node: use the full id, its key fingerprint, or a prefix of at least %d characters (hint: `exechost nodes pending` shows both; compare the fingerprint with the one the node prints)", id, minPrefix)
+	}
 	var matches []*nodeConn
-	if len(id) >= MinPrefix {
+	if len(id) >= minPrefix {
 		for pid, nc := range g.pending {
 			if strings.HasPrefix(pid, id) {
 				matches = append(matches, nc)
@@ -184,7 +201,7 @@ func (g *Gateway) findPending(id string) (*nodeConn, error) {
 }
 
 func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
-	nc, err := g.findPending(id)
+	nc, err := g.findPending(id, MinApprovePrefix)
 	if err != nil {
 		return bridge.NodeView{}, err
 	}
@@ -237,7 +254,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 }
 
 func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error) {
-	nc, err := g.findPending(id)
+	nc, err := g.findPending(id, MinPrefix)
 	if err != nil {
 		return bridge.NodeView{}, err
 	}
