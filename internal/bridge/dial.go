@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -19,8 +22,11 @@ const MaxChallengeFrames = 8
 // gateway's *Error (CodeUnauthorized for bad credentials). For role node,
 // opts.Device signs the gateway's challenge.
 func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.DialOptions, opts Options) (*Conn, ConnectResult, error) {
-	ws, _, err := websocket.Dial(ctx, url, dopts)
+	ws, resp, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
+		if why := UpgradeRefusal(resp); why != "" {
+			return nil, ConnectResult{}, fmt.Errorf("dial %s: the gateway refused the connection: %s", url, why)
+		}
 		return nil, ConnectResult{}, fmt.Errorf("dial %s: %w (hint: is `exechost gateway` running there? --gateway sets the URL)", url, err)
 	}
 	res, err := Handshake(ctx, ws, p, opts.Device)
@@ -96,4 +102,25 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev Dev
 		return res, fmt.Errorf("bad connect result: %w", err)
 	}
 	return res, nil
+}
+
+// UpgradeRefusal returns why a gateway refused the WebSocket upgrade (the
+// 403 body of its Host/Origin policy, which carries the fix hint), or ""
+// when resp is not such a refusal. The body is bounded and stripped of
+// control characters: it is shown to the user.
+func UpgradeRefusal(resp *http.Response) string {
+	if resp == nil || resp.StatusCode != http.StatusForbidden || resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	why := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, string(b))
+	if why = strings.TrimSpace(why); why == "" {
+		why = resp.Status
+	}
+	return why
 }

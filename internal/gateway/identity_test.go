@@ -183,6 +183,15 @@ func TestBrowserPolicy(t *testing.T) {
 			}
 		})
 	}
+	t.Run("clients show why", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _, err := bridge.Dial(ctx, e.url, bridge.ConnectParams{Role: bridge.RoleAgent, Auth: bridge.Auth{Token: e.token}},
+			&websocket.DialOptions{Host: "other.example:" + port}, bridge.Options{})
+		if err == nil || !strings.Contains(err.Error(), "refused the connection") || !strings.Contains(err.Error(), "gateway.allowedHosts") {
+			t.Fatalf("Dial with a foreign Host: %v", err)
+		}
+	})
 }
 
 // TestPendingLimitConcurrent: a burst of simultaneous pairing requests
