@@ -112,6 +112,10 @@ type NodeView struct {
 	Connected   bool     `json:"connected"`
 	LastSeen    int64    `json:"lastSeen"`
 	Paired      bool     `json:"paired"`
+	// Fingerprint abbreviates the node's public key; the node prints the
+	// same string while it waits, so an operator approves what they can
+	// compare. Empty for a paired node that has not yet bound a key.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // NodesResult is nodes.list's and nodes.pending's payload.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -89,7 +90,15 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(st
 	if err != nil {
 		return err
 	}
-	r, err := node.New(node.Options{
+	var r *node.Runner
+	if onPending == nil {
+		// What the operator compares before approving: the same id and
+		// fingerprint appear in `exechost nodes pending`.
+		onPending = func(id string) {
+			fmt.Fprintf(g.stderr, "exechost: waiting for approval: node %s, key fingerprint %s (on the gateway: compare with `exechost nodes pending`, then `exechost nodes approve %s`)\n", id, r.Fingerprint(), id)
+		}
+	}
+	r, err = node.New(node.Options{
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey,
 		TLSFingerprint: f.fingerprint, Executor: exe, Logger: log, Version: Version,
 		OnPending: onPending,

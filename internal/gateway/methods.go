@@ -10,6 +10,7 @@ import (
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/session"
 )
 
@@ -118,6 +119,7 @@ func view(rec nodeRecord, connected bool) bridge.NodeView {
 	return bridge.NodeView{
 		NodeID: rec.NodeID, DisplayName: rec.DisplayName, RemoteIP: rec.RemoteIP, Platform: rec.Platform,
 		Version: rec.Version, Commands: rec.Commands, Connected: connected, LastSeen: rec.LastSeen, Paired: true,
+		Fingerprint: fingerprintOf(rec.PublicKey),
 	}
 }
 
@@ -144,24 +146,42 @@ func (g *Gateway) listPending() []bridge.NodeView {
 		out = append(out, bridge.NodeView{
 			NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Platform: nc.client.Platform,
 			Version: nc.client.Version, Commands: nc.info.Commands, Connected: true, LastSeen: nc.since.UnixMilli(),
+			Fingerprint: nodekey.Fingerprint(nc.pub),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
 }
 
-// findPending resolves an exact id, or a unique id prefix of at least
-// MinPrefix characters, among pending nodes. Display names and addresses
-// are not accepted here: they are chosen by the unauthenticated node, so
-// approving by them could pair an impostor.
-func (g *Gateway) findPending(id string) (*nodeConn, error) {
+// MinApprovePrefix is the shortest id prefix that approves a pending
+// node: 16 hex digits (64 bits), as long as the key fingerprint. A pending
+// node's id is its key's hash, so anyone can grind a key whose id shares a
+// short prefix with a real node's; a 64-bit prefix cannot be ground.
+const MinApprovePrefix = 16
+
+// findPending resolves an exact id, the key fingerprint (which is the
+// id's first 16 hex digits), or a unique id prefix of at least minPrefix
+// characters, among pending nodes. Display names and addresses are not
+// accepted here: they are chosen by the unauthenticated node, so approving
+// by them could pair an impostor.
+func (g *Gateway) findPending(id string, minPrefix int) (*nodeConn, error) {
+	if strings.Count(id, ":") == nodekey.FingerprintBytes/2-1 {
+		id = strings.ReplaceAll(id, ":", "") // a fingerprint
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if nc := g.pending[id]; nc != nil {
 		return nc, nil
 	}
+	short := false
+	for pid := range g.pending {
+		short = short || (len(id) >= MinPrefix && len(id) < minPrefix && strings.HasPrefix(pid, id))
+	}
+	if short {
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%q is too short to approve a node: use the full id, its key fingerprint, or a prefix of at least %d characters (hint: `exechost nodes pending` shows both; compare the fingerprint with the one the node prints)", id, minPrefix)
+	}
 	var matches []*nodeConn
-	if len(id) >= MinPrefix {
+	if len(id) >= minPrefix {
 		for pid, nc := range g.pending {
 			if strings.HasPrefix(pid, id) {
 				matches = append(matches, nc)
@@ -183,9 +203,15 @@ func (g *Gateway) findPending(id string) (*nodeConn, error) {
 }
 
 func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
-	nc, err := g.findPending(id)
+	nc, err := g.findPending(id, MinApprovePrefix)
 	if err != nil {
 		return bridge.NodeView{}, err
+	}
+	// The token goes to the key that was pending (a pending entry is
+	// never replaced by another key), and never rebinds an id paired
+	// under another key.
+	if old := g.reg.get(nc.id); old != nil && old.PublicKey != nodekey.EncodePublicKey(nc.pub) {
+		return bridge.NodeView{}, errPairedOtherKey(nc.id)
 	}
 	tok := newSecret("ehn_")
 	rec := g.newRecord(nc, tok)
@@ -232,7 +258,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 }
 
 func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error) {
-	nc, err := g.findPending(id)
+	nc, err := g.findPending(id, MinPrefix)
 	if err != nil {
 		return bridge.NodeView{}, err
 	}
@@ -240,7 +266,7 @@ func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error
 	_ = nc.conn.Notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
 	nc.conn.Close("pairing rejected by the operator")
 	g.log.Info("node rejected", "node", nc.id)
-	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP}, nil
+	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Fingerprint: nodekey.Fingerprint(nc.pub)}, nil
 }
 
 // remove revokes a node's token at once (written before anything else)
