@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // Version is set at build time with -ldflags "-X …/cli.Version=…".
@@ -99,7 +100,8 @@ func Main(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	// Errors can echo host-supplied text: shown through the one sanitiser.
+	msg := textsafe.Line(strings.ReplaceAll(err.Error(), "\n", " "))
 	fmt.Fprintln(os.Stderr, "exechost:", msg)
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "requires at least") {

@@ -10,17 +10,15 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/nodekey"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // ConnectTimeout bounds how long a new connection may take to send its
@@ -355,22 +353,8 @@ func (g *Gateway) nodeGone(nc *nodeConn, err error) {
 
 // cleanText drops control and format (bidi override, zero-width)
 // characters and invalid UTF-8 from a peer-chosen string and bounds it to
-// max runes.
-func cleanText(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			continue
-		}
-		if n == max {
-			break
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return strings.TrimSpace(b.String())
-}
+// max runes: textsafe's one definition of what a human must not be shown.
+func cleanText(s string, max int) string { return textsafe.Strip(s, max) }
 
 // newNonce returns a connection's challenge: 32 random bytes, hex.
 func newNonce() string {
