@@ -38,7 +38,7 @@ func Describe(p Pending, now time.Time) []Field {
 		fs = append(fs, Field{"canonical", Printable(c)})
 	}
 	if r.RunsAs != "" {
-		fs = append(fs, Field{"runs as", Printable(runsAsText(r.RunsAs))})
+		fs = append(fs, Field{"runs as", Printable(RunsAsText(r.RunsAs))})
 	}
 	for _, x := range r.Executables {
 		fs = append(fs, Field{"starts", Printable(x)})
@@ -68,8 +68,8 @@ func Describe(p Pending, now time.Time) []Field {
 	return fs
 }
 
-// runsAsText explains PromptRequest.RunsAs to a human.
-func runsAsText(how string) string {
+// RunsAsText explains PromptRequest.RunsAs to a human.
+func RunsAsText(how string) string {
 	switch how {
 	case "interpreter":
 		return "interpreter: the tree above runs, and nothing but the executables below may start"

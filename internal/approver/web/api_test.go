@@ -135,7 +135,7 @@ func TestDecideAPI(t *testing.T) {
 		t.Fatalf("pending = %+v, want one prompt", list)
 	}
 	want := pendingView{ID: "abc-123", AgentID: "main", Command: "ls", Ask: "always", Fallback: "askFallback",
-		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []approver.AlwaysLine{}}
+		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []approver.AlwaysLine{}, Starts: []string{}}
 	got := list.Pending[0]
 	got.ReceivedAtMs = 0
 	if d := cmp.Diff(want, got); d != "" {

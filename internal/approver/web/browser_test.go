@@ -161,7 +161,10 @@ func TestBrowserDecisions(t *testing.T) {
 	}
 
 	t.Run("allow once", func(t *testing.T) {
-		ch, _ := f.submit(t, "p-once-1111", promptReq("main", "git status && rg TODO", allChoices...))
+		req := promptReq("main", "git status && rg TODO", allChoices...)
+		req.Canonical, req.RunsAs = "git status && rg TODO\n", "interpreter"
+		req.Executables = []string{"exec /usr/bin/git", "exec /usr/bin/rg"}
+		ch, _ := f.submit(t, "p-once-1111", req)
 		card := `article[data-id="p-once-1111"]`
 		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(card+` button[data-decision="allow-once"]`)))
 		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(card)))
@@ -169,7 +172,8 @@ func TestBrowserDecisions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"agent main", "git status && rg TODO", "agent:main:main", "node (node build-box)",
-			"/home/dev/project", "/usr/bin/git", "/usr/bin/rg", "allowlisted", "not allowlisted", "not in the allowlist", "falls back to deny in "} {
+			"/home/dev/project", "/usr/bin/git", "/usr/bin/rg", "allowlisted", "not allowlisted", "not in the allowlist", "falls back to deny in ",
+			"nothing but the executables below may start", "exec /usr/bin/rg"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("pending card lacks %q:\n%s", want, text)
 			}

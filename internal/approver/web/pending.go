@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/approver"
@@ -36,6 +37,12 @@ type pendingView struct {
 	// AllowAlways is what answering allow-always would add and skip
 	// (approver.AllowAlwaysLines); empty when it is not offered.
 	AllowAlways []approver.AlwaysLine `json:"allowAlways"`
+	// Canonical is the parsed command as it will run (empty when it equals
+	// Command), RunsAs how it runs, Starts each executable with how it
+	// starts: what the approval binds.
+	Canonical string   `json:"canonical"`
+	RunsAs    string   `json:"runsAs"`
+	Starts    []string `json:"starts"`
 }
 
 // pathView is one resolved executable and whether the allowlist already
@@ -83,6 +90,13 @@ func viewPending(p approver.Pending) pendingView {
 		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
 		AllowAlways: approver.AllowAlwaysLines(r),
+		RunsAs:      t(approver.RunsAsText(r.RunsAs)), Starts: []string{},
+	}
+	if c := strings.TrimSuffix(r.Canonical, "\n"); c != strings.TrimSpace(r.Command) {
+		v.Canonical = t(c)
+	}
+	for _, x := range r.Executables {
+		v.Starts = append(v.Starts, t(x))
 	}
 	if v.AllowAlways == nil {
 		v.AllowAlways = []approver.AlwaysLine{}

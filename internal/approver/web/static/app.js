@@ -168,6 +168,14 @@ function renderPending() {
     card.querySelector(".agent").textContent = "agent " + (p.agentId || "(none)");
     card.querySelector(".why").textContent = whyText(p.reason);
     card.querySelector(".cmd").textContent = p.command;
+    // The parsed form the approval binds, when it reads differently.
+    const canon = card.querySelector(".canonical");
+    canon.textContent = p.canonical || "";
+    canon.hidden = !p.canonical;
+    card.querySelector(".canonical-title").hidden = canon.hidden;
+    card.querySelector(".runs-as").textContent = p.runsAs || "—";
+    const starts = card.querySelector(".starts");
+    for (const x of p.starts || []) starts.append(el("li", {}, el("code", {}, x)));
     card.querySelector(".session").textContent = p.sessionKey || "—";
     card.querySelector(".host").textContent = p.host + (p.nodeId ? " (node " + p.nodeId + ")" : "");
     card.querySelector(".cwd").textContent = p.cwd || "—";
