@@ -357,4 +357,3 @@ func lastBytes(s string, n int) string {
 	}
 	return s
 }
-

@@ -78,13 +78,13 @@ func (in Install) cmd(state string, env []string, args ...string) *exec.Cmd {
 
 // Gateway is a running OpenClaw gateway with token auth on loopback.
 type Gateway struct {
-	In       Install
-	Dir      string
-	Port     int
-	Token    string
-	URL      string
-	proc     *testproc.Proc
-	Started  time.Duration // start to listening, for the record
+	In      Install
+	Dir     string
+	Port    int
+	Token   string
+	URL     string
+	proc    *testproc.Proc
+	Started time.Duration // start to listening, for the record
 }
 
 // StartGateway starts a gateway in dir on a free loopback port and waits
