@@ -141,7 +141,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (n *Node) Run(ctx context.Context) error {
 	delay := BackoffInitial
 	for ctx.Err() == nil {
-		conn, hello, err := dial(ctx, n.dialParams(), bridge.Options{OnEvent: n.onEvent})
+		// The read loop starts inside dial, so an invoke can arrive before
+		// dial returns: it waits for s.ready before answering on s.conn.
+		s := &session{ready: make(chan struct{})}
+		conn, hello, err := dial(ctx, n.dialParams(), bridge.Options{OnEvent: func(e string, p json.RawMessage) { n.onEvent(s, e, p) }})
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -168,7 +171,9 @@ func (n *Node) Run(ctx context.Context) error {
 			continue
 		}
 		delay = BackoffInitial
+		s.conn = conn
 		n.connected(conn, hello)
+		close(s.ready)
 		select {
 		case <-conn.Done():
 			n.log.Warn("openclaw gateway connection lost; reconnecting", "err", conn.Err())
@@ -178,6 +183,13 @@ func (n *Node) Run(ctx context.Context) error {
 		n.disconnected(conn)
 	}
 	return nil
+}
+
+// session is one gateway connection as invokes see it: conn is set, and
+// ready closed, once the handshake has finished.
+type session struct {
+	conn  *bridge.Conn
+	ready chan struct{}
 }
 
 func (n *Node) dialParams() dialParams {
@@ -248,7 +260,7 @@ func (n *Node) pairingRequired(err error) {
 }
 
 // onEvent runs on the read loop: it must not block.
-func (n *Node) onEvent(event string, payload json.RawMessage) {
+func (n *Node) onEvent(s *session, event string, payload json.RawMessage) {
 	switch event {
 	case EventInvokeRequest:
 		var req invokeRequest
@@ -256,7 +268,7 @@ func (n *Node) onEvent(event string, payload json.RawMessage) {
 			n.log.Warn("ignoring a malformed node.invoke.request", "err", err)
 			return
 		}
-		n.startInvoke(req)
+		n.startInvoke(s, req)
 	case EventInvokeCancel:
 		var c invokeCancel
 		if json.Unmarshal(payload, &c) == nil {
@@ -265,9 +277,8 @@ func (n *Node) onEvent(event string, payload json.RawMessage) {
 	}
 }
 
-func (n *Node) startInvoke(req invokeRequest) {
+func (n *Node) startInvoke(s *session, req invokeRequest) {
 	n.mu.Lock()
-	c := n.conn
 	if prev := n.active[req.ID]; prev != nil {
 		prev() // a resend replaces the first attempt, as OpenClaw's host does
 	}
@@ -280,12 +291,17 @@ func (n *Node) startInvoke(req invokeRequest) {
 	n.mu.Unlock()
 	go func() {
 		defer cancel()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return
+		}
 		res := n.invoke(ctx, req)
 		n.mu.Lock()
 		delete(n.active, req.ID)
 		n.mu.Unlock()
 		res.ID, res.NodeID = req.ID, req.NodeID
-		n.send(c, MethodInvokeResult, res)
+		n.send(s.conn, MethodInvokeResult, res)
 	}()
 }
 
