@@ -78,6 +78,7 @@ type Node struct {
 	conn    *bridge.Conn
 	active  map[string]context.CancelFunc
 	pairMsg string
+	hinted  bool // the command-surface hint was printed
 }
 
 // New loads (or creates) the device key and returns a node ready to Run.
@@ -213,6 +214,12 @@ func (n *Node) connected(c *bridge.Conn, hello helloOK) {
 	}
 	n.log.Info("connected to OpenClaw gateway", "url", n.opts.GatewayURL, "device", n.id.DeviceID(), "server", hello.Server.Version)
 	fmt.Fprintf(n.opts.Stderr, "exechost: connected to OpenClaw gateway %s as node %s\n", n.opts.GatewayURL, n.id.DeviceID())
+	if !n.hinted {
+		// The gateway withholds a new node's commands until an operator
+		// approves its command surface, and does not tell the node.
+		n.hinted = true
+		fmt.Fprintf(n.opts.Stderr, "exechost: a new node's commands wait for approval on the gateway host: `openclaw nodes pending`, then `openclaw nodes approve <requestId>`\n")
+	}
 	if n.opts.OnConnected != nil {
 		n.opts.OnConnected()
 	}
