@@ -129,6 +129,11 @@ func TestRealGateway(t *testing.T) {
 		if res.ExitCode != 0 || !res.Success || res.Stdout != "hello from exechost\n" {
 			t.Fatalf("result %+v", res)
 		}
+		// The wrapper OpenClaw's exec tool sends on Linux.
+		res, err = h.run([]string{"/bin/sh", "-lc", "echo wrapped"}, 20000)
+		if err != nil || res.Stdout != "wrapped\n" {
+			t.Fatalf("sh -lc: %+v %v", res, err)
+		}
 		res, err = h.run([]string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, 20000)
 		if err != nil {
 			t.Fatal(err)

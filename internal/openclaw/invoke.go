@@ -99,6 +99,7 @@ func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request 
 			req.SessionKey = s
 		}
 	}
+	req.Argv = canonicalArgv(req.Argv)
 	if req.SessionKey == "" {
 		req.SessionKey = sessionKey
 	}
@@ -122,6 +123,18 @@ func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request 
 		}
 	}
 	return req
+}
+
+// canonicalArgv turns the wrapper OpenClaw's exec tool sends on Linux,
+// /bin/sh -lc TEXT, into /bin/sh -c TEXT, which the engine analyses and
+// runs as TEXT. Dropping -l only removes what would run unseen (a login
+// shell sources /etc/profile and ~/.profile before TEXT); it never adds
+// anything. Other argv is left exactly as sent.
+func canonicalArgv(argv []string) []string {
+	if len(argv) == 3 && (argv[0] == "/bin/sh" || argv[0] == "sh") && argv[1] == "-lc" && strings.TrimSpace(argv[2]) != "" {
+		return []string{"/bin/sh", "-c", argv[2]}
+	}
+	return argv
 }
 
 func failure(code, format string, args ...any) invokeResult {
@@ -213,7 +226,7 @@ func (n *Node) prepare(req invokeRequest) invokeResult {
 		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
 	}
 	hreq := p.request(req.SessionKey, req.TimeoutMs)
-	hreq.Argv, hreq.Cwd, hreq.RawCommand = p.Command, str(p.Cwd), str(p.RawCommand)
+	hreq.Argv, hreq.Cwd, hreq.RawCommand = canonicalArgv(p.Command), str(p.Cwd), str(p.RawCommand)
 	plan, err := n.opts.Runner.Plan(hreq)
 	if err != nil {
 		return runFailure(err)

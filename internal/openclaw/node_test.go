@@ -527,6 +527,17 @@ func TestPrepareWithRealEngine(t *testing.T) {
 	if str(out.Plan.Cwd) != dir || out.Plan.CommandText != "echo a && echo b" || str(out.Plan.AgentID) != "main" {
 		t.Errorf("plan %+v", out.Plan)
 	}
+	// The exec tool's Linux wrapper (a login shell) becomes the plain
+	// shell the engine analyses: the plan never carries -l.
+	pj, _ = json.Marshal(map[string]any{"command": []string{"/bin/sh", "-lc", "echo a"}, "rawCommand": "echo a", "cwd": dir})
+	s = string(pj)
+	r = n.prepare(invokeRequest{ParamsJSON: &s})
+	if !r.OK || json.Unmarshal([]byte(*r.PayloadJSON), &out) != nil {
+		t.Fatalf("prepare -lc: %+v", r.Error)
+	}
+	if diff := cmp.Diff([]string{"/bin/sh", "-c", "echo a"}, out.Plan.Argv); diff != "" {
+		t.Errorf("plan argv for sh -lc (-want +got):\n%s", diff)
+	}
 	if out.ExecPolicy != (execPolicy{Security: "allowlist", Ask: "off"}) || out.AllowAlwaysCoverage.Complete {
 		t.Errorf("policy %+v coverage %+v", out.ExecPolicy, out.AllowAlwaysCoverage)
 	}
