@@ -1,3 +1,5 @@
+//go:build linux
+
 package openclaw_test
 
 import (
@@ -34,7 +36,7 @@ const (
 const approvalsFile = `{
   "version": 1,
   "defaults": {"security": "allowlist", "ask": "off", "askFallback": "deny"},
-  "agents": {"*": {"allowlist": [
+  "agents": {"asker": {"ask": "on-miss", "askFallback": "deny"}, "*": {"allowlist": [
     {"pattern": "/bin/echo"}, {"pattern": "/usr/bin/echo"},
     {"pattern": "/bin/sleep"}, {"pattern": "/usr/bin/sleep"}
   ]}}
@@ -152,6 +154,19 @@ func TestRealGateway(t *testing.T) {
 		_, err = h.run([]string{"/bin/sh", "-c", "echo $(id -u)"}, 20000)
 		if err == nil || !strings.Contains(err.Error(), "SYSTEM_RUN_DENIED") {
 			t.Fatalf("want SYSTEM_RUN_DENIED for a command substitution, got %v", err)
+		}
+	})
+
+	t.Run("ask with no approver reachable applies askFallback", func(t *testing.T) {
+		// Agent "asker" asks on a miss; no `exechost approver` runs on the
+		// node, so its askFallback (deny) decides, and says so.
+		_, err := h.runAs("asker", []string{"/usr/bin/id", "-u"}, 20000)
+		if err == nil || !strings.Contains(err.Error(), "SYSTEM_RUN_DENIED") {
+			t.Fatalf("want SYSTEM_RUN_DENIED from askFallback, got %v", err)
+		}
+		data, err := os.ReadFile(filepath.Join(nodeDir, "audit.jsonl"))
+		if err != nil || !strings.Contains(string(data), "hello from exechost") || !strings.Contains(string(data), "/usr/bin/id") {
+			t.Fatalf("audit log lacks the runs and the denial (err %v):\n%s", err, lastBytes(string(data), 3000))
 		}
 	})
 
@@ -299,7 +314,15 @@ type runResult struct {
 // run calls the gateway's node.invoke with system.run, as OpenClaw's exec
 // tool does.
 func (h *harness) run(argv []string, timeoutMs int64) (runResult, error) {
+	return h.runAs("", argv, timeoutMs)
+}
+
+func (h *harness) runAs(agent string, argv []string, timeoutMs int64) (runResult, error) {
 	var res runResult
+	params := map[string]any{"command": argv, "timeoutMs": timeoutMs, "sessionKey": "agent:main:main"}
+	if agent != "" {
+		params["agentId"] = agent
+	}
 	var out struct {
 		OK          bool            `json:"ok"`
 		Payload     json.RawMessage `json:"payload"`
@@ -307,7 +330,7 @@ func (h *harness) run(argv []string, timeoutMs int64) (runResult, error) {
 	}
 	err := h.call("node.invoke", map[string]any{
 		"nodeId": h.devID, "command": "system.run",
-		"params":         map[string]any{"command": argv, "timeoutMs": timeoutMs, "sessionKey": "agent:main:main"},
+		"params":         params,
 		"timeoutMs":      timeoutMs + 30000,
 		"idempotencyKey": uuid.NewString(),
 	}, &out)

@@ -76,7 +76,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	conn    *bridge.Conn
-	active  map[string]context.CancelFunc
+	active  map[string]*activeInvoke
 	pairMsg string
 	hinted  bool // the command-surface hint was printed
 }
@@ -118,7 +118,7 @@ func New(opts Options) (*Node, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]context.CancelFunc{}}, nil
+	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]*activeInvoke{}}, nil
 }
 
 // DeviceID is the id OpenClaw knows this node by (hex SHA-256 of its
@@ -186,6 +186,9 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
+// activeInvoke is one command in flight, cancellable by node.invoke.cancel.
+type activeInvoke struct{ cancel context.CancelFunc }
+
 // session is one gateway connection as invokes see it: conn is set, and
 // ready closed, once the handshake has finished.
 type session struct {
@@ -233,8 +236,8 @@ func (n *Node) disconnected(c *bridge.Conn) {
 	if n.conn == c {
 		n.conn = nil
 	}
-	for id, cancel := range n.active {
-		cancel()
+	for id, a := range n.active {
+		a.cancel()
 		delete(n.active, id)
 	}
 }
@@ -287,14 +290,15 @@ func (n *Node) onEvent(s *session, event string, payload json.RawMessage) {
 func (n *Node) startInvoke(s *session, req invokeRequest) {
 	n.mu.Lock()
 	if prev := n.active[req.ID]; prev != nil {
-		prev() // a resend replaces the first attempt, as OpenClaw's host does
+		prev.cancel() // a resend replaces the first attempt, as OpenClaw's host does
 	}
 	bound := noTimeoutBound
 	if req.TimeoutMs > 0 {
 		bound = time.Duration(req.TimeoutMs)*time.Millisecond + invokeMargin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	n.active[req.ID] = cancel
+	me := &activeInvoke{cancel: cancel}
+	n.active[req.ID] = me
 	n.mu.Unlock()
 	go func() {
 		defer cancel()
@@ -305,7 +309,9 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 		}
 		res := n.invoke(ctx, req)
 		n.mu.Lock()
-		delete(n.active, req.ID)
+		if n.active[req.ID] == me {
+			delete(n.active, req.ID)
+		}
 		n.mu.Unlock()
 		res.ID, res.NodeID = req.ID, req.NodeID
 		n.send(s.conn, MethodInvokeResult, res)
@@ -314,11 +320,11 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 
 func (n *Node) cancelInvoke(id string) {
 	n.mu.Lock()
-	cancel := n.active[id]
+	a := n.active[id]
 	n.mu.Unlock()
-	if cancel != nil {
+	if a != nil {
 		n.log.Info("node.invoke.cancel: ending the command", "invoke", id)
-		cancel()
+		a.cancel()
 	}
 }
 
