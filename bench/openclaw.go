@@ -59,6 +59,7 @@ func runOpenClawBench(quick bool, out string) error {
 	if err != nil {
 		return err
 	}
+	load0 := loadavg()
 	tmp, err := os.MkdirTemp("", "exechost-bench-openclaw-")
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func runOpenClawBench(quick bool, out string) error {
 	}
 	ex.rssAfter, oc.rssAfter = groupRSS(ex.proc.Cmd.Process.Pid, false), groupRSS(oc.proc.Cmd.Process.Pid, true)
 
-	md := openclawMarkdown(ex, oc, runs+warm, gw, quick)
+	md := openclawMarkdown(ex, oc, runs+warm, gw, quick) + fmt.Sprintf("\nLoad average (1 min) %s at the start of the run, %s at the end: both columns share it.\n", load0, loadavg())
 	fmt.Println(md)
 	if out == "" {
 		return nil
@@ -373,4 +374,17 @@ func lastN(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// loadavg is the 1-minute load average, so a reader can tell a quiet run
+// from one on a shared, busy machine.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
