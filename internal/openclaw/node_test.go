@@ -600,3 +600,33 @@ func FuzzRunParams(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHandshakeFrame feeds arbitrary gateway frames through the handshake
+// decoding and the refusal classification: no panic, and a refusal is
+// never classified as two things at once.
+func FuzzHandshakeFrame(f *testing.F) {
+	f.Add(`{"type":"res","id":"connect-1","ok":false,"error":{"code":"NOT_PAIRED","message":"pairing required","details":{"code":"PAIRING_REQUIRED","requestId":"r"}}}`)
+	f.Add(`{"type":"res","ok":false,"error":{"code":"INVALID_REQUEST","message":"protocol mismatch","details":{"code":7}}}`)
+	f.Add(`{"type":"event","event":"connect.challenge","payload":{"nonce":"n","ts":1.5}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var fr rawFrame
+		if json.Unmarshal([]byte(s), &fr) != nil {
+			return
+		}
+		var ch challenge
+		_ = json.Unmarshal(fr.Payload, &ch)
+		if fr.Error == nil {
+			return
+		}
+		_ = fr.Error.Error()
+		n := 0
+		for _, e := range []error{ErrPairingRequired, ErrProtocolMismatch, ErrAuth} {
+			if errors.Is(fr.Error, e) {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("%s classified %d ways", s, n)
+		}
+	})
+}
