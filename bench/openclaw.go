@@ -71,7 +71,7 @@ func runOpenClawBench(quick bool, out string) error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "== starting a real OpenClaw gateway (token auth, loopback)")
-	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"))
+	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"), "loopback")
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,10 @@ func TestRealGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"))
+	// Bound to all interfaces so that one subtest can connect from a
+	// non-loopback address, which OpenClaw pairs only with an operator's
+	// approval; everything else uses loopback. Token auth throughout.
+	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"), "lan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,6 +227,52 @@ func TestRealGateway(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 		waitGone(t, "sleep "+marker)
+	})
+
+	t.Run("pairing required until an operator approves", func(t *testing.T) {
+		lan := octest.LANAddr()
+		if lan == "" {
+			t.Skip("no non-loopback IPv4 address on this machine: OpenClaw pairs loopback nodes by itself, so pairing-required cannot be provoked")
+		}
+		dir := filepath.Join(tmp, "remote-node")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(approvalsFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		url := fmt.Sprintf("ws://%s:%d", lan, gw.Port)
+		p, err := testproc.Start([]string{bin, "--state-dir", dir, "node", "run", "--openclaw", url,
+			"--openclaw-token", gw.Token, "--display-name", "exechost-remote"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Stop(10 * time.Second)
+		// The node prints what the operator must run, with the request id.
+		var reqID string
+		deadline := time.Now().Add(waitNode)
+		for reqID == "" {
+			out := p.Out.String()
+			if i := strings.Index(out, "openclaw devices approve "); i >= 0 {
+				if f := strings.Fields(out[i+len("openclaw devices approve "):]); len(f) > 0 {
+					reqID = f[0]
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no pairing hint from the node:\n%s", out)
+			}
+			time.Sleep(pollPeriod)
+		}
+		if err := h.call("device.pair.approve", map[string]any{"requestId": reqID}, nil); err != nil {
+			t.Fatalf("device.pair.approve %s: %v\n%s", reqID, err, p.Out.String())
+		}
+		remote := &harness{t: t, gw: gw, op: h.op, name: "exechost-remote"}
+		n := remote.waitNode(true)
+		remote.devID = n.NodeID
+		res, err := remote.run([]string{"echo", "paired"}, 20000)
+		if err != nil || res.Stdout != "paired\n" {
+			t.Fatalf("remote node after pairing: %+v %v\n%s", res, err, p.Out.String())
+		}
 	})
 
 	t.Run("reconnects after the gateway restarts", func(t *testing.T) {

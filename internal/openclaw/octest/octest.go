@@ -85,20 +85,27 @@ type Gateway struct {
 	Port    int
 	Token   string
 	URL     string
+	// Bind is OpenClaw's --bind mode: "loopback" (default) or "lan"
+	// (all interfaces: connections from a non-loopback address must be
+	// paired by an operator, as a remote node's are).
+	Bind    string
 	proc    *testproc.Proc
 	Started time.Duration // start to listening, for the record
 }
 
-// StartGateway starts a gateway in dir on a free loopback port and waits
-// until it accepts connections.
-func StartGateway(in Install, dir string) (*Gateway, error) {
+// StartGateway starts a gateway in dir on a free port, bound as bind says
+// ("" is loopback), and waits until it accepts connections on loopback.
+func StartGateway(in Install, dir, bind string) (*Gateway, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
+	if bind == "" {
+		bind = "loopback"
+	}
 	tok := make([]byte, 16)
 	_, _ = rand.Read(tok)
-	g := &Gateway{In: in, Dir: dir, Port: port, Token: hex.EncodeToString(tok)}
+	g := &Gateway{In: in, Dir: dir, Port: port, Token: hex.EncodeToString(tok), Bind: bind}
 	g.URL = "ws://127.0.0.1:" + strconv.Itoa(port)
 	return g, g.Start()
 }
@@ -113,7 +120,7 @@ func (g *Gateway) Start() error {
 	var errs []error
 	for range startAttempts {
 		c := g.In.cmd(g.Dir, nil, "gateway", "run", "--allow-unconfigured", "--auth", "token", "--token", g.Token,
-			"--bind", "loopback", "--port", strconv.Itoa(g.Port))
+			"--bind", g.Bind, "--port", strconv.Itoa(g.Port))
 		t0 := time.Now()
 		p, err := testproc.StartCmd(c)
 		if err != nil {
@@ -183,6 +190,20 @@ func stopGroup(p *testproc.Proc) {
 
 // errExited is WaitListening's error for a process that ended first.
 var errExited = errors.New("exited before listening")
+
+// LANAddr returns this machine's first non-loopback IPv4 address, or "".
+func LANAddr() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			return ip.IP.String()
+		}
+	}
+	return ""
+}
 
 // FreePort returns a loopback port nobody listens on right now.
 func FreePort() (int, error) {
