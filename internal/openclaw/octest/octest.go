@@ -80,11 +80,11 @@ func (in Install) cmd(state string, env []string, args ...string) *exec.Cmd {
 
 // Gateway is a running OpenClaw gateway with token auth on loopback.
 type Gateway struct {
-	In      Install
-	Dir     string
-	Port    int
-	Token   string
-	URL     string
+	In    Install
+	Dir   string
+	Port  int
+	Token string
+	URL   string
 	// Bind is OpenClaw's --bind mode: "loopback" (default) or "lan"
 	// (all interfaces: connections from a non-loopback address must be
 	// paired by an operator, as a remote node's are).
