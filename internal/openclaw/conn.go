@@ -97,7 +97,6 @@ type dialParams struct {
 	Version     string
 	GOOS        string
 	PathEnv     string
-	Now         func() time.Time
 }
 
 // dial opens the WebSocket, answers the challenge with a signed connect,

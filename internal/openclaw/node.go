@@ -62,8 +62,6 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter scales a backoff delay; tests inject it (default up to +25%).
 	Jitter func(d time.Duration) time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 	// OnConnected is called after every hello-ok (tests, readiness).
 	OnConnected func()
 }
@@ -114,9 +112,6 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func(d time.Duration) time.Duration { return d + rand.N(d/4+1) }
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]*activeInvoke{}}, nil
 }
@@ -201,7 +196,7 @@ func (n *Node) dialParams() dialParams {
 		URL: n.opts.GatewayURL, Token: n.opts.Token, Identity: n.id,
 		Role: RoleNode, ClientID: ClientID, ClientMode: ClientMode, Caps: Caps, Commands: Commands,
 		DisplayName: n.opts.DisplayName, InstanceID: n.opts.InstanceID,
-		Version: n.opts.Version, GOOS: runtime.GOOS, PathEnv: os.Getenv("PATH"), Now: n.opts.Now,
+		Version: n.opts.Version, GOOS: runtime.GOOS, PathEnv: os.Getenv("PATH"),
 	}
 }
 
