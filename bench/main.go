@@ -56,8 +56,16 @@ func main() {
 		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,micro,startup,scale")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
 		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
+		ocBench = flag.Bool("openclaw", false, "only the OpenClaw comparison (bench/openclaw.go): exechost vs OpenClaw's node host behind a real OpenClaw gateway")
 	)
 	flag.Parse()
+	if *ocBench {
+		if err := runOpenClawBench(*quick, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	b := &bench{quick: *quick, nodes: *nodes, alwaysProfile: *prof}
 	if b.nodes == 0 {
 		b.nodes = 10_000

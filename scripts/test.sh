@@ -34,6 +34,7 @@ provision() {
 	if [ -x scripts/provision-docker.sh ]; then
 		scripts/provision-docker.sh || echo "WARNING: could not start dockerd; Docker tests will skip (and fail under CI=true)"
 	fi
+	scripts/provision-openclaw.sh || echo "WARNING: could not install OpenClaw; its tests will skip (and fail under CI=true)"
 }
 
 [ "${SKIP_PROVISION:-}" = 1 ] || provision

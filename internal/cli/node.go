@@ -22,6 +22,7 @@ type nodeRunFlags struct {
 	execHost, execFallback                 string     // approver_exec.go
 	route                                  routeFlags // approvals_route.go
 	log                                    logFlags
+	openclaw                               openclawFlags // node_openclaw.go
 }
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -46,6 +47,9 @@ stops when its pairing is rejected or its token revoked.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if f.openclaw.url != "" {
+				return g.runOpenClawNode(ctx, f)
+			}
 			return g.runNode(ctx, f, nil)
 		},
 	}
@@ -57,6 +61,7 @@ stops when its pairing is rejected or its token revoked.`,
 	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: local (run here) or deny")
 	f.route.add(run)
 	f.log.add(run)
+	f.openclaw.add(run)
 	cmd.AddCommand(run)
 	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
 	return cmd
