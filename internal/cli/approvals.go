@@ -198,7 +198,7 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "file", "", "the new exec-approvals.json")
 	cmd.Flags().StringVar(&node, "node", "", "set a paired node's approvals (through the gateway)")
-	cmd.Flags().StringVar(&baseHash, "base-hash", "", "refuse the write unless the file still has this hash (from `approvals get --json`): no concurrent edit is lost")
+	cmd.Flags().StringVar(&baseHash, "base-hash", "", "refuse the write unless the file still has this `HASH` (from \"approvals get --json\"): no concurrent edit is lost")
 	cmd.Flags().StringVar(&gateway, "gateway", DefaultGateway, "gateway URL (with --node)")
 	return cmd
 }

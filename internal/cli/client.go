@@ -64,7 +64,14 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 		Client: bridge.ClientInfo{Name: "exechost-cli", Version: Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
 	}, pinnedDialOptions(os.Getenv(EnvTLSFingerprint)), bridge.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("connect to gateway %s: %w", url, err)
+		// bridge.Dial's errors already name the URL. A refused
+		// handshake (bad token, bad frame) is a failure; anything
+		// else means nothing usable answered there.
+		var be *bridge.Error
+		if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) {
+			return nil, err
+		}
+		return nil, withCode(ExitUnavailable, err)
 	}
 	return c, nil
 }
@@ -78,7 +85,7 @@ func (g *globals) call(ctx context.Context, url, method string, params, out any)
 	defer c.Close("done")
 	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
 	defer cancel()
-	return c.Call(cctx, method, params, out)
+	return wireError(c.Call(cctx, method, params, out))
 }
 
 // pinnedDialOptions returns dial options that accept exactly the

@@ -1,6 +1,6 @@
 // Package cli implements the exechost command line. Each subcommand lives in
 // its own file; this file holds the root command, the flags every command
-// shares and the exit-code conventions (0 ok, 1 failure, 2 usage).
+// shares and the exit-code contract (exitcode.go, docs/cli.md).
 package cli
 
 import (
@@ -22,28 +22,14 @@ var Version = "dev"
 // DefaultGateway is the gateway URL client commands use without --gateway.
 const DefaultGateway = "ws://127.0.0.1:18789"
 
-// usageError marks errors that exit with status 2.
-type usageError struct{ err error }
-
-func (u usageError) Error() string { return u.err.Error() }
-func (u usageError) Unwrap() error { return u.err }
-
-// usagef returns an error that makes the command exit with status 2.
-func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
-}
-
-// exitError carries a specific exit status (for `exechost run`, which exits
-// with the command's own code) without printing anything more.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
 // globals are the flags every command takes.
 type globals struct {
 	stateDir string
 	stdout   io.Writer
 	stderr   io.Writer
+	// onWebURL, when set, is told the approver web UI's full URL (with
+	// its secret) once it serves; `exechost up` prints it.
+	onWebURL func(url string)
 }
 
 // dir returns the resolved state directory (not created).
@@ -78,6 +64,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(stdout, "exechost", Version) },
 	})
+	typeUsageErrors(root)
 	return root
 }
 
@@ -87,23 +74,23 @@ var commands []func(*globals) *cobra.Command
 
 func register(mk func(*globals) *cobra.Command) { commands = append(commands, mk) }
 
-// Main runs the CLI and returns the process exit status.
+// Main runs the CLI and returns the process exit status (see ExitCode).
 func Main(args []string) int {
-	root := NewRoot(os.Stdout, os.Stderr)
+	return run(args, os.Stdout, os.Stderr)
+}
+
+// run is Main with its streams, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
-		return 0
+		return ExitOK
 	}
 	var ee exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	if !errors.As(err, &ee) {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		fmt.Fprintln(stderr, "exechost:", msg)
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fmt.Fprintln(os.Stderr, "exechost:", msg)
-	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "requires at least") {
-		return 2
-	}
-	return 1
+	return ExitCode(err)
 }

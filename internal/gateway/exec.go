@@ -97,7 +97,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 			policy.ErrDisabled, securitySource(param, sessL, agentL, globalL))
 		g.enqueueLifecycle(key, where, host.EventDenied, host.Event{RunID: r.id, Reason: why})
 		g.opts.Metrics.ObserveExec(string(eff.Host), string(policy.DenyRun), metrics.OutcomeDenied, 0)
-		return bridge.ExecResult{}, &bridge.Error{Code: bridge.CodeDenied, Message: why}
+		return bridge.ExecResult{}, &bridge.Error{Code: bridge.CodeDenied, Message: why, Denial: g.configDenial(securitySource(param, sessL, agentL, globalL))}
 	}
 	g.addRun(r)
 	// Every run has a deadline: the command's timeout plus room for a
@@ -111,6 +111,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	do := func() {
 		defer cancel()
 		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
+		err = g.explainDenial(runCtx, nc, eff, p, err) // denial.go
 		g.finishRun(r, res, err)
 	}
 	if p.YieldMs <= 0 {
