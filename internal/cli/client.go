@@ -150,7 +150,7 @@ func (g *globals) remoteApprovalsGet(ctx context.Context, url, node string, asJS
 	defer cancel()
 	res, err := NodeApprovalsGet(cctx, c, node)
 	if err != nil {
-		return fmt.Errorf("get approvals of node %s: %w", node, err)
+		return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
 	}
 	f, err := approvals.Parse(node+":"+res.Path, res.File)
 	if err != nil {
@@ -194,14 +194,56 @@ func (g *globals) remoteApprovalsSetBase(ctx context.Context, url, node string, 
 	if baseHash == "" {
 		cur, err := NodeApprovalsGet(cctx, c, node)
 		if err != nil {
-			return fmt.Errorf("get approvals of node %s: %w", node, err)
+			return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
 		}
 		baseHash = cur.Hash
 	}
 	res, err := NodeApprovalsSet(cctx, c, node, data, baseHash)
 	if err != nil {
-		return err
+		return wireError(err)
 	}
 	fmt.Fprintf(g.stdout, "wrote %s on node %s (hash %s)\n", res.Path, node, res.Hash)
 	return nil
+}
+
+// remoteEditAttempts bounds how often remoteApprovalsEdit rereads and
+// reapplies its edit when the node's file changed in between.
+const remoteEditAttempts = 3
+
+// remoteApprovalsEdit applies edit to a paired node's exec-approvals.json
+// through the gateway: read, edit, write with the read's hash as base. A
+// concurrent change makes the write stale; the edit is then reapplied to
+// the fresh file, so nobody's change is lost.
+func (g *globals) remoteApprovalsEdit(ctx context.Context, url, node string, edit func(*approvals.File) error) error {
+	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
+	if err != nil {
+		return err
+	}
+	defer c.Close("done")
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 2*(clientTimeout+gateway.InvokeMargin))
+		err := func() error {
+			defer cancel()
+			cur, err := NodeApprovalsGet(cctx, c, node)
+			if err != nil {
+				return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
+			}
+			f, err := approvals.Parse(node+":"+cur.Path, cur.File)
+			if err != nil {
+				return err
+			}
+			if err := edit(f); err != nil {
+				return err
+			}
+			data, err := f.Marshal()
+			if err != nil {
+				return fmt.Errorf("encode approvals: %w", err)
+			}
+			_, err = NodeApprovalsSet(cctx, c, node, data, cur.Hash)
+			return err
+		}()
+		if !errors.Is(err, ErrStaleApprovals) || attempt == remoteEditAttempts {
+			return wireError(err)
+		}
+	}
 }
