@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/exechost/exechost/internal/state"
 )
@@ -19,8 +20,32 @@ import (
 // Version is set at build time with -ldflags "-X …/cli.Version=…".
 var Version = "dev"
 
-// DefaultGateway is the gateway URL client commands use without --gateway.
+// DefaultGateway is the gateway URL client commands use without --gateway
+// (and without $EXECHOST_GATEWAY).
 const DefaultGateway = "ws://127.0.0.1:18789"
+
+// EnvGateway, when set, replaces DefaultGateway as the default of every
+// --gateway flag, and `exechost up` listens there: a shell (or an MCP
+// client config) can point every command at one gateway at once.
+const EnvGateway = "EXECHOST_GATEWAY"
+
+// applyGatewayEnv makes $EXECHOST_GATEWAY the default of every --gateway
+// flag that defaults to DefaultGateway, in one place for all commands.
+func applyGatewayEnv(c *cobra.Command) {
+	env := os.Getenv(EnvGateway)
+	if env == "" {
+		return
+	}
+	for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+		if f := fs.Lookup("gateway"); f != nil && f.DefValue == DefaultGateway {
+			_ = f.Value.Set(env)
+			f.DefValue = env
+		}
+	}
+	for _, sub := range c.Commands() {
+		applyGatewayEnv(sub)
+	}
+}
 
 // globals are the flags every command takes.
 type globals struct {
@@ -65,6 +90,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(stdout, "exechost", Version) },
 	})
 	typeUsageErrors(root)
+	applyGatewayEnv(root)
 	return root
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -57,7 +58,7 @@ approved. Ctrl-C stops everything.`,
 			return g.runUp(ctx, cmd, listen, web, noApprover, lf)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", config.DefaultListen, "gateway listen address (loopback)")
+	cmd.Flags().StringVar(&listen, "listen", upListenDefault(), "gateway listen address (loopback; default from $"+EnvGateway+" when set)")
 	cmd.Flags().StringVar(&web, "web", "127.0.0.1:18790", "approver web UI address (loopback)")
 	cmd.Flags().BoolVar(&noApprover, "no-approver", false, "do not start the approver (askFallback decides)")
 	cmd.Flags().StringVar(&lf.format, "log-format", "text", "log format: text or json")
@@ -80,6 +81,16 @@ const (
 // until the node is connected, and prints the summary. It is idempotent
 // on a state directory: the node paired on the first run (node.json) is
 // reused and simply reconnects on every later one.
+// upListenDefault is where `up` listens by default: the host:port of
+// $EXECHOST_GATEWAY when it names a ws:// URL (so every client command's
+// default finds it), else config.DefaultListen.
+func upListenDefault() string {
+	if u, err := neturl.Parse(os.Getenv(EnvGateway)); err == nil && u.Scheme == "ws" && u.Host != "" {
+		return u.Host
+	}
+	return config.DefaultListen
+}
+
 func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web string, noApprover bool, lf logFlags) error {
 	dir, err := g.dir()
 	if err != nil {

@@ -1,15 +1,27 @@
 package e2e
 
 import (
+	"errors"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // TestScripts runs the CLI flows in testdata/script against the built
-// binary: usage errors, hints and config errors as users see them.
+// binary: usage errors, hints, config errors, the exit-code contract
+// (exit_codes.txtar, the table of docs/cli.md) and the README's tour
+// against a real `exechost up` (readme_tour.txtar).
+//
+// Every script gets its own state directory and a free loopback port in
+// $EXECHOST_GATEWAY, which every --gateway flag defaults to and `up`
+// listens on, so the tour's commands run as written.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
@@ -17,7 +29,91 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("OPENCLAW_STATE_DIR", filepath.Join(env.WorkDir, "state"))
 			env.Setenv("EXECHOST_GATEWAY_TOKEN", "")
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			env.Setenv("EXECHOST_GATEWAY", "ws://127.0.0.1:"+port)
 			return nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exits":      cmdExits,
+			"waitnode":   cmdWaitNode,
+			"stdout2env": cmdStdoutToEnv,
+		},
 	})
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	return port, err
+}
+
+// cmdExits is `exits N PROGRAM ARGS…`: run the program and fail unless it
+// exits with exactly status N. Its stdout and stderr are kept for the
+// script's stdout/stderr checks, as with exec.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: bad status %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("exits: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// waitNodeLimit bounds waitnode. It is a deadline, not a timing assertion.
+const waitNodeLimit = 60 * time.Second
+
+// cmdWaitNode is `waitnode NAME`: wait until `exechost nodes list` (at
+// $EXECHOST_GATEWAY) shows a connected node whose line contains NAME.
+func cmdWaitNode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitnode NAME")
+	}
+	deadline := time.Now().Add(waitNodeLimit)
+	for {
+		if ts.Exec(bin, "nodes", "list") == nil {
+			for line := range strings.SplitSeq(ts.ReadFile("stdout"), "\n") {
+				if strings.Contains(line, args[0]) && strings.Contains(line, " connected ") {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no connected node %q after %s", args[0], waitNodeLimit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cmdStdoutToEnv is `stdout2env NAME`: set $NAME to the last command's
+// stdout, trimmed (a script has no command substitution).
+func cmdStdoutToEnv(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: stdout2env NAME")
+	}
+	v := strings.TrimSpace(ts.ReadFile("stdout"))
+	if v == "" {
+		ts.Fatalf("stdout2env %s: the last stdout is empty", args[0])
+	}
+	ts.Setenv(args[0], v)
 }
