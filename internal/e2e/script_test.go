@@ -29,6 +29,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("OPENCLAW_STATE_DIR", filepath.Join(env.WorkDir, "state"))
 			env.Setenv("EXECHOST_GATEWAY_TOKEN", "")
+			// A real home: a node runs commands there by default.
+			home := filepath.Join(env.WorkDir, "home")
+			if err := os.Mkdir(home, 0o700); err != nil {
+				return err
+			}
+			env.Setenv("HOME", home)
 			port, err := freePort()
 			if err != nil {
 				return err
