@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rogpeppe/go-internal/txtar"
 )
 
 // TestScripts runs the CLI flows in testdata/script against the built
@@ -122,4 +123,99 @@ func cmdStdoutToEnv(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("stdout2env %s: the last stdout is empty", args[0])
 	}
 	ts.Setenv(args[0], v)
+}
+
+// tourSubstitutions are the README tour's placeholders and what
+// readme_tour.txtar runs in their place.
+var tourSubstitutions = strings.NewReplacer("ws://GW:18789", "$EXECHOST_GATEWAY", "--join-key K", "--join-key $K")
+
+// TestReadmeTourInSync keeps readme_tour.txtar honest: every command of
+// the README's tour is run there as written (after tourSubstitutions; a
+// script line may add arguments or `&`), marked `# skipped: …`, or, for
+// an `echo '…' > F` line, present as file F with that content.
+func TestReadmeTourInSync(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tour, ok := strings.Cut(string(readme), "## A short tour")
+	if !ok {
+		t.Fatal("README has no \"## A short tour\" section")
+	}
+	_, tour, ok = strings.Cut(tour, "```sh\n")
+	if !ok {
+		t.Fatal("the tour has no ```sh block")
+	}
+	tour, _, _ = strings.Cut(tour, "```")
+	ar, err := txtarFile("testdata/script/readme_tour.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.SplitSeq(ar.script, "\n") {
+		lines = append(lines, strings.Join(strings.Fields(line), " "))
+	}
+	n := 0
+	for raw := range strings.SplitSeq(tour, "\n") {
+		line := strings.TrimSpace(raw)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.Index(line, "  #"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		line = strings.Join(strings.Fields(tourSubstitutions.Replace(line)), " ")
+		n++
+		if content, file, ok := echoToFile(line); ok {
+			if got, found := ar.files[file]; !found || strings.TrimSpace(got) != content {
+				t.Errorf("tour line %q: readme_tour.txtar needs file %s with that content", line, file)
+			}
+			continue
+		}
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, "exec "+line) || strings.HasPrefix(l, "! exec "+line) || l == "# skipped: "+line {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("tour line %q is not run by readme_tour.txtar", line)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found only %d tour commands; is the README parsed right?", n)
+	}
+}
+
+// echoToFile recognises `echo 'CONTENT' > FILE`.
+func echoToFile(line string) (content, file string, ok bool) {
+	rest, ok := strings.CutPrefix(line, "echo '")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndex(rest, "' > ")
+	if i < 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+len("' > "):], true
+}
+
+// tourArchive is a txtar file's script and files.
+type tourArchive struct {
+	script string
+	files  map[string]string
+}
+
+// txtarFile reads a txtar archive (the script, then "-- name --" files).
+func txtarFile(path string) (tourArchive, error) {
+	ar, err := txtar.ParseFile(path)
+	if err != nil {
+		return tourArchive{}, err
+	}
+	a := tourArchive{script: string(ar.Comment), files: map[string]string{}}
+	for _, f := range ar.Files {
+		a.files[f.Name] = string(f.Data)
+	}
+	return a, nil
 }
