@@ -360,7 +360,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent id (default: only \"*\" and defaults apply)")
+	cmd.Flags().StringVar(&agent, "agent", defaultAgent, "agent `ID` whose policy applies (as for exec, run and mcp)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory for resolving ./names (default: the current directory)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

@@ -24,6 +24,11 @@ var Version = "dev"
 // (and without $EXECHOST_GATEWAY).
 const DefaultGateway = "ws://127.0.0.1:18789"
 
+// defaultAgent is the agent every command that acts or decides for an
+// agent (exec, mcp, run, approvals check) uses without --agent: the
+// gateway's default, so a local check predicts what an agent's exec does.
+const defaultAgent = "main"
+
 // EnvGateway, when set, replaces DefaultGateway as the default of every
 // --gateway flag, and `exechost up` listens there: a shell (or an MCP
 // client config) can point every command at one gateway at once.

@@ -45,7 +45,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			return g.failJSON(err)
 		},
 	}
-	cmd.Flags().StringVar(&f.agent, "agent", "", "agent `ID` whose approvals apply (default: only \"*\" and defaults)")
+	cmd.Flags().StringVar(&f.agent, "agent", defaultAgent, "agent `ID` whose approvals apply (as for exec and mcp)")
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working `DIR` (default: the current directory)")
 	cmd.Flags().StringVar(&f.security, "security", "", "request a stricter security (`deny|allowlist|full`); the host's own file still applies")
 	cmd.Flags().StringVar(&f.ask, "ask", "", "request more asking (`off|on-miss|always`)")
