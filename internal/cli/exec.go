@@ -244,7 +244,7 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		fmt.Fprint(g.stdout, res.Stdout)
 		fmt.Fprint(g.stderr, res.Stderr)
 		if res.Truncated {
-			g.truncationNote()
+			g.truncationNote(res.DroppedBytes)
 		}
 		if res.TimedOut {
 			fmt.Fprintf(g.stderr, "exechost: command timed out; its process group was killed\n")

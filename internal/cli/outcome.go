@@ -105,7 +105,12 @@ func (g *globals) denied(msg string, d *bridge.Denial) error {
 }
 
 // truncationNote is printed on stderr when output was capped, so a reader
-// of stdout alone is not the only one who can tell.
-func (g *globals) truncationNote() {
-	fmt.Fprintf(g.stderr, "exechost: output truncated: stdout and stderr together are capped at %d bytes; the rest was dropped (hint: write large output to a file on the host and read it in parts)\n", runner.MaxOutput)
+// of stdout alone is not the only one who can tell. dropped is 0 when the
+// execution host did not say (a sandbox backend, an older node).
+func (g *globals) truncationNote(dropped int64) {
+	how := "the rest was dropped"
+	if dropped > 0 {
+		how = fmt.Sprintf("%d more bytes were dropped", dropped)
+	}
+	fmt.Fprintf(g.stderr, "exechost: output truncated: stdout and stderr together are capped at %d bytes; %s (hint: write large output to a file on the host and read it in parts)\n", runner.MaxOutput, how)
 }

@@ -125,7 +125,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 	if f.asJSON {
 		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{
 			Status: bridge.ExecCompleted, Host: "local", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Success: res.Success,
-			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Error: res.Error,
+			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, DroppedBytes: res.DroppedBytes, Error: res.Error,
 		}}
 		if err := g.printJSON(out); err != nil {
 			return err
@@ -134,7 +134,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		fmt.Fprint(g.stdout, res.Stdout)
 		fmt.Fprint(g.stderr, res.Stderr)
 		if res.Truncated {
-			g.truncationNote()
+			g.truncationNote(res.DroppedBytes)
 		}
 		if res.TimedOut {
 			fmt.Fprintf(g.stderr, "exechost: timed out; its process group was killed\n")

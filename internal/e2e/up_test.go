@@ -216,6 +216,22 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 		t.Errorf("construct denial object: %v", obj)
 	}
 
+	// Events: a call prints its own, not those of earlier calls, unless
+	// --events all. A deny the gateway decides (a requested
+	// security=deny) queues its "Exec denied" event before answering.
+	if r := ex("--security", "deny", three); r.code != 126 {
+		t.Fatalf("requested security=deny: %s", r)
+	}
+	if r := ex(three); r.code != 3 || strings.Contains(r.stderr, "Exec denied") {
+		t.Errorf("another call's event printed by default:\n%s", r)
+	}
+	if r := ex("--security", "deny", three); r.code != 126 || !strings.Contains(r.stderr, "policy: security=deny from request (the exec call)") {
+		t.Fatalf("requested security=deny: %s", r)
+	}
+	if r := ex("--events", "all", three); r.code != 3 || !strings.Contains(r.stderr, "[event] Exec denied") {
+		t.Errorf("--events all does not print the session's earlier events:\n%s", r)
+	}
+
 	// A typo in the approvals file is reported by `approvals get` and in
 	// the denial it may have caused.
 	policyFile := filepath.Join(t.TempDir(), "policy.json")

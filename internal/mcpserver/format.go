@@ -87,7 +87,11 @@ func formatExec(res bridge.ExecResult, yield time.Duration) string {
 		b.WriteString("Error: " + res.Error + "\n")
 	}
 	if res.Truncated {
-		b.WriteString("Output truncated: stdout and stderr together are capped at 200,000 bytes; the cut is marked \"… (truncated)\".\n")
+		dropped := ""
+		if res.DroppedBytes > 0 {
+			dropped = fmt.Sprintf(" %d more bytes were dropped;", res.DroppedBytes)
+		}
+		b.WriteString("Output truncated: stdout and stderr together are capped at 200,000 bytes;" + dropped + " the cut is marked \"… (truncated)\".\n")
 	}
 	if res.Stdout == "" && res.Stderr == "" {
 		b.WriteString("(no output)\n")
