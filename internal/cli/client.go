@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -43,6 +45,11 @@ func (g *globals) gatewayToken() (string, error) {
 		return "", err
 	}
 	tok, err := gateway.ReadToken(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The common first-hour case: say it in one clause, not the
+		// whole read → stat chain.
+		return "", fmt.Errorf("no gateway token: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or set %s)", gateway.TokenPath(dir), EnvGatewayToken)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or set %s)", err, EnvGatewayToken)
 	}
@@ -70,6 +77,10 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 		var be *bridge.Error
 		if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) {
 			return nil, err
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// Instead of the five nested layers of a refused dial.
+			err = fmt.Errorf("no gateway answers at %s: connection refused (hint: start one with `exechost up` or `exechost gateway`; --gateway or $%s sets the URL)", url, EnvGateway)
 		}
 		return nil, withCode(ExitUnavailable, err)
 	}
