@@ -20,6 +20,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -131,6 +132,18 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	case <-ctx.Done():
 		wg.Wait()
 		return nil
+	}
+	// The local node's token was issued by this state directory's gateway,
+	// which runs right here; only its port may differ from the last run
+	// (--listen 127.0.0.1:0). Point the identity at it so the node keeps
+	// its pairing instead of dropping the token and pairing again.
+	if id, err := node.LoadIdentity(dir); err == nil && id.Token != "" && id.Gateway.URL != url {
+		id.Gateway.URL = url
+		if err := id.Save(dir); err != nil {
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("update the local node's gateway URL: %w", err)
+		}
 	}
 	wg.Add(1)
 	go func() {
@@ -332,6 +345,7 @@ func printUpNext(g *globals, s upSummary) {
 	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # never ask for it again\n", cmd)
 	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
+	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--state-dir\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.dir, s.url)
 	if s.exe != "exechost" {
 		fmt.Fprintf(w, "(exechost is not on PATH; install it with `go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
 	}

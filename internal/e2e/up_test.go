@@ -80,6 +80,10 @@ func TestUpRestarts(t *testing.T) {
 				t.Errorf("run %d: output lacks %q:\n%s", i+1, want, out)
 			}
 		}
+		// Later runs reuse the pairing; they do not pair again.
+		if i > 0 && strings.Contains(out, "pairs again") {
+			t.Errorf("run %d: the local node paired again:\n%s", i+1, out)
+		}
 		// The approver URL is printed with its secret (a bare URL is 403).
 		if u.approver == "" || !strings.ContainsAny(u.approver, "?#") {
 			t.Errorf("run %d: approver URL %q lacks its secret:\n%s", i+1, u.approver, out)
