@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
@@ -67,6 +68,9 @@ approved. Ctrl-C stops everything.`,
 	return cmd
 }
 
+// upLockFile in the state directory is held while `exechost up` runs.
+const upLockFile = "up.lock"
+
 // Bounds of `exechost up`'s start-up waits. They are deadlines: a healthy
 // start takes well under a second.
 const (
@@ -100,6 +104,17 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	if err := state.Ensure(dir); err != nil {
 		return err
 	}
+	// One `up` per state directory: a second would start a second
+	// gateway and a second copy of the same node on the same files.
+	lock := flock.New(filepath.Join(dir, upLockFile))
+	locked, err := lock.TryLock()
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Path(), err)
+	}
+	if !locked {
+		return fmt.Errorf("another `exechost up` is already running on %s (hint: use that one — its summary has the URLs — or stop it with Ctrl-C; for a second, separate setup pass --state-dir OTHER)", dir)
+	}
+	defer lock.Unlock()
 	fresh, err := ensureUpApprovals(dir)
 	if err != nil {
 		return err

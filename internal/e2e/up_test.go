@@ -120,10 +120,19 @@ func TestUpPortTaken(t *testing.T) {
 	dir := newStateDir(t, "up")
 	u := startUp(t, dir, "--no-approver")
 	listen := strings.TrimPrefix(u.url, "ws://")
-	r := run(t, dir, "up", "--listen", listen, "--web", "127.0.0.1:0", "--no-approver")
+	other := newStateDir(t, "other")
+	if err := os.WriteFile(filepath.Join(other, "gateway.json"), mustRead(t, filepath.Join(dir, "gateway.json")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, other, "up", "--listen", listen, "--web", "127.0.0.1:0", "--no-approver")
 	if r.code != 1 || !strings.Contains(r.stderr, listen+" is already in use by an exechost gateway of this state directory") ||
 		!strings.Contains(r.stderr, "hint:") {
 		t.Fatalf("second up on a taken port: %s", r)
+	}
+	// The same state directory: refused at once, whatever the ports.
+	r = run(t, dir, "up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--no-approver")
+	if r.code != 1 || !strings.Contains(r.stderr, "another `exechost up` is already running on "+dir) {
+		t.Fatalf("second up on the same state directory: %s", r)
 	}
 }
 
@@ -251,6 +260,15 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 	if r := ex("uname"); r.code != 126 || !strings.Contains(r.stderr, "agents.main.allowlst") {
 		t.Errorf("denial does not mention the unknown key:\n%s", r)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func isDone(p *proc) bool {
