@@ -191,7 +191,12 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runApprover(ctx, g, cmd.InOrStdin(), web, false, ""); err != nil && ctx.Err() == nil {
+			err := runApprover(ctx, g, cmd.InOrStdin(), web, false, "")
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, syscall.EADDRINUSE):
+				errc <- fmt.Errorf("the approver web UI's address %s is already in use, probably by another `exechost up` or `exechost approver --web` (hint: stop it, or pass --web 127.0.0.1:0 for a free port)", web)
+			default:
 				errc <- fmt.Errorf("approver: %w", err)
 			}
 		}()

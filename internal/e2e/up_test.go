@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,6 +129,16 @@ func TestUpPortTaken(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, listen+" is already in use by an exechost gateway of this state directory") ||
 		!strings.Contains(r.stderr, "hint:") {
 		t.Fatalf("second up on a taken port: %s", r)
+	}
+	// The approver's web port taken (by anything): said so, with the fix.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	r = run(t, newStateDir(t, "third"), "up", "--listen", "127.0.0.1:0", "--web", held.Addr().String())
+	if r.code != 1 || !strings.Contains(r.stderr, "the approver web UI's address "+held.Addr().String()+" is already in use") {
+		t.Fatalf("up with its web port taken: %s", r)
 	}
 	// The same state directory: refused at once, whatever the ports.
 	r = run(t, dir, "up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--no-approver")
