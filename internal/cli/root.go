@@ -57,6 +57,9 @@ type globals struct {
 	stateDir string
 	stdout   io.Writer
 	stderr   io.Writer
+	// args are the command line as given, for errors found before flags
+	// are parsed (jsonOnStdout).
+	args []string
 	// onWebURL, when set, is told the approver web UI's full URL (with
 	// its secret) once it serves; `exechost up` prints it.
 	onWebURL func(url string)
@@ -73,8 +76,10 @@ func (g *globals) printJSON(v any) error {
 }
 
 // NewRoot builds the command tree. Each constructor lives in its own file.
-func NewRoot(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdout: stdout, stderr: stderr}
+func NewRoot(stdout, stderr io.Writer) *cobra.Command { return newRoot(stdout, stderr, nil) }
+
+func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr, args: args}
 	root := &cobra.Command{
 		Use:           "exechost",
 		Short:         "Run AI agents' shell commands safely on sandboxes, the gateway host and paired nodes",
@@ -84,7 +89,15 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $"+state.EnvDir+" or ~/.openclaw)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		err = usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
+		if jsonOnStdout(c, g.args) {
+			// Flags did not parse, so --json was never read: keep the
+			// promise of one JSON object on stdout anyway.
+			return g.failJSON(err)
+		}
+		return err
+	})
 	for _, mk := range commands {
 		root.AddCommand(mk(g))
 	}
@@ -97,6 +110,23 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	typeUsageErrors(root)
 	applyGatewayEnv(root)
 	return root
+}
+
+// jsonOnStdout reports whether c is `run` or `exec` and args ask for
+// --json (before any "--"), which promises one JSON object on stdout.
+func jsonOnStdout(c *cobra.Command, args []string) bool {
+	if c.Name() != "exec" && c.Name() != "run" {
+		return false
+	}
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // commands lists every subcommand constructor; each file appends its own in
@@ -112,7 +142,7 @@ func Main(args []string) int {
 
 // run is Main with its streams, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := NewRoot(stdout, stderr)
+	root := newRoot(stdout, stderr, args)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
