@@ -74,12 +74,12 @@ code, reason and hint. This call's system events are printed to stderr
 	fl.StringVar(&f.node, "node", "", "node id, display name, remote IP or id prefix (host=node)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory on the execution host")
 	fl.StringArrayVar(&f.env, "env", nil, "NAME=VALUE added to the command's environment (repeatable)")
-	fl.IntVar(&f.timeout, "timeout", 0, "command timeout in `SEC`onds (default 1800)")
-	fl.IntVar(&f.yieldMs, "yield-ms", 0, "return {status: running, runId} if the command is still going after this many `MS`")
-	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.IntVar(&f.timeout, "timeout", 0, "command timeout in seconds (default 1800)")
+	fl.IntVar(&f.yieldMs, "yield-ms", 0, "return {status: running, runId} if the command is still going after this many milliseconds")
+	fl.BoolVar(&f.asJSON, "json", false, "print exactly one JSON object on stdout: the result or the error")
 	fl.StringVar(&f.idem, "idempotency-key", "", "retrying with the same key never runs the command twice on a node")
 	fl.StringVar(&f.status, "status", "", "show the state of background run `RUNID` instead of running a command")
-	fl.StringVar(&f.events, "events", eventsRun, "system events to print: `run` (this call's), all (the session's queued ones), drain (no command: print and drain them)")
+	fl.StringVar(&f.events, "events", eventsRun, "system events to print: `run|all|drain` (run: this call's; all: the session's queued ones too; drain: no command, print and drain them)")
 	fl.StringVar(&f.slash, "session-command", "", "run a slash command (/exec …, /elevated …) for the session instead of a command")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/gateway"
 	"os"
 	"time"
 
@@ -49,7 +50,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working `DIR` (default: the current directory)")
 	cmd.Flags().StringVar(&f.security, "security", "", "request a stricter security (`deny|allowlist|full`); the host's own file still applies")
 	cmd.Flags().StringVar(&f.ask, "ask", "", "request more asking (`off|on-miss|always`)")
-	cmd.Flags().IntVar(&f.timeout, "timeout", 0, "command timeout in `SEC`onds (kills the process group; default 1800)")
+	cmd.Flags().IntVar(&f.timeout, "timeout", 0, "command timeout in seconds (kills the process group; default 1800)")
 	cmd.Flags().BoolVar(&f.pty, "pty", false, "run attached to a pseudo-terminal")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print exactly one JSON object: the result or the error")
 	return cmd
@@ -91,6 +92,9 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		}
 		req.Ask = a
 	}
+	// The same default as exec (the gateway's): a forgotten command
+	// never runs unbounded.
+	req.TimeoutMs = gateway.DefaultTimeout.Milliseconds()
 	if timeout > 0 {
 		req.TimeoutMs = (time.Duration(timeout) * time.Second).Milliseconds()
 	}
