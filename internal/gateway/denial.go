@@ -10,6 +10,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/session"
 )
 
 // explainTimeout bounds reading a node's approvals to explain a denial;
@@ -28,10 +29,9 @@ func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Se
 	}
 	d := explain.FromMessage(be.Message)
 	explain.Merge(d, be.Denial)
-	h := explain.Host{Name: "gateway", Agent: p.AgentID, Requested: eff.Security}
-	if h.Agent == "" {
-		h.Agent = "main"
-	}
+	// The agent whose policy the execution host applied (Exec sends it
+	// the session key's agent).
+	h := explain.Host{Name: "gateway", Agent: session.NewKey(p.AgentID, p.SessionKey).Agent, Requested: eff.Security}
 	if nc != nil {
 		h.Name, h.Node = nc.id, p.Node
 		if h.Node == "" {
