@@ -271,6 +271,31 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 	if r := ex("uname"); r.code != 126 || !strings.Contains(r.stderr, "agents.main.allowlst") {
 		t.Errorf("denial does not mention the unknown key:\n%s", r)
 	}
+
+	// 125: a paired node that is offline.
+	r = run(t, dir, "gateway", "join-key", "--gateway", u.url)
+	if r.code != 0 {
+		t.Fatalf("join-key: %s", r)
+	}
+	offDir := newStateDir(t, "offline-node")
+	off := start(t, offDir, "node", "run", "--gateway", u.url, "--join-key", strings.TrimSpace(r.stdout), "--display-name", "offline-box")
+	nodeState := func(state string) func() bool {
+		return func() bool {
+			r := run(t, dir, "nodes", "list", "--gateway", u.url)
+			for line := range strings.SplitSeq(r.stdout, "\n") {
+				if strings.Contains(line, "offline-box") && strings.Contains(line, " "+state+" ") {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, "offline-box to connect", nodeState("connected"))
+	off.kill(t)
+	waitFor(t, "offline-box to be disconnected", nodeState("disconnected"))
+	if r := ex("--host", "node", "--node", "offline-box", three); r.code != 125 || !strings.Contains(r.stderr, "not connected") {
+		t.Errorf("exec on an offline node: want 125, got %s", r)
+	}
 }
 
 func mustRead(t *testing.T, path string) []byte {
