@@ -240,6 +240,19 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 		t.Errorf("construct denial object: %v", obj)
 	}
 
+	// host=gateway: the gateway's own file is the source.
+	r = ex("--host", "gateway", "--json", "whoami")
+	obj = nil
+	if err := json.Unmarshal([]byte(r.stdout), &obj); err != nil || r.code != 126 {
+		t.Fatalf("host=gateway denial: %v\n%s", err, r)
+	}
+	if pol, _ := obj["policy"].(map[string]any); pol["host"] != "gateway" || pol["file"] != filepath.Join(dir, "exec-approvals.json") {
+		t.Errorf("host=gateway denial policy = %v", obj["policy"])
+	}
+	if fix, _ := obj["fix"].(string); !strings.HasPrefix(fix, "exechost approvals allowlist add --agent main /") {
+		t.Errorf("host=gateway fix = %q, want a local allowlist add", fix)
+	}
+
 	// Events: a call prints its own, not those of earlier calls, unless
 	// --events all. A deny the gateway decides (a requested
 	// security=deny) queues its "Exec denied" event before answering.
