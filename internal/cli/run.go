@@ -2,17 +2,16 @@ package cli
 
 import (
 	"errors"
-
 	"fmt"
-	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/explain"
-	"github.com/exechost/exechost/internal/gateway"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
