@@ -145,7 +145,10 @@ type Host struct {
 // the construct, the deciding setting's provenance, unknown keys, the fix
 // command and a hint.
 func Complete(d *bridge.Denial, h Host, command string) {
-	if d.Construct == "" && len(d.Missing) == 0 && command != "" {
+	// A construct matters only where the allowlist was consulted: under
+	// security=deny or a human's deny it is not why the command failed.
+	miss := d.Reason == ReasonAllowlistMiss || d.Reason == ReasonApprovalRequired
+	if miss && d.Construct == "" && len(d.Missing) == 0 && command != "" {
 		d.Construct, d.Position = Construct(command)
 	}
 	if h.File != nil {

@@ -103,6 +103,7 @@ func TestComplete(t *testing.T) {
 	}, {
 		name: "security=deny from the agent's level",
 		msg:  "SYSTEM_RUN_DISABLED: security=deny",
+		cmd:  "echo $(id)", // not why: no construct reported
 		host: Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "ci"},
 		want: bridge.Denial{
 			Reason:      ReasonDisabled,
