@@ -190,9 +190,6 @@ func scanLines(r io.Reader, size int64, fn func(line []byte, lineNo int, partial
 	}
 }
 
-// errStop ends a scan early without an error.
-var errStop = errors.New("stop")
-
 // Read streams the records of the log at path — every rotated file, oldest
 // to newest — that match filter to fn. An error from fn stops the read and
 // is returned. Bad lines are skipped so the rest stays searchable; Read then

@@ -37,7 +37,10 @@ type ExecResult struct {
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`
-	Error     string `json:"error,omitempty"`
+	// DroppedBytes is how much output the 200,000-byte cap dropped, when
+	// the execution host reports it.
+	DroppedBytes int64  `json:"droppedBytes,omitempty"`
+	Error        string `json:"error,omitempty"`
 	// Events are the session's queued system events, delivered with this
 	// response and removed from the queue.
 	Events []SystemEvent `json:"events,omitempty"`

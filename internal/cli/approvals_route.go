@@ -131,7 +131,7 @@ type routeFlags struct {
 
 func (f *routeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.route, "approvals-route", string(approvalroute.Local),
-		"where prompts for a human go: local (this machine's approver socket), gateway (the gateway's operators: `exechost approvals pending|resolve`, its web UI) or both (first answer wins)")
+		"where prompts for a human go: `local|gateway|both` (local: this machine's approver socket; gateway: the gateway's operators, \"exechost approvals pending|resolve\" and its web UI; both: first answer wins)")
 	cmd.Flags().DurationVar(&f.promptTimeout, "prompt-timeout", 0,
 		"how long a prompt waits for a human before askFallback applies (default 2m)")
 }

@@ -165,7 +165,7 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 			}
 			r := next(t, done, "exec to finish")
 			if tt.wantErr != "" {
-				if r.code != 1 || !strings.Contains(r.stderr, tt.wantErr) {
+				if r.code != 126 || !strings.Contains(r.stderr, tt.wantErr) {
 					t.Fatalf("want %q, got %s", tt.wantErr, r)
 				}
 				return
@@ -247,7 +247,7 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 
 	t.Run("nobody answers", func(t *testing.T) {
 		r := next(t, c.execBackground("--host", "node", "--node", quiet.id, "/bin/echo unanswered"), "exec to finish")
-		if r.code != 1 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "timed out") {
+		if r.code != 126 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "timed out") {
 			t.Fatalf("want askFallback=deny after the prompt timed out, got %s", r)
 		}
 		waitFor(t, "no prompt pending at the gateway", func() bool {

@@ -96,7 +96,8 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		}
 		why := fmt.Sprintf("%v (security=deny from %s; hint: set tools.exec.security in exechost.json, or /exec security=allowlist)",
 			policy.ErrDisabled, securitySource(param, sessL, agentL, globalL))
-		denied := g.refused(ctx, p, eff.Host, r.nodeID, audit.ReasonSecurityDeny, &bridge.Error{Code: bridge.CodeDenied, Message: why})
+		denied := g.refused(ctx, p, eff.Host, r.nodeID, audit.ReasonSecurityDeny,
+			&bridge.Error{Code: bridge.CodeDenied, Message: why, Denial: g.configDenial(securitySource(param, sessL, agentL, globalL))})
 		g.enqueueLifecycle(key, where, host.EventDenied, host.Event{RunID: r.id, Reason: why})
 		g.opts.Metrics.ObserveExec(string(eff.Host), string(policy.DenyRun), metrics.OutcomeDenied, 0)
 		return bridge.ExecResult{}, denied
@@ -113,6 +114,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	do := func() {
 		defer cancel()
 		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
+		err = g.explainDenial(runCtx, nc, eff, p, err) // denial.go
 		g.finishRun(r, res, err)
 	}
 	if p.YieldMs <= 0 {
@@ -186,6 +188,7 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 	}
 	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
 	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
+	out.DroppedBytes = res.DroppedBytes
 	return out, nil
 }
 

@@ -228,7 +228,7 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 			return v.fail("redirection %s%s at %s is not a file descriptor (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
 		}
 		return false
-	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrInOut:
+	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrInOut:
 		val, ok := staticWord(r.Word)
 		if !ok || val != "/dev/null" {
 			return v.fail("redirection %s%s at %s reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
