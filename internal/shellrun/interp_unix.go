@@ -80,7 +80,7 @@ func exitCode(err error) (int, error) {
 	if err == nil {
 		return 0, nil
 	}
-	if st, ok := interp.IsExitStatus(err); ok {
+	if st, ok := errors.AsType[interp.ExitStatus](err); ok {
 		return int(st), nil
 	}
 	if errors.Is(err, ErrDenied) {
@@ -187,8 +187,8 @@ func (x *executor) shell(ctx context.Context, hc interp.HandlerContext, sc shell
 	if err == nil {
 		return nil
 	}
-	if st, ok := interp.IsExitStatus(err); ok {
-		return interp.ExitStatus(st)
+	if st, ok := errors.AsType[interp.ExitStatus](err); ok {
+		return st
 	}
 	return err
 }
