@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
@@ -213,9 +214,9 @@ func startFailure(argv0 string, err error) reply {
 	code := 126
 	if errors.Is(err, syscall.ENOENT) || errors.Is(err, errNotFound) {
 		code = 127
-		return reply{ExitCode: code, Stderr: []byte(argv0 + ": not found\n"), Error: err.Error()}
+		return reply{ExitCode: code, Stderr: []byte(argv0 + ": not found\n")}
 	}
-	return reply{ExitCode: code, Stderr: []byte(fmt.Sprintf("%s: %v\n", argv0, err)), Error: err.Error()}
+	return reply{ExitCode: code, Stderr: []byte(fmt.Sprintf("%s: %v\n", argv0, err))}
 }
 
 var errNotFound = errors.New("not found")
@@ -233,7 +234,7 @@ func (s *server) run(req request) reply {
 	}
 	if req.Cwd != "" {
 		if fi, err := os.Stat(req.Cwd); err != nil || !fi.IsDir() {
-			return reply{ExitCode: -1, Stderr: []byte(fmt.Sprintf("cwd %s: not a directory\n", req.Cwd)), Error: fmt.Sprintf("cwd %s: not a directory", req.Cwd)}
+			return reply{StartError: fmt.Sprintf("cwd %s: not a directory (hint: pass an existing directory)", req.Cwd)}
 		}
 	}
 	devnull, err := os.Open(os.DevNull)
@@ -311,7 +312,7 @@ func (s *server) run(req request) reply {
 		canceled = true
 	}
 	if timedOut || canceled {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		killTree(pid)
 		ws = <-status
 		// Anything forked while the kill was in flight dies now.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -397,4 +398,75 @@ func lookPath(name string, env []string) (string, error) {
 		}
 	}
 	return "", errNotFound
+}
+
+// maxKillRounds bounds the freeze rounds of killTree: each round stops the
+// processes found so far, so a new round finds only what was forked while
+// the previous one ran.
+const maxKillRounds = 8
+
+// killTree kills a timed-out command: its process group, and every
+// descendant of its leader that left the group (setsid, set -m) while its
+// parent still lived. They are found through /proc's parent links and
+// stopped (SIGSTOP) round by round while the leader, stopped too, keeps
+// the tree linked; then all are killed. A process that both left the
+// group and was orphaned before the timeout (a double-forked daemon) is
+// not found; the sandbox's idle removal ends it.
+func killTree(leader int) {
+	found := map[int]bool{}
+	for range maxKillRounds {
+		_ = syscall.Kill(-leader, syscall.SIGSTOP)
+		n := 0
+		for _, p := range descendants(leader) {
+			if !found[p] {
+				found[p] = true
+				_ = syscall.Kill(p, syscall.SIGSTOP)
+				n++
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	_ = syscall.Kill(-leader, syscall.SIGKILL)
+	for p := range found {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// descendants lists the processes below pid in /proc's parent links.
+func descendants(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	children := map[int][]int{}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		var self, ppid int
+		var state byte
+		if _, err := fmt.Sscanf(string(b[:bytes.IndexByte(b, ' ')]), "%d", &self); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d", &state, &ppid); err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], self)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }

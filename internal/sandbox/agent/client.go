@@ -22,6 +22,9 @@ var (
 	// ErrDied means the agent died after accepting the command: it may
 	// have had effects, so it must not be run again.
 	ErrDied = errors.New("sandbox agent died while the command ran")
+	// ErrStart means the agent could not start the command (its working
+	// directory is missing): nothing ran, and the sandbox is fine.
+	ErrStart = errors.New("sandbox agent could not start the command")
 	// ErrUnresponsive means the agent did not answer a kill within
 	// KillGrace; the connection is closed (the backend kills the sandbox).
 	ErrUnresponsive = errors.New("sandbox agent unresponsive")
@@ -266,6 +269,9 @@ func (c *Conn) Exec(ctx context.Context, req Request) (runner.Result, error) {
 	}
 	if !ok {
 		return runner.Result{}, c.lost(cl)
+	}
+	if rep.StartError != "" {
+		return runner.Result{}, fmt.Errorf("%w: %s", ErrStart, rep.StartError)
 	}
 	res := runner.Result{
 		ExitCode:  rep.ExitCode,

@@ -94,6 +94,9 @@ type reply struct {
 	Tail      []byte `json:"tail,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// StartError says why the command could not start at all (its working
+	// directory is missing); the other fields are then unset.
+	StartError string `json:"startError,omitempty"`
 	// Ready fields: what the agent sees of itself.
 	PID        int  `json:"pid,omitempty"`
 	UID        int  `json:"uid,omitempty"`
