@@ -83,9 +83,21 @@ func serve(in io.Reader, out io.Writer) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	go s.reapLoop(sigs)
-	// As pid 1 (Docker) a SIGTERM without a handler is ignored anyway;
-	// elsewhere the gateway ends the agent by closing its input.
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	// The gateway ends the agent by closing its input, never by a signal.
+	// Catching (and dropping) the ones that would make the Go runtime exit
+	// keeps a command from ending its own sandbox by accident (a pid 1
+	// without a handler would be immune from inside, but the runtime
+	// installs one). They are caught, not ignored: an ignored signal stays
+	// ignored in every program the agent execs, a caught one is reset to
+	// its default there. A command that means to can still crash the
+	// agent (SIGABRT), which the gateway sees as a dead sandbox.
+	drop := make(chan os.Signal, 8)
+	signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+	go func() {
+		for range drop {
+		}
+	}()
 	defer s.killAll()
 
 	r := bufio.NewReaderSize(in, 64<<10)

@@ -113,6 +113,10 @@ func TestExec(t *testing.T) {
 		{"bytes that are not UTF-8 arrive unchanged", Request{Argv: []string{"printf", `\377\376`}},
 			runner.Result{Success: true, Stdout: "\xff\xfe"}},
 		{"stdin is empty", Request{Argv: []string{"cat"}}, runner.Result{Success: true}},
+		{"no signal ignored or blocked", Request{Argv: []string{"/bin/sh", "-c", "grep -E '^Sig(Ign|Blk)' /proc/self/status"}},
+			runner.Result{Success: true, Stdout: "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"}},
+		{"signals that end a command still do", Request{Argv: []string{"/bin/sh", "-c", "kill -TERM $$"}},
+			runner.Result{ExitCode: 143, Error: "killed by signal terminated"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
