@@ -62,7 +62,7 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 		stdinW.Close()
 		return nil, fmt.Errorf("%w: agent pipe: %v", ErrSetup, err)
 	}
-	diag := &limitedWriter{w: &strings.Builder{}, n: 4096}
+	diag := &sandbox.HeadWriter{N: 4096}
 	cmd, statusR, err := b.start(ws, sandbox.WorkspaceDir, env, helperSpec{Argv: b.agentArgv()}, stdinR, stdoutW, diag)
 	stdinR.Close()
 	stdoutW.Close()

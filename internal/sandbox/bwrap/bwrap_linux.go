@@ -308,7 +308,7 @@ func (b *Backend) probe(ctx context.Context) (Report, error) {
 // run starts one sandbox and waits for it. statusOut, when set, receives
 // everything the helper wrote to the status pipe (probe mode).
 func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec helperSpec, stdout, stderr io.Writer, timeout time.Duration, statusOut *[]byte) (code int, timedOut bool, err error) {
-	diag := &limitedWriter{w: &strings.Builder{}, n: 4096}
+	diag := &sandbox.HeadWriter{N: 4096}
 	cmd, statusR, err := b.start(ws, cwd, env, spec, nil, stdout, io.MultiWriter(stderr, diag))
 	if err != nil {
 		return 0, false, err
@@ -462,27 +462,4 @@ func sandboxEnv(overlay map[string]string) ([]string, error) {
 		m[k] = v
 	}
 	return sandbox.EnvList(m)
-}
-
-// limitedWriter keeps the first n bytes written to it (bwrap's own error
-// messages) and discards the rest.
-type limitedWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-	n  int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := l.n - l.w.Len(); room > 0 {
-		l.w.WriteString(string(p[:min(len(p), room)]))
-	}
-	return len(p), nil
-}
-
-func (l *limitedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }

@@ -94,7 +94,7 @@ func (b *Backend) attachAgent(ctx context.Context, id, name string) (*agent.Conn
 	// The attach stream multiplexes the agent's stdout (the channel) and
 	// stderr (its diagnostics).
 	pr, pw := io.Pipe()
-	diag := &limitedWriter{n: 4096}
+	diag := &sandbox.HeadWriter{N: 4096}
 	go func() {
 		_, err := stdcopy.StdCopy(pw, diag, att.Reader)
 		pw.CloseWithError(err)
@@ -144,27 +144,4 @@ func (b *Backend) execAgent(ctx context.Context, bx *box, ws string, req sandbox
 			return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
 		}
 	}
-}
-
-// limitedWriter keeps the first n bytes written to it (the agent's own
-// error messages) and discards the rest.
-type limitedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-	n  int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := l.n - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (l *limitedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
