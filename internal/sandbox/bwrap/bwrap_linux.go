@@ -169,9 +169,13 @@ func (b *Backend) Report() Report { return b.report }
 func (b *Backend) Isolation() []string {
 	r := b.report
 	root := os.Geteuid() == 0
-	ns := "namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command; no nested user namespaces"
+	fresh := "fresh per command"
+	if b.agentErr == nil {
+		fresh = "fresh per sandbox"
+	}
+	ns := "namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; " + fresh + "; no nested user namespaces"
 	if root && !b.nested {
-		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command (no user namespace: unprivileged user namespaces are not allowed here)"
+		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; " + fresh + " (no user namespace: unprivileged user namespaces are not allowed here)"
 	}
 	out := []string{
 		ns,

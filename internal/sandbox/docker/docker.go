@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,7 +204,18 @@ func (b *Backend) Name() string { return sandbox.BackendDocker }
 
 // Isolation describes the boundary this backend's containers get, for
 // `exechost sandbox doctor`.
-func (b *Backend) Isolation() []string { return Describe(b.cfg) }
+func (b *Backend) Isolation() []string {
+	out := Describe(b.cfg)
+	if err := b.AgentErr(); err != nil {
+		// Agent mode may have been turned off after a failed start.
+		for i, l := range out {
+			if strings.HasPrefix(l, "commands:") {
+				out[i] = "commands: docker exec per command; resident agent " + err.Error()
+			}
+		}
+	}
+	return out
+}
 
 // Describe lists, in words, the isolation containers created from cfg get.
 func Describe(cfg sandbox.Config) []string {
@@ -215,7 +227,14 @@ func Describe(cfg sandbox.Config) []string {
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
 	}
-	out = append(out, "commands: forked by a resident agent (the exechost binary, mounted read-only) as the container's main process, when the binary is static; else docker exec per command")
+	switch _, err := agentBinary(cfg); {
+	case cfg.Agent == sandbox.AgentOff:
+		out = append(out, "commands: docker exec per command (sandbox.agent=off)")
+	case err != nil:
+		out = append(out, "commands: docker exec per command; resident agent "+err.Error())
+	default:
+		out = append(out, "commands: forked by a resident agent (the exechost binary, mounted read-only) as the container's main process")
+	}
 	if *d.ReadOnlyRoot {
 		out = append(out, "root filesystem: read-only; writable /workspace and tmpfs /tmp")
 	} else {
