@@ -184,3 +184,31 @@ func boxConn(b *Backend, session string) *agent.Conn {
 	defer bx.mu.Unlock()
 	return bx.conn
 }
+
+// TestAgentReapsOrphans: the agent is the container's pid 1, so processes
+// orphaned by commands become its children; it must reap them, or zombies
+// would fill the pids limit.
+func TestAgentReapsOrphans(t *testing.T) {
+	b, _ := open(t, nil)
+	for range 5 {
+		run(t, b, sandbox.Request{Command: "(sleep 0.1 &) ; true"})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps := run(t, b, sandbox.Request{Argv: []string{"ps", "-o", "stat,args"}}).Stdout
+		left := false
+		for _, line := range strings.Split(ps, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && (strings.HasPrefix(f[0], "Z") || strings.Join(f[1:], " ") == "sleep 0.1") {
+				left = true
+			}
+		}
+		if !left {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies or orphans left:\n%s", ps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
