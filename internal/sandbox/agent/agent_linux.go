@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,6 +31,9 @@ func init() {
 		os.Exit(Main(os.Stdin, os.Stdout, os.Stderr))
 	}
 }
+
+// dialTimeout bounds connecting to the gateway's socket.
+const dialTimeout = 10 * time.Second
 
 // spareThreads is how many OS threads the agent creates at start and keeps
 // idle. The Go runtime reuses idle threads before creating new ones, and a
@@ -112,6 +116,34 @@ func serve(in io.Reader, out io.Writer) error {
 	key := hello.Key
 	if !hmac.Equal(mac, frameMAC(key, 0, body)) {
 		return fmt.Errorf("%w: hello fails its MAC", ErrProtocol)
+	}
+	if hello.Dial != "" {
+		// The gateway listens on a socket it made for this agent alone
+		// (it accepts one connection and removes it): the channel moves
+		// there, off the container runtime's stdio relay. End of stdin
+		// still ends the agent.
+		nc, err := net.DialTimeout("unix", hello.Dial, dialTimeout)
+		if err != nil {
+			return fmt.Errorf("dial the gateway at %s: %w", hello.Dial, err)
+		}
+		s.out = nc
+		if err := s.write(reply{Type: typeProof, Proof: frameMAC(key, 0, []byte(dialProofLabel))}); err != nil {
+			return fmt.Errorf("write proof: %w", err)
+		}
+		stdin := r
+		go func() {
+			// Nothing but the end may come on stdin now: a byte means
+			// someone else is writing into it, and the agent stops.
+			var b [1]byte
+			n, _ := stdin.Read(b[:])
+			s.killAll()
+			if n > 0 {
+				fmt.Fprintln(os.Stderr, "exechost sandbox agent: protocol error: input on stdin after the channel moved to the socket")
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}()
+		r = bufio.NewReaderSize(nc, 64<<10)
 	}
 	nnp, _ := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	dump, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)

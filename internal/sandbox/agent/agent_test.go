@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -338,4 +339,55 @@ func TestCheckStatic(t *testing.T) {
 	if err := CheckStatic(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("CheckStatic(missing) = nil")
 	}
+}
+
+func TestStartDial(t *testing.T) {
+	listen := func(t *testing.T) (*net.UnixListener, string) {
+		path := filepath.Join(t.TempDir(), "a.sock")
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln, path
+	}
+	t.Run("commands travel over the socket; end of stdin ends the agent", func(t *testing.T) {
+		p := startProc(t)
+		ln, path := listen(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := StartDial(ctx, p.stdin, ln, path, func() { p.stdin.Close() })
+		if err != nil {
+			t.Fatalf("StartDial: %v (agent stderr: %s)", err, p.stderr)
+		}
+		if res := run(t, c, Request{Argv: []string{"echo", "dialled"}}); res.Stdout != "dialled\n" {
+			t.Errorf("exec: %+v", res)
+		}
+		if _, err := net.Dial("unix", path); err == nil {
+			t.Error("the socket still accepts connections after the agent's")
+		}
+		c.Close()
+		select {
+		case <-p.exited:
+		case <-time.After(time.Minute):
+			t.Fatal("agent still running after its stdin closed")
+		}
+	})
+	t.Run("a connection without the key is refused", func(t *testing.T) {
+		ln, path := listen(t)
+		var sink bytes.Buffer
+		go func() {
+			nc, err := net.Dial("unix", path)
+			if err != nil {
+				return
+			}
+			defer nc.Close()
+			body := encode(reply{Type: typeProof, Proof: bytes.Repeat([]byte{1}, macSize)})
+			writeFrame(nc, nil, body)
+			io.Copy(io.Discard, nc)
+		}()
+		_, err := StartDial(context.Background(), &sink, ln, path, func() {})
+		if !errors.Is(err, ErrProtocol) {
+			t.Errorf("StartDial with an impostor: %v, want ErrProtocol", err)
+		}
+	})
 }

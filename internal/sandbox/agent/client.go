@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -91,20 +93,90 @@ type call struct {
 // the sandbox's process or connection); Start and Close call it once on
 // failure or at the end.
 func Start(ctx context.Context, r io.Reader, w io.Writer, closeFn func()) (*Conn, error) {
+	c, err := newConn(closeFn)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.hello(w, ""); err != nil {
+		return nil, err
+	}
+	c.w = w
+	return c.waitReady(ctx, r)
+}
+
+// StartDial is Start with the channel moved to a unix socket: the hello
+// goes to the agent's stdin (helloW) and names dialPath, where the agent
+// connects; ln, listening there, accepts exactly that one connection,
+// which must open with proof of the key. The caller closes ln's file
+// afterwards. The agent's stdin stays open: closing it (in closeFn) still
+// ends the agent.
+func StartDial(ctx context.Context, helloW io.Writer, ln *net.UnixListener, dialPath string, closeFn func()) (*Conn, error) {
+	c, err := newConn(closeFn)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.hello(helloW, dialPath); err != nil {
+		return nil, err
+	}
+	accepted := make(chan struct{})
+	defer close(accepted)
+	go func() {
+		select {
+		case <-ctx.Done():
+			ln.Close()
+		case <-accepted:
+		}
+	}()
+	_ = ln.SetDeadline(time.Now().Add(ReadyTimeout))
+	nc, err := ln.AcceptUnix()
+	ln.Close()
+	if err != nil {
+		c.fail(err)
+		return nil, fmt.Errorf("sandbox agent did not connect: %w", err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(ReadyTimeout))
+	_, body, err := readFrame(nc, 0)
+	var proof reply
+	if err == nil {
+		err = json.Unmarshal(body, &proof)
+	}
+	if err != nil || proof.Type != typeProof || !hmac.Equal(proof.Proof, frameMAC(c.key, 0, []byte(dialProofLabel))) {
+		nc.Close()
+		c.fail(fmt.Errorf("%w: the connection did not prove the key (%v)", ErrProtocol, err))
+		return nil, fmt.Errorf("sandbox agent connect: %w", c.Err())
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	c.w = nc
+	inner := c.close
+	c.close = func() { nc.Close(); inner() }
+	return c.waitReady(ctx, nc)
+}
+
+// newConn makes a Conn with a fresh key.
+func newConn(closeFn func()) (*Conn, error) {
 	key := make([]byte, keySize)
 	if _, err := rand.Read(key); err != nil {
 		closeFn()
 		return nil, fmt.Errorf("sandbox agent key: %w", err)
 	}
 	var once sync.Once
-	c := &Conn{w: w, key: key, pending: map[uint64]*call{}, done: make(chan struct{}),
-		close: func() { once.Do(closeFn) }}
-	hello := encode(request{Type: typeHello, Key: key})
-	if err := writeFrame(w, frameMAC(key, 0, hello), hello); err != nil {
-		c.close()
-		return nil, fmt.Errorf("sandbox agent hello: %w", err)
+	return &Conn{key: key, pending: map[uint64]*call{}, done: make(chan struct{}),
+		close: func() { once.Do(closeFn) }}, nil
+}
+
+// hello sends the first frame.
+func (c *Conn) hello(w io.Writer, dial string) error {
+	hello := encode(request{Type: typeHello, Key: c.key, Dial: dial})
+	if err := writeFrame(w, frameMAC(c.key, 0, hello), hello); err != nil {
+		c.fail(err)
+		return fmt.Errorf("sandbox agent hello: %w", err)
 	}
 	c.seq = 1
+	return nil
+}
+
+// waitReady reads the agent's frames from r and waits for the ready one.
+func (c *Conn) waitReady(ctx context.Context, r io.Reader) (*Conn, error) {
 	readyCh := make(chan reply, 1)
 	go c.readLoop(r, readyCh)
 	t := time.NewTimer(ReadyTimeout)

@@ -65,7 +65,12 @@ const (
 	typeKill     = "kill"     // gateway → agent: kill a command's group
 	typeAccepted = "accepted" // agent → gateway: about to fork (before: nothing ran)
 	typeResult   = "result"   // agent → gateway: a command's outcome
+	typeProof    = "proof"    // agent → gateway, first on a dialled socket
 )
+
+// dialProofLabel is what the agent MACs (as frame 0) to prove, on the
+// socket it dialled, that it holds the hello's key.
+const dialProofLabel = "exechost sandbox agent dial v1"
 
 // request is a gateway frame's body.
 type request struct {
@@ -73,6 +78,9 @@ type request struct {
 	ID   uint64 `json:"id,omitempty"`
 	// Key is the hello frame's key.
 	Key []byte `json:"key,omitempty"`
+	// Dial, in the hello, is a unix socket the agent connects to and uses
+	// as its channel from then on (its stdin then only signals the end).
+	Dial string `json:"dial,omitempty"`
 	// Argv, Env, Cwd and TimeoutMs describe an exec. Env is the overlay
 	// on the agent's own start-up environment.
 	Argv      []string `json:"argv,omitempty"`
@@ -97,6 +105,9 @@ type reply struct {
 	// StartError says why the command could not start at all (its working
 	// directory is missing); the other fields are then unset.
 	StartError string `json:"startError,omitempty"`
+	// Proof is HMAC(key, dialProofLabel), the first frame on a dialled
+	// socket.
+	Proof []byte `json:"proof,omitempty"`
 	// Ready fields: what the agent sees of itself.
 	PID        int  `json:"pid,omitempty"`
 	UID        int  `json:"uid,omitempty"`

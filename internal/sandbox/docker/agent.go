@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -28,7 +31,14 @@ import (
 // The channel: the backend attaches to the container's stdin, stdout and
 // stderr before starting it, and the container is created with StdinOnce,
 // so its stdin closes when that attachment ends (the agent then kills its
-// commands and exits, and the container stops). Anyone else who can attach
+// commands and exits, and the container stops). The hello goes over that
+// stdin and names a unix socket in a private run directory the gateway
+// listens on, mounted read-only; the agent dials it, proves the key, and
+// commands travel there, off dockerd's stdio relay (which costs several
+// milliseconds a round trip on a busy daemon). The gateway accepts that one
+// connection and removes the socket. When the socket cannot be made (a
+// state directory path too long for a socket name), stdio carries the
+// commands too. Anyone else who can attach
 // holds the Docker API, which is root on the host already; even so, what
 // they write fails the agent's per-frame authentication and only ends the
 // sandbox (see package sandbox/agent). The container's log driver is
@@ -36,6 +46,13 @@ import (
 
 // agentMount is where the agent binary appears inside the container.
 const agentMount = "/.exechost/exechost"
+
+// runMount is where the scope's private run directory appears inside the
+// container (read-only), and runSocket the socket in it the agent dials.
+const (
+	runMount  = "/.exechost/run"
+	runSocket = "a.sock"
+)
 
 // agentState guards the backend's agent mode: agentErr is nil while
 // commands go through agents, and says why not once they do not.
@@ -69,9 +86,46 @@ func (b *Backend) AgentErr() error {
 	return err
 }
 
+// listenRun makes the scope's private run directory under the state
+// directory and listens on the socket in it that the agent will dial. The
+// state directory is 0700, so no other host user can reach the socket;
+// the directory and socket are opened to the container's user (0711,
+// 0666), whose only way in is the read-only mount; the first connection
+// must prove the agent's key, and the socket is removed once it is made.
+func (b *Backend) listenRun(key string) (string, *net.UnixListener, error) {
+	dir := filepath.Join(b.stateDir, "sandbox-run", scopeHash(key))
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, runSocket), Net: "unix"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(filepath.Join(dir, runSocket), 0o666); err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, ln, nil
+}
+
 // agentConfig turns a keepalive container's configuration into an agent
-// container's.
-func agentConfig(cfg *container.Config, hc *container.HostConfig, bin string) {
+// container's; runDir, when set, is mounted for the agent's socket.
+func agentConfig(cfg *container.Config, hc *container.HostConfig, bin, runDir string) {
+	if runDir != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: runDir, Target: runMount, ReadOnly: true})
+	}
 	cfg.Entrypoint = []string{agentMount}
 	cfg.Cmd = []string{agent.Flag}
 	cfg.OpenStdin, cfg.StdinOnce = true, true
@@ -81,8 +135,9 @@ func agentConfig(cfg *container.Config, hc *container.HostConfig, bin string) {
 }
 
 // attachAgent attaches to created (not yet started) container id, starts
-// it, and connects to its agent.
-func (b *Backend) attachAgent(ctx context.Context, id, name string) (*agent.Conn, error) {
+// it, and connects to its agent: through ln (the run directory's socket)
+// when set, else over the attached stdio alone.
+func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.UnixListener) (*agent.Conn, error) {
 	att, err := b.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("attach sandbox container %s: %w", name, daemonError(err))
@@ -99,7 +154,13 @@ func (b *Backend) attachAgent(ctx context.Context, id, name string) (*agent.Conn
 		_, err := stdcopy.StdCopy(pw, diag, att.Reader)
 		pw.CloseWithError(err)
 	}()
-	conn, err := agent.Start(ctx, pr, att.Conn, func() { att.Close(); pr.Close() })
+	closeFn := func() { att.Close(); pr.Close() }
+	var conn *agent.Conn
+	if ln != nil {
+		conn, err = agent.StartDial(ctx, att.Conn, ln, runMount+"/"+runSocket, closeFn)
+	} else {
+		conn, err = agent.Start(ctx, pr, att.Conn, closeFn)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(diag.String()))
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"os"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -159,8 +161,17 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		},
 		NetworkDisabled: d.Network == "none",
 	}
+	var ln *net.UnixListener
 	if agentBin != "" {
-		agentConfig(cfg, hc, agentBin)
+		runDir, l, err := b.listenRun(bx.key)
+		if err == nil {
+			ln = l
+			defer func() {
+				ln.Close()
+				os.RemoveAll(runDir)
+			}()
+		}
+		agentConfig(cfg, hc, agentBin, runDir)
 	}
 	name := b.containerName(bx.key)
 	// A container of that name can only be a leftover of this owner (a
@@ -174,7 +185,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		return "", nil, fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
 	}
 	if agentBin != "" {
-		conn, err := b.attachAgent(ctx, res.ID, name)
+		conn, err := b.attachAgent(ctx, res.ID, name, ln)
 		if err != nil {
 			_ = b.remove(context.WithoutCancel(ctx), res.ID)
 			return "", nil, err
