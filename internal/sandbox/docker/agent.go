@@ -157,6 +157,9 @@ func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.Unix
 	closeFn := func() { att.Close(); pr.Close() }
 	var conn *agent.Conn
 	if ln != nil {
+		// The agent writes nothing to its stdout once the channel is the
+		// socket; drain it anyway so the demultiplexer never stalls.
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
 		conn, err = agent.StartDial(ctx, att.Conn, ln, runMount+"/"+runSocket, closeFn)
 	} else {
 		conn, err = agent.Start(ctx, pr, att.Conn, closeFn)

@@ -204,12 +204,16 @@ var agentBuild struct {
 // AgentBinary returns a statically linked exechost binary (CGO_ENABLED=0,
 // as released) to run as the sandbox agent inside the test image, which
 // has no C library; test binaries themselves link it dynamically. It is
-// built once per test process into a directory kept between runs (the Go
-// build cache makes a rebuild cheap).
+// built once per test process into a directory per checkout, kept between
+// runs (the Go build cache makes a rebuild cheap).
 func AgentBinary(t testing.TB) string {
 	t.Helper()
 	agentBuild.once.Do(func() {
-		dir := filepath.Join(os.TempDir(), "exechost-agent-test")
+		// One directory per checkout, so parallel test runs of different
+		// trees never run each other's agent.
+		wd, _ := os.Getwd()
+		sum := sha256.Sum256([]byte(wd))
+		dir := filepath.Join(os.TempDir(), "exechost-agent-test-"+hex.EncodeToString(sum[:6]))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			agentBuild.err = err
 			return
