@@ -25,6 +25,9 @@ func denialDetail(p *Prepared) string {
 		b.WriteString(" (hint: `exechost approvals allowlist add <path> --agent '" + p.Agent + "'` on the execution host, or ask a human to approve)")
 	}
 	if !p.Analysis.OK {
+		// The analysis error names the construct and its position
+		// ("command substitution $(…) at 1:6").
+		b.WriteString("; cannot be analysed: " + p.Analysis.Error)
 		b.WriteString(" (hint: rewrite the command without that construct, or ask a human to approve it)")
 	}
 	return b.String()
