@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/shellrun"
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestInterpreterMatchesDash runs 700 generated allowlist-able commands
@@ -26,10 +28,9 @@ import (
 // are listed in docs/policy.md and not generated.
 func TestInterpreterMatchesDash(t *testing.T) {
 	dash := testdep.Binary(t, "dash")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The real binary, as the execution host starts it (and not this test
+	// binary, which under -race starts far slower).
+	self := exechostBinary(t)
 	root := t.TempDir()
 	stubs, work := filepath.Join(root, "stubs"), filepath.Join(root, "work")
 	for _, d := range []string{stubs, filepath.Join(work, "sub")} {
@@ -61,7 +62,7 @@ func TestInterpreterMatchesDash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		argv[0] = self // the test binary links the interpreter too
+		argv[0] = self
 		gotOut, gotErr, gotCode := runFor(t, work, env, argv)
 		wantOut, wantErr, wantCode := runFor(t, work, env, []string{dash, "-c", text})
 		if gotOut != wantOut || gotErr != wantErr || gotCode != wantCode {
@@ -95,4 +96,34 @@ func runFor(t *testing.T, dir string, env, argv []string) (stdout, stderr string
 		t.Fatalf("%q: %v", argv, err)
 	}
 	return o.String(), e.String(), code
+}
+
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// exechostBinary builds ./cmd/exechost once for this package's tests.
+func exechostBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "shellcmd-exechost-")
+		if built.err == nil {
+			built.bin, built.err = testproc.Build(built.dir, false)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/testdep"
-	"github.com/exechost/exechost/internal/testproc"
 )
 
 // harmlessTools are allowlisted in the trace test; every other stand-in
@@ -77,10 +76,7 @@ func TestAllowedTextsStartOnlyAllowlisted(t *testing.T) {
 	}
 	straceBin := testdep.Binary(t, "strace")
 	root := t.TempDir()
-	bin, err := testproc.Build(root, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := exechostBinary(t)
 	stubs, planted, work, state := filepath.Join(root, "stubs"), filepath.Join(root, "planted"), filepath.Join(root, "work"), filepath.Join(root, "state")
 	for _, d := range []string{stubs, planted, filepath.Join(work, "sub"), state} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
