@@ -53,7 +53,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "short run: fewer iterations and 1,000 simulated nodes")
 		out     = flag.String("out", "BENCHMARKS.md", "report to rewrite (empty: print only)")
 		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
-		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,micro,startup,scale")
+		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,micro,audit,startup,scale")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
 		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
 	)
@@ -116,6 +116,10 @@ func (b *bench) run(only string) error {
 	if want("micro") {
 		fmt.Fprintln(os.Stderr, "== decision engine, output capping, approval socket")
 		b.microRows()
+	}
+	if want("audit") {
+		fmt.Fprintln(os.Stderr, "== audit log append")
+		b.auditRows()
 	}
 	if want("startup") {
 		fmt.Fprintln(os.Stderr, "== startup and binary size")

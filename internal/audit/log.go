@@ -229,7 +229,7 @@ func (l *Log) trimTail() error {
 // long) it returns an error and leaves every earlier line intact — the
 // caller must say loudly that the exec went unaudited.
 func (l *Log) Append(r Record) error {
-	ch, err := l.enqueue(r)
+	ch, err := l.enqueue(r, true)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (l *Log) Append(r Record) error {
 // decision record Append already made durable (docs/audit-durability.md
 // says what a crash can lose). Close waits for submitted records.
 func (l *Log) Submit(r Record) <-chan error {
-	ch, err := l.enqueue(r)
+	ch, err := l.enqueue(r, false)
 	if err != nil {
 		failed := make(chan error, 1)
 		failed <- err
@@ -262,8 +262,9 @@ func (l *Log) Submit(r Record) <-chan error {
 
 // enqueue validates and pre-encodes r on the caller's goroutine (so
 // encoding runs in parallel), queues it and makes sure a leader will commit
-// it.
-func (l *Log) enqueue(r Record) (<-chan error, error) {
+// it: the caller itself when it will wait anyway (inline, one group, which
+// holds its record) and no leader is running, else a new goroutine.
+func (l *Log) enqueue(r Record, inline bool) (<-chan error, error) {
 	switch r.Event {
 	case EventDecision, EventFinished, EventDenied:
 	default:
@@ -290,7 +291,11 @@ func (l *Log) enqueue(r Record) (<-chan error, error) {
 		l.idle = make(chan struct{})
 	}
 	l.mu.Unlock()
-	if lead {
+	switch {
+	case lead && inline:
+		l.commitNext() // the queue holds at least p
+		l.handOff()
+	case lead:
 		go l.lead()
 	}
 	return p.done, nil
@@ -299,29 +304,54 @@ func (l *Log) enqueue(r Record) (<-chan error, error) {
 // lead commits queued groups until the queue is empty. Only one leader runs
 // at a time; it alone touches the file state.
 func (l *Log) lead() {
-	for {
-		l.mu.Lock()
-		batch := l.queue
-		size := 0
-		for i, p := range batch {
-			if size += len(p.pre); size > MaxGroupBytes && i > 0 {
-				batch = batch[:i]
-				break
-			}
-		}
-		l.queue = l.queue[len(batch):]
-		if len(batch) == 0 {
-			l.leading = false
-			close(l.idle)
-			l.mu.Unlock()
-			return
-		}
-		l.mu.Unlock()
-		err := l.commit(batch)
-		for _, p := range batch {
-			p.done <- err
+	for l.commitNext() {
+	}
+}
+
+// commitNext commits the next group, if any, and reports whether the
+// caller is still the leader (false: the queue was empty and leadership
+// ended).
+func (l *Log) commitNext() bool {
+	l.mu.Lock()
+	batch := l.queue
+	size := 0
+	for i, p := range batch {
+		if size += len(p.pre); size > MaxGroupBytes && i > 0 {
+			batch = batch[:i]
+			break
 		}
 	}
+	if len(batch) == len(l.queue) {
+		l.queue = nil
+	} else {
+		l.queue = l.queue[len(batch):]
+	}
+	if len(batch) == 0 {
+		l.leading = false
+		close(l.idle)
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	err := l.commit(batch)
+	for _, p := range batch {
+		p.done <- err
+	}
+	return true
+}
+
+// handOff ends an inline leader's turn: leadership ends if nothing queued
+// meanwhile, else passes to a new goroutine so the caller can return.
+func (l *Log) handOff() {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.leading = false
+		close(l.idle)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	go l.lead()
 }
 
 // lockFile takes the cross-process lock, waiting at most LockTimeout.
