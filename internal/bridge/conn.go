@@ -323,9 +323,11 @@ func closeReason(err error) error {
 	return fmt.Errorf("%w: %v", ErrClosed, err)
 }
 
-// WriteFrame writes one frame, bounded by WriteTimeout.
+// WriteFrame writes one frame, bounded by WriteTimeout. The frame must come
+// from NewRequest, NewResult, NewEvent, NewFailure or DecodeFrame, whose
+// Params and Payload are valid JSON (see Frame.appendJSON).
 func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
-	data, err := json.Marshal(f)
+	data, err := f.appendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
