@@ -119,6 +119,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 			return bridge.ExecResult{}, r.err
 		}
 		res := r.result
+		g.delivered(r)
 		res.Events = g.sessions.Drain(key)
 		return res, nil
 	}
@@ -135,6 +136,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		return bridge.ExecResult{}, r.err
 	}
 	res := r.result
+	g.delivered(r)
 	res.Events = g.sessions.Drain(key)
 	return res, nil
 }
