@@ -7,7 +7,6 @@
 package bridge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,12 +62,11 @@ func DecodeFrame(data []byte) (Frame, error) {
 	if !utf8.Valid(data) {
 		return f, fmt.Errorf("%w: not UTF-8", ErrBadFrame)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&f); err != nil {
+	// Unmarshal, not a Decoder: it rejects trailing data just the same
+	// without first copying the whole frame (up to MaxFrame) into the
+	// decoder's buffer.
+	if err := json.Unmarshal(data, &f); err != nil {
 		return Frame{}, fmt.Errorf("%w: %v", ErrBadFrame, err)
-	}
-	if dec.More() {
-		return Frame{}, fmt.Errorf("%w: trailing data after the frame", ErrBadFrame)
 	}
 	if err := f.validate(); err != nil {
 		return Frame{}, err
