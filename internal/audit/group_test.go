@@ -86,9 +86,10 @@ func waitQueued(l *Log, want int, bound time.Duration) error {
 	return errors.New("appenders did not queue while a sync was in progress")
 }
 
-// TestPreallocatedTail checks the file's shape: while open it is
-// preallocated past the data (readers see only the lines), and Close cuts
-// it back to a plain JSON-lines file.
+// TestPreallocatedTail checks the file's shape: the first preallocAfter
+// groups (a one-shot CLI run) are written past the end as before; later
+// ones land in a preallocated zero tail that readers do not see; Close cuts
+// the file back to plain JSON lines.
 func TestPreallocatedTail(t *testing.T) {
 	path := logPath(t)
 	l, err := OpenOptions(path, Options{})
@@ -97,23 +98,40 @@ func TestPreallocatedTail(t *testing.T) {
 	}
 	r := rec("a", 0)
 	r.Time = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	line, _, _ := encodeLine(r)
+	first, _, _ := encodeLine(r)
+	// The first line's prev is empty; every later one carries a 64-digit
+	// hash.
+	linesLen := func(n int) int64 { return int64(n*len(first) + (n-1)*64) }
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	for i := range preallocAfter {
+		if err := l.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := size(), linesLen(i+1); got != want {
+			t.Fatalf("after %d appends the file is %d bytes, want %d (no preallocation yet)", i+1, got, want)
+		}
+	}
 	if err := l.Append(r); err != nil {
 		t.Fatal(err)
 	}
-	fi, _ := os.Stat(path)
-	if fi.Size() != PreallocBytes {
-		t.Errorf("open log is %d bytes, want preallocated %d", fi.Size(), PreallocBytes)
+	if got := size(); got != PreallocBytes {
+		t.Errorf("open log is %d bytes, want preallocated %d", got, PreallocBytes)
 	}
-	mustVerify(t, path, 1)
+	mustVerify(t, path, preallocAfter+1)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)
-	if len(data) != len(line) || data[len(data)-1] != '\n' {
-		t.Errorf("closed log is %d bytes ending %q, want one %d-byte line", len(data), data[len(data)-1:], len(line))
+	if want := linesLen(preallocAfter + 1); int64(len(data)) != want || data[len(data)-1] != '\n' {
+		t.Errorf("closed log is %d bytes ending %q, want %d bytes of lines", len(data), data[len(data)-1:], want)
 	}
-	mustVerify(t, path, 1)
+	mustVerify(t, path, preallocAfter+1)
 }
 
 // TestSubmitIsDurableByClose queues records without waiting; Close commits

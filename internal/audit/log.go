@@ -100,8 +100,10 @@ type Log struct {
 	head      string
 	headValid bool
 	// checked is set once f's tail has been checked for a write torn by a
-	// system crash (see cutTorn); reset whenever f is (re)opened.
+	// system crash (see tornEnd); reset whenever f is (re)opened.
 	checked bool
+	// groups counts the groups this Log has written (see preallocAfter).
+	groups int
 }
 
 // pending is one queued record and where its outcome goes.
@@ -427,34 +429,43 @@ func (l *Log) writeLocked(batch []*pending) error {
 	return nil
 }
 
-// writeAt writes buf at off, inside space preallocated first. On failure
-// it puts back the zeros (or cuts the file at off) so a partial line never
-// follows the good ones.
+// writeAt writes buf at off, inside space preallocated first (or past
+// the end, see ensureAllocated). On failure it puts the file back as it
+// was, so a partial line never follows the good ones.
 func (l *Log) writeAt(buf []byte, off int64) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	if err := l.ensureAllocated(off + int64(len(buf))); err != nil {
+	size, err := l.ensureAllocated(off + int64(len(buf)))
+	if err != nil {
 		l.headValid = false
 		return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
 	}
-	_, err := l.f.WriteAt(buf, off)
+	_, err = l.f.WriteAt(buf, off)
+	l.groups++
 	if err == nil {
 		return nil
 	}
 	l.headValid = false
-	if uerr := l.unwrite(off, off+int64(len(buf))); uerr != nil {
+	if uerr := l.unwrite(off, off+int64(len(buf)), size); uerr != nil {
 		err = errors.Join(err, fmt.Errorf("undo partial write: %w", uerr))
 	}
 	return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
 }
 
-// unwrite puts back the zeros over [from, to) after a failed write
-// (File.WriteAt does not say how much of a failed write landed). When that
-// fails too (the disk that refused the line may refuse the zeros) and bytes
-// remain past from, the file is cut at from instead.
-func (l *Log) unwrite(from, to int64) error {
-	if writeZeros(l.f, from, to) == nil {
+// unwrite undoes a failed write of [from, to) to a file that was size
+// bytes long (File.WriteAt does not say how much of a failed write landed):
+// what lay past size is cut off, what lay inside the preallocated zeros is
+// zeroed again. When zeroing fails too (the disk that refused the line may
+// refuse the zeros) and bytes remain past from, the file is cut at from.
+func (l *Log) unwrite(from, to, size int64) error {
+	if to > size {
+		if err := l.f.Truncate(max(from, size)); err != nil {
+			return err
+		}
+		to = size
+	}
+	if from >= to || writeZeros(l.f, from, to) == nil {
 		return nil
 	}
 	fi, err := l.f.Stat()
@@ -467,27 +478,33 @@ func (l *Log) unwrite(from, to int64) error {
 	return l.f.Truncate(from)
 }
 
-// ensureAllocated makes the file at least need bytes long, extending it
-// with written zeros to the next PreallocBytes boundary (capped at
-// MaxBytes) and fsyncing once, so the appends that land inside need only
-// fdatasync their data. Where a whole chunk does not fit (a nearly full
-// disk) it extends by exactly what is needed; a failed extension is cut
-// back, leaving the file as it was.
-func (l *Log) ensureAllocated(need int64) error {
+// preallocAfter is how many groups a Log writes before it preallocates:
+// a one-shot `exechost run` (a decision and a finished record) should not
+// pay for half a megabyte of zeros. Until then, and on a disk too full for
+// a whole chunk, a group is written past the end of the file, and its
+// fdatasync also flushes the new size — the old cost, still durable.
+const preallocAfter = 2
+
+// ensureAllocated returns the file's size, first extending it, when need
+// lies past the end and this Log is past preallocAfter groups, with written
+// zeros to the next PreallocBytes boundary (capped at MaxBytes) and
+// fsyncing once, so the appends that land inside need only fdatasync their
+// data. A failed extension is cut back, leaving the file as it was, and the
+// write then extends the file itself.
+func (l *Log) ensureAllocated(need int64) (int64, error) {
 	fi, err := l.f.Stat()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	size := fi.Size()
-	if need <= size {
-		return nil
+	if need <= size || l.groups < preallocAfter {
+		return size, nil
 	}
 	target := max(min((need+PreallocBytes-1)/PreallocBytes*PreallocBytes, l.opts.MaxBytes), need)
-	err = l.extend(size, target)
-	if err != nil && target > need {
-		err = l.extend(size, need)
+	if target > need && l.extend(size, target) == nil {
+		return target, nil
 	}
-	return err
+	return size, nil
 }
 
 // extend grows the file from size to target bytes of zeros and fsyncs it
