@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/exechost/exechost/internal/metrics"
@@ -171,12 +170,9 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 		if idem == "" {
 			idem = r.id
 		}
-		payload, err := g.invoke(ctx, nc, bridge.CmdSystemRun, req, timeout, idem)
-		if err != nil {
+		var err error
+		if res, err = g.invokeRun(ctx, nc, req, timeout, idem); err != nil {
 			return out, err
-		}
-		if err := json.Unmarshal(payload, &res); err != nil {
-			return out, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 		}
 	default:
 		var err error
