@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -57,4 +58,43 @@ func TestDecodeRunResult(t *testing.T) {
 			t.Errorf("peekInvokeID(%s) = %q; want the general path", other, id)
 		}
 	}
+}
+
+// FuzzDecodeRunResult feeds node answers to the one-pass decoder: it must
+// never panic, and whatever it accepts the general path (InvokeResult, then
+// its payload) must read the same way.
+func FuzzDecodeRunResult(f *testing.F) {
+	f.Add([]byte(`{"id":"a","nodeId":"n","ok":true,"payload":{"exitCode":1,"stdout":"x"}}`))
+	f.Add([]byte(`{"id":"a","nodeId":"n","ok":false,"error":{"code":"DENIED","message":"m"}}`))
+	f.Add([]byte(`{"id":"a","ok":true,"payload":null}`))
+	f.Fuzz(func(t *testing.T, params []byte) {
+		id, ok := peekInvokeID(params)
+		if !ok {
+			return
+		}
+		r, err := decodeRunResult(params, id)
+		if err != nil {
+			return
+		}
+		var gen bridge.InvokeResult
+		if err := json.Unmarshal(params, &gen); err != nil {
+			t.Fatalf("one-pass accepted what the general path refuses: %v: %q", err, params)
+		}
+		if gen.ID != r.res.ID || gen.OK != r.res.OK {
+			t.Fatalf("one-pass read %+v, general %+v: %q", r.res, gen, params)
+		}
+		// A payload key given twice is merged by the one-pass decoder and
+		// replaced by the general one; only a node that forges its own
+		// answers writes that, and it controls those anyway.
+		if r.run == nil || bytes.Count(params, []byte(`payload`)) > 1 {
+			return
+		}
+		var want runner.Result
+		if err := json.Unmarshal(gen.Payload, &want); err != nil {
+			t.Fatalf("general path cannot decode the payload one-pass accepted: %v: %q", err, params)
+		}
+		if d := cmp.Diff(want, *r.run); d != "" {
+			t.Fatalf("payloads differ (-general +one-pass):\n%s\n%q", d, params)
+		}
+	})
 }
