@@ -125,7 +125,7 @@ func (b *bench) sandboxOps() []op {
 	dockerCLI := op{name: "`docker exec` CLI", how: "`docker exec <same container> /bin/true`"}
 	bw := op{name: "daemonless sandbox (bwrap)", how: "sandbox/bwrap Backend.Exec(Argv [/bin/true]): fresh namespaces per command"}
 
-	cfg := sandbox.Config{Backend: sandbox.BackendDocker}
+	cfg := sandbox.Config{Backend: sandbox.BackendDocker, Agent: sandbox.AgentOff} // per-command rows; bench/sandbox.go has the agent
 	cfg.Docker.Image = os.Getenv("EXECHOST_BENCH_IMAGE")
 	if cfg.Docker.Image == "" {
 		cfg.Docker.Image = "exechost-sandbox-test:busybox"
@@ -165,7 +165,7 @@ func (b *bench) sandboxOps() []op {
 			dockerCLI.run = spawn("docker", "exec", id, "/bin/true")
 		}
 	}
-	bcfg := sandbox.Config{Backend: sandbox.BackendBwrap}.WithDefaults()
+	bcfg := sandbox.Config{Backend: sandbox.BackendBwrap, Agent: sandbox.AgentOff}.WithDefaults()
 	octx, cancel = context.WithTimeout(ctx, 20*time.Second)
 	bb, err := bwrap.Open(octx, bcfg, stateDir)
 	cancel()

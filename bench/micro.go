@@ -24,6 +24,7 @@ import (
 // socket, each next to its baseline.
 func (b *bench) microRows() {
 	b.decisionRows()
+	b.interpRows()
 	b.floodRows()
 	b.approvalRows()
 }

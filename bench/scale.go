@@ -24,6 +24,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/nodekey"
 )
 
 // Scale targets from the gateway issue.
@@ -38,6 +39,7 @@ const (
 // node.invoke.result), answering system.run at once without spawning.
 type simNode struct {
 	id, token string
+	key       *nodekey.Key // proves the node's identity on connect
 	conn      *bridge.Conn
 }
 
@@ -52,6 +54,7 @@ func (s *simNode) dial(ctx context.Context, url string) error {
 		Client: bridge.ClientInfo{Name: "exechost-bench-sim", Version: "bench", Platform: "linux"},
 		Node:   &bridge.NodeInfo{NodeID: s.id, DisplayName: s.id, Commands: bridge.NodeCommands},
 	}, nil, bridge.Options{
+		Device: s.key,
 		OnEvent: func(event string, payload json.RawMessage) {
 			if event != bridge.EventInvokeRequest {
 				return
@@ -88,6 +91,7 @@ func seedRegistry(gwDir string, n int) ([]*simNode, error) {
 		NodeID      string   `json:"nodeId"`
 		DisplayName string   `json:"displayName"`
 		TokenHash   string   `json:"tokenHash"`
+		PublicKey   string   `json:"publicKey"`
 		Platform    string   `json:"platform"`
 		Commands    []string `json:"commands"`
 		PairedAt    int64    `json:"pairedAt"`
@@ -101,8 +105,12 @@ func seedRegistry(gwDir string, n int) ([]*simNode, error) {
 		tok := "ehn_" + base64.RawURLEncoding.EncodeToString(b[:])
 		sum := sha256.Sum256([]byte(tok))
 		id := fmt.Sprintf("sim-%05d", i)
-		nodes[i] = &simNode{id: id, token: tok}
-		recs[i] = rec{NodeID: id, DisplayName: id, TokenHash: hex.EncodeToString(sum[:]), Platform: "linux", Commands: bridge.NodeCommands, PairedAt: now}
+		key, err := nodekey.Generate()
+		if err != nil {
+			return nil, err
+		}
+		nodes[i] = &simNode{id: id, token: tok, key: key}
+		recs[i] = rec{NodeID: id, DisplayName: id, TokenHash: hex.EncodeToString(sum[:]), PublicKey: key.PublicKeyString(), Platform: "linux", Commands: bridge.NodeCommands, PairedAt: now}
 	}
 	data, err := json.Marshal(map[string]any{"version": 1, "nodes": recs})
 	if err != nil {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: provisions what the tests need
-# (when run as root on Debian), checks formatting and vet, builds the static
-# binary and cross-compiles it, runs every test with the race detector, then
-# runs each fuzz target briefly. `.ci/run` runs exactly this script.
+# (when run as root on Debian), checks formatting, go.mod (`go mod tidy
+# -diff`), vet and staticcheck, builds the static binary and cross-compiles
+# it, runs every test with the race detector (then lists every skipped test
+# with its reason), then runs each fuzz target briefly. `.ci/run` runs
+# exactly this script.
 #
 #   FUZZTIME=10s   how long each fuzz target runs (default 8s)
 #   SKIP_PROVISION=1  do not install packages or start dockerd
@@ -10,12 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo /root/go)/bin"
 FUZZTIME="${FUZZTIME:-8s}"
+# STATICCHECK is the staticcheck release the suite installs (one that knows
+# the go directive's Go version).
+STATICCHECK="${STATICCHECK:-honnef.co/go/tools/cmd/staticcheck@v0.8.2}"
 
 step() { printf '\n=== %s\n' "$*"; }
 
 provision() {
-	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps)
-	local bins=(dockerd busybox bwrap chromium tmux Xvfb dbus-run-session notify-send systemd-analyze ip setpriv ps)
+	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps strace dash)
+	local bins=(dockerd busybox bwrap chromium tmux Xvfb dbus-run-session notify-send systemd-analyze ip setpriv ps strace dash)
 	local missing=() i
 	for i in "${!want[@]}"; do
 		command -v "${bins[$i]}" >/dev/null 2>&1 || missing+=("${want[$i]}")
@@ -34,6 +39,7 @@ provision() {
 	if [ -x scripts/provision-docker.sh ]; then
 		scripts/provision-docker.sh || echo "WARNING: could not start dockerd; Docker tests will skip (and fail under CI=true)"
 	fi
+	scripts/provision-openclaw.sh || echo "WARNING: could not install OpenClaw; its tests will skip (and fail under CI=true)"
 }
 
 [ "${SKIP_PROVISION:-}" = 1 ] || provision
@@ -45,8 +51,16 @@ step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "not gofmt'ed:"; echo "$unformatted"; exit 1; fi
 
+step "go mod tidy -diff"
+if ! go mod tidy -diff; then echo "go.mod/go.sum are not tidy: run \`go mod tidy\`"; exit 1; fi
+
 step "go vet"
 go vet ./...
+
+step "staticcheck"
+go install "$STATICCHECK"
+gobin="$(go env GOBIN)"; [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+"$gobin/staticcheck" ./...
 
 step "static build + cross-compile"
 mkdir -p bin
@@ -58,7 +72,11 @@ done
 if command -v file >/dev/null; then file bin/exechost; fi
 
 step "go test -race"
-go test -race -count=1 -timeout 30m ./...
+# -json through scripts/testreport: package results and failing tests'
+# output as usual, then every skipped test with its reason (under CI=true a
+# missing dependency fails instead of skipping; locally it is listed here).
+go build -o bin/testreport ./scripts/testreport
+go test -race -count=1 -timeout 30m -json ./... 2>&1 | bin/testreport
 
 step "fuzz targets (${FUZZTIME} each)"
 # Each FuzzXxx in the tree runs briefly; seeds in testdata/fuzz are replayed

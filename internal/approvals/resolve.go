@@ -101,6 +101,7 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 	}
 	r.Warnings = append(r.Warnings, f.warnings...)
 	memo := map[string]string{}
+	dirs := map[string][]string{} // directory listings for near-miss checks
 	for _, id := range chain {
 		for i, e := range f.Agents[id].Allowlist {
 			r.Allowlist = append(r.Allowlist, ResolvedEntry{Agent: id, Entry: e})
@@ -113,6 +114,9 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 				continue
 			}
 			if w := coverWarning(e.Pattern, home, memo); w != "" {
+				r.Warnings = append(r.Warnings, where+": "+w)
+			}
+			for _, w := range nearMissWarnings(e.Pattern, home, dirs) {
 				r.Warnings = append(r.Warnings, where+": "+w)
 			}
 		}

@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // DefaultClientTimeout is how long Client.Prompt waits for a human when
@@ -152,7 +151,7 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 			if ef.ID != "" && ef.ID != id {
 				continue // not about our request
 			}
-			return "", "", fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, truncate(ef.Message, 200))
+			return "", "", fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
 		}
 		var df DecisionFrame
 		if err := json.Unmarshal(line, &df); err != nil || df.Type != TypeDecision {
@@ -166,7 +165,7 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 		}
 		a := policy.Approval(df.Decision)
 		if !a.Valid() {
-			return "", "", fmt.Errorf("%w: unknown decision %q", ErrBadReply, truncate(df.Decision, 32))
+			return "", "", fmt.Errorf("%w: unknown decision %q", ErrBadReply, textsafe.Bounded(df.Decision, 32))
 		}
 		if !Offered(req, a) {
 			return "", "", fmt.Errorf("%w: decision %s was not offered", ErrBadReply, a)
@@ -181,20 +180,14 @@ func parseError(line []byte) (ErrorFrame, bool) {
 	if json.Unmarshal(line, &ef) != nil || ef.Type != TypeError {
 		return ErrorFrame{}, false
 	}
-	ef.Code = truncate(ef.Code, 32)
+	ef.Code = textsafe.Bounded(ef.Code, 32)
 	return ef, true
 }
 
 // sanitizeBy keeps the unauthenticated, informational "by" field printable
 // and short; it defaults to "approver".
 func sanitizeBy(by string) string {
-	by = strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return -1
-	}, by)
-	by = strings.TrimSpace(truncate(by, 64))
+	by = textsafe.Strip(by, 64)
 	if by == "" {
 		return "approver"
 	}

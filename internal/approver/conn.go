@@ -58,15 +58,15 @@ type conn struct {
 
 	wmu sync.Mutex // serialises frame writes
 
-	mu      sync.Mutex // guards pending and the read deadline
-	pending map[string]bool
-	nonces  map[string]struct{}
+	mu        sync.Mutex // guards pending, the read deadline and stopHello
+	pending   map[string]bool
+	nonces    map[string]struct{}
+	stopHello func() bool // disarms the hello timer; nil once disarmed
 }
 
 // handle runs one connection: peer check, hello, then frames until the peer
 // leaves, idles out, sends an oversized frame or the server closes.
-func (s *Server) handle(ctx context.Context, c net.Conn) {
-	peer, err := peerOf(c)
+func (s *Server) handle(ctx context.Context, c net.Conn, sl *slot, peer peerInfo, err error) {
 	if err != nil {
 		s.logf("approver: refusing connection: %v", err)
 		writeFrameTimeout(c, ErrorFrame{Type: TypeError, Code: CodeInvalidAuth, Message: "peer credentials unavailable"})
@@ -80,6 +80,24 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cn := &conn{s: s, c: c, peer: peer, challenge: randomHex(16), pending: map[string]bool{}, nonces: map[string]struct{}{}}
+	s.mu.Lock()
+	sl.cn = cn
+	s.mu.Unlock()
+	// A connection must get a request or exec frame accepted within
+	// HelloTimeout of hello; armDeadlineLocked disarms the timer then.
+	cn.mu.Lock()
+	cn.stopHello = s.armHello(func() {
+		s.logf("approver: %s: no request within %s of hello; closing", peer, s.helloTimeout())
+		c.Close()
+	})
+	cn.mu.Unlock()
+	defer func() {
+		cn.mu.Lock()
+		if cn.stopHello != nil {
+			cn.stopHello()
+		}
+		cn.mu.Unlock()
+	}()
 	if err := cn.write(Hello{Type: TypeHello, V: ProtocolVersion, Challenge: cn.challenge}); err != nil {
 		return
 	}
@@ -145,6 +163,10 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 // armDeadlineLocked sets the idle read deadline: none while prompts are
 // pending (the peer is waiting for us), IdleTimeout otherwise.
 func (cn *conn) armDeadlineLocked() {
+	if len(cn.pending) > 0 && cn.stopHello != nil {
+		cn.stopHello() // the peer sent its request: the hello timer is done
+		cn.stopHello = nil
+	}
 	if len(cn.pending) > 0 {
 		cn.c.SetReadDeadline(time.Time{})
 	} else {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // execClientMargin is added to the approver's own bound on one exec for
@@ -90,7 +92,7 @@ func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 	var hello Hello
 	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
 		if ef, ok := parseError(line); ok {
-			return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, truncate(ef.Message, 200))
+			return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
 		}
 		return ExecResult{}, fmt.Errorf("%w: expected hello frame", ErrUnreachable)
 	}
@@ -168,7 +170,7 @@ func verifyExecRes(token []byte, challenge, id string, line []byte) (_ ExecResul
 		if f.ID != "" && f.ID != id {
 			return ExecResult{}, nil, true
 		}
-		return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, truncate(f.Code, 32), truncate(f.Message, 200)), false
+		return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, textsafe.Bounded(f.Code, 32), textsafe.Bounded(f.Message, 200)), false
 	}
 	res, err := verifyExecResFrame(token, challenge, id, &f.ExecResFrame)
 	return res, err, false
@@ -197,7 +199,7 @@ func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (Ex
 		if err := json.Unmarshal(body, &xe); err != nil || xe.Code == "" {
 			return ExecResult{}, fmt.Errorf("%w: malformed exec error", ErrBadReply)
 		}
-		xe.Code = truncate(xe.Code, 64)
+		xe.Code = textsafe.Bounded(xe.Code, 64)
 		if xe.Message == "" {
 			xe.Message = xe.Code
 		}

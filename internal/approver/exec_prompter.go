@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // BrokerPrompter asks the approver's own queue, in process. It is the
@@ -47,7 +48,7 @@ func (bp BrokerPrompter) Prompt(ctx context.Context, req PromptRequest) (policy.
 		return "", "", fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
 	if !a.Valid() || !Offered(req, a) {
-		return "", "", fmt.Errorf("%w: decision %q was not offered", ErrBadReply, truncate(string(a), 32))
+		return "", "", fmt.Errorf("%w: decision %q was not offered", ErrBadReply, textsafe.Bounded(string(a), 32))
 	}
 	return a, sanitizeBy(by), nil
 }

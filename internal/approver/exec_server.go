@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // ExecDefaultTimeout bounds a forwarded command that carries no timeoutMs,
@@ -109,7 +111,7 @@ func (cn *conn) exec(ctx context.Context, x execJob) {
 	var body []byte
 	if !ok {
 		xe := ExecErrorOf(err)
-		cn.s.logf("approver: %s: exec %s not run: %s: %s", cn.peer, x.id, xe.Code, truncate(xe.Message, 200))
+		cn.s.logf("approver: %s: exec %s not run: %s: %s", cn.peer, x.id, xe.Code, textsafe.Bounded(xe.Message, 200))
 		body, err = json.Marshal(xe)
 	} else {
 		body, err = json.Marshal(res)

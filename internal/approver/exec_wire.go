@@ -61,6 +61,9 @@ type ExecRequest struct {
 	SessionKey       string            `json:"sessionKey"`
 	RunID            string            `json:"runId"`
 	ApprovalDecision string            `json:"approvalDecision,omitempty"`
+	// PlanHash binds ApprovalDecision to the canonical form it was given
+	// for (PromptRequest.PlanHash).
+	PlanHash string `json:"planHash,omitempty"`
 	// Extensions beyond the design's system.run params. Security and Ask
 	// carry what the gateway requested for this call, so forwarding never
 	// loosens it (the approver combines them with its own

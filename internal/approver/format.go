@@ -1,9 +1,10 @@
 package approver
 
 import (
-	"fmt"
 	"strings"
 	"time"
+
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // Field is one labelled line of a prompt's description.
@@ -21,7 +22,7 @@ func Describe(p Pending, now time.Time) []Field {
 		if s == "" {
 			return "-"
 		}
-		return Printable(s)
+		return textsafe.Line(s)
 	}
 	fs := []Field{
 		{"agent", dash(r.AgentID)},
@@ -31,7 +32,16 @@ func Describe(p Pending, now time.Time) []Field {
 		{"command", dash(r.Command)},
 	}
 	if len(r.Argv) > 0 && r.Command == "" {
-		fs[4].Value = Printable(strings.Join(r.Argv, " "))
+		fs[4].Value = textsafe.Line(strings.Join(r.Argv, " "))
+	}
+	if c := strings.TrimSuffix(r.Canonical, "\n"); c != "" && c != strings.TrimSpace(r.Command) {
+		fs = append(fs, Field{"canonical", Printable(c)})
+	}
+	if r.RunsAs != "" {
+		fs = append(fs, Field{"runs as", Printable(RunsAsText(r.RunsAs))})
+	}
+	for _, x := range r.Executables {
+		fs = append(fs, Field{"starts", Printable(x)})
 	}
 	if len(r.ResolvedPaths) == 0 {
 		fs = append(fs, Field{"resolved", "(none: the command could not be analysed)"})
@@ -41,7 +51,7 @@ func Describe(p Pending, now time.Time) []Field {
 		if i < len(r.Allowlisted) && r.Allowlisted[i] {
 			mark = "allowlisted"
 		}
-		fs = append(fs, Field{"resolved", Printable(path) + " (" + mark + ")"})
+		fs = append(fs, Field{"resolved", textsafe.Line(path) + " (" + mark + ")"})
 	}
 	fs = append(fs,
 		Field{"why", dash(r.Reason)},
@@ -49,17 +59,35 @@ func Describe(p Pending, now time.Time) []Field {
 	)
 	exp := "in " + Countdown(p.ExpiresAt, now)
 	if r.Fallback != "" {
-		exp += " (then askFallback=" + Printable(r.Fallback) + ")"
+		exp += " (then askFallback=" + textsafe.Line(r.Fallback) + ")"
 	}
 	fs = append(fs, Field{"expires", exp}, Field{"peer", dash(p.Peer)})
+	for _, l := range AllowAlwaysLines(r) {
+		fs = append(fs, Field{"always", AlwaysText(l)})
+	}
 	return fs
+}
+
+// RunsAsText explains PromptRequest.RunsAs to a human.
+func RunsAsText(how string) string {
+	switch how {
+	case "interpreter":
+		return "interpreter: the tree above runs, and nothing but the executables below may start"
+	case "direct":
+		return "direct: the executable below starts with these words, no shell"
+	case "interpreter, unchecked":
+		return "interpreter, unchecked: the analysis could not vouch for it; whatever it starts runs"
+	case "shell text":
+		return "runs as shell text (/bin/sh -c): nothing checks what it starts"
+	}
+	return how
 }
 
 func nodeSuffix(node string) string {
 	if node == "" {
 		return ""
 	}
-	return " (node " + Printable(node) + ")"
+	return " (node " + textsafe.Line(node) + ")"
 }
 
 // Countdown formats the time left until t, rounded to seconds; "expired"
@@ -75,23 +103,8 @@ func Countdown(t, now time.Time) string {
 	return d.Round(time.Second).String()
 }
 
-// Printable escapes control characters (ESC, CR, newlines, …) so untrusted
-// text from an execution host prints as one inert line.
-func Printable(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isControl(r) {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isControl(r rune) bool {
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029' || r == '\u202e'
-}
+// Printable is textsafe.Line under its old name, so code written against
+// it keeps building.
+//
+// Deprecated: use textsafe.Line, the one sanitiser for text a human reads.
+func Printable(s string) string { return textsafe.Line(s) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // RunLines is the approver's plain line mode, for terminals without a TUI
@@ -60,7 +61,7 @@ func RunLines(ctx context.Context, b *Broker, in io.Reader, out io.Writer, by st
 			}
 			fields := strings.Fields(line)
 			if len(fields) != 2 {
-				printf("error: want \"ID allow-once|allow-always|deny\", got %q\n", Printable(line))
+				printf("error: want \"ID allow-once|allow-always|deny\", got %q\n", textsafe.Line(line))
 				continue
 			}
 			a, err := policy.ParseApproval(fields[1])
@@ -88,7 +89,7 @@ func RunLines(ctx context.Context, b *Broker, in io.Reader, out io.Writer, by st
 			case ChangeAdded:
 				show(c.Pending)
 			case ChangeResolved:
-				printf("RESOLVED %s %s by %s\n", c.Pending.ID, c.Decision, Printable(c.By))
+				printf("RESOLVED %s %s by %s\n", c.Pending.ID, c.Decision, textsafe.Line(c.By))
 			case ChangeExpired:
 				printf("EXPIRED %s\n", c.Pending.ID)
 			}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -21,6 +22,9 @@ type peerInfo struct {
 }
 
 func (p peerInfo) String() string { return fmt.Sprintf("uid %s pid %d", p.uid, p.pid) }
+
+// key identifies the peer process for per-process limits.
+func (p peerInfo) key() string { return p.uid + "/" + strconv.Itoa(p.pid) }
 
 // peerOf returns the peer's credentials (SO_PEERCRED on Linux,
 // LOCAL_PEERCRED/getpeereid on macOS). Where they cannot be read the

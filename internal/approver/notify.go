@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // NotifyDesktop shows a desktop notification (notify-send) for every new
@@ -34,7 +36,7 @@ func NotifyDesktop(ctx context.Context, b *Broker) {
 				continue
 			}
 			r := c.Pending.Request
-			body := Printable(truncate(r.Command, 200)) + "\nagent " + Printable(r.AgentID) + " · id " + shortID(c.Pending.ID)
+			body := textsafe.Bounded(r.Command, 200) + "\nagent " + textsafe.Line(r.AgentID) + " · id " + shortID(c.Pending.ID)
 			nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			exec.CommandContext(nctx, bin, "--app-name=exechost", "--urgency=critical", "exechost: approval needed", body).Run()
 			cancel()

@@ -23,8 +23,19 @@ const (
 	// DefaultIdleTimeout closes a connection that has nothing pending and
 	// sends nothing (a half-open or forgotten client).
 	DefaultIdleTimeout = 30 * time.Second
-	// DefaultMaxConns bounds concurrent connections.
+	// DefaultMaxConns bounds concurrent connections. When every slot is
+	// taken, an idle connection (no prompt or exec in flight) of the peer
+	// holding the most connections is closed to admit the new one, so idle
+	// peers can never keep a legitimate prompt out.
 	DefaultMaxConns = 64
+	// DefaultMaxConnsPerPeer bounds the connections of one peer process
+	// (uid+pid from SO_PEERCRED): room for many concurrent prompts of one
+	// gateway or node runner, a quarter of the table.
+	DefaultMaxConnsPerPeer = 16
+	// DefaultHelloTimeout closes a connection that has not had a request
+	// or exec frame accepted this long after hello: a real client sends
+	// its frame at once, a slow-loris never does.
+	DefaultHelloTimeout = 5 * time.Second
 	// DefaultPromptTimeout is how long a prompt stays queued when the
 	// request carries no expiresAtMs.
 	DefaultPromptTimeout = 120 * time.Second
@@ -65,6 +76,12 @@ type Server struct {
 	IdleTimeout time.Duration
 	// MaxConns bounds concurrent connections (default DefaultMaxConns).
 	MaxConns int
+	// MaxConnsPerPeer bounds one peer process's concurrent connections
+	// (default DefaultMaxConnsPerPeer).
+	MaxConnsPerPeer int
+	// HelloTimeout closes a connection with no accepted frame this long
+	// after hello (default DefaultHelloTimeout).
+	HelloTimeout time.Duration
 	// Logf, if set, receives one line per refused frame or connection.
 	Logf func(format string, args ...any)
 	// Now is the approver's clock (default time.Now); tests move it.
@@ -73,11 +90,35 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	lock     *flock.Flock
-	conns    map[net.Conn]struct{}
+	conns    map[net.Conn]*slot
+	perPeer  map[string]int // open connections per peer key
+	seq      uint64         // admission order, for choosing the oldest idle victim
 	limiters map[string]*peerLimiter
 	closed   bool
 	wg       sync.WaitGroup
 	uid      string
+
+	// afterFunc arms the hello timer (default time.AfterFunc); tests
+	// replace it to fire the timer themselves instead of racing a clock.
+	afterFunc func(d time.Duration, f func()) (stop func() bool)
+}
+
+// slot is one admitted connection in the server's table.
+type slot struct {
+	peer string // uid/pid
+	seq  uint64
+	cn   *conn // set once handle has built it; nil until then (idle)
+}
+
+// busy reports whether a connection has a prompt or exec in flight; such
+// a connection is never evicted for a newcomer.
+func (sl *slot) busy() bool {
+	if sl.cn == nil {
+		return false
+	}
+	sl.cn.mu.Lock()
+	defer sl.cn.mu.Unlock()
+	return len(sl.cn.pending) > 0
 }
 
 type peerLimiter struct {
@@ -96,6 +137,20 @@ func (s *Server) logf(format string, args ...any) {
 	if s.Logf != nil {
 		s.Logf(format, args...)
 	}
+}
+
+func (s *Server) helloTimeout() time.Duration {
+	if s.HelloTimeout > 0 {
+		return s.HelloTimeout
+	}
+	return DefaultHelloTimeout
+}
+
+func (s *Server) armHello(f func()) (stop func() bool) {
+	if s.afterFunc != nil {
+		return s.afterFunc(s.helloTimeout(), f)
+	}
+	return time.AfterFunc(s.helloTimeout(), f).Stop
 }
 
 func (s *Server) maxFrame() int {
@@ -141,11 +196,6 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	s.uid = strconv.Itoa(os.Getuid())
-	maxConns := s.MaxConns
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	slots := make(chan struct{}, maxConns)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -165,45 +215,106 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("accept on %s: %w", s.Path, err)
 		}
-		if !s.track(c) {
-			c.Close()
-			continue
+		// The peer's credentials come first: admission is per process.
+		peer, perr := peerOf(c)
+		sl, victim, why := s.admit(c, peer)
+		if victim != nil {
+			s.logf("approver: closing idle connection of %s to admit %s", victim.peer, peer)
+			victim.c.Close()
 		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			s.logf("approver: refusing connection: %d connections open", maxConns)
-			writeFrameTimeout(c, ErrorFrame{Type: TypeError, Code: CodeRateLimited, Message: "too many connections"})
-			s.untrack(c)
+		if sl == nil {
+			if why != "" {
+				s.logf("approver: refusing connection of %s: %s", peer, why)
+				writeFrameTimeout(c, ErrorFrame{Type: TypeError, Code: CodeRateLimited, Message: why})
+			}
+			c.Close()
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-slots }()
 			defer s.untrack(c)
-			s.handle(ctx, c)
+			s.handle(ctx, c, sl, peer, perr)
 		}()
 	}
 }
 
-func (s *Server) track(c net.Conn) bool {
+// evicted names a connection admit closed for a newcomer.
+type evicted struct {
+	c    net.Conn
+	peer string
+}
+
+// admit decides whether a new connection gets a slot: at most
+// MaxConnsPerPeer per peer process; when all MaxConns slots are taken, an
+// idle connection of the peer with the most connections (oldest first) is
+// evicted, and only when every connection is busy is the newcomer refused.
+// It returns the slot (nil when refused, with why), and the connection to
+// close, if any.
+func (s *Server) admit(c net.Conn, peer peerInfo) (*slot, *evicted, string) {
+	key := peer.key()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return nil, nil, ""
 	}
 	if s.conns == nil {
-		s.conns = make(map[net.Conn]struct{})
+		s.conns = make(map[net.Conn]*slot)
+		s.perPeer = make(map[string]int)
 	}
-	s.conns[c] = struct{}{}
-	return true
+	maxPeer := s.MaxConnsPerPeer
+	if maxPeer <= 0 {
+		maxPeer = DefaultMaxConnsPerPeer
+	}
+	if s.perPeer[key] >= maxPeer {
+		return nil, nil, fmt.Sprintf("too many connections from this process (limit %d)", maxPeer)
+	}
+	maxConns := s.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	var victim *evicted
+	if len(s.conns) >= maxConns {
+		var vc net.Conn
+		var vs *slot
+		for oc, osl := range s.conns {
+			if osl.busy() {
+				continue
+			}
+			if vs == nil || s.perPeer[osl.peer] > s.perPeer[vs.peer] ||
+				(s.perPeer[osl.peer] == s.perPeer[vs.peer] && osl.seq < vs.seq) {
+				vc, vs = oc, osl
+			}
+		}
+		if vs == nil {
+			return nil, nil, fmt.Sprintf("too many connections (%d), all with prompts in flight", maxConns)
+		}
+		s.dropLocked(vc)
+		victim = &evicted{c: vc, peer: vs.peer}
+	}
+	s.seq++
+	sl := &slot{peer: key, seq: s.seq}
+	s.conns[c] = sl
+	s.perPeer[key]++
+	return sl, victim, ""
+}
+
+// dropLocked removes c from the table (once; later calls are no-ops).
+func (s *Server) dropLocked(c net.Conn) {
+	sl, ok := s.conns[c]
+	if !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.perPeer[sl.peer]--; s.perPeer[sl.peer] <= 0 {
+		delete(s.perPeer, sl.peer)
+	}
 }
 
 func (s *Server) untrack(c net.Conn) {
 	c.Close()
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.dropLocked(c)
 	s.mu.Unlock()
 }
 
@@ -245,7 +356,7 @@ func (s *Server) Close() error {
 // limiter returns the rate limiter of one peer process, pruning limiters
 // unused for ten minutes when the table grows.
 func (s *Server) limiter(p peerInfo) *rate.Limiter {
-	key := p.uid + "/" + strconv.Itoa(p.pid)
+	key := p.key()
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -442,10 +442,22 @@ func TestServerCloseExpiresPrompts(t *testing.T) {
 	}
 }
 
+// TestMaxConns: when every slot holds a connection with a prompt in
+// flight, a newcomer is refused (busy connections are never evicted); an
+// idle one would have been evicted instead (TestIdlePeersCannotStarveAPrompt).
 func TestMaxConns(t *testing.T) {
 	ts := startServer(t, func(s *Server) { s.MaxConns = 2 })
-	dialRaw(t, ts.Path)
-	dialRaw(t, ts.Path)
+	ch, stop := ts.b.Subscribe()
+	defer stop()
+	for range 2 {
+		rc := dialRaw(t, ts.Path)
+		rc.send(newFrame(rc.challenge, sampleRequest).bytes())
+		for c := range ch {
+			if c.Kind == ChangeAdded {
+				break
+			}
+		}
+	}
 	c, err := net.Dial("unix", ts.Path)
 	if err != nil {
 		t.Fatal(err)

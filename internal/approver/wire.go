@@ -20,6 +20,14 @@
 //     and keep the connection, so one connection may carry several prompts.
 //     A connection with nothing pending that sends nothing for
 //     Server.IdleTimeout is closed.
+//   - Admission (Server.admit): a connection whose first request or exec
+//     frame is not accepted within HelloTimeout (5 s) of hello is closed;
+//     one peer process (uid+pid from SO_PEERCRED) holds at most
+//     MaxConnsPerPeer (16) connections; when all MaxConns (64) slots are
+//     taken, an idle connection (nothing in flight) of the peer holding the
+//     most is closed for the newcomer, so idle peers never keep a prompt
+//     out. Only when every slot has a prompt in flight is a newcomer
+//     refused (rate-limited).
 //   - A prompt stays queued until the request's expiresAtMs (default 120 s,
 //     at most an hour); a client that disconnects expires its prompts. The
 //     server answers a prompt nobody decided with an "expired" error frame
@@ -88,6 +96,30 @@ type PromptRequest struct {
 	Choices     []string `json:"choices,omitempty"`     // decisions offered (no allow-always with ask=always)
 	ExpiresAtMs int64    `json:"expiresAtMs,omitempty"` // when the host stops waiting and applies askFallback
 	Fallback    string   `json:"askFallback,omitempty"` // what happens then
+	// What will run: the canonical form of the parsed command (printed from
+	// the tree the host analysed), its sha256 (which the approval binds: the
+	// host runs nothing else on this answer), how it runs ("interpreter",
+	// "direct", "interpreter, unchecked" or "shell text") and each
+	// executable with how it starts ("exec /usr/bin/git", …).
+	Canonical   string   `json:"canonical,omitempty"`
+	PlanHash    string   `json:"canonicalSha256,omitempty"`
+	RunsAs      string   `json:"runsAs,omitempty"`
+	Executables []string `json:"executables,omitempty"`
+	// AllowAlways says exactly what an allow-always answer would add to
+	// the allowlist and what it would leave out; nil when the execution
+	// host did not say (the UIs then say so rather than guess).
+	AllowAlways *AllowAlwaysPlan `json:"allowAlways,omitempty"`
+}
+
+// AllowAlwaysPlan is what an allow-always answer would persist: the
+// execution host fills it from the same computation that persists
+// (shellcmd.Recordable), so what the human reads is what gets written.
+type AllowAlwaysPlan struct {
+	// Add lists the exact patterns that would be added, in order.
+	Add []string `json:"add"`
+	// Skipped explains each executable left out (shells, interpreters,
+	// privilege changers, unresolved names).
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // RequestFrame is a client's prompt.

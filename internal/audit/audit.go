@@ -76,6 +76,9 @@ type Record struct {
 	Truncated  bool  `json:"truncated,omitempty"`
 	// Error is a failure to start or run the command.
 	Error string `json:"error,omitempty"`
+	// GatewayFields carry the gateway's own decisions (events.go); they
+	// are flattened into the line and empty on execution hosts' records.
+	GatewayFields
 	// Prev is the hash of the previous line ("" for the first line ever).
 	Prev string `json:"prev"`
 	// Hash is the hex SHA-256 of this line without its hash field. It must

@@ -44,7 +44,7 @@ func (f Filter) Match(r Record) bool {
 	if f.Text != "" {
 		hay := strings.Join(append([]string{
 			r.Command, strings.Join(r.Argv, " "), r.Cwd, r.Reason, r.DecidedBy,
-			r.RunID, r.SessionKey, r.NodeID,
+			r.RunID, r.SessionKey, r.NodeID, r.Action, r.Actor, r.ReasonCode, r.Change,
 		}, r.ResolvedPaths...), "\n")
 		if !strings.Contains(strings.ToLower(hay), strings.ToLower(f.Text)) {
 			return false
@@ -197,9 +197,6 @@ func scanLines(r io.Reader, size int64, fn func(line []byte, lineNo int, partial
 		}
 	}
 }
-
-// errStop ends a scan early without an error.
-var errStop = errors.New("stop")
 
 // Read streams the records of the log at path — every rotated file, oldest
 // to newest — that match filter to fn. An error from fn stops the read and

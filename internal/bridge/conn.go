@@ -54,6 +54,9 @@ type Options struct {
 	OnClose func(err error)
 	// NoPing disables keepalive probes (tests of raw frames).
 	NoPing bool
+	// Device, for Dial as role node, signs the gateway's connect
+	// challenge (see Handshake); NewConn does not use it.
+	Device DeviceSigner
 }
 
 // Conn is one established bridge connection. Calls, events and responses may

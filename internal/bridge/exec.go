@@ -37,7 +37,10 @@ type ExecResult struct {
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`
-	Error     string `json:"error,omitempty"`
+	// DroppedBytes is how much output the 200,000-byte cap dropped, when
+	// the execution host reports it.
+	DroppedBytes int64  `json:"droppedBytes,omitempty"`
+	Error        string `json:"error,omitempty"`
 	// Events are the session's queued system events, delivered with this
 	// response and removed from the queue.
 	Events []SystemEvent `json:"events,omitempty"`
@@ -112,6 +115,10 @@ type NodeView struct {
 	Connected   bool     `json:"connected"`
 	LastSeen    int64    `json:"lastSeen"`
 	Paired      bool     `json:"paired"`
+	// Fingerprint abbreviates the node's public key; the node prints the
+	// same string while it waits, so an operator approves what they can
+	// compare. Empty for a paired node that has not yet bound a key.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // NodesResult is nodes.list's and nodes.pending's payload.

@@ -108,6 +108,8 @@ func (f *Frame) validate() error {
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Denial explains a CodeDenied error when it is known (denial.go).
+	Denial *Denial `json:"denial,omitempty"`
 }
 
 // Error returns the message, which is written for the person or agent

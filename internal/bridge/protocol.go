@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // ProtocolVersion is the bridge protocol this build speaks.
@@ -19,12 +20,66 @@ const (
 	RoleNode     = "node"
 )
 
+// EventConnectChallenge is the first frame the gateway sends on every
+// connection, before it reads the connect request: a fresh nonce that a
+// node signs with its key, so a recorded connect cannot be replayed.
+const EventConnectChallenge = "connect.challenge"
+
+// ConnectChallenge is the payload of the connect.challenge event.
+type ConnectChallenge struct {
+	Nonce string `json:"nonce"`
+	Ts    int64  `json:"ts"`
+}
+
 // ConnectParams are the params of the connect request.
 type ConnectParams struct {
 	Role   string     `json:"role"`
 	Auth   Auth       `json:"auth"`
 	Client ClientInfo `json:"client"`
 	Node   *NodeInfo  `json:"node,omitempty"`
+	// Device proves a node's identity: its public key and a signature
+	// of DeviceAuthPayload over the connection's challenge. Required for
+	// role node.
+	Device *DeviceAuth `json:"device,omitempty"`
+}
+
+// DeviceAuth is a node's proof of key possession (OpenClaw's connect
+// "device" object): ID is the hex SHA-256 of the raw Ed25519 public key,
+// PublicKey that raw key and Signature the signature of DeviceAuthPayload,
+// both unpadded base64url; Nonce repeats the challenge and SignedAt is the
+// signer's clock in Unix milliseconds.
+type DeviceAuth struct {
+	ID        string `json:"id"`
+	PublicKey string `json:"publicKey"`
+	Signature string `json:"signature"`
+	SignedAt  int64  `json:"signedAt"`
+	Nonce     string `json:"nonce"`
+}
+
+// DeviceAuthVersion tags the signed string. It differs from OpenClaw's
+// "v2"/"v3" on purpose: a signature made for one protocol is never valid
+// in the other.
+const DeviceAuthVersion = "exechost-node-v1"
+
+// DeviceAuthPayload is the canonical string a node signs on connect:
+//
+//	exechost-node-v1|<deviceId>|<nodeId>|<role>|<signedAtMs>|<credential>|<nonce>
+//
+// credential is the node token, else the join key, else empty. The nonce
+// makes every signature good for one connection only; nodeId and role
+// bind it to what the node claims on that connection. No field can
+// contain "|": ids, roles, tokens and nonces use other alphabets, and the
+// gateway validates nodeId before it verifies.
+func DeviceAuthPayload(deviceID, nodeID, role string, signedAtMs int64, credential, nonce string) string {
+	return strings.Join([]string{DeviceAuthVersion, deviceID, nodeID, role, strconv.FormatInt(signedAtMs, 10), credential, nonce}, "|")
+}
+
+// DeviceSigner is a node's key as the handshake needs it;
+// *nodekey.Key implements it.
+type DeviceSigner interface {
+	DeviceID() string
+	PublicKeyString() string
+	Sign(msg []byte) string
 }
 
 // Auth carries a connection's credentials. A node pairing for the first
@@ -47,6 +102,15 @@ type NodeInfo struct {
 	NodeID      string   `json:"nodeId"`
 	DisplayName string   `json:"displayName"`
 	Commands    []string `json:"commands"`
+}
+
+// Credential is what a node's device signature covers of its auth: the
+// token, else the join key.
+func (a Auth) Credential() string {
+	if a.Token != "" {
+		return a.Token
+	}
+	return a.JoinKey
 }
 
 // Connect statuses of a node.
@@ -74,6 +138,7 @@ const (
 	CmdExecApprovalsGet   = "system.execApprovals.get"
 	CmdExecApprovalsSet   = "system.execApprovals.set"
 	EventInvokeRequest    = "node.invoke.request"
+	EventInvokeCancel     = "node.invoke.cancel"
 	MethodInvokeResult    = "node.invoke.result"
 	MethodNodeEvent       = "node.event"
 	EventPairApproved     = "node.pair.approved"
@@ -103,6 +168,16 @@ type InvokeRequest struct {
 	Params         json.RawMessage `json:"params,omitempty"`
 	TimeoutMs      int64           `json:"timeoutMs"`
 	IdempotencyKey string          `json:"idempotencyKey"`
+}
+
+// InvokeCancel is the payload of a node.invoke.cancel event: the gateway
+// stopped waiting for invoke ID (its caller went away), so the node ends
+// it — a prompt it is waiting on is withdrawn and the command never runs.
+// An extension beyond the design's frames; older nodes ignore it.
+type InvokeCancel struct {
+	ID     string `json:"id"`
+	NodeID string `json:"nodeId"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // InvokeResult is the params of a node.invoke.result request.

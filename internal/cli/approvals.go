@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -51,6 +52,9 @@ type approvalsView struct {
 	Hash   string               `json:"hash"`
 	File   json.RawMessage      `json:"file"`
 	Agents map[string]agentView `json:"effective"`
+	// UnknownKeys are keys this version ignores (kept on rewrite): a typo
+	// such as "allowlst" does nothing, which is worth a loud line.
+	UnknownKeys []string `json:"unknownKeys,omitempty"`
 }
 
 func buildView(path string, f *approvals.File) (approvalsView, error) {
@@ -58,7 +62,7 @@ func buildView(path string, f *approvals.File) (approvalsView, error) {
 	if err != nil {
 		return approvalsView{}, err
 	}
-	v := approvalsView{Path: path, Hash: f.Hash(), File: raw, Agents: map[string]agentView{}}
+	v := approvalsView{Path: path, Hash: f.Hash(), File: raw, Agents: map[string]agentView{}, UnknownKeys: explain.UnknownKeys(f)}
 	ids := []string{"*"}
 	for id := range f.Agents {
 		if id != "*" {
@@ -115,6 +119,9 @@ func newApprovalsGetCmd(g *globals) *cobra.Command {
 func printView(g *globals, v approvalsView) {
 	w := g.stdout
 	fmt.Fprintf(w, "file: %s\n", v.Path)
+	for _, k := range v.UnknownKeys {
+		fmt.Fprintf(w, "WARNING: unknown key %s is ignored (kept in the file; a typo here does nothing)\n", k)
+	}
 	ids := make([]string, 0, len(v.Agents))
 	for id := range v.Agents {
 		ids = append(ids, id)
@@ -198,14 +205,14 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "file", "", "the new exec-approvals.json")
 	cmd.Flags().StringVar(&node, "node", "", "set a paired node's approvals (through the gateway)")
-	cmd.Flags().StringVar(&baseHash, "base-hash", "", "refuse the write unless the file still has this hash (from `approvals get --json`): no concurrent edit is lost")
+	cmd.Flags().StringVar(&baseHash, "base-hash", "", "refuse the write unless the file still has this `HASH` (from \"approvals get --json\"): no concurrent edit is lost")
 	cmd.Flags().StringVar(&gateway, "gateway", DefaultGateway, "gateway URL (with --node)")
 	return cmd
 }
 
 func newAllowlistCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "allowlist", Short: "Add or remove allowlist patterns"}
-	var agent string
+	cmd := &cobra.Command{Use: "allowlist", Short: "Add or remove allowlist patterns (here, or on a paired node with --node)"}
+	var agent, node, gw string
 	mk := func(use, short string, add bool) *cobra.Command {
 		c := &cobra.Command{
 			Use:   use + " PATTERN",
@@ -216,31 +223,41 @@ func newAllowlistCmd(g *globals) *cobra.Command {
 				if add && !policy.CanMatch(pattern) {
 					return usagef("refusing to add a pattern that can never match: %s", policy.LintPattern(pattern))
 				}
-				s, _, err := g.localStore()
-				if err != nil {
-					return err
-				}
 				changed := false
-				_, err = s.Update(func(f *approvals.File) error {
+				edit := func(f *approvals.File) error {
 					if add {
 						changed = f.AddPattern(agent, pattern)
 					} else {
 						changed = f.RemovePattern(agent, pattern)
 					}
 					return nil
-				})
-				if err != nil {
-					return err
+				}
+				if node != "" {
+					if err := g.remoteApprovalsEdit(cmd.Context(), gw, node, edit); err != nil {
+						return err
+					}
+				} else {
+					s, _, err := g.localStore()
+					if err != nil {
+						return err
+					}
+					if _, err = s.Update(edit); err != nil {
+						return err
+					}
+				}
+				on := ""
+				if node != "" {
+					on = " on node " + node
 				}
 				switch {
 				case add && changed:
-					fmt.Fprintf(g.stdout, "added %s to agent %s\n", pattern, agent)
+					fmt.Fprintf(g.stdout, "added %s to agent %s%s\n", pattern, agent, on)
 				case add:
-					fmt.Fprintf(g.stdout, "%s is already in agent %s's allowlist\n", pattern, agent)
+					fmt.Fprintf(g.stdout, "%s is already in agent %s's allowlist%s\n", pattern, agent, on)
 				case changed:
-					fmt.Fprintf(g.stdout, "removed %s from agent %s\n", pattern, agent)
+					fmt.Fprintf(g.stdout, "removed %s from agent %s%s\n", pattern, agent, on)
 				default:
-					return fmt.Errorf("pattern %q is not in agent %s's allowlist (hint: `exechost approvals get` lists them)", pattern, agent)
+					return fmt.Errorf("pattern %q is not in agent %s's allowlist%s (hint: `exechost approvals get` lists them)", pattern, agent, on)
 				}
 				if w := policy.LintPattern(pattern); w != "" && add {
 					fmt.Fprintf(g.stderr, "WARNING: %s\n", w)
@@ -248,7 +265,9 @@ func newAllowlistCmd(g *globals) *cobra.Command {
 				return nil
 			},
 		}
-		c.Flags().StringVar(&agent, "agent", "*", "agent id (\"*\" applies to every agent)")
+		c.Flags().StringVar(&agent, "agent", "*", "agent `ID` (\"*\" applies to every agent)")
+		c.Flags().StringVar(&node, "node", "", "edit a paired `NODE`'s allowlist (through the gateway)")
+		c.Flags().StringVar(&gw, "gateway", DefaultGateway, "gateway `URL` (with --node)")
 		return c
 	}
 	cmd.AddCommand(mk("add", "Add a path glob to an agent's allowlist", true), mk("remove", "Remove a pattern (or entry id) from an agent's allowlist", false))
@@ -263,6 +282,11 @@ type checkSegment struct {
 	MatchedPattern string   `json:"matchedPattern"`
 	Role           string   `json:"role,omitempty"`
 	Via            []string `json:"via,omitempty"`
+	// Runs says how the executable starts: "exec PATH", with the wrappers
+	// the runner applies, or "started by PROGRAM".
+	Runs      string   `json:"runs"`
+	Applied   []string `json:"applied,omitempty"`
+	StartedBy string   `json:"startedBy,omitempty"`
 }
 
 type checkOutput struct {
@@ -275,6 +299,14 @@ type checkOutput struct {
 	AnalysisError      string          `json:"analysisError,omitempty"`
 	AllowlistSatisfied bool            `json:"allowlistSatisfied"`
 	Segments           []checkSegment  `json:"segments"`
+	// Canonical is the command as the interpreter runs it (printed from
+	// the parsed tree) and CanonicalSha256 what an approval binds; RunsAs
+	// says how it would run if allowed; Builtins are the commands the
+	// interpreter runs itself ("interpreter builtin").
+	Canonical       string   `json:"canonical,omitempty"`
+	CanonicalSha256 string   `json:"canonicalSha256,omitempty"`
+	RunsAs          string   `json:"runsAs"`
+	Builtins        []string `json:"builtins,omitempty"`
 }
 
 func newApprovalsCheckCmd(g *globals) *cobra.Command {
@@ -303,10 +335,12 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				Decision: p.Decision.Outcome, Reason: p.Decision.Reason,
 				Security: p.Effective.Security, Ask: p.Effective.Ask, AskFallback: p.Effective.Fallback,
 				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
-				Segments: []checkSegment{},
+				Segments: []checkSegment{}, Canonical: p.Analysis.Canonical, CanonicalSha256: p.Analysis.Hash,
+				RunsAs: p.RunsAs(), Builtins: p.Analysis.Builtins,
 			}
 			for i, s := range p.Analysis.Segments {
-				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via}
+				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via,
+					Runs: s.Runs, Applied: s.Applied, StartedBy: s.StartedBy}
 				if i < len(p.Matched) {
 					cs.MatchedPattern = p.Matched[i]
 				}
@@ -324,6 +358,10 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 			if !out.AnalysisOK {
 				fmt.Fprintf(g.stdout, "analysis failed: %s\n", out.AnalysisError)
 			}
+			fmt.Fprintf(g.stdout, "runs as: %s\n", out.RunsAs)
+			for _, b := range out.Builtins {
+				fmt.Fprintf(g.stdout, "  %-40s interpreter builtin\n", b)
+			}
 			for _, s := range out.Segments {
 				m := s.MatchedPattern
 				if m == "" {
@@ -336,12 +374,12 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				if s.RealPath != "" && s.RealPath != s.ResolvedPath {
 					path += " -> " + s.RealPath
 				}
-				fmt.Fprintf(g.stdout, "  %-40s %s  %s\n", strings.Join(s.Argv, " "), path, m)
+				fmt.Fprintf(g.stdout, "  %-40s %s  %s  [%s]\n", strings.Join(s.Argv, " "), path, m, s.Runs)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent id (default: only \"*\" and defaults apply)")
+	cmd.Flags().StringVar(&agent, "agent", defaultAgent, "agent `ID` whose policy applies (as for exec, run and mcp)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory for resolving ./names (default: the current directory)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd

@@ -5,19 +5,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approver/web"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // newApprovalsPendingCmd is `exechost approvals pending`: the prompts
@@ -53,16 +52,19 @@ approvals.route gateway or both) that wait for an operator. Answer one with
 				// Everything here comes from an execution host: control
 				// characters are shown escaped, never sent to the terminal.
 				fmt.Fprintf(g.stdout, "%s  %s  agent=%s session=%s  expires in %s (then askFallback=%s)\n",
-					printable(a.ID), printable(where), printable(a.Request.AgentID), printable(a.Request.SessionKey), left, printable(a.Request.Fallback))
-				fmt.Fprintf(g.stdout, "    cwd: %s\n    command: %s\n", printable(a.Request.Cwd), printable(a.Request.Command))
+					textsafe.Line(a.ID), textsafe.Line(where), textsafe.Line(a.Request.AgentID), textsafe.Line(a.Request.SessionKey), left, textsafe.Line(a.Request.Fallback))
+				fmt.Fprintf(g.stdout, "    cwd: %s\n    command: %s\n", textsafe.Line(a.Request.Cwd), textsafe.Line(a.Request.Command))
 				for i, p := range a.Request.ResolvedPaths {
 					mark := "not allowlisted"
 					if i < len(a.Request.Allowlisted) && a.Request.Allowlisted[i] {
 						mark = "allowlisted"
 					}
-					fmt.Fprintf(g.stdout, "    runs: %s (%s)\n", printable(p), mark)
+					fmt.Fprintf(g.stdout, "    runs: %s (%s)\n", textsafe.Line(p), mark)
 				}
-				fmt.Fprintf(g.stdout, "    why: %s; choices: %s\n", printable(a.Request.Reason), printable(strings.Join(choices(a), ", ")))
+				fmt.Fprintf(g.stdout, "    why: %s; choices: %s\n", textsafe.Line(a.Request.Reason), textsafe.Line(strings.Join(choices(a), ", ")))
+				for _, l := range approver.AllowAlwaysLines(a.Request) {
+					fmt.Fprintf(g.stdout, "    allow-always %s\n", approver.AlwaysText(l))
+				}
 			}
 			return nil
 		},
@@ -70,16 +72,6 @@ approvals.route gateway or both) that wait for an operator. Answer one with
 	cmd.Flags().StringVar(&url, "gateway", DefaultGateway, "gateway URL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-// printable escapes control and format characters (terminal escapes,
-// bidi overrides) in text from another machine; plain text is unchanged.
-func printable(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError }) {
-		return s
-	}
-	q := strconv.QuoteToGraphic(s)
-	return q[1 : len(q)-1]
 }
 
 func choices(a approvalroute.Requested) []string {
@@ -139,7 +131,7 @@ type routeFlags struct {
 
 func (f *routeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.route, "approvals-route", string(approvalroute.Local),
-		"where prompts for a human go: local (this machine's approver socket), gateway (the gateway's operators: `exechost approvals pending|resolve`, its web UI) or both (first answer wins)")
+		"where prompts for a human go: `local|gateway|both` (local: this machine's approver socket; gateway: the gateway's operators, \"exechost approvals pending|resolve\" and its web UI; both: first answer wins)")
 	cmd.Flags().DurationVar(&f.promptTimeout, "prompt-timeout", 0,
 		"how long a prompt waits for a human before askFallback applies (default 2m)")
 }
@@ -207,7 +199,7 @@ func listenGatewayWeb(ctx context.Context, addr string) (*gatewayWeb, error) {
 func (w *gatewayWeb) serve(ctx context.Context, g *globals, dir string, gw *gateway.Gateway) error {
 	addr := w.ln.Addr().String()
 	h, secret, err := web.NewHandler(web.Options{
-		Addr: addr, Broker: gw.Approvals(), StateDir: dir, Gateway: gw.WebBinding(), DecidedBy: "operator web UI",
+		Addr: addr, Broker: gw.Approvals(), StateDir: dir, Gateway: gw.WebBinding(), DecidedBy: "operator web UI", OnEdit: gw.RecordWebEdit,
 		Logf: func(format string, args ...any) { fmt.Fprintf(g.stderr, "exechost: "+format+"\n", args...) },
 	})
 	if err != nil {

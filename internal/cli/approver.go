@@ -79,7 +79,7 @@ XDG_RUNTIME_DIR (see docs/approver-exec-host.md).`,
 	cmd.Flags().StringVar(&webAddr, "web", "", "also serve the web UI on this loopback address (e.g. 127.0.0.1:0)")
 	cmd.Flags().BoolVar(&useTUI, "tui", false, "show a terminal UI instead of the line mode")
 	cmd.Flags().StringVar(&auto, "auto-decide", "", "answer every prompt with allow-once or deny (scripts and tests)")
-	cmd.Flags().BoolVar(&execHost, "exec-host", false, "also run system.run forwarded by a node (`node run --exec-host app`) in this session")
+	cmd.Flags().BoolVar(&execHost, "exec-host", false, "also run system.run forwarded by a node (\"node run --exec-host app\") in this session")
 	return cmd
 }
 
@@ -141,6 +141,9 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 			return fmt.Errorf("approver --web %s: %w", webAddr, err)
 		}
 		banner = "web UI: " + url
+		if g.onWebURL != nil {
+			g.onWebURL(url) // `exechost up` prints it in its summary
+		}
 		if !useTUI {
 			fmt.Fprintln(g.stdout, banner)
 		}

@@ -1,18 +1,14 @@
 package cli
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approver/apphost"
-	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/node"
-	"github.com/exechost/exechost/internal/state"
 )
 
 // approverExecutor is the executor of `exechost approver --exec-host`:
@@ -21,13 +17,8 @@ import (
 // audited like any other run.
 func (g *globals) approverExecutor(dir string, b *approver.Broker) *apphost.Executor {
 	var onAudit func(host.AuditRecord)
-	log, err := audit.Open(filepath.Join(dir, state.AuditFile))
-	if err != nil {
-		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
-	} else {
-		onAudit = host.AuditTo(log, func(err error) {
-			fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
-		})
+	if rec := g.auditRecorder(dir); rec != nil {
+		onAudit = host.AuditTo(rec.Log(), rec.Warn)
 	}
 	return apphost.New(dir, b, func(e *host.Engine) { e.OnAudit = onAudit })
 }

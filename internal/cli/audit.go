@@ -13,12 +13,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 func init() { register(newAuditCmd) }
@@ -29,12 +29,28 @@ func newAuditCmd(g *globals) *cobra.Command {
 		Short: "Read and verify this host's audit log of exec decisions and outcomes",
 		Long: `Read and verify <state>/audit.jsonl, where every execution host on this
 machine records each exec decision (allowed, asked, denied, fallbacks, who
-approved) and outcome (exit code, timeout, duration), one JSON line each.
-Rotated files (audit.jsonl.1 …) are read too, oldest first.`,
+approved) and outcome (exit code, timeout, duration), and a gateway each
+decision it makes itself (routing refusals, sandbox runs, pairing, relayed
+edits and answers), one JSON line each; docs/audit.md lists them. Rotated files (audit.jsonl.1 …) are read too, oldest first.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newAuditTailCmd(g), newAuditSearchCmd(g), newAuditVerifyCmd(g))
 	return cmd
+}
+
+// auditRecorder opens dir's audit log for this process's recorders (host
+// engines and the gateway), or returns nil after a loud warning when it
+// cannot: a missing audit log never stops commands from being gated.
+// Every failed append is reported on stderr too.
+func (g *globals) auditRecorder(dir string) *audit.Recorder {
+	rec, err := audit.OpenRecorder(dir, func(err error) {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
+	})
+	if err != nil {
+		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
+		return nil
+	}
+	return rec
 }
 
 // auditPath returns the audit log's path in the state directory.
@@ -301,10 +317,10 @@ func formatRecord(r audit.Record) string {
 	if r.NodeID != "" {
 		host += "/" + r.NodeID
 	}
-	fmt.Fprintf(&b, " %s", safeText(host))
-	for _, kv := range [][2]string{{"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}} {
+	fmt.Fprintf(&b, " %s", textsafe.Line(host))
+	for _, kv := range [][2]string{{"action", r.Action}, {"actor", r.Actor}, {"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}, {"backend", r.Backend}} {
 		if kv[1] != "" {
-			fmt.Fprintf(&b, " %s=%s", kv[0], safeText(kv[1]))
+			fmt.Fprintf(&b, " %s=%s", kv[0], textsafe.Line(kv[1]))
 		}
 	}
 	if r.Fallback {
@@ -330,10 +346,13 @@ func formatRecord(r audit.Record) string {
 		fmt.Fprintf(&b, "  %s", strconv.Quote(cmd))
 	}
 	if r.Reason != "" {
-		fmt.Fprintf(&b, "  reason: %s", safeText(r.Reason))
+		fmt.Fprintf(&b, "  reason: %s", textsafe.Line(r.Reason))
 	}
 	if r.Error != "" {
-		fmt.Fprintf(&b, "  error: %s", safeText(r.Error))
+		fmt.Fprintf(&b, "  error: %s", textsafe.Line(r.Error))
+	}
+	if r.Change != "" {
+		fmt.Fprintf(&b, "  change: %s", textsafe.Line(r.Change))
 	}
 	return b.String()
 }
@@ -341,18 +360,6 @@ func formatRecord(r audit.Record) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
-	}
-	return s
-}
-
-// safeText quotes s when it holds anything but printable characters, so a
-// recorded value can never drive the terminal (escape sequences) or fake
-// a second record line.
-func safeText(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
 	}
 	return s
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -43,6 +45,11 @@ func (g *globals) gatewayToken() (string, error) {
 		return "", err
 	}
 	tok, err := gateway.ReadToken(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The common first-hour case: say it in one clause, not the
+		// whole read → stat chain.
+		return "", fmt.Errorf("no gateway token: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or set %s)", gateway.TokenPath(dir), EnvGatewayToken)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or set %s)", err, EnvGatewayToken)
 	}
@@ -64,7 +71,18 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 		Client: bridge.ClientInfo{Name: "exechost-cli", Version: Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
 	}, pinnedDialOptions(os.Getenv(EnvTLSFingerprint)), bridge.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("connect to gateway %s: %w", url, err)
+		// bridge.Dial's errors already name the URL. A refused
+		// handshake (bad token, bad frame) is a failure; anything
+		// else means nothing usable answered there.
+		var be *bridge.Error
+		if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) {
+			return nil, err
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// Instead of the five nested layers of a refused dial.
+			err = fmt.Errorf("no gateway answers at %s: connection refused (hint: start one with `exechost up` or `exechost gateway`; --gateway or $%s sets the URL)", url, EnvGateway)
+		}
+		return nil, withCode(ExitUnavailable, err)
 	}
 	return c, nil
 }
@@ -78,7 +96,7 @@ func (g *globals) call(ctx context.Context, url, method string, params, out any)
 	defer c.Close("done")
 	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
 	defer cancel()
-	return c.Call(cctx, method, params, out)
+	return wireError(c.Call(cctx, method, params, out))
 }
 
 // pinnedDialOptions returns dial options that accept exactly the
@@ -143,7 +161,7 @@ func (g *globals) remoteApprovalsGet(ctx context.Context, url, node string, asJS
 	defer cancel()
 	res, err := NodeApprovalsGet(cctx, c, node)
 	if err != nil {
-		return fmt.Errorf("get approvals of node %s: %w", node, err)
+		return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
 	}
 	f, err := approvals.Parse(node+":"+res.Path, res.File)
 	if err != nil {
@@ -187,14 +205,56 @@ func (g *globals) remoteApprovalsSetBase(ctx context.Context, url, node string, 
 	if baseHash == "" {
 		cur, err := NodeApprovalsGet(cctx, c, node)
 		if err != nil {
-			return fmt.Errorf("get approvals of node %s: %w", node, err)
+			return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
 		}
 		baseHash = cur.Hash
 	}
 	res, err := NodeApprovalsSet(cctx, c, node, data, baseHash)
 	if err != nil {
-		return err
+		return wireError(err)
 	}
 	fmt.Fprintf(g.stdout, "wrote %s on node %s (hash %s)\n", res.Path, node, res.Hash)
 	return nil
+}
+
+// remoteEditAttempts bounds how often remoteApprovalsEdit rereads and
+// reapplies its edit when the node's file changed in between.
+const remoteEditAttempts = 3
+
+// remoteApprovalsEdit applies edit to a paired node's exec-approvals.json
+// through the gateway: read, edit, write with the read's hash as base. A
+// concurrent change makes the write stale; the edit is then reapplied to
+// the fresh file, so nobody's change is lost.
+func (g *globals) remoteApprovalsEdit(ctx context.Context, url, node string, edit func(*approvals.File) error) error {
+	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
+	if err != nil {
+		return err
+	}
+	defer c.Close("done")
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 2*(clientTimeout+gateway.InvokeMargin))
+		err := func() error {
+			defer cancel()
+			cur, err := NodeApprovalsGet(cctx, c, node)
+			if err != nil {
+				return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
+			}
+			f, err := approvals.Parse(node+":"+cur.Path, cur.File)
+			if err != nil {
+				return err
+			}
+			if err := edit(f); err != nil {
+				return err
+			}
+			data, err := f.Marshal()
+			if err != nil {
+				return fmt.Errorf("encode approvals: %w", err)
+			}
+			_, err = NodeApprovalsSet(cctx, c, node, data, cur.Hash)
+			return err
+		}()
+		if !errors.Is(err, ErrStaleApprovals) || attempt == remoteEditAttempts {
+			return wireError(err)
+		}
+	}
 }

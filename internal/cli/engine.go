@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/audit"
@@ -17,27 +16,31 @@ import (
 // approvals, the local approver socket for prompts, and the audit log.
 // A malformed approvals file is an error here, before anything can run.
 func (g *globals) localEngine(dir string) (*host.Engine, error) {
+	e, _, err := g.localEngineAudited(dir)
+	return e, err
+}
+
+// localEngineAudited is localEngine that also returns the audit recorder
+// its runs go to (nil when the log is unavailable), for the gateway to
+// record its own decisions in the same log.
+func (g *globals) localEngineAudited(dir string) (*host.Engine, *audit.Recorder, error) {
 	if err := state.Ensure(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := approvals.NewStore(dir)
 	// Ensure creates the file (with its token) on first use and refuses a
 	// malformed one before anything can run.
 	if _, err := s.Ensure(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	enableReaper(g)
 	e := host.NewEngine(dir, policy.HostGateway, "local")
 	e.Prompter = &host.SocketPrompter{Store: s}
-	log, err := audit.Open(filepath.Join(dir, state.AuditFile))
-	if err != nil {
-		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
-	} else {
-		e.OnAudit = host.AuditTo(log, func(err error) {
-			fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
-		})
+	rec := g.auditRecorder(dir)
+	if rec != nil {
+		e.OnAudit = host.AuditTo(rec.Log(), rec.Warn)
 	}
-	return e, nil
+	return e, rec, nil
 }
 
 // enableReaper makes sure commands this process starts die with it, even

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/policy"
 )
 
 func init() { register(newExecCmd) }
@@ -23,8 +24,15 @@ type execFlags struct {
 	timeout, yieldMs               int
 	asJSON                         bool
 	status, slash, idem            string
-	events                         bool
+	events                         string
 }
+
+// --events values.
+const (
+	eventsRun   = "run"   // print this call's events with its result (default)
+	eventsAll   = "all"   // print every queued event of the session with the result
+	eventsDrain = "drain" // no command: print and drain the session's events
+)
 
 func newExecCmd(g *globals) *cobra.Command {
 	var f execFlags
@@ -36,14 +44,17 @@ security, ask and node resolve as tool param (these flags) → session override
 (/exec, /elevated) → agent config → global config → defaults, and the
 execution host's own exec-approvals.json has the last word.
 
-The exit status is the command's own; a denial or failure exits 1 with the
-reason on stderr. Queued system events of the session are printed to stderr
-(or included with --json).
+Exit status: the command's own; 126 denied (what was missing, which policy
+decided and the fixing command go to stderr), 124 timed out, 125 the gateway
+or the target is unavailable, 2 usage, 1 any other failure. With --json,
+stdout carries exactly one JSON object: the result, or the error with its
+code, reason and hint. This call's system events are printed to stderr
+(--events all: the session's other queued events too).
 
   exechost exec --host node --node build-box 'make test'
   exechost exec --yield-ms 1000 'sleep 5; echo done'   # returns a runId
   exechost exec --status RUNID
-  exechost exec --events                             # drain the session's events
+  exechost exec --events drain                       # print and drain the session's events
   exechost exec --session-command '/elevated on'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,39 +68,84 @@ reason on stderr. Queued system events of the session are printed to stderr
 	fl.StringVar(&f.url, "gateway", DefaultGateway, "gateway URL")
 	fl.StringVar(&f.session, "session", "", "session key (default main)")
 	fl.StringVar(&f.agent, "agent", "", "agent id (default main)")
-	fl.StringVar(&f.host, "host", "", "execution host: sandbox, gateway or node")
-	fl.StringVar(&f.security, "security", "", "requested security: deny, allowlist or full")
-	fl.StringVar(&f.ask, "ask", "", "requested ask mode: off, on-miss or always")
+	fl.StringVar(&f.host, "host", "", "execution host: `sandbox|gateway|node`")
+	fl.StringVar(&f.security, "security", "", "requested security: `deny|allowlist|full`")
+	fl.StringVar(&f.ask, "ask", "", "requested ask mode: `off|on-miss|always`")
 	fl.StringVar(&f.node, "node", "", "node id, display name, remote IP or id prefix (host=node)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory on the execution host")
 	fl.StringArrayVar(&f.env, "env", nil, "NAME=VALUE added to the command's environment (repeatable)")
 	fl.IntVar(&f.timeout, "timeout", 0, "command timeout in seconds (default 1800)")
-	fl.IntVar(&f.yieldMs, "yield-ms", 0, "return {status: running, runId} if the command is still going after this many ms")
-	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.IntVar(&f.yieldMs, "yield-ms", 0, "return {status: running, runId} if the command is still going after this many milliseconds")
+	fl.BoolVar(&f.asJSON, "json", false, "print exactly one JSON object on stdout: the result or the error")
 	fl.StringVar(&f.idem, "idempotency-key", "", "retrying with the same key never runs the command twice on a node")
-	fl.StringVar(&f.status, "status", "", "show the state of a background run instead of running a command")
-	fl.BoolVar(&f.events, "events", false, "print and drain the session's queued system events instead of running a command")
+	fl.StringVar(&f.status, "status", "", "show the state of background run `RUNID` instead of running a command")
+	fl.StringVar(&f.events, "events", eventsRun, "system events to print: `run|all|drain` (run: this call's; all: the session's queued ones too; drain: no command, print and drain them)")
 	fl.StringVar(&f.slash, "session-command", "", "run a slash command (/exec …, /elevated …) for the session instead of a command")
 	return cmd
 }
 
-func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error {
+// validate checks exec's flags before anything is dialled: every usage
+// error exits 2 without touching the gateway.
+func (f execFlags) validate(args []string) (map[string]string, error) {
+	switch f.events {
+	case eventsRun, eventsAll, eventsDrain:
+	default:
+		return nil, usagef("--events %q: want run, all or drain", f.events)
+	}
 	modes := 0
-	for _, on := range []bool{f.status != "", f.events, f.slash != "", len(args) > 0} {
+	for _, on := range []bool{f.status != "", f.events == eventsDrain, f.slash != "", len(args) > 0} {
 		if on {
 			modes++
 		}
 	}
 	if modes != 1 {
-		return usagef("exec needs exactly one of: 'COMMAND TEXT', --status RUNID, --events, --session-command TEXT")
+		return nil, usagef("exec needs exactly one of: 'COMMAND TEXT', --status RUNID, --events drain, --session-command TEXT")
+	}
+	if f.host != "" {
+		if _, err := policy.ParseHost(f.host); err != nil {
+			return nil, usagef("--host: %w", err)
+		}
+	}
+	if f.security != "" {
+		if _, err := policy.ParseSecurity(f.security); err != nil {
+			return nil, usagef("--security: %w", err)
+		}
+	}
+	if f.ask != "" {
+		if _, err := policy.ParseAsk(f.ask); err != nil {
+			return nil, usagef("--ask: %w", err)
+		}
+	}
+	if f.timeout < 0 || f.yieldMs < 0 {
+		return nil, usagef("--timeout and --yield-ms cannot be negative")
 	}
 	env := map[string]string{}
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return usagef("--env %q: want NAME=VALUE", kv)
+			return nil, usagef("--env %q: want NAME=VALUE", kv)
 		}
 		env[k] = v
+	}
+	return env, nil
+}
+
+func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error {
+	err := g.execOnce(ctx, f, args)
+	if err == nil || !f.asJSON {
+		return err
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return err // a result was printed; its exit status stands
+	}
+	return g.failJSON(err)
+}
+
+func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) error {
+	env, err := f.validate(args)
+	if err != nil {
+		return err
 	}
 	c, err := g.dialGateway(ctx, f.url, bridge.RoleAgent)
 	if err != nil {
@@ -103,7 +159,7 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 	case f.status != "":
 		var res bridge.ExecStatusResult
 		if err := c.Call(short, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: f.status, AgentID: f.agent, SessionKey: f.session}, &res); err != nil {
-			return err
+			return wireError(err)
 		}
 		if f.asJSON {
 			return g.printJSON(res)
@@ -118,10 +174,10 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 			fmt.Fprint(g.stderr, res.Result.Stderr)
 		}
 		return nil
-	case f.events:
+	case f.events == eventsDrain:
 		var res bridge.SessionEventsResult
 		if err := c.Call(short, bridge.MethodSessionEvents, sess, &res); err != nil {
-			return err
+			return wireError(err)
 		}
 		if f.asJSON {
 			return g.printJSON(res)
@@ -134,7 +190,7 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 		var res bridge.SessionCommandResult
 		err := c.Call(short, bridge.MethodSessionCommand, bridge.SessionCommandParams{SessionKey: f.session, AgentID: f.agent, Text: f.slash}, &res)
 		if err != nil {
-			return err
+			return wireError(err)
 		}
 		if f.asJSON {
 			return g.printJSON(res)
@@ -162,17 +218,20 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 	stop()
 	if err != nil {
 		var be *bridge.Error
-		if errors.As(err, &be) && be.Code == bridge.CodeDenied {
-			return fmt.Errorf("denied: %s", be.Message)
+		if errors.As(err, &be) && be.Code == bridge.CodeDenied && !f.asJSON {
+			return g.denied(be.Message, be.Denial)
 		}
-		return err
+		return wireError(err)
 	}
 	if f.asJSON {
-		if err := g.printJSON(res); err != nil {
+		if err := g.printJSON(resultJSON{OK: true, ExecResult: res}); err != nil {
 			return err
 		}
 	} else {
 		for _, e := range res.Events {
+			if f.events != eventsAll && e.RunID != res.RunID {
+				continue // another call's event (--events all shows them)
+			}
 			// The first line; a finished event's output tail repeats
 			// what is printed below (--json has it all).
 			line, _, _ := strings.Cut(e.Text, "\n")
@@ -184,14 +243,26 @@ func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error
 		}
 		fmt.Fprint(g.stdout, res.Stdout)
 		fmt.Fprint(g.stderr, res.Stderr)
-		if res.TimedOut {
-			fmt.Fprintf(g.stderr, "exechost: command timed out\n")
+		if res.Truncated {
+			g.truncationNote(res.DroppedBytes)
 		}
-		if res.Error != "" {
+		if res.TimedOut {
+			fmt.Fprintf(g.stderr, "exechost: command timed out; its process group was killed\n")
+		}
+		if res.Error != "" && !res.TimedOut {
 			fmt.Fprintf(g.stderr, "exechost: %s\n", res.Error)
 		}
 	}
-	if res.Status == bridge.ExecCompleted && res.ExitCode != 0 {
+	switch {
+	case res.Status != bridge.ExecCompleted:
+		return nil
+	case res.TimedOut:
+		return exitError{code: ExitTimeout}
+	case res.ExitCode < 0:
+		// Killed without a status of its own (canceled: the gateway or
+		// the host went away): the outcome is unknown.
+		return exitError{code: ExitUnavailable}
+	case res.ExitCode != 0:
 		return exitError{code: res.ExitCode}
 	}
 	return nil

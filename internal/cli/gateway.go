@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
@@ -116,11 +117,14 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	if listen == "" {
 		listen = cfg.Gateway.Listen
 	}
-	eng, err := g.localEngine(dir)
+	// One audit log for the gateway's own decisions and its host engine's
+	// runs: <state>/audit.jsonl, one hash chain.
+	eng, rec, err := g.localEngineAudited(dir)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
+	defer rec.Close()
 	eng.Host, eng.NodeID = policy.HostGateway, "gateway"
 	// host=sandbox: the configured backend, or none with the reason; a
 	// missing sandbox is never replaced by running on the host.
@@ -154,7 +158,7 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	}
 	gw, err := gateway.New(gateway.Options{
 		StateDir: dir, Config: cfg, Executor: eng, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: Version,
-		Metrics: m, DrainTimeout: lf.drainTimeout,
+		Metrics: m, DrainTimeout: lf.drainTimeout, Audit: auditOrNil(rec),
 	})
 	if err != nil {
 		return err
@@ -212,6 +216,15 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	_ = service.NotifyStopping()
 	log.Info("gateway stopped")
 	return err
+}
+
+// auditOrNil keeps a nil recorder a nil interface, so the gateway records
+// nothing rather than calling a nil pointer's method by design.
+func auditOrNil(rec *audit.Recorder) gateway.AuditRecorder {
+	if rec == nil {
+		return nil
+	}
+	return rec
 }
 
 func newJoinKeyCmd(g *globals) *cobra.Command {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,6 +22,7 @@ type nodeRunFlags struct {
 	execHost, execFallback                 string     // approver_exec.go
 	route                                  routeFlags // approvals_route.go
 	log                                    logFlags
+	openclaw                               openclawFlags // node_openclaw.go
 }
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -45,25 +47,37 @@ stops when its pairing is rejected or its token revoked.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return g.runNode(ctx, f, nil)
+			if f.openclaw.url != "" {
+				return g.runOpenClawNode(ctx, f)
+			}
+			return g.runNode(ctx, f, nodeHooks{})
 		},
 	}
-	run.Flags().StringVar(&f.url, "gateway", "", "gateway URL (saved in node.json; default the saved one, else "+DefaultGateway+")")
-	run.Flags().StringVar(&f.displayName, "display-name", "", "name shown in `exechost nodes list` (default the host name)")
-	run.Flags().StringVar(&f.joinKey, "join-key", "", "one-time key from `exechost gateway join-key` (headless pairing)")
+	run.Flags().StringVar(&f.url, "gateway", "", "gateway `URL` (saved in node.json; default the saved one, else "+DefaultGateway+")")
+	run.Flags().StringVar(&f.displayName, "display-name", "", "`NAME` shown in \"exechost nodes list\" (default the host name)")
+	run.Flags().StringVar(&f.joinKey, "join-key", "", "one-time `KEY` from \"exechost gateway join-key\" (headless pairing)")
 	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")
-	run.Flags().StringVar(&f.execHost, "exec-host", node.ExecHostLocal, "where system.run runs: local, or app (forwarded to `exechost approver --exec-host` in the desktop session)")
-	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: local (run here) or deny")
+	run.Flags().StringVar(&f.execHost, "exec-host", node.ExecHostLocal, "where system.run runs: `local|app` (app: forwarded to \"exechost approver --exec-host\" in the desktop session)")
+	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: `local|deny` (local runs it here)")
 	f.route.add(run)
 	f.log.add(run)
+	f.openclaw.add(run)
 	cmd.AddCommand(run)
 	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
 	return cmd
 }
 
-// runNode runs the node runner until ctx ends. onPending, when set, is
-// called with the node id when the gateway holds it for approval.
-func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(string)) error {
+// nodeHooks let `exechost up` follow its local node; both may be nil.
+type nodeHooks struct {
+	// pending is called with the node id when the gateway holds the node
+	// for approval (a node without a token).
+	pending func(nodeID string)
+	// paired is called each time the node is connected and paired.
+	paired func(nodeID string)
+}
+
+// runNode runs the node runner until ctx ends.
+func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) error {
 	log, err := f.log.logger(g)
 	if err != nil {
 		return err
@@ -89,11 +103,24 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, onPending func(st
 	if err != nil {
 		return err
 	}
-	r, err := node.New(node.Options{
+	var r *node.Runner
+	if hooks.pending == nil {
+		// What the operator compares before approving: the same id and
+		// fingerprint appear in `exechost nodes pending`.
+		hooks.pending = func(id string) {
+			fmt.Fprintf(g.stderr, "exechost: waiting for approval: node %s, key fingerprint %s (on the gateway: compare with `exechost nodes pending`, then `exechost nodes approve %s`)\n", id, r.Fingerprint(), id)
+		}
+	}
+	r, err = node.New(node.Options{
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey,
 		TLSFingerprint: f.fingerprint, Executor: exe, Logger: log, Version: Version,
-		OnPending: onPending,
-		OnPaired:  func(string) { _ = service.NotifyReady() },
+		OnPending: hooks.pending,
+		OnPaired: func(id string) {
+			_ = service.NotifyReady()
+			if hooks.paired != nil {
+				hooks.paired(id)
+			}
+		},
 	})
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ func newNodesCmd(g *globals) *cobra.Command {
 				if res.DisplayName != "" {
 					name += " (" + res.DisplayName + ")"
 				}
+				if res.Fingerprint != "" {
+					name += ", key fingerprint " + res.Fingerprint
+				}
 				fmt.Fprintf(g.stdout, "%s %s\n", verb, name)
 				return nil
 			},
@@ -81,7 +84,13 @@ func printNodes(g *globals, nodes []bridge.NodeView, pending bool) {
 		}
 		return
 	}
-	fmt.Fprintf(g.stdout, "%-26s %-20s %-16s %-14s %-12s %s\n", "NODE ID", "NAME", "REMOTE IP", "PLATFORM", "STATE", "LAST SEEN")
+	// Ids derived from keys are 64 hex digits; the column fits the
+	// longest so an operator can copy the exact id.
+	w := len("NODE ID")
+	for _, n := range nodes {
+		w = max(w, len(n.NodeID))
+	}
+	fmt.Fprintf(g.stdout, "%-*s %-19s %-20s %-16s %-14s %-12s %s\n", w, "NODE ID", "KEY FINGERPRINT", "NAME", "REMOTE IP", "PLATFORM", "STATE", "LAST SEEN")
 	for _, n := range nodes {
 		st := "disconnected"
 		switch {
@@ -94,10 +103,14 @@ func printNodes(g *globals, nodes []bridge.NodeView, pending bool) {
 		if n.LastSeen > 0 {
 			seen = time.UnixMilli(n.LastSeen).Format(time.DateTime)
 		}
-		fmt.Fprintf(g.stdout, "%-26s %-20s %-16s %-14s %-12s %s\n", n.NodeID, trunc(n.DisplayName, 20), n.RemoteIP, n.Platform, st, seen)
+		fp := n.Fingerprint
+		if fp == "" {
+			fp = "-" // paired before keys existed; bound on its next connect
+		}
+		fmt.Fprintf(g.stdout, "%-*s %-19s %-20s %-16s %-14s %-12s %s\n", w, n.NodeID, fp, trunc(n.DisplayName, 20), n.RemoteIP, n.Platform, st, seen)
 	}
 	if pending {
-		fmt.Fprintf(g.stdout, "\napprove with: exechost nodes approve %s\n", nodes[0].NodeID)
+		fmt.Fprintf(g.stdout, "\ncompare the key fingerprint with the one the node prints, then approve with: exechost nodes approve %s\n", nodes[0].NodeID)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // progress shows a spinner with the elapsed time and what a command is
@@ -80,7 +81,7 @@ type progressPrompter struct {
 
 // Prompt implements host.Prompter.
 func (p progressPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
-	what := "waiting for approval of " + approver.Printable(req.Command)
+	what := "waiting for approval of " + textsafe.Line(req.Command)
 	if req.ExpiresAtMs > 0 {
 		what += fmt.Sprintf("; askFallback=%s at %s", req.Fallback, time.UnixMilli(req.ExpiresAtMs).Format("15:04:05"))
 	}

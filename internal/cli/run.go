@@ -8,6 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -18,83 +22,136 @@ func init() { register(newRunCmd) }
 // policy, with no gateway, for scripts and for trying a policy out. It
 // prints the command's output and exits with its exit code.
 func newRunCmd(g *globals) *cobra.Command {
-	var agent, cwd, security, ask string
-	var timeout float64
-	var pty bool
+	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run [--agent ID] [--cwd D] [--timeout SEC] 'COMMAND TEXT'",
+		Use:   "run [--agent ID] [--cwd D] [--timeout SEC] [--json] 'COMMAND TEXT'",
 		Short: "Run a command on this machine through its local approvals policy",
 		Long: "Run analyses the command, applies this machine's exec-approvals.json, asks the\n" +
 			"approver (exechost approver) when the policy says so — or applies askFallback\n" +
-			"when none answers — and only then runs it. Exit status: the command's own, or\n" +
-			"126 when it was denied.",
+			"when none answers — and only then runs it. Exit status: the command's own;\n" +
+			"126 denied (what was missing, which policy decided and the fixing command go\n" +
+			"to stderr), 124 timed out, 2 usage, 1 any other failure. With --json, stdout\n" +
+			"carries exactly one JSON object: the result, or the error.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cwd == "" {
-				// A local command runs where the user is, as a shell would.
-				wd, err := os.Getwd()
-				if err != nil {
-					return fmt.Errorf("current directory: %w (hint: pass --cwd)", err)
-				}
-				cwd = wd
-			}
-			req := host.Request{RawCommand: args[0], Cwd: cwd, AgentID: agent, PTY: pty}
-			if security != "" {
-				s, err := policy.ParseSecurity(security)
-				if err != nil {
-					return usageError{err}
-				}
-				req.Security = s
-			}
-			if ask != "" {
-				a, err := policy.ParseAsk(ask)
-				if err != nil {
-					return usageError{err}
-				}
-				req.Ask = a
-			}
-			if timeout > 0 {
-				req.TimeoutMs = int64(timeout * float64(time.Second/time.Millisecond))
-			}
-			dir, err := g.dir()
-			if err != nil {
+			err := g.runLocal(cmd, f, args[0])
+			if err == nil || !f.asJSON {
 				return err
 			}
-			e, err := g.localEngine(dir)
-			if err != nil {
-				return err
+			var ee exitError
+			if errors.As(err, &ee) {
+				return err // a result was printed; its exit status stands
 			}
-			defer e.Close()
-			if e.Prompter != nil {
-				e.Prompter = progressPrompter{inner: e.Prompter, w: g.stderr}
-			}
-			res, err := e.Run(cmd.Context(), req)
-			if err != nil {
-				if isDenial(err) {
-					fmt.Fprintln(g.stderr, "exechost: denied:", err)
-					return exitError{126}
-				}
-				return err
-			}
-			fmt.Fprint(g.stdout, res.Stdout)
-			fmt.Fprint(g.stderr, res.Stderr)
-			if res.TimedOut {
-				fmt.Fprintf(g.stderr, "exechost: timed out after %gs; process group killed\n", timeout)
-				return exitError{124}
-			}
-			if res.ExitCode != 0 {
-				return exitError{res.ExitCode}
-			}
-			return nil
+			return g.failJSON(err)
 		},
 	}
-	cmd.Flags().StringVar(&agent, "agent", "", "agent id whose approvals apply")
-	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (default: the current directory)")
-	cmd.Flags().StringVar(&security, "security", "", "request a stricter security (deny|allowlist|full); the host's own file still applies")
-	cmd.Flags().StringVar(&ask, "ask", "", "request more asking (off|on-miss|always)")
-	cmd.Flags().Float64Var(&timeout, "timeout", 0, "timeout in seconds (kills the process group)")
-	cmd.Flags().BoolVar(&pty, "pty", false, "run attached to a pseudo-terminal")
+	cmd.Flags().StringVar(&f.agent, "agent", defaultAgent, "agent `ID` whose approvals apply (as for exec and mcp)")
+	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working `DIR` (default: the current directory)")
+	cmd.Flags().StringVar(&f.security, "security", "", "request a stricter security (`deny|allowlist|full`); the host's own file still applies")
+	cmd.Flags().StringVar(&f.ask, "ask", "", "request more asking (`off|on-miss|always`)")
+	cmd.Flags().IntVar(&f.timeout, "timeout", 0, "command timeout in seconds (kills the process group; default 1800)")
+	cmd.Flags().BoolVar(&f.pty, "pty", false, "run attached to a pseudo-terminal")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print exactly one JSON object: the result or the error")
 	return cmd
+}
+
+// runFlags are `exechost run`'s flags.
+type runFlags struct {
+	agent, cwd, security, ask string
+	timeout                   int
+	pty, asJSON               bool
+}
+
+// runLocal is `exechost run` without the --json error wrapping.
+func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
+	agent, cwd, security, ask, timeout, pty := f.agent, f.cwd, f.security, f.ask, f.timeout, f.pty
+	if timeout < 0 {
+		return usagef("--timeout cannot be negative")
+	}
+	if cwd == "" {
+		// A local command runs where the user is, as a shell would.
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("current directory: %w (hint: pass --cwd)", err)
+		}
+		cwd = wd
+	}
+	req := host.Request{RawCommand: text, Cwd: cwd, AgentID: agent, PTY: pty}
+	if security != "" {
+		s, err := policy.ParseSecurity(security)
+		if err != nil {
+			return usagef("--security: %w", err)
+		}
+		req.Security = s
+	}
+	if ask != "" {
+		a, err := policy.ParseAsk(ask)
+		if err != nil {
+			return usagef("--ask: %w", err)
+		}
+		req.Ask = a
+	}
+	// The same default as exec (the gateway's): a forgotten command
+	// never runs unbounded.
+	req.TimeoutMs = gateway.DefaultTimeout.Milliseconds()
+	if timeout > 0 {
+		req.TimeoutMs = (time.Duration(timeout) * time.Second).Milliseconds()
+	}
+	dir, err := g.dir()
+	if err != nil {
+		return err
+	}
+	e, err := g.localEngine(dir)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if e.Prompter != nil {
+		e.Prompter = progressPrompter{inner: e.Prompter, w: g.stderr}
+	}
+	res, err := e.Run(cmd.Context(), req)
+	if err != nil {
+		if isDenial(err) {
+			d := explain.FromMessage(err.Error())
+			h := explain.Host{Name: "this machine", Agent: agent, Requested: req.Security}
+			s := approvals.NewStore(dir)
+			h.Path = s.Path
+			h.File, _ = s.Load()
+			explain.Complete(d, h, text)
+			if f.asJSON {
+				return withCode(ExitDenied, &bridge.Error{Code: bridge.CodeDenied, Message: err.Error(), Denial: d})
+			}
+			return g.denied(err.Error(), d)
+		}
+		return err
+	}
+	if f.asJSON {
+		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{
+			Status: bridge.ExecCompleted, Host: "local", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Success: res.Success,
+			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, DroppedBytes: res.DroppedBytes, Error: res.Error,
+		}}
+		if err := g.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(g.stdout, res.Stdout)
+		fmt.Fprint(g.stderr, res.Stderr)
+		if res.Truncated {
+			g.truncationNote(res.DroppedBytes)
+		}
+		if res.TimedOut {
+			fmt.Fprintf(g.stderr, "exechost: timed out; its process group was killed\n")
+		}
+	}
+	switch {
+	case res.TimedOut:
+		return exitError{ExitTimeout}
+	case res.ExitCode < 0:
+		return exitError{ExitFailure}
+	case res.ExitCode != 0:
+		return exitError{res.ExitCode}
+	}
+	return nil
 }
 
 // isDenial reports whether err is a policy denial rather than a failure.

@@ -5,18 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	neturl "net/url"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -55,12 +60,40 @@ approved. Ctrl-C stops everything.`,
 			return g.runUp(ctx, cmd, listen, web, noApprover, lf)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", config.DefaultListen, "gateway listen address (loopback)")
+	cmd.Flags().StringVar(&listen, "listen", upListenDefault(), "gateway listen address (loopback; default from $"+EnvGateway+" when set)")
 	cmd.Flags().StringVar(&web, "web", "127.0.0.1:18790", "approver web UI address (loopback)")
 	cmd.Flags().BoolVar(&noApprover, "no-approver", false, "do not start the approver (askFallback decides)")
 	cmd.Flags().StringVar(&lf.format, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&lf.level, "log-level", "warn", "log level: debug, info, warn or error")
 	return cmd
+}
+
+// upLockFile in the state directory is held while `exechost up` runs.
+const upLockFile = "up.lock"
+
+// Bounds of `exechost up`'s start-up waits. They are deadlines: a healthy
+// start takes well under a second.
+const (
+	// upConnectTimeout bounds the wait for the local node to be
+	// connected (and, on the first run, paired).
+	upConnectTimeout = 30 * time.Second
+	// upWebTimeout bounds the wait for the approver's web UI URL once the
+	// node is connected.
+	upWebTimeout = 10 * time.Second
+)
+
+// runUp starts the gateway, then the local node and the approver, waits
+// until the node is connected, and prints the summary. It is idempotent
+// on a state directory: the node paired on the first run (node.json) is
+// reused and simply reconnects on every later one.
+// upListenDefault is where `up` listens by default: the host:port of
+// $EXECHOST_GATEWAY when it names a ws:// URL (so every client command's
+// default finds it), else config.DefaultListen.
+func upListenDefault() string {
+	if u, err := neturl.Parse(os.Getenv(EnvGateway)); err == nil && u.Scheme == "ws" && u.Host != "" {
+		return u.Host
+	}
+	return config.DefaultListen
 }
 
 func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web string, noApprover bool, lf logFlags) error {
@@ -71,6 +104,17 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	if err := state.Ensure(dir); err != nil {
 		return err
 	}
+	// One `up` per state directory: a second would start a second
+	// gateway and a second copy of the same node on the same files.
+	lock := flock.New(filepath.Join(dir, upLockFile))
+	locked, err := lock.TryLock()
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", lock.Path(), err)
+	}
+	if !locked {
+		return fmt.Errorf("another `exechost up` is already running on %s (hint: use that one — its summary has the URLs — or stop it with Ctrl-C; for a second, separate setup pass --state-dir OTHER)", dir)
+	}
+	defer lock.Unlock()
 	fresh, err := ensureUpApprovals(dir)
 	if err != nil {
 		return err
@@ -81,7 +125,8 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	ready := make(chan string, 1)
-	paired := make(chan string, 1)
+	connected := make(chan string, 1)
+	webURL := make(chan string, 1)
 	gwc := make(chan *gateway.Gateway, 1)
 	wg.Add(1)
 	go func() {
@@ -90,7 +135,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 			gwc <- gw
 			ready <- url
 		}, upConfig(listen))
-		errc <- gatewayErr(err)
+		errc <- g.upGatewayErr(ctx, listen, err)
 	}()
 	var url string
 	var gw *gateway.Gateway
@@ -103,61 +148,93 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		wg.Wait()
 		return nil
 	}
+	// The local node's token was issued by this state directory's gateway,
+	// which runs right here; only its port may differ from the last run
+	// (--listen 127.0.0.1:0). Point the identity at it so the node keeps
+	// its pairing instead of dropping the token and pairing again.
+	if id, err := node.LoadIdentity(dir); err == nil && id.Token != "" && id.Gateway.URL != url {
+		id.Gateway.URL = url
+		if err := id.Save(dir); err != nil {
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("update the local node's gateway URL: %w", err)
+		}
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// The node is ours, in this process, on loopback: approve it
-		// directly instead of asking the user to.
-		err := g.runNode(ctx, nodeRunFlags{url: url, log: lf}, func(id string) {
-			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
-			defer acancel()
-			// The node hears "pending" as the gateway files it; retry
-			// briefly until the gateway lists it.
-			var err error
-			for range 100 {
-				if _, err = gw.Approve(actx, id); err == nil || actx.Err() != nil {
-					break
+		hooks := nodeHooks{
+			// A node without a token (the first run) waits as pending:
+			// it is ours, in this process, on loopback, so approve it
+			// here instead of asking the user to.
+			pending: func(id string) {
+				if err := approveLocalNode(ctx, gw, id); err != nil {
+					errc <- fmt.Errorf("auto-pairing the local node %s: %w", id, err)
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if err != nil {
-				fmt.Fprintf(g.stderr, "exechost: auto-pairing the local node failed: %v\n", err)
-				return
-			}
-			select {
-			case paired <- id:
-			default:
-			}
-		})
+			},
+			// Every run, first or not, waits for this: the node is
+			// paired and its connection is up.
+			paired: func(id string) {
+				select {
+				case connected <- id:
+				default:
+				}
+			},
+		}
+		err := g.runNode(ctx, nodeRunFlags{url: url, log: lf}, hooks)
 		if err != nil {
-			errc <- fmt.Errorf("local node: %w", err)
+			errc <- fmt.Errorf("local node: %w (hint: if its pairing was removed, delete %s and run `exechost up` again: it pairs a new node)", err, filepath.Join(dir, state.NodeFile))
 		}
 	}()
 	if !noApprover {
+		g.onWebURL = func(u string) { webURL <- u }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runApprover(ctx, g, cmd.InOrStdin(), web, false, ""); err != nil && ctx.Err() == nil {
+			err := runApprover(ctx, g, cmd.InOrStdin(), web, false, "")
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, syscall.EADDRINUSE):
+				errc <- fmt.Errorf("the approver web UI's address %s is already in use, probably by another `exechost up` or `exechost approver --web` (hint: stop it, or pass --web 127.0.0.1:0 for a free port)", web)
+			default:
 				errc <- fmt.Errorf("approver: %w", err)
 			}
 		}()
 	}
-	var nodeID string
-	select {
-	case nodeID = <-paired:
-	case err := <-errc:
+	fail := func(err error) error {
 		cancel()
 		wg.Wait()
 		return err
-	case <-time.After(30 * time.Second):
-		cancel()
-		wg.Wait()
-		return errors.New("the local node did not pair within 30s (hint: rerun with --log-level info)")
+	}
+	connectBy := time.NewTimer(upConnectTimeout)
+	defer connectBy.Stop()
+	var nodeID string
+	select {
+	case nodeID = <-connected:
+	case err := <-errc:
+		return fail(err)
+	case <-connectBy.C:
+		return fail(fmt.Errorf("the local node did not connect within %s (hint: rerun with --log-level info)", upConnectTimeout))
 	case <-ctx.Done():
 		wg.Wait()
 		return nil
 	}
-	printUpNext(g, dir, url, web, nodeID, fresh, noApprover)
+	approverURL := ""
+	if !noApprover {
+		webBy := time.NewTimer(upWebTimeout)
+		defer webBy.Stop()
+		select {
+		case approverURL = <-webURL:
+		case err := <-errc:
+			return fail(err)
+		case <-webBy.C:
+			return fail(fmt.Errorf("the approver's web UI did not start within %s (hint: rerun with --log-level info, or --no-approver)", upWebTimeout))
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		}
+	}
+	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, noApprover: noApprover, exe: exechostCommand()})
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -166,6 +243,51 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	wg.Wait()
 	fmt.Fprintln(g.stdout, "exechost: stopped")
 	return err
+}
+
+// approveLocalNode pairs the node `up` started itself. The node hears
+// "pending" as the gateway files it, so it retries briefly until the
+// gateway lists it.
+func approveLocalNode(ctx context.Context, gw *gateway.Gateway, id string) error {
+	const (
+		attempts = 100
+		pause    = 50 * time.Millisecond
+	)
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	for range attempts {
+		if _, err = gw.Approve(actx, id); err == nil {
+			return nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-actx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
+}
+
+// upGatewayErr explains why the gateway of `up` stopped; a port held by
+// something else gets a sentence that says what and what to do.
+func (g *globals) upGatewayErr(ctx context.Context, listen string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return gatewayErr(err)
+	}
+	what := "another program"
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if c, derr := g.dialGateway(pctx, "ws://"+listen, "operator"); derr == nil {
+		c.Close("probe")
+		what = "an exechost gateway of this state directory (another `exechost up`, or `exechost gateway`)"
+	}
+	return fmt.Errorf("%s is already in use by %s (hint: stop it, or use what is running there; to run a second one, `exechost up --state-dir OTHER --listen 127.0.0.1:0 --web 127.0.0.1:0`)", listen, what)
 }
 
 func gatewayErr(err error) error {
@@ -194,28 +316,57 @@ func ensureUpApprovals(dir string) (created bool, err error) {
 	return err == nil, err
 }
 
-func printUpNext(g *globals, dir, url, web, nodeID string, fresh, noApprover bool) {
+// upSummary is what `up` prints once everything serves.
+type upSummary struct {
+	dir, url, approverURL, nodeID string
+	fresh, noApprover             bool
+	// exe is how to call exechost from another terminal (exechostCommand).
+	exe string
+}
+
+// exechostCommand is how the "Next" lines call exechost: plainly when
+// `exechost` on PATH is this binary, else this binary's absolute path.
+func exechostCommand() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "exechost"
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		return "exechost"
+	}
+	if onPath, err := exec.LookPath("exechost"); err == nil {
+		if p, err := filepath.EvalSymlinks(onPath); err == nil && p == self {
+			return "exechost"
+		}
+	}
+	return self
+}
+
+func printUpNext(g *globals, s upSummary) {
 	w := g.stdout
 	fmt.Fprintf(w, "exechost is up (Ctrl-C stops everything)\n")
-	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", url, gateway.TokenPath(dir))
-	fmt.Fprintf(w, "  node      %s   (paired, this machine)\n", nodeID)
-	if !noApprover {
-		where := "http://" + web
-		if strings.HasSuffix(web, ":0") {
-			where = "the web UI address printed above"
-		}
-		fmt.Fprintf(w, "  approver  %s   (prompts also appear here; answer \"ID allow-once\")\n", where)
+	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", s.url, gateway.TokenPath(s.dir))
+	fmt.Fprintf(w, "  node      %s   (connected, this machine)\n", s.nodeID)
+	if !s.noApprover {
+		fmt.Fprintf(w, "  approver  %s   (prompts also appear here; answer \"ID allow-once\")\n", s.approverURL)
 	}
-	if fresh {
-		fmt.Fprintf(w, "  policy    %s created: security=allowlist ask=on-miss askFallback=deny\n", approvals.DefaultPath(dir))
+	if s.fresh {
+		fmt.Fprintf(w, "  policy    %s created: security=allowlist ask=on-miss askFallback=deny\n", approvals.DefaultPath(s.dir))
+	} else {
+		fmt.Fprintf(w, "  policy    %s (kept as it is)\n", approvals.DefaultPath(s.dir))
 	}
-	sd := ""
-	if dir != "" {
-		sd = " --state-dir " + dir
+	exe := s.exe
+	if strings.ContainsAny(exe, " '\"") {
+		exe = "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
 	}
+	cmd := exe + " --state-dir " + s.dir
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
-	fmt.Fprintf(w, "  exechost%s exec --gateway %s 'uname -a'              # asks the approver, then runs on the node\n", sd, url)
-	fmt.Fprintf(w, "  exechost%s approvals allowlist add /usr/bin/uname     # never ask for it again\n", sd)
-	fmt.Fprintf(w, "  exechost%s nodes list --gateway %s\n", sd, url)
-	fmt.Fprintf(w, "  exechost%s approvals get\n", sd)
+	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # asks the approver, then runs on the node\n", cmd, s.url)
+	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # never ask for it again\n", cmd)
+	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
+	fmt.Fprintf(w, "  %s approvals get\n", cmd)
+	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--state-dir\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.dir, s.url)
+	if s.exe != "exechost" {
+		fmt.Fprintf(w, "(exechost is not on PATH; install it with `go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/tailscale/hujson"
@@ -69,10 +70,20 @@ type Gateway struct {
 	// Listen is host:port; DefaultListen when empty.
 	Listen string `json:"listen,omitempty"`
 	TLS    TLS    `json:"tls"`
-	// AllowedOrigins are extra browser origins (host patterns such as
-	// "app.example.com") allowed to open a WebSocket; same-origin and
-	// non-browser clients are always allowed.
+	// AllowedOrigins are the browser origins, besides loopback ones
+	// ("http://127.0.0.1:3000", "http://localhost:8080"), allowed to open
+	// a WebSocket: a full origin ("https://ops.example", globs allowed) or
+	// a host pattern ("ops.example", "*.ops.example"). A request without
+	// an Origin header is not from a browser page and is not limited by
+	// this list. An Origin merely equal to the Host header is not enough:
+	// that is what a DNS-rebinding page sends.
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
+	// AllowedHosts are the names (globs allowed) the gateway answers to in
+	// the Host header besides loopback addresses, "localhost" and the IP
+	// address a connection arrived on. A name not listed is refused, so a
+	// DNS-rebinding page (whose requests carry its own name) never
+	// reaches the gateway.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
 }
 
 // Approvals is the approvals object: how the gateway process, as the
@@ -222,6 +233,17 @@ func (c *Config) validate() error {
 		c.Approvals.Route = r
 	default:
 		errs = append(errs, fmt.Errorf("approvals.route: %w: %q (accepted: local, gateway, both)", policy.ErrInvalidValue, c.Approvals.Route))
+	}
+	for _, l := range []struct {
+		key  string
+		list []string
+	}{{"gateway.allowedOrigins", c.Gateway.AllowedOrigins}, {"gateway.allowedHosts", c.Gateway.AllowedHosts}} {
+		key := l.key
+		for i, pat := range l.list {
+			if _, err := path.Match(strings.ToLower(pat), ""); err != nil || strings.TrimSpace(pat) == "" {
+				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a host or origin pattern (hint: e.g. \"ops.example\", \"*.ops.example\" or \"https://ops.example\")", key, i, pat))
+			}
+		}
 	}
 	if (c.Gateway.TLS.Cert == "") != (c.Gateway.TLS.Key == "") {
 		errs = append(errs, errors.New("gateway.tls: cert and key must be set together"))

@@ -20,7 +20,7 @@ func TestParse(t *testing.T) {
 			{"id": "ops", "tools": {"exec": {"host": "gateway", "security": "full"}}},
 			{"id": "plain"}, // trailing commas are fine
 		]},
-		"gateway": {"listen": "127.0.0.1:0"},
+		"gateway": {"listen": "127.0.0.1:0", "allowedHosts": ["gw.example"], "allowedOrigins": ["https://ops.example"]},
 	}`))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +34,12 @@ func TestParse(t *testing.T) {
 	}
 	if got := c.Binding("ops"); got != "build-box" {
 		t.Errorf("Binding(ops) = %q, want the global binding", got)
+	}
+	if diff := cmp.Diff([]string{"gw.example"}, c.Gateway.AllowedHosts); diff != "" {
+		t.Errorf("allowedHosts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"https://ops.example"}, c.Gateway.AllowedOrigins); diff != "" {
+		t.Errorf("allowedOrigins (-want +got):\n%s", diff)
 	}
 	if c.Gateway.Listen != "127.0.0.1:0" {
 		t.Errorf("listen = %q", c.Gateway.Listen)
@@ -58,6 +64,9 @@ func TestParseErrorsNameThePath(t *testing.T) {
 		{"wrong type", `{"tools": {"exec": {"host": 3}}}`, `tools.exec.host`},
 		{"unknown sandbox key", `{"sandbox": {"docker": {"imag": "x"}}}`, `sandbox.docker.imag: unknown key`},
 		{"half tls", `{"gateway": {"tls": {"cert": "c.pem"}}}`, `gateway.tls: cert and key`},
+		{"bad host pattern", `{"gateway": {"allowedHosts": ["gw.example", "[bad"]}}`, `gateway.allowedHosts[1]: "[bad" is not a host or origin pattern`},
+		{"empty origin", `{"gateway": {"allowedOrigins": [" "]}}`, `gateway.allowedOrigins[0]`},
+		{"unknown gateway key", `{"gateway": {"allowedHost": ["gw.example"]}}`, `gateway.allowedHost: unknown key`},
 		{"syntax", `{"tools": `, `exechost.json`},
 	}
 	for _, tt := range tests {

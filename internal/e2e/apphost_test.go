@@ -134,7 +134,7 @@ func TestApproverExecHost(t *testing.T) {
 
 	killApprover()
 	_, r = c.execJSON("--host", "node", "--node", desk.id, "--session", "gone", "/usr/bin/true")
-	if r.code != 1 || !strings.Contains(r.stderr, "COMPANION_APP_UNAVAILABLE: approver exec host unreachable") {
+	if r.code != 125 || !strings.Contains(r.stderr, "COMPANION_APP_UNAVAILABLE: approver exec host unreachable") {
 		t.Fatalf("exec with the approver gone (fallback deny): %s", r)
 	}
 	want := fmt.Sprintf("Exec denied (node=%s, id=", desk.id)

@@ -144,9 +144,9 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 	for _, tt := range []struct {
 		decision, command, wantOut, wantErr string
 	}{
-		{"allow-once", "echo once", "once", ""},
+		{"allow-once", "/bin/echo once", "once", ""},
 		{"allow-always", "id -u", "", ""},
-		{"deny", "echo no", "", "SYSTEM_RUN_DENIED: user denied"},
+		{"deny", "/bin/echo no", "", "SYSTEM_RUN_DENIED: user denied"},
 	} {
 		t.Run("operator "+tt.decision, func(t *testing.T) {
 			done := c.execBackground("--host", "node", "--node", n.id, tt.command)
@@ -165,7 +165,7 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 			}
 			r := next(t, done, "exec to finish")
 			if tt.wantErr != "" {
-				if r.code != 1 || !strings.Contains(r.stderr, tt.wantErr) {
+				if r.code != 126 || !strings.Contains(r.stderr, tt.wantErr) {
 					t.Fatalf("want %q, got %s", tt.wantErr, r)
 				}
 				return
@@ -185,7 +185,7 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 	}
 
 	t.Run("approvals pending and resolve PREFIX", func(t *testing.T) {
-		done := c.execBackground("--host", "node", "--node", n.id, "--session", "cli", "echo via-cli")
+		done := c.execBackground("--host", "node", "--node", n.id, "--session", "cli", "/bin/echo via-cli")
 		req := next(t, requested, "exec.approval.requested")
 		r := c.cli("approvals", "pending", "--json")
 		var pend approvalroute.PendingResult
@@ -193,7 +193,7 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 		if r.code != 0 || len(pend.Approvals) != 1 || pend.Approvals[0].ID != req.ID || pend.Approvals[0].Request.SessionKey != "cli" {
 			t.Fatalf("approvals pending --json: %s", r)
 		}
-		if r := c.cli("approvals", "pending"); r.code != 0 || !strings.Contains(r.stdout, req.ID) || !strings.Contains(r.stdout, "echo via-cli") {
+		if r := c.cli("approvals", "pending"); r.code != 0 || !strings.Contains(r.stdout, req.ID) || !strings.Contains(r.stdout, "/bin/echo via-cli") {
 			t.Fatalf("approvals pending: %s", r)
 		}
 		if r := c.cli("approvals", "resolve", "no-such-id", "allow-once"); r.code != 1 || !strings.Contains(r.stderr, "unknown approval id") {
@@ -215,7 +215,7 @@ func TestApprovalsRoutedThroughGateway(t *testing.T) {
 	})
 
 	t.Run("/approve through session.command", func(t *testing.T) {
-		done := c.execBackground("--host", "node", "--node", n.id, "echo via-slash")
+		done := c.execBackground("--host", "node", "--node", n.id, "/bin/echo via-slash")
 		req := next(t, requested, "exec.approval.requested")
 		// The exec CLI speaks as an agent: it may not approve.
 		if r := c.cli("exec", "--session-command", "/approve "+req.ID+" allow-once"); r.code != 1 || !strings.Contains(r.stderr, "operator") {
@@ -246,8 +246,8 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 	_, requested, resolved := c.operatorConn("e2e-operator")
 
 	t.Run("nobody answers", func(t *testing.T) {
-		r := next(t, c.execBackground("--host", "node", "--node", quiet.id, "echo unanswered"), "exec to finish")
-		if r.code != 1 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "timed out") {
+		r := next(t, c.execBackground("--host", "node", "--node", quiet.id, "/bin/echo unanswered"), "exec to finish")
+		if r.code != 126 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "timed out") {
 			t.Fatalf("want askFallback=deny after the prompt timed out, got %s", r)
 		}
 		waitFor(t, "no prompt pending at the gateway", func() bool {
@@ -274,7 +274,7 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 	t.Run("route both: the local approver answers first", func(t *testing.T) {
 		ap := start(t, both.dir, "approver", "--auto-decide", "allow-once")
 		waitFor(t, "the approver socket", func() bool { return strings.Contains(ap.Out.String(), "listening") })
-		r := next(t, c.execBackground("--host", "node", "--node", both.id, "echo raced"), "exec to finish")
+		r := next(t, c.execBackground("--host", "node", "--node", both.id, "/bin/echo raced"), "exec to finish")
 		if r.code != 0 || !strings.Contains(r.stdout, "raced") {
 			t.Fatalf("exec: %s", r)
 		}
@@ -311,9 +311,9 @@ func TestGatewayHostRoute(t *testing.T) {
 	writeFile(t, filepath.Join(c.gwDir, "exec-approvals.json"), policyOnMiss)
 	op, requested, _ := c.operatorConn("gw-operator")
 
-	done := c.execBackground("--json", "--host", "gateway", "--session", "s1", "echo on-gateway")
+	done := c.execBackground("--json", "--host", "gateway", "--session", "s1", "/bin/echo on-gateway")
 	req := next(t, requested, "exec.approval.requested")
-	if req.Host != "gateway" || req.Request.Command != "echo on-gateway" {
+	if req.Host != "gateway" || req.Request.Command != "/bin/echo on-gateway" {
 		t.Fatalf("requested = %+v", req)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)

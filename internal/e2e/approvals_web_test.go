@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -16,7 +15,7 @@ import (
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
 )
 
-var webURLRE = regexp.MustCompile(`gateway web UI: (http://127\.0\.0\.1:[0-9]+/\?k=[^\s]+)`)
+var webURLRE = regexp.MustCompile(`gateway web UI: (http://127\.0\.0\.1:[0-9]+/#k=[^\s]+)`)
 
 // newWebCluster starts a gateway with `--web 127.0.0.1:0` and returns the
 // printed web UI URL.
@@ -36,37 +35,32 @@ func newWebCluster(t *testing.T, config string) (*cluster, string) {
 	return c, webURLRE.FindStringSubmatch(out)[1]
 }
 
-// webClient is a browser-like client of the web UI: cookie jar, Origin
-// and CSRF header on changes.
+// webClient is a browser-like client of the web UI: the secret from the
+// URL fragment in its header on every request, Origin and a session's
+// CSRF header on changes. No cookie jar: nothing depends on one.
 type webClient struct {
 	t            *testing.T
 	base, origin string
+	secret       string
 	csrf         string
 	hc           *http.Client
 }
 
 func webLogin(t *testing.T, startURL string) *webClient {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
 	u, err := url.Parse(startURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &webClient{t: t, base: "http://" + u.Host + "/", origin: "http://" + u.Host, hc: &http.Client{Jar: jar}}
-	res, err := w.hc.Get(startURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("open %s: status %d", startURL, res.StatusCode)
-	}
-	var st struct {
+	w := &webClient{t: t, base: "http://" + u.Host + "/", origin: "http://" + u.Host, hc: &http.Client{},
+		secret: strings.TrimPrefix(u.Fragment, web.SecretParam+"=")}
+	var sess struct {
 		CSRF string `json:"csrf"`
 	}
-	w.do("GET", "api/state", nil, &st)
-	w.csrf = st.CSRF
+	if code := w.do("POST", "api/session", nil, &sess); code != http.StatusOK || sess.CSRF == "" {
+		t.Fatalf("open %s: api/session status %d", startURL, code)
+	}
+	w.csrf = sess.CSRF
 	return w
 }
 
@@ -78,6 +72,7 @@ func (w *webClient) do(method, path string, body any, out any) int {
 		rd = strings.NewReader(string(b))
 	}
 	req, _ := http.NewRequest(method, w.base+path, rd)
+	req.Header.Set(web.SecretHeader, w.secret)
 	if method == "POST" {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Origin", w.origin)
@@ -106,7 +101,7 @@ func TestGatewayWebUI(t *testing.T) {
 	_, requested, resolved := c.operatorConn("watcher")
 	w := webLogin(t, webURL)
 
-	done := c.execBackground("--host", "node", "--node", n.id, "echo from-web")
+	done := c.execBackground("--host", "node", "--node", n.id, "/bin/echo from-web")
 	req := next(t, requested, "exec.approval.requested")
 	var pending json.RawMessage
 	if code := w.do("GET", "api/pending", nil, &pending); code != http.StatusOK || !strings.Contains(string(pending), req.ID) {

@@ -33,7 +33,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 	})
 	t.Run("host=sandbox without a backend", func(t *testing.T) {
 		_, r := c.execJSON("--host", "sandbox", "echo x")
-		if r.code != 1 || !strings.Contains(r.stderr, "sandbox backend not configured") {
+		if r.code != 125 || !strings.Contains(r.stderr, "sandbox backend not configured") {
 			t.Fatalf("exec host=sandbox: %s", r)
 		}
 	})
@@ -108,12 +108,12 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		wantCode                       int
 	}{
 		{"allowlist hit", policyAllowlist, "/usr/bin/true", "", 0},
-		{"allowlist miss", policyAllowlist, "/usr/bin/id -u", "SYSTEM_RUN_DENIED: allowlist miss", 1},
-		{"deny", policyDeny, "/usr/bin/true", "SYSTEM_RUN_DISABLED: security=deny", 1},
-		{"ask with fallback deny", policyAskDeny, "/usr/bin/true", "SYSTEM_RUN_DENIED: approval required", 1},
+		{"allowlist miss", policyAllowlist, "/usr/bin/id -u", "SYSTEM_RUN_DENIED: allowlist miss", 126},
+		{"deny", policyDeny, "/usr/bin/true", "SYSTEM_RUN_DISABLED: security=deny", 126},
+		{"ask with fallback deny", policyAskDeny, "/usr/bin/true", "SYSTEM_RUN_DENIED: approval required", 126},
 		{"ask with fallback full", policyAskFull, "/usr/bin/id -u", "", 0},
 		{"ask with fallback allowlist hit", policyAskList, "/usr/bin/true", "", 0},
-		{"ask with fallback allowlist miss", policyAskList, "/usr/bin/id -u", "SYSTEM_RUN_DENIED: allowlist miss", 1},
+		{"ask with fallback allowlist miss", policyAskList, "/usr/bin/id -u", "SYSTEM_RUN_DENIED: allowlist miss", 126},
 	}
 	for _, tt := range policies {
 		t.Run("node policy "+tt.name, func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 			if tt.wantErr == "" && (r.code != 0 || res.NodeID != asker.id) {
 				t.Fatalf("approved run: %s", r)
 			}
-			if tt.wantErr != "" && (r.code != 1 || !strings.Contains(r.stderr, tt.wantErr)) {
+			if tt.wantErr != "" && (r.code != 126 || !strings.Contains(r.stderr, tt.wantErr)) {
 				t.Fatalf("denied run: want %q, got %s", tt.wantErr, r)
 			}
 			ap.kill(t)
@@ -188,7 +188,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		}
 		// Overrides are per agent and session.
 		res, r = c.execJSON("--session", "slash", "--agent", "other", "--node", "laptop", "/usr/bin/true")
-		if r.code != 1 || !strings.Contains(r.stderr, "sandbox backend not configured") {
+		if r.code != 125 || !strings.Contains(r.stderr, "sandbox backend not configured") {
 			t.Fatalf("another agent used the override: %+v\n%s", res, r)
 		}
 		r = c.cli(append([]string{"exec", "--session-command", "/exec host=mars"}, sess...)...)

@@ -329,7 +329,7 @@ func (c *cluster) execJSON(args ...string) (bridge.ExecResult, result) {
 // events drains a session's system events.
 func (c *cluster) events(session string, agent ...string) []string {
 	c.t.Helper()
-	args := []string{"exec", "--events", "--json", "--session", session}
+	args := []string{"exec", "--events", "drain", "--json", "--session", session}
 	if len(agent) > 0 {
 		args = append(args, "--agent", agent[0])
 	}

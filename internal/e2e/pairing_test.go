@@ -163,7 +163,7 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 			t.Fatalf("bound agent naming its node by prefix: %+v\n%s", res, r)
 		}
 		_, r = c.execJSON("--agent", "bound", "--node", "laptop", "echo other")
-		if r.code != 1 || !strings.Contains(r.stderr, "is bound to node "+build.id) {
+		if r.code != 126 || !strings.Contains(r.stderr, "is bound to node "+build.id) {
 			t.Fatalf("bound agent asking for another node: %s", r)
 		}
 	})
@@ -216,7 +216,7 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 			t.Fatalf("set with the current hash: %v", err)
 		}
 		_, r = c.execJSON("--host", "node", "--node", "laptop", "/usr/bin/true")
-		if r.code != 1 || !strings.Contains(r.stderr, "SYSTEM_RUN_DISABLED") {
+		if r.code != 126 || !strings.Contains(r.stderr, "SYSTEM_RUN_DISABLED") {
 			t.Fatalf("exec after remote set to deny: %s", r)
 		}
 		if got := localSocketToken(t, laptop.dir); got != localToken {

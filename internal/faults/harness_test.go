@@ -78,8 +78,6 @@ func start(t testing.TB, dir string, args ...string) *proc {
 	return startCmd(t, append([]string{bin, "--state-dir", dir}, args...)...)
 }
 
-func (p *proc) signal(sig syscall.Signal) { p.Signal(sig) }
-
 // kill SIGKILLs the process and waits for it.
 func (p *proc) kill() { p.Kill() }
 

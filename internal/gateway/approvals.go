@@ -41,6 +41,8 @@ var ErrPromptWithdrawn = errors.New("prompt withdrawn by its execution host")
 type approvalHub struct {
 	broker *approver.Broker
 	log    func(msg string, args ...any)
+	// onAnswer hears every prompt's outcome, for the audit log (audit.go).
+	onAnswer func(req approver.PromptRequest, peer, id string, a policy.Approval, by string, err error)
 
 	mu        sync.Mutex
 	operators map[*bridge.Conn]*operatorState
@@ -221,11 +223,14 @@ func (h *approvalHub) submit(ctx context.Context, req approver.PromptRequest, pe
 	a, by, err = h.broker.Submit(wctx, approver.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
 	if err != nil {
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return id, "", "", fmt.Errorf("%w: no operator answered prompt %s by %s", approver.ErrTimeout, id, exp.Format(time.TimeOnly))
+			err = fmt.Errorf("%w: no operator answered prompt %s by %s", approver.ErrTimeout, id, exp.Format(time.TimeOnly))
 		}
-		return id, "", "", err
+		a, by = "", ""
 	}
-	return id, a, by, nil
+	if h.onAnswer != nil {
+		h.onAnswer(req, peer, id, a, by, err)
+	}
+	return id, a, by, err
 }
 
 // resolve answers a prompt by id or unique prefix on behalf of by.
@@ -239,6 +244,11 @@ func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Re
 		err = h.broker.Resolve(id, a, by)
 	}
 	if err != nil {
+		if errors.Is(err, approver.ErrExpired) {
+			// A decision for a prompt whose requester went away (or that
+			// expired): refused, and logged so the refusal is on record.
+			h.log("late decision refused", "id", id, "decision", string(a), "by", by, "err", err)
+		}
 		return approvalroute.Resolved{}, resolveError(err)
 	}
 	return approvalroute.Resolved{ID: id, Outcome: approvalroute.OutcomeAnswered, Decision: string(a), By: by}, nil
@@ -374,6 +384,24 @@ func (h *approvalHub) nodeCancel(nodeID, ref string) {
 	if ok {
 		np.cancel(ErrPromptWithdrawn)
 	}
+}
+
+// cancelInvoke tells a node that the gateway stopped waiting for invoke id
+// (its caller went away or its deadline passed): the node withdraws the
+// prompt the command waits on, so a late approval cannot run it. Best
+// effort and bounded; a node that never gets it still has its own timeout.
+func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
+	reason := "abandoned"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(nc.conn.Context(), notifyTimeout)
+		defer cancel()
+		if err := nc.conn.Notify(ctx, bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
+			g.appr.log("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
+		}
+	}()
 }
 
 // gatewayPrompter routes the gateway engine's own prompts (host=gateway)

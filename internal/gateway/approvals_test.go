@@ -185,9 +185,9 @@ func TestApprovalThroughGateway(t *testing.T) {
 		wantOut  string
 		wantErr  string
 	}{
-		{decision: "allow-once", command: "echo routed", wantOut: "routed\n"},
+		{decision: "allow-once", command: "/bin/echo routed", wantOut: "routed\n"},
 		{decision: "allow-always", command: "id -u", wantOut: ""},
-		{decision: "deny", command: "echo nope", wantErr: "SYSTEM_RUN_DENIED: user denied"},
+		{decision: "deny", command: "/bin/echo nope", wantErr: "SYSTEM_RUN_DENIED: user denied"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.decision, func(t *testing.T) {
@@ -242,7 +242,7 @@ func TestApprovalExpiry(t *testing.T) {
 	agent := e.client(t, bridge.RoleAgent)
 	op := e.operator(t, "late-larry")
 
-	out := recv(t, execAsync(t, agent, bridge.ExecParams{Command: "echo never", Host: "node", Node: n.id}), "exec result")
+	out := recv(t, execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo never", Host: "node", Node: n.id}), "exec result")
 	wantCode(t, out.err, bridge.CodeDenied, "SYSTEM_RUN_DENIED: approval required")
 	if !strings.Contains(out.err.Error(), "timed out") {
 		t.Errorf("fallback reason does not say the prompt timed out: %v", out.err)
@@ -282,23 +282,24 @@ func TestApprovalNodeDrop(t *testing.T) {
 	n := e.addRoutedNode(t, "flaky", policyAsk, approvalroute.Gateway, nil, 0)
 	agent := e.client(t, bridge.RoleAgent)
 	op := e.operator(t, "ops")
-	done := execAsync(t, agent, bridge.ExecParams{Command: "echo gone", Host: "node", Node: n.id})
+	done := execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo gone", Host: "node", Node: n.id})
 	req := recv(t, op.requested, "exec.approval.requested")
 	n.stop()
 	if got := recv(t, op.resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
 		t.Errorf("resolved event = %+v, want expired", got)
 	}
 	// Either side may notice first: the gateway sees the node's connection
-	// close (UNAVAILABLE, disconnected), or the stopping node's prompt is
-	// cancelled and its askFallback=deny answers before the close. Both
-	// fail closed; nothing may run.
+	// close (UNAVAILABLE, disconnected), or the stopping node cancels the
+	// prompt and its engine denies (a request whose context ended never
+	// runs, whatever askFallback says) before the close. Both fail closed;
+	// nothing may run.
 	out := recv(t, done, "exec result")
 	var be *bridge.Error
 	switch {
 	case errors.As(out.err, &be) && be.Code == bridge.CodeUnavailable && strings.Contains(be.Message, "disconnected"):
-	case errors.As(out.err, &be) && be.Code == bridge.CodeDenied && strings.Contains(be.Message, "askFallback=deny"):
+	case errors.As(out.err, &be) && be.Code == bridge.CodeDenied && strings.Contains(be.Message, "SYSTEM_RUN_DENIED: approval required"):
 	default:
-		t.Fatalf("error = %v; want UNAVAILABLE (disconnected) or DENIED by askFallback=deny", out.err)
+		t.Fatalf("error = %v; want UNAVAILABLE (disconnected) or DENIED (approval required)", out.err)
 	}
 }
 
@@ -387,7 +388,7 @@ func TestApprovalRouteBoth(t *testing.T) {
 	op := e.operator(t, "ops")
 
 	t.Run("local wins", func(t *testing.T) {
-		done := execAsync(t, agent, bridge.ExecParams{Command: "echo local", Host: "node", Node: n.id})
+		done := execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo local", Host: "node", Node: n.id})
 		req := recv(t, op.requested, "exec.approval.requested")
 		recv(t, local.asked, "local prompt")
 		local.answer <- policy.AllowOnce
@@ -402,7 +403,7 @@ func TestApprovalRouteBoth(t *testing.T) {
 		wantCode(t, err, bridge.CodeStale, "expired")
 	})
 	t.Run("gateway wins", func(t *testing.T) {
-		done := execAsync(t, agent, bridge.ExecParams{Command: "echo remote", Host: "node", Node: n.id})
+		done := execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo remote", Host: "node", Node: n.id})
 		req := recv(t, op.requested, "exec.approval.requested")
 		recv(t, local.asked, "local prompt")
 		if _, err := call[approvalroute.Resolved](t, op.c, approvalroute.MethodResolve, approvalroute.ResolveParams{ID: req.ID, Decision: "deny"}); err != nil {

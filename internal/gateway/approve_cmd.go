@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -14,8 +15,8 @@ import (
 // and the session it was typed in.
 func (g *Gateway) slashApprove(c caller, key session.Key, text string) (bridge.SessionCommandResult, error) {
 	if c.role != bridge.RoleOperator {
-		return bridge.SessionCommandResult{}, bridge.Errorf(bridge.CodeForbidden,
-			"/approve needs an operator connection: an agent may not answer approval prompts (hint: answer with `exechost approvals resolve ID DECISION`)")
+		return bridge.SessionCommandResult{}, g.forbidden(withCaller(context.Background(), c), bridge.Errorf(bridge.CodeForbidden,
+			"/approve needs an operator connection: an agent may not answer approval prompts (hint: answer with `exechost approvals resolve ID DECISION`)"))
 	}
 	f := strings.Fields(text)
 	if len(f) != 3 {

@@ -1,21 +1,24 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
 	"regexp"
-	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // ConnectTimeout bounds how long a new connection may take to send its
@@ -26,6 +29,11 @@ const ConnectTimeout = 10 * time.Second
 // credentials, so without a bound anyone reaching the port could hold
 // unlimited connections.
 const MaxPending = 64
+
+// MaxPendingPerAddr bounds unpaired nodes waiting from one remote
+// address, so one client (or one browser page) cannot fill every pending
+// slot and lock real nodes out of interactive pairing.
+const MaxPendingPerAddr = 4
 
 // nodeIDPattern is what a node id may look like: it ends up in logs, events
 // and file names, so it is kept to a safe alphabet.
@@ -39,13 +47,24 @@ type nodeConn struct {
 	client   bridge.ClientInfo
 	remoteIP string
 	since    time.Time
+	// pub is the node's raw Ed25519 public key, proven on connect.
+	pub []byte
 }
 
 // ServeHTTP upgrades a request to a WebSocket and runs the connect
-// handshake. Browser origins other than the gateway's own and
-// gateway.allowedOrigins are refused by the upgrade itself.
+// handshake: the gateway first sends a connect.challenge event with a
+// fresh nonce (which a node signs), then reads the connect request.
+// Requests failing checkBrowser's Host/Origin policy are refused before
+// the upgrade.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.Config().Gateway.AllowedOrigins})
+	if err := checkBrowser(r, g.Config().Gateway); err != nil {
+		g.log.Warn("refused websocket upgrade", "remote", r.RemoteAddr, "host", cleanText(r.Host, 128), "origin", cleanText(r.Header.Get("Origin"), 128), "err", err)
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	// The Origin was checked above, by a stricter rule than the
+	// library's (which accepts any Origin equal to Host).
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		g.log.Info("refused websocket upgrade", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
 		return
@@ -54,6 +73,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
 	ctx, cancel := context.WithTimeout(r.Context(), ConnectTimeout)
 	defer cancel()
+	nonce := newNonce()
+	chf, err := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, Ts: time.Now().UnixMilli()}, 0)
+	if err == nil {
+		err = bridge.WriteFrame(ctx, ws, chf)
+	}
+	if err != nil {
+		ws.CloseNow()
+		return
+	}
 	f, err := bridge.ReadFrame(ctx, ws)
 	if err != nil {
 		refuse(ws, "", bridge.Errorf(bridge.CodeInvalidRequest, "expected a connect request: %v", err))
@@ -72,12 +100,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case bridge.RoleAgent, bridge.RoleOperator:
 		if subtle.ConstantTimeCompare([]byte(p.Auth.Token), []byte(g.token)) != 1 {
 			g.log.Warn("refused client: bad gateway token", "remote", r.RemoteAddr, "role", p.Role)
-			refuse(ws, f.ID, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)"))
+			refuse(ws, f.ID, g.clientRefused(ctx, p, r.RemoteAddr, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)")))
 			return
 		}
 		g.acceptClient(ctx, ws, f.ID, p)
 	case bridge.RoleNode:
-		g.acceptNode(ctx, ws, f.ID, p, remoteIP)
+		g.acceptNode(ctx, ws, f.ID, p, remoteIP, nonce)
 	default:
 		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "unknown role %q (accepted: agent, operator, node)", p.Role))
 	}
@@ -150,12 +178,19 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 	}
 }
 
-func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP string) {
+func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP, nonce string) {
 	if p.Node == nil || !nodeIDPattern.MatchString(p.Node.NodeID) {
 		refuse(ws, id, bridge.Errorf(bridge.CodeInvalidRequest, "a node must send node.nodeId (letters, digits, '.', '_' or '-', at most 128)"))
 		return
 	}
 	nid := p.Node.NodeID
+	pub, err := verifyDevice(p, nonce)
+	if err != nil {
+		g.log.Warn("refused node: key proof", "node", nid, "remote", remoteIP, "err", err)
+		refuse(ws, id, bridge.AsError(err))
+		return
+	}
+	pubStr := nodekey.EncodePublicKey(pub)
 	// Everything else the node says about itself ends up in operators'
 	// terminals and logs: no control or bidi characters, bounded length.
 	p.Node.DisplayName = cleanText(p.Node.DisplayName, 64)
@@ -167,34 +202,61 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		p.Node.Commands[i] = cleanText(c, 64)
 	}
 	now := time.Now()
-	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now}
+	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now, pub: pub}
 	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
 	switch {
 	case p.Auth.Token != "":
 		rec := g.reg.get(nid)
 		if rec == nil || !equalSecret(p.Auth.Token, rec.TokenHash) {
 			g.log.Warn("refused node: token rejected", "node", nid, "remote", remoteIP)
-			refuse(ws, id, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid))
+			refuse(ws, id, g.nodeRefused(ctx, audit.ActionNodeConnect, audit.ReasonBadToken, nid, remoteIP, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid)))
 			return
 		}
+		// The token is bound to the key it was paired with; a record
+		// from before keys existed binds the first key shown with a
+		// valid token, once.
+		bound, err := g.reg.bindKey(nid, rec.TokenHash, pubStr)
+		if err != nil {
+			g.log.Warn("refused node: key does not match its pairing", "node", nid, "remote", remoteIP, "fingerprint", nodekey.Fingerprint(pub), "err", err)
+			refuse(ws, id, bridge.AsError(err))
+			return
+		}
+		if bound {
+			g.log.Warn("node bound its key on first connect (migrated from a key-less pairing); the key is now required", "node", nid, "fingerprint", nodekey.Fingerprint(pub), "remote", remoteIP)
+		}
 	case p.Auth.JoinKey != "":
+		if err := newNodeID(nid, pub); err != nil {
+			refuse(ws, id, bridge.AsError(err))
+			return
+		}
+		if err := g.pendingConflict(nid, pub); err != nil {
+			g.log.Warn("refused node: join key for an id pending under another key", "node", nid, "remote", remoteIP)
+			refuse(ws, id, bridge.AsError(err))
+			return
+		}
 		tok := newSecret("ehn_")
 		rec := g.newRecord(nc, tok)
 		if err := g.reg.consumeJoinKey(p.Auth.JoinKey, rec); err != nil {
 			g.log.Warn("refused node: join key", "node", nid, "remote", remoteIP, "err", err)
-			refuse(ws, id, bridge.AsError(err))
+			refuse(ws, id, g.nodeRefused(ctx, audit.ActionJoinKeyUse, audit.ReasonBadJoinKey, nid, remoteIP, bridge.AsError(err)))
 			return
 		}
 		res.Token = tok
+		g.auditNode(ctx, audit.ActionJoinKeyUse, audit.ReasonJoinKey, nc, "node paired itself with a one-time join key")
 		g.log.Info("node paired with a join key", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP)
 	default:
-		g.mu.Lock()
-		_, again := g.pending[nid]
-		full := len(g.pending) >= MaxPending && !again
-		g.mu.Unlock()
-		if full {
-			g.log.Warn("refused node: too many pending", "node", nid, "remote", remoteIP)
-			refuse(ws, id, bridge.Errorf(bridge.CodeBusy, "too many nodes are waiting for approval (limit %d); try again later", MaxPending))
+		if err := newNodeID(nid, pub); err != nil {
+			refuse(ws, id, bridge.AsError(err))
+			return
+		}
+		if rec := g.reg.get(nid); rec != nil && rec.PublicKey != pubStr {
+			g.log.Warn("refused node: pairing request for an id paired under another key", "node", nid, "remote", remoteIP)
+			refuse(ws, id, bridge.AsError(errPairedOtherKey(nid)))
+			return
+		}
+		if err := g.pendingRoom(nid, pub, remoteIP); err != nil {
+			g.log.Warn("refused node: pending", "node", nid, "remote", remoteIP, "err", err)
+			refuse(ws, id, bridge.AsError(err))
 			return
 		}
 		res.Status = bridge.StatusPending
@@ -234,6 +296,14 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	var old *nodeConn
 	if res.Status == bridge.StatusPending {
 		old = g.pending[nid]
+		// pendingRoom checked before accepting; this repeats it under
+		// the same lock as the insert, so concurrent connections can
+		// neither exceed the limits nor displace another key's entry.
+		if err := g.pendingRoomLocked(nid, nc.pub, remoteIP); err != nil {
+			g.mu.Unlock()
+			nc.conn.Close(bridge.AsError(err).Message)
+			return
+		}
 		g.pending[nid] = nc
 	} else {
 		old = g.live[nid]
@@ -246,7 +316,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	}
 	if res.Status == bridge.StatusPending {
 		g.log.Info("node waiting for approval", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP,
-			"hint", "exechost nodes approve "+nid)
+			"fingerprint", nodekey.Fingerprint(pub), "hint", "exechost nodes approve "+nid)
 		return
 	}
 	g.reg.touch(nid, func(r *nodeRecord) {
@@ -259,7 +329,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 func (g *Gateway) newRecord(nc *nodeConn, token string) nodeRecord {
 	now := time.Now().UnixMilli()
 	return nodeRecord{
-		NodeID: nc.id, DisplayName: nc.info.DisplayName, TokenHash: hashSecret(token),
+		NodeID: nc.id, DisplayName: nc.info.DisplayName, TokenHash: hashSecret(token), PublicKey: nodekey.EncodePublicKey(nc.pub),
 		Platform: nc.client.Platform, Version: nc.client.Version, Commands: nc.info.Commands,
 		RemoteIP: nc.remoteIP, PairedAt: now, LastSeen: now,
 	}
@@ -283,19 +353,99 @@ func (g *Gateway) nodeGone(nc *nodeConn, err error) {
 
 // cleanText drops control and format (bidi override, zero-width)
 // characters and invalid UTF-8 from a peer-chosen string and bounds it to
-// max runes.
-func cleanText(s string, max int) string {
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			continue
-		}
-		if n == max {
-			break
-		}
-		b.WriteRune(r)
-		n++
+// max runes: textsafe's one definition of what a human must not be shown.
+func cleanText(s string, max int) string { return textsafe.Strip(s, max) }
+
+// newNonce returns a connection's challenge: 32 random bytes, hex.
+func newNonce() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
 	}
-	return strings.TrimSpace(b.String())
+	return hex.EncodeToString(b[:])
+}
+
+// verifyDevice checks a node's proof of key possession: the device id is
+// the hash of the public key, and the signature covers this connection's
+// nonce, the claimed node id, role and credential. It returns the raw
+// public key.
+func verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, error) {
+	d := p.Device
+	if d == nil {
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "a node must prove its key: connect.params.device is missing (hint: upgrade exechost on the node; it creates its key on start)")
+	}
+	pub, err := nodekey.ParsePublicKey(d.PublicKey)
+	if err != nil {
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device key: %v", err)
+	}
+	if d.ID != nodekey.DeviceID(pub) {
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device id is not the sha256 of its public key")
+	}
+	if d.Nonce != nonce {
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device signature is not for this connection's challenge")
+	}
+	msg := bridge.DeviceAuthPayload(d.ID, p.Node.NodeID, p.Role, d.SignedAt, p.Auth.Credential(), nonce)
+	if !nodekey.Verify(pub, []byte(msg), d.Signature) {
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device signature does not verify")
+	}
+	return pub, nil
+}
+
+// newNodeID requires a node pairing for the first time to use its device
+// id as node id, so an unpaired connection cannot even name another
+// node's id (only a pairing from before keys may keep an older id, and it
+// authenticates with its token).
+func newNodeID(nid string, pub []byte) error {
+	if nid != nodekey.DeviceID(pub) {
+		return bridge.Errorf(bridge.CodeUnauthorized, "a new node's id must be its device id %s (hint: remove nodeId from node.json; the node derives it from its key)", nodekey.DeviceID(pub))
+	}
+	return nil
+}
+
+func errPairedOtherKey(nid string) error {
+	return bridge.Errorf(bridge.CodeUnauthorized, "node id %s is already paired with another key (hint: to replace that node, `exechost nodes remove %s` first)", nid, nid)
+}
+
+// pendingConflict refuses an id pending under another key.
+func (g *Gateway) pendingConflict(nid string, pub []byte) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if old := g.pending[nid]; old != nil && !bytes.Equal(old.pub, pub) {
+		return bridge.Errorf(bridge.CodeUnauthorized, "node id %s is already pending under another key", nid)
+	}
+	return nil
+}
+
+// pendingRoom decides whether a new pending entry may take a slot: not
+// an id pending under another key, at most MaxPendingPerAddr from one
+// address and MaxPending in all. The same node reconnecting (same id and
+// key) reuses its slot.
+func (g *Gateway) pendingRoom(nid string, pub []byte, remoteIP string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pendingRoomLocked(nid, pub, remoteIP)
+}
+
+// pendingRoomLocked is pendingRoom with g.mu held.
+func (g *Gateway) pendingRoomLocked(nid string, pub []byte, remoteIP string) error {
+	old := g.pending[nid]
+	if old != nil && !bytes.Equal(old.pub, pub) {
+		return bridge.Errorf(bridge.CodeUnauthorized, "node id %s is already pending under another key", nid)
+	}
+	if old != nil {
+		return nil
+	}
+	fromAddr := 0
+	for _, nc := range g.pending {
+		if nc.remoteIP == remoteIP {
+			fromAddr++
+		}
+	}
+	if fromAddr >= MaxPendingPerAddr {
+		return bridge.Errorf(bridge.CodeBusy, "too many nodes from %s are waiting for approval (limit %d per address); approve or reject them first", remoteIP, MaxPendingPerAddr)
+	}
+	if len(g.pending) >= MaxPending {
+		return bridge.Errorf(bridge.CodeBusy, "too many nodes are waiting for approval (limit %d); try again later", MaxPending)
+	}
+	return nil
 }

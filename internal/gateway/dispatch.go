@@ -30,11 +30,12 @@ func (c caller) by() string {
 // caller-aware variants of nodes.list, exec.status and session.command
 // here, everything else in handleClient.
 func (g *Gateway) dispatchClient(ctx context.Context, c caller, method string, params json.RawMessage) (any, error) {
+	ctx = withCaller(ctx, c) // audit records name the actor (audit.go)
 	switch method {
 	case approvalroute.MethodPending, approvalroute.MethodResolve:
 		if c.role != bridge.RoleOperator {
 			// An agent must never answer a prompt about its own command.
-			return nil, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role: an agent may not answer approval prompts", method)
+			return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role: an agent may not answer approval prompts", method))
 		}
 		if method == approvalroute.MethodPending {
 			return g.appr.pending(), nil

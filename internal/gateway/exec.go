@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/host"
@@ -56,17 +57,17 @@ func paramLayer(p bridge.ExecParams) (policy.Settings, error) {
 // that long returns status "running" and continues in the background.
 func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecResult, error) {
 	if strings.TrimSpace(p.Command) == "" {
-		return bridge.ExecResult{}, bridge.Errorf(bridge.CodeInvalidRequest, "command is empty")
+		return bridge.ExecResult{}, g.refused(ctx, p, "", "", audit.ReasonInvalidRequest, bridge.Errorf(bridge.CodeInvalidRequest, "command is empty"))
 	}
 	if g.isDraining() {
-		return bridge.ExecResult{}, bridge.Errorf(bridge.CodeUnavailable, "the gateway is shutting down; retry once it is back")
+		return bridge.ExecResult{}, g.refused(ctx, p, "", "", audit.ReasonDraining, bridge.Errorf(bridge.CodeUnavailable, "the gateway is shutting down; retry once it is back"))
 	}
 	param, err := paramLayer(p)
 	if err != nil {
-		return bridge.ExecResult{}, err
+		return bridge.ExecResult{}, g.refused(ctx, p, "", "", audit.ReasonInvalidRequest, err)
 	}
 	if err := checkSession(p.AgentID, p.SessionKey); err != nil {
-		return bridge.ExecResult{}, err
+		return bridge.ExecResult{}, g.refused(ctx, p, "", "", audit.ReasonInvalidRequest, err)
 	}
 	key := session.NewKey(p.AgentID, p.SessionKey)
 	cfg := g.Config()
@@ -81,7 +82,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	var nc *nodeConn
 	if eff.Host == policy.HostNode {
 		if nc, err = g.pickNode(cfg, key.Agent, eff.Node); err != nil {
-			return bridge.ExecResult{}, err
+			return bridge.ExecResult{}, g.refused(ctx, p, eff.Host, eff.Node, "", err)
 		}
 		r.nodeID = nc.id
 	}
@@ -94,9 +95,11 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		}
 		why := fmt.Sprintf("%v (security=deny from %s; hint: set tools.exec.security in exechost.json, or /exec security=allowlist)",
 			policy.ErrDisabled, securitySource(param, sessL, agentL, globalL))
+		denied := g.refused(ctx, p, eff.Host, r.nodeID, audit.ReasonSecurityDeny,
+			&bridge.Error{Code: bridge.CodeDenied, Message: why, Denial: g.configDenial(securitySource(param, sessL, agentL, globalL))})
 		g.enqueueLifecycle(key, where, host.EventDenied, host.Event{RunID: r.id, Reason: why})
 		g.opts.Metrics.ObserveExec(string(eff.Host), string(policy.DenyRun), metrics.OutcomeDenied, 0)
-		return bridge.ExecResult{}, &bridge.Error{Code: bridge.CodeDenied, Message: why}
+		return bridge.ExecResult{}, denied
 	}
 	g.addRun(r)
 	// Every run has a deadline: the command's timeout plus room for a
@@ -110,6 +113,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	do := func() {
 		defer cancel()
 		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
+		err = g.explainDenial(runCtx, nc, eff, p, err) // denial.go
 		g.finishRun(r, res, err)
 	}
 	if p.YieldMs <= 0 {
@@ -158,7 +162,7 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 	switch eff.Host {
 	case policy.HostGateway:
 		if g.opts.Executor == nil {
-			return out, bridge.Errorf(bridge.CodeUnavailable, "host=gateway is not available on this gateway")
+			return out, g.refused(ctx, p, eff.Host, "", audit.ReasonHostUnavailable, bridge.Errorf(bridge.CodeUnavailable, "host=gateway is not available on this gateway"))
 		}
 		hr, err := g.opts.Executor.Run(ctx, req)
 		if err != nil {
@@ -182,6 +186,7 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 	}
 	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
 	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
+	out.DroppedBytes = res.DroppedBytes
 	return out, nil
 }
 
@@ -234,10 +239,11 @@ func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, t
 		if why == nil {
 			why = sandbox.ErrNotConfigured
 		}
-		return runner.Result{}, bridge.Errorf(bridge.CodeUnavailable, "host=sandbox: %v", why)
+		return runner.Result{}, g.auditSandboxEnd(ctx, r, p, runner.Result{}, audit.ReasonHostUnavailable, bridge.Errorf(bridge.CodeUnavailable, "host=sandbox: %v", why))
 	}
 	name := "sandbox"
 	ev := host.Event{RunID: r.id, AgentID: r.key.Agent, SessionKey: r.key.Session, Host: string(policy.HostSandbox), Command: p.Command}
+	g.auditSandboxStart(ctx, r, p) // durable before the command starts
 	g.enqueueLifecycle(r.key, name, host.EventStarted, ev)
 	res, err := g.opts.Sandbox.Exec(ctx, sandbox.Request{
 		SessionKey: r.key.Session, AgentID: r.key.Agent, Command: p.Command, Cwd: p.Cwd, Env: p.Env, Timeout: timeout,
@@ -245,10 +251,11 @@ func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, t
 	if err != nil {
 		ev.Reason = err.Error()
 		g.enqueueLifecycle(r.key, name, host.EventDenied, ev)
-		return res, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", g.opts.Sandbox.Name(), err)
+		return res, g.auditSandboxEnd(ctx, r, p, res, audit.ReasonSandboxError, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", g.opts.Sandbox.Name(), err))
 	}
 	code := res.ExitCode
 	ev.ExitCode, ev.Tail = &code, res.Tail
+	_ = g.auditSandboxEnd(ctx, r, p, res, "", nil)
 	g.enqueueLifecycle(r.key, name, host.EventFinished, ev)
 	return res, nil
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// Metrics receives exec, node and approval metrics; nil records
 	// nothing.
 	Metrics *metrics.Metrics
+	// Audit receives a record of every decision the gateway makes itself
+	// (audit.go); nil records nothing. The gateway's own host engine
+	// records its runs separately (host.AuditTo), normally to the same log.
+	Audit AuditRecorder
 	// DrainTimeout bounds how long a stopping gateway waits for running
 	// execs (DefaultDrainTimeout when 0; negative: do not wait).
 	DrainTimeout time.Duration
@@ -89,6 +93,7 @@ type Gateway struct {
 	cfgMu sync.Mutex   // serialises read-modify-write of cfg (webbinding.go)
 
 	fingerprint string
+	unauth      unauthAudit // rate limit on records about unauthenticated peers (audit.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
@@ -127,6 +132,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.cfg.Store(opts.Config)
 	g.appr = newApprovalHub(g.log.Debug)
+	g.appr.onAnswer = g.auditRelay
 	return g, nil
 }
 

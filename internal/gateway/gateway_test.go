@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
 )
 
 const fullConfig = `{"tools": {"exec": {"security": "full", "ask": "off"}}}`
@@ -174,6 +175,9 @@ func TestConnectRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ws.CloseNow()
+		if ch, err := bridge.ReadFrame(ctx, ws); err != nil || ch.Event != bridge.EventConnectChallenge {
+			t.Fatalf("first frame = %+v, %v; want the connect challenge", ch, err)
+		}
 		f, _ := bridge.NewRequest("1", bridge.MethodExec, bridge.ExecParams{Command: "id"})
 		if err := bridge.WriteFrame(ctx, ws, f); err != nil {
 			t.Fatal(err)
@@ -189,7 +193,8 @@ func TestConnectRefusals(t *testing.T) {
 	t.Run("pending node may not answer invokes", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, res, err := bridge.Dial(ctx, e.url, bridge.ConnectParams{Role: bridge.RoleNode, Node: &bridge.NodeInfo{NodeID: "newnode"}}, nil, bridge.Options{})
+		key, _ := nodekey.Generate()
+		c, res, err := bridge.Dial(ctx, e.url, bridge.ConnectParams{Role: bridge.RoleNode, Node: &bridge.NodeInfo{NodeID: key.DeviceID()}}, nil, bridge.Options{Device: key})
 		if err != nil {
 			t.Fatal(err)
 		}

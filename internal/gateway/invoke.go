@@ -99,6 +99,7 @@ func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string,
 	case <-t.C:
 		return invokeReply{}, bridge.Errorf(bridge.CodeTimeout, "node %s did not answer %s within %s", nc.id, command, timeout+InvokeMargin)
 	case <-ctx.Done():
+		g.cancelInvoke(nc, id, context.Cause(ctx)) // the node must not go on with it (approvals.go)
 		return invokeReply{}, bridge.Errorf(bridge.CodeUnavailable, "%s on node %s abandoned: %v", command, nc.id, context.Cause(ctx))
 	}
 }

@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/session"
 )
 
@@ -39,7 +42,7 @@ func decode[T any](method string, params json.RawMessage) (T, error) {
 // handleClient answers an agent's or operator's request.
 func (g *Gateway) handleClient(ctx context.Context, role, method string, params json.RawMessage) (any, error) {
 	if operatorOnly[method] && role != bridge.RoleOperator {
-		return nil, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method)
+		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method))
 	}
 	switch method {
 	case bridge.MethodExec:
@@ -95,13 +98,13 @@ func (g *Gateway) handleClient(ctx context.Context, role, method string, params 
 		case bridge.MethodNodesReject:
 			return g.reject(ctx, p.NodeID)
 		}
-		return g.remove(p.NodeID)
+		return g.remove(ctx, p.NodeID)
 	case bridge.MethodJoinKey:
 		p, err := decode[bridge.JoinKeyParams](method, params)
 		if err != nil {
 			return nil, err
 		}
-		return g.joinKey(p)
+		return g.joinKey(ctx, p)
 	case bridge.MethodNodeApprovalGet, bridge.MethodNodeApprovalSet:
 		p, err := decode[bridge.NodeApprovalsParams](method, params)
 		if err != nil {
@@ -116,6 +119,7 @@ func view(rec nodeRecord, connected bool) bridge.NodeView {
 	return bridge.NodeView{
 		NodeID: rec.NodeID, DisplayName: rec.DisplayName, RemoteIP: rec.RemoteIP, Platform: rec.Platform,
 		Version: rec.Version, Commands: rec.Commands, Connected: connected, LastSeen: rec.LastSeen, Paired: true,
+		Fingerprint: fingerprintOf(rec.PublicKey),
 	}
 }
 
@@ -142,24 +146,42 @@ func (g *Gateway) listPending() []bridge.NodeView {
 		out = append(out, bridge.NodeView{
 			NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Platform: nc.client.Platform,
 			Version: nc.client.Version, Commands: nc.info.Commands, Connected: true, LastSeen: nc.since.UnixMilli(),
+			Fingerprint: nodekey.Fingerprint(nc.pub),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
 }
 
-// findPending resolves an exact id, or a unique id prefix of at least
-// MinPrefix characters, among pending nodes. Display names and addresses
-// are not accepted here: they are chosen by the unauthenticated node, so
-// approving by them could pair an impostor.
-func (g *Gateway) findPending(id string) (*nodeConn, error) {
+// MinApprovePrefix is the shortest id prefix that approves a pending
+// node: 16 hex digits (64 bits), as long as the key fingerprint. A pending
+// node's id is its key's hash, so anyone can grind a key whose id shares a
+// short prefix with a real node's; a 64-bit prefix cannot be ground.
+const MinApprovePrefix = 16
+
+// findPending resolves an exact id, the key fingerprint (which is the
+// id's first 16 hex digits), or a unique id prefix of at least minPrefix
+// characters, among pending nodes. Display names and addresses are not
+// accepted here: they are chosen by the unauthenticated node, so approving
+// by them could pair an impostor.
+func (g *Gateway) findPending(id string, minPrefix int) (*nodeConn, error) {
+	if strings.Count(id, ":") == nodekey.FingerprintBytes/2-1 {
+		id = strings.ReplaceAll(id, ":", "") // a fingerprint
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if nc := g.pending[id]; nc != nil {
 		return nc, nil
 	}
+	short := false
+	for pid := range g.pending {
+		short = short || (len(id) >= MinPrefix && len(id) < minPrefix && strings.HasPrefix(pid, id))
+	}
+	if short {
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%q is too short to approve a node: use the full id, its key fingerprint, or a prefix of at least %d characters (hint: `exechost nodes pending` shows both; compare the fingerprint with the one the node prints)", id, minPrefix)
+	}
 	var matches []*nodeConn
-	if len(id) >= MinPrefix {
+	if len(id) >= minPrefix {
 		for pid, nc := range g.pending {
 			if strings.HasPrefix(pid, id) {
 				matches = append(matches, nc)
@@ -181,15 +203,22 @@ func (g *Gateway) findPending(id string) (*nodeConn, error) {
 }
 
 func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
-	nc, err := g.findPending(id)
+	nc, err := g.findPending(id, MinApprovePrefix)
 	if err != nil {
 		return bridge.NodeView{}, err
+	}
+	// The token goes to the key that was pending (a pending entry is
+	// never replaced by another key), and never rebinds an id paired
+	// under another key.
+	if old := g.reg.get(nc.id); old != nil && old.PublicKey != nodekey.EncodePublicKey(nc.pub) {
+		return bridge.NodeView{}, errPairedOtherKey(nc.id)
 	}
 	tok := newSecret("ehn_")
 	rec := g.newRecord(nc, tok)
 	if err := g.reg.put(rec); err != nil {
 		return bridge.NodeView{}, err
 	}
+	g.auditNode(ctx, audit.ActionNodeApprove, audit.ReasonOperator, nc, "node approved by the operator")
 	// Live before the node hears it is paired: it may send its first
 	// request (or a caller may exec on it) the moment it knows.
 	g.mu.Lock()
@@ -218,6 +247,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	g.mu.Unlock()
 	if err != nil {
 		_, _ = g.reg.remove(nc.id)
+		g.auditNode(ctx, audit.ActionNodeRemove, audit.ReasonNodeGone, nc, fmt.Sprintf("node %s disconnected before it got its token: %v", nc.id, err))
 		return bridge.NodeView{}, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected before it got its token: %v", nc.id, err)
 	}
 	if old != nil && old != nc {
@@ -228,19 +258,20 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 }
 
 func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error) {
-	nc, err := g.findPending(id)
+	nc, err := g.findPending(id, MinPrefix)
 	if err != nil {
 		return bridge.NodeView{}, err
 	}
+	g.auditNode(ctx, audit.ActionNodeReject, audit.ReasonOperator, nc, "pairing rejected by the operator")
 	_ = nc.conn.Notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
 	nc.conn.Close("pairing rejected by the operator")
 	g.log.Info("node rejected", "node", nc.id)
-	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP}, nil
+	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Fingerprint: nodekey.Fingerprint(nc.pub)}, nil
 }
 
 // remove revokes a node's token at once (written before anything else)
 // and disconnects it.
-func (g *Gateway) remove(id string) (bridge.NodeView, error) {
+func (g *Gateway) remove(ctx context.Context, id string) (bridge.NodeView, error) {
 	c, err := Select(g.candidates(), id)
 	if err != nil {
 		return bridge.NodeView{}, selectError(err)
@@ -249,6 +280,7 @@ func (g *Gateway) remove(id string) (bridge.NodeView, error) {
 	if _, err := g.reg.remove(c.ID); err != nil {
 		return bridge.NodeView{}, err
 	}
+	g.auditRemoved(ctx, c.ID, rec)
 	g.mu.Lock()
 	nc := g.live[c.ID]
 	delete(g.live, c.ID)
@@ -266,7 +298,7 @@ func (g *Gateway) remove(id string) (bridge.NodeView, error) {
 	return v, nil
 }
 
-func (g *Gateway) joinKey(p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) {
+func (g *Gateway) joinKey(ctx context.Context, p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) {
 	ttl := time.Duration(p.TTLMs) * time.Millisecond
 	if ttl <= 0 {
 		ttl = DefaultJoinKeyTTL
@@ -279,7 +311,9 @@ func (g *Gateway) joinKey(p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) 
 	if err := g.reg.addJoinKey(hashSecret(key), exp); err != nil {
 		return bridge.JoinKeyResult{}, err
 	}
-	return bridge.JoinKeyResult{Key: key, ExpiresAt: exp.UnixMilli(), Fingerprint: g.fingerprint}, nil
+	res := bridge.JoinKeyResult{Key: key, ExpiresAt: exp.UnixMilli(), Fingerprint: g.fingerprint}
+	g.auditJoinKeyIssued(ctx, res)
+	return res, nil
 }
 
 // nodeApprovals forwards system.execApprovals.get/set to a node.
@@ -299,8 +333,9 @@ func (g *Gateway) nodeApprovals(ctx context.Context, method string, p bridge.Nod
 	if p.BaseHash == "" {
 		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required (hint: get the file first; its hash protects concurrent edits)")
 	}
+	g.auditApprovalsEdit(ctx, nc, p, g.currentApprovals(ctx, nc, timeout))
 	payload, err := g.invoke(ctx, nc, bridge.CmdExecApprovalsSet, bridge.ApprovalsSetParams{File: p.File, BaseHash: p.BaseHash}, timeout, "")
-	if err != nil {
+	if err := g.auditApprovalsResult(ctx, nc, p, payload, err); err != nil {
 		return nil, err
 	}
 	return payload, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/exechost/exechost/internal/atomicfile"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
 )
 
 // RegistryFile is the gateway's paired-node registry in the state directory.
@@ -21,15 +22,20 @@ const RegistryFile = "nodes.json"
 
 // nodeRecord is one paired node.
 type nodeRecord struct {
-	NodeID      string   `json:"nodeId"`
-	DisplayName string   `json:"displayName"`
-	TokenHash   string   `json:"tokenHash"`
-	Platform    string   `json:"platform,omitempty"`
-	Version     string   `json:"version,omitempty"`
-	Commands    []string `json:"commands,omitempty"`
-	RemoteIP    string   `json:"remoteIp,omitempty"`
-	PairedAt    int64    `json:"pairedAt"`
-	LastSeen    int64    `json:"lastSeen,omitempty"`
+	NodeID      string `json:"nodeId"`
+	DisplayName string `json:"displayName"`
+	TokenHash   string `json:"tokenHash"`
+	// PublicKey is the node's Ed25519 public key (raw, unpadded
+	// base64url) its token is bound to: a connection must prove it holds
+	// the matching private key. Empty only for a pairing made before
+	// keys existed, until its first connect binds one.
+	PublicKey string   `json:"publicKey,omitempty"`
+	Platform  string   `json:"platform,omitempty"`
+	Version   string   `json:"version,omitempty"`
+	Commands  []string `json:"commands,omitempty"`
+	RemoteIP  string   `json:"remoteIp,omitempty"`
+	PairedAt  int64    `json:"pairedAt"`
+	LastSeen  int64    `json:"lastSeen,omitempty"`
 }
 
 // joinKey is an unused one-time join key.
@@ -172,11 +178,57 @@ func (r *registry) addJoinKey(hash string, expires time.Time) error {
 	return r.saveLocked()
 }
 
+// bindKey checks that the paired node id (whose token hashes to
+// tokenHash) is bound to pub. A record without a key (paired before keys
+// existed) is bound to pub and saved before the connection is accepted;
+// bound reports that. Any other key is refused.
+func (r *registry) bindKey(id, tokenHash, pub string) (bound bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.data.Nodes {
+		if n.NodeID != id || n.TokenHash != tokenHash {
+			continue
+		}
+		switch n.PublicKey {
+		case pub:
+			return false, nil
+		case "":
+			n.PublicKey = pub
+			if err := r.saveLocked(); err != nil {
+				n.PublicKey = ""
+				return false, err
+			}
+			return true, nil
+		}
+		return false, bridge.Errorf(bridge.CodeUnauthorized, "node %s is paired with a different key (fingerprint %s); this connection's key does not match (hint: a node's key lives in node.key next to node.json; if it was lost, `exechost nodes remove %s` and pair again)", id, fingerprintOf(n.PublicKey), id)
+	}
+	return false, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", id)
+}
+
+// fingerprintOf abbreviates a stored public key for messages.
+func fingerprintOf(pub string) string {
+	if pub == "" {
+		return ""
+	}
+	raw, err := nodekey.ParsePublicKey(pub)
+	if err != nil {
+		return "?"
+	}
+	return nodekey.Fingerprint(raw)
+}
+
 // consumeJoinKey removes a matching unexpired key and pairs rec in one
-// write, so a key can never pair twice.
+// write, so a key can never pair twice. A key pairs a new node (or the
+// same key again): it never rebinds an id paired under another key, and
+// such an attempt leaves the join key unused.
 func (r *registry) consumeJoinKey(key string, rec nodeRecord) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, n := range r.data.Nodes {
+		if n.NodeID == rec.NodeID && (n.PublicKey == "" || n.PublicKey != rec.PublicKey) {
+			return errPairedOtherKey(rec.NodeID)
+		}
+	}
 	now := time.Now().UnixMilli()
 	idx := -1
 	for i, k := range r.data.JoinKeys {

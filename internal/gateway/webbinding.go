@@ -44,7 +44,7 @@ func (b webBinding) Bindings(context.Context) (map[string]string, error) {
 
 // SetExecNode implements web.GatewayBinding. A non-empty node must select
 // a paired node, so a typo cannot silently strand an agent.
-func (b webBinding) SetExecNode(_ context.Context, agentID, node string) error {
+func (b webBinding) SetExecNode(ctx context.Context, agentID, node string) error {
 	node = strings.TrimSpace(node)
 	if node != "" {
 		if _, err := Select(b.g.candidates(), node); err != nil {
@@ -68,6 +68,7 @@ func (b webBinding) SetExecNode(_ context.Context, agentID, node string) error {
 		}
 		c.Agents.List[i].Tools.Exec.Node = node
 	}
+	b.g.auditBinding(ctx, agentID, b.g.Config().Binding(agentID), node) // before it takes effect
 	b.g.SetConfig(&c)
 	b.g.log.Info("node binding changed from the web UI (until restart)", "agent", agentID, "node", node)
 	return nil

@@ -15,7 +15,6 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // fixture is a state directory with an approvals file, a bin directory of
@@ -498,7 +497,7 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 	}
 }
 
-func TestPlainArgv(t *testing.T) {
+func TestDirectArgv(t *testing.T) {
 	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	tests := []struct {
 		text string
@@ -518,10 +517,16 @@ func TestPlainArgv(t *testing.T) {
 		{"nosuchprogram", nil},
 	}
 	for _, tt := range tests {
-		a := shellcmd.Analyze(tt.text, shellcmd.Env{Cwd: f.dir, PATH: f.bin + ":/usr/bin:/bin", Home: f.dir})
-		got, ok := plainArgv(tt.text, a)
+		p, err := f.engine.Prepare(Request{RawCommand: tt.text, Cwd: f.dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := p.directArgv()
+		if tt.want != nil {
+			tt.want = append([]string{filepath.Join(f.bin, tt.want[0])}, tt.want[1:]...)
+		}
 		if ok != (tt.want != nil) || !cmp.Equal(got, tt.want) {
-			t.Errorf("plainArgv(%q) = %q, %v; want %q", tt.text, got, ok, tt.want)
+			t.Errorf("directArgv(%q) = %q, %v; want %q", tt.text, got, ok, tt.want)
 		}
 	}
 	// The fast path must produce the same result as the shell.
@@ -556,5 +561,60 @@ func TestUsageFlushesByItself(t *testing.T) {
 			t.Fatal("usage never flushed")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTrustedDecisionBindsTheCanonicalForm: an approval obtained elsewhere
+// applies only to the tree it was given for.
+func TestTrustedDecisionBindsTheCanonicalForm(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
+	f.engine.TrustApprovalDecision = true
+	p, err := f.engine.Prepare(Request{RawCommand: "hello a", Cwd: f.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a", Cwd: f.dir, ApprovalDecision: "allow-once", PlanHash: p.Analysis.Hash})
+	if err != nil || res.Stdout != "hello a\n" {
+		t.Fatalf("matching hash: %v %+v", err, res.Result)
+	}
+	// The same answer for another tree is not applied: no approver, so
+	// askFallback=deny decides.
+	_, err = f.engine.Run(context.Background(), Request{RawCommand: "hello b", Cwd: f.dir, ApprovalDecision: "allow-once", PlanHash: p.Analysis.Hash})
+	if !errors.Is(err, policy.ErrApprovalRequired) {
+		t.Fatalf("other tree: err %v; want approval required", err)
+	}
+}
+
+// TestRunsAsTheAnalysedTree: how each kind of decided command runs, and
+// that a vouched compound command never reaches /bin/sh.
+func TestRunsAsTheAnalysedTree(t *testing.T) {
+	tests := []struct {
+		sec  policy.Security
+		text string
+		want string
+	}{
+		{policy.SecurityAllowlist, "hello a", RunsDirect},
+		{policy.SecurityAllowlist, "hello a && other b | hello c", RunsInterpreted},
+		{policy.SecurityAllowlist, "env A=1 hello", RunsInterpreted},
+		{policy.SecurityAllowlist, "true", RunsInterpreted},
+		{policy.SecurityAllowlist, "hello $(other)", RunsUnchecked},
+		{policy.SecurityAllowlist, "hello <<< x", RunsShellText},
+		{policy.SecurityFull, "hello a && other b", RunsShellText},
+	}
+	for _, tt := range tests {
+		f := newFixture(t, tt.sec, policy.AskOff, policy.FallbackDeny, "$BIN/hello", "$BIN/other")
+		p, err := f.engine.Prepare(Request{RawCommand: tt.text, Cwd: f.dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.RunsAs(); got != tt.want {
+			t.Errorf("%s %q runs as %q; want %q", tt.sec, tt.text, got, tt.want)
+		}
+	}
+	// A vouched pipeline runs in the interpreter and gives the shell's output.
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello", "$BIN/other")
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a && other b; true | hello c", Cwd: f.dir})
+	if err != nil || res.Stdout != "hello a\nother b\nhello c\n" || res.ExitCode != 0 {
+		t.Fatalf("interpreted run: %v %+v", err, res.Result)
 	}
 }

@@ -58,8 +58,12 @@ type Request struct {
 	SessionKey       string            `json:"sessionKey"`
 	RunID            string            `json:"runId"`
 	ApprovalDecision string            `json:"approvalDecision,omitempty"`
-	Security         policy.Security   `json:"security,omitempty"`
-	Ask              policy.Ask        `json:"ask,omitempty"`
+	// PlanHash is the canonical form's sha256 that ApprovalDecision was
+	// given for (PromptRequest.PlanHash); a decision for another tree is
+	// not applied.
+	PlanHash string          `json:"planHash,omitempty"`
+	Security policy.Security `json:"security,omitempty"`
+	Ask      policy.Ask      `json:"ask,omitempty"`
 	// PTY runs the command attached to a pseudo-terminal. Only local runs
 	// (`exechost run --pty`) may set it; the wire never carries it.
 	PTY bool `json:"-"`

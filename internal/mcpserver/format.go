@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/explain"
 )
 
 // The model reads every string below: each result says what happened and,
@@ -86,7 +87,11 @@ func formatExec(res bridge.ExecResult, yield time.Duration) string {
 		b.WriteString("Error: " + res.Error + "\n")
 	}
 	if res.Truncated {
-		b.WriteString("Output truncated: stdout and stderr together are capped at 200,000 bytes; the cut is marked \"… (truncated)\".\n")
+		dropped := ""
+		if res.DroppedBytes > 0 {
+			dropped = fmt.Sprintf(" %d more bytes were dropped;", res.DroppedBytes)
+		}
+		b.WriteString("Output truncated: stdout and stderr together are capped at 200,000 bytes;" + dropped + " the cut is marked \"… (truncated)\".\n")
 	}
 	if res.Stdout == "" && res.Stderr == "" {
 		b.WriteString("(no output)\n")
@@ -133,7 +138,9 @@ func formatStatus(st bridge.ExecStatusResult) string {
 // to do about it, or the error with a hint chosen by its code.
 func describeWireError(e *bridge.Error) string {
 	if e.Code == bridge.CodeDenied {
-		return "Denied: " + e.Message + "\n" + denialAdvice(e.Message) + "\n"
+		// What was missing, which policy decided and the fixing command,
+		// in the same words as the CLI (internal/explain).
+		return "Denied: " + e.Message + "\n" + explain.Text(e.Denial) + denialAdvice(e.Message, e.Denial) + "\n"
 	}
 	var hint string
 	switch e.Code {
@@ -158,9 +165,14 @@ func describeWireError(e *bridge.Error) string {
 }
 
 // denialAdvice tells the model how to act on a denial, by the design's
-// SYSTEM_RUN_* reason at the start of the message.
-func denialAdvice(msg string) string {
+// SYSTEM_RUN_* reason at the start of the message; a known fixing command
+// is named as what to ask a human to run.
+func denialAdvice(msg string, d *bridge.Denial) string {
 	switch {
+	case d != nil && d.Construct != "":
+		return "What to do: rewrite the command without " + d.Construct + " (no allowlist can allow it), or ask a human to approve it."
+	case d != nil && d.Fix != "" && !strings.Contains(msg, "user denied"):
+		return "What to do: do not retry the same command. Use only allowlisted executables, or ask a human to run `" + d.Fix + "` on a machine with the gateway's token, then retry."
 	case strings.HasPrefix(msg, "SYSTEM_RUN_DISABLED"):
 		return "What to do: exec is disabled (security=deny) for this agent on that host. Do not retry; ask a human to enable it " +
 			"(tools.exec.security in the gateway's exechost.json and security in the execution host's exec-approvals.json), or use a host where it is enabled."

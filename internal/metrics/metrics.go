@@ -37,6 +37,7 @@ type Metrics struct {
 	connectedNodes  prometheus.Gauge
 	invokeSeconds   prometheus.Histogram
 	eventDrops      prometheus.Counter
+	decisions       *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them, with the Go runtime and
@@ -70,8 +71,12 @@ func New() *Metrics {
 			Name: "exechost_event_queue_drops_total",
 			Help: "System events dropped because a session's queue was full.",
 		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "exechost_gateway_decisions_total",
+			Help: "Decisions the gateway itself made and audited, by action (exec, node.approve, …), event (decision, denied, finished), reason code and execution host.",
+		}, []string{"action", "event", "reason", "host"}),
 	}
-	m.reg.MustRegister(m.execs, m.execDuration, m.pendingApproval, m.connectedNodes, m.invokeSeconds, m.eventDrops,
+	m.reg.MustRegister(m.execs, m.execDuration, m.pendingApproval, m.connectedNodes, m.invokeSeconds, m.eventDrops, m.decisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/coder/websocket"
+
+	"github.com/exechost/exechost/internal/bridge"
 )
 
 // errPin is wrapped when a wss:// gateway presents a certificate other
@@ -54,10 +56,13 @@ func (r *Runner) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 			},
 		}
 		opts.HTTPClient = &http.Client{Transport: tr}
-		ws, _, err := websocket.Dial(ctx, id.Gateway.URL, opts)
+		ws, resp, err := websocket.Dial(ctx, id.Gateway.URL, opts)
 		if err != nil {
 			if errors.Is(err, errPin) || strings.Contains(err.Error(), errPin.Error()) {
 				return nil, fmt.Errorf("dial %s: %w", id.Gateway.URL, errPin)
+			}
+			if why := bridge.UpgradeRefusal(resp); why != "" {
+				return nil, fmt.Errorf("dial %s: the gateway refused the connection: %s", id.Gateway.URL, why)
 			}
 			return nil, fmt.Errorf("dial %s: %w", id.Gateway.URL, err)
 		}
@@ -74,8 +79,11 @@ func (r *Runner) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 		}
 		return ws, nil
 	}
-	ws, _, err := websocket.Dial(ctx, id.Gateway.URL, opts)
+	ws, resp, err := websocket.Dial(ctx, id.Gateway.URL, opts)
 	if err != nil {
+		if why := bridge.UpgradeRefusal(resp); why != "" {
+			return nil, fmt.Errorf("dial %s: the gateway refused the connection: %s", id.Gateway.URL, why)
+		}
 		return nil, fmt.Errorf("dial %s: %w (hint: is `exechost gateway` running there?)", id.Gateway.URL, err)
 	}
 	return ws, nil

@@ -8,8 +8,6 @@
 package node
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +24,11 @@ import (
 const IdentityVersion = 1
 
 // Identity is node.json: {version:1, nodeId, token, displayName,
-// gateway:{url, tlsFingerprint?}}, mode 0600.
+// gateway:{url, tlsFingerprint?}}, mode 0600. The node's key pair is not
+// in it: the private key lives in node.key next to it (package nodekey),
+// so node.json keeps exactly its documented fields and the key file can
+// be guarded on its own. An unpaired node's nodeId is its key's device
+// id (hex sha256 of the public key).
 type Identity struct {
 	Version     int             `json:"version"`
 	NodeID      string          `json:"nodeId"`
@@ -45,13 +47,14 @@ type IdentityGateway struct {
 // IdentityPath returns node.json's path.
 func IdentityPath(stateDir string) string { return filepath.Join(stateDir, state.NodeFile) }
 
-// LoadIdentity reads node.json, creating an identity with a fresh node id
-// (not yet written) when the file does not exist.
+// LoadIdentity reads node.json, returning a new identity (not yet
+// written, without a node id: New derives it from the node's key) when the
+// file does not exist.
 func LoadIdentity(stateDir string) (*Identity, error) {
 	path := IdentityPath(stateDir)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &Identity{Version: IdentityVersion, NodeID: newNodeID(), DisplayName: defaultDisplayName()}, nil
+		return &Identity{Version: IdentityVersion, DisplayName: defaultDisplayName()}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read node identity: %w", err)
@@ -89,14 +92,6 @@ func (id *Identity) Save(stateDir string) error {
 		return fmt.Errorf("save node identity: %w", err)
 	}
 	return nil
-}
-
-func newNodeID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return hex.EncodeToString(b[:])
 }
 
 func defaultDisplayName() string {

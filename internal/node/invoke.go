@@ -113,6 +113,8 @@ func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 }
 
 func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
+	ctx, done := r.cancels.start(ctx, req.ID)
+	defer done()
 	nid := r.NodeID()
 	timeout := time.Duration(req.TimeoutMs)*time.Millisecond + invokeMargin
 	if req.TimeoutMs <= 0 {

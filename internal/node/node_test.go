@@ -11,6 +11,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
 )
 
 func TestIdentityRoundTrip(t *testing.T) {
@@ -19,13 +20,14 @@ func TestIdentityRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.NodeID == "" || id.Version != IdentityVersion {
+	// A fresh identity has no id yet: New derives it from the key.
+	if id.NodeID != "" || id.Version != IdentityVersion {
 		t.Fatalf("fresh identity = %+v", id)
 	}
 	if _, err := os.Stat(IdentityPath(dir)); !os.IsNotExist(err) {
 		t.Fatalf("LoadIdentity wrote node.json: %v", err)
 	}
-	id.Token, id.Gateway.URL = "ehn_x", "ws://127.0.0.1:1"
+	id.NodeID, id.Token, id.Gateway.URL = "n1", "ehn_x", "ws://127.0.0.1:1"
 	if err := id.Save(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -159,4 +161,77 @@ func TestApprovalsGetSet(t *testing.T) {
 	if res := set(`{"version":1,`, view.Hash); res.OK || res.Error.Code != bridge.CodeInvalidRequest {
 		t.Errorf("set of a broken file = %+v", res)
 	}
+}
+
+// TestNodeIDFromKey: an unpaired node's id is its key's device id (so it
+// can only ever claim an id it can prove); a node paired before keys
+// existed keeps its id and token, and gets a key to bind on its next
+// connect; the key survives restarts.
+func TestNodeIDFromKey(t *testing.T) {
+	t.Run("new node", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		r, err := New(Options{StateDir: dir, GatewayURL: "ws://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, created, err := nodekey.LoadOrCreate(dir)
+		if err != nil || created {
+			t.Fatalf("node.key not created by New: created=%v err=%v", created, err)
+		}
+		if r.NodeID() != k.DeviceID() || r.Fingerprint() != k.Fingerprint() {
+			t.Fatalf("node id %s, fingerprint %s; key %s %s", r.NodeID(), r.Fingerprint(), k.DeviceID(), k.Fingerprint())
+		}
+		again, err := New(Options{StateDir: dir})
+		if err != nil || again.NodeID() != r.NodeID() {
+			t.Fatalf("restart changed the id: %v %v", again, err)
+		}
+	})
+	t.Run("legacy paired node keeps its id", func(t *testing.T) {
+		dir := t.TempDir()
+		legacy := `{"version":1,"nodeId":"0a1b2c3d4e5f60718293a4b5","token":"ehn_old","displayName":"old","gateway":{"url":"ws://127.0.0.1:1"}}`
+		if err := os.WriteFile(IdentityPath(dir), []byte(legacy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(Options{StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.NodeID() != "0a1b2c3d4e5f60718293a4b5" {
+			t.Fatalf("legacy id replaced by %s", r.NodeID())
+		}
+		id, err := LoadIdentity(dir)
+		if err != nil || id.Token != "ehn_old" {
+			t.Fatalf("legacy token lost: %+v %v", id, err)
+		}
+		if _, err := os.Stat(nodekey.Path(dir)); err != nil {
+			t.Fatalf("no key generated for the legacy node: %v", err)
+		}
+	})
+	t.Run("legacy unpaired node takes its key's id", func(t *testing.T) {
+		dir := t.TempDir()
+		legacy := `{"version":1,"nodeId":"0a1b2c3d4e5f60718293a4b5","displayName":"old","gateway":{"url":"ws://127.0.0.1:1"}}`
+		if err := os.WriteFile(IdentityPath(dir), []byte(legacy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(Options{StateDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _, _ := nodekey.LoadOrCreate(dir)
+		if r.NodeID() != k.DeviceID() {
+			t.Fatalf("unpaired legacy node id %s, want its device id %s", r.NodeID(), k.DeviceID())
+		}
+	})
+	t.Run("damaged key is an error, never replaced", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(nodekey.Path(dir), []byte("junk"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(Options{StateDir: dir, GatewayURL: "ws://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "node.key") {
+			t.Fatalf("New with a damaged key: %v", err)
+		}
+		if b, _ := os.ReadFile(nodekey.Path(dir)); string(b) != "junk" {
+			t.Fatal("damaged key overwritten")
+		}
+	})
 }

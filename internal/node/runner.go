@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/nodekey"
 )
 
 // Executor runs one system.run under this machine's policy; *host.Engine
@@ -57,7 +58,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported to the gateway.
 	Version string
-	// OnPending runs when the gateway holds the node for approval.
+	// OnPending runs when the gateway holds the node for approval. The
+	// operator compares Runner.Fingerprint with `exechost nodes pending`.
 	OnPending func(nodeID string)
 	// OnPaired runs each time the node is connected and paired.
 	OnPaired func(nodeID string)
@@ -68,13 +70,21 @@ type Runner struct {
 	opts Options
 	log  *slog.Logger
 
+	key *nodekey.Key // node.key: proves the node's identity on connect
+
 	mu   sync.Mutex
 	id   *Identity
 	conn *bridge.Conn
 	idem *idemCache
+	// cancels ends invokes the gateway gave up on (cancel.go).
+	cancels invokeCancels
 }
 
-// New loads (or creates) the node identity.
+// New loads (or creates) the node identity: node.json and the key pair
+// in node.key. A node without a token (never paired, or told to pair
+// again) takes its key's device id as node id; a paired node from before
+// keys existed keeps its id, and its first connect with the valid token
+// binds the new key on the gateway.
 func New(opts Options) (*Runner, error) {
 	id, err := LoadIdentity(opts.StateDir)
 	if err != nil {
@@ -82,6 +92,15 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	key, created, err := nodekey.LoadOrCreate(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if id.Token == "" {
+		id.NodeID = key.DeviceID()
+	} else if created {
+		opts.Logger.Warn("generated this node's key; its next connect binds it to the existing pairing", "node", id.NodeID, "fingerprint", key.Fingerprint())
 	}
 	if opts.GatewayURL != "" && opts.GatewayURL != id.Gateway.URL {
 		if id.Gateway.URL != "" && id.Token != "" {
@@ -104,8 +123,12 @@ func New(opts Options) (*Runner, error) {
 	if err := id.Save(opts.StateDir); err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, log: opts.Logger, id: id, idem: newIdemCache(1024)}, nil
+	return &Runner{opts: opts, log: opts.Logger, key: key, id: id, idem: newIdemCache(1024)}, nil
 }
+
+// Fingerprint returns the short fingerprint of this node's key, which
+// `exechost nodes pending` shows next to the node's id.
+func (r *Runner) Fingerprint() string { return r.key.Fingerprint() }
 
 // NodeID returns this node's id.
 func (r *Runner) NodeID() string {
@@ -160,30 +183,17 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 		auth.JoinKey = r.opts.JoinKey
 		r.mu.Unlock()
 	}
-	f, err := bridge.NewRequest("connect", bridge.MethodConnect, bridge.ConnectParams{
+	cr, err := bridge.Handshake(dctx, ws, bridge.ConnectParams{
 		Role:   bridge.RoleNode,
 		Auth:   auth,
 		Client: bridge.ClientInfo{Name: "exechost-node", Version: r.opts.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Node:   &bridge.NodeInfo{NodeID: id.NodeID, DisplayName: id.DisplayName, Commands: bridge.NodeCommands},
-	})
+	}, r.key)
 	if err != nil {
 		ws.CloseNow()
-		return false, err
-	}
-	if err := bridge.WriteFrame(dctx, ws, f); err != nil {
-		ws.CloseNow()
-		return false, err
-	}
-	res, err := bridge.ReadFrame(dctx, ws)
-	if err != nil {
-		ws.CloseNow()
-		return false, fmt.Errorf("connect: %w", err)
-	}
-	if res.Type != bridge.TypeRes || !*res.OK {
-		ws.CloseNow()
-		e := res.Error
-		if e == nil {
-			return false, fmt.Errorf("connect: unexpected %s frame", res.Type)
+		var e *bridge.Error
+		if !errors.As(err, &e) {
+			return false, fmt.Errorf("connect: %w", err)
 		}
 		if e.Code == bridge.CodeUnauthorized {
 			if auth.Token != "" {
@@ -194,11 +204,6 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 			}
 		}
 		return false, fmt.Errorf("connect: %s", e.Message)
-	}
-	var cr bridge.ConnectResult
-	if err := json.Unmarshal(res.Payload, &cr); err != nil {
-		ws.CloseNow()
-		return false, fmt.Errorf("connect: bad result: %w", err)
 	}
 	if cr.Token != "" {
 		if err := r.saveToken(cr.Token); err != nil {
@@ -224,6 +229,12 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 					return
 				}
 				go func() { <-ready; r.handleInvoke(ctx, req) }()
+			case bridge.EventInvokeCancel:
+				var ic bridge.InvokeCancel
+				if json.Unmarshal(payload, &ic) == nil {
+					r.log.Info("invoke cancelled by the gateway", "invoke", ic.ID, "reason", ic.Reason)
+					r.cancels.cancel(ic.ID, ic.Reason)
+				}
 			case bridge.EventPairApproved:
 				var pa bridge.PairApproved
 				if err := json.Unmarshal(payload, &pa); err != nil || pa.Token == "" {
@@ -257,7 +268,8 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 		r.mu.Unlock()
 	}()
 	if cr.Status == bridge.StatusPending {
-		r.log.Info("waiting for the operator to approve this node", "node", id.NodeID, "run", "exechost nodes approve "+id.NodeID)
+		r.log.Info("waiting for the operator to approve this node", "node", id.NodeID, "fingerprint", r.key.Fingerprint(),
+			"run", "exechost nodes approve "+id.NodeID)
 		if r.opts.OnPending != nil {
 			go r.opts.OnPending(id.NodeID)
 		}

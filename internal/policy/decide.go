@@ -61,7 +61,7 @@ type Effective struct {
 // caller can tighten a host but never loosen it. An empty requested value
 // places no constraint (a local run with no gateway in front of it).
 func Combine(requestedSecurity Security, requestedAsk Ask, local Local) Effective {
-	e := Effective{Security: local.Security, Ask: local.Ask, Fallback: local.Fallback}
+	e := Effective(local)
 	if !e.Security.Valid() {
 		e.Security = DefaultSecurity
 	}

@@ -12,10 +12,14 @@ func FuzzAllowlistMatch(f *testing.F) {
 	f.Add("/A/B/c?", "/a/b/cd", "[")
 	f.Fuzz(func(t *testing.T, p1, path, p2 string) {
 		patterns := []string{p1, p2}
-		got := CompileAllowlist(patterns, "/home/ada").Match(path)
-		want := FirstMatch(patterns, path, "/home/ada")
-		if got != want {
-			t.Fatalf("compiled Match(%q) over %q = %q, reference %q", path, patterns, got, want)
+		for _, same := range []func(string, string) bool{nil, func(string, string) bool { return true }} {
+			a := CompileAllowlist(patterns, "/home/ada")
+			a.SameFile = same
+			got := a.Match(path)
+			want := FirstMatch(patterns, path, "/home/ada", same)
+			if got != want {
+				t.Fatalf("compiled Match(%q) over %q (SameFile set: %v) = %q, reference %q", path, patterns, same != nil, got, want)
+			}
 		}
 	})
 }

@@ -22,26 +22,81 @@ func ExpandHome(p, home string) string {
 // MatchPattern reports whether an allowlist pattern matches an absolute,
 // cleaned executable path. Patterns are path globs: "*" and "?" stay within
 // one path segment, "**" spans segments, "~" is the host user's home, and
-// matching is case-insensitive. A pattern without a "/" (a bare name such as
-// "rg") matches nothing: allowlists are about where a binary lives, not what
-// it is called, and Lint warns about such patterns.
+// matching is case-insensitive — but a path that matches only when case is
+// ignored is a different file on a case-sensitive filesystem ("/x/head" is
+// not "/x/HEAD"), so MatchPattern, which cannot look at files, refuses
+// such fold-only matches; Allowlist.SameFile accepts them when they are
+// the same file. A pattern without a "/" (a bare name such as "rg")
+// matches nothing: allowlists are about where a binary lives, not what it
+// is called, and Lint warns about such patterns.
 func MatchPattern(pattern, absPath, home string) bool {
+	r := FoldMatch(pattern, absPath, home)
+	return r.Matched && !r.FoldOnly
+}
+
+// Fold is the verdict of FoldMatch.
+type Fold struct {
+	// Matched: the pattern matches the path when case is ignored.
+	Matched bool
+	// FoldOnly: it does not match with case respected.
+	FoldOnly bool
+	// Spelling is, for a fold-only match, the path spelled as the pattern
+	// spells its literal part (pattern "/X/Head", path "/x/head" → "/X/Head"):
+	// the file the pattern's author named. Empty when the difference lies
+	// in the part a wildcard matched, where no spelling can be derived (such
+	// a match is refused).
+	Spelling string
+}
+
+// FoldMatch matches pattern against absPath case-insensitively and says
+// whether the match holds only because case was ignored, and which path
+// the pattern's own spelling names. It is pure; callers with a filesystem
+// decide whether Spelling and absPath are the same file.
+func FoldMatch(pattern, absPath, home string) Fold {
 	pattern = strings.TrimSpace(pattern)
 	if pattern == "" || absPath == "" || !strings.HasPrefix(absPath, "/") {
-		return false
+		return Fold{}
 	}
 	pattern = ExpandHome(pattern, home)
 	if !strings.HasPrefix(pattern, "/") {
-		return false
+		return Fold{}
 	}
-	ok, err := doublestar.Match(strings.ToLower(path.Clean(pattern)), strings.ToLower(path.Clean(absPath)))
-	return err == nil && ok
+	clean, cpath := path.Clean(pattern), path.Clean(absPath)
+	ok, err := doublestar.Match(strings.ToLower(clean), strings.ToLower(cpath))
+	if err != nil || !ok {
+		return Fold{}
+	}
+	return caseVerdict(clean, cpath)
 }
 
-// FirstMatch returns the first pattern that matches absPath, or "".
-func FirstMatch(patterns []string, absPath, home string) string {
+// caseVerdict decides, for a pattern that matched a path case-insensitively
+// (both cleaned), whether case matters and the pattern's spelling.
+func caseVerdict(clean, cpath string) Fold {
+	if ok, err := doublestar.Match(clean, cpath); err == nil && ok {
+		return Fold{Matched: true}
+	}
+	lit := clean
+	if meta := strings.IndexAny(clean, "*?[{\\"); meta >= 0 {
+		lit = clean[:strings.LastIndexByte(clean[:meta], '/')+1]
+	}
+	f := Fold{Matched: true, FoldOnly: true}
+	if len(cpath) >= len(lit) && strings.EqualFold(cpath[:len(lit)], lit) {
+		spelling := lit + cpath[len(lit):]
+		if ok, err := doublestar.Match(clean, spelling); err == nil && ok {
+			f.Spelling = spelling
+		}
+	}
+	return f
+}
+
+// FirstMatch returns the first pattern that matches absPath, or "", with
+// fold-only matches accepted only when sameFile says the pattern's
+// spelling and absPath are the same file (nil: never). It is the simple
+// reference for Allowlist.Match.
+func FirstMatch(patterns []string, absPath, home string, sameFile func(spelling, path string) bool) string {
 	for _, p := range patterns {
-		if MatchPattern(p, absPath, home) {
+		r := FoldMatch(p, absPath, home)
+		if r.Matched && (!r.FoldOnly || (r.Spelling != "" && sameFile != nil && sameFile(r.Spelling, absPath))) {
 			return p
 		}
 	}

@@ -247,7 +247,7 @@ func TestMatchPattern(t *testing.T) {
 	}{
 		{"/usr/bin/rg", "/usr/bin/rg", true},
 		{"/usr/bin/rg", "/usr/bin/rga", false},
-		{"/USR/BIN/RG", "/usr/bin/rg", true},
+		{"/USR/BIN/RG", "/usr/bin/rg", false}, // fold-only: a different file unless SameFile says otherwise
 		{"/usr/bin/*", "/usr/bin/rg", true},
 		{"/usr/bin/*", "/usr/bin/x/rg", false},
 		{"/usr/**", "/usr/local/bin/rg", true},
@@ -277,18 +277,78 @@ func TestAllowlistEquivalence(t *testing.T) {
 	patterns := []string{"rg", "/usr/bin/*", "/usr/bin/rg", "~/bin/**", "/opt/*/bin/tool", "/**/sbin/x", "/usr/local/bin/{a,b}", "/Usr/Local/Bin/C", "/usr/bin/r?", "/srv/[ab]*/run", ""}
 	paths := []string{"/usr/bin/rg", "/usr/bin/ls", "/home/ada/bin/x/y", "/opt/p/bin/tool", "/opt/p/q/bin/tool", "/a/b/sbin/x", "/sbin/x", "/usr/local/bin/a", "/usr/local/bin/c", "/usr/local/bin/d", "/srv/alpha/run", "/srv/zeta/run", "relative", "/"}
 	a := CompileAllowlist(patterns, home)
+	same := CompileAllowlist(patterns, home)
+	same.SameFile = func(string, string) bool { return true } // a case-insensitive filesystem
 	for _, p := range paths {
-		want := FirstMatch(patterns, p, home)
+		want := FirstMatch(patterns, p, home, nil)
 		if got := a.Match(p); got != want {
 			t.Errorf("Match(%q) = %q, reference says %q", p, got, want)
 		}
+		want = FirstMatch(patterns, p, home, same.SameFile)
+		if got := same.Match(p); got != want {
+			t.Errorf("Match(%q) with SameFile = %q, reference says %q", p, got, want)
+		}
 	}
-	if _, sat := a.MatchAll(nil); sat {
-		t.Error("a command without executables must not satisfy the allowlist")
+	if _, sat := a.MatchAll(nil); !sat {
+		t.Error("a command that starts no executable (only interpreter builtins) must satisfy the allowlist")
 	}
 	m, sat := a.MatchAll([]string{"/usr/bin/rg", "/nowhere/x"})
 	if sat || m[0] != "/usr/bin/*" || m[1] != "" {
 		t.Errorf("MatchAll = %v %v", m, sat)
+	}
+}
+
+// TestFoldOnlyMatches: a path that matches a pattern only when case is
+// ignored is allowed only when SameFile says the pattern's own spelling is
+// the same file; nil SameFile fails closed, and Explain names the refused
+// near-miss.
+func TestFoldOnlyMatches(t *testing.T) {
+	home := "/home/ada"
+	tests := []struct {
+		name     string
+		patterns []string
+		path     string
+		same     bool // what SameFile answers
+		hook     bool // whether SameFile is set at all
+		want     string
+		fold     bool
+		refused  []string
+		spelling string // what SameFile must be asked about
+	}{
+		{name: "exact case needs no hook", patterns: []string{"/x/head"}, path: "/x/head", want: "/x/head"},
+		{name: "fold-only without hook fails closed", patterns: []string{"/x/head"}, path: "/x/HEAD", refused: []string{"/x/head"}},
+		{name: "fold-only, different file", patterns: []string{"/x/head"}, path: "/x/HEAD", hook: true, refused: []string{"/x/head"}, spelling: "/x/head"},
+		{name: "fold-only, same file", patterns: []string{"/x/head"}, path: "/x/HEAD", hook: true, same: true, want: "/x/head", fold: true, spelling: "/x/head"},
+		{name: "glob literal dir differs in case", patterns: []string{"/Opt/Tools/*"}, path: "/opt/tools/run", hook: true, same: true, want: "/Opt/Tools/*", fold: true, spelling: "/Opt/Tools/run"},
+		{name: "glob wildcard part differs: no spelling, refused", patterns: []string{"/usr/bin/HE*"}, path: "/usr/bin/head", hook: true, same: true, refused: []string{"/usr/bin/HE*"}},
+		{name: "a later exact pattern wins over a refused fold", patterns: []string{"/usr/bin/head", "/usr/bin/*"}, path: "/usr/bin/HEAD", hook: true, want: "/usr/bin/*", refused: []string{"/usr/bin/head"}, spelling: "/usr/bin/head"},
+		{name: "home-expanded spelling", patterns: []string{"~/Bin/tool"}, path: "/home/ada/bin/tool", hook: true, same: true, want: "~/Bin/tool", fold: true, spelling: "/home/ada/Bin/tool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := CompileAllowlist(tt.patterns, home)
+			var asked []string
+			if tt.hook {
+				a.SameFile = func(spelling, p string) bool {
+					if p != tt.path {
+						t.Errorf("SameFile got path %q, want %q", p, tt.path)
+					}
+					asked = append(asked, spelling)
+					return tt.same
+				}
+			}
+			got := a.Explain(tt.path)
+			want := Result{Pattern: tt.want, FoldOnly: tt.fold, Refused: tt.refused}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Explain(%q) (-want +got):\n%s", tt.path, diff)
+			}
+			if tt.spelling != "" && (len(asked) == 0 || asked[0] != tt.spelling) {
+				t.Errorf("SameFile asked about %q, want %q", asked, tt.spelling)
+			}
+			if ref := FirstMatch(tt.patterns, tt.path, home, a.SameFile); ref != got.Pattern {
+				t.Errorf("reference FirstMatch = %q, compiled = %q", ref, got.Pattern)
+			}
+		})
 	}
 }
 

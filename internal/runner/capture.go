@@ -120,6 +120,13 @@ func (c *Capture) appendTail(p []byte) {
 	copy(c.tail, p[k:])
 }
 
+// Dropped returns how many bytes of output were written but not kept.
+func (c *Capture) Dropped() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total - int64(len(c.stdout)+len(c.stderr))
+}
+
 // Result returns the kept stdout and stderr and whether output was
 // truncated. Kept output never exceeds the cap; when bytes were dropped, the
 // stream that lost bytes first ends with TruncatedSuffix (on a line of its

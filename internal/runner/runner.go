@@ -88,6 +88,8 @@ type Result struct {
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`
+	// DroppedBytes is how much output the cap dropped (0 unless Truncated).
+	DroppedBytes int64 `json:"droppedBytes,omitempty"`
 	// Error says why there is no ordinary exit status: the process never
 	// started, timed out, was canceled or was killed by a signal. It is
 	// empty when the process exited by itself.
@@ -229,6 +231,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 
 	res.Stdout, res.Stderr, res.Truncated = capture.Result()
+	res.DroppedBytes = capture.Dropped()
 	res.Tail = capture.Tail()
 	switch {
 	case killedBy != nil:

@@ -55,6 +55,17 @@ const (
 	SharedWorkspace = ".shared"
 )
 
+// Agent modes (sandbox.agent): how commands reach a sandbox.
+const (
+	// AgentAuto keeps one sandbox per scope alive with a resident agent
+	// inside (the exechost binary, see package sandbox/agent) that forks
+	// each command, when the agent binary can run there; otherwise each
+	// command costs a runtime exec (docker) or a fresh sandbox (bwrap).
+	AgentAuto = "auto"
+	// AgentOff always uses the per-command path.
+	AgentOff = "off"
+)
+
 // Landlock modes for the daemonless backend (sandbox.bwrap.landlock).
 const (
 	// LandlockAuto applies Landlock when the kernel supports it and reports
@@ -79,6 +90,13 @@ type Config struct {
 	// (<workspace>/<agentId>), bind-mounted at /workspace. Empty means
 	// <state dir>/sandboxes.
 	Workspace string `json:"workspace,omitempty"`
+	// Agent is auto (default: a resident agent per sandbox forks the
+	// commands) or off (a runtime exec or fresh sandbox per command).
+	Agent string `json:"agent,omitempty"`
+	// AgentBinary is the exechost binary run as the agent, mounted
+	// read-only into the sandbox; empty means the running executable.
+	// Docker needs it statically linked (CGO_ENABLED=0, as released).
+	AgentBinary string `json:"agentBinary,omitempty"`
 	// Docker configures the docker backend.
 	Docker DockerConfig `json:"docker"`
 	// Bwrap configures the daemonless backend.
@@ -146,6 +164,9 @@ func (c Config) WithDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = Duration(DefaultIdleTimeout)
 	}
+	if c.Agent == "" {
+		c.Agent = AgentAuto
+	}
 	d := &c.Docker
 	if d.Image == "" {
 		d.Image = DefaultImage
@@ -204,6 +225,14 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		bad("idleTimeout", "must not be negative")
+	}
+	switch c.Agent {
+	case "", AgentAuto, AgentOff:
+	default:
+		bad("agent", "unknown mode %q (want auto or off)", c.Agent)
+	}
+	if c.AgentBinary != "" && !filepath.IsAbs(c.AgentBinary) {
+		bad("agentBinary", "%q is not an absolute path", c.AgentBinary)
 	}
 	if c.Workspace != "" && !filepath.IsAbs(c.Workspace) {
 		bad("workspace", "%q is not an absolute path", c.Workspace)

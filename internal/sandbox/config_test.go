@@ -26,6 +26,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"docker.readOnlyRoot", *c.Docker.ReadOnlyRoot, true},
 		{"docker.pidsLimit", c.Docker.PidsLimit, int64(DefaultPidsLimit)},
 		{"bwrap.landlock", c.Bwrap.Landlock, LandlockAuto},
+		{"agent", c.Agent, AgentAuto},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -35,7 +36,7 @@ func TestDefaultConfig(t *testing.T) {
 }
 
 func TestConfigJSON(t *testing.T) {
-	in := `{"backend":"docker","scope":"agent","idleTimeout":"90s","workspace":"/srv/ws",
+	in := `{"backend":"docker","scope":"agent","idleTimeout":"90s","workspace":"/srv/ws","agent":"off","agentBinary":"/opt/exechost",
 		"docker":{"image":"img:1","readOnlyRoot":false,"memory":"1g","cpus":0.5,"pidsLimit":64},
 		"bwrap":{"landlock":"require","roBind":["/opt/tools"]}}`
 	var c Config
@@ -49,6 +50,7 @@ func TestConfigJSON(t *testing.T) {
 	f := false
 	want := Config{
 		Backend: BackendDocker, Scope: ScopeAgent, IdleTimeout: Duration(90 * time.Second), Workspace: "/srv/ws",
+		Agent: AgentOff, AgentBinary: "/opt/exechost",
 		Docker: DockerConfig{Image: "img:1", Network: "none", User: DefaultUser, ReadOnlyRoot: &f,
 			Memory: "1g", CPUs: 0.5, PidsLimit: 64, TmpfsSize: DefaultTmpfsSize},
 		Bwrap: BwrapConfig{Landlock: LandlockRequire, PidsLimit: DefaultPidsLimit, TmpfsSize: DefaultTmpfsSize, ROBind: []string{"/opt/tools"}},
@@ -78,6 +80,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"backend", func(c *Config) { c.Backend = "podman" }, "sandbox.backend:"},
 		{"scope", func(c *Config) { c.Scope = "galaxy" }, "sandbox.scope:"},
 		{"idle", func(c *Config) { c.IdleTimeout = -1 }, "sandbox.idleTimeout:"},
+		{"agent", func(c *Config) { c.Agent = "sometimes" }, "sandbox.agent:"},
+		{"agentBinary", func(c *Config) { c.AgentBinary = "bin/exechost" }, "sandbox.agentBinary:"},
 		{"workspace", func(c *Config) { c.Workspace = "relative/ws" }, "sandbox.workspace:"},
 		{"memory", func(c *Config) { c.Docker.Memory = "12q" }, "sandbox.docker.memory:"},
 		{"tmpfs", func(c *Config) { c.Docker.TmpfsSize = "-1" }, "sandbox.docker.tmpfsSize:"},

@@ -132,7 +132,9 @@ func (c Config) validate() (Config, error) {
 }
 
 // unsupported is the error for platforms without a service manager we
-// support.
+// support (manage_other.go).
+//
+//lint:ignore U1000 used by manage_other.go, which builds on other platforms
 func unsupported() error {
 	return fmt.Errorf("%w: %s (hint: run `exechost node run …` or `exechost gateway` from a terminal or the platform's task scheduler for now)", ErrUnsupported, runtime.GOOS)
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-
-	"mvdan.cc/sh/v3/syntax"
 )
 
 // Env is the execution host's view that resolution depends on. It always
@@ -38,6 +36,9 @@ const (
 	// RolePrivilege is a privilege changer (sudo, doas, …); the command it
 	// runs is a separate segment.
 	RolePrivilege Role = "privilege"
+	// RoleWrapper is a wrapper whose own program runs (xargs, stdbuf, a
+	// path-qualified env, …); the command it runs is a separate segment.
+	RoleWrapper Role = "wrapper"
 )
 
 // Segment is one executable the command would run. Every segment must match
@@ -59,6 +60,40 @@ type Segment struct {
 	// Via lists the wrappers, privilege changers and shells looked through
 	// to reach this segment, outermost first.
 	Via []string `json:"via,omitempty"`
+	// Applied lists the wrappers the runner applies around this command
+	// itself (env, nice, nohup, timeout, time): no program of theirs runs.
+	Applied []string `json:"applied,omitempty"`
+	// StartedBy is the program that starts this command (xargs, sudo, a
+	// shell binary) when the interpreter does not start it itself; run-time
+	// enforcement cannot see such a start, only the analysis vouches for it.
+	StartedBy string `json:"startedBy,omitempty"`
+	// Runs says how the command will run, for people: "exec /usr/bin/git",
+	// with the wrappers the runner applies, or the program that starts it.
+	Runs string `json:"runs"`
+}
+
+// add appends a segment reached in ctx.
+func (a *analyzer) add(seg Segment, ctx cmdCtx) {
+	seg.Applied = ctx.applied
+	if !ctx.interp {
+		seg.StartedBy = ctx.by
+		if seg.StartedBy == "" {
+			seg.StartedBy = lastVia(ctx)
+		}
+	}
+	p := seg.ResolvedPath
+	if p == "" {
+		p = seg.Name + " (not found)"
+	}
+	switch {
+	case seg.StartedBy != "":
+		seg.Runs = "exec " + p + " started by " + seg.StartedBy
+	case len(seg.Applied) > 0:
+		seg.Runs = "exec " + p + " (" + strings.Join(seg.Applied, ", ") + " applied by the runner)"
+	default:
+		seg.Runs = "exec " + p
+	}
+	a.segs = append(a.segs, seg)
 }
 
 // Analysis is the result of analysing one command.
@@ -71,6 +106,35 @@ type Analysis struct {
 	// Segments are the executables that must match the allowlist. When OK is
 	// false they may be partial, and serve only for display.
 	Segments []Segment `json:"segments"`
+	// Canonical is the command printed from its parse tree: what the
+	// interpreter runs and what a human approves. Empty when the text does
+	// not parse (then it can only run as shell text, never by allowlist).
+	Canonical string `json:"canonical,omitempty"`
+	// Hash is the sha256 of Canonical, which an approval binds.
+	Hash string `json:"canonicalSha256,omitempty"`
+	// Builtins lists the builtins the interpreter runs itself, as
+	// "name at line:col"; they need no allowlist entry.
+	Builtins []string `json:"builtins,omitempty"`
+}
+
+// Interpretable reports whether the interpreter can run the command: it
+// parsed, and its canonical form is stable.
+func (a Analysis) Interpretable() bool { return a.Canonical != "" }
+
+// Executables returns the resolved paths the interpreter itself may start
+// for this analysis: run-time enforcement refuses any other. Commands that
+// another program starts (xargs, sudo) are not in it, since the interpreter
+// never starts them.
+func (a Analysis) Executables() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range a.Segments {
+		if s.StartedBy == "" && s.ResolvedPath != "" && !seen[s.ResolvedPath] {
+			seen[s.ResolvedPath] = true
+			out = append(out, s.ResolvedPath)
+		}
+	}
+	return out
 }
 
 // Paths returns the ResolvedPath of each segment, in order, ready for
@@ -121,39 +185,37 @@ func failf(format string, args ...any) error {
 	return &failure{msg: fmt.Sprintf(format, args...)}
 }
 
-// Analyze parses command text as /bin/sh would and returns every executable
-// it would run. It never runs anything; it only stats files to resolve
-// names.
+// Analyze parses command text and returns every executable it would run
+// when the interpreter runs its canonical form (Canonical). It never runs
+// anything; it only stats files to resolve names.
 func Analyze(text string, env Env) (out Analysis) {
 	a := newAnalyzer(env)
 	defer a.recover(&out)
-	err := a.text(text, a.initialCwd(), cmdCtx{}, false)
+	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
 	return a.result(err)
 }
 
-// AnalyzeArgv analyses a system.run argv that has no command text: argv is
-// executed directly (no shell), so argv[0] is resolved as an executable,
-// wrappers are looked through and `sh -c` payloads are analysed like command
-// text. Shell builtins have no meaning here.
+// AnalyzeArgv analyses a system.run argv: it is run as one simple command
+// of literal words (QuoteArgv), by the same interpreter as command text, so
+// wrappers the runner applies and builtins mean the same in both.
 func AnalyzeArgv(argv []string, env Env) (out Analysis) {
-	a := newAnalyzer(env)
-	defer a.recover(&out)
 	if len(argv) == 0 {
-		return a.result(failf("empty argv"))
+		return Analysis{Error: "empty argv", Segments: []Segment{}}
 	}
-	args := make([]arg, len(argv))
-	for i, s := range argv {
-		args[i] = arg{val: s, static: true, text: s}
+	text, err := QuoteArgv(argv)
+	if err != nil {
+		return Analysis{Error: err.Error(), Segments: []Segment{}}
 	}
-	st := a.initialCwd()
-	return a.result(a.command(args, &st, cmdCtx{}))
+	return Analyze(text, env)
 }
 
 type analyzer struct {
-	env      Env
-	segs     []Segment
-	stats    map[string]statResult // lstat results, per analysis
-	realDirs map[string]string     // directory → symlink-resolved directory
+	env       Env
+	segs      []Segment
+	canonical string
+	builtins  []string
+	stats     map[string]statResult // lstat results, per analysis
+	realDirs  map[string]string     // directory → symlink-resolved directory
 }
 
 func newAnalyzer(env Env) *analyzer {
@@ -177,7 +239,10 @@ func (a *analyzer) recover(out *Analysis) {
 }
 
 func (a *analyzer) result(err error) Analysis {
-	out := Analysis{OK: err == nil, Segments: a.segs}
+	out := Analysis{OK: err == nil, Segments: a.segs, Canonical: a.canonical, Builtins: a.builtins}
+	if out.Canonical != "" {
+		out.Hash = Hash(out.Canonical)
+	}
 	if out.Segments == nil {
 		out.Segments = []Segment{}
 	}
@@ -188,10 +253,13 @@ func (a *analyzer) result(err error) Analysis {
 }
 
 // text parses and analyses shell text. base says how the shell running it
-// was reached (wrappers and shells looked through, nesting depth, whether it
-// searches the host PATH); positional is true for a shell -c payload that
-// has arguments after it.
-func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional bool) error {
+// was reached (wrappers and shells looked through, nesting depth, whether
+// the interpreter runs it); positional is true for a shell -c payload that
+// has arguments after it. top is true for the request's own text, which the
+// interpreter runs in its canonical form: the analysis walks the parse of
+// that form. A payload is parsed as written, exactly as the interpreter
+// parses it when it runs the payload.
+func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top bool) error {
 	if base.depth > maxDepth {
 		return failf("too many nested shells and wrappers (more than %d)", maxDepth)
 	}
@@ -209,12 +277,30 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional bool) 
 		// sh sees an escaped CR, then runs the next line as a new command.
 		return failf("command text contains a carriage return (hint: use \\n line endings)")
 	}
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
+	f, err := Parse(src)
 	if err != nil {
-		return failf("parse error: %v (hint: the text runs under /bin/sh; bash-only syntax cannot be analysed)", err)
+		return failf("parse error: %v (hint: bash-only syntax cannot be analysed; it can only run as shell text after a human approves it)", err)
 	}
-	if err := validate(f, src, positional); err != nil {
+	raw := f
+	if top {
+		cf, c, err := Canonical(src)
+		if err != nil {
+			return failf("%v", err)
+		}
+		a.canonical, f = c, cf
+		if len(c) > maxTextLen {
+			return failf("canonical command text longer than %d bytes", maxTextLen)
+		}
+	}
+	// The text as written must pass too: its comments and here-documents
+	// are where a shell reading it would disagree.
+	if err := validate(raw, src, positional); err != nil {
 		return err
+	}
+	if top {
+		if err := validate(f, a.canonical, positional); err != nil {
+			return err
+		}
 	}
 	base.shell, base.tailOpen, base.pos = true, false, ""
 	w := &walker{a: a, base: base}

@@ -90,10 +90,10 @@ func TestChaining(t *testing.T) {
 		{"! ls", []string{"BIN/ls"}},
 		{"(ls; id)", []string{"BIN/ls", "BIN/id"}},
 		{"{ ls; id; }", []string{"BIN/ls", "BIN/id"}},
-		{"if ls; then id; elif pwd; then date; else true; fi", []string{"BIN/ls", "BIN/id", "BIN/pwd", "BIN/date", "BIN/true"}},
-		{"while false; do ls; done", []string{"BIN/false", "BIN/ls"}},
-		{"until true; do ls; done", []string{"BIN/true", "BIN/ls"}},
-		{"for i in a b; do echo $i; done", []string{"BIN/echo"}},
+		{"if ls; then id; elif pwd; then date; else true; fi", []string{"BIN/ls", "BIN/id", "BIN/date"}},
+		{"while false; do ls; done", []string{"BIN/ls"}},
+		{"until true; do ls; done", []string{"BIN/ls"}},
+		{"for i in a b; do echo $i; done", nil},
 		{"case x in a) ls;; b|c) id;; *) rm y;; esac", []string{"BIN/ls", "BIN/id", "BIN/rm"}},
 		{"ls | grep x | sort | uniq -c", []string{"BIN/ls", "BIN/grep", "BIN/sort", "BIN/uniq"}},
 		{"", nil},
@@ -103,17 +103,17 @@ func TestChaining(t *testing.T) {
 
 func TestQuotedOperatorsAreData(t *testing.T) {
 	runOK(t, []okCase{
-		{`echo "a && b"`, []string{"BIN/echo"}},
-		{`echo 'a; rm -rf /'`, []string{"BIN/echo"}},
-		{`echo '$(rm x)'`, []string{"BIN/echo"}},
-		{"echo '`rm x`'", []string{"BIN/echo"}},
-		{`echo "\$(rm x)"`, []string{"BIN/echo"}},
-		{`echo \$\(rm x\)`, []string{"BIN/echo"}},
+		{`echo "a && b"`, nil},
+		{`echo 'a; rm -rf /'`, nil},
+		{`echo '$(rm x)'`, nil},
+		{"echo '`rm x`'", nil},
+		{`echo "\$(rm x)"`, nil},
+		{`echo \$\(rm x\)`, nil},
 		{`grep ';' notes`, []string{"BIN/grep"}},
 		{`grep '|' notes`, []string{"BIN/grep"}},
-		{`echo a\;rm`, []string{"BIN/echo"}},
-		{`echo "x # not a comment"; ls`, []string{"BIN/echo", "BIN/ls"}},
-		{`echo a#b`, []string{"BIN/echo"}},
+		{`echo a\;rm`, nil},
+		{`echo "x # not a comment"; ls`, []string{"BIN/ls"}},
+		{`echo a#b`, nil},
 	})
 }
 
@@ -200,7 +200,7 @@ func TestExpansionsInCommandPositionFail(t *testing.T) {
 	})
 	runOK(t, []okCase{
 		{"( (ls) )", []string{"BIN/ls"}},
-		{"echo *.go {a,b} ~/x $HOME ${x:-y} $((1+2))", []string{"BIN/echo"}},
+		{"echo *.go {a,b} ~/x $HOME ${x:-y} $((1+2))", nil},
 		{`'ls' "-l"`, []string{"BIN/ls"}},
 		{`l's' x`, []string{"BIN/ls"}},
 		{`\ls`, []string{"BIN/ls"}},

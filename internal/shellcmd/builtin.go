@@ -35,73 +35,75 @@ var failBuiltins = map[string]string{
 	"]]": "is bash-only syntax", "whence": "inspects shell state",
 }
 
-// noopBuiltins run nothing and change nothing the analysis tracks.
-var noopBuiltins = map[string]bool{
-	":": true, "exit": true, "return": true, "break": true, "continue": true, "shift": true,
-	"type": true, "jobs": true,
-}
-
-// shellBuiltinWrappers run the rest of their arguments as a command from
-// inside the shell, so builtins still apply to what they run.
-var shellBuiltinWrappers = map[string]bool{"command": true, "exec": true, "time": true}
+// shellBuiltinWrappers are builtins that run the rest of their arguments
+// as a command: command keeps builtins applying to what it runs, exec
+// starts a program.
+var shellBuiltinWrappers = map[string]bool{"command": true, "exec": true}
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// safeSetOptions are `set` options that change error handling or tracing
-// only, never which commands run or how words are read.
-var safeSetOptions = map[string]bool{
-	"e": true, "u": true, "x": true, "v": true, "f": true, "n": true, "C": true, "a": true,
-	"errexit": true, "nounset": true, "xtrace": true, "verbose": true, "noglob": true,
-	"noexec": true, "noclobber": true, "allexport": true, "pipefail": true,
-}
-
-// builtin handles a command the shell runs itself. done is true when the
-// command was fully handled (no executable to resolve).
-func (a *analyzer) builtin(args []arg, st *cwdState, ctx cmdCtx) (done bool, err error) {
+// builtin handles a command the interpreter runs itself (IsBuiltin). Only
+// the vouched builtins are accepted (BuiltinRefusal holds the one list);
+// their literal arguments are checked here with what the analysis knows
+// about run-time values.
+func (a *analyzer) builtin(args []arg, st *cwdState, ctx cmdCtx) error {
 	name := args[0].val
 	if why, ok := failBuiltins[name]; ok {
 		hint := ""
 		if name == "eval" || name == "source" || name == "." {
 			hint = " (hint: run the commands it would run directly)"
 		}
-		return true, failf("%s %s%s%s", name, why, posSuffix(ctx), hint)
+		return failf("%s %s%s%s", name, why, posSuffix(ctx), hint)
 	}
-	switch {
-	case noopBuiltins[name]:
-		return true, nil
-	case name == "cd":
-		return true, a.cd(args, st, ctx)
-	case name == "export" || name == "readonly":
-		return true, exportArgs(args, ctx)
-	case name == "set":
-		return true, setArgs(args, ctx)
-	case name == "wait":
-		for _, x := range args[1:] {
-			if !x.static || strings.HasPrefix(x.val, "-") {
-				return true, failf("wait with options or run-time arguments%s", posSuffix(ctx))
+	if !vouchedBuiltins[name] {
+		return failf("%s is a shell builtin the interpreter does not vouch for%s (hint: run a program by its absolute path instead; the builtins that run inside the interpreter are listed in docs/policy.md)", name, posSuffix(ctx))
+	}
+	for _, x := range args[1:] {
+		if x.static {
+			continue
+		}
+		switch name {
+		case "cd", "set", "wait", "command", "exec", "type", "export", "readonly":
+			return failf("%s with a run-time argument (%s)%s (hint: write it literally)", name, x.text, posSuffix(ctx))
+		case "printf":
+			if !args[1].static {
+				return failf("printf with a run-time format%s (hint: give printf a literal format)", posSuffix(ctx))
+			}
+		case "test", "[":
+			// bash's test -v/-R evaluates array subscripts; a run-time
+			// operand could become one.
+			for _, y := range args[1:] {
+				if y.static && strings.Contains(y.val, "[") {
+					return failf("%s with run-time operands and a \"[\" in an argument%s", name, posSuffix(ctx))
+				}
 			}
 		}
-		return true, nil
-	case name == "test" || name == "[":
-		// bash's test -v/-R evaluates array subscripts, which run command
-		// substitutions stored in strings.
-		dynamic, bracket := false, false
-		for _, x := range args[1:] {
-			if x.static && (x.val == "-v" || x.val == "-R") {
-				return true, failf("%s %s%s is bash-only and evaluates variable names", name, x.val, posSuffix(ctx))
-			}
-			dynamic = dynamic || !x.static
-			bracket = bracket || (x.static && strings.Contains(x.val, "["))
-		}
-		if dynamic && bracket {
-			return true, failf("%s with run-time operands and a \"[\" in an argument%s", name, posSuffix(ctx))
-		}
-	case name == "printf":
-		if len(args) > 1 && (!args[1].static || strings.HasPrefix(args[1].val, "-v")) {
-			return true, failf("printf with a run-time format or -v%s (hint: give printf a literal format)", posSuffix(ctx))
+	}
+	if why := BuiltinRefusal(staticValues(args)); why != "" {
+		return failf("%s%s", why, posSuffix(ctx))
+	}
+	a.builtins = append(a.builtins, name+posSuffix(ctx))
+	switch name {
+	case "cd":
+		return a.cd(args, st, ctx)
+	case "command", "exec":
+		return a.wrapper(name, wrappers[name], args, st, ctx)
+	}
+	return nil
+}
+
+// staticValues returns the words' values, with run-time words replaced by
+// a placeholder that no check takes for an option.
+func staticValues(args []arg) []string {
+	out := make([]string, len(args))
+	for i, x := range args {
+		if x.static {
+			out[i] = x.val
+		} else {
+			out[i] = "\x00run-time"
 		}
 	}
-	return false, nil
+	return out
 }
 
 // cd updates the working directory used to resolve later relative names.
@@ -152,54 +154,6 @@ func (a *analyzer) cd(args []arg, st *cwdState, ctx cmdCtx) error {
 		return failf("cd target %s is not a directory%s", target, posSuffix(ctx))
 	}
 	*st = cwdState{dir: target}
-	return nil
-}
-
-func exportArgs(args []arg, ctx cmdCtx) error {
-	for _, x := range args[1:] {
-		if !x.static {
-			return failf("%s of a run-time value (%s)%s", args[0].val, x.text, posSuffix(ctx))
-		}
-		if x.val == "-p" {
-			continue
-		}
-		n, _, _ := strings.Cut(x.val, "=")
-		if !envName.MatchString(n) {
-			return failf("%s %q%s is not a plain variable name", args[0].val, x.val, posSuffix(ctx))
-		}
-		if dangerousVar(n) {
-			return failf("%s %s%s changes what runs (hint: dangerous environment variables cannot be set in a command)", args[0].val, n, posSuffix(ctx))
-		}
-	}
-	return nil
-}
-
-func setArgs(args []arg, ctx cmdCtx) error {
-	rest := args[1:]
-	for i := 0; i < len(rest); i++ {
-		x := rest[i]
-		if !x.static {
-			return failf("set with a run-time argument (%s)%s", x.text, posSuffix(ctx))
-		}
-		if x.val == "--" || x.val == "-" {
-			return nil // the rest are positional parameters: data
-		}
-		if len(x.val) < 2 || (x.val[0] != '-' && x.val[0] != '+') {
-			return nil // positional parameters
-		}
-		for _, c := range x.val[1:] {
-			if c == 'o' {
-				i++
-				if i >= len(rest) || !rest[i].static || !safeSetOptions[rest[i].val] {
-					return failf("set -o with an option that is not known to be harmless%s", posSuffix(ctx))
-				}
-				continue
-			}
-			if !safeSetOptions[string(c)] {
-				return failf("set %c%c%s changes how the shell runs commands (hint: only -e -u -x -v -f -n -C -a and -o pipefail are allowed)", x.val[0], c, posSuffix(ctx))
-			}
-		}
-	}
 	return nil
 }
 

@@ -8,12 +8,21 @@ import (
 
 // cmdCtx is how a command is reached.
 type cmdCtx struct {
-	// shell is true when the shell itself runs the command (so builtins
-	// apply), false when a program execs it (wrappers, argv).
+	// shell is true when the interpreter runs the command as a shell
+	// command (so builtins apply), false when it is an argument list run as
+	// a program (inside an applied wrapper, or exec'd by another program).
 	shell bool
-	via   []string
-	depth int
-	pos   string // position of the simple command, for messages
+	// interp is true when the interpreter itself starts the command, so
+	// applied wrappers and interpreted shells apply and run-time
+	// enforcement sees it; false when another program (xargs, sudo, a
+	// shell binary) starts it.
+	interp bool
+	// by names the program that starts the command when interp is false.
+	by      string
+	applied []string // wrappers the runner applies around the command
+	via     []string
+	depth   int
+	pos     string // position of the simple command, for messages
 	// defaultPath is true when the command is found by a program that may
 	// not use the host's PATH (env -i, sudo's secure_path, …): a bare name
 	// must then resolve to the same file under the usual default paths.
@@ -23,6 +32,7 @@ type cmdCtx struct {
 	tailOpen bool
 }
 
+// with returns the context of a command that via runs as a program.
 func (c cmdCtx) with(via string) cmdCtx {
 	c.via = append(append([]string(nil), c.via...), via)
 	c.depth++
@@ -30,10 +40,19 @@ func (c cmdCtx) with(via string) cmdCtx {
 	return c
 }
 
+// startedBy returns the context of a command that program starts itself:
+// the interpreter no longer sees it start.
+func (c cmdCtx) startedBy(via, program string) cmdCtx {
+	c = c.with(via)
+	c.interp, c.by = false, program
+	return c
+}
+
 var assignLike = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\[.*\])?\+?=`)
 
-// command analyses one command given its words: it handles builtins, looks
-// through wrappers, privilege changers and shells, and appends segments.
+// command analyses one command given its words: it handles builtins,
+// wrappers the runner applies, interpreted shells, wrappers and privilege
+// changers whose programs run, and appends segments.
 func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if ctx.depth > maxDepth {
 		return failf("too many nested shells and wrappers (more than %d)", maxDepth)
@@ -57,14 +76,21 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if ctx.shell && assignLike.MatchString(name.val) {
 		return failf("%q is an assignment in bash%s (hint: use NAME=value with a plain name)", name.val, posSuffix(ctx))
 	}
-	if ctx.shell && !strings.Contains(name.val, "/") {
-		done, err := a.builtin(args, st, ctx)
-		if done || err != nil {
-			return err
+	bare := !strings.Contains(name.val, "/")
+	if _, refused := failBuiltins[name.val]; bare && ctx.shell && (refused || IsBuiltin(name.val)) {
+		return a.builtin(args, st, ctx)
+	}
+	if ctx.interp && bare && IsApplied(name.val) {
+		// Applied when the runner can apply it; otherwise the wrapper's own
+		// program runs and is analysed like any other below.
+		if ap, err := ParseApplied(values(args), func(i int) bool { return args[i].static }); err == nil {
+			return a.applied(ap, args, st, ctx)
 		}
 	}
-	if ctx.shell && !strings.Contains(name.val, "/") && shellBuiltinWrappers[name.val] {
-		return a.wrapper(name.val, wrappers[name.val], args, st, ctx)
+	if ctx.interp {
+		if sc, ok := ParseShellCall(values(args), func(i int) bool { return args[i].static }); ok {
+			return a.interpretedShell(sc, args, st, ctx)
+		}
 	}
 	base := path.Base(name.val)
 	if base == "busybox" || base == "toybox" {
@@ -85,13 +111,14 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 		tool = path.Base(seg.RealPath)
 		kind = classify(tool)
 	}
-	// A wrapper or shell is looked through only when it is the real tool:
-	// found on the host PATH under its own name, the same file as the one
-	// the host PATH finds, or in a system directory. Anything else (./env)
-	// is an ordinary program that must match.
+	// A wrapper or shell whose program runs is a segment like any other
+	// program: it must match the allowlist itself. When it is the host's
+	// real tool (found on the host PATH under its own name, the same file
+	// as the one the host PATH finds, or in a system directory) the command
+	// it runs is analysed too; anything else (./env) is an ordinary program.
 	genuine := func() bool {
 		return seg.ResolvedPath != "" &&
-			((tool == base && !strings.Contains(name.val, "/")) || a.trustedPath(seg, tool, st))
+			((tool == base && bare) || a.trustedPath(seg, tool, st))
 	}
 	switch kind {
 	case kindCarrier:
@@ -100,7 +127,11 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 		return a.privileged(tool, privilegeChangers[tool], seg, args, st, ctx)
 	case kindWrapper:
 		if genuine() {
-			return a.wrapper(tool, wrappers[tool], args, st, ctx)
+			seg.Role = RoleWrapper
+			a.add(seg, ctx)
+			by := ctx
+			by.interp, by.by = false, seg.ResolvedPath
+			return a.wrapper(tool, wrappers[tool], args, st, by)
 		}
 	case kindPOSIXShell:
 		if genuine() {
@@ -112,7 +143,32 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	case kindInterpreter:
 		seg.Role = RoleInterpreter
 	}
-	a.segs = append(a.segs, seg)
+	a.add(seg, ctx)
+	return nil
+}
+
+// applied analyses a wrapper the runner applies itself (ParseApplied): no
+// program of that name runs, and the command it wraps is started by the
+// interpreter like any other.
+func (a *analyzer) applied(ap Applied, args []arg, st *cwdState, ctx cmdCtx) error {
+	inner := ctx.with(args[0].text)
+	inner.applied = append(append([]string(nil), ctx.applied...), ap.Tool)
+	// With env -i the command's own searches (a shell's, xargs') use their
+	// default path.
+	inner.defaultPath = ctx.defaultPath || ap.ClearEnv
+	return a.command(args[ap.Inner:], st, inner)
+}
+
+// interpretedShell analyses sh/bash -c TEXT that the interpreter runs
+// itself: the payload is parsed by the same parser and analysed as text.
+func (a *analyzer) interpretedShell(sc ShellCall, args []arg, st *cwdState, ctx cmdCtx) error {
+	prog := path.Base(args[0].val)
+	inner := ctx.with(args[0].text)
+	inner.shell = true
+	positional := len(sc.Params) > 0 || sc.Index+1 < len(args) || ctx.tailOpen
+	if err := a.text(sc.Payload, *st, inner, positional, false); err != nil {
+		return failf("in %s -c payload: %v", prog, err)
+	}
 	return nil
 }
 
@@ -202,7 +258,7 @@ var interpreters = map[string]bool{
 // classify says what kind of program a file name is. Version suffixes
 // (python3.12, perl5.36, tclsh8.6) are ignored for interpreters.
 func classify(base string) programKind {
-	if _, ok := wrappers[base]; ok && !shellBuiltinWrappers[base] || base == "time" {
+	if _, ok := wrappers[base]; ok && !shellBuiltinWrappers[base] {
 		return kindWrapper
 	}
 	if _, ok := privilegeChangers[base]; ok {

@@ -2,12 +2,19 @@
 // executables a command would run, so that the allowlist can vouch for
 // every one of them.
 //
-// Command text is parsed with mvdan.cc/sh/v3/syntax in its POSIX variant:
-// execution hosts run the text with /bin/sh, which is dash, bash in POSIX
-// mode or another POSIX shell, so bash-only syntax ([[ ]], arrays, <(…),
-// &>, <<<, function …) is a parse error and therefore an analysis failure.
-// A real-shell differential test and fuzz target keep parser and shells in
-// agreement.
+// Command text is parsed with mvdan.cc/sh/v3/syntax in its POSIX variant
+// (Parse), printed back in canonical form and parsed again (Canonical): the
+// analysis walks the parse of the canonical form, and the execution host
+// runs exactly that form in the interpreter of package shellrun, which
+// parses the same bytes with the same function and refuses at run time
+// anything the analysis did not allow. What was analysed is what runs;
+// /bin/sh never reads text this package vouched for. Bash-only syntax
+// ([[ ]], arrays, <(…), &>, <<<, function …) is a parse error and therefore
+// an analysis failure. runs.go holds what the analysis and the interpreter
+// must agree on, each decided once: the parser, the vouched builtins
+// (BuiltinRefusal), the wrappers the runner applies (ParseApplied), the
+// shell invocations it interprets (ParseShellCall) and resolution
+// (Resolve).
 //
 // The analysis fails closed: anything whose effect cannot be known from the
 // text alone makes Analysis.OK false, and callers treat that as a miss,
@@ -34,23 +41,27 @@
 //   - Assigning a dangerous variable (policy.DangerousEnv, the shell's state
 //     variables such as PWD, FPATH, EXECIGNORE, and every BASH* variable)
 //     fails, as a prefix, standalone, through export/readonly, env or sudo.
-//   - Builtins: cd to a literal existing directory updates the directory
-//     used for later relative names (after "cd d &&"; after "cd d;", in a
-//     branch or pipeline the directory becomes uncertain and a later
-//     relative command path fails; cd in a loop fails). set with error and
-//     tracing options, export/readonly of plain safe names, and :, exit,
-//     return, break, continue, shift, wait, type, jobs are allowed and run
-//     nothing. echo, printf, test, [, true, false, pwd and kill resolve on
-//     PATH like programs (bash's printf -v and test -v fail). eval, source,
-//     ., alias, trap, unset, shopt, enable, builtin, hash, ulimit, umask,
-//     read, local, declare, let, pushd and other state-changing builtins
-//     fail.
-//   - Wrappers (env, nice, nohup, timeout, stdbuf, time, command, exec,
-//     xargs, ionice, setsid, chrt, taskset) are looked through when they are
-//     the host's real tool: the command they run is the segment and the
-//     wrapper is listed in Segment.Via. Options that change how the inner
-//     command is found or run fail (env -S/-C/-P, command -p, exec -a,
-//     time -o, …), as does every option not known. command -v runs nothing.
+//   - Builtins (every name the interpreter treats as one, IsBuiltin) run
+//     inside the interpreter and are not segments; only the vouched ones are
+//     accepted (BuiltinRefusal): true, false, :, cd, pwd, echo, printf
+//     without -v, test and [ without -v/-R, type, command, exec, exit,
+//     return, break, continue, shift, wait, set with error and tracing
+//     options, export/readonly of plain safe names. Every other builtin
+//     (eval, source, ., alias, trap, unset, read, kill, jobs, …) fails. cd to
+//     a literal existing directory updates the directory used for later
+//     relative names (after "cd d &&"; after "cd d;", in a branch or
+//     pipeline the directory becomes uncertain and a later relative command
+//     path fails; cd in a loop fails).
+//   - Wrappers: env, nice, nohup, timeout and time by bare name are applied
+//     by the runner (ParseApplied; Segment.Applied), so no program of theirs
+//     runs and the command they wrap is the segment. Every other wrapper
+//     (xargs, stdbuf, setsid, ionice, chrt, taskset, a wrapper named by path,
+//     an applied one with options the runner does not implement) runs its
+//     own program: a segment with RoleWrapper, and, when it is the host's
+//     real tool, the command it runs is a segment too (Segment.StartedBy).
+//     Options that change how the inner command is found or run fail (env
+//     -S/-C/-P, command -p, exec -a, time -o, …), as does every option not
+//     known. command -v runs nothing.
 //     xargs appends run-time arguments, so the command it runs may not be a
 //     wrapper or shell that would read them as options or code; with -I the
 //     words holding the replacement are run-time values. Other command
@@ -59,8 +70,11 @@
 //   - Privilege changers (sudo, doas, run0, pkexec) are segments with
 //     RolePrivilege, and the command they run is a segment too; login,
 //     shell, environment-preserving, editing and chdir modes fail.
-//   - POSIX shells (sh, bash, dash, zsh, ksh, ash, …) called with -c are
-//     looked through and the payload is analysed recursively; -l, -i,
+//   - sh, bash, dash and ash -c TEXT (bare or in a system directory, with
+//     options the interpreter implements) are interpreted (ParseShellCall):
+//     the payload is analysed recursively and no shell starts. Any other
+//     POSIX shell called with -c is a RoleShell segment whose payload is
+//     analysed recursively; -l, -i,
 //     --login, --rcfile and unknown options fail, and so does a payload that
 //     refers to positional parameters when arguments follow it. A shell
 //     reading a script file or standard input is itself the segment, with
@@ -87,4 +101,10 @@
 //
 // Recordable says which resolved paths allow-always may persist (exact
 // paths of ordinary commands only) and why the others were left out.
+//
+// Analyze and the interpreter must stay in agreement: the tests run every
+// corpus text through the real binary under strace (trace_linux_test.go),
+// compare the interpreter with dash on generated commands
+// (fidelity_unix_test.go), and fuzz the interpreter as nobody
+// (FuzzInterpreterRunsOnlyAnalysed).
 package shellcmd

@@ -42,7 +42,7 @@ func checkInvariants(t *testing.T, what string, a Analysis) {
 			t.Fatalf("%s: resolved path %q is not absolute and clean", what, s.ResolvedPath)
 		}
 		switch s.Role {
-		case RoleCommand, RoleShell, RoleInterpreter, RolePrivilege:
+		case RoleCommand, RoleShell, RoleInterpreter, RolePrivilege, RoleWrapper:
 		default:
 			t.Fatalf("%s: segment with role %q", what, s.Role)
 		}

@@ -78,7 +78,7 @@ var privilegeChangers = map[string]privilegeSpec{
 func (a *analyzer) privileged(base string, spec privilegeSpec, seg Segment, args []arg, st *cwdState, ctx cmdCtx) error {
 	name := args[0]
 	seg.Role = RolePrivilege
-	a.segs = append(a.segs, seg)
+	a.add(seg, ctx)
 
 	rest := args[1:]
 	ws := &wrapState{}
@@ -114,7 +114,7 @@ func (a *analyzer) privileged(base string, spec privilegeSpec, seg Segment, args
 		}
 		return nil
 	}
-	inner := ctx.with(name.text)
+	inner := ctx.startedBy(name.text, seg.ResolvedPath)
 	inner.defaultPath = true
 	return a.command(rest, st, inner)
 }

@@ -7,9 +7,8 @@ import (
 
 // Recordable returns the exact executable paths that an allow-always answer
 // may persist for this analysis, deduplicated and in order, and a note for
-// everything left out. Shells, interpreters and privilege changers are never
-// recorded (allowing one allows everything it can run), wrappers are never
-// segments, and nothing is recorded from an analysis that failed. When paths
+// everything left out. Shells, interpreters, privilege changers and wrappers whose programs run are
+// never recorded (allowing one allows everything it can run), and nothing is recorded from an analysis that failed. When paths
 // is empty the notes say why, so a caller can tell the user that the
 // approval applies once only.
 func Recordable(a Analysis) (paths []string, notes []string) {
@@ -26,6 +25,8 @@ func Recordable(a Analysis) (paths []string, notes []string) {
 			notes = append(notes, fmt.Sprintf("%s: the script's contents cannot be allowlisted, and a shell is never recorded", label))
 		case s.Role == RoleInterpreter:
 			notes = append(notes, fmt.Sprintf("%s: an interpreter runs any code it is given, so it is never recorded", label))
+		case s.Role == RoleWrapper:
+			notes = append(notes, fmt.Sprintf("%s: a wrapper runs whatever command it is given, so it is never recorded", label))
 		case s.Role == RolePrivilege:
 			notes = append(notes, fmt.Sprintf("%s: a privilege changer is never recorded; add it to the allowlist by hand if you mean it", label))
 		case s.Role != RoleCommand:

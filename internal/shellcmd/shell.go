@@ -23,6 +23,10 @@ var shellLong = map[string]bool{
 // run files the analysis never sees.
 func (a *analyzer) shell(args []arg, seg Segment, st *cwdState, ctx cmdCtx) error {
 	name := args[0]
+	// The shell's own program runs: it is a segment that must match (and is
+	// never recorded), whatever its payload.
+	seg.Role = RoleShell
+	a.add(seg, ctx)
 	prog := path.Base(name.val)
 	cmdMode, stdinMode := false, false
 	i := 1
@@ -51,7 +55,7 @@ loop:
 					stdinMode = true
 				case c == 'o':
 					i++
-					if i >= len(args) || !args[i].static || !(safeSetOptions[args[i].val] || args[i].val == "posix") {
+					if i >= len(args) || !args[i].static || !(interpOptions[args[i].val] || args[i].val == "posix") {
 						return failf("%s %co with an option that is not known to be harmless", prog, v[0])
 					}
 				case c == 'l' || c == 'i':
@@ -77,7 +81,7 @@ loop:
 			return failf("%s -c with a run-time payload (%s)", prog, payload.text)
 		}
 		positional := i+1 < len(args) || ctx.tailOpen
-		if err := a.text(payload.val, *st, ctx.with(name.text), positional); err != nil {
+		if err := a.text(payload.val, *st, ctx.startedBy(name.text, seg.ResolvedPath), positional, false); err != nil {
 			return failf("in %s -c payload: %v", prog, err)
 		}
 		return nil
@@ -85,8 +89,6 @@ loop:
 	if i >= len(args) && ctx.tailOpen {
 		return failf("%s receives its arguments at run time", prog)
 	}
-	// A script file or standard input: the shell is the executed segment.
-	seg.Role = RoleShell
-	a.segs = append(a.segs, seg)
+	// A script file or standard input: the shell's segment is all there is.
 	return nil
 }

@@ -115,6 +115,27 @@ func (v *validator) visit(n syntax.Node) bool {
 		return v.fail("command substitution $(…) at %s", at(n))
 	case *syntax.ProcSubst:
 		return v.fail("process substitution at %s", at(n))
+	case *syntax.DeclClause:
+		// Only export and readonly, as Parse makes them from plain calls:
+		// literal names with optional values (BuiltinRefusal's rules).
+		words := []string{n.Variant.Value}
+		for _, as := range n.Args {
+			if !as.Naked || as.Value == nil || as.Name != nil {
+				return v.fail("unsupported declaration at %s", at(n))
+			}
+			val, ok := staticWord(as.Value)
+			if !ok {
+				return v.fail("%s of a run-time value (%s) at %s (hint: write NAME=value literally)", n.Variant.Value, wordText(as.Value), at(n))
+			}
+			words = append(words, val)
+		}
+		if n.Variant.Value != "export" && n.Variant.Value != "readonly" {
+			return v.fail("%s at %s", n.Variant.Value, at(n))
+		}
+		if why := BuiltinRefusal(words); why != "" {
+			return v.fail("%s at %s", why, at(n))
+		}
+		return false
 	case *syntax.FuncDecl:
 		return v.fail("function definition at %s (hint: run the commands directly)", at(n))
 	default:
@@ -207,7 +228,7 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 			return v.fail("redirection %s%s at %s is not a file descriptor (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
 		}
 		return false
-	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.ClbOut, syntax.RdrInOut:
+	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrInOut:
 		val, ok := staticWord(r.Word)
 		if !ok || val != "/dev/null" {
 			return v.fail("redirection %s%s at %s reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))

@@ -101,6 +101,8 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 			return st, st, failf("cd inside a loop at %s (hint: cd before the loop)", at(c))
 		}
 		return st, st, nil
+	case *syntax.DeclClause:
+		return st, st, nil // export/readonly: validate checked the names
 	case *syntax.CaseClause:
 		after = st
 		for _, it := range c.Items {

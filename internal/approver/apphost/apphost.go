@@ -96,7 +96,7 @@ func Request(r approver.ExecRequest) host.Request {
 	return host.Request{
 		Argv: r.Command, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
 		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
-		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision,
+		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision, PlanHash: r.PlanHash,
 		Security: policy.Security(r.Security), Ask: policy.Ask(r.Ask),
 	}
 }
@@ -107,7 +107,7 @@ func ExecRequest(r host.Request, nodeID string) approver.ExecRequest {
 	return approver.ExecRequest{
 		Command: r.Argv, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
 		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
-		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision,
+		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision, PlanHash: r.PlanHash,
 		Security: string(r.Security), Ask: string(r.Ask), NodeID: nodeID,
 	}
 }

@@ -61,7 +61,9 @@ func TestModelKeys(t *testing.T) {
 		want map[string]policy.Approval // id → answer; others stay pending
 	}{
 		{"allow once first", []string{"a"}, map[string]policy.Approval{"p1": policy.AllowOnce}},
-		{"allow always first", []string{"A"}, map[string]policy.Approval{"p1": policy.AllowAlways}},
+		{"allow always first, confirmed", []string{"A", "y"}, map[string]policy.Approval{"p1": policy.AllowAlways}},
+		{"allow always cancelled", []string{"A", "n"}, map[string]policy.Approval{}},
+		{"allow always cancelled by another key, which does nothing else", []string{"A", "d"}, map[string]policy.Approval{}},
 		{"deny second", []string{"down", "d"}, map[string]policy.Approval{"p2": policy.Reject}},
 		{"allow always not offered", []string{"down", "down", "A"}, map[string]policy.Approval{}},
 		{"move past the end and back", []string{"down", "down", "down", "up", "a"}, map[string]policy.Approval{"p2": policy.AllowOnce}},
@@ -105,6 +107,7 @@ func TestViewShowsEverything(t *testing.T) {
 		Command: "rg -n TODO | head\x1b[2J", AgentID: "main", SessionKey: "sess-1", Host: "node", NodeID: "laptop",
 		Cwd: "/work", ResolvedPaths: []string{"/usr/bin/rg", "/usr/bin/head"}, Allowlisted: []bool{true, false},
 		Reason: "allowlist-miss", Security: "allowlist", Ask: "on-miss", Fallback: "deny",
+		AllowAlways: &approver.AllowAlwaysPlan{Add: []string{"/usr/bin/rg", "/usr/bin/find"}, Skipped: []string{"bash x.sh: a shell is never recorded"}},
 	}})
 	ch, stop := b.Subscribe()
 	defer stop()
@@ -112,7 +115,9 @@ func TestViewShowsEverything(t *testing.T) {
 	for _, want := range []string{
 		"1 pending", "main", "sess-1", "node (node laptop)", "/work", `rg -n TODO | head\x1b[2J`,
 		"/usr/bin/rg (allowlisted)", "/usr/bin/head (not allowlisted)", "allowlist-miss",
-		"askFallback=deny", "a allow once · A allow always · d deny",
+		"askFallback=deny", "a allow once · A allow always (asks to confirm) · d deny",
+		"always:   adds /usr/bin/rg", "adds /usr/bin/find  !! can run anything: -exec/-execdir/-ok run any command",
+		"not added: bash x.sh: a shell is never recorded",
 	} {
 		if !strings.Contains(view, want) {
 			t.Errorf("view lacks %q:\n%s", want, view)

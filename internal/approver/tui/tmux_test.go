@@ -139,6 +139,8 @@ func TestTUIInTmux(t *testing.T) {
 	expect(r3, policy.Reject)
 	s.waitScreen("1 pending")
 	s.keys("A")
+	s.waitScreen("press y to confirm")
+	s.keys("y")
 	expect(r2, policy.AllowAlways)
 	s.waitScreen("0 pending")
 

@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // By is how the TUI names itself in decisions ("approved by approver tui").
@@ -69,6 +71,10 @@ type model struct {
 	status   string
 	now      time.Time
 	width    int
+	// confirm is the id of the prompt whose allow-always waits for "y":
+	// allow-always writes to the allowlist for good, so one stray key
+	// must not do it.
+	confirm string
 }
 
 type changeMsg struct {
@@ -147,6 +153,16 @@ func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if m.confirm != "" {
+		id := m.confirm
+		m.confirm = ""
+		if p, ok := m.current(); ok && p.ID == id && (k.String() == "y" || k.String() == "Y") {
+			m.decide(policy.AllowAlways)
+			return m, nil
+		}
+		m.status = "allow always cancelled"
+		return m, nil // the key that cancels does nothing else
+	}
 	switch k.String() {
 	case "ctrl+c", "q":
 		return m, tea.Quit
@@ -161,11 +177,32 @@ func (m model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case "a":
 		m.decide(policy.AllowOnce)
 	case "A":
-		m.decide(policy.AllowAlways)
+		m.askAlways()
 	case "d":
 		m.decide(policy.Reject)
 	}
 	return m, nil
+}
+
+// askAlways shows what allow-always would add and waits for "y".
+func (m *model) askAlways() {
+	p, ok := m.current()
+	if !ok {
+		m.status = "nothing to answer"
+		return
+	}
+	if !approver.Offered(p.Request, policy.AllowAlways) {
+		m.status = fmt.Sprintf("%s is not offered for %s", policy.AllowAlways, short(p.ID))
+		return
+	}
+	m.confirm = p.ID
+	var parts []string
+	for _, l := range approver.AllowAlwaysLines(p.Request) {
+		parts = append(parts, approver.AlwaysText(l))
+	}
+	// The question first: a narrow terminal clips the status line, and
+	// the patterns are listed in full under "always:" above it.
+	m.status = "allow always for " + short(p.ID) + "? press y to confirm, any other key cancels — " + strings.Join(parts, "; ")
 }
 
 // decide answers the selected prompt. The queue refresh comes with the
@@ -187,12 +224,12 @@ func (m *model) decide(a policy.Approval) {
 }
 
 func describeChange(c approver.Change) string {
-	cmd := approver.Printable(c.Pending.Request.Command)
+	cmd := textsafe.Line(c.Pending.Request.Command)
 	switch c.Kind {
 	case approver.ChangeAdded:
 		return "new prompt " + short(c.Pending.ID) + ": " + cmd
 	case approver.ChangeResolved:
-		return fmt.Sprintf("%s %s by %s: %s", short(c.Pending.ID), c.Decision, approver.Printable(c.By), cmd)
+		return fmt.Sprintf("%s %s by %s: %s", short(c.Pending.ID), c.Decision, textsafe.Line(c.By), cmd)
 	case approver.ChangeExpired:
 		return short(c.Pending.ID) + " expired (askFallback applied): " + cmd
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 var (
@@ -40,8 +41,8 @@ func (m model) View() string {
 		fmt.Fprintf(&b, "   … %d more above\n", from)
 	}
 	for _, p := range m.items[from:to] {
-		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(approver.Printable(p.Request.AgentID), 12),
-			clip(approver.Printable(p.Request.Command), 48), approver.Countdown(p.ExpiresAt, m.now))
+		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(textsafe.Line(p.Request.AgentID), 12),
+			clip(textsafe.Line(p.Request.Command), 48), approver.Countdown(p.ExpiresAt, m.now))
 		if p.ID == m.selected {
 			line = selStyle.Render(">" + line)
 		} else {
@@ -64,6 +65,8 @@ func (m model) View() string {
 				v = okStyle.Render(v)
 			case f.Label == "resolved":
 				v = warnStyle.Render(v)
+			case f.Label == "always" && strings.Contains(v, "!!"):
+				v = warnStyle.Render(v)
 			}
 			fmt.Fprintf(&b, "  %s %s\n", labelStyle.Render(fmt.Sprintf("%-9s", f.Label+":")), v)
 		}
@@ -85,7 +88,7 @@ func keysHelp(p approver.Pending) string {
 		keys = append(keys, "a allow once")
 	}
 	if approver.Offered(p.Request, policy.AllowAlways) {
-		keys = append(keys, "A allow always")
+		keys = append(keys, "A allow always (asks to confirm)")
 	}
 	keys = append(keys, "d deny", "↑/↓ move", "q quit")
 	return strings.Join(keys, " · ")

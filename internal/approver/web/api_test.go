@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"sync"
@@ -19,45 +17,42 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 )
 
-// apiClient is a logged-in page: the cookie from the secret exchange, the
-// CSRF token from api/state and the page's Origin on every request.
+// apiClient is a logged-in page: the secret from the URL fragment in its
+// header, the CSRF token from api/session and the page's Origin on every
+// request. No cookie jar: nothing may depend on one.
 type apiClient struct {
 	t      *testing.T
 	base   string
 	origin string
+	secret string
 	csrf   string
 	hc     *http.Client
 }
 
 func login(t *testing.T, startURL string) *apiClient {
 	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	u, err := url.Parse(startURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &apiClient{t: t, base: "http://" + u.Host + "/", origin: "http://" + u.Host, hc: &http.Client{Jar: jar}}
-	res, err := c.hc.Get(startURL)
-	if err != nil {
-		t.Fatal(err)
+	if u.RawQuery != "" || !strings.HasPrefix(u.Fragment, SecretParam+"=") {
+		t.Fatalf("start URL %q: the secret must be in the fragment and nowhere else", startURL)
 	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || res.Request.URL.RawQuery != "" {
-		t.Fatalf("login: status %d at %s, want 200 without the secret in the URL", res.StatusCode, res.Request.URL)
+	c := &apiClient{t: t, base: "http://" + u.Host + "/", origin: "http://" + u.Host, secret: strings.TrimPrefix(u.Fragment, SecretParam+"="), hc: &http.Client{}}
+	var sess struct {
+		CSRF string `json:"csrf"`
 	}
-	var st stateView
-	c.get("api/state", &st)
-	c.csrf = st.CSRF
+	if code := c.post("api/session", nil, &sess); code != 200 || sess.CSRF == "" {
+		t.Fatalf("api/session: status %d csrf %q", code, sess.CSRF)
+	}
+	c.csrf = sess.CSRF
 	return c
 }
 
 func (c *apiClient) get(path string, v any) int {
 	c.t.Helper()
 	req, _ := http.NewRequest("GET", c.base+path, nil)
+	req.Header.Set(SecretHeader, c.secret)
 	return c.do(req, v)
 }
 
@@ -68,6 +63,7 @@ func (c *apiClient) post(path string, body, v any) int {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", c.origin)
 	req.Header.Set(CSRFHeader, c.csrf)
+	req.Header.Set(SecretHeader, c.secret)
 	return c.do(req, v)
 }
 
@@ -139,7 +135,7 @@ func TestDecideAPI(t *testing.T) {
 		t.Fatalf("pending = %+v, want one prompt", list)
 	}
 	want := pendingView{ID: "abc-123", AgentID: "main", Command: "ls", Ask: "always", Fallback: "askFallback",
-		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}}
+		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []approver.AlwaysLine{}, Starts: []string{}}
 	got := list.Pending[0]
 	got.ReceivedAtMs = 0
 	if d := cmp.Diff(want, got); d != "" {
@@ -185,7 +181,7 @@ func TestEditAPI(t *testing.T) {
 	c, _, store := startAPI(t, nil)
 	var st stateView
 	c.get("api/state", &st)
-	if st.CSRF == "" || !st.Editor || st.Hash == "" || len(st.Agents) == 0 || st.Agents[0].ID != "*" {
+	if !st.Editor || st.Hash == "" || len(st.Agents) == 0 || st.Agents[0].ID != "*" {
 		t.Fatalf("state = %+v, want csrf, editor, hash and * first", st)
 	}
 	hash := st.Hash
@@ -330,7 +326,9 @@ func TestStaticFiles(t *testing.T) {
 		{"api/nope", "", 404},
 	}
 	for _, tt := range tests {
-		res, err := c.hc.Get(c.base + tt.path)
+		req, _ := http.NewRequest("GET", c.base+tt.path, nil)
+		req.Header.Set(SecretHeader, c.secret) // so unknown paths reach the mux's 404
+		res, err := c.hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -17,7 +16,7 @@ func BenchmarkPendingThroughGuard(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := httptest.NewRequest("GET", "http://"+addr+"/api/pending", nil)
-	req.AddCookie(&http.Cookie{Name: cookiePrefix + "8080", Value: secret})
+	req.Header.Set(SecretHeader, secret)
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

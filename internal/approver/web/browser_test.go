@@ -161,7 +161,10 @@ func TestBrowserDecisions(t *testing.T) {
 	}
 
 	t.Run("allow once", func(t *testing.T) {
-		ch, _ := f.submit(t, "p-once-1111", promptReq("main", "git status && rg TODO", allChoices...))
+		req := promptReq("main", "git status && rg TODO", allChoices...)
+		req.Canonical, req.RunsAs = "git status && rg TODO\n", "interpreter"
+		req.Executables = []string{"exec /usr/bin/git", "exec /usr/bin/rg"}
+		ch, _ := f.submit(t, "p-once-1111", req)
 		card := `article[data-id="p-once-1111"]`
 		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(card+` button[data-decision="allow-once"]`)))
 		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(card)))
@@ -169,7 +172,8 @@ func TestBrowserDecisions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"agent main", "git status && rg TODO", "agent:main:main", "node (node build-box)",
-			"/home/dev/project", "/usr/bin/git", "/usr/bin/rg", "allowlisted", "not allowlisted", "not in the allowlist", "falls back to deny in "} {
+			"/home/dev/project", "/usr/bin/git", "/usr/bin/rg", "allowlisted", "not allowlisted", "not in the allowlist", "falls back to deny in ",
+			"nothing but the executables below may start", "exec /usr/bin/rg"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("pending card lacks %q:\n%s", want, text)
 			}
@@ -184,9 +188,22 @@ func TestBrowserDecisions(t *testing.T) {
 	})
 
 	t.Run("allow always", func(t *testing.T) {
-		ch, _ := f.submit(t, "p-always-2222", promptReq("main", "rg TODO", allChoices...))
+		req := promptReq("main", "rg TODO | find . -name x", allChoices...)
+		req.AllowAlways = &approver.AllowAlwaysPlan{Add: []string{"/usr/bin/rg", "/usr/bin/find"}, Skipped: []string{"sh -c: a shell is never recorded"}}
+		ch, _ := f.submit(t, "p-always-2222", req)
 		btn := `article[data-id="p-always-2222"] button[data-decision="allow-always"]`
-		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(btn)), chromedp.Click(chromedp.CSS(btn)))
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(btn)))
+		// The card says exactly what allow-always adds and flags find.
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`article[data-id="p-always-2222"] .always`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"adds /usr/bin/rg", "can run anything: --pre", "adds /usr/bin/find", "can run anything: -exec", "not added: sh -c: a shell is never recorded"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("allow-always list lacks %q:\n%s", want, text)
+			}
+		}
+		run(t, ctx, chromedp.Click(chromedp.CSS(btn)))
 		// Persisting the executables is the execution host's job once it
 		// has the decision; the approver only answers.
 		if r := wait(t, ch); r.err != nil || r.decision != policy.AllowAlways || r.by != "web" {

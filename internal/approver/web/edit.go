@@ -10,6 +10,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // Outcomes of an edit that the page reports in words.
@@ -22,10 +23,9 @@ var (
 // staleMessage is what a human reads when their edit lost a race.
 const staleMessage = "the file changed underneath (another editor, the CLI or an allow-always decision wrote it since this page loaded it); reload and redo your change"
 
-// stateView is the payload of GET /api/state: the CSRF token for this
-// page's mutations, and the approvals file as the editor shows it.
+// stateView is the payload of GET /api/state: the approvals file as the
+// editor shows it. (The CSRF token comes from POST api/session.)
 type stateView struct {
-	CSRF    string      `json:"csrf"`
 	NowMs   int64       `json:"nowMs"`
 	Editor  bool        `json:"editor"`
 	Gateway bool        `json:"gateway"`
@@ -70,7 +70,7 @@ type entryView struct {
 
 func viewEntry(agent string, e approvals.Entry) entryView {
 	return entryView{ID: e.ID, Agent: agent, Pattern: e.Pattern, LastUsedAt: e.LastUsedAt,
-		LastUsedCommand: e.LastUsedCommand, LastResolvedPath: e.LastResolvedPath, Lint: policy.LintPattern(e.Pattern)}
+		LastUsedCommand: textsafe.Text(e.LastUsedCommand), LastResolvedPath: e.LastResolvedPath, Lint: policy.LintPattern(e.Pattern)}
 }
 
 func enumNames[T ~string](vs []T) []string {
@@ -83,7 +83,7 @@ func enumNames[T ~string](vs []T) []string {
 
 func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 	v := stateView{
-		CSRF: s.guard.csrf, NowMs: time.Now().UnixMilli(), Editor: s.store != nil, Gateway: s.opts.Gateway != nil,
+		NowMs: time.Now().UnixMilli(), Editor: s.store != nil, Gateway: s.opts.Gateway != nil,
 		Securities: enumNames(policy.Securities), Asks: enumNames(policy.Asks), Fallbacks: enumNames(policy.Fallbacks),
 		Agents: []agentView{},
 	}
@@ -157,7 +157,13 @@ func (s *server) update(w http.ResponseWriter, baseHash, what string, fn func(*a
 		writeError(w, http.StatusBadRequest, "missing hash of the file this page loaded (reload the page)")
 		return false
 	}
-	f, err := s.store.UpdateIf(baseHash, fn)
+	f, err := s.store.UpdateIf(baseHash, func(f *approvals.File) error {
+		if err := fn(f); err != nil || s.opts.OnEdit == nil {
+			return err
+		}
+		s.opts.OnEdit(what, baseHash) // recorded before the write
+		return nil
+	})
 	switch {
 	case errors.Is(err, approvals.ErrStale):
 		writeError(w, http.StatusConflict, staleMessage)

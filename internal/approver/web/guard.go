@@ -1,9 +1,7 @@
 package web
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -12,19 +10,27 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Header and parameter names of the security layer.
 const (
-	// SecretParam is the query parameter of the URL printed at start. It is
-	// exchanged once for a cookie so the secret leaves the address bar.
+	// SecretParam names the secret in the URL fragment printed at start
+	// ("#k=…"). A fragment is never sent to any server: the page reads it,
+	// keeps it in sessionStorage (per tab, per origin — other local ports
+	// cannot read it) and removes it from the address bar.
 	SecretParam = "k"
-	// CSRFHeader carries the per-run CSRF token on every mutation.
+	// SecretHeader carries the secret on every API request. Browsers never
+	// attach a custom header by themselves, unlike a cookie, which they
+	// send for 127.0.0.1 to every port.
+	SecretHeader = "X-Exechost-Secret"
+	// CSRFHeader carries the page's per-session CSRF token on every
+	// mutation: random, minted by POST api/session, not derivable from
+	// the secret.
 	CSRFHeader = "X-CSRF-Token"
-	// cookiePrefix is followed by the port: browsers share cookies across
-	// ports of one host, so two approvers on one machine must not clobber
-	// each other's cookie.
-	cookiePrefix = "exechost_web_"
+	// maxSessions bounds the CSRF tokens remembered (open tabs and
+	// reloads); the oldest is forgotten first and its page reloads.
+	maxSessions = 64
 )
 
 // securityHeaders are set on every response, refusals included. The CSP
@@ -45,17 +51,23 @@ var securityHeaders = map[string]string{
 // from the network.
 var ErrNotLoopback = errors.New("address is not loopback")
 
-// guard is the security layer in front of every route: the per-run secret
-// (URL parameter exchanged for a cookie), Host and Origin checks against
-// DNS rebinding and cross-site requests, and the CSRF token plus
-// same-origin check on mutations. It fails closed: a request that does not
-// prove every property is refused with 403.
+// guard is the security layer in front of every route: Host, Origin and
+// Sec-Fetch-Site checks against DNS rebinding and cross-site requests on
+// everything; the per-run secret in SecretHeader on every API route; and on
+// mutations POST, a same-origin Origin and a CSRF token from a live
+// session. Nothing a browser attaches by itself (cookies, HTTP auth)
+// carries the capability. The page and its static files hold no data and
+// are served without the secret (the fragment never reaches the server).
+// It fails closed: a request that does not prove every property is
+// refused with 403.
 type guard struct {
-	secret     string          // base64url of 32 random bytes
-	csrf       string          // HMAC(secret, "csrf"): per run, handed to same-origin script only
-	cookieName string          // per port
-	hosts      map[string]bool // accepted Host header values, lower-case
-	origins    map[string]bool // accepted Origin header values, lower-case
+	secret  string          // base64url of 32 random bytes
+	hosts   map[string]bool // accepted Host header values, lower-case
+	origins map[string]bool // accepted Origin header values, lower-case
+
+	mu       sync.Mutex
+	sessions map[string]uint64 // CSRF token → mint order
+	minted   uint64
 }
 
 // newSecret returns 32 random bytes, base64url-encoded without padding.
@@ -77,14 +89,11 @@ func newGuard(addr, secret string) (*guard, error) {
 	if port == "0" {
 		return nil, fmt.Errorf("web approver address %q: port 0 is not a concrete port (hint: listen first, then pass the listener's address)", addr)
 	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("exechost web approver csrf v1"))
 	g := &guard{
-		secret:     secret,
-		csrf:       base64.RawURLEncoding.EncodeToString(mac.Sum(nil)),
-		cookieName: cookiePrefix + port,
-		hosts:      map[string]bool{},
-		origins:    map[string]bool{},
+		secret:   secret,
+		hosts:    map[string]bool{},
+		origins:  map[string]bool{},
+		sessions: map[string]uint64{},
 	}
 	for _, h := range []string{"127.0.0.1", "localhost", "[::1]"} {
 		hp := h + ":" + port
@@ -136,6 +145,53 @@ func forbid(w http.ResponseWriter, msg string) {
 	fmt.Fprintln(w, "forbidden: "+msg)
 }
 
+// newSession mints a random CSRF token for one page load, forgetting the
+// oldest when maxSessions are live.
+func (g *guard) newSession() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate csrf token: %w", err)
+	}
+	tok := base64.RawURLEncoding.EncodeToString(b)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.sessions) >= maxSessions {
+		oldest, at := "", uint64(0)
+		for k, v := range g.sessions {
+			if oldest == "" || v < at {
+				oldest, at = k, v
+			}
+		}
+		delete(g.sessions, oldest)
+	}
+	g.minted++
+	g.sessions[tok] = g.minted
+	return tok, nil
+}
+
+// validCSRF reports whether tok is a live session's CSRF token.
+func (g *guard) validCSRF(tok string) bool {
+	if tok == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ok := false
+	for k := range g.sessions { // constant-time per comparison, every entry compared
+		if equal(k, tok) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// isPublic reports whether a path is the page or one of its static files:
+// embedded, identical for everyone, holding no data, so servable without
+// the secret (which the page only learns from the fragment).
+func isPublic(path string) bool {
+	return path == "/" || strings.HasPrefix(path, "/static/")
+}
+
 // wrap returns next behind the security layer. isMutation reports whether a
 // path changes state; such paths accept only POST with a CSRF token from a
 // same-origin page.
@@ -156,16 +212,45 @@ func (g *guard) wrap(next http.Handler, isMutation func(path string) bool) http.
 			forbid(w, "cross-site request")
 			return
 		}
-		if k, ok := r.URL.Query()[SecretParam]; ok {
-			g.exchange(w, r, k)
+		if _, ok := r.URL.Query()[SecretParam]; ok {
+			// An old-style link (?k=…) would put the secret in logs and
+			// history; refuse it and say where the secret goes now.
+			forbid(w, "the secret belongs in the URL fragment, not the query (hint: open the URL exactly as printed, with #k=…)")
 			return
 		}
-		c, err := r.Cookie(g.cookieName)
-		if err != nil || !equal(c.Value, g.secret) {
-			forbid(w, "missing or wrong secret (hint: open the URL printed by `exechost approver --web`, which carries it)")
+		if isPublic(r.URL.Path) && !isMutation(r.URL.Path) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+				return
+			}
+			next.ServeHTTP(w, r)
 			return
 		}
-		if isMutation(r.URL.Path) {
+		if !equal(r.Header.Get(SecretHeader), g.secret) {
+			forbid(w, "missing or wrong secret (hint: open the URL printed by `exechost approver --web`, which carries it after #k=; the approver makes a new one at every start)")
+			return
+		}
+		switch {
+		case r.URL.Path == sessionPath:
+			// Minting a CSRF token: POST from a same-origin page only.
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				http.Error(w, "method not allowed: POST", http.StatusMethodNotAllowed)
+				return
+			}
+			if r.Header.Get("Origin") == "" {
+				forbid(w, "session without Origin header")
+				return
+			}
+			tok, err := g.newSession()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"csrf": tok})
+			return
+		case isMutation(r.URL.Path):
 			if r.Method != http.MethodPost {
 				w.Header().Set("Allow", http.MethodPost)
 				http.Error(w, "method not allowed: changes are POST only", http.StatusMethodNotAllowed)
@@ -177,7 +262,7 @@ func (g *guard) wrap(next http.Handler, isMutation func(path string) bool) http.
 				forbid(w, "mutation without Origin header")
 				return
 			}
-			if !equal(r.Header.Get(CSRFHeader), g.csrf) {
+			if !g.validCSRF(r.Header.Get(CSRFHeader)) {
 				forbid(w, "missing or wrong CSRF token (hint: reload the page)")
 				return
 			}
@@ -185,7 +270,7 @@ func (g *guard) wrap(next http.Handler, isMutation func(path string) bool) http.
 				http.Error(w, "unsupported media type: send application/json", http.StatusUnsupportedMediaType)
 				return
 			}
-		} else if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
@@ -194,26 +279,5 @@ func (g *guard) wrap(next http.Handler, isMutation func(path string) bool) http.
 	})
 }
 
-// exchange trades the secret in the URL for an HttpOnly, SameSite=Strict
-// cookie and redirects to the same path without the query, so the secret
-// does not stay in the address bar, history or a screenshot.
-func (g *guard) exchange(w http.ResponseWriter, r *http.Request, k []string) {
-	if r.Method != http.MethodGet || len(k) != 1 || !equal(k[0], g.secret) {
-		forbid(w, "wrong secret in URL (hint: copy the whole URL printed by `exechost approver --web`)")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{
-		Name:     g.cookieName,
-		Value:    g.secret,
-		Path:     "/",
-		HttpOnly: true,
-		SameSite: http.SameSiteStrictMode,
-	})
-	// Relative, so the handler also works mounted under a prefix.
-	loc := "./"
-	if i := strings.LastIndexByte(r.URL.Path, '/'); i >= 0 && i < len(r.URL.Path)-1 {
-		loc = "./" + r.URL.Path[i+1:]
-	}
-	w.Header().Set("Location", loc)
-	w.WriteHeader(http.StatusSeeOther)
-}
+// sessionPath mints a CSRF token for a page (guard.wrap answers it).
+const sessionPath = "/api/session"

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 )
@@ -39,50 +38,66 @@ func TestGuardRefusals(t *testing.T) {
 	hostport := srv.Listener.Addr().String()
 	port := hostport[strings.LastIndexByte(hostport, ':')+1:]
 	origin := "http://" + hostport
+	csrf, err := g.newSession()
+	if err != nil {
+		t.Fatal(err)
+	}
 	good := map[string]string{
 		"Origin":       origin,
-		CSRFHeader:     g.csrf,
+		CSRFHeader:     csrf,
 		"Content-Type": "application/json",
 	}
+	const api = "/api/x"
 	tests := []struct {
 		name     string
 		method   string
 		path     string
 		host     string            // "" = the server's own
-		cookie   string            // "" = none, "good" = the secret
+		secret   string            // SecretHeader: "" = none, "good" = the secret
+		cookie   bool              // send the secret as a cookie instead (must not count)
 		headers  map[string]string // added to the request
 		drop     string            // header of good to leave out
 		want     int
 		wantBody string
 	}{
-		{name: "no secret", method: "GET", path: "/", want: 403, wantBody: "secret"},
-		{name: "wrong secret", method: "GET", path: "/", cookie: "AAAA", want: 403, wantBody: "secret"},
-		{name: "secret of the wrong length", method: "GET", path: "/", cookie: g.secret + "x", want: 403},
-		{name: "get with secret", method: "GET", path: "/", cookie: "good", want: 200},
-		{name: "localhost host", method: "GET", path: "/", cookie: "good", host: "localhost:" + port, want: 200},
-		{name: "ipv6 loopback host", method: "GET", path: "/", cookie: "good", host: "[::1]:" + port, want: 200},
-		{name: "foreign host (DNS rebinding)", method: "GET", path: "/", cookie: "good", host: "evil.example:" + port, want: 403, wantBody: "Host"},
-		{name: "right name wrong port", method: "GET", path: "/", cookie: "good", host: "127.0.0.1:1", want: 403, wantBody: "Host"},
-		{name: "host without port", method: "GET", path: "/", cookie: "good", host: "127.0.0.1", want: 403},
-		{name: "foreign origin on GET", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Origin": "http://evil.example"}, want: 403, wantBody: "cross-origin"},
-		{name: "null origin", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Origin": "null"}, want: 403},
-		{name: "other loopback port origin", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Origin": "http://127.0.0.1:1"}, want: 403},
-		{name: "https origin", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Origin": "https://" + hostport}, want: 403},
-		{name: "same-site fetch", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Sec-Fetch-Site": "same-site"}, want: 403},
-		{name: "cross-site fetch", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Sec-Fetch-Site": "cross-site"}, want: 403},
-		{name: "typed navigation", method: "GET", path: "/", cookie: "good", headers: map[string]string{"Sec-Fetch-Site": "none"}, want: 200},
-		{name: "mutation ok", method: "POST", path: "/api/change", cookie: "good", headers: good, want: 200},
+		{name: "page needs no secret (it holds none)", method: "GET", path: "/", want: 200},
+		{name: "static file needs no secret", method: "GET", path: "/static/app.js", want: 200},
+		{name: "api without secret (curl)", method: "GET", path: api, want: 403, wantBody: "secret"},
+		{name: "api with the secret in a cookie", method: "GET", path: api, cookie: true, want: 403, wantBody: "secret"},
+		{name: "api with the secret in the query", method: "GET", path: api + "?" + SecretParam + "=" + g.secret, want: 403, wantBody: "fragment"},
+		{name: "wrong secret", method: "GET", path: api, secret: "AAAA", want: 403, wantBody: "secret"},
+		{name: "secret of the wrong length", method: "GET", path: api, secret: g.secret + "x", want: 403},
+		{name: "api with secret", method: "GET", path: api, secret: "good", want: 200},
+		{name: "localhost host", method: "GET", path: api, secret: "good", host: "localhost:" + port, want: 200},
+		{name: "ipv6 loopback host", method: "GET", path: api, secret: "good", host: "[::1]:" + port, want: 200},
+		{name: "foreign host (DNS rebinding)", method: "GET", path: api, secret: "good", host: "evil.example:" + port, want: 403, wantBody: "Host"},
+		{name: "foreign host on the page too", method: "GET", path: "/", host: "evil.example:" + port, want: 403, wantBody: "Host"},
+		{name: "right name wrong port", method: "GET", path: api, secret: "good", host: "127.0.0.1:1", want: 403, wantBody: "Host"},
+		{name: "host without port", method: "GET", path: api, secret: "good", host: "127.0.0.1", want: 403},
+		{name: "foreign origin on GET", method: "GET", path: api, secret: "good", headers: map[string]string{"Origin": "http://evil.example"}, want: 403, wantBody: "cross-origin"},
+		{name: "null origin", method: "GET", path: api, secret: "good", headers: map[string]string{"Origin": "null"}, want: 403},
+		{name: "other loopback port origin", method: "GET", path: api, secret: "good", headers: map[string]string{"Origin": "http://127.0.0.1:1"}, want: 403},
+		{name: "https origin", method: "GET", path: api, secret: "good", headers: map[string]string{"Origin": "https://" + hostport}, want: 403},
+		{name: "same-site fetch", method: "GET", path: api, secret: "good", headers: map[string]string{"Sec-Fetch-Site": "same-site"}, want: 403},
+		{name: "cross-site fetch", method: "GET", path: api, secret: "good", headers: map[string]string{"Sec-Fetch-Site": "cross-site"}, want: 403},
+		{name: "cross-site page load", method: "GET", path: "/", headers: map[string]string{"Sec-Fetch-Site": "cross-site"}, want: 403},
+		{name: "typed navigation", method: "GET", path: "/", headers: map[string]string{"Sec-Fetch-Site": "none"}, want: 200},
+		{name: "mutation ok", method: "POST", path: "/api/change", secret: "good", headers: good, want: 200},
 		{name: "mutation without secret", method: "POST", path: "/api/change", headers: good, want: 403},
-		{name: "mutation via GET", method: "GET", path: "/api/change", cookie: "good", headers: good, want: 405},
-		{name: "mutation via PUT", method: "PUT", path: "/api/change", cookie: "good", headers: good, want: 405},
-		{name: "mutation without csrf", method: "POST", path: "/api/change", cookie: "good", headers: good, drop: CSRFHeader, want: 403, wantBody: "CSRF"},
-		{name: "mutation with wrong csrf", method: "POST", path: "/api/change", cookie: "good", headers: merge(good, map[string]string{CSRFHeader: g.secret}), want: 403, wantBody: "CSRF"},
-		{name: "mutation without origin", method: "POST", path: "/api/change", cookie: "good", headers: good, drop: "Origin", want: 403, wantBody: "Origin"},
-		{name: "mutation with foreign origin", method: "POST", path: "/api/change", cookie: "good", headers: merge(good, map[string]string{"Origin": "http://evil.example"}), want: 403},
-		{name: "mutation as form post", method: "POST", path: "/api/change", cookie: "good", headers: merge(good, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), want: 415},
-		{name: "mutation from another site", method: "POST", path: "/api/change", cookie: "good", headers: merge(good, map[string]string{"Sec-Fetch-Site": "cross-site"}), want: 403},
-		{name: "post to a read route", method: "POST", path: "/", cookie: "good", headers: good, want: 405},
-		{name: "delete", method: "DELETE", path: "/", cookie: "good", headers: good, want: 405},
+		{name: "mutation via GET", method: "GET", path: "/api/change", secret: "good", headers: good, want: 405},
+		{name: "mutation via PUT", method: "PUT", path: "/api/change", secret: "good", headers: good, want: 405},
+		{name: "mutation without csrf", method: "POST", path: "/api/change", secret: "good", headers: good, drop: CSRFHeader, want: 403, wantBody: "CSRF"},
+		{name: "mutation with the secret as csrf", method: "POST", path: "/api/change", secret: "good", headers: merge(good, map[string]string{CSRFHeader: g.secret}), want: 403, wantBody: "CSRF"},
+		{name: "mutation without origin", method: "POST", path: "/api/change", secret: "good", headers: good, drop: "Origin", want: 403, wantBody: "Origin"},
+		{name: "mutation with foreign origin", method: "POST", path: "/api/change", secret: "good", headers: merge(good, map[string]string{"Origin": "http://evil.example"}), want: 403},
+		{name: "mutation as form post", method: "POST", path: "/api/change", secret: "good", headers: merge(good, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), want: 415},
+		{name: "mutation from another site", method: "POST", path: "/api/change", secret: "good", headers: merge(good, map[string]string{"Sec-Fetch-Site": "cross-site"}), want: 403},
+		{name: "session without secret", method: "POST", path: sessionPath, headers: map[string]string{"Origin": origin}, want: 403},
+		{name: "session without origin", method: "POST", path: sessionPath, secret: "good", want: 403, wantBody: "Origin"},
+		{name: "session via GET", method: "GET", path: sessionPath, secret: "good", want: 405},
+		{name: "post to the page", method: "POST", path: "/", headers: good, want: 405},
+		{name: "post to a read route", method: "POST", path: api, secret: "good", headers: good, want: 405},
+		{name: "delete", method: "DELETE", path: api, secret: "good", headers: good, want: 405},
 	}
 	client := &http.Client{CheckRedirect: noRedirect}
 	for _, tt := range tests {
@@ -94,12 +109,15 @@ func TestGuardRefusals(t *testing.T) {
 			if tt.host != "" {
 				req.Host = tt.host
 			}
-			switch tt.cookie {
+			switch tt.secret {
 			case "":
 			case "good":
-				req.AddCookie(&http.Cookie{Name: g.cookieName, Value: g.secret})
+				req.Header.Set(SecretHeader, g.secret)
 			default:
-				req.AddCookie(&http.Cookie{Name: g.cookieName, Value: tt.cookie})
+				req.Header.Set(SecretHeader, tt.secret)
+			}
+			if tt.cookie {
+				req.AddCookie(&http.Cookie{Name: "exechost_web_" + port, Value: g.secret})
 			}
 			for k, v := range tt.headers {
 				if k != tt.drop {
@@ -120,6 +138,9 @@ func TestGuardRefusals(t *testing.T) {
 			}
 			if tt.wantBody != "" && !strings.Contains(string(body), tt.wantBody) {
 				t.Errorf("body %q does not mention %q", body, tt.wantBody)
+			}
+			if len(res.Cookies()) != 0 {
+				t.Errorf("response sets a cookie: %v", res.Header["Set-Cookie"])
 			}
 			checkSecurityHeaders(t, res.Header)
 		})
@@ -146,77 +167,37 @@ func checkSecurityHeaders(t *testing.T, h http.Header) {
 	}
 }
 
-func TestSecretExchange(t *testing.T) {
-	srv, g := guardServer(t)
-	client := &http.Client{CheckRedirect: noRedirect}
-
-	res, err := client.Get(srv.URL + "/?" + SecretParam + "=" + url.QueryEscape(g.secret))
+// TestSessionsAreRandomAndBounded: each session's CSRF token is fresh
+// randomness (not a function of the secret, not repeated), and the oldest
+// is forgotten once maxSessions are live.
+func TestSessionsAreRandomAndBounded(t *testing.T) {
+	_, g := guardServer(t)
+	first, err := g.newSession()
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("exchange status = %d, want 303", res.StatusCode)
-	}
-	if loc := res.Header.Get("Location"); loc != "./" {
-		t.Errorf("Location = %q, want \"./\" (the secret must leave the URL)", loc)
-	}
-	checkSecurityHeaders(t, res.Header)
-	var c *http.Cookie
-	for _, rc := range res.Cookies() {
-		if rc.Name == g.cookieName {
-			c = rc
-		}
-	}
-	if c == nil {
-		t.Fatalf("no %s cookie in %v", g.cookieName, res.Header["Set-Cookie"])
-	}
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value != g.secret || c.Path != "/" {
-		t.Errorf("cookie = %+v, want HttpOnly SameSite=Strict Path=/ with the secret", c)
-	}
-
-	// The cookie then opens the page.
-	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-	req.AddCookie(c)
-	res, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("with cookie: status %d, want 200", res.StatusCode)
-	}
-
-	for _, bad := range []string{"", "x", g.secret[:len(g.secret)-1], g.secret + "A", strings.ToUpper(g.secret)} {
-		if bad == g.secret {
-			continue
-		}
-		res, err := client.Get(srv.URL + "/?" + SecretParam + "=" + url.QueryEscape(bad))
+	seen := map[string]bool{first: true}
+	for range maxSessions {
+		tok, err := g.newSession()
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
-		if res.StatusCode != 403 || len(res.Cookies()) != 0 {
-			t.Errorf("wrong secret %q: status %d cookies %v, want 403 and no cookie", bad, res.StatusCode, res.Cookies())
+		if seen[tok] || tok == g.secret || strings.Contains(tok, g.secret) {
+			t.Fatalf("session token %q repeats or derives from the secret", tok)
+		}
+		seen[tok] = true
+		if !g.validCSRF(tok) {
+			t.Fatalf("fresh token %q not valid", tok)
 		}
 	}
-	// Two k parameters, one right: refused rather than guessing which.
-	res, err = client.Get(srv.URL + "/?" + SecretParam + "=x&" + SecretParam + "=" + url.QueryEscape(g.secret))
-	if err != nil {
-		t.Fatal(err)
+	if g.validCSRF(first) {
+		t.Error("the oldest session survived past maxSessions")
 	}
-	res.Body.Close()
-	if res.StatusCode != 403 {
-		t.Errorf("duplicate k: status %d, want 403", res.StatusCode)
+	if g.validCSRF("") || g.validCSRF(g.secret) {
+		t.Error("empty token or the secret accepted as CSRF")
 	}
-	// The exchange is GET only.
-	res, err = client.Post(srv.URL+"/?"+SecretParam+"="+url.QueryEscape(g.secret), "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 403 || len(res.Cookies()) != 0 {
-		t.Errorf("POST exchange: status %d, want 403 and no cookie", res.StatusCode)
+	if u := URL("127.0.0.1:9", g.secret); !strings.HasSuffix(u, "/#"+SecretParam+"="+g.secret) || strings.Contains(u, "?") {
+		t.Errorf("URL = %q, want the secret in the fragment only", u)
 	}
 }
 

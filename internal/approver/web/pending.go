@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // pendingView is one prompt as the page shows it: everything a human needs
@@ -32,6 +34,15 @@ type pendingView struct {
 	Peer         string     `json:"peer"`
 	ReceivedAtMs int64      `json:"receivedAtMs"`
 	ExpiresAtMs  int64      `json:"expiresAtMs"`
+	// AllowAlways is what answering allow-always would add and skip
+	// (approver.AllowAlwaysLines); empty when it is not offered.
+	AllowAlways []approver.AlwaysLine `json:"allowAlways"`
+	// Canonical is the parsed command as it will run (empty when it equals
+	// Command), RunsAs how it runs, Starts each executable with how it
+	// starts: what the approval binds.
+	Canonical string   `json:"canonical"`
+	RunsAs    string   `json:"runsAs"`
+	Starts    []string `json:"starts"`
 }
 
 // pathView is one resolved executable and whether the allowlist already
@@ -60,13 +71,35 @@ func choices(req approver.PromptRequest) []string {
 	return out
 }
 
+// viewPending flattens a prompt for the page. Every text a human reads is
+// passed through textsafe.Text: the page inserts it with textContent,
+// which stops HTML but not bidi overrides or zero-width characters, so
+// those are escaped visibly here (the whole command, unbounded: the web
+// page is where a long command can be read in full). The id is kept
+// verbatim: the page sends it back.
 func viewPending(p approver.Pending) pendingView {
 	r := p.Request
+	t := textsafe.Text
+	var argv []string
+	for _, a := range r.Argv {
+		argv = append(argv, t(a))
+	}
 	v := pendingView{
-		ID: p.ID, AgentID: r.AgentID, SessionKey: r.SessionKey, Host: r.Host, NodeID: r.NodeID,
-		Cwd: r.Cwd, Command: r.Command, Argv: r.Argv, Security: r.Security, Ask: r.Ask,
-		Reason: r.Reason, Choices: choices(r), Fallback: r.Fallback, Peer: p.Peer,
+		ID: p.ID, AgentID: t(r.AgentID), SessionKey: t(r.SessionKey), Host: t(r.Host), NodeID: t(r.NodeID),
+		Cwd: t(r.Cwd), Command: t(r.Command), Argv: argv, Security: t(r.Security), Ask: t(r.Ask),
+		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
+		AllowAlways: approver.AllowAlwaysLines(r),
+		RunsAs:      t(approver.RunsAsText(r.RunsAs)), Starts: []string{},
+	}
+	if c := strings.TrimSuffix(r.Canonical, "\n"); c != strings.TrimSpace(r.Command) {
+		v.Canonical = t(c)
+	}
+	for _, x := range r.Executables {
+		v.Starts = append(v.Starts, t(x))
+	}
+	if v.AllowAlways == nil {
+		v.AllowAlways = []approver.AlwaysLine{}
 	}
 	if !p.ExpiresAt.IsZero() {
 		v.ExpiresAtMs = p.ExpiresAt.UnixMilli()
@@ -77,7 +110,7 @@ func viewPending(p approver.Pending) pendingView {
 	known := len(r.Allowlisted) == len(r.ResolvedPaths)
 	v.Paths = make([]pathView, len(r.ResolvedPaths))
 	for i, path := range r.ResolvedPaths {
-		v.Paths[i] = pathView{Path: path, Known: known}
+		v.Paths[i] = pathView{Path: t(path), Known: known}
 		if known {
 			v.Paths[i].Allowlisted = r.Allowlisted[i]
 		}
@@ -163,8 +196,8 @@ func (s *server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			cv := changeView{Kind: c.Kind, ID: c.Pending.ID, Command: c.Pending.Request.Command,
-				AgentID: c.Pending.Request.AgentID, Decision: string(c.Decision), By: c.By}
+			cv := changeView{Kind: c.Kind, ID: c.Pending.ID, Command: textsafe.Text(c.Pending.Request.Command),
+				AgentID: textsafe.Text(c.Pending.Request.AgentID), Decision: string(c.Decision), By: textsafe.Text(c.By)}
 			if !send("change", cv) || !send("pending", s.pendingNow()) {
 				return
 			}
@@ -203,6 +236,9 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.opts.Broker.Resolve(body.ID, a, s.decidedBy()); err != nil {
+		if errors.Is(err, approver.ErrExpired) {
+			s.logf("web approver: late decision %s for %s refused: %v", a, textsafe.Line(body.ID), err)
+		}
 		writeError(w, decideStatus(err), "%v", err)
 		return
 	}

@@ -5,12 +5,14 @@
 // and, when connected to a gateway, binds agents to nodes.
 //
 // It is a local admin API and is protected like one: it listens on loopback
-// only; every request needs the per-run secret (given once in the URL
-// printed at start, then kept in an HttpOnly SameSite=Strict cookie);
-// foreign Host and Origin headers are refused (DNS rebinding, cross-site
-// requests); changes are POST-only with a CSRF token from a same-origin
-// page; a strict Content-Security-Policy allows nothing but the embedded
-// files, and framing is denied.
+// only; every API request needs the per-run secret in a header (the URL
+// printed at start carries it in the fragment, which no browser sends to a
+// server; the page keeps it in sessionStorage — never a cookie, which the
+// browser would send to every port of 127.0.0.1); foreign Host and Origin
+// headers are refused (DNS rebinding, cross-site requests); changes are
+// POST-only with a random per-session CSRF token from a same-origin page;
+// a strict Content-Security-Policy allows nothing but the embedded files,
+// and framing is denied. docs/threat-model.md says what this defends.
 //
 // The same handler (NewHandler) is mounted by the gateway for its
 // operators, where the broker carries pending prompts from every host.
@@ -49,6 +51,10 @@ type Options struct {
 	// execution host's audit log; empty means "web". The gateway sets
 	// the operator's name.
 	DecidedBy string
+	// OnEdit, when set, hears every approvals edit the editor makes (what
+	// changed, the hash it was based on) before it is written: the gateway
+	// records it in its audit log.
+	OnEdit func(what, baseHash string)
 	// Logf receives one line per decision, edit and server error. Nil
 	// discards them.
 	Logf func(format string, args ...any)
@@ -106,9 +112,10 @@ func NewHandler(opts Options) (http.Handler, string, error) {
 }
 
 // URL returns the address to open in a browser: the handler's address with
-// the secret as the k parameter.
+// the secret in the fragment (#k=…), which browsers never send to a
+// server; the page reads it and sends it in SecretHeader.
 func URL(addr, secret string) string {
-	u := url.URL{Scheme: "http", Host: addr, Path: "/", RawQuery: SecretParam + "=" + url.QueryEscape(secret)}
+	u := url.URL{Scheme: "http", Host: addr, Path: "/", Fragment: SecretParam + "=" + secret}
 	return u.String()
 }
 

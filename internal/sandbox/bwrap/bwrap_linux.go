@@ -17,6 +17,7 @@ import (
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/agent"
 )
 
 // systemDirs are the host directories every sandbox sees read-only.
@@ -51,9 +52,17 @@ type Backend struct {
 	// nested is set when the gateway is root and an unprivileged second
 	// bwrap can add a user namespace (see nest in helper_linux.go).
 	nested bool
+	// agentBin is the host path of the agent binary; agentErr says why
+	// commands do not go through resident agents (nil: they do).
+	agentBin string
+	agentErr error
 
 	mu     sync.Mutex
 	closed bool
+	boxes  map[string]*abox
+
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -79,12 +88,32 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: locate the exechost binary for the sandbox helper: %v", ErrUnavailable, err)
 	}
-	b := &Backend{cfg: cfg, stateDir: stateDir, bwrap: bwPath, helper: self}
+	b := &Backend{cfg: cfg, stateDir: stateDir, bwrap: bwPath, helper: self, agentBin: self, boxes: map[string]*abox{}}
+	if cfg.AgentBinary != "" {
+		b.agentBin = cfg.AgentBinary
+	}
+	if err := b.probeAll(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Agent == sandbox.AgentOff {
+		b.agentErr = errors.New("off (sandbox.agent=off): a fresh sandbox per command")
+	} else {
+		b.agentErr = b.probeAgent(ctx)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	b.stopReaper, b.reaperDone = cancel, make(chan struct{})
+	go b.reapLoop(rctx, time.Duration(cfg.IdleTimeout))
+	return b, nil
+}
+
+// probeAll runs the probe sandbox, for a root gateway first with the
+// nested user namespace.
+func (b *Backend) probeAll(ctx context.Context) error {
 	if os.Geteuid() == 0 {
 		b.nested = true
 		if rep, err := b.probe(ctx); err == nil {
 			b.report = rep
-			return b, nil
+			return nil
 		}
 		// No unprivileged user namespaces here: one stage, dropping to
 		// sandboxUID without a user namespace.
@@ -92,11 +121,39 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	}
 	rep, err := b.probe(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.report = rep
-	return b, nil
+	return nil
 }
+
+// probeAgent starts a resident sandbox over a scratch workspace, runs
+// `true` through its agent and ends it. Its error says why commands will
+// each get a fresh sandbox instead.
+func (b *Backend) probeAgent(ctx context.Context) error {
+	ws, err := os.MkdirTemp("", "exechost-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	if err := os.Chmod(ws, 0o777); err != nil {
+		return err
+	}
+	conn, err := b.startAgent(ctx, ws)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	res, err := conn.Exec(ctx, agent.Request{Argv: []string{"/bin/sh", "-c", "exit 0"}, Cwd: sandbox.WorkspaceDir, Timeout: 30 * time.Second})
+	if err == nil && !res.Success {
+		err = fmt.Errorf("probe command failed: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	return err
+}
+
+// AgentErr says why commands do not run through resident agents here, or
+// nil when they do.
+func (b *Backend) AgentErr() error { return b.agentErr }
 
 // Name identifies the backend.
 func (b *Backend) Name() string { return sandbox.BackendBwrap }
@@ -112,9 +169,13 @@ func (b *Backend) Report() Report { return b.report }
 func (b *Backend) Isolation() []string {
 	r := b.report
 	root := os.Geteuid() == 0
-	ns := "namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command; no nested user namespaces"
+	fresh := "fresh per command"
+	if b.agentErr == nil {
+		fresh = "fresh per sandbox"
+	}
+	ns := "namespaces: user, mount, pid, network (loopback only), ipc, uts, cgroup; " + fresh + "; no nested user namespaces"
 	if root && !b.nested {
-		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; fresh per command (no user namespace: unprivileged user namespaces are not allowed here)"
+		ns = "namespaces: mount, pid, network (loopback only), ipc, uts, cgroup; " + fresh + " (no user namespace: unprivileged user namespaces are not allowed here)"
 	}
 	out := []string{
 		ns,
@@ -126,6 +187,11 @@ func (b *Backend) Isolation() []string {
 	}
 	if r.NoNewPrivs {
 		out = append(out, "no_new_privs: set")
+	}
+	if b.agentErr == nil {
+		out = append(out, "commands: forked by a resident agent (the exechost binary, same restrictions) in one sandbox per "+string(b.cfg.Scope)+", removed after "+time.Duration(b.cfg.IdleTimeout).String()+" idle")
+	} else {
+		out = append(out, "commands: a fresh sandbox each; resident agent: "+b.agentErr.Error())
 	}
 	out = append(out, "landlock: "+r.Landlock)
 	switch {
@@ -144,12 +210,20 @@ func (b *Backend) Isolation() []string {
 	return out
 }
 
-// Close makes later Execs fail with ErrClosed. Sandboxes still running
-// die with their commands' timeouts or contexts.
+// Close ends every resident sandbox (and the commands in them) and makes
+// later Execs fail with ErrClosed. Fresh per-command sandboxes still
+// running die with their commands' timeouts or contexts.
 func (b *Backend) Close(context.Context) error {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
 	b.closed = true
 	b.mu.Unlock()
+	b.stopReaper()
+	<-b.reaperDone
+	b.closeBoxes()
 	return nil
 }
 
@@ -183,6 +257,9 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	argv := req.Argv
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	if b.agentErr == nil {
+		return b.execAgent(ctx, req, ws, argv)
 	}
 	env, err := sandboxEnv(req.Env)
 	if err != nil {
@@ -235,44 +312,12 @@ func (b *Backend) probe(ctx context.Context) (Report, error) {
 // run starts one sandbox and waits for it. statusOut, when set, receives
 // everything the helper wrote to the status pipe (probe mode).
 func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec helperSpec, stdout, stderr io.Writer, timeout time.Duration, statusOut *[]byte) (code int, timedOut bool, err error) {
-	statusR, statusW, err := os.Pipe()
+	diag := &sandbox.HeadWriter{N: 4096}
+	cmd, statusR, err := b.start(ws, cwd, env, spec, nil, stdout, io.MultiWriter(stderr, diag))
 	if err != nil {
-		return 0, false, fmt.Errorf("%w: status pipe: %v", ErrSetup, err)
+		return 0, false, err
 	}
 	defer statusR.Close()
-
-	spec.Landlock = b.cfg.Bwrap.Landlock
-	spec.Pids = max(b.cfg.Bwrap.PidsLimit, 0)
-	if b.cfg.Bwrap.Memory != "" {
-		spec.Memory, _ = sandbox.ParseSize(b.cfg.Bwrap.Memory)
-	}
-	spec.StatusFD = fdStatus
-	if os.Geteuid() == 0 {
-		spec.DropTo = sandboxUID
-		if b.nested {
-			inner := spec
-			inner.DropTo = 0
-			spec = helperSpec{StatusFD: fdStatus, DropTo: sandboxUID, Bwrap: b.bwrap, Nest: &inner}
-		}
-	}
-	specJSON, err := json.Marshal(spec)
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: encode helper spec: %v", ErrSetup, err)
-	}
-
-	cmd := exec.Command(b.bwrap, b.args(ws, cwd, env, string(specJSON))...)
-	cmd.Env = []string{} // bwrap --clearenv + --setenv carry the sandbox's environment
-	cmd.Dir = "/"
-	diag := &limitedWriter{w: &strings.Builder{}, n: 4096}
-	cmd.Stdout, cmd.Stderr = stdout, io.MultiWriter(stderr, diag)
-	cmd.ExtraFiles = []*os.File{statusW}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = waitDelay
-	if err := cmd.Start(); err != nil {
-		statusW.Close()
-		return 0, false, fmt.Errorf("%w: start bwrap: %v", ErrSetup, err)
-	}
-	statusW.Close()
 	statusCh := make(chan []byte, 1)
 	go func() {
 		data, _ := io.ReadAll(io.LimitReader(statusR, 64<<10))
@@ -321,6 +366,52 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 	return code, timedOut, nil
 }
 
+// start starts bwrap with the helper, which applies spec (completed here
+// with the configured limits and, for a root gateway, the drop to
+// sandboxUID) and then execs spec.Argv. The caller reads the status pipe
+// and waits for the command.
+func (b *Backend) start(ws, cwd string, env []string, spec helperSpec, stdin io.Reader, stdout, stderr io.Writer) (*exec.Cmd, *os.File, error) {
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: status pipe: %v", ErrSetup, err)
+	}
+	spec.Landlock = b.cfg.Bwrap.Landlock
+	spec.Pids = max(b.cfg.Bwrap.PidsLimit, 0)
+	if b.cfg.Bwrap.Memory != "" {
+		spec.Memory, _ = sandbox.ParseSize(b.cfg.Bwrap.Memory)
+	}
+	spec.StatusFD = fdStatus
+	if os.Geteuid() == 0 {
+		spec.DropTo = sandboxUID
+		if b.nested {
+			inner := spec
+			inner.DropTo = 0
+			spec = helperSpec{StatusFD: fdStatus, DropTo: sandboxUID, Bwrap: b.bwrap, Nest: &inner}
+		}
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		statusR.Close()
+		statusW.Close()
+		return nil, nil, fmt.Errorf("%w: encode helper spec: %v", ErrSetup, err)
+	}
+
+	cmd := exec.Command(b.bwrap, b.args(ws, cwd, env, string(specJSON))...)
+	cmd.Env = []string{} // bwrap --clearenv + --setenv carry the sandbox's environment
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.ExtraFiles = []*os.File{statusW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		statusR.Close()
+		statusW.Close()
+		return nil, nil, fmt.Errorf("%w: start bwrap: %v", ErrSetup, err)
+	}
+	statusW.Close()
+	return cmd, statusR, nil
+}
+
 // args builds the bwrap command line. Order matters: bwrap applies the
 // operations in sequence on a fresh tmpfs root, which is remounted
 // read-only last.
@@ -352,6 +443,9 @@ func (b *Backend) args(ws, cwd string, env []string, spec string) []string {
 		"--perms", "0755", "--dir", filepath.Dir(helperPath),
 		"--ro-bind", b.helper, helperPath,
 	)
+	if b.agentBin != "" && b.agentBin != b.helper {
+		a = append(a, "--ro-bind", b.agentBin, agentPath)
+	}
 	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", cwd,
@@ -372,27 +466,4 @@ func sandboxEnv(overlay map[string]string) ([]string, error) {
 		m[k] = v
 	}
 	return sandbox.EnvList(m)
-}
-
-// limitedWriter keeps the first n bytes written to it (bwrap's own error
-// messages) and discards the rest.
-type limitedWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
-	n  int
-}
-
-func (l *limitedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := l.n - l.w.Len(); room > 0 {
-		l.w.WriteString(string(p[:min(len(p), room)]))
-	}
-	return len(p), nil
-}
-
-func (l *limitedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }

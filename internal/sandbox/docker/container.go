@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"os"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -15,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/agent"
 )
 
 // keepalive is the container's main process: a shell that sleeps forever,
@@ -47,13 +50,19 @@ func (b *Backend) release(bx *box) {
 	bx.lastUsed = time.Now()
 }
 
-// ensure returns bx's running container, creating and starting it first
-// when there is none.
-func (b *Backend) ensure(ctx context.Context, bx *box, workspace string) (string, error) {
+// ensure returns bx's running container and, in agent mode, its agent,
+// creating and starting the container first when there is none or its
+// agent died.
+func (b *Backend) ensure(ctx context.Context, bx *box, workspace string) (string, *agent.Conn, error) {
 	bx.mu.Lock()
 	defer bx.mu.Unlock()
+	if bx.id != "" && (bx.conn == nil || bx.conn.Err() == nil) {
+		return bx.id, bx.conn, nil
+	}
 	if bx.id != "" {
-		return bx.id, nil
+		// The agent died: its container goes with it.
+		_ = b.remove(ctx, bx.id)
+		bx.id, bx.conn = "", nil
 	}
 	b.mu.Lock()
 	closed := b.closed
@@ -61,24 +70,28 @@ func (b *Backend) ensure(ctx context.Context, bx *box, workspace string) (string
 	if closed {
 		// Close already removed every container; one created now would
 		// be nobody's to remove.
-		return "", ErrClosed
+		return "", nil, ErrClosed
 	}
-	id, err := b.create(ctx, bx, workspace)
+	id, conn, err := b.create(ctx, bx, workspace)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	bx.id = id
-	return id, nil
+	bx.id, bx.conn = id, conn
+	return id, conn, nil
 }
 
 // forget drops bx's container (if it is still id) and removes it, so the
 // next ensure creates a fresh one.
 func (b *Backend) forget(ctx context.Context, bx *box, id string) {
 	bx.mu.Lock()
+	var conn *agent.Conn
 	if bx.id == id {
-		bx.id = ""
+		bx.id, conn, bx.conn = "", bx.conn, nil
 	}
 	bx.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
 	_ = b.remove(ctx, id)
 }
 
@@ -93,7 +106,24 @@ func scopeHash(key string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func (b *Backend) create(ctx context.Context, bx *box, workspace string) (string, error) {
+// create creates and starts bx's container: in agent mode with the agent
+// as its main process (falling back for good to the keepalive shell and
+// runc exec when that cannot work here), else with keepalive.
+func (b *Backend) create(ctx context.Context, bx *box, workspace string) (string, *agent.Conn, error) {
+	bin, agentErr := b.agent.get()
+	if agentErr == nil {
+		id, conn, err := b.createContainer(ctx, bx, workspace, bin)
+		if err == nil || errors.Is(err, ErrDaemonUnreachable) || errors.Is(err, ErrImageMissing) || ctx.Err() != nil {
+			return id, conn, err
+		}
+		b.agent.disable(fmt.Errorf("off: a container with the agent did not start here (%v); commands use docker exec", err))
+	}
+	return b.createContainer(ctx, bx, workspace, "")
+}
+
+// createContainer creates and starts a container for bx; with agentBin
+// set, the agent is its main process and its Conn is returned.
+func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agentBin string) (string, *agent.Conn, error) {
 	d := b.cfg.Docker
 	hc := &container.HostConfig{
 		// A structured mount, not a "src:dst:rw" bind string: a workspace
@@ -131,6 +161,18 @@ func (b *Backend) create(ctx context.Context, bx *box, workspace string) (string
 		},
 		NetworkDisabled: d.Network == "none",
 	}
+	var ln *net.UnixListener
+	if agentBin != "" {
+		runDir, l, err := b.listenRun(bx.key)
+		if err == nil {
+			ln = l
+			defer func() {
+				ln.Close()
+				os.RemoveAll(runDir)
+			}()
+		}
+		agentConfig(cfg, hc, agentBin, runDir)
+	}
 	name := b.containerName(bx.key)
 	// A container of that name can only be a leftover of this owner (a
 	// forgotten box, a crash between create and start): replace it.
@@ -138,15 +180,23 @@ func (b *Backend) create(ctx context.Context, bx *box, workspace string) (string
 	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
 	if err != nil {
 		if isNotFound(err) {
-			return "", imageError(d.Image, err)
+			return "", nil, imageError(d.Image, err)
 		}
-		return "", fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
+		return "", nil, fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
+	}
+	if agentBin != "" {
+		conn, err := b.attachAgent(ctx, res.ID, name, ln)
+		if err != nil {
+			_ = b.remove(context.WithoutCancel(ctx), res.ID)
+			return "", nil, err
+		}
+		return res.ID, conn, nil
 	}
 	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		_ = b.remove(context.WithoutCancel(ctx), res.ID)
-		return "", fmt.Errorf("start sandbox container %s: %w (hint: the image needs /bin/sh and sleep)", name, daemonError(err))
+		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs /bin/sh and sleep)", name, daemonError(err))
 	}
-	return res.ID, nil
+	return res.ID, nil, nil
 }
 
 // remove force-removes a container; a container that is already gone is
@@ -228,9 +278,12 @@ func (b *Backend) reapIdle(ctx context.Context, now time.Time) int {
 	n := 0
 	for _, bx := range victims {
 		bx.mu.Lock()
-		id := bx.id
-		bx.id = ""
+		id, conn := bx.id, bx.conn
+		bx.id, bx.conn = "", nil
 		bx.mu.Unlock()
+		if conn != nil {
+			conn.Close()
+		}
 		if id != "" && b.remove(ctx, id) == nil {
 			n++
 		}

@@ -16,12 +16,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/agent"
 )
 
 // Errors a caller can test for with errors.Is. Each is wrapped with what
@@ -61,15 +65,18 @@ type Backend struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+
+	agent agentState
 }
 
-// box is one scope's container. id is guarded by mu (held while creating);
-// inflight and lastUsed by Backend.mu.
+// box is one scope's container. id and conn are guarded by mu (held while
+// creating); inflight and lastUsed by Backend.mu.
 type box struct {
 	key      string
 	agent    string
 	mu       sync.Mutex
 	id       string
+	conn     *agent.Conn // the container's agent; nil in exec mode
 	inflight int
 	lastUsed time.Time
 }
@@ -105,6 +112,12 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		idle:     time.Duration(cfg.IdleTimeout),
 		boxes:    make(map[string]*box),
 	}
+	switch {
+	case cfg.Agent == sandbox.AgentOff:
+		b.agent.err = errors.New("off (sandbox.agent=off): docker exec per command")
+	default:
+		b.agent.bin, b.agent.err = agentBinary(cfg)
+	}
 	if _, err := b.RemoveOrphans(ctx); err != nil {
 		cli.Close()
 		return nil, err
@@ -113,6 +126,28 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	b.stopReaper, b.reaperDone = cancel, make(chan struct{})
 	go b.reapLoop(rctx)
 	return b, nil
+}
+
+// agentBinary returns the agent binary for cfg (sandbox.agentBinary, or
+// this executable), or why it cannot run in a container: it must be a
+// statically linked Linux executable, since the image may have no C
+// library at all.
+func agentBinary(cfg sandbox.Config) (string, error) {
+	bin := cfg.AgentBinary
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("off: locate the exechost binary: %w", err)
+		}
+		bin = self
+	}
+	if runtime.GOOS != "linux" {
+		return "", fmt.Errorf("off: the agent binary must be a Linux executable; this gateway runs on %s (set sandbox.agentBinary to a Linux build)", runtime.GOOS)
+	}
+	if err := agent.CheckStatic(bin); err != nil {
+		return "", fmt.Errorf("off: %w", err)
+	}
+	return bin, nil
 }
 
 // NewClient returns an Engine API client for host (empty: $DOCKER_HOST or
@@ -169,7 +204,18 @@ func (b *Backend) Name() string { return sandbox.BackendDocker }
 
 // Isolation describes the boundary this backend's containers get, for
 // `exechost sandbox doctor`.
-func (b *Backend) Isolation() []string { return Describe(b.cfg) }
+func (b *Backend) Isolation() []string {
+	out := Describe(b.cfg)
+	if err := b.AgentErr(); err != nil {
+		// Agent mode may have been turned off after a failed start.
+		for i, l := range out {
+			if strings.HasPrefix(l, "commands:") {
+				out[i] = "commands: docker exec per command; resident agent " + err.Error()
+			}
+		}
+	}
+	return out
+}
 
 // Describe lists, in words, the isolation containers created from cfg get.
 func Describe(cfg sandbox.Config) []string {
@@ -180,6 +226,14 @@ func Describe(cfg sandbox.Config) []string {
 		"network: " + d.Network,
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
+	}
+	switch _, err := agentBinary(cfg); {
+	case cfg.Agent == sandbox.AgentOff:
+		out = append(out, "commands: docker exec per command (sandbox.agent=off)")
+	case err != nil:
+		out = append(out, "commands: docker exec per command; resident agent "+err.Error())
+	default:
+		out = append(out, "commands: forked by a resident agent (the exechost binary, mounted read-only) as the container's main process")
 	}
 	if *d.ReadOnlyRoot {
 		out = append(out, "root filesystem: read-only; writable /workspace and tmpfs /tmp")
@@ -207,9 +261,12 @@ func (b *Backend) Close(ctx context.Context) error {
 	var errs []error
 	for _, bx := range boxes {
 		bx.mu.Lock()
-		id := bx.id
-		bx.id = ""
+		id, conn := bx.id, bx.conn
+		bx.id, bx.conn = "", nil
 		bx.mu.Unlock()
+		if conn != nil {
+			conn.Close()
+		}
 		if id != "" {
 			errs = append(errs, b.remove(ctx, id))
 		}

@@ -20,6 +20,11 @@ import (
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
 )
 
+// agentMode makes open use the resident agent (the default, with a static
+// build of exechost as the agent); TestExecMode runs the core tests again
+// with it off, through runc exec.
+var agentMode = true
+
 // open starts a backend on the busybox test image with a fresh state
 // directory, closed at cleanup.
 func open(t testing.TB, mutate func(*sandbox.Config)) (*Backend, string) {
@@ -30,12 +35,20 @@ func open(t testing.TB, mutate func(*sandbox.Config)) (*Backend, string) {
 	cfg := sandbox.DefaultConfig()
 	cfg.Docker.Image = image
 	cfg.IdleTimeout = sandbox.Duration(time.Hour)
+	if agentMode {
+		cfg.AgentBinary = dockertest.AgentBinary(t)
+	} else {
+		cfg.Agent = sandbox.AgentOff
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
 	b, err := Open(context.Background(), cfg, stateDir)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
+	}
+	if (b.AgentErr() == nil) != agentMode {
+		t.Fatalf("agent mode %v, but AgentErr = %v", agentMode, b.AgentErr())
 	}
 	t.Cleanup(func() {
 		if err := b.Close(context.Background()); err != nil {
@@ -77,6 +90,12 @@ func owned(t testing.TB, b *Backend) []string {
 
 func TestExecOutputAndExitCode(t *testing.T) {
 	b, _ := open(t, nil)
+	// The shell killed by its own signal: runc exec's wrapper shell says
+	// so on stderr; the agent reports the signal in Error.
+	killed := runner.Result{ExitCode: 137, Stderr: "Killed\n"}
+	if agentMode {
+		killed = runner.Result{ExitCode: 137, Error: "killed by signal killed"}
+	}
 	tests := []struct {
 		name string
 		req  sandbox.Request
@@ -88,8 +107,7 @@ func TestExecOutputAndExitCode(t *testing.T) {
 			runner.Result{Success: true, Stdout: "$HOME; x\n"}},
 		{"shell text with stderr and exit code", sandbox.Request{Command: "echo out; echo err >&2; exit 3"},
 			runner.Result{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}},
-		{"killed by a signal in a healthy container", sandbox.Request{Command: "kill -9 $$"},
-			runner.Result{ExitCode: 137, Stderr: "Killed\n"}}, // the wrapper shell reports it
+		{"killed by a signal in a healthy container", sandbox.Request{Command: "kill -9 $$"}, killed},
 		{"env", sandbox.Request{Command: `printf %s "$GREETING"`, Env: map[string]string{"GREETING": "hi there"}},
 			runner.Result{Success: true, Stdout: "hi there"}},
 		{"default cwd is the workspace", sandbox.Request{Argv: []string{"pwd"}},
@@ -458,6 +476,25 @@ func restartDockerd(t *testing.T) {
 	out, err := exec.Command("../../../scripts/provision-docker.sh").CombinedOutput()
 	if err != nil {
 		t.Fatalf("start dockerd: %v\n%s", err, out)
+	}
+}
+
+// TestExecMode runs the core tests with sandbox.agent=off: one runc exec
+// per command, the fallback and the benchmark's baseline.
+func TestExecMode(t *testing.T) {
+	agentMode = false
+	defer func() { agentMode = true }()
+	for name, f := range map[string]func(*testing.T){
+		"ExecOutputAndExitCode":                 TestExecOutputAndExitCode,
+		"MissingProgram":                        TestMissingProgram,
+		"TimeoutKillsTheCommandNotTheContainer": TestTimeoutKillsTheCommandNotTheContainer,
+		"OutputCap":                             TestOutputCap,
+		"NetworkNone":                           TestNetworkNone,
+		"Filesystem":                            TestFilesystem,
+		"ContainerDiedIsRecreated":              TestContainerDiedIsRecreated,
+		"ContainerDiedMidCommandIsNotRerun":     TestContainerDiedMidCommandIsNotRerun,
+	} {
+		t.Run(name, f)
 	}
 }
 

@@ -63,9 +63,17 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 		return runner.Result{}, err
 	}
 	defer b.release(bx)
+	if b.AgentErr() == nil {
+		return b.execAgent(ctx, bx, ws, req, env)
+	}
+	return b.execRetry(ctx, bx, ws, req, env)
+}
 
+// execRetry runs req with runc exec in bx's container, recreating the
+// container once when it is gone before the command started.
+func (b *Backend) execRetry(ctx context.Context, bx *box, ws string, req sandbox.Request, env []string) (runner.Result, error) {
 	for attempt := 0; ; attempt++ {
-		id, err := b.ensure(ctx, bx, ws)
+		id, _, err := b.ensure(ctx, bx, ws)
 		if err != nil {
 			return runner.Result{}, err
 		}

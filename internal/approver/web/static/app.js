@@ -5,7 +5,10 @@
 const $ = (id) => document.getElementById(id);
 
 const app = {
-  csrf: "",
+  secret: "",       // from the URL fragment, kept in sessionStorage (never a cookie)
+  csrf: "",         // per-session token from POST api/session
+  stale: "",        // "", "restarted", "unreachable" or "nosecret": the page cannot be trusted
+
   state: null,      // GET api/state
   hash: "",         // hash of the approvals file this page loaded
   agent: "*",       // selected agent in the editor
@@ -39,22 +42,83 @@ function showBanner(text, reload) {
 
 function hideBanner() { $("banner").hidden = true; }
 
-async function api(method, path, body) {
-  const opts = { method, credentials: "same-origin", headers: {} };
+// The secret arrives in the URL fragment (#k=…), which browsers never send
+// to a server. It is kept in sessionStorage — per tab and per origin, so no
+// other local port can read it — and sent in a header that browsers never
+// attach by themselves. The fragment is removed from the address bar.
+const SECRET_KEY = "exechost-approver-secret";
+
+function takeSecret() {
+  const m = /(?:^#|&)k=([^&]+)/.exec(location.hash);
+  if (m) {
+    sessionStorage.setItem(SECRET_KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem(SECRET_KEY) || "";
+}
+
+async function rawApi(method, path, body) {
+  const opts = { method, credentials: "omit", cache: "no-store", headers: { "X-Exechost-Secret": app.secret } };
   if (body !== undefined) {
     opts.headers["Content-Type"] = "application/json";
     opts.headers["X-CSRF-Token"] = app.csrf;
     opts.body = JSON.stringify(body);
   }
-  const res = await fetch(path, opts);
+  let res;
+  try {
+    res = await fetch(path, opts);
+  } catch (e) {
+    const err = new Error("cannot reach the approver");
+    err.status = 0;
+    throw err;
+  }
   let data = null;
-  try { data = await res.json(); } catch (_) { /* not JSON */ }
+  const text = await res.text();
+  try { data = JSON.parse(text); } catch (_) { /* not JSON */ }
   if (!res.ok) {
-    const err = new Error((data && data.error) || res.status + " " + res.statusText);
+    const err = new Error((data && data.error) || text.trim() || res.status + " " + res.statusText);
     err.status = res.status;
     throw err;
   }
   return data;
+}
+
+async function newSession() {
+  const s = await rawApi("POST", "api/session");
+  app.csrf = s.csrf;
+}
+
+async function api(method, path, body) {
+  try {
+    return await rawApi(method, path, body);
+  } catch (e) {
+    if (e.status === 403 && /CSRF/.test(e.message)) { // session forgotten: mint a new one, retry once
+      await newSession();
+      return await rawApi(method, path, body);
+    }
+    if (e.status === 403 && /secret/.test(e.message)) setStale("restarted");
+    throw e;
+  }
+}
+
+// setStale makes it impossible to miss that the page no longer knows the
+// truth: a loud banner, the pending list marked stale and its buttons
+// disabled, and never "No pending approvals".
+const staleText = {
+  restarted: "The approver restarted (or this page's secret is no longer valid). This page can no longer see or answer prompts — open the new URL the approver printed.",
+  unreachable: "Cannot reach the approver — reconnecting… Pending prompts are unknown until it is back.",
+  nosecret: "This page was opened without its secret. Open the full URL the approver printed (it ends in #k=…).",
+};
+
+function setStale(kind) {
+  app.stale = kind;
+  document.body.dataset.stale = kind;
+  $("stale-text").textContent = kind ? staleText[kind] : "";
+  $("stale").hidden = !kind;
+  $("pending-list").classList.toggle("stale", !!kind);
+  for (const b of $("pending-list").querySelectorAll("button")) b.disabled = !!kind;
+  if (kind) { $("live").textContent = kind === "unreachable" ? "reconnecting…" : "disconnected"; $("live").className = "live off"; }
+  renderPending();
 }
 
 function fmtTime(ms) {
@@ -104,6 +168,14 @@ function renderPending() {
     card.querySelector(".agent").textContent = "agent " + (p.agentId || "(none)");
     card.querySelector(".why").textContent = whyText(p.reason);
     card.querySelector(".cmd").textContent = p.command;
+    // The parsed form the approval binds, when it reads differently.
+    const canon = card.querySelector(".canonical");
+    canon.textContent = p.canonical || "";
+    canon.hidden = !p.canonical;
+    card.querySelector(".canonical-title").hidden = canon.hidden;
+    card.querySelector(".runs-as").textContent = p.runsAs || "—";
+    const starts = card.querySelector(".starts");
+    for (const x of p.starts || []) starts.append(el("li", {}, el("code", {}, x)));
     card.querySelector(".session").textContent = p.sessionKey || "—";
     card.querySelector(".host").textContent = p.host + (p.nodeId ? " (node " + p.nodeId + ")" : "");
     card.querySelector(".cwd").textContent = p.cwd || "—";
@@ -117,6 +189,17 @@ function renderPending() {
         : el("span", { class: "badge miss" }, "not allowlisted");
       ul.append(el("li", {}, el("code", {}, x.path), " ", badge));
     }
+    // What allow-always would write, before the button that writes it.
+    const always = card.querySelector(".always");
+    for (const l of p.allowAlways) {
+      const li = el("li", { "data-kind": l.kind },
+        l.kind === "add" ? "adds " : l.kind === "skip" ? "not added: " : "",
+        l.kind === "add" ? el("code", {}, l.text) : l.text);
+      if (l.warning) li.append(" ", el("span", { class: "badge miss runs-anything" }, l.warning));
+      always.append(li);
+    }
+    always.hidden = p.allowAlways.length === 0;
+    card.querySelector(".always-title").hidden = always.hidden;
     const actions = card.querySelector(".actions");
     for (const d of ["allow-once", "allow-always", "deny"]) {
       if (!p.choices.includes(d)) continue;
@@ -126,7 +209,7 @@ function renderPending() {
     }
     list.append(card);
   }
-  $("pending-empty").hidden = app.pending.length > 0;
+  $("pending-empty").hidden = app.pending.length > 0 || !!app.stale;
   $("pending-count").textContent = String(app.pending.length);
   $("pending-count").classList.toggle("hot", app.pending.length > 0);
   document.title = (app.pending.length ? "(" + app.pending.length + ") " : "") + "exechost approver";
@@ -180,12 +263,65 @@ function applyPending(data) {
   renderPending();
 }
 
-function connectEvents() {
-  const es = new EventSource("api/events");
-  es.addEventListener("open", () => { $("live").textContent = "live"; $("live").className = "live on"; });
-  es.addEventListener("error", () => { $("live").textContent = "reconnecting…"; $("live").className = "live off"; });
-  es.addEventListener("pending", (ev) => applyPending(JSON.parse(ev.data)));
-  es.addEventListener("change", (ev) => addActivity(JSON.parse(ev.data)));
+// streamEvents reads the server-sent event stream with fetch (EventSource
+// cannot send the secret header) until it ends or fails.
+async function streamEvents() {
+  let res;
+  try {
+    res = await fetch("api/events", { credentials: "omit", cache: "no-store", headers: { "X-Exechost-Secret": app.secret } });
+  } catch (_) {
+    const err = new Error("cannot reach the approver");
+    err.status = 0;
+    throw err;
+  }
+  if (!res.ok) {
+    const err = new Error((await res.text()).trim());
+    err.status = res.status;
+    throw err;
+  }
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  let first = true;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw Object.assign(new Error("event stream ended"), { status: 0 });
+    buf += value;
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      let ev = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) ev = line.slice(7);
+        else if (line.startsWith("data: ")) data.push(line.slice(6));
+      }
+      if (data.length === 0) continue;
+      const d = JSON.parse(data.join("\n"));
+      if (ev === "pending") {
+        if (first) { first = false; setStale(""); $("live").textContent = "live"; $("live").className = "live on"; }
+        applyPending(d);
+      } else if (ev === "change") addActivity(d);
+    }
+  }
+}
+
+// connectEvents keeps the stream up. A refused secret means the approver
+// restarted with a new one: nothing this page holds can work again, so it
+// says so and stops. A network failure retries with backoff, stale meanwhile.
+async function connectEvents() {
+  let delay = 250;
+  for (;;) {
+    try {
+      await streamEvents();
+      delay = 250;
+    } catch (e) {
+      if (e.status === 403) { setStale("restarted"); return; }
+      setStale("unreachable");
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 5000);
+  }
 }
 
 // ---------- policy editor ----------
@@ -193,7 +329,6 @@ function connectEvents() {
 async function loadState() {
   const s = await api("GET", "api/state");
   app.state = s;
-  app.csrf = s.csrf;
   app.hash = s.hash;
   $("tab-nodes").hidden = !s.gateway;
   $("no-editor").hidden = s.editor;
@@ -360,14 +495,32 @@ async function main() {
   $("banner-close").addEventListener("click", hideBanner);
   $("banner-reload").addEventListener("click", async () => { hideBanner(); try { await loadState(); } catch (e) { showBanner(e.message, false); } });
   setupEditor();
+  app.secret = takeSecret();
+  if (!app.secret) {
+    setStale("nosecret");
+    document.body.dataset.ready = "true";
+    return;
+  }
   try {
+    await newSession();
     await loadState();
   } catch (e) {
-    showBanner("Could not load: " + e.message, false);
+    if (e.status === 403) setStale("restarted");
+    else if (e.status === 0) setStale("unreachable");
+    else showBanner("Could not load: " + e.message, false);
   }
   connectEvents();
   setInterval(tick, 1000);
   document.body.dataset.ready = "true";
 }
+
+// Pasting the new URL into this tab after a restart changes only the
+// fragment, which does not reload the page: take the new secret and reload.
+window.addEventListener("hashchange", () => {
+  if (/(?:^#|&)k=/.test(location.hash)) {
+    takeSecret();
+    location.reload();
+  }
+});
 
 document.addEventListener("DOMContentLoaded", main);

@@ -16,13 +16,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // Image is the tag of the test image.
@@ -188,4 +191,45 @@ func Context(busybox string) ([]byte, string, error) {
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	return buf.Bytes(), hex.EncodeToString(sum[:12]), nil
+}
+
+// agentBuild is the static exechost binary AgentBinary builds, once per
+// test process.
+var agentBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// AgentBinary returns a statically linked exechost binary (CGO_ENABLED=0,
+// as released) to run as the sandbox agent inside the test image, which
+// has no C library; test binaries themselves link it dynamically. It is
+// built once per test process into a directory per checkout, kept between
+// runs (the Go build cache makes a rebuild cheap).
+func AgentBinary(t testing.TB) string {
+	t.Helper()
+	agentBuild.once.Do(func() {
+		// One directory per checkout, so parallel test runs of different
+		// trees never run each other's agent.
+		wd, _ := os.Getwd()
+		sum := sha256.Sum256([]byte(wd))
+		dir := filepath.Join(os.TempDir(), "exechost-agent-test-"+hex.EncodeToString(sum[:6]))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			agentBuild.err = err
+			return
+		}
+		// Build in the environment of this (sequential) test binary.
+		old, had := os.LookupEnv("CGO_ENABLED")
+		os.Setenv("CGO_ENABLED", "0")
+		agentBuild.path, agentBuild.err = testproc.Build(dir, false, "-trimpath")
+		if had {
+			os.Setenv("CGO_ENABLED", old)
+		} else {
+			os.Unsetenv("CGO_ENABLED")
+		}
+	})
+	if agentBuild.err != nil {
+		t.Fatalf("build the static agent binary: %v", agentBuild.err)
+	}
+	return agentBuild.path
 }

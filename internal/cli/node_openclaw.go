@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/exechost/exechost/internal/openclaw"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/service"
+)
+
+// openclawFlags are `exechost node run`'s flags for serving an OpenClaw
+// gateway instead of an exechost one (docs/openclaw.md).
+type openclawFlags struct {
+	url, token, instanceID string
+}
+
+func (f *openclawFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.url, "openclaw", "", "serve an OpenClaw gateway (protocol v4) at this URL, e.g. ws://127.0.0.1:18789, instead of an exechost gateway")
+	cmd.Flags().StringVar(&f.token, "openclaw-token", "", "the OpenClaw gateway's shared token (default $OPENCLAW_GATEWAY_TOKEN, else the device token saved at pairing)")
+	cmd.Flags().StringVar(&f.instanceID, "openclaw-instance-id", "", "client instance id shown by OpenClaw (default the host name)")
+}
+
+// runOpenClawNode serves an OpenClaw gateway with this machine's engine
+// until ctx ends.
+func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
+	if f.url != "" || f.joinKey != "" || f.fingerprint != "" || f.execHost != "local" {
+		return usagef("--openclaw cannot be combined with --gateway, --join-key, --tls-fingerprint or --exec-host")
+	}
+	if f.route.route != "" && f.route.route != "local" {
+		return usagef("--openclaw supports only --approvals-route local (prompts go to this machine's approver socket)")
+	}
+	log, err := f.log.logger(g)
+	if err != nil {
+		return err
+	}
+	dir, err := g.dir()
+	if err != nil {
+		return err
+	}
+	eng, err := g.localEngine(dir)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if err := f.route.apply(eng, nil); err != nil {
+		return err
+	}
+	token := f.openclaw.token
+	if token == "" {
+		token = os.Getenv("OPENCLAW_GATEWAY_TOKEN")
+	}
+	n, err := openclaw.New(openclaw.Options{
+		GatewayURL: f.openclaw.url, Token: token, StateDir: dir,
+		DisplayName: f.displayName, InstanceID: f.openclaw.instanceID,
+		Version: Version, Runner: openclaw.EngineRunner(eng), Logger: log, Stderr: g.stderr,
+		OnConnected: func() { _ = service.NotifyReady() },
+	})
+	if err != nil {
+		return err
+	}
+	eng.Host, eng.NodeID = policy.HostNode, n.DeviceID()
+	eng.OnEvent = n.HostEvent
+	log.Info("openclaw node starting", "device", n.DeviceID(), "gateway", f.openclaw.url, "state", dir)
+	err = n.Run(ctx)
+	_ = service.NotifyStopping()
+	return err
+}

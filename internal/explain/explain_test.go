@@ -1,0 +1,174 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+func TestFromMessage(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want *bridge.Denial
+	}{
+		{"SYSTEM_RUN_DISABLED: security=deny", &bridge.Denial{Reason: ReasonDisabled}},
+		{"SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/make, nosuch (not found on PATH) (hint: `exechost approvals allowlist add <path> --agent 'main'` on the execution host, or ask a human to approve)",
+			&bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"/usr/bin/make", "nosuch (not found on PATH)"}}},
+		{"SYSTEM_RUN_DENIED: approval required; not allowlisted: /usr/bin/id", &bridge.Denial{Reason: ReasonApprovalRequired, Missing: []string{"/usr/bin/id"}}},
+		{"SYSTEM_RUN_DENIED: user denied", &bridge.Denial{Reason: ReasonUserDenied}},
+		{"something else", &bridge.Denial{}},
+	} {
+		if diff := cmp.Diff(tc.want, FromMessage(tc.msg)); diff != "" {
+			t.Errorf("FromMessage(%q) (-want +got):\n%s", tc.msg, diff)
+		}
+	}
+}
+
+func TestConstruct(t *testing.T) {
+	for _, tc := range []struct{ text, construct, pos string }{
+		{"echo $(id)", "command substitution $(…)", "1:6"},
+		{"git show > x", "redirection >x reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)", "1:10"},
+		{"eval ls", "eval runs its arguments as shell text", "1:1"},
+		{"make test", "", ""},
+	} {
+		c, p := Construct(tc.text)
+		if c != tc.construct || p != tc.pos {
+			t.Errorf("Construct(%q) = %q, %q; want %q, %q", tc.text, c, p, tc.construct, tc.pos)
+		}
+	}
+}
+
+func parse(t *testing.T, data string) *approvals.File {
+	t.Helper()
+	f, err := approvals.Parse("test.json", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestUnknownKeys(t *testing.T) {
+	f := parse(t, `{"version":1,"defautls":{},"defaults":{"security":"allowlist","asks":"off"},
+		"agents":{"main":{"allowlst":[{"pattern":"/usr/bin/make"}],"allowlist":[{"pattern":"/bin/ls","patern":"x"}]},"*":{"_comment":"ok"}}}`)
+	want := []string{
+		"defautls (did you mean defaults?)",
+		"defaults.asks (did you mean ask?)",
+		"agents.main.allowlst (did you mean allowlist?)",
+		"agents.main.allowlist[0].patern (did you mean pattern?)",
+	}
+	if diff := cmp.Diff(want, UnknownKeys(f)); diff != "" {
+		t.Errorf("UnknownKeys (-want +got):\n%s", diff)
+	}
+}
+
+// TestComplete checks each denial gets the deciding level and file, the
+// fixing command where one exists, and a hint where it does not.
+func TestComplete(t *testing.T) {
+	f := parse(t, `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},
+		"agents":{"main":{"allowlst":[]},"ci":{"security":"deny"}}}`)
+	for _, tc := range []struct {
+		name      string
+		msg, cmd  string
+		host      Host
+		want      bridge.Denial
+		hintWants []string
+	}{{
+		name: "allowlist miss on a node",
+		msg:  "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/make",
+		cmd:  "make test",
+		host: Host{Name: "n1", Node: "build-box", Path: "/s/exec-approvals.json", File: f, Agent: "main", Requested: policy.SecurityAllowlist},
+		want: bridge.Denial{
+			Reason: ReasonAllowlistMiss, Missing: []string{"/usr/bin/make"},
+			Policy:      &bridge.DenialSource{Host: "n1", File: "/s/exec-approvals.json", Level: "defaults", Setting: "security=allowlist ask=off"},
+			UnknownKeys: []string{"agents.main.allowlst (did you mean allowlist?)"},
+			Fix:         "exechost approvals allowlist add --node build-box --agent main /usr/bin/make",
+		},
+		hintWants: []string{"allowlist the executables", "agents.main.allowlst"},
+	}, {
+		name: "construct",
+		msg:  "SYSTEM_RUN_DENIED: allowlist miss (hint: rewrite the command without that construct, or ask a human to approve it)",
+		cmd:  "echo $(id)",
+		host: Host{Name: "gateway", Path: "/g/exec-approvals.json", File: f, Agent: "*"},
+		want: bridge.Denial{
+			Reason: ReasonAllowlistMiss, Construct: "command substitution $(…)", Position: "1:6",
+			Policy:      &bridge.DenialSource{Host: "gateway", File: "/g/exec-approvals.json", Level: "defaults", Setting: "security=allowlist ask=off"},
+			UnknownKeys: []string{"agents.main.allowlst (did you mean allowlist?)"},
+		},
+		hintWants: []string{"rewrite the command without command substitution $(…)"},
+	}, {
+		name: "security=deny from the agent's level",
+		msg:  "SYSTEM_RUN_DISABLED: security=deny",
+		cmd:  "echo $(id)", // not why: no construct reported
+		host: Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "ci"},
+		want: bridge.Denial{
+			Reason:      ReasonDisabled,
+			Policy:      &bridge.DenialSource{Host: "n1", File: "/s/exec-approvals.json", Level: "agents.ci", Setting: "security=deny"},
+			UnknownKeys: []string{"agents.main.allowlst (did you mean allowlist?)"},
+		},
+		hintWants: []string{"security is deny on n1", "exechost approvals set --node n1 --file F"},
+	}, {
+		name: "security=deny requested by the caller",
+		msg:  "SYSTEM_RUN_DISABLED: security=deny",
+		host: Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "main", Requested: policy.SecurityDeny},
+		want: bridge.Denial{
+			Reason:      ReasonDisabled,
+			Policy:      &bridge.DenialSource{Host: "n1", Level: "request", Setting: "security=deny"},
+			UnknownKeys: []string{"agents.main.allowlst (did you mean allowlist?)"},
+		},
+		hintWants: []string{"requested security is deny"},
+	}, {
+		name: "a name not found has no precise fix",
+		msg:  "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: nosuch (not found on PATH)",
+		host: Host{Name: "this machine"},
+		want: bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"nosuch (not found on PATH)"}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := FromMessage(tc.msg)
+			Complete(d, tc.host, tc.cmd)
+			hint := d.Hint
+			d.Hint = ""
+			if diff := cmp.Diff(&tc.want, d); diff != "" {
+				t.Errorf("Complete (-want +got):\n%s", diff)
+			}
+			for _, w := range tc.hintWants {
+				if !strings.Contains(hint, w) {
+					t.Errorf("hint %q lacks %q", hint, w)
+				}
+			}
+		})
+	}
+}
+
+// TestStructuredFieldsWin: what a host sends structured is kept over what
+// the message suggests.
+func TestStructuredFieldsWin(t *testing.T) {
+	d := FromMessage("SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/a")
+	Merge(d, &bridge.Denial{Missing: []string{"/usr/bin/b"}, Fix: "custom"})
+	if diff := cmp.Diff([]string{"/usr/bin/a"}, d.Missing); diff != "" {
+		t.Errorf("Merge overwrote Missing: %s", diff)
+	}
+	if d.Fix != "custom" {
+		t.Errorf("Fix = %q, want the host's", d.Fix)
+	}
+}
+
+func TestText(t *testing.T) {
+	got := Text(&bridge.Denial{
+		Missing: []string{"/usr/bin/make"}, Construct: "eval", Position: "1:1",
+		Policy:      &bridge.DenialSource{Host: "n1", File: "/s/a.json", Level: "agents.*", Setting: "security=allowlist ask=off"},
+		UnknownKeys: []string{"x"}, Fix: "exechost approvals allowlist add /usr/bin/make", Hint: "do it",
+	})
+	want := "missing: /usr/bin/make\nconstruct: eval at 1:1\npolicy: security=allowlist ask=off from agents.* (host n1, /s/a.json)\n" +
+		"unknown keys in the approvals file: x\nfix: exechost approvals allowlist add /usr/bin/make\nhint: do it\n"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Text (-want +got):\n%s", diff)
+	}
+	if Text(nil) != "" {
+		t.Error("Text(nil) is not empty")
+	}
+}

@@ -1,0 +1,492 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/time/rate"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/session"
+)
+
+// AuditRecorder is where the gateway records its own decisions (routing
+// refusals, sandbox runs, pairing, relayed edits and answers);
+// *audit.Recorder implements it. Record returns once the line is durable,
+// and the gateway records a decision before acting on it.
+type AuditRecorder interface {
+	Record(audit.Record) error
+}
+
+// MaxChange bounds the change summary of an approvals edit in a record: a
+// whole rewritten file is summarised, never copied into the log.
+const MaxChange = 2048
+
+// Bounds on audit records about unauthenticated peers (wrong tokens, bad
+// join keys): anyone who reaches the port can cause them, and without a
+// bound they could fill the log until rotation drops the records that
+// matter. Beyond the bound refusals are still counted in the metric, and
+// the next record says how many went unrecorded.
+const (
+	UnauthRecordsPerSecond = 5
+	UnauthRecordBurst      = 50
+)
+
+// unauthAudit is the rate limit on records about unauthenticated peers.
+type unauthAudit struct {
+	mu      sync.Mutex
+	lim     *rate.Limiter
+	now     func() time.Time // tests inject a clock
+	dropped int
+}
+
+// allow reports whether a record about an unauthenticated peer may be
+// written now, and how many were dropped since the last one written.
+func (u *unauthAudit) allow() (ok bool, dropped int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.lim == nil {
+		u.lim = rate.NewLimiter(UnauthRecordsPerSecond, UnauthRecordBurst)
+	}
+	now := time.Now
+	if u.now != nil {
+		now = u.now
+	}
+	if !u.lim.AllowN(now(), 1) {
+		u.dropped++
+		return false, 0
+	}
+	dropped, u.dropped = u.dropped, 0
+	return true, dropped
+}
+
+// auditUnauth records rec (about an unauthenticated peer) within the rate
+// limit, and always counts it.
+func (g *Gateway) auditUnauth(ctx context.Context, rec audit.Record) {
+	ok, dropped := g.unauth.allow()
+	if !ok {
+		g.opts.Metrics.ObserveDecision(rec.Action, rec.Event, rec.ReasonCode, rec.Host)
+		return
+	}
+	if dropped > 0 {
+		rec.Change = fmt.Sprintf("%d earlier refusals of unauthenticated peers not recorded (rate limit %d/s)", dropped, UnauthRecordsPerSecond)
+	}
+	_ = g.auditEvent(ctx, rec)
+}
+
+// callerKey carries the connection's caller through a request's context,
+// so decisions deep in a method can name who asked.
+type callerKey struct{}
+
+// withCaller returns ctx carrying c.
+func withCaller(ctx context.Context, c caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// actorOf names who sent the request ctx belongs to. A request with no
+// connection behind it comes from this process (`exechost up` approving
+// the local node it started).
+func actorOf(ctx context.Context) string {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	if !ok {
+		return "gateway process (exechost up)"
+	}
+	name := c.name
+	if name == "" {
+		name = "unnamed client"
+	}
+	return c.role + " " + name
+}
+
+// auditEvent records one gateway decision and counts it in
+// exechost_gateway_decisions_total. The actor defaults to ctx's caller and
+// the decision to what the event implies. A failed append is logged loudly
+// (the recorder's warn) and returned; callers keep the decision they made
+// either way, as execution hosts do: a denial stays a denial, and a full
+// disk does not stop the gateway.
+func (g *Gateway) auditEvent(ctx context.Context, rec audit.Record) error {
+	if rec.Actor == "" {
+		rec.Actor = actorOf(ctx)
+	}
+	if rec.Decision == "" {
+		rec.Decision = audit.DecisionAllow
+		if rec.Event == audit.EventDenied || rec.Action == audit.ActionNodeReject || rec.Action == audit.ActionNodeRemove {
+			rec.Decision = audit.DecisionDeny
+		}
+	}
+	g.opts.Metrics.ObserveDecision(rec.Action, rec.Event, rec.ReasonCode, rec.Host)
+	if g.opts.Audit == nil {
+		return nil
+	}
+	if err := g.opts.Audit.Record(rec); err != nil {
+		g.log.Error("audit record failed", "action", rec.Action, "event", rec.Event, "err", err)
+		return err
+	}
+	return nil
+}
+
+// refused records an exec request the gateway refuses before any
+// execution host sees it, and returns err unchanged (so a call site stays
+// one line). code "" derives the reason code from err's wire code. The
+// record's reason is the message the caller gets.
+func (g *Gateway) refused(ctx context.Context, p bridge.ExecParams, host policy.Host, node, code string, err error) error {
+	if code == "" {
+		code = refusalCode(err)
+	}
+	var key session.Key
+	if checkSession(p.AgentID, p.SessionKey) == nil {
+		// The ids the run would have had; oversized ones stay out of
+		// the log (the refusal says they were too long).
+		key = session.NewKey(p.AgentID, p.SessionKey)
+	}
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDenied, SessionKey: key.Session, AgentID: key.Agent, Host: string(host), NodeID: node,
+		Command: p.Command, Cwd: p.Cwd, Reason: bridge.AsError(err).Message, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionExec, ReasonCode: code},
+	})
+	return err
+}
+
+// refusalCode classifies a routing error by its wire code.
+func refusalCode(err error) string {
+	switch bridge.AsError(err).Code {
+	case bridge.CodeDenied:
+		return audit.ReasonBinding
+	case bridge.CodeNotFound:
+		return audit.ReasonUnknownNode
+	case bridge.CodeAmbiguous:
+		return audit.ReasonAmbiguousNode
+	case bridge.CodeNodeRequired:
+		return audit.ReasonNodeRequired
+	case bridge.CodeUnavailable:
+		return audit.ReasonNodeOffline
+	case bridge.CodeInvalidRequest:
+		return audit.ReasonInvalidRequest
+	}
+	return audit.ReasonOther
+}
+
+// sandboxRecord is the common part of a host=sandbox run's records.
+func (g *Gateway) sandboxRecord(r *run, p bridge.ExecParams, event string) audit.Record {
+	rec := audit.Record{
+		Event: event, RunID: r.id, SessionKey: r.key.Session, AgentID: r.key.Agent, Host: string(policy.HostSandbox),
+		Command: p.Command, Cwd: p.Cwd, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionExec, Scope: string(g.Config().Sandbox.WithDefaults().Scope)},
+	}
+	if g.opts.Sandbox != nil {
+		rec.Backend = g.opts.Sandbox.Name()
+	}
+	return rec
+}
+
+// auditSandboxStart records that a host=sandbox run is about to start.
+func (g *Gateway) auditSandboxStart(ctx context.Context, r *run, p bridge.ExecParams) {
+	rec := g.sandboxRecord(r, p, audit.EventDecision)
+	rec.ReasonCode, rec.Reason = audit.ReasonAllowed, "host=sandbox: the sandbox is the boundary"
+	_ = g.auditEvent(ctx, rec)
+}
+
+// auditSandboxEnd records a host=sandbox run's outcome: finished with its
+// result, or denied with the message the caller got (err, a *bridge.Error).
+// It returns err unchanged.
+func (g *Gateway) auditSandboxEnd(ctx context.Context, r *run, p bridge.ExecParams, res runner.Result, code string, err error) error {
+	if err != nil {
+		rec := g.sandboxRecord(r, p, audit.EventDenied)
+		rec.ReasonCode, rec.Reason = code, bridge.AsError(err).Message
+		_ = g.auditEvent(ctx, rec)
+		return err
+	}
+	rec := g.sandboxRecord(r, p, audit.EventFinished)
+	exit := res.ExitCode
+	rec.ExitCode, rec.TimedOut, rec.DurationMs = &exit, res.TimedOut, res.Duration.Milliseconds()
+	rec.Truncated, rec.Error, rec.ReasonCode = res.Truncated, res.Error, audit.ReasonCompleted
+	_ = g.auditEvent(ctx, rec)
+	return nil
+}
+
+// auditNode records a pairing decision about nc (approve, reject, remove
+// or a join key's use), with why in the caller's words.
+func (g *Gateway) auditNode(ctx context.Context, action, code string, nc *nodeConn, reason string) {
+	rec := audit.Record{
+		Event: audit.EventDecision, NodeID: nc.id, Reason: reason, DecidedBy: "operator",
+		GatewayFields: audit.GatewayFields{Action: action, ReasonCode: code, RemoteIP: nc.remoteIP},
+	}
+	if action == audit.ActionJoinKeyUse {
+		// No operator in the loop: the node presented the key itself.
+		rec.DecidedBy, rec.Actor = "join key", "node "+nc.id+" from "+nc.remoteIP
+	}
+	_ = g.auditEvent(ctx, rec)
+}
+
+// currentApprovals fetches a node's exec-approvals.json (redacted) so an
+// edit's record can say what it changes; nil when the node cannot say.
+func (g *Gateway) currentApprovals(ctx context.Context, nc *nodeConn, timeout time.Duration) json.RawMessage {
+	payload, err := g.invoke(ctx, nc, bridge.CmdExecApprovalsGet, struct{}{}, timeout, "")
+	if err != nil {
+		return nil
+	}
+	var res bridge.ApprovalsGetResult
+	if json.Unmarshal(payload, &res) != nil || !res.Exists {
+		return nil
+	}
+	return res.File
+}
+
+// auditRemoved records a paired node's removal (token revoked).
+func (g *Gateway) auditRemoved(ctx context.Context, id string, rec *nodeRecord) {
+	var ip string
+	if rec != nil {
+		ip = rec.RemoteIP
+	}
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDecision, NodeID: id, Reason: "node removed by the operator; its token is revoked", DecidedBy: "operator",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionNodeRemove, ReasonCode: audit.ReasonOperator, RemoteIP: ip},
+	})
+}
+
+// nodeRefused records a node connection refused for its credentials and
+// returns e unchanged (the refusal the node gets).
+func (g *Gateway) nodeRefused(ctx context.Context, action, code, nodeID, remoteIP string, e *bridge.Error) *bridge.Error {
+	g.auditUnauth(ctx, audit.Record{
+		Event: audit.EventDenied, NodeID: nodeID, Reason: e.Message, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: action, ReasonCode: code, Actor: "node " + nodeID + " from " + remoteIP, RemoteIP: remoteIP},
+	})
+	return e
+}
+
+// clientRefused records an agent or operator connection refused for its
+// gateway token and returns e unchanged (the refusal the client gets).
+func (g *Gateway) clientRefused(ctx context.Context, p bridge.ConnectParams, remote string, e *bridge.Error) *bridge.Error {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	name := cleanText(p.Client.Name, 64)
+	if name == "" {
+		name = "unnamed client"
+	}
+	g.auditUnauth(ctx, audit.Record{
+		Event: audit.EventDenied, Reason: e.Message, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionClientConnect, ReasonCode: audit.ReasonBadToken,
+			Actor: fmt.Sprintf("%s %s from %s", cleanText(p.Role, 16), name, host), RemoteIP: host},
+	})
+	return e
+}
+
+// forbidden records a request refused for the caller's role and returns
+// e unchanged.
+func (g *Gateway) forbidden(ctx context.Context, e *bridge.Error) *bridge.Error {
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDenied, Reason: e.Message, DecidedBy: "gateway",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionMethod, ReasonCode: audit.ReasonForbidden},
+	})
+	return e
+}
+
+// auditJoinKeyIssued records a new join key (never the key itself).
+func (g *Gateway) auditJoinKeyIssued(ctx context.Context, res bridge.JoinKeyResult) {
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDecision, DecidedBy: "operator",
+		Reason: fmt.Sprintf("one-time join key issued, valid until %d (Unix ms)", res.ExpiresAt),
+		GatewayFields: audit.GatewayFields{Action: audit.ActionJoinKeyIssue, ReasonCode: audit.ReasonOperator,
+			// The key's hash prefix ties issue and use together
+			// without making the log a place to steal keys from.
+			Change: "key sha256 " + hashSecret(res.Key)[:12]},
+	})
+}
+
+// auditApprovalsEdit records an operator's edit of a node's approvals
+// before the gateway relays it, with what changes against the node's
+// current file (current, from system.execApprovals.get; nil when that
+// failed).
+func (g *Gateway) auditApprovalsEdit(ctx context.Context, nc *nodeConn, p bridge.NodeApprovalsParams, current json.RawMessage) {
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDecision, NodeID: nc.id, DecidedBy: "operator", Reason: "approvals set --node " + nc.id,
+		GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalsEdit, ReasonCode: audit.ReasonOperator,
+			BaseHash: p.BaseHash, Change: approvalsChange(current, p.File)},
+	})
+}
+
+// auditApprovalsResult records the node's answer to a relayed edit: applied
+// with the new hash, or (denied) the error the operator got. It returns err.
+func (g *Gateway) auditApprovalsResult(ctx context.Context, nc *nodeConn, p bridge.NodeApprovalsParams, payload json.RawMessage, err error) error {
+	if err == nil {
+		var res struct {
+			Hash string `json:"hash"`
+		}
+		_ = json.Unmarshal(payload, &res)
+		_ = g.auditEvent(ctx, audit.Record{
+			Event: audit.EventDecision, NodeID: nc.id, DecidedBy: "node", Reason: "node applied the edit",
+			GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalsEdit, ReasonCode: audit.ReasonCompleted,
+				BaseHash: p.BaseHash, NewHash: res.Hash},
+		})
+		return nil
+	}
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDenied, NodeID: nc.id, DecidedBy: "node", Reason: bridge.AsError(err).Message,
+		GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalsEdit, ReasonCode: audit.ReasonNodeError, BaseHash: p.BaseHash},
+	})
+	return err
+}
+
+// auditBinding records a web UI change of an agent's node binding.
+func (g *Gateway) auditBinding(ctx context.Context, agentID, old, node string) {
+	who := "agent " + agentID
+	if agentID == "" {
+		who = "every agent (tools.exec.node)"
+	}
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDecision, AgentID: agentID, NodeID: node, DecidedBy: "operator",
+		Reason: "node binding of " + who + " changed in the web UI (until the gateway restarts)",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionBindingEdit, ReasonCode: audit.ReasonOperator,
+			Actor: "operator web UI", Change: fmt.Sprintf("tools.exec.node %q→%q", old, node)},
+	})
+}
+
+// RecordWebEdit records an edit of the gateway's own exec-approvals.json
+// made in its web UI (wire it to web.Options.OnEdit): what changed and the
+// hash the page based it on, before the file is written.
+func (g *Gateway) RecordWebEdit(what, baseHash string) {
+	_ = g.auditEvent(context.Background(), audit.Record{
+		Event: audit.EventDecision, Host: "gateway", NodeID: "gateway", DecidedBy: "operator",
+		Reason: "exec-approvals.json of the gateway edited in the web UI",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalsEdit, ReasonCode: audit.ReasonOperator,
+			Actor: "operator web UI", BaseHash: baseHash, Change: bounded(what)},
+	})
+}
+
+// auditRelay records the answer to a prompt the gateway relayed to its
+// operators: who answered what, or that nobody did in time (err).
+func (g *Gateway) auditRelay(req approver.PromptRequest, peer, id string, a policy.Approval, by string, err error) {
+	rec := audit.Record{
+		Event: audit.EventDecision, SessionKey: req.SessionKey, AgentID: req.AgentID, Host: req.Host, NodeID: req.NodeID,
+		Argv: req.Argv, Command: req.Command, Cwd: req.Cwd, ResolvedPaths: req.ResolvedPaths, DecidedBy: by, Approval: string(a),
+		Reason: fmt.Sprintf("prompt %s from %s (%s)", id, peer, req.Reason),
+		GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalRelay, ReasonCode: audit.ReasonOperator,
+			Actor: by},
+	}
+	switch {
+	case err != nil:
+		rec.Event, rec.Decision, rec.ReasonCode, rec.Actor = audit.EventDenied, audit.DecisionDeny, audit.ReasonNoAnswer, "nobody"
+		rec.Error = err.Error()
+		if errors.Is(err, approver.ErrTimeout) {
+			rec.Fallback, rec.DecidedBy = true, "askFallback"
+			if req.Fallback != "" {
+				rec.DecidedBy += "=" + req.Fallback
+			}
+		}
+	case a == policy.Reject:
+		rec.Event, rec.Decision = audit.EventDenied, audit.DecisionDeny
+	}
+	if rec.Actor == "" {
+		rec.Actor = "operator"
+	}
+	_ = g.auditEvent(context.Background(), rec)
+}
+
+// approvalsChange summarises how next differs from cur (both
+// exec-approvals.json documents): settings changed and allowlist patterns
+// added or removed, per agent. It never copies the files.
+func approvalsChange(cur, next json.RawMessage) string {
+	nf, err := approvals.Parse("new file", next)
+	if err != nil {
+		return bounded("new file does not parse (the node will refuse it): " + err.Error())
+	}
+	if cur == nil {
+		return bounded("current file unknown; new file hash " + nf.Hash())
+	}
+	of, err := approvals.Parse("current file", cur)
+	if err != nil {
+		return bounded("current file does not parse; new file hash " + nf.Hash())
+	}
+	var parts []string
+	set := func(where, o, n string) {
+		if o != n {
+			parts = append(parts, fmt.Sprintf("%s %s→%s", where, orUnset(o), orUnset(n)))
+		}
+	}
+	set("defaults.security", of.Defaults.Security, nf.Defaults.Security)
+	set("defaults.ask", of.Defaults.Ask, nf.Defaults.Ask)
+	set("defaults.askFallback", of.Defaults.AskFallback, nf.Defaults.AskFallback)
+	ids := map[string]bool{}
+	for id := range of.Agents {
+		ids[id] = true
+	}
+	for id := range nf.Agents {
+		ids[id] = true
+	}
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	sort.Strings(sorted)
+	for _, id := range sorted {
+		o, n := of.Agents[id], nf.Agents[id]
+		if o == nil {
+			o = &approvals.Agent{}
+		}
+		if n == nil {
+			n = &approvals.Agent{}
+		}
+		pre := "agents." + id
+		set(pre+".security", o.Security, n.Security)
+		set(pre+".ask", o.Ask, n.Ask)
+		set(pre+".askFallback", o.AskFallback, n.AskFallback)
+		op, np := patterns(o.Allowlist), patterns(n.Allowlist)
+		for _, p := range np {
+			if !slices.Contains(op, p) {
+				parts = append(parts, fmt.Sprintf("%s.allowlist +%q", pre, p))
+			}
+		}
+		for _, p := range op {
+			if !slices.Contains(np, p) {
+				parts = append(parts, fmt.Sprintf("%s.allowlist -%q", pre, p))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "no policy change"
+	}
+	return bounded(strings.Join(parts, "; "))
+}
+
+func patterns(es []approvals.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Pattern
+	}
+	return out
+}
+
+func orUnset(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return s
+}
+
+// bounded cuts s to MaxChange bytes on a rune boundary.
+func bounded(s string) string {
+	if len(s) <= MaxChange {
+		return s
+	}
+	cut := MaxChange
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " …(truncated)"
+}

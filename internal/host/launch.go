@@ -1,0 +1,152 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellcmd"
+	"github.com/exechost/exechost/internal/shellrun"
+)
+
+// How a decided command runs. What the analysis vouched for runs as the
+// tree it analysed, never as text for another parser.
+const (
+	// RunsDirect: one plain command the analysis resolved, started by
+	// its resolved path with no shell and no interpreter.
+	RunsDirect = "direct"
+	// RunsInterpreted: the analysed tree runs in the interpreter, which
+	// refuses at run time anything the analysis did not allow.
+	RunsInterpreted = "interpreter"
+	// RunsUnchecked: a tree a human approved though the analysis could
+	// not vouch for it runs in the interpreter without run-time checks.
+	RunsUnchecked = "interpreter, unchecked"
+	// RunsShellText: text the interpreter cannot run (bash-only syntax),
+	// or any text under security=full, goes to /bin/sh -c as written.
+	RunsShellText = "shell text"
+)
+
+// runsAs says how p will run if allowed: by the analysis (direct or
+// interpreted) unless nothing was vouched for (security=full or
+// askFallback=full) or the text cannot be interpreted.
+func (p *Prepared) runsAs(unvouched bool) string {
+	switch {
+	case unvouched:
+		return RunsShellText
+	case p.Analysis.OK && p.Analysis.Interpretable():
+		if _, ok := p.directArgv(); ok {
+			return RunsDirect
+		}
+		// Where there is no interpreter (Windows) spec fails closed.
+		return RunsInterpreted
+	case p.Analysis.Interpretable() && shellrun.Supported:
+		return RunsUnchecked
+	}
+	return RunsShellText
+}
+
+// RunsAs says how the command would run if allowed (RunsDirect,
+// RunsInterpreted, RunsUnchecked or RunsShellText), for `approvals check`.
+func (p *Prepared) RunsAs() string {
+	return p.runsAs(p.Effective.Security == policy.SecurityFull)
+}
+
+// spec returns the runner spec that runs p as runsAs says.
+func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error) {
+	spec := runner.Spec{Cwd: p.Cwd, Env: req.Env, PTY: req.PTY, BaseEnv: e.baseEnv()}
+	switch how {
+	case RunsDirect:
+		spec.Argv, _ = p.directArgv()
+	case RunsInterpreted, RunsUnchecked:
+		argv, err := shellrun.Argv(shellrun.Plan{
+			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
+			Executables: p.Analysis.Executables(), PATH: e.runPATH(), Home: e.Home,
+		})
+		if err != nil {
+			return spec, err
+		}
+		spec.Argv = argv
+	default:
+		if len(p.argv) > 0 {
+			spec.Argv = p.argv
+		} else {
+			spec.Command = p.Text
+		}
+	}
+	return spec, nil
+}
+
+// directArgv returns the argv to start directly when starting it is exactly
+// what the interpreter would do: one simple command with no assignments,
+// redirections or expansions, that the analysis resolved to one ordinary
+// program started by the interpreter with no wrapper applied. argv[0] is
+// the resolved path, so the process that runs is exactly the file the
+// allowlist vouched for.
+func (p *Prepared) directArgv() ([]string, bool) {
+	a := p.Analysis
+	if !a.OK || len(a.Segments) != 1 || len(a.Builtins) > 0 {
+		return nil, false
+	}
+	seg := a.Segments[0]
+	if seg.Role != shellcmd.RoleCommand || len(seg.Via) > 0 || seg.ResolvedPath == "" || seg.StartedBy != "" {
+		return nil, false
+	}
+	words := strings.Fields(strings.TrimSuffix(a.Canonical, "\n"))
+	if len(words) != len(seg.Argv) || len(words) == 0 {
+		return nil, false
+	}
+	for i, w := range words {
+		if w != seg.Argv[i] || strings.ContainsFunc(w, notPlain) {
+			return nil, false
+		}
+	}
+	argv := append([]string(nil), seg.Argv...)
+	argv[0] = seg.ResolvedPath
+	return argv, true
+}
+
+// notPlain reports characters that mean something to a shell: a word made
+// only of the others is its own value.
+func notPlain(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:@%+,-", r))
+}
+
+// baseEnv is the runner's environment: this process's, with PATH replaced
+// by the host PATH the analysis resolved against, minus empty and relative
+// entries, so that /bin/sh finds the same executables the analysis found,
+// and without the variables that make a shell read files or find commands
+// differently (BASH_ENV, CDPATH, EXECIGNORE, …).
+func (e *Engine) baseEnv() []string {
+	env := []string{"PATH=" + e.runPATH()}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "PATH" && !policy.ShellStartupEnv(name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// runPATH is the host PATH with empty and relative entries removed: both
+// the analysis and the spawned shell use exactly this value.
+func (e *Engine) runPATH() string {
+	var dirs []string
+	for _, d := range filepath.SplitList(e.hostPATH()) {
+		if filepath.IsAbs(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return strings.Join(dirs, string(filepath.ListSeparator))
+}
+
+func (e *Engine) hostPATH() string {
+	if e.PATH != "" {
+		return e.PATH
+	}
+	if p := os.Getenv("PATH"); p != "" {
+		return p
+	}
+	return "/usr/local/bin:/usr/bin:/bin"
+}

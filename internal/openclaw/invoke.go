@@ -1,0 +1,353 @@
+package openclaw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// maxWhichBins bounds one system.which request.
+const maxWhichBins = 256
+
+// runParams is OpenClaw's system.run / system.run.prepare params. Fields
+// exechost does not act on (needsScreenRecording, approved, …) are
+// ignored; approval flags in particular never settle anything here, since
+// this host decides with its own policy and approver.
+type runParams struct {
+	Command              []string          `json:"command"`
+	RawCommand           *string           `json:"rawCommand"`
+	Cwd                  *string           `json:"cwd"`
+	Env                  map[string]string `json:"env"`
+	TimeoutMs            *int64            `json:"timeoutMs"`
+	AgentID              *string           `json:"agentId"`
+	SessionKey           *string           `json:"sessionKey"`
+	RunID                *string           `json:"runId"`
+	Security             string            `json:"security"`
+	Ask                  string            `json:"ask"`
+	SuppressNotifyOnExit bool              `json:"suppressNotifyOnExit"`
+	SystemRunPlan        *runPlan          `json:"systemRunPlan"`
+}
+
+// runPlan is the canonical plan system.run.prepare returns and the gateway
+// later forwards with system.run (approvals are bound to it).
+type runPlan struct {
+	Argv           []string `json:"argv"`
+	Cwd            *string  `json:"cwd"`
+	CommandText    string   `json:"commandText"`
+	CommandPreview *string  `json:"commandPreview"`
+	AgentID        *string  `json:"agentId"`
+	SessionKey     *string  `json:"sessionKey"`
+}
+
+// prepareResult is system.run.prepare's payload.
+type prepareResult struct {
+	Plan                runPlan        `json:"plan"`
+	ExecPolicy          execPolicy     `json:"execPolicy"`
+	AllowAlwaysCoverage alwaysCoverage `json:"allowAlwaysCoverage"`
+}
+
+type execPolicy struct {
+	Security string `json:"security"`
+	Ask      string `json:"ask"`
+}
+
+// alwaysCoverage tells OpenClaw which allowlist patterns an allow-always
+// would add. exechost records allow-always itself (through its own
+// approver, with its own rules), so it never claims coverage here.
+type alwaysCoverage struct {
+	Complete bool     `json:"complete"`
+	Patterns []string `json:"patterns"`
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// request turns OpenClaw's params into the engine's request. A plan the
+// gateway forwards wins over the loose fields: it is what was prepared
+// (and possibly approved).
+func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request {
+	req := host.Request{
+		Argv: p.Command, RawCommand: str(p.RawCommand), Cwd: str(p.Cwd), Env: p.Env,
+		AgentID: str(p.AgentID), SessionKey: str(p.SessionKey), RunID: str(p.RunID),
+	}
+	if pl := p.SystemRunPlan; pl != nil && len(pl.Argv) > 0 {
+		req.Argv, req.Cwd, req.RawCommand = pl.Argv, str(pl.Cwd), pl.CommandText
+		if a := str(pl.AgentID); a != "" {
+			req.AgentID = a
+		}
+		if s := str(pl.SessionKey); s != "" {
+			req.SessionKey = s
+		}
+	}
+	req.Argv = canonicalArgv(req.Argv)
+	if req.SessionKey == "" {
+		req.SessionKey = sessionKey
+	}
+	if p.TimeoutMs != nil && *p.TimeoutMs > 0 {
+		req.TimeoutMs = *p.TimeoutMs
+	} else {
+		req.TimeoutMs = invokeTimeout
+	}
+	// The requested policy can only tighten this host's (Combine takes
+	// the stricter); a value this version does not know tightens fully.
+	if p.Security != "" {
+		req.Security = policy.SecurityDeny
+		if s, err := policy.ParseSecurity(p.Security); err == nil {
+			req.Security = s
+		}
+	}
+	if p.Ask != "" {
+		req.Ask = policy.AskAlways
+		if a, err := policy.ParseAsk(p.Ask); err == nil {
+			req.Ask = a
+		}
+	}
+	return req
+}
+
+// canonicalArgv turns the wrapper OpenClaw's exec tool sends on Linux,
+// /bin/sh -lc TEXT, into /bin/sh -c TEXT, which the engine analyses and
+// runs as TEXT. Dropping -l only removes what would run unseen (a login
+// shell sources /etc/profile and ~/.profile before TEXT); it never adds
+// anything. Other argv is left exactly as sent.
+func canonicalArgv(argv []string) []string {
+	if len(argv) == 3 && (argv[0] == "/bin/sh" || argv[0] == "sh") && argv[1] == "-lc" && strings.TrimSpace(argv[2]) != "" {
+		return []string{"/bin/sh", "-c", argv[2]}
+	}
+	return argv
+}
+
+func failure(code, format string, args ...any) invokeResult {
+	return invokeResult{OK: false, Error: &invokeError{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+func success(v any) invokeResult {
+	js, err := jsonString(v)
+	if err != nil {
+		return failure(CodeUnavailable, "encode result: %v", err)
+	}
+	return invokeResult{OK: true, PayloadJSON: js}
+}
+
+func decodeParams(req invokeRequest, v any) error {
+	if req.ParamsJSON == nil || *req.ParamsJSON == "" {
+		return errors.New("INVALID_REQUEST: paramsJSON required")
+	}
+	if err := json.Unmarshal([]byte(*req.ParamsJSON), v); err != nil {
+		return fmt.Errorf("INVALID_REQUEST: paramsJSON: %v", err)
+	}
+	return nil
+}
+
+// invoke answers one node.invoke.request.
+func (n *Node) invoke(ctx context.Context, req invokeRequest) invokeResult {
+	if !declared(req.Command) {
+		return failure(CodeUnavailable, "command not supported: %s (this exechost node serves %s)", req.Command, strings.Join(Commands, ", "))
+	}
+	switch req.Command {
+	case CmdSystemRun:
+		return n.systemRun(ctx, req)
+	case CmdSystemRunPrepare:
+		return n.prepare(req)
+	case CmdSystemWhich:
+		return n.which(req)
+	case CmdApprovalsGet:
+		return n.approvalsGet()
+	case CmdApprovalsSet:
+		return n.approvalsSet(req)
+	}
+	return failure(CodeUnavailable, "command not supported")
+}
+
+func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
+	var p runParams
+	if err := decodeParams(req, &p); err != nil {
+		return failure(CodeInvalidRequest, "%v", err)
+	}
+	if len(p.Command) == 0 && (p.SystemRunPlan == nil || len(p.SystemRunPlan.Argv) == 0) {
+		return failure(CodeInvalidRequest, "command required")
+	}
+	if n.opts.Runner == nil {
+		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
+	}
+	hreq := p.request(req.SessionKey, req.TimeoutMs)
+	res, err := n.opts.Runner.Run(ctx, hreq)
+	if err != nil {
+		return runFailure(err)
+	}
+	return success(res.Result)
+}
+
+// runFailure maps the engine's refusal to OpenClaw's codes and texts:
+// policy denials keep their SYSTEM_RUN_DENIED / SYSTEM_RUN_DISABLED
+// message (which names what was missing) under code SYSTEM_RUN_DENIED, as
+// OpenClaw's node host answers them.
+func runFailure(err error) invokeResult {
+	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
+		if errors.Is(err, s) {
+			return failure(CodeDenied, "%s", err.Error())
+		}
+	}
+	if errors.Is(err, runner.ErrDangerousEnv) {
+		return failure(CodeDenied, "SYSTEM_RUN_DENIED: environment override rejected (%v)", err)
+	}
+	return failure(CodeInvalidRequest, "%v", err)
+}
+
+func (n *Node) prepare(req invokeRequest) invokeResult {
+	var p runParams
+	if err := decodeParams(req, &p); err != nil {
+		return failure(CodeInvalidRequest, "%v", err)
+	}
+	if len(p.Command) == 0 {
+		return failure(CodeInvalidRequest, "command required")
+	}
+	if n.opts.Runner == nil {
+		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
+	}
+	hreq := p.request(req.SessionKey, req.TimeoutMs)
+	hreq.Argv, hreq.Cwd, hreq.RawCommand = canonicalArgv(p.Command), str(p.Cwd), str(p.RawCommand)
+	plan, err := n.opts.Runner.Plan(hreq)
+	if err != nil {
+		return runFailure(err)
+	}
+	text := plan.CommandText
+	if text == "" {
+		text = strings.Join(plan.Argv, " ")
+	}
+	out := prepareResult{
+		Plan: runPlan{
+			Argv: plan.Argv, Cwd: strPtr(plan.Cwd), CommandText: text,
+			AgentID: p.AgentID, SessionKey: p.SessionKey,
+		},
+		ExecPolicy:          execPolicy{Security: plan.Security, Ask: plan.Ask},
+		AllowAlwaysCoverage: alwaysCoverage{Patterns: []string{}},
+	}
+	if raw := str(p.RawCommand); raw != "" && raw != text {
+		out.Plan.CommandPreview = &raw
+	}
+	return success(out)
+}
+
+func (n *Node) which(req invokeRequest) invokeResult {
+	var p struct {
+		Bins []string `json:"bins"`
+	}
+	if err := decodeParams(req, &p); err != nil {
+		return failure(CodeInvalidRequest, "%v", err)
+	}
+	if p.Bins == nil {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: bins required")
+	}
+	if len(p.Bins) > maxWhichBins {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: at most %d bins per request", maxWhichBins)
+	}
+	found := map[string]string{}
+	for _, b := range p.Bins {
+		b = strings.TrimSpace(b)
+		// Bare names only: a path would let a caller probe the file system.
+		if b == "" || strings.ContainsRune(b, os.PathSeparator) {
+			continue
+		}
+		if path, err := exec.LookPath(b); err == nil {
+			found[b] = path
+		}
+	}
+	return success(map[string]any{"bins": found})
+}
+
+// approvalsSnapshot is OpenClaw's system.execApprovals.get/set payload:
+// the file is exechost's exec-approvals.json (schema v1, the same schema
+// OpenClaw's hosts keep in SQLite), with the socket token redacted.
+type approvalsSnapshot struct {
+	Path   string          `json:"path"`
+	Exists bool            `json:"exists"`
+	Hash   string          `json:"hash"`
+	File   json.RawMessage `json:"file"`
+}
+
+func (n *Node) snapshot(st *approvals.Store, f *approvals.File, exists bool) invokeResult {
+	data, err := f.Redacted().Marshal()
+	if err != nil {
+		return failure(CodeUnavailable, "encode approvals: %v", err)
+	}
+	return success(approvalsSnapshot{Path: st.Path, Exists: exists, Hash: f.Hash(), File: data})
+}
+
+// usageFlusher is implemented by a Runner that batches lastUsedAt stamps
+// (exechost's engine does): flushing before a snapshot keeps an editor's
+// baseHash from going stale on bookkeeping of runs that already finished.
+type usageFlusher interface{ FlushUsage() error }
+
+func (n *Node) approvalsGet() invokeResult {
+	if f, ok := n.opts.Runner.(usageFlusher); ok {
+		if err := f.FlushUsage(); err != nil {
+			n.log.Warn("flush lastUsedAt before an approvals snapshot", "err", err)
+		}
+	}
+	st := approvals.NewStore(n.opts.StateDir)
+	f, err := st.Load()
+	if err != nil {
+		return failure(CodeUnavailable, "%v", err)
+	}
+	_, statErr := os.Stat(st.Path)
+	return n.snapshot(st, f, statErr == nil)
+}
+
+// approvalsSet replaces exec-approvals.json with the sent file when the
+// file is still what the editor saw (baseHash). The socket section (path
+// and token) always stays this host's own: a remote editor must not be
+// able to redirect prompts to another socket or learn or set its key.
+func (n *Node) approvalsSet(req invokeRequest) invokeResult {
+	var p struct {
+		File     json.RawMessage `json:"file"`
+		BaseHash string          `json:"baseHash"`
+	}
+	if err := decodeParams(req, &p); err != nil {
+		return failure(CodeInvalidRequest, "%v", err)
+	}
+	if len(p.File) == 0 || string(p.File) == "null" {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals file required")
+	}
+	st := approvals.NewStore(n.opts.StateDir)
+	if _, err := os.Stat(st.Path); err == nil && p.BaseHash == "" {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals base hash required; reload and retry")
+	}
+	next, err := approvals.Parse("(sent file)", p.File)
+	if err != nil {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
+	}
+	f, err := st.UpdateIf(p.BaseHash, func(f *approvals.File) error {
+		sock := f.Socket
+		*f = *next.Clone()
+		f.Socket = sock
+		return nil
+	})
+	if errors.Is(err, approvals.ErrStale) {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals changed; reload and retry")
+	}
+	if err != nil {
+		return failure(CodeUnavailable, "%v", err)
+	}
+	return n.snapshot(st, f, true)
+}

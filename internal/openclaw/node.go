@@ -1,0 +1,376 @@
+package openclaw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/host"
+)
+
+// Reconnect backoff, as OpenClaw's own client does it: 1 s doubling to
+// 30 s, with jitter so a restarted gateway is not hit by every node at once.
+const (
+	BackoffInitial = time.Second
+	BackoffMax     = 30 * time.Second
+)
+
+// Bounds on the node's own waits.
+const (
+	// callTimeout bounds one node.invoke.result or node.event call.
+	callTimeout = 10 * time.Second
+	// invokeMargin is added to a command's timeout for the node's bound on
+	// one invoke (a prompt included); noTimeoutBound bounds an invoke that
+	// carries no timeout at all.
+	invokeMargin   = 5 * time.Second
+	noTimeoutBound = 30 * time.Minute
+)
+
+// Options configure a Node.
+type Options struct {
+	// GatewayURL is the OpenClaw gateway's WebSocket URL (ws://host:18789).
+	GatewayURL string
+	// Token is the gateway's shared token; empty uses the device token a
+	// previous pairing saved in the state directory.
+	Token string
+	// StateDir holds exec-approvals.json, the device key and token.
+	StateDir string
+	// DisplayName is shown in `openclaw nodes list` (default: host name).
+	DisplayName string
+	// InstanceID is the client instance id (default: host name).
+	InstanceID string
+	// Version is exechost's version, sent as client.version.
+	Version string
+	// Runner runs commands; nil answers every system.run with
+	// SYSTEM_RUN_DISABLED.
+	Runner Runner
+	// Logger receives connection and invoke logs (default: discard).
+	Logger *slog.Logger
+	// Stderr receives what an operator must do (pairing commands).
+	Stderr io.Writer
+	// Sleep waits between reconnects; tests inject it. It returns early
+	// with ctx's error.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Jitter scales a backoff delay; tests inject it (default up to +25%).
+	Jitter func(d time.Duration) time.Duration
+	// OnConnected is called after every hello-ok (tests, readiness).
+	OnConnected func()
+}
+
+// Node is exechost serving an OpenClaw gateway as a node.
+type Node struct {
+	opts Options
+	id   *Identity
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	conn    *bridge.Conn
+	active  map[string]*activeInvoke
+	pairMsg string
+	hinted  bool // the command-surface hint was printed
+}
+
+// New loads (or creates) the device key and returns a node ready to Run.
+func New(opts Options) (*Node, error) {
+	if opts.GatewayURL == "" {
+		return nil, errors.New("openclaw: gateway URL required (hint: --openclaw ws://HOST:18789)")
+	}
+	id, err := LoadOrCreateIdentity(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Token == "" {
+		opts.Token = loadDeviceToken(opts.StateDir, opts.GatewayURL)
+	}
+	host, _ := os.Hostname()
+	if opts.DisplayName == "" {
+		opts.DisplayName = host
+	}
+	if opts.InstanceID == "" {
+		opts.InstanceID = host
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = sleepCtx
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = func(d time.Duration) time.Duration { return d + rand.N(d/4+1) }
+	}
+	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]*activeInvoke{}}, nil
+}
+
+// DeviceID is the id OpenClaw knows this node by (hex SHA-256 of its
+// public key).
+func (n *Node) DeviceID() string { return n.id.DeviceID() }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run connects and serves until ctx ends, reconnecting with backoff when
+// the gateway goes away. It returns early only for errors a retry cannot
+// fix: a protocol mismatch or refused credentials.
+func (n *Node) Run(ctx context.Context) error {
+	delay := BackoffInitial
+	for ctx.Err() == nil {
+		// The read loop starts inside dial, so an invoke can arrive before
+		// dial returns: it waits for s.ready before answering on s.conn.
+		s := &session{ready: make(chan struct{})}
+		conn, hello, err := dial(ctx, n.dialParams(), bridge.Options{OnEvent: func(e string, p json.RawMessage) { n.onEvent(s, e, p) }})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			switch {
+			case errors.Is(err, ErrProtocolMismatch):
+				return fmt.Errorf("%w (hint: this exechost speaks OpenClaw gateway protocol v%d)", err, ProtocolVersion)
+			case errors.Is(err, ErrAuth):
+				return fmt.Errorf("%w (hint: pass the gateway's token with --openclaw-token or OPENCLAW_GATEWAY_TOKEN)", err)
+			case errors.Is(err, ErrPairingRequired):
+				n.pairingRequired(err)
+			default:
+				n.log.Warn("openclaw gateway connect failed", "url", n.opts.GatewayURL, "err", err, "retryIn", delay)
+			}
+			var ce *ConnectError
+			wait := n.opts.Jitter(delay)
+			if errors.As(err, &ce) && ce.RetryAfterMs > 0 {
+				wait = time.Duration(ce.RetryAfterMs) * time.Millisecond
+			}
+			if n.opts.Sleep(ctx, wait) != nil {
+				break
+			}
+			delay = min(delay*2, BackoffMax)
+			continue
+		}
+		delay = BackoffInitial
+		s.conn = conn
+		n.connected(conn, hello)
+		close(s.ready)
+		select {
+		case <-conn.Done():
+			n.log.Warn("openclaw gateway connection lost; reconnecting", "err", conn.Err())
+		case <-ctx.Done():
+			_ = conn.Close("node shutting down")
+		}
+		n.disconnected(conn)
+	}
+	return nil
+}
+
+// activeInvoke is one command in flight, cancellable by node.invoke.cancel.
+type activeInvoke struct{ cancel context.CancelFunc }
+
+// session is one gateway connection as invokes see it: conn is set, and
+// ready closed, once the handshake has finished.
+type session struct {
+	conn  *bridge.Conn
+	ready chan struct{}
+}
+
+func (n *Node) dialParams() dialParams {
+	return dialParams{
+		URL: n.opts.GatewayURL, Token: n.opts.Token, Identity: n.id,
+		Role: RoleNode, ClientID: ClientID, ClientMode: ClientMode, Caps: Caps, Commands: Commands,
+		DisplayName: n.opts.DisplayName, InstanceID: n.opts.InstanceID,
+		Version: n.opts.Version, GOOS: runtime.GOOS, PathEnv: os.Getenv("PATH"),
+	}
+}
+
+func (n *Node) connected(c *bridge.Conn, hello helloOK) {
+	n.mu.Lock()
+	n.conn = c
+	n.pairMsg = ""
+	n.mu.Unlock()
+	if hello.Auth.DeviceToken != "" && hello.Auth.DeviceToken != n.opts.Token {
+		if err := saveDeviceToken(n.opts.StateDir, n.opts.GatewayURL, hello.Auth.DeviceToken); err != nil {
+			n.log.Warn("could not save the OpenClaw device token", "err", err)
+		}
+	}
+	n.log.Info("connected to OpenClaw gateway", "url", n.opts.GatewayURL, "device", n.id.DeviceID(), "server", hello.Server.Version)
+	fmt.Fprintf(n.opts.Stderr, "exechost: connected to OpenClaw gateway %s as node %s\n", n.opts.GatewayURL, n.id.DeviceID())
+	if !n.hinted {
+		// The gateway withholds a new node's commands until an operator
+		// approves its command surface, and does not tell the node.
+		n.hinted = true
+		fmt.Fprintf(n.opts.Stderr, "exechost: a new node's commands wait for approval on the gateway host: `openclaw nodes pending`, then `openclaw nodes approve <requestId>`\n")
+	}
+	if n.opts.OnConnected != nil {
+		n.opts.OnConnected()
+	}
+}
+
+// disconnected cancels every command of the lost connection: its result
+// could not be delivered, and OpenClaw does not resend an invoke.
+func (n *Node) disconnected(c *bridge.Conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.conn == c {
+		n.conn = nil
+	}
+	for id, a := range n.active {
+		a.cancel()
+		delete(n.active, id)
+	}
+}
+
+// pairingRequired prints, once per distinct refusal, what an operator must
+// run on the gateway host.
+func (n *Node) pairingRequired(err error) {
+	var ce *ConnectError
+	errors.As(err, &ce)
+	req := ""
+	if ce != nil {
+		req = ce.detail("requestId")
+	}
+	msg := fmt.Sprintf("exechost: the OpenClaw gateway %s has not paired this device yet (device %s).\n", n.opts.GatewayURL, n.id.DeviceID())
+	if req != "" {
+		msg += fmt.Sprintf("  On the gateway host run:  openclaw devices approve %s\n", req)
+	} else {
+		msg += "  On the gateway host run:  openclaw devices list   then   openclaw devices approve <requestId>\n"
+	}
+	msg += "  then approve its command surface:  openclaw nodes pending   and   openclaw nodes approve <requestId>\n" +
+		"  exechost keeps retrying and connects as soon as the device is approved.\n"
+	n.mu.Lock()
+	dup := n.pairMsg == msg
+	n.pairMsg = msg
+	n.mu.Unlock()
+	if !dup {
+		fmt.Fprint(n.opts.Stderr, msg)
+	}
+	n.log.Warn("openclaw pairing required", "device", n.id.DeviceID(), "requestId", req)
+}
+
+// onEvent runs on the read loop: it must not block.
+func (n *Node) onEvent(s *session, event string, payload json.RawMessage) {
+	switch event {
+	case EventInvokeRequest:
+		var req invokeRequest
+		if err := json.Unmarshal(payload, &req); err != nil || req.ID == "" {
+			n.log.Warn("ignoring a malformed node.invoke.request", "err", err)
+			return
+		}
+		n.startInvoke(s, req)
+	case EventInvokeCancel:
+		var c invokeCancel
+		if json.Unmarshal(payload, &c) == nil {
+			n.cancelInvoke(c.InvokeID)
+		}
+	}
+}
+
+func (n *Node) startInvoke(s *session, req invokeRequest) {
+	n.mu.Lock()
+	if prev := n.active[req.ID]; prev != nil {
+		prev.cancel() // a resend replaces the first attempt, as OpenClaw's host does
+	}
+	bound := noTimeoutBound
+	if req.TimeoutMs > 0 {
+		bound = time.Duration(req.TimeoutMs)*time.Millisecond + invokeMargin
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	me := &activeInvoke{cancel: cancel}
+	n.active[req.ID] = me
+	n.mu.Unlock()
+	go func() {
+		defer cancel()
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return
+		}
+		res := n.invoke(ctx, req)
+		n.mu.Lock()
+		if n.active[req.ID] == me {
+			delete(n.active, req.ID)
+		}
+		n.mu.Unlock()
+		res.ID, res.NodeID = req.ID, req.NodeID
+		n.send(s.conn, MethodInvokeResult, res)
+	}()
+}
+
+func (n *Node) cancelInvoke(id string) {
+	n.mu.Lock()
+	a := n.active[id]
+	n.mu.Unlock()
+	if a != nil {
+		n.log.Info("node.invoke.cancel: ending the command", "invoke", id)
+		a.cancel()
+	}
+}
+
+// send makes one bounded call on c, logging a failure: a result or event
+// that cannot be delivered has nowhere else to go.
+func (n *Node) send(c *bridge.Conn, method string, params any) {
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), callTimeout)
+	defer cancel()
+	if err := c.Call(ctx, method, params, nil); err != nil {
+		n.log.Warn("openclaw call failed", "method", method, "err", err)
+	}
+}
+
+// HostEvent forwards one engine lifecycle event to the gateway as the node
+// event OpenClaw's own node host sends (exec.started, exec.finished,
+// exec.denied), so agents get the same system events. Set it as the
+// engine's OnEvent. It blocks for at most one bounded call, so the event
+// reaches the gateway before the invoke's result does.
+func (n *Node) HostEvent(ev host.Event) {
+	n.mu.Lock()
+	c := n.conn
+	n.mu.Unlock()
+	if c == nil {
+		return
+	}
+	p := map[string]any{"runId": ev.RunID, "host": "node", "command": ev.Command}
+	if ev.SessionKey != "" {
+		p["sessionKey"] = ev.SessionKey
+	}
+	switch ev.Kind {
+	case host.EventStarted:
+	case host.EventFinished:
+		if ev.ExitCode != nil {
+			p["exitCode"] = *ev.ExitCode
+			p["success"] = *ev.ExitCode == 0 && !ev.TimedOut
+		}
+		p["timedOut"] = ev.TimedOut
+		if ev.Tail != "" {
+			p["output"] = ev.Tail
+		}
+	case host.EventDenied:
+		p["reason"] = ev.Reason
+	default:
+		return
+	}
+	js, err := jsonString(p)
+	if err != nil {
+		return
+	}
+	n.send(c, MethodNodeEvent, nodeEvent{Event: ev.Kind, PayloadJSON: js})
+}

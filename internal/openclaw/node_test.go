@@ -1,0 +1,632 @@
+package openclaw
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// testLimit bounds every wait in these tests (a deadline, not a timing
+// assertion).
+const testLimit = 30 * time.Second
+
+func TestAuthPayloadV3(t *testing.T) {
+	got := authPayloadV3("dev", "node-host", "node", "node", []string{"a", "b"}, 1737264000000, "tok", "n0nce", " Linux ", "Linux")
+	want := "v3|dev|node-host|node|node|a,b|1737264000000|tok|n0nce|linux|linux"
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// Only ASCII letters are lower-cased, as OpenClaw does.
+	if got := normalizeMeta("İOS"); got != "İos" {
+		t.Fatalf("normalizeMeta = %q", got)
+	}
+}
+
+func TestIdentityFile(t *testing.T) {
+	dir := t.TempDir()
+	id, err := LoadOrCreateIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, IdentityFile)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity file mode %v err %v", fi.Mode(), err)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(id.PublicKey())
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		t.Fatalf("public key %q: %v", id.PublicKey(), err)
+	}
+	sum := sha256.Sum256(raw)
+	if id.DeviceID() != hex.EncodeToString(sum[:]) {
+		t.Fatalf("device id %s is not sha256(raw public key)", id.DeviceID())
+	}
+	again, err := LoadOrCreateIdentity(dir)
+	if err != nil || again.DeviceID() != id.DeviceID() {
+		t.Fatalf("reload gave %v, %v", again, err)
+	}
+	sig, _ := base64.RawURLEncoding.DecodeString(id.Sign("x"))
+	if !ed25519.Verify(raw, []byte("x"), sig) {
+		t.Fatal("signature does not verify")
+	}
+
+	// A damaged file is reported and left alone: replacing it would
+	// silently unpair the node.
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateIdentity(dir); err == nil || !strings.Contains(err.Error(), "hint:") {
+		t.Fatalf("damaged file: err %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{not json" {
+		t.Fatalf("damaged file overwritten: %q", b)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateIdentity(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("readable file: err %v", err)
+	}
+}
+
+// fakeGateway speaks the gateway side of the handshake; each accepted
+// connection is handed to the next function in script.
+type fakeGateway struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	script []func(c *gwConn)
+	conns  int
+}
+
+type gwConn struct {
+	t       *testing.T
+	ws      *websocket.Conn
+	connect map[string]any
+	ctx     context.Context
+}
+
+func newFakeGateway(t *testing.T, script ...func(c *gwConn)) *fakeGateway {
+	g := &fakeGateway{t: t, script: script}
+	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		g.mu.Lock()
+		i := g.conns
+		g.conns++
+		g.mu.Unlock()
+		if i >= len(g.script) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testLimit)
+		defer cancel()
+		c := &gwConn{t: t, ws: ws, ctx: ctx}
+		g.script[i](c)
+	}))
+	t.Cleanup(g.srv.Close)
+	return g
+}
+
+func (g *fakeGateway) url() string { return "ws" + strings.TrimPrefix(g.srv.URL, "http") }
+
+func (c *gwConn) send(v any) {
+	b, _ := json.Marshal(v)
+	if err := c.ws.Write(c.ctx, websocket.MessageText, b); err != nil {
+		c.t.Errorf("gateway write: %v", err)
+	}
+}
+
+func (c *gwConn) read() map[string]any {
+	_, b, err := c.ws.Read(c.ctx)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		c.t.Errorf("gateway read: %v", err)
+	}
+	return m
+}
+
+const testToken = "shared-token"
+
+// handshake sends the challenge, reads connect, checks the device proof
+// and answers with reply (nil: hello-ok).
+func (c *gwConn) handshake(reply map[string]any) {
+	c.send(map[string]any{"type": "event", "event": "connect.challenge", "payload": map[string]any{"nonce": "n-123", "ts": 1737264000000}})
+	req := c.read()
+	if req == nil || req["method"] != "connect" {
+		c.t.Errorf("want connect, got %v", req)
+		return
+	}
+	p := req["params"].(map[string]any)
+	c.connect = p
+	dev := p["device"].(map[string]any)
+	client := p["client"].(map[string]any)
+	pub, _ := base64.RawURLEncoding.DecodeString(dev["publicKey"].(string))
+	sum := sha256.Sum256(pub)
+	if dev["id"] != hex.EncodeToString(sum[:]) {
+		c.t.Errorf("device id %v is not sha256 of the public key", dev["id"])
+	}
+	if dev["nonce"] != "n-123" || dev["signedAt"] != float64(1737264000000) {
+		c.t.Errorf("device proof does not use the challenge: %v", dev)
+	}
+	signed := authPayloadV3(dev["id"].(string), client["id"].(string), client["mode"].(string), p["role"].(string), nil,
+		1737264000000, testToken, "n-123", client["platform"].(string), fmt.Sprint(client["deviceFamily"]))
+	sig, _ := base64.RawURLEncoding.DecodeString(dev["signature"].(string))
+	if !ed25519.Verify(pub, []byte(signed), sig) {
+		c.t.Errorf("signature does not verify over %q", signed)
+	}
+	if reply == nil {
+		reply = map[string]any{"type": "res", "id": req["id"], "ok": true, "payload": map[string]any{
+			"type": "hello-ok", "protocol": 4, "server": map[string]any{"version": "fake", "connId": "c1"},
+			"features": map[string]any{}, "snapshot": map[string]any{}, "auth": map[string]any{"role": "node", "scopes": []string{}},
+			"policy": map[string]any{"maxPayload": 26214400, "tickIntervalMs": 15000},
+		}}
+	}
+	reply["id"] = req["id"]
+	c.send(reply)
+}
+
+// invoke sends a node.invoke.request and returns the node.invoke.result
+// params (after answering the call), skipping node.event calls, which it
+// collects in events.
+func (c *gwConn) invoke(id, command string, params any, events *[]map[string]any) map[string]any {
+	pj, _ := json.Marshal(params)
+	c.send(map[string]any{"type": "event", "event": "node.invoke.request", "payload": map[string]any{
+		"id": id, "nodeId": "n", "command": command, "paramsJSON": string(pj), "timeoutMs": 20000,
+	}})
+	for {
+		m := c.read()
+		if m == nil {
+			c.t.Error("connection closed before node.invoke.result")
+			return nil
+		}
+		c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
+		p, _ := m["params"].(map[string]any)
+		switch m["method"] {
+		case MethodNodeEvent:
+			if events != nil {
+				*events = append(*events, p)
+			}
+		case MethodInvokeResult:
+			return p
+		}
+	}
+}
+
+// fakeRunner returns a fixed result or error and records requests.
+type fakeRunner struct {
+	mu    sync.Mutex
+	reqs  []host.Request
+	res   host.Result
+	err   error
+	block bool // wait for ctx to end
+	ended chan error
+}
+
+func (r *fakeRunner) Run(ctx context.Context, req host.Request) (host.Result, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	if r.block {
+		<-ctx.Done()
+		r.ended <- ctx.Err()
+		return host.Result{Result: runner.Result{ExitCode: -1, Error: "canceled"}}, nil
+	}
+	return r.res, r.err
+}
+
+func (r *fakeRunner) Plan(req host.Request) (Plan, error) { return Plan{Argv: req.Argv}, nil }
+
+// runNode runs a node against g until stop is called, recording sleeps.
+type runningNode struct {
+	n      *Node
+	stderr *bytes.Buffer
+	sleeps []time.Duration
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func startNode(t *testing.T, g *fakeGateway, r Runner, onConnected func(), setup ...func(*Node)) *runningNode {
+	t.Helper()
+	rn := &runningNode{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), testLimit)
+	rn.cancel = cancel
+	var mu sync.Mutex
+	n, err := New(Options{
+		GatewayURL: g.url(), Token: testToken, StateDir: t.TempDir(), DisplayName: "t", Version: "test",
+		Runner: r, Stderr: &lockedWriter{mu: &mu, w: rn.stderr},
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			rn.sleeps = append(rn.sleeps, d)
+			mu.Unlock()
+			return ctx.Err()
+		},
+		Jitter:      func(d time.Duration) time.Duration { return d },
+		OnConnected: onConnected,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn.n = n
+	for _, f := range setup {
+		f(n)
+	}
+	go func() { rn.done <- n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-rn.done })
+	return rn
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (rn *runningNode) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-rn.done:
+		rn.done <- err
+		return err
+	case <-time.After(testLimit):
+		t.Fatal("node did not stop")
+		return nil
+	}
+}
+
+func TestHandshakeAndSystemRun(t *testing.T) {
+	fr := &fakeRunner{res: host.Result{Result: runner.Result{ExitCode: 0, Success: true, Stdout: "hi\n"}}}
+	got := make(chan map[string]any, 1)
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(nil)
+		p := c.connect
+		client := p["client"].(map[string]any)
+		if client["id"] != "node-host" || client["mode"] != "node" || p["role"] != "node" || p["minProtocol"] != float64(4) || p["maxProtocol"] != float64(4) {
+			t.Errorf("connect params %v", p)
+		}
+		if diff := cmp.Diff([]any{"system.execApprovals.get", "system.execApprovals.set", "system.run", "system.run.prepare", "system.which"}, p["commands"]); diff != "" {
+			t.Errorf("commands (-want +got):\n%s", diff)
+		}
+		if p["auth"].(map[string]any)["token"] != testToken {
+			t.Errorf("auth %v", p["auth"])
+		}
+		got <- c.invoke("inv-1", "system.run", map[string]any{
+			"command": []string{"echo", "hi"}, "cwd": "/tmp", "timeoutMs": 5000, "sessionKey": "s1", "runId": "r1",
+			"security": "allowlist", "ask": "bogus", "approved": true, "approvalDecision": "allow-always",
+		}, nil)
+	})
+	startNode(t, g, fr, nil)
+	var res map[string]any
+	select {
+	case res = <-got:
+	case <-time.After(testLimit):
+		t.Fatal("no node.invoke.result")
+	}
+	if res["id"] != "inv-1" || res["ok"] != true {
+		t.Fatalf("result %v", res)
+	}
+	var payload runner.Result
+	if err := json.Unmarshal([]byte(res["payloadJSON"].(string)), &payload); err != nil || payload.Stdout != "hi\n" || !payload.Success {
+		t.Fatalf("payload %v (%v)", res["payloadJSON"], err)
+	}
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	want := host.Request{Argv: []string{"echo", "hi"}, Cwd: "/tmp", TimeoutMs: 5000, SessionKey: "s1", RunID: "r1",
+		Security: policy.SecurityAllowlist, Ask: policy.AskAlways}
+	// approvalDecision is never forwarded: this host decides itself, and an
+	// unknown ask tightens to always.
+	if diff := cmp.Diff([]host.Request{want}, fr.reqs); diff != "" {
+		t.Fatalf("engine request (-want +got):\n%s", diff)
+	}
+}
+
+func TestDenialsUseOpenClawTexts(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		code, text string
+	}{
+		{fmt.Errorf("%w: /usr/bin/id matched no pattern", policy.ErrAllowlistMiss), "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: allowlist miss"},
+		{policy.ErrDisabled, "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DISABLED: security=deny"},
+		{policy.ErrUserDenied, "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: user denied"},
+		{fmt.Errorf("env %q: %w", "LD_PRELOAD", runner.ErrDangerousEnv), "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: environment override rejected"},
+		{errors.New("empty command"), "INVALID_REQUEST", "empty command"},
+	} {
+		r := runFailure(tc.err)
+		if r.OK || r.Error.Code != tc.code || !strings.HasPrefix(r.Error.Message, tc.text) {
+			t.Errorf("%v: got %+v", tc.err, r.Error)
+		}
+	}
+}
+
+func TestCancelEndsTheCommand(t *testing.T) {
+	fr := &fakeRunner{block: true, ended: make(chan error, 1)}
+	result := make(chan map[string]any, 1)
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(nil)
+		pj, _ := json.Marshal(map[string]any{"command": []string{"sleep", "100"}})
+		c.send(map[string]any{"type": "event", "event": "node.invoke.request", "payload": map[string]any{
+			"id": "inv-9", "nodeId": "n", "command": "system.run", "paramsJSON": string(pj), "timeoutMs": 600000}})
+		// Cancel once the engine has the request.
+		for {
+			fr.mu.Lock()
+			n := len(fr.reqs)
+			fr.mu.Unlock()
+			if n > 0 {
+				break
+			}
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		c.send(map[string]any{"type": "event", "event": "node.invoke.cancel", "payload": map[string]any{"invokeId": "inv-9", "nodeId": "n"}})
+		m := c.read()
+		c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
+		result <- m["params"].(map[string]any)
+	})
+	startNode(t, g, fr, nil)
+	select {
+	case err := <-fr.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("command ended with %v, want canceled", err)
+		}
+	case <-time.After(testLimit):
+		t.Fatal("node.invoke.cancel did not end the command")
+	}
+	select {
+	case r := <-result:
+		if r["id"] != "inv-9" {
+			t.Fatalf("result %v", r)
+		}
+	case <-time.After(testLimit):
+		t.Fatal("no result after cancel")
+	}
+}
+
+func TestProtocolMismatchStops(t *testing.T) {
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(map[string]any{"type": "res", "ok": false, "error": map[string]any{
+			"code": "INVALID_REQUEST", "message": "protocol mismatch",
+			"details": map[string]any{"code": "PROTOCOL_MISMATCH", "expectedProtocol": 5}}})
+	})
+	rn := startNode(t, g, &fakeRunner{}, nil)
+	err := rn.wait(t)
+	if !errors.Is(err, ErrProtocolMismatch) || !strings.Contains(err.Error(), "v4") {
+		t.Fatalf("Run = %v, want a protocol mismatch naming v4", err)
+	}
+	if len(rn.sleeps) != 0 {
+		t.Fatalf("retried a mismatch: %v", rn.sleeps)
+	}
+}
+
+func TestPairingRequiredThenBackoffThenConnect(t *testing.T) {
+	connected := make(chan struct{})
+	pairing := func(c *gwConn) {
+		c.handshake(map[string]any{"type": "res", "ok": false, "error": map[string]any{
+			"code": "NOT_PAIRED", "message": "pairing required",
+			"details": map[string]any{"code": "PAIRING_REQUIRED", "requestId": "req-42"}}})
+	}
+	drop := func(c *gwConn) {} // accept and close: the gateway restarting
+	g := newFakeGateway(t, pairing, pairing, drop, drop, func(c *gwConn) {
+		c.handshake(nil)
+		<-c.ctx.Done()
+	})
+	var once sync.Once
+	rn := startNode(t, g, &fakeRunner{}, func() { once.Do(func() { close(connected) }) })
+	select {
+	case <-connected:
+	case <-time.After(testLimit):
+		t.Fatal("never connected")
+	}
+	rn.cancel()
+	rn.wait(t)
+	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, rn.sleeps); diff != "" {
+		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
+	out := rn.stderr.String()
+	if !strings.Contains(out, "openclaw devices approve req-42") || !strings.Contains(out, "openclaw nodes approve") {
+		t.Errorf("pairing hint missing:\n%s", out)
+	}
+	if strings.Count(out, "has not paired") != 1 {
+		t.Errorf("pairing hint repeated for the same request:\n%s", out)
+	}
+}
+
+func TestApprovalsGetSet(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"socket":{"path":"/x.sock","token":"secret"},"defaults":{"security":"allowlist"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{opts: Options{StateDir: dir}}
+	get := n.approvalsGet()
+	var snap approvalsSnapshot
+	if !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil || strings.Contains(string(snap.File), "secret") {
+		t.Fatalf("get: %+v", get)
+	}
+	set := func(file, base string) invokeResult {
+		pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(file), "baseHash": base})
+		s := string(pj)
+		return n.approvalsSet(invokeRequest{ParamsJSON: &s})
+	}
+	// The sent socket section never replaces the host's own.
+	r := set(`{"version":1,"socket":{"path":"/evil.sock","token":"mine"},"defaults":{"security":"full"}}`, snap.Hash)
+	if !r.OK {
+		t.Fatalf("set: %+v", r.Error)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json"))
+	if !strings.Contains(string(data), `"secret"`) || strings.Contains(string(data), "evil") || !strings.Contains(string(data), `"full"`) {
+		t.Fatalf("file after set:\n%s", data)
+	}
+	if r := set(`{"version":1}`, snap.Hash); r.OK || !strings.Contains(r.Error.Message, "changed") {
+		t.Fatalf("stale set: %+v", r)
+	}
+	if r := set(`{"version":1}`, ""); r.OK || !strings.Contains(r.Error.Message, "base hash") {
+		t.Fatalf("set without baseHash: %+v", r)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json"))
+	if r := set(`{"version":1,"defaults":{"security":`, "x"); r.OK || r.Error.Code != CodeInvalidRequest {
+		t.Fatalf("malformed set: %+v", r)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json")); !bytes.Equal(before, after) {
+		t.Fatal("a malformed set changed the file")
+	}
+}
+
+func TestPrepareWithRealEngine(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eng := host.NewEngine(dir, policy.HostNode, "n")
+	n := &Node{opts: Options{StateDir: dir, Runner: EngineRunner(eng)}}
+	pj, _ := json.Marshal(map[string]any{"command": []string{"/bin/sh", "-c", "echo a && echo b"}, "rawCommand": "echo a && echo b", "cwd": dir, "agentId": "main"})
+	s := string(pj)
+	r := n.prepare(invokeRequest{ParamsJSON: &s})
+	if !r.OK {
+		t.Fatalf("prepare: %+v", r.Error)
+	}
+	var out prepareResult
+	if err := json.Unmarshal([]byte(*r.PayloadJSON), &out); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"/bin/sh", "-c", "echo a && echo b"}, out.Plan.Argv); diff != "" {
+		t.Errorf("plan argv (-want +got):\n%s", diff)
+	}
+	if str(out.Plan.Cwd) != dir || out.Plan.CommandText != "echo a && echo b" || str(out.Plan.AgentID) != "main" {
+		t.Errorf("plan %+v", out.Plan)
+	}
+	// The exec tool's Linux wrapper (a login shell) becomes the plain
+	// shell the engine analyses: the plan never carries -l.
+	pj, _ = json.Marshal(map[string]any{"command": []string{"/bin/sh", "-lc", "echo a"}, "rawCommand": "echo a", "cwd": dir})
+	s = string(pj)
+	r = n.prepare(invokeRequest{ParamsJSON: &s})
+	if !r.OK || json.Unmarshal([]byte(*r.PayloadJSON), &out) != nil {
+		t.Fatalf("prepare -lc: %+v", r.Error)
+	}
+	if diff := cmp.Diff([]string{"/bin/sh", "-c", "echo a"}, out.Plan.Argv); diff != "" {
+		t.Errorf("plan argv for sh -lc (-want +got):\n%s", diff)
+	}
+	if out.ExecPolicy != (execPolicy{Security: "allowlist", Ask: "off"}) || out.AllowAlwaysCoverage.Complete {
+		t.Errorf("policy %+v coverage %+v", out.ExecPolicy, out.AllowAlwaysCoverage)
+	}
+}
+
+func TestEventsReachTheGatewayBeforeTheResult(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eng := host.NewEngine(dir, policy.HostNode, "n")
+	defer eng.Close()
+	var events []map[string]any
+	got := make(chan map[string]any, 2)
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(nil)
+		got <- c.invoke("i1", "system.run", map[string]any{"command": []string{"echo", "x"}, "sessionKey": "s", "runId": "r"}, &events)
+		got <- c.invoke("i2", "system.run", map[string]any{"command": []string{"id"}, "sessionKey": "s", "runId": "r2"}, &events)
+	})
+	startNode(t, g, EngineRunner(eng), nil, func(n *Node) { eng.OnEvent = n.HostEvent })
+	for range 2 {
+		select {
+		case <-got:
+		case <-time.After(testLimit):
+			t.Fatal("no result")
+		}
+	}
+	var kinds []string
+	for _, e := range events {
+		var p map[string]any
+		_ = json.Unmarshal([]byte(e["payloadJSON"].(string)), &p)
+		kinds = append(kinds, fmt.Sprintf("%s %s %v", e["event"], p["runId"], p["host"]))
+	}
+	if diff := cmp.Diff([]string{"exec.started r node", "exec.finished r node", "exec.denied r2 node"}, kinds); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+// FuzzRunParams feeds arbitrary system.run params through decoding and the
+// mapping to an engine request: no panic, and a security or ask value this
+// version does not know always tightens.
+func FuzzRunParams(f *testing.F) {
+	f.Add(`{"command":["echo","hi"],"security":"full","ask":"off"}`)
+	f.Add(`{"command":[],"systemRunPlan":{"argv":["x"],"cwd":"/"},"security":"FULL"}`)
+	f.Add(`{"rawCommand":null,"timeoutMs":-5,"env":{"A":"b"}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var p runParams
+		if json.Unmarshal([]byte(s), &p) != nil {
+			return
+		}
+		req := p.request("sk", 1000)
+		if p.Security != "" && !req.Security.Valid() {
+			t.Fatalf("security %q mapped to %q", p.Security, req.Security)
+		}
+		if _, err := policy.ParseSecurity(p.Security); p.Security != "" && err != nil && req.Security != policy.SecurityDeny {
+			t.Fatalf("unknown security %q mapped to %q", p.Security, req.Security)
+		}
+		if req.TimeoutMs <= 0 && req.TimeoutMs != 1000 {
+			t.Fatalf("timeout %d", req.TimeoutMs)
+		}
+	})
+}
+
+// FuzzHandshakeFrame feeds arbitrary gateway frames through the handshake
+// decoding and the refusal classification: no panic, and a refusal is
+// never classified as two things at once.
+func FuzzHandshakeFrame(f *testing.F) {
+	f.Add(`{"type":"res","id":"connect-1","ok":false,"error":{"code":"NOT_PAIRED","message":"pairing required","details":{"code":"PAIRING_REQUIRED","requestId":"r"}}}`)
+	f.Add(`{"type":"res","ok":false,"error":{"code":"INVALID_REQUEST","message":"protocol mismatch","details":{"code":7}}}`)
+	f.Add(`{"type":"event","event":"connect.challenge","payload":{"nonce":"n","ts":1.5}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var fr rawFrame
+		if json.Unmarshal([]byte(s), &fr) != nil {
+			return
+		}
+		var ch challenge
+		_ = json.Unmarshal(fr.Payload, &ch)
+		if fr.Error == nil {
+			return
+		}
+		_ = fr.Error.Error()
+		n := 0
+		for _, e := range []error{ErrPairingRequired, ErrProtocolMismatch, ErrAuth} {
+			if errors.Is(fr.Error, e) {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("%s classified %d ways", s, n)
+		}
+	})
+}

@@ -1,0 +1,26 @@
+package openclaw
+
+import (
+	"context"
+	"runtime"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+// OperatorScopes are the scopes DialOperator asks for: enough to list and
+// approve nodes, invoke them and edit their exec approvals.
+var OperatorScopes = []string{"operator.admin", "operator.approvals", "operator.pairing", "operator.read", "operator.write"}
+
+// DialOperator connects to an OpenClaw gateway as an operator client (the
+// role OpenClaw's CLI and exec tool use), signing with id. Tests and
+// `go run ./bench -openclaw` drive the gateway through it: node.list,
+// node.invoke, node.pair.approve, exec.approvals.node.get/set. On a
+// loopback gateway OpenClaw pairs a new operator device automatically.
+func DialOperator(ctx context.Context, url, token string, id *Identity, version string) (*bridge.Conn, error) {
+	c, _, err := dial(ctx, dialParams{
+		URL: url, Token: token, Identity: id,
+		Role: "operator", Scopes: OperatorScopes, ClientID: "cli", ClientMode: "cli",
+		Caps: []string{}, Version: version, GOOS: runtime.GOOS,
+	}, bridge.Options{})
+	return c, err
+}

@@ -1,0 +1,516 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// The agent runs before main: a binary that imports this package (exechost
+// itself, a test binary, the benchmark) becomes the agent when a backend
+// starts it with Flag, and never returns to its own main.
+func init() {
+	if len(os.Args) == 2 && os.Args[1] == Flag {
+		os.Exit(Main(os.Stdin, os.Stdout, os.Stderr))
+	}
+}
+
+// dialTimeout bounds connecting to the gateway's socket.
+const dialTimeout = 10 * time.Second
+
+// spareThreads is how many OS threads the agent creates at start and keeps
+// idle. The Go runtime reuses idle threads before creating new ones, and a
+// fork bomb inside the sandbox can exhaust the pids limit (which counts
+// threads): a runtime that cannot create a thread aborts, so the agent
+// makes the few it needs while it still can.
+const spareThreads = 6
+
+// Main serves the gateway on in/out until in ends or a frame fails
+// authentication, and returns the process exit status. Diagnostics go to
+// errOut (never to out, which is the channel).
+func Main(in io.Reader, out io.Writer, errOut io.Writer) int {
+	if err := serve(in, out); err != nil {
+		fmt.Fprintf(errOut, "exechost sandbox agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// server is the agent's state.
+type server struct {
+	out io.Writer
+	wmu sync.Mutex
+	env []string
+
+	mu      sync.Mutex
+	waiting map[int]chan syscall.WaitStatus // leader pid → its exit status
+	running map[uint64]*command             // by request id
+}
+
+// command is one forked command.
+type command struct {
+	pgid   int
+	killed chan struct{} // closed by a kill request
+	once   sync.Once
+}
+
+func serve(in io.Reader, out io.Writer) error {
+	// Same user as the commands, so without this they could open
+	// /proc/<agent>/fd/0 and write frames, read its memory or ptrace it.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	// Nothing of the agent's own descriptors beyond the channel reaches a
+	// command (ForkExec gives each exactly stdin, stdout and stderr).
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close inherited descriptors: %w", err)
+	}
+	warmThreads()
+	s := &server{out: out, env: os.Environ(), waiting: map[int]chan syscall.WaitStatus{}, running: map[uint64]*command{}}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	go s.reapLoop(sigs)
+	// The gateway ends the agent by closing its input, never by a signal.
+	// Catching (and dropping) the ones that would make the Go runtime exit
+	// keeps a command from ending its own sandbox by accident (a pid 1
+	// without a handler would be immune from inside, but the runtime
+	// installs one). They are caught, not ignored: an ignored signal stays
+	// ignored in every program the agent execs, a caught one is reset to
+	// its default there. A command that means to can still crash the
+	// agent (SIGABRT), which the gateway sees as a dead sandbox.
+	drop := make(chan os.Signal, 8)
+	signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM)
+	go func() {
+		for range drop {
+		}
+	}()
+	defer s.killAll()
+
+	r := bufio.NewReaderSize(in, 64<<10)
+	mac, body, err := readFrame(r, macSize)
+	if err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	var hello request
+	if err := json.Unmarshal(body, &hello); err != nil || hello.Type != typeHello || len(hello.Key) != keySize {
+		return fmt.Errorf("%w: first frame is not a hello", ErrProtocol)
+	}
+	key := hello.Key
+	if !hmac.Equal(mac, frameMAC(key, 0, body)) {
+		return fmt.Errorf("%w: hello fails its MAC", ErrProtocol)
+	}
+	if hello.Dial != "" {
+		// The gateway listens on a socket it made for this agent alone
+		// (it accepts one connection and removes it): the channel moves
+		// there, off the container runtime's stdio relay. End of stdin
+		// still ends the agent.
+		nc, err := net.DialTimeout("unix", hello.Dial, dialTimeout)
+		if err != nil {
+			return fmt.Errorf("dial the gateway at %s: %w", hello.Dial, err)
+		}
+		s.out = nc
+		if err := s.write(reply{Type: typeProof, Proof: frameMAC(key, 0, []byte(dialProofLabel))}); err != nil {
+			return fmt.Errorf("write proof: %w", err)
+		}
+		stdin := r
+		go func() {
+			// Nothing but the end may come on stdin now: a byte means
+			// someone else is writing into it, and the agent stops.
+			var b [1]byte
+			n, _ := stdin.Read(b[:])
+			s.killAll()
+			if n > 0 {
+				fmt.Fprintln(os.Stderr, "exechost sandbox agent: protocol error: input on stdin after the channel moved to the socket")
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}()
+		r = bufio.NewReaderSize(nc, 64<<10)
+	}
+	nnp, _ := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	dump, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if err := s.write(reply{Type: typeReady, PID: os.Getpid(), UID: os.Getuid(), NoDump: dump == 0, NoNewPrivs: nnp == 1}); err != nil {
+		return fmt.Errorf("write ready: %w", err)
+	}
+	for seq := uint64(1); ; seq++ {
+		mac, body, err := readFrame(r, macSize)
+		if errors.Is(err, io.EOF) {
+			return nil // the gateway closed the channel
+		}
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if !hmac.Equal(mac, frameMAC(key, seq, body)) {
+			return fmt.Errorf("%w: frame %d fails its MAC (someone else is writing to the channel?)", ErrProtocol, seq)
+		}
+		var req request
+		if err := json.Unmarshal(body, &req); err != nil {
+			return fmt.Errorf("%w: frame %d: %v", ErrProtocol, seq, err)
+		}
+		switch req.Type {
+		case typeExec:
+			if err := s.write(reply{Type: typeAccepted, ID: req.ID}); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			go s.exec(req)
+		case typeKill:
+			s.mu.Lock()
+			cmd := s.running[req.ID]
+			s.mu.Unlock()
+			if cmd != nil {
+				cmd.once.Do(func() { close(cmd.killed) })
+			}
+		default:
+			return fmt.Errorf("%w: unknown request type %q", ErrProtocol, req.Type)
+		}
+	}
+}
+
+// warmThreads makes the runtime create spareThreads OS threads now and
+// park them idle for later reuse (see spareThreads).
+func warmThreads() {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range spareThreads {
+		wg.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			wg.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	wg.Wait()
+	close(release)
+}
+
+// write sends one reply frame.
+func (s *server) write(rep reply) error {
+	body := encode(rep)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return writeFrame(s.out, nil, body)
+}
+
+// reapLoop reaps every child that exits — commands and, as pid 1 of a
+// container, every orphan the kernel hands to it — and delivers commands'
+// statuses to their waiters.
+func (s *server) reapLoop(sigs <-chan os.Signal) {
+	for {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			s.mu.Lock()
+			ch := s.waiting[pid]
+			delete(s.waiting, pid)
+			s.mu.Unlock()
+			if ch != nil {
+				ch <- ws
+			}
+		}
+		<-sigs
+	}
+}
+
+// killAll kills every running command's group (the gateway went away).
+func (s *server) killAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.running {
+		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+	}
+}
+
+// exec runs one command and writes its result.
+func (s *server) exec(req request) {
+	res := s.run(req)
+	res.Type, res.ID = typeResult, req.ID
+	if err := s.write(res); err != nil {
+		// The channel is broken; the main loop ends with it.
+		return
+	}
+}
+
+// startFailure is the reply for a command that never started, worded as a
+// shell would (the fresh-sandbox backend reports the same).
+func startFailure(argv0 string, err error) reply {
+	code := 126
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, errNotFound) {
+		code = 127
+		return reply{ExitCode: code, Stderr: []byte(argv0 + ": not found\n")}
+	}
+	return reply{ExitCode: code, Stderr: []byte(fmt.Sprintf("%s: %v\n", argv0, err))}
+}
+
+var errNotFound = errors.New("not found")
+
+// run forks req's command in its own process group, waits for it (killing
+// the group on timeout or kill request), and returns its capped output.
+func (s *server) run(req request) reply {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return reply{ExitCode: -1, Error: "empty argv"}
+	}
+	env := overlay(s.env, req.Env)
+	path, err := lookPath(req.Argv[0], env)
+	if err != nil {
+		return startFailure(req.Argv[0], err)
+	}
+	if req.Cwd != "" {
+		if fi, err := os.Stat(req.Cwd); err != nil || !fi.IsDir() {
+			return reply{StartError: fmt.Sprintf("cwd %s: not a directory (hint: pass an existing directory)", req.Cwd)}
+		}
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return reply{ExitCode: -1, Error: err.Error()}
+	}
+	defer devnull.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return reply{ExitCode: -1, Error: err.Error()}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return reply{ExitCode: -1, Error: err.Error()}
+	}
+	defer outR.Close()
+	defer errR.Close()
+
+	cmd := &command{killed: make(chan struct{})}
+	status := make(chan syscall.WaitStatus, 1)
+	attr := &syscall.ProcAttr{
+		Dir:   req.Cwd,
+		Env:   env,
+		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	// Fork and registration under s.mu: the reaper, which may reap the
+	// child the moment it exits, looks it up under the same lock.
+	s.mu.Lock()
+	pid, err := syscall.ForkExec(path, req.Argv, attr)
+	if err == nil {
+		s.waiting[pid] = status
+		cmd.pgid = pid
+		s.running[req.ID] = cmd
+	}
+	s.mu.Unlock()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		return startFailure(req.Argv[0], err)
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, req.ID)
+		s.mu.Unlock()
+	}()
+
+	capture := runner.NewCapture(runner.MaxOutput, runner.TailSize)
+	copied := make(chan struct{}, 2)
+	for _, p := range []struct {
+		r *os.File
+		w io.Writer
+	}{{outR, capture.Stdout()}, {errR, capture.Stderr()}} {
+		go func() {
+			_, _ = io.Copy(p.w, p.r)
+			copied <- struct{}{}
+		}()
+	}
+
+	var timeout <-chan time.Time
+	if req.TimeoutMs > 0 {
+		t := time.NewTimer(time.Duration(req.TimeoutMs) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var ws syscall.WaitStatus
+	var timedOut, canceled bool
+	select {
+	case ws = <-status:
+	case <-timeout:
+		timedOut = true
+	case <-cmd.killed:
+		canceled = true
+	}
+	if timedOut || canceled {
+		killTree(pid)
+		ws = <-status
+		// Anything forked while the kill was in flight dies now.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	// Background processes still holding the output get OutputGrace, then
+	// their group is killed and the pipes closed, as runner.Run does.
+	if !drain(copied, runner.OutputGrace) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		outR.Close()
+		errR.Close()
+		drain(copied, runner.OutputGrace)
+	}
+	stdout, stderr, truncated := capture.Result()
+	rep := reply{Stdout: []byte(stdout), Stderr: []byte(stderr), Truncated: truncated, Tail: []byte(capture.Tail())}
+	switch {
+	case timedOut:
+		rep.ExitCode, rep.TimedOut = -1, true
+		rep.Error = fmt.Sprintf("timed out after %s: process group killed", time.Duration(req.TimeoutMs)*time.Millisecond)
+	case canceled:
+		rep.ExitCode, rep.Canceled = -1, true
+		rep.Error = "canceled: process group killed"
+	case ws.Signaled():
+		rep.ExitCode = 128 + int(ws.Signal())
+		rep.Error = "killed by signal " + ws.Signal().String()
+	default:
+		rep.ExitCode = ws.ExitStatus()
+	}
+	return rep
+}
+
+// drain waits up to grace for both output copiers to finish.
+func drain(copied <-chan struct{}, grace time.Duration) bool {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for range 2 {
+		select {
+		case <-copied:
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// overlay returns base with the names set in over replaced, then over.
+func overlay(base, over []string) []string {
+	if len(over) == 0 {
+		return base
+	}
+	set := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	env := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, over...)
+}
+
+// lookPath resolves a bare program name in env's PATH, as a shell would;
+// a name with a slash is used as given.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errNotFound
+}
+
+// maxKillRounds bounds the freeze rounds of killTree: each round stops the
+// processes found so far, so a new round finds only what was forked while
+// the previous one ran.
+const maxKillRounds = 8
+
+// killTree kills a timed-out command: its process group, and every
+// descendant of its leader that left the group (setsid, set -m) while its
+// parent still lived. They are found through /proc's parent links and
+// stopped (SIGSTOP) round by round while the leader, stopped too, keeps
+// the tree linked; then all are killed. A process that both left the
+// group and was orphaned before the timeout (a double-forked daemon) is
+// not found; the sandbox's idle removal ends it.
+func killTree(leader int) {
+	found := map[int]bool{}
+	for range maxKillRounds {
+		_ = syscall.Kill(-leader, syscall.SIGSTOP)
+		n := 0
+		for _, p := range descendants(leader) {
+			if !found[p] {
+				found[p] = true
+				_ = syscall.Kill(p, syscall.SIGSTOP)
+				n++
+			}
+		}
+		if n == 0 {
+			break
+		}
+	}
+	_ = syscall.Kill(-leader, syscall.SIGKILL)
+	for p := range found {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// descendants lists the processes below pid in /proc's parent links.
+func descendants(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	children := map[int][]int{}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		var self, ppid int
+		var state byte
+		if _, err := fmt.Sscanf(string(b[:bytes.IndexByte(b, ' ')]), "%d", &self); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d", &state, &ppid); err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], self)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,211 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/agent"
+)
+
+// With sandbox.agent=auto, a scope's container does not run a sleeping
+// shell: its main process is the agent — the exechost binary, bind-mounted
+// read-only at agentMount, started as the container's user with every
+// restriction of the container (no network, read-only root, no
+// capabilities, no-new-privileges, limits) — and commands are sent to it
+// over the container's own stdio instead of one runc exec each.
+//
+// The channel: the backend attaches to the container's stdin, stdout and
+// stderr before starting it, and the container is created with StdinOnce,
+// so its stdin closes when that attachment ends (the agent then kills its
+// commands and exits, and the container stops). The hello goes over that
+// stdin and names a unix socket in a private run directory the gateway
+// listens on, mounted read-only; the agent dials it, proves the key, and
+// commands travel there, off dockerd's stdio relay (which costs several
+// milliseconds a round trip on a busy daemon). The gateway accepts that one
+// connection and removes the socket. When the socket cannot be made (a
+// state directory path too long for a socket name), stdio carries the
+// commands too. Anyone else who can attach
+// holds the Docker API, which is root on the host already; even so, what
+// they write fails the agent's per-frame authentication and only ends the
+// sandbox (see package sandbox/agent). The container's log driver is
+// "none": command output never lands in docker's log files.
+
+// agentMount is where the agent binary appears inside the container.
+const agentMount = "/.exechost/exechost"
+
+// runMount is where the scope's private run directory appears inside the
+// container (read-only), and runSocket the socket in it the agent dials.
+const (
+	runMount  = "/.exechost/run"
+	runSocket = "a.sock"
+)
+
+// agentState guards the backend's agent mode: agentErr is nil while
+// commands go through agents, and says why not once they do not.
+type agentState struct {
+	mu  sync.Mutex
+	bin string
+	err error
+}
+
+func (a *agentState) get() (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bin, a.err
+}
+
+// disable turns agent mode off for the rest of the backend's life: a
+// container with the agent could not be started here (a remote daemon
+// that cannot see the binary, say), so every scope uses runc exec.
+func (a *agentState) disable(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+}
+
+// AgentErr says why commands do not go through resident agents here, or
+// nil when they do.
+func (b *Backend) AgentErr() error {
+	_, err := b.agent.get()
+	return err
+}
+
+// listenRun makes the scope's private run directory under the state
+// directory and listens on the socket in it that the agent will dial. The
+// state directory is 0700, so no other host user can reach the socket;
+// the directory and socket are opened to the container's user (0711,
+// 0666), whose only way in is the read-only mount; the first connection
+// must prove the agent's key, and the socket is removed once it is made.
+func (b *Backend) listenRun(key string) (string, *net.UnixListener, error) {
+	dir := filepath.Join(b.stateDir, "sandbox-run", scopeHash(key))
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, runSocket), Net: "unix"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(filepath.Join(dir, runSocket), 0o666); err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		ln.Close()
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, ln, nil
+}
+
+// agentConfig turns a keepalive container's configuration into an agent
+// container's; runDir, when set, is mounted for the agent's socket.
+func agentConfig(cfg *container.Config, hc *container.HostConfig, bin, runDir string) {
+	if runDir != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: runDir, Target: runMount, ReadOnly: true})
+	}
+	cfg.Entrypoint = []string{agentMount}
+	cfg.Cmd = []string{agent.Flag}
+	cfg.OpenStdin, cfg.StdinOnce = true, true
+	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: bin, Target: agentMount, ReadOnly: true})
+	hc.LogConfig = container.LogConfig{Type: "none"}
+}
+
+// attachAgent attaches to created (not yet started) container id, starts
+// it, and connects to its agent: through ln (the run directory's socket)
+// when set, else over the attached stdio alone.
+func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.UnixListener) (*agent.Conn, error) {
+	att, err := b.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, fmt.Errorf("attach sandbox container %s: %w", name, daemonError(err))
+	}
+	if _, err := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		att.Close()
+		return nil, fmt.Errorf("start sandbox container %s: %w", name, daemonError(err))
+	}
+	// The attach stream multiplexes the agent's stdout (the channel) and
+	// stderr (its diagnostics).
+	pr, pw := io.Pipe()
+	diag := &sandbox.HeadWriter{N: 4096}
+	go func() {
+		_, err := stdcopy.StdCopy(pw, diag, att.Reader)
+		pw.CloseWithError(err)
+	}()
+	closeFn := func() { att.Close(); pr.Close() }
+	var conn *agent.Conn
+	if ln != nil {
+		// The agent writes nothing to its stdout once the channel is the
+		// socket; drain it anyway so the demultiplexer never stalls.
+		go func() { _, _ = io.Copy(io.Discard, pr) }()
+		conn, err = agent.StartDial(ctx, att.Conn, ln, runMount+"/"+runSocket, closeFn)
+	} else {
+		conn, err = agent.Start(ctx, pr, att.Conn, closeFn)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(diag.String()))
+	}
+	return conn, nil
+}
+
+// execAgent runs req through the scope's agent. A dead agent found before
+// the command started is replaced (with its container) once; one that
+// dies while the command runs is ErrContainerDied, and the command is not
+// run again.
+func (b *Backend) execAgent(ctx context.Context, bx *box, ws string, req sandbox.Request, env []string) (runner.Result, error) {
+	argv := req.Argv
+	if len(argv) == 0 {
+		argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	areq := agent.Request{Argv: argv, Env: env, Cwd: sandbox.ContainerCwd(req.Cwd), Timeout: req.Timeout}
+	for attempt := 0; ; attempt++ {
+		id, conn, err := b.ensure(ctx, bx, ws)
+		if err != nil {
+			return runner.Result{}, err
+		}
+		if conn == nil {
+			// Agent mode was turned off while this scope had none.
+			return b.execRetry(ctx, bx, ws, req, env)
+		}
+		res, err := conn.Exec(ctx, areq)
+		switch {
+		case err == nil:
+			return res, nil
+		case errors.Is(err, agent.ErrStart):
+			return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+		case errors.Is(err, agent.ErrNotStarted) && attempt == 0:
+			b.forget(ctx, bx, id)
+			continue
+		case errors.Is(err, agent.ErrNotStarted):
+			b.forget(ctx, bx, id)
+			return runner.Result{}, fmt.Errorf("%w: %w (hint: check the memory and pids limits in sandbox.docker; sandbox.agent=off uses docker exec instead)", ErrContainerDied, err)
+		case errors.Is(err, agent.ErrDied), errors.Is(err, agent.ErrUnresponsive):
+			b.forget(ctx, bx, id)
+			return runner.Result{}, fmt.Errorf("%w while the command ran: %w (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied, err)
+		default:
+			return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
+		}
+	}
+}

@@ -1,0 +1,368 @@
+//go:build unix
+
+package shellrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellcmd"
+)
+
+// Supported says the interpreter can run here.
+const Supported = true
+
+func init() {
+	if len(os.Args) == 3 && os.Args[1] == arg {
+		os.Exit(Main(os.Args[2]))
+	}
+}
+
+// Main runs a JSON plan in this process and returns the exit status. It is
+// what the interpreter child process does; tests call it directly.
+func Main(planJSON string) int {
+	var p Plan
+	if err := json.Unmarshal([]byte(planJSON), &p); err != nil {
+		fmt.Fprintf(os.Stderr, "exechost: interpreter: bad plan: %v\n", err)
+		return DeniedExit
+	}
+	code, err := Run(context.Background(), p, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "exechost: %v\n", err)
+	}
+	return code
+}
+
+// Run interprets plan with the given standard streams, in the current
+// process's working directory and environment, and returns the exit
+// status. A non-nil error (already reflected in the status) says why the
+// run stopped early: a refused command, a plan that does not verify.
+func Run(ctx context.Context, p Plan, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if shellcmd.Hash(p.Text) != p.Hash {
+		return DeniedExit, fmt.Errorf("%w: the command does not match its approved hash", ErrDenied)
+	}
+	f, canonical, err := shellcmd.Canonical(p.Text)
+	if err != nil || canonical != p.Text {
+		return DeniedExit, fmt.Errorf("%w: the command is not in canonical form", ErrDenied)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return DeniedExit, fmt.Errorf("interpreter: %w", err)
+	}
+	x := &executor{plan: p, allowed: map[string]bool{}}
+	for _, e := range p.Executables {
+		x.allowed[e] = true
+	}
+	r, err := x.runner(expand.ListEnviron(os.Environ()...), dir, stdin, stdout, stderr)
+	if err != nil {
+		return DeniedExit, fmt.Errorf("interpreter: %w", err)
+	}
+	return exitCode(r.Run(ctx, f))
+}
+
+// exitCode maps what interp.Runner.Run returned to an exit status.
+func exitCode(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	if st, ok := errors.AsType[interp.ExitStatus](err); ok {
+		return int(st), nil
+	}
+	if errors.Is(err, ErrDenied) {
+		return DeniedExit, err
+	}
+	return 2, err
+}
+
+// executor holds one run's handlers.
+type executor struct {
+	plan    Plan
+	allowed map[string]bool
+}
+
+// runner builds an interpreter with this run's handlers; nested shells get
+// their own with the same handlers.
+func (x *executor) runner(env expand.Environ, dir string, stdin io.Reader, stdout, stderr io.Writer, opts ...interp.RunnerOption) (*interp.Runner, error) {
+	all := []interp.RunnerOption{
+		interp.Env(env),
+		interp.Dir(dir),
+		interp.StdIO(stdin, stdout, stderr),
+		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return x.exec }),
+	}
+	if x.plan.Enforce {
+		all = append(all, interp.CallHandler(x.call), interp.OpenHandler(x.open))
+	}
+	return interp.New(append(all, opts...)...)
+}
+
+// call refuses builtins the analysis does not vouch for.
+func (x *executor) call(ctx context.Context, args []string) ([]string, error) {
+	if shellcmd.IsBuiltin(args[0]) {
+		if why := shellcmd.BuiltinRefusal(args); why != "" {
+			return nil, fmt.Errorf("%w: %s (refused at run time)", ErrDenied, why)
+		}
+	}
+	return args, nil
+}
+
+// open allows /dev/null only: the analysis accepts no other file.
+func (x *executor) open(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	if path != "/dev/null" {
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: only /dev/null may be opened", ErrDenied)}
+	}
+	return os.OpenFile(path, flag, perm)
+}
+
+// exec runs one external command: an applied wrapper, an interpreted shell,
+// or a program the analysis allowed.
+func (x *executor) exec(ctx context.Context, args []string) error {
+	hc := interp.HandlerCtx(ctx)
+	return x.dispatch(ctx, hc, args, exportedEnv(hc.Env), nil)
+}
+
+func always(int) bool { return true }
+
+// dispatch decides how args run, exactly as shellcmd's analysis of a
+// command the interpreter starts: applied wrapper, interpreted shell, or
+// program. env is the environment the command gets; applied lists the
+// wrappers being applied around it (outermost first).
+func (x *executor) dispatch(ctx context.Context, hc interp.HandlerContext, args []string, env []string, applied []shellcmd.Applied) error {
+	name := args[0]
+	if !strings.Contains(name, "/") && shellcmd.IsApplied(name) {
+		// As in the analysis: applied when the runner can apply it, else
+		// the wrapper's own program runs and must be allowed below.
+		if ap, err := shellcmd.ParseApplied(args, always); err == nil {
+			return x.dispatch(ctx, hc, args[ap.Inner:], applyEnv(ap, env), append(applied, ap))
+		}
+	}
+	if sc, ok := shellcmd.ParseShellCall(args, always); ok {
+		return x.shell(ctx, hc, sc, env)
+	}
+	path, err := shellcmd.Resolve(name, shellcmd.Env{Cwd: hc.Dir, PATH: x.plan.PATH, Home: x.plan.Home})
+	if err != nil && x.plan.Enforce {
+		return fmt.Errorf("%w: %s: %v (refused at run time)", ErrDenied, name, err)
+	}
+	if path == "" {
+		fmt.Fprintf(hc.Stderr, "%s: not found\n", name)
+		return interp.ExitStatus(127)
+	}
+	if x.plan.Enforce && !x.allowed[path] {
+		return fmt.Errorf("%w: %s is not an executable the analysis allowed (refused at run time)", ErrDenied, path)
+	}
+	return x.spawn(ctx, hc, path, args, env, applied)
+}
+
+// shell runs a `sh -c` payload in a nested interpreter with the same
+// handlers: the payload is parsed by shellcmd.Parse, as the analysis parsed
+// it.
+func (x *executor) shell(ctx context.Context, hc interp.HandlerContext, sc shellcmd.ShellCall, env []string) error {
+	f, err := shellcmd.Parse(sc.Payload)
+	if err != nil {
+		fmt.Fprintf(hc.Stderr, "%s: %v\n", sc.Name, err)
+		return interp.ExitStatus(2)
+	}
+	params := append(append([]string(nil), sc.Options...), "--")
+	params = append(params, sc.Params...)
+	r, err := x.runner(expand.ListEnviron(env...), hc.Dir, hc.Stdin, hc.Stdout, hc.Stderr, interp.Params(params...))
+	if err != nil {
+		fmt.Fprintf(hc.Stderr, "%s: %v\n", sc.Name, err)
+		return interp.ExitStatus(2)
+	}
+	err = r.Run(ctx, f)
+	if err == nil {
+		return nil
+	}
+	if st, ok := errors.AsType[interp.ExitStatus](err); ok {
+		return st
+	}
+	return err
+}
+
+// exportedEnv returns the exported variables, as a child process sees them.
+func exportedEnv(env expand.Environ) []string {
+	var out []string
+	env.Each(func(name string, vr expand.Variable) bool {
+		if vr.Exported && vr.IsSet() {
+			out = append(out, name+"="+vr.String())
+		}
+		return true
+	})
+	return out
+}
+
+// applyEnv applies env's -i, -u and NAME=VALUE to an environment.
+func applyEnv(ap shellcmd.Applied, env []string) []string {
+	if ap.Tool != "env" {
+		return env
+	}
+	out := []string{} // never nil: a nil Env would inherit this process's
+	if !ap.ClearEnv {
+		for _, kv := range env {
+			n, _, _ := strings.Cut(kv, "=")
+			drop := false
+			for _, u := range ap.Unset {
+				drop = drop || n == u
+			}
+			for _, s := range ap.Set {
+				sn, _, _ := strings.Cut(s, "=")
+				drop = drop || n == sn
+			}
+			if !drop {
+				out = append(out, kv)
+			}
+		}
+	}
+	return append(out, ap.Set...)
+}
+
+// startMu keeps every other start out while SIGHUP is ignored for nohup:
+// a child inherits an ignored signal, and the setting is process-wide.
+var startMu sync.RWMutex
+
+// spawn starts one allowed program in the run's process group, applies
+// the wrappers around it and waits for it.
+func (x *executor) spawn(ctx context.Context, hc interp.HandlerContext, path string, args, env []string, applied []shellcmd.Applied) error {
+	var ignoreHUP, report bool
+	var nice int
+	var timeouts []shellcmd.Applied
+	for _, ap := range applied {
+		ignoreHUP = ignoreHUP || ap.IgnoreHUP
+		report = report || ap.Time
+		nice += ap.Nice
+		if ap.Timeout > 0 || ap.Tool == "timeout" {
+			timeouts = append(timeouts, ap)
+		}
+	}
+	newCmd := func() *exec.Cmd {
+		cmd := &exec.Cmd{Path: path, Args: args, Env: env, Dir: hc.Dir, Stdin: hc.Stdin, Stdout: hc.Stdout, Stderr: hc.Stderr}
+		cmd.SysProcAttr = runner.ChildAttr()
+		// Output that is not a file is copied by goroutines; a background
+		// grandchild holding it open must not hang the run.
+		cmd.WaitDelay = runner.OutputGrace
+		return cmd
+	}
+	unpin := runner.PinThread()
+	defer unpin()
+	start := time.Now()
+	cmd := newCmd()
+	err := startCmd(cmd, ignoreHUP)
+	// A concurrently forked sibling can briefly hold the file open for
+	// writing (golang/go#22315); retry a few times.
+	for delay := time.Millisecond; errors.Is(err, syscall.ETXTBSY) && delay < 300*time.Millisecond; delay *= 2 {
+		time.Sleep(delay)
+		cmd = newCmd()
+		err = startCmd(cmd, ignoreHUP)
+	}
+	if err != nil {
+		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], err)
+		if errors.Is(err, os.ErrNotExist) {
+			return interp.ExitStatus(127)
+		}
+		return interp.ExitStatus(126)
+	}
+	if nice != 0 {
+		cur, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
+		_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, min(max(20-cur+nice, -20), 19))
+	}
+	var timedOut, killed bool
+	var mu sync.Mutex
+	for _, t := range timeouts {
+		t := t
+		timer := time.AfterFunc(t.Timeout, func() {
+			mu.Lock()
+			timedOut = true
+			mu.Unlock()
+			_ = cmd.Process.Signal(signalNamed(t.Signal))
+			if t.KillAfter > 0 {
+				time.AfterFunc(t.KillAfter, func() {
+					mu.Lock()
+					killed = true
+					mu.Unlock()
+					_ = cmd.Process.Kill()
+				})
+			}
+		})
+		defer timer.Stop()
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	defer stop()
+	err = cmd.Wait()
+	if report && cmd.ProcessState != nil {
+		fmt.Fprintf(hc.Stderr, "real %.2f\nuser %.2f\nsys %.2f\n", time.Since(start).Seconds(),
+			cmd.ProcessState.UserTime().Seconds(), cmd.ProcessState.SystemTime().Seconds())
+	}
+	code := 0
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	} else if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if timedOut {
+		preserve := false
+		for _, t := range timeouts {
+			preserve = preserve || t.PreserveStatus
+		}
+		switch {
+		case killed:
+			code = 128 + int(syscall.SIGKILL)
+		case !preserve:
+			code = 124
+		}
+	}
+	if code == 0 {
+		return nil
+	}
+	return interp.ExitStatus(uint8(code))
+}
+
+// startCmd starts cmd, with SIGHUP ignored in it when asked (nohup).
+func startCmd(cmd *exec.Cmd, ignoreHUP bool) error {
+	if !ignoreHUP {
+		startMu.RLock()
+		defer startMu.RUnlock()
+		return cmd.Start()
+	}
+	startMu.Lock()
+	defer startMu.Unlock()
+	signal.Ignore(syscall.SIGHUP)
+	defer signal.Reset(syscall.SIGHUP)
+	return cmd.Start()
+}
+
+func signalNamed(name string) os.Signal {
+	switch name {
+	case "INT":
+		return syscall.SIGINT
+	case "HUP":
+		return syscall.SIGHUP
+	case "KILL":
+		return syscall.SIGKILL
+	case "QUIT":
+		return syscall.SIGQUIT
+	case "USR1":
+		return syscall.SIGUSR1
+	case "USR2":
+		return syscall.SIGUSR2
+	}
+	return syscall.SIGTERM
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestReport(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Package":"p","Test":"TestOK"}`,
+		`{"Action":"output","Package":"p","Test":"TestOK","Output":"=== RUN   TestOK\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestOK","Output":"    ok_test.go:1: noise\n"}`,
+		`{"Action":"pass","Package":"p","Test":"TestOK"}`,
+		`{"Action":"output","Package":"p","Test":"TestBad","Output":"    bad_test.go:9: boom\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestBad","Output":"--- FAIL: TestBad (0.00s)\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestBad"}`,
+		`{"Action":"output","Package":"p","Test":"TestDocker","Output":"=== RUN   TestDocker\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestDocker","Output":"    d_test.go:3: SKIP: docker: no daemon answers\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestDocker","Output":"--- SKIP: TestDocker (0.00s)\n"}`,
+		`{"Action":"skip","Package":"p","Test":"TestDocker"}`,
+		`{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}`,
+		`not json: build output`,
+	}, "\n")
+	var out bytes.Buffer
+	skips, err := report(strings.NewReader(in), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printSkips(&out, skips)
+	want := "    bad_test.go:9: boom\n--- FAIL: TestBad (0.00s)\nFAIL\tp\t0.1s\nnot json: build output\n" +
+		"\n=== skipped tests: 1\nSKIP p TestDocker: d_test.go:3: SKIP: docker: no daemon answers\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+}
