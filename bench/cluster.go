@@ -18,11 +18,12 @@ import (
 	"github.com/exechost/exechost/internal/gateway"
 )
 
-// Policies the benchmark hosts use: an allowlist holding /bin/true and
-// /usr/bin/true, so every exec goes through a real allowlist decision.
+// Policies the benchmark hosts use: an allowlist holding true, sh and cat
+// (for the large-output rows), so every exec goes through a real allowlist
+// decision.
 const (
 	policyAllowTrue = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},
-  "agents":{"*":{"allowlist":[{"pattern":"/bin/true"},{"pattern":"/usr/bin/true"},{"pattern":"/bin/sh"},{"pattern":"/usr/bin/sh"}]}}}`
+  "agents":{"*":{"allowlist":[{"pattern":"/bin/true"},{"pattern":"/usr/bin/true"},{"pattern":"/bin/sh"},{"pattern":"/usr/bin/sh"},{"pattern":"/bin/cat"},{"pattern":"/usr/bin/cat"}]}}}`
 	policyFull = `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}`
 	// gatewayConfig defers to each host's own exec-approvals.json.
 	gatewayConfig = `{

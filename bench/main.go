@@ -53,7 +53,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "short run: fewer iterations and 1,000 simulated nodes")
 		out     = flag.String("out", "BENCHMARKS.md", "report to rewrite (empty: print only)")
 		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
-		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,micro,startup,scale,sandbox")
+		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,audit,startup,scale,sandbox")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
 		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
 		ocBench = flag.Bool("openclaw", false, "only the OpenClaw comparison (bench/openclaw.go): exechost vs OpenClaw's node host behind a real OpenClaw gateway")
@@ -116,14 +116,18 @@ func (b *bench) run(only string) error {
 		return fmt.Errorf("build exechost: %w", err)
 	}
 	start := time.Now()
-	if want("exec") || want("throughput") {
-		if err := b.clusterSections(want("exec"), want("throughput")); err != nil {
+	if want("exec") || want("throughput") || want("output") || want("memory") {
+		if err := b.clusterSections(want("exec"), want("throughput"), want("output"), want("memory")); err != nil {
 			return err
 		}
 	}
 	if want("micro") {
 		fmt.Fprintln(os.Stderr, "== decision engine, output capping, approval socket")
 		b.microRows()
+	}
+	if want("audit") {
+		fmt.Fprintln(os.Stderr, "== audit log append")
+		b.auditRows()
 	}
 	if want("startup") {
 		fmt.Fprintln(os.Stderr, "== startup and binary size")
@@ -147,8 +151,8 @@ func (b *bench) run(only string) error {
 }
 
 // clusterSections starts one gateway with 16 nodes for the round-trip and
-// throughput rows.
-func (b *bench) clusterSections(rt, tp bool) error {
+// throughput rows (and one more node for the memory rows).
+func (b *bench) clusterSections(rt, tp, out, mem bool) error {
 	fmt.Fprintln(os.Stderr, "== starting gateway and nodes")
 	c, err := startCluster(b.bin, filepath.Join(b.tmp, "cluster"))
 	if err != nil {
@@ -164,6 +168,17 @@ func (b *bench) clusterSections(rt, tp bool) error {
 			return err
 		}
 	}
+	var memNode *clusterNode
+	idle := map[string]int64{}
+	if mem {
+		n, _, err := c.addNode("mem")
+		if err != nil {
+			return err
+		}
+		memNode = n
+		time.Sleep(time.Second) // let start-up garbage be collected
+		idle = daemonRSS(c, n)
+	}
 	if rt {
 		fmt.Fprintln(os.Stderr, "== exec true round trip")
 		b.roundTripRows(c, c.nodes[0].id)
@@ -171,6 +186,14 @@ func (b *bench) clusterSections(rt, tp bool) error {
 	if tp {
 		fmt.Fprintln(os.Stderr, "== throughput")
 		b.throughputRows(c)
+	}
+	if out {
+		fmt.Fprintln(os.Stderr, "== large outputs")
+		b.outputRows(c, c.nodes[0].id)
+	}
+	if mem {
+		fmt.Fprintln(os.Stderr, "== memory after load")
+		b.memoryRows(c, idle, memNode)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Package audit keeps exechost's audit log: one JSON line per exec decision
 // and outcome on an execution host, in <state>/audit.jsonl (0600). Lines are
-// appended with O_APPEND and fsync under a file lock, so the gateway and a
-// local `exechost run` can share the file; the file is rotated by size
+// group-committed (concurrent appends share one fdatasync) at the end of the
+// data, inside a preallocated zero tail, under a file lock, so the gateway
+// and a local `exechost run` can share the file (docs/audit-durability.md
+// says what is on disk when); the file is rotated by size
 // (audit.jsonl.1 … audit.jsonl.N). Every line carries the hash of the line
 // before it ("prev") and its own hash, so `exechost audit verify` can tell
 // whether a recorded line was edited, removed or inserted after the fact —

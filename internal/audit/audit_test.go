@@ -454,31 +454,105 @@ func TestTamperInRotatedFile(t *testing.T) {
 	}
 }
 
+// TestInterruptedAppendIsCut damages the end of the log the ways a crash
+// can and checks that readers skip the damage, Verify reports it, and the
+// next append cuts it off so the chain continues from the last good line.
 func TestInterruptedAppendIsCut(t *testing.T) {
-	path := logPath(t)
-	l := openLog(t, path, Options{})
-	for i := range 3 {
-		if err := l.Append(rec("a", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A crash mid-append leaves an unterminated line.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	whole, _, err := encodeLine(rec("x", 98))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"time":"2026-01-01T00:00:00Z","event":"deci`)
-	f.Close()
-	if got := readAll(t, path, Filter{}); len(got) != 3 {
-		t.Errorf("Read while a line is unterminated: %d records, want 3", len(got))
+	more, _, _ := encodeLine(rec("x", 99))
+	partial := []byte(`{"time":"2026-01-01T00:00:00Z","event":"deci`)
+	// writeAtEnd writes b at the end of the data, inside the preallocated
+	// tail, where an append of this version writes.
+	writeAtEnd := func(t *testing.T, path string, b []byte) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fi, _ := f.Stat()
+		end, err := dataEnd(f, fi.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(b, end); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := Verify(path); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Verify with unterminated line = %v, want ErrCorrupt", err)
+	for _, tc := range []struct {
+		name string
+		// reopen closes the log before the damage and appends through a
+		// fresh one, as after a restart.
+		reopen bool
+		damage func(t *testing.T, path string)
+		// readable is how many records Read returns while damaged (-1:
+		// Read reports a bad line).
+		readable int
+	}{
+		{"process died mid-write", false, func(t *testing.T, path string) { writeAtEnd(t, path, partial) }, 3},
+		{"process died mid-write, log reopened", true, func(t *testing.T, path string) { writeAtEnd(t, path, partial) }, 3},
+		{
+			// The first page of a group never reached the disk but later
+			// bytes did: a NUL run inside the data, then more lines.
+			"system crash tore a group", true, func(t *testing.T, path string) {
+				torn := append(make([]byte, 100), whole[100:]...)
+				writeAtEnd(t, path, append(torn, more...))
+			}, -1,
+		},
+		{
+			"unterminated line after the preallocated tail", true, func(t *testing.T, path string) {
+				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Write(partial)
+				f.Close()
+			}, 3,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := logPath(t)
+			l := openLog(t, path, Options{})
+			for i := range 3 {
+				if err := l.Append(rec("a", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.reopen {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tc.damage(t, path)
+			var got []Record
+			rerr := Read(path, Filter{}, func(r Record) error { got = append(got, r); return nil })
+			switch {
+			case tc.readable >= 0 && (rerr != nil || len(got) != tc.readable):
+				t.Errorf("Read while damaged: %d records, %v; want %d records", len(got), rerr, tc.readable)
+			case tc.readable < 0 && !errors.Is(rerr, ErrCorrupt):
+				t.Errorf("Read while damaged = %v, want ErrCorrupt", rerr)
+			}
+			if _, err := Verify(path); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Verify while damaged = %v, want ErrCorrupt", err)
+			}
+			if tc.reopen {
+				l = openLog(t, path, Options{})
+			}
+			if err := l.Append(rec("a", 3)); err != nil {
+				t.Fatal(err)
+			}
+			mustVerify(t, path, 4)
+			var ids []string
+			for _, r := range readAll(t, path, Filter{}) {
+				ids = append(ids, r.RunID)
+			}
+			if d := cmp.Diff([]string{"a-0", "a-1", "a-2", "a-3"}, ids); d != "" {
+				t.Errorf("records after the cut (-want +got):\n%s", d)
+			}
+		})
 	}
-	if err := l.Append(rec("a", 3)); err != nil {
-		t.Fatal(err)
-	}
-	mustVerify(t, path, 4)
 }
 
 func TestOpenRefusesSymlink(t *testing.T) {

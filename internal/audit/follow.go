@@ -104,7 +104,12 @@ func (fw *follower) openAtEnd(path string) error {
 		f.Close()
 		return fmt.Errorf("follow audit log: %w", err)
 	}
-	_, end, err := lastLine(f, fi.Size())
+	de, err := dataEnd(f, fi.Size())
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("follow audit log: %w", err)
+	}
+	_, end, err := lastLine(f, de)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("follow audit log: %w", err)
@@ -126,8 +131,14 @@ func (fw *follower) drain() error {
 	if fi.Size() < fw.off { // cut back (an interrupted append was removed)
 		fw.off, fw.pending = fi.Size(), nil
 	}
-	for fw.off < fi.Size() {
-		buf := make([]byte, min(fi.Size()-fw.off, 1<<20))
+	// Read up to the end of the data, not into the preallocated zero tail
+	// that the next append overwrites.
+	end, err := dataEnd(fw.f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("follow audit log: %w", err)
+	}
+	for fw.off < end {
+		buf := make([]byte, min(end-fw.off, 1<<20))
 		k, err := fw.f.ReadAt(buf, fw.off)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("follow audit log: %w", err)

@@ -102,13 +102,19 @@ func TestAppendWriteFailureLeavesLogIntact(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := old
-	lim.Cur = uint64(len(before)) + 100 // a part of the next line fits
+	// A part of the next line fits: the limit is on the write's offset,
+	// so it bites inside the preallocated tail too.
+	end, err := dataEnd(bytes.NewReader(before), int64(len(before)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.Cur = uint64(end) + 100
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
 		t.Fatal(err)
 	}
 	big := rec("a", 5)
 	big.Command = strings.Repeat("z", 4096)
-	err := l.Append(big)
+	err = l.Append(big)
 	if rerr := unix.Setrlimit(unix.RLIMIT_FSIZE, &old); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -117,7 +123,11 @@ func TestAppendWriteFailureLeavesLogIntact(t *testing.T) {
 	}
 	after, _ := os.ReadFile(path)
 	if !bytes.Equal(before, after) {
-		t.Errorf("failed append left %d extra bytes", len(after)-len(before))
+		i := 0
+		for i < min(len(before), len(after)) && before[i] == after[i] {
+			i++
+		}
+		t.Errorf("failed append changed the file from byte %d (%d bytes before, %d after): %q", i, len(before), len(after), after[i:min(i+200, len(after))])
 	}
 	if err := l.Append(big); err != nil {
 		t.Fatal(err)

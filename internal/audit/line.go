@@ -19,20 +19,48 @@ const hashSuffixLen = len(hashKey) + sha256.Size*2 + 2
 // bytes of the line without the hash field, so verifying never depends on
 // re-encoding a record the same way twice.
 func encodeLine(r Record) (line []byte, hash string, err error) {
-	r.Hash = ""
+	prev := r.Prev
+	pre, err := preEncode(r)
+	if err != nil {
+		return nil, "", err
+	}
+	line, hash = seal(pre, prev)
+	return line, hash, nil
+}
+
+// prevTail ends every pre-encoded record: prev is the last field before
+// hash (see Record), left empty until the chain head is known.
+const prevTail = `"prev":""}`
+
+// preEncode renders r with an empty prev and no hash. It is the costly part
+// of a line and needs no chain head, so appenders run it on their own
+// goroutines before queueing; seal then finishes the line under the lock.
+func preEncode(r Record) ([]byte, error) {
+	r.Prev, r.Hash = "", ""
 	body, err := json.Marshal(r)
 	if err != nil {
-		return nil, "", fmt.Errorf("encode audit record: %w", err)
+		return nil, fmt.Errorf("encode audit record: %w", err)
 	}
+	if !bytes.HasSuffix(body, []byte(prevTail)) {
+		return nil, fmt.Errorf("encode audit record: %w: encoding does not end in the prev field", ErrInvalid)
+	}
+	return body, nil
+}
+
+// seal fills prev into a pre-encoded record (prev is a hex hash or empty,
+// so it needs no escaping) and appends the hash field and newline.
+func seal(pre []byte, prev string) (line []byte, hash string) {
+	body := make([]byte, 0, len(pre)+len(prev)+hashSuffixLen+1)
+	body = append(body, pre[:len(pre)-2]...)
+	body = append(body, prev...)
+	body = append(body, `"}`...)
 	sum := sha256.Sum256(body)
 	hash = hex.EncodeToString(sum[:])
-	line = make([]byte, 0, len(body)+hashSuffixLen)
-	line = append(line, body[:len(body)-1]...)
-	line = append(line, hashKey...)
+	line = append(body[:len(body)-1], hashKey...)
 	line = append(line, hash...)
 	line = append(line, `"}`...)
 	line = append(line, '\n')
-	return line, hash, nil
+	return line, hash
 }
 
 // splitHash splits a line (without its newline) into the bytes the hash

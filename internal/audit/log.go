@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,8 @@ import (
 // Options tune a Log. Zero values take the defaults.
 type Options struct {
 	// MaxBytes rotates the file before an append would grow it past this
-	// size (DefaultMaxBytes).
+	// size (DefaultMaxBytes). Preallocation never grows a file past it
+	// either.
 	MaxBytes int64
 	// Keep is how many rotated files (path.1 … path.Keep) are kept
 	// (DefaultKeep).
@@ -44,23 +46,70 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Bounds of the group commit.
+const (
+	// PreallocBytes is how far ahead of the last line the file is extended
+	// with written zeros (and fsynced once), so that the fdatasync of each
+	// group commit inside that region flushes only data, not the file's
+	// size or block map (etcd's wal does the same with its segments).
+	// Readers treat the zero tail as the end of the log.
+	PreallocBytes = 512 << 10
+	// MaxSyncWait bounds how long an appender waits, beyond LockTimeout,
+	// for the group commit carrying its record; a disk that takes longer
+	// to fdatasync fails the append (the exec then goes unaudited, loudly)
+	// instead of hanging it.
+	MaxSyncWait = 30 * time.Second
+	// MaxGroupBytes caps one group commit's write, which bounds how much
+	// of the file's end a system crash can leave torn.
+	MaxGroupBytes = 128 << 10
+	// tornWindow is how far back from the end of the data a freshly
+	// opened file is searched for a torn write. Lines never contain NUL,
+	// so a NUL inside the data is a page that never reached the disk: its
+	// line was never acknowledged (an acknowledged line was fdatasynced,
+	// and that sync flushed everything written before it too), and nor was
+	// anything written after it.
+	tornWindow = PreallocBytes
+)
+
 // Log appends records to an audit file. It is safe for concurrent use, and
-// several processes may append to the same path at once: every append
-// takes an exclusive lock on path+".lock" around reading the chain head,
-// rotating and writing.
+// several processes may append to the same path at once.
+//
+// Appends are group-committed: records queue under a short mutex, one
+// goroutine at a time (the leader) takes the whole queue, writes it as one
+// pwrite under an exclusive lock on path+".lock" (which serialises
+// processes: reading the chain head, rotating and writing), releases the
+// lock and the mutex, and only then fdatasyncs; records arriving meanwhile
+// form the next group. Appenders never hold a lock across the sync.
 type Log struct {
 	path string
 	opts Options
 	lock *flock.Flock
 
-	mu     sync.Mutex // serialises goroutines; the flock serialises processes
-	f      *os.File   // the current file, O_APPEND
-	closed bool
-	// head caches the chain head (hash of the last line) for a file of
-	// headSize bytes, so an uncontended append does not re-read the file.
+	mu      sync.Mutex // guards queue, leading, idle, closed
+	queue   []*pending
+	leading bool          // a leader owns the file state below
+	idle    chan struct{} // closed when leading turns false
+	closed  bool
+
+	// Owned by the current leader (and Close once no leader runs).
+	f *os.File // the current file, read-write, written at explicit offsets
+	// end is the offset just past the last line of f and head the hash
+	// of that line, valid while the byte at end is still zero or EOF
+	// (another process appending would have written there).
+	end       int64
 	head      string
-	headSize  int64
 	headValid bool
+	// checked is set once f's tail has been checked for a write torn by a
+	// system crash (see tornEnd); reset whenever f is (re)opened.
+	checked bool
+	// groups counts the groups this Log has written (see preallocAfter).
+	groups int
+}
+
+// pending is one queued record and where its outcome goes.
+type pending struct {
+	pre  []byte     // the record encoded with an empty prev, see preEncode
+	done chan error // buffered: receives exactly one outcome
 }
 
 // Open opens (creating 0600 if needed) the audit log at path, normally
@@ -74,7 +123,7 @@ func OpenOptions(path string, opts Options) (*Log, error) {
 		opts: opts.withDefaults(),
 		lock: flock.New(path+".lock", flock.SetFlag(os.O_CREATE|os.O_RDWR|openFlags), flock.SetPermissions(0o600)),
 	}
-	f, err := openAppend(path)
+	f, err := openLogFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -82,10 +131,11 @@ func OpenOptions(path string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// openAppend opens path for appending, creating it 0600, and refuses a file
-// owned by another user. A looser mode is tightened.
-func openAppend(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|openFlags, 0o600)
+// openLogFile opens path read-write (not O_APPEND: lines are written at
+// the end of the data, inside the preallocated zero tail), creating it 0600,
+// and refuses a file owned by another user. A looser mode is tightened.
+func openLogFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log %s: %w (hint: the state directory must exist and be writable by this user)", path, err)
 	}
@@ -114,39 +164,200 @@ func openAppend(path string) (*os.File, error) {
 // Path returns the log's file path.
 func (l *Log) Path() string { return l.path }
 
-// Close releases the file and the lock handle. Appends after Close fail
-// with ErrClosed.
+// Close waits (at most LockTimeout + MaxSyncWait) for queued records to be
+// committed, cuts the preallocated zero tail off the file so that it ends
+// at its last line again, and releases the file and the lock handle.
+// Appends after Close fail with ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
-	return errors.Join(l.f.Close(), l.lock.Close())
+	idle := l.idle
+	leading := l.leading
+	l.mu.Unlock()
+	var errs []error
+	if leading {
+		t := time.NewTimer(l.opts.LockTimeout + MaxSyncWait)
+		select {
+		case <-idle:
+		case <-t.C:
+			errs = append(errs, fmt.Errorf("audit close %s: queued records not committed within %v", l.path, l.opts.LockTimeout+MaxSyncWait))
+		}
+		t.Stop()
+	}
+	if len(errs) == 0 {
+		if err := l.trimTail(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, l.f.Close(), l.lock.Close())
+	return errors.Join(errs...)
 }
 
-// Append writes r as one line and fsyncs it before returning. It fills
-// r.Time when zero and always sets r.Prev and r.Hash. It never waits longer
-// than Options.LockTimeout for other writers; on any failure (a full disk,
-// a lock held too long) it returns an error and leaves every earlier line
-// intact — the caller must say loudly that the exec went unaudited.
+// trimTail truncates the zero tail of the current file under the lock, so
+// a log nobody writes to is a plain JSON-lines file. Not fsynced: after a
+// crash the tail is back, which readers ignore.
+func (l *Log) trimTail() error {
+	if err := l.lockFile(); err != nil {
+		return err
+	}
+	defer l.lock.Unlock()
+	if err := l.followRotation(); err != nil {
+		return err
+	}
+	fi, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit close %s: %w", l.path, err)
+	}
+	de, err := dataEnd(l.f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("audit close %s: %w", l.path, err)
+	}
+	if de < fi.Size() {
+		if err := l.f.Truncate(de); err != nil {
+			return fmt.Errorf("audit close %s: cut preallocated tail: %w", l.path, err)
+		}
+	}
+	return nil
+}
+
+// Append writes r as one line and returns once it is on disk (fdatasync).
+// It fills r.Time when zero; the written line carries prev and hash. It
+// never waits longer than Options.LockTimeout for other writers (plus
+// MaxSyncWait for the disk); on any failure (a full disk, a lock held too
+// long) it returns an error and leaves every earlier line intact — the
+// caller must say loudly that the exec went unaudited.
 func (l *Log) Append(r Record) error {
+	ch, err := l.enqueue(r, true)
+	if err != nil {
+		return err
+	}
+	wait := l.opts.LockTimeout + MaxSyncWait
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-ch:
+		return err
+	case <-t.C:
+		return fmt.Errorf("audit append %s: not confirmed on disk within %v (hint: the disk or another exechost process holding the audit lock is stuck)", l.path, wait)
+	}
+}
+
+// Submit queues r like Append but does not wait: the returned channel
+// receives exactly one value, nil once the record is on disk or the error
+// that kept it off. It is for records whose loss in a crash is acceptable
+// and that must not delay a caller — the "finished" record of a run whose
+// decision record Append already made durable (docs/audit-durability.md
+// says what a crash can lose). Close waits for submitted records.
+func (l *Log) Submit(r Record) <-chan error {
+	ch, err := l.enqueue(r, false)
+	if err != nil {
+		failed := make(chan error, 1)
+		failed <- err
+		return failed
+	}
+	return ch
+}
+
+// enqueue validates and pre-encodes r on the caller's goroutine (so
+// encoding runs in parallel), queues it and makes sure a leader will commit
+// it: the caller itself when it will wait anyway (inline, one group, which
+// holds its record) and no leader is running, else a new goroutine.
+func (l *Log) enqueue(r Record, inline bool) (<-chan error, error) {
 	switch r.Event {
 	case EventDecision, EventFinished, EventDenied:
 	default:
-		return fmt.Errorf("audit append: %w: unknown event %q", ErrInvalid, r.Event)
+		return nil, fmt.Errorf("audit append: %w: unknown event %q", ErrInvalid, r.Event)
 	}
 	if r.Time.IsZero() {
 		r.Time = time.Now()
 	}
 	r.Time = r.Time.UTC()
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return fmt.Errorf("audit append %s: %w", l.path, ErrClosed)
+	pre, err := preEncode(r)
+	if err != nil {
+		return nil, err
 	}
+	p := &pending{pre: pre, done: make(chan error, 1)}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("audit append %s: %w", l.path, ErrClosed)
+	}
+	l.queue = append(l.queue, p)
+	lead := !l.leading
+	if lead {
+		l.leading = true
+		l.idle = make(chan struct{})
+	}
+	l.mu.Unlock()
+	switch {
+	case lead && inline:
+		l.commitNext() // the queue holds at least p
+		l.handOff()
+	case lead:
+		go l.lead()
+	}
+	return p.done, nil
+}
+
+// lead commits queued groups until the queue is empty. Only one leader runs
+// at a time; it alone touches the file state.
+func (l *Log) lead() {
+	for l.commitNext() {
+	}
+}
+
+// commitNext commits the next group, if any, and reports whether the
+// caller is still the leader (false: the queue was empty and leadership
+// ended).
+func (l *Log) commitNext() bool {
+	l.mu.Lock()
+	batch := l.queue
+	size := 0
+	for i, p := range batch {
+		if size += len(p.pre); size > MaxGroupBytes && i > 0 {
+			batch = batch[:i]
+			break
+		}
+	}
+	if len(batch) == len(l.queue) {
+		l.queue = nil
+	} else {
+		l.queue = l.queue[len(batch):]
+	}
+	if len(batch) == 0 {
+		l.leading = false
+		close(l.idle)
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	err := l.commit(batch)
+	for _, p := range batch {
+		p.done <- err
+	}
+	return true
+}
+
+// handOff ends an inline leader's turn: leadership ends if nothing queued
+// meanwhile, else passes to a new goroutine so the caller can return.
+func (l *Log) handOff() {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.leading = false
+		close(l.idle)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	go l.lead()
+}
+
+// lockFile takes the cross-process lock, waiting at most LockTimeout.
+func (l *Log) lockFile() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.LockTimeout)
 	defer cancel()
 	ok, err := l.lock.TryLockContext(ctx, time.Millisecond)
@@ -156,48 +367,235 @@ func (l *Log) Append(r Record) error {
 	if !ok {
 		return fmt.Errorf("audit append %s: %w after %v (hint: another exechost process is stuck writing the audit log)", l.path, ErrLockTimeout, l.opts.LockTimeout)
 	}
-	defer l.lock.Unlock()
-
-	if err := l.followRotation(); err != nil {
-		return err
-	}
-	size, prev, err := l.chainHead()
-	if err != nil {
-		return err
-	}
-	r.Prev = prev
-	line, hash, err := encodeLine(r)
-	if err != nil {
-		return err
-	}
-	if size > 0 && size+int64(len(line)) > l.opts.MaxBytes {
-		if err := l.rotate(); err != nil {
-			return err
-		}
-		size = 0
-	}
-	if err := l.write(line, size); err != nil {
-		return err
-	}
-	l.head, l.headSize, l.headValid = hash, size+int64(len(line)), true
 	return nil
 }
 
-// write appends line to a file of size bytes and fsyncs. On failure it cuts
-// the file back to size so a partial line never follows the good ones.
-func (l *Log) write(line []byte, size int64) error {
-	_, err := l.f.Write(line)
-	if err == nil {
-		err = l.f.Sync()
+// commit writes one group under the cross-process lock, releases it, and
+// then makes the group durable with one fdatasync.
+func (l *Log) commit(batch []*pending) error {
+	if err := l.lockFile(); err != nil {
+		return err
 	}
+	err := l.writeLocked(batch)
+	l.lock.Unlock()
+	if err != nil {
+		return err
+	}
+	// Another process may chain onto these lines before they are synced;
+	// its own fdatasync of the same file flushes them too, and if this
+	// sync fails the lines may still reach the disk: the log can then hold
+	// a record whose append reported failure (the exec did not run), never
+	// lack one that reported success.
+	if err := syncData(l.f); err != nil {
+		l.headValid = false
+		return fmt.Errorf("audit append %s: sync: %w (hint: is the disk failing or full? the record may not be on disk)", l.path, err)
+	}
+	return nil
+}
+
+// writeLocked chains and writes the group at the end of the current file,
+// rotating first when a line would grow the file past MaxBytes. The caller
+// holds the lock.
+func (l *Log) writeLocked(batch []*pending) error {
+	if err := l.followRotation(); err != nil {
+		return err
+	}
+	end, prev, err := l.chainHead()
+	if err != nil {
+		return err
+	}
+	start := end
+	var buf []byte
+	for _, p := range batch {
+		line, hash := seal(p.pre, prev)
+		if end > 0 && end+int64(len(line)) > l.opts.MaxBytes {
+			if err := l.writeAt(buf, start); err != nil {
+				return err
+			}
+			l.end, l.head, l.headValid = end, prev, true
+			if err := l.rotate(end, prev); err != nil {
+				return err
+			}
+			start, end, buf = 0, 0, buf[:0]
+		}
+		buf = append(buf, line...)
+		end += int64(len(line))
+		prev = hash
+	}
+	if err := l.writeAt(buf, start); err != nil {
+		return err
+	}
+	l.end, l.head, l.headValid = end, prev, true
+	return nil
+}
+
+// writeAt writes buf at off, inside space preallocated first (or past
+// the end, see ensureAllocated). On failure it puts the file back as it
+// was, so a partial line never follows the good ones.
+func (l *Log) writeAt(buf []byte, off int64) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	size, err := l.ensureAllocated(off + int64(len(buf)))
+	if err != nil {
+		l.headValid = false
+		return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
+	}
+	_, err = l.f.WriteAt(buf, off)
+	l.groups++
 	if err == nil {
 		return nil
 	}
 	l.headValid = false
-	if terr := l.f.Truncate(size); terr != nil {
-		err = errors.Join(err, fmt.Errorf("undo partial write: %w", terr))
+	if uerr := l.unwrite(off, off+int64(len(buf)), size); uerr != nil {
+		err = errors.Join(err, fmt.Errorf("undo partial write: %w", uerr))
 	}
 	return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
+}
+
+// unwrite undoes a failed write of [from, to) to a file that was size
+// bytes long (File.WriteAt does not say how much of a failed write landed):
+// what lay past size is cut off, what lay inside the preallocated zeros is
+// zeroed again. When zeroing fails too (the disk that refused the line may
+// refuse the zeros) and bytes remain past from, the file is cut at from.
+func (l *Log) unwrite(from, to, size int64) error {
+	if to > size {
+		if err := l.f.Truncate(max(from, size)); err != nil {
+			return err
+		}
+		to = size
+	}
+	if from >= to || writeZeros(l.f, from, to) == nil {
+		return nil
+	}
+	fi, err := l.f.Stat()
+	if err != nil {
+		return err
+	}
+	if de, err := dataEnd(l.f, fi.Size()); err == nil && de <= from {
+		return nil // the zeros that matter landed
+	}
+	return l.f.Truncate(from)
+}
+
+// preallocAfter is how many groups a Log writes before it preallocates:
+// a one-shot `exechost run` (a decision and a finished record) should not
+// pay for half a megabyte of zeros. Until then, and on a disk too full for
+// a whole chunk, a group is written past the end of the file, and its
+// fdatasync also flushes the new size — the old cost, still durable.
+const preallocAfter = 2
+
+// ensureAllocated returns the file's size, first extending it, when need
+// lies past the end and this Log is past preallocAfter groups, with written
+// zeros to the next PreallocBytes boundary (capped at MaxBytes) and
+// fsyncing once, so the appends that land inside need only fdatasync their
+// data. A failed extension is cut back, leaving the file as it was, and the
+// write then extends the file itself.
+func (l *Log) ensureAllocated(need int64) (int64, error) {
+	fi, err := l.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	if need <= size || l.groups < preallocAfter {
+		return size, nil
+	}
+	target := max(min((need+PreallocBytes-1)/PreallocBytes*PreallocBytes, l.opts.MaxBytes), need)
+	if target > need && l.extend(size, target) == nil {
+		return target, nil
+	}
+	return size, nil
+}
+
+// extend grows the file from size to target bytes of zeros and fsyncs it
+// (size and block map included); on failure the file is cut back to size.
+func (l *Log) extend(size, target int64) error {
+	err := writeZeros(l.f, size, target)
+	if err == nil {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		if terr := l.f.Truncate(size); terr != nil {
+			err = errors.Join(err, fmt.Errorf("undo preallocation: %w", terr))
+		}
+	}
+	return err
+}
+
+// syncData is datasync, replaceable by tests that count or stall syncs.
+var syncData = datasync
+
+// zeros is the source of preallocation and undo writes.
+var zeros [64 << 10]byte
+
+// writeZeros writes zero bytes over [from, to) of f.
+func writeZeros(f *os.File, from, to int64) error {
+	for off := from; off < to; {
+		n := min(to-off, int64(len(zeros)))
+		k, err := f.WriteAt(zeros[:n], off)
+		off += int64(k)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dataEnd returns the offset just past the last non-zero byte among the
+// first size bytes of r: the end of the log's data, before the
+// preallocated zero tail. Lines never contain a NUL byte (JSON escapes it),
+// so the tail cannot be mistaken for data.
+func dataEnd(r io.ReaderAt, size int64) (int64, error) {
+	const chunk = 64 << 10
+	var buf []byte
+	for end := size; end > 0; {
+		n := min(int64(chunk), end)
+		off := end - n
+		if buf == nil {
+			buf = make([]byte, chunk)
+		}
+		b := buf[:n]
+		if _, err := r.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if i := lastNonZero(b); i >= 0 {
+			return off + int64(i) + 1, nil
+		}
+		end = off
+	}
+	return 0, nil
+}
+
+// lastNonZero returns the index of the last non-zero byte of b, or -1,
+// comparing eight bytes at a time across the zero run.
+func lastNonZero(b []byte) int {
+	i := len(b)
+	for i >= 8 && binary.LittleEndian.Uint64(b[i-8:i]) == 0 {
+		i -= 8
+	}
+	for i > 0 {
+		if b[i-1] != 0 {
+			return i - 1
+		}
+		i--
+	}
+	return -1
+}
+
+// tornEnd returns where the data of a file ending at de stops being
+// trustworthy: at the first NUL byte within tornWindow of de (a page a
+// system crash lost; see tornWindow), else de. The caller cuts the file
+// back to the line boundary before it.
+func tornEnd(r io.ReaderAt, de int64) (int64, error) {
+	from := max(0, de-tornWindow)
+	buf := make([]byte, de-from)
+	if _, err := r.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	if i := bytes.IndexByte(buf, 0); i >= 0 {
+		return from + int64(i), nil
+	}
+	return de, nil
 }
 
 // followRotation reopens the path when another process rotated (or someone
@@ -214,47 +612,66 @@ func (l *Log) followRotation() error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("audit append %s: %w", l.path, err)
 	}
-	f, err := openAppend(l.path)
+	f, err := openLogFile(l.path)
 	if err != nil {
 		return err
 	}
 	l.f.Close()
 	l.f = f
-	l.headValid = false
+	l.headValid, l.checked = false, false
 	return nil
 }
 
-// chainHead returns the current file's size and the hash the next line
-// must carry as prev. An unterminated last line is the remains of an
-// interrupted append (never acknowledged), so it is cut off. An empty file
-// continues the chain of the newest rotated file.
-func (l *Log) chainHead() (size int64, prev string, err error) {
+// chainHead returns the end of the current file's data and the hash the
+// next line must carry as prev. The cached head stays valid while the byte
+// at its end is still zero (or past EOF): any other process appending
+// writes there first. Otherwise the file is read back: an unterminated last
+// line is the remains of an interrupted append (never acknowledged), so it
+// is cut off, and an empty file continues the chain of the newest rotated
+// file.
+func (l *Log) chainHead() (end int64, prev string, err error) {
+	if l.headValid {
+		var b [1]byte
+		n, err := l.f.ReadAt(b[:], l.end)
+		if (n == 0 && errors.Is(err, io.EOF)) || (n == 1 && b[0] == 0) {
+			return l.end, l.head, nil
+		}
+		l.headValid = false
+	}
 	fi, err := l.f.Stat()
 	if err != nil {
 		return 0, "", fmt.Errorf("audit append %s: stat: %w", l.path, err)
 	}
-	size = fi.Size()
-	if l.headValid && size == l.headSize {
-		return size, l.head, nil
+	de, err := dataEnd(l.f, fi.Size())
+	if err != nil {
+		return 0, "", fmt.Errorf("audit append %s: find end of data: %w", l.path, err)
 	}
-	last, end, err := lastLine(l.f, size)
+	full := de
+	if !l.checked {
+		if de, err = tornEnd(l.f, de); err != nil {
+			return 0, "", fmt.Errorf("audit append %s: check for a torn write: %w", l.path, err)
+		}
+		l.checked = true
+	}
+	last, end, err := lastLine(l.f, de)
 	if err != nil {
 		return 0, "", fmt.Errorf("audit append %s: read chain head: %w", l.path, err)
 	}
-	if end != size {
+	if end != full {
+		// Truncate (not zero) so a follower sees the file shrink past its
+		// offset and rereads from the cut.
 		if err := l.f.Truncate(end); err != nil {
 			return 0, "", fmt.Errorf("audit append %s: cut interrupted line: %w", l.path, err)
 		}
-		size = end
 	}
 	if last != nil {
-		return size, chainHash(last), nil
+		return end, chainHash(last), nil
 	}
 	prev, err = lastHashOf(rotatedName(l.path, 1))
 	if err != nil {
 		return 0, "", fmt.Errorf("audit append %s: read chain head of rotated file: %w", l.path, err)
 	}
-	return size, prev, nil
+	return end, prev, nil
 }
 
 // lastHashOf returns the chain hash of the last complete line of the file
@@ -332,10 +749,16 @@ func lastLine(r io.ReaderAt, size int64) (line []byte, end int64, err error) {
 // rotatedName returns the name of the n-th rotated file (n ≥ 1).
 func rotatedName(path string, n int) string { return path + "." + strconv.Itoa(n) }
 
-// rotate shifts path.N-1 → path.N … path → path.1 and opens a fresh path.
-// The caller holds the lock and has already read the chain head, which the
-// first line of the new file carries.
-func (l *Log) rotate() error {
+// rotate cuts the current file at end (dropping its zero tail) and makes it
+// durable, shifts path.N-1 → path.N … path → path.1 and opens a fresh path,
+// whose first line will carry head as prev. The caller holds the lock.
+func (l *Log) rotate(end int64, head string) error {
+	if err := l.f.Truncate(end); err != nil {
+		return fmt.Errorf("audit rotate %s: cut preallocated tail: %w", l.path, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("audit rotate %s: sync: %w", l.path, err)
+	}
 	keep := l.opts.Keep
 	if err := os.Remove(rotatedName(l.path, keep)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("audit rotate %s: %w", l.path, err)
@@ -349,14 +772,15 @@ func (l *Log) rotate() error {
 	if err := os.Rename(l.path, rotatedName(l.path, 1)); err != nil {
 		return fmt.Errorf("audit rotate %s: %w", l.path, err)
 	}
-	f, err := openAppend(l.path)
+	f, err := openLogFile(l.path)
 	if err != nil {
 		return fmt.Errorf("audit rotate: %w", err)
 	}
 	l.f.Close()
 	l.f = f
-	l.headValid = false
+	l.end, l.head, l.headValid, l.checked = 0, head, true, true
 	if err := syncDir(filepath.Dir(l.path)); err != nil {
+		l.headValid = false
 		return fmt.Errorf("audit rotate %s: sync directory: %w", l.path, err)
 	}
 	return nil

@@ -103,7 +103,15 @@ func snapshot(path string) ([]segment, error) {
 			closeSegments(segs)
 			return nil, fmt.Errorf("stat audit log: %w", err)
 		}
-		segs = append(segs, segment{name: n, f: f, size: fi.Size()})
+		// The newest file ends in a preallocated zero tail while a writer
+		// has it open (see PreallocBytes); the log ends at its data.
+		size, err := dataEnd(f, fi.Size())
+		if err != nil {
+			f.Close()
+			closeSegments(segs)
+			return nil, fmt.Errorf("read audit log %s: %w", n, err)
+		}
+		segs = append(segs, segment{name: n, f: f, size: size})
 	}
 	if len(segs) == 0 {
 		return nil, fmt.Errorf("read audit log %s: %w (hint: nothing has been audited on this host yet, or --state-dir points elsewhere)", path, os.ErrNotExist)

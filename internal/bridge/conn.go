@@ -1,15 +1,18 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 )
@@ -65,7 +68,7 @@ type Conn struct {
 	nextID  atomic.Uint64
 	seq     atomic.Uint64
 	mu      sync.Mutex
-	pending map[string]chan Frame
+	pending map[string]*pendingCall
 
 	inflight  chan struct{}
 	ctx       context.Context // canceled when the connection closes
@@ -86,7 +89,7 @@ func NewConn(ws *websocket.Conn, opts Options) *Conn {
 	c := &Conn{
 		ws:       ws,
 		opts:     opts,
-		pending:  make(map[string]chan Frame),
+		pending:  make(map[string]*pendingCall),
 		inflight: make(chan struct{}, maxInflight),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -165,9 +168,13 @@ func (c *Conn) Call(ctx context.Context, method string, params, out any) error {
 	if err != nil {
 		return err
 	}
-	ch := make(chan Frame, 1)
+	ch := make(chan response, 1)
+	pc := &pendingCall{ch: ch}
+	if t := reflect.TypeOf(out); t != nil && t.Kind() == reflect.Pointer && !reflect.ValueOf(out).IsNil() {
+		pc.out = t.Elem()
+	}
 	c.mu.Lock()
-	c.pending[id] = ch
+	c.pending[id] = pc
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -178,9 +185,14 @@ func (c *Conn) Call(ctx context.Context, method string, params, out any) error {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	select {
-	case res := <-ch:
+	case r := <-ch:
+		res := r.f
 		if !*res.OK {
 			return res.Error
+		}
+		if r.value.IsValid() {
+			reflect.ValueOf(out).Elem().Set(r.value.Elem())
+			return nil
 		}
 		if out != nil && len(res.Payload) > 0 {
 			if err := json.Unmarshal(res.Payload, out); err != nil {
@@ -234,6 +246,9 @@ func (c *Conn) readLoop() {
 			c.shutdown(err, true)
 			return
 		}
+		if c.deliverTyped(data) {
+			continue
+		}
 		f, err := DecodeFrame(data)
 		if err != nil {
 			// A peer that sends garbage is broken or hostile: say why
@@ -249,11 +264,11 @@ func (c *Conn) readLoop() {
 		switch f.Type {
 		case TypeRes:
 			c.mu.Lock()
-			ch := c.pending[f.ID]
+			pc := c.pending[f.ID]
 			delete(c.pending, f.ID)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- f
+			if pc != nil {
+				pc.ch <- response{f: f}
 			}
 		case TypeEvent:
 			if c.opts.OnEvent != nil {
@@ -268,6 +283,80 @@ func (c *Conn) readLoop() {
 			}
 		}
 	}
+}
+
+// pendingCall is a Call waiting for its response.
+type pendingCall struct {
+	ch chan response
+	// out is the type Call's result decodes into (nil: none, or not a
+	// pointer), for deliverTyped.
+	out reflect.Type
+}
+
+// response is a res frame for a Call. value, when valid, is a fresh *T
+// already holding the decoded payload (f.Payload is then empty).
+type response struct {
+	f     Frame
+	value reflect.Value
+}
+
+// resPrefix is how every response this build writes begins (see
+// Frame.appendJSON), which lets the read loop find the waiting Call before
+// decoding.
+const resPrefix = `{"type":"res","id":"`
+
+// deliverTyped decodes a response for a pending Call in one pass, payload
+// straight into a fresh value of the Call's result type, instead of
+// decoding the frame and then its payload (each a validation scan and a
+// decode of the whole payload: for an exec result, the whole output). It
+// reports false, leaving the frame to DecodeFrame, for anything it does not
+// handle: another shape, no such Call, a payload that does not fit.
+func (c *Conn) deliverTyped(data []byte) bool {
+	rest, ok := bytes.CutPrefix(data, []byte(resPrefix))
+	if !ok || len(data) > MaxFrame {
+		return false
+	}
+	end := bytes.IndexByte(rest[:min(len(rest), MaxIDLen+1)], '"')
+	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return false
+	}
+	id := string(rest[:end])
+	c.mu.Lock()
+	pc := c.pending[id]
+	c.mu.Unlock()
+	if pc == nil || pc.out == nil || !utf8.Valid(data) {
+		return false
+	}
+	value := reflect.New(pc.out)
+	var fr struct {
+		Type    string `json:"type"`
+		ID      string `json:"id"`
+		OK      *bool  `json:"ok"`
+		Payload any    `json:"payload"`
+		Error   *Error `json:"error"`
+	}
+	fr.Payload = value.Interface() // decoded into: it holds a non-nil pointer
+	if err := json.Unmarshal(data, &fr); err != nil {
+		return false
+	}
+	f := Frame{Type: fr.Type, ID: fr.ID, OK: fr.OK, Error: fr.Error}
+	if f.Type != TypeRes || f.ID != id || f.validate() != nil {
+		return false
+	}
+	r := response{f: f}
+	// A missing or null payload leaves the result untouched, as the
+	// general path does (an escaped key inside a string cannot match).
+	if *f.OK && fr.Payload == value.Interface() && bytes.Contains(data, []byte(`,"payload":`)) {
+		r.value = value
+	}
+	c.mu.Lock()
+	pc = c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if pc != nil {
+		pc.ch <- r
+	}
+	return true
 }
 
 func (c *Conn) serve(f Frame) {
@@ -326,9 +415,11 @@ func closeReason(err error) error {
 	return fmt.Errorf("%w: %v", ErrClosed, err)
 }
 
-// WriteFrame writes one frame, bounded by WriteTimeout.
+// WriteFrame writes one frame, bounded by WriteTimeout. The frame must come
+// from NewRequest, NewResult, NewEvent, NewFailure or DecodeFrame, whose
+// Params and Payload are valid JSON (see Frame.appendJSON).
 func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
-	data, err := json.Marshal(f)
+	data, err := f.appendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}

@@ -193,3 +193,55 @@ func TestCancelledCallersKeepConnection(t *testing.T) {
 		t.Fatalf("connection did not survive cancelled callers: %v (%q)", err, got)
 	}
 }
+
+// TestCallDecodesResultInOnePass checks Call's one-pass decoding of a
+// response into its result against what the general path gives: a struct
+// result, a payload that does not fit the result (the general path's
+// error), a null or missing payload (the result untouched), and a failure.
+func TestCallDecodesResultInOnePass(t *testing.T) {
+	type result struct {
+		Stdout string `json:"stdout"`
+		Code   int    `json:"code"`
+	}
+	srv := Options{OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		switch method {
+		case "struct":
+			return result{Stdout: strings.Repeat("out\n", 1000) + "\u2028<&>", Code: 7}, nil
+		case "string":
+			return "not an object", nil
+		case "null":
+			return json.RawMessage(`null`), nil
+		case "none":
+			return nil, nil
+		}
+		return nil, Errorf(CodeDenied, "denied")
+	}}
+	_, cli := pair(t, srv, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	var got result
+	if err := cli.Call(ctx, "struct", nil, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Code != 7 || got.Stdout != strings.Repeat("out\n", 1000)+"\u2028<&>" {
+		t.Errorf("struct result = %d, %d bytes", got.Code, len(got.Stdout))
+	}
+	if err := cli.Call(ctx, "string", nil, &got); err == nil || !strings.Contains(err.Error(), "decode result") {
+		t.Errorf("payload that does not fit = %v, want the decode error", err)
+	}
+	for _, m := range []string{"null", "none"} {
+		keep := result{Stdout: "kept", Code: 1}
+		if err := cli.Call(ctx, m, nil, &keep); err != nil || keep.Stdout != "kept" || keep.Code != 1 {
+			t.Errorf("%s payload: %v, result %+v; want it untouched", m, err, keep)
+		}
+	}
+	var e *Error
+	if err := cli.Call(ctx, "fail", nil, &got); !errors.As(err, &e) || e.Code != CodeDenied {
+		t.Errorf("failed call = %v", err)
+	}
+	var n int
+	if err := cli.Call(ctx, "struct", nil, n); err == nil {
+		t.Error("a non-pointer result was accepted")
+	}
+}

@@ -7,10 +7,10 @@
 package bridge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -62,12 +62,11 @@ func DecodeFrame(data []byte) (Frame, error) {
 	if !utf8.Valid(data) {
 		return f, fmt.Errorf("%w: not UTF-8", ErrBadFrame)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&f); err != nil {
+	// Unmarshal, not a Decoder: it rejects trailing data just the same
+	// without first copying the whole frame (up to MaxFrame) into the
+	// decoder's buffer.
+	if err := json.Unmarshal(data, &f); err != nil {
 		return Frame{}, fmt.Errorf("%w: %v", ErrBadFrame, err)
-	}
-	if dec.More() {
-		return Frame{}, fmt.Errorf("%w: trailing data after the frame", ErrBadFrame)
 	}
 	if err := f.validate(); err != nil {
 		return Frame{}, err
@@ -183,13 +182,84 @@ func NewEvent(name string, payload any, seq uint64) (Frame, error) {
 	return Frame{Type: TypeEvent, Event: name, Payload: raw, Seq: seq}, nil
 }
 
+// marshalRaw encodes a frame's params or payload. Its result is valid JSON
+// by construction, which is what lets appendJSON splice it into the frame
+// without the re-scan json.Marshal gives every json.RawMessage field.
 func marshalRaw(v any) (json.RawMessage, error) {
 	switch v := v.(type) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
+		// Raw JSON from a caller is checked here, once: spliced in
+		// unchecked, a malformed value could forge frame fields.
+		if !json.Valid(v) {
+			return nil, errors.New("invalid raw JSON")
+		}
 		return v, nil
+	case wireAppender:
+		return v.appendWire(nil), nil
 	}
 	b, err := json.Marshal(v)
 	return json.RawMessage(b), err
+}
+
+// wireAppender is implemented by wire types that carry large raw JSON
+// (InvokeResult's payload) and encode themselves without re-scanning it.
+type wireAppender interface {
+	appendWire(dst []byte) []byte
+}
+
+// appendJSON appends f's wire encoding to dst: the same bytes json.Marshal
+// would give (fields in struct order, empty ones omitted), except that
+// Params and Payload are spliced in as they are instead of re-compacted.
+// They are valid JSON because every Frame is built by NewRequest, NewResult
+// or NewEvent (through marshalRaw) or by DecodeFrame (which validated
+// them); for a system.run result that skips a full scan and copy of up to
+// a megabyte of output per hop.
+func (f Frame) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, f.Type)
+	if f.ID != "" {
+		dst = append(dst, `,"id":`...)
+		dst = appendString(dst, f.ID)
+	}
+	if f.Method != "" {
+		dst = append(dst, `,"method":`...)
+		dst = appendString(dst, f.Method)
+	}
+	if len(f.Params) > 0 {
+		dst = append(dst, `,"params":`...)
+		dst = append(dst, f.Params...)
+	}
+	if f.OK != nil {
+		dst = append(dst, `,"ok":`...)
+		dst = strconv.AppendBool(dst, *f.OK)
+	}
+	if len(f.Payload) > 0 {
+		dst = append(dst, `,"payload":`...)
+		dst = append(dst, f.Payload...)
+	}
+	if f.Error != nil {
+		b, err := json.Marshal(f.Error)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, `,"error":`...)
+		dst = append(dst, b...)
+	}
+	if f.Event != "" {
+		dst = append(dst, `,"event":`...)
+		dst = appendString(dst, f.Event)
+	}
+	if f.Seq != 0 {
+		dst = append(dst, `,"seq":`...)
+		dst = strconv.AppendUint(dst, f.Seq, 10)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendString appends s as a JSON string, escaped as json.Marshal does.
+func appendString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s) // a string always encodes
+	return append(dst, b...)
 }

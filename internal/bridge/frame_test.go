@@ -89,5 +89,57 @@ func FuzzDecodeFrame(f *testing.F) {
 		if _, err := DecodeFrame(b); err != nil {
 			t.Fatalf("re-decode of %s: %v", b, err)
 		}
+		// The splicing encoder WriteFrame uses must give a frame that
+		// decodes to the same thing.
+		w, err := fr.appendJSON(nil)
+		if err != nil {
+			t.Fatalf("appendJSON: %v", err)
+		}
+		again, err := DecodeFrame(w)
+		if err != nil {
+			t.Fatalf("re-decode of appendJSON %s: %v", w, err)
+		}
+		if again.Type != fr.Type || again.ID != fr.ID || again.Method != fr.Method || again.Event != fr.Event || again.Seq != fr.Seq {
+			t.Fatalf("appendJSON changed the frame: %q -> %q", data, w)
+		}
 	})
+}
+
+// TestAppendJSONMatchesMarshal checks that the frame encoder that splices
+// params and payload gives exactly json.Marshal's bytes, and that
+// InvokeResult's does too.
+func TestAppendJSONMatchesMarshal(t *testing.T) {
+	tru, fal := true, false
+	frames := []Frame{
+		{Type: TypeReq, ID: "1", Method: "exec", Params: json.RawMessage(`{"command":"echo \u003cb\u003e \"x\""}`)},
+		{Type: TypeRes, ID: "7", OK: &tru, Payload: json.RawMessage(`{"stdout":"a\nb"}`)},
+		{Type: TypeRes, ID: "8", OK: &fal, Error: &Error{Code: CodeDenied, Message: "no <way> & \"never\""}},
+		{Type: TypeEvent, Event: "node.invoke.request", Payload: json.RawMessage(`[1,2]`), Seq: 42},
+		{Type: TypeEvent, Event: "e\u2028\xff"},
+	}
+	for _, f := range frames {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.appendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("appendJSON = %s\nwant          %s", got, want)
+		}
+	}
+	for _, r := range []InvokeResult{
+		{ID: "i", NodeID: "n", OK: true, Payload: json.RawMessage(`{"stdout":"x"}`)},
+		{ID: "i", NodeID: "n", Error: &Error{Code: "X", Message: "m"}},
+	} {
+		want, _ := json.Marshal(r)
+		if got := r.appendWire(nil); string(got) != string(want) {
+			t.Errorf("appendWire = %s\nwant         %s", got, want)
+		}
+	}
+	if _, err := NewResult("1", json.RawMessage(`1,"ok":false`)); err == nil {
+		t.Error("NewResult accepted raw JSON that would forge a frame field")
+	}
 }

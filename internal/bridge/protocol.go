@@ -182,11 +182,37 @@ type InvokeCancel struct {
 
 // InvokeResult is the params of a node.invoke.result request.
 type InvokeResult struct {
-	ID      string          `json:"id"`
-	NodeID  string          `json:"nodeId"`
-	OK      bool            `json:"ok"`
+	ID     string `json:"id"`
+	NodeID string `json:"nodeId"`
+	OK     bool   `json:"ok"`
+	// Payload is the command's result, JSON produced by json.Marshal (it
+	// is spliced into the frame unchecked, see appendWire).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+}
+
+// appendWire encodes r as json.Marshal would, but splices Payload in
+// without the re-scan json.Marshal gives a json.RawMessage: a system.run
+// payload is the whole captured output. Payload must be valid JSON (the
+// node builds it with json.Marshal); an invalid one only makes the gateway
+// reject the node's own frame, which the node could write anyway.
+func (r InvokeResult) appendWire(dst []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, r.ID)
+	dst = append(dst, `,"nodeId":`...)
+	dst = appendString(dst, r.NodeID)
+	dst = append(dst, `,"ok":`...)
+	dst = strconv.AppendBool(dst, r.OK)
+	if len(r.Payload) > 0 {
+		dst = append(dst, `,"payload":`...)
+		dst = append(dst, r.Payload...)
+	}
+	if r.Error != nil {
+		b, _ := json.Marshal(r.Error) // two strings always encode
+		dst = append(dst, `,"error":`...)
+		dst = append(dst, b...)
+	}
+	return append(dst, '}')
 }
 
 // NodeEvent is the params of a node.event request.

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/exechost/exechost/internal/metrics"
@@ -123,6 +122,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 			return bridge.ExecResult{}, r.err
 		}
 		res := r.result
+		g.delivered(r)
 		res.Events = g.sessions.Drain(key)
 		return res, nil
 	}
@@ -139,6 +139,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		return bridge.ExecResult{}, r.err
 	}
 	res := r.result
+	g.delivered(r)
 	res.Events = g.sessions.Drain(key)
 	return res, nil
 }
@@ -173,12 +174,9 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 		if idem == "" {
 			idem = r.id
 		}
-		payload, err := g.invoke(ctx, nc, bridge.CmdSystemRun, req, timeout, idem)
-		if err != nil {
+		var err error
+		if res, err = g.invokeRun(ctx, nc, req, timeout, idem); err != nil {
 			return out, err
-		}
-		if err := json.Unmarshal(payload, &res); err != nil {
-			return out, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 		}
 	default:
 		var err error

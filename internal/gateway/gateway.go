@@ -83,6 +83,7 @@ type Gateway struct {
 	clients map[*bridge.Conn]bool
 	invokes map[string]*invokeWaiter
 	runs    map[string]*run
+	kept    keptOutput // output of delivered runs (runs.go)
 	closed  bool
 	// draining refuses new execs while a stopping gateway lets the
 	// running ones finish.

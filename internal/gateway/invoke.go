@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/session"
 )
 
@@ -20,21 +23,52 @@ const InvokeMargin = 10 * time.Second
 // invokeWaiter is one node.invoke in flight.
 type invokeWaiter struct {
 	nodeID string
-	ch     chan bridge.InvokeResult
+	// run asks handleNode to decode a system.run payload straight into a
+	// runner.Result (see decodeRunResult).
+	run bool
+	ch  chan invokeReply
+}
+
+// invokeReply is a node's answer: the result, and for a waiter with run
+// set, the payload already decoded (nil: decode res.Payload).
+type invokeReply struct {
+	res bridge.InvokeResult
+	run *runner.Result
 }
 
 // invoke sends command to the node and waits for its result, the node's
 // disconnection (failing at once), the timeout or ctx.
 func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, params any, timeout time.Duration, idemKey string) (json.RawMessage, error) {
+	r, err := g.invokeReply(ctx, nc, command, params, timeout, idemKey, false)
+	return r.res.Payload, err
+}
+
+// invokeRun is invoke of system.run, returning the decoded result.
+func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request, timeout time.Duration, idemKey string) (runner.Result, error) {
+	r, err := g.invokeReply(ctx, nc, bridge.CmdSystemRun, req, timeout, idemKey, true)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	if r.run != nil {
+		return *r.run, nil
+	}
+	var res runner.Result
+	if err := json.Unmarshal(r.res.Payload, &res); err != nil {
+		return runner.Result{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
+	}
+	return res, nil
+}
+
+func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string, params any, timeout time.Duration, idemKey string, run bool) (invokeReply, error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s params: %w", command, err)
+		return invokeReply{}, fmt.Errorf("encode %s params: %w", command, err)
 	}
 	id := uuid.NewString()
 	if idemKey == "" {
 		idemKey = id
 	}
-	w := &invokeWaiter{nodeID: nc.id, ch: make(chan bridge.InvokeResult, 1)}
+	w := &invokeWaiter{nodeID: nc.id, run: run, ch: make(chan invokeReply, 1)}
 	g.mu.Lock()
 	g.invokes[id] = w
 	g.mu.Unlock()
@@ -45,7 +79,7 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 	}()
 	req := bridge.InvokeRequest{ID: id, NodeID: nc.id, Command: command, Params: raw, TimeoutMs: timeout.Milliseconds(), IdempotencyKey: idemKey}
 	if err := nc.conn.Notify(ctx, bridge.EventInvokeRequest, req); err != nil {
-		return nil, bridge.Errorf(bridge.CodeUnavailable, "node %s: send %s: %v", nc.id, command, err)
+		return invokeReply{}, bridge.Errorf(bridge.CodeUnavailable, "node %s: send %s: %v", nc.id, command, err)
 	}
 	t := time.NewTimer(timeout + InvokeMargin)
 	defer t.Stop()
@@ -53,21 +87,73 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 	select {
 	case r := <-w.ch:
 		g.opts.Metrics.ObserveNodeInvoke(time.Since(sent))
-		if !r.OK {
-			if r.Error == nil {
-				return nil, bridge.Errorf(bridge.CodeInternal, "node %s: %s failed without an error", nc.id, command)
+		if !r.res.OK {
+			if r.res.Error == nil {
+				return invokeReply{}, bridge.Errorf(bridge.CodeInternal, "node %s: %s failed without an error", nc.id, command)
 			}
-			return nil, r.Error
+			return invokeReply{}, r.res.Error
 		}
-		return r.Payload, nil
+		return r, nil
 	case <-nc.conn.Done():
-		return nil, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected during %s (%v); the command's outcome is unknown", nc.id, command, nc.conn.Err())
+		return invokeReply{}, bridge.Errorf(bridge.CodeUnavailable, "node %s disconnected during %s (%v); the command's outcome is unknown", nc.id, command, nc.conn.Err())
 	case <-t.C:
-		return nil, bridge.Errorf(bridge.CodeTimeout, "node %s did not answer %s within %s", nc.id, command, timeout+InvokeMargin)
+		return invokeReply{}, bridge.Errorf(bridge.CodeTimeout, "node %s did not answer %s within %s", nc.id, command, timeout+InvokeMargin)
 	case <-ctx.Done():
 		g.cancelInvoke(nc, id, context.Cause(ctx)) // the node must not go on with it (approvals.go)
-		return nil, bridge.Errorf(bridge.CodeUnavailable, "%s on node %s abandoned: %v", command, nc.id, context.Cause(ctx))
+		return invokeReply{}, bridge.Errorf(bridge.CodeUnavailable, "%s on node %s abandoned: %v", command, nc.id, context.Cause(ctx))
 	}
+}
+
+// runResultPrefix is how a node's system.run answer begins (InvokeResult's
+// encoding puts the id first), which lets handleNode find the waiter
+// before decoding.
+const runResultPrefix = `{"id":"`
+
+// peekInvokeID returns the id of an invoke result encoded as this build's
+// nodes encode it, without decoding the rest; ok is false for any other
+// shape (another encoder, an escaped id), which takes the general path.
+func peekInvokeID(params []byte) (id string, ok bool) {
+	rest, found := bytes.CutPrefix(params, []byte(runResultPrefix))
+	if !found {
+		return "", false
+	}
+	end := bytes.IndexByte(rest[:min(len(rest), bridge.MaxIDLen+1)], '"')
+	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:end]), true
+}
+
+// decodeRunResult decodes a system.run answer in one pass, straight into
+// a runner.Result, instead of decoding the invoke result and then its
+// payload (each a validation scan and a decode of the whole output). The
+// id decoded must be the one peeked.
+func decodeRunResult(params []byte, id string) (invokeReply, error) {
+	run := new(runner.Result)
+	var r struct {
+		ID      string        `json:"id"`
+		NodeID  string        `json:"nodeId"`
+		OK      bool          `json:"ok"`
+		Payload any           `json:"payload,omitempty"`
+		Error   *bridge.Error `json:"error,omitempty"`
+	}
+	r.Payload = run // decoded into, not replaced: it holds a non-nil pointer
+	if err := json.Unmarshal(params, &r); err != nil {
+		return invokeReply{}, err
+	}
+	if r.ID != id {
+		return invokeReply{}, fmt.Errorf("invoke result id %q is not the one it starts with", r.ID)
+	}
+	res := bridge.InvokeResult{ID: r.ID, NodeID: r.NodeID, OK: r.OK, Error: r.Error}
+	if !r.OK {
+		return invokeReply{res: res}, nil
+	}
+	// null empties the field; a missing payload leaves run untouched, which
+	// must not pass for a result (an escaped key in a string cannot match).
+	if p, ok := r.Payload.(*runner.Result); !ok || p != run || !bytes.Contains(params, []byte(`,"payload":`)) {
+		return invokeReply{}, errors.New("system.run answered ok without a result object")
+	}
+	return invokeReply{res: res, run: run}, nil
 }
 
 // handleNode answers requests from a node connection.
@@ -77,19 +163,35 @@ func (g *Gateway) handleNode(ctx context.Context, nc *nodeConn, method string, p
 	}
 	switch method {
 	case bridge.MethodInvokeResult:
-		var r bridge.InvokeResult
-		if err := json.Unmarshal(params, &r); err != nil {
-			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+		var reply invokeReply
+		var w *invokeWaiter
+		if id, ok := peekInvokeID(params); ok {
+			g.mu.Lock()
+			w = g.invokes[id]
+			g.mu.Unlock()
+			if w != nil && w.run && w.nodeID == nc.id {
+				var err error
+				if reply, err = decodeRunResult(params, id); err != nil {
+					return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+				}
+			} else {
+				w = nil
+			}
 		}
-		g.mu.Lock()
-		w := g.invokes[r.ID]
-		g.mu.Unlock()
+		if w == nil {
+			if err := json.Unmarshal(params, &reply.res); err != nil {
+				return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+			}
+			g.mu.Lock()
+			w = g.invokes[reply.res.ID]
+			g.mu.Unlock()
+		}
 		// Only the node the invoke went to may answer it.
 		if w == nil || w.nodeID != nc.id {
-			return nil, bridge.Errorf(bridge.CodeNotFound, "no pending invoke %q for node %s (it may have timed out)", r.ID, nc.id)
+			return nil, bridge.Errorf(bridge.CodeNotFound, "no pending invoke %q for node %s (it may have timed out)", reply.res.ID, nc.id)
 		}
 		select {
-		case w.ch <- r:
+		case w.ch <- reply:
 		default:
 		}
 		return map[string]bool{"ok": true}, nil

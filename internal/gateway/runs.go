@@ -12,7 +12,22 @@ import (
 const (
 	RunRetention = time.Hour
 	MaxRuns      = 1000
+	// MaxKeptOutput bounds the stdout+stderr bytes the gateway keeps for
+	// finished runs whose result was already delivered (returned by exec,
+	// or by exec.status once finished). Beyond it the oldest delivered
+	// runs keep their exit status but lose their output, so memory does
+	// not grow with output: 1,000 kept runs of 200 KB each would be
+	// 200 MB. Runs still waiting for exec.status (background runs) keep
+	// their output whatever this says, bounded by MaxRuns.
+	MaxKeptOutput = 2 << 20
 )
+
+// keptOutput accounts the output of delivered runs against MaxKeptOutput,
+// oldest delivery first. Guarded by Gateway.mu.
+type keptOutput struct {
+	bytes int
+	order []*run
+}
 
 // run is one exec, in flight or recently finished.
 type run struct {
@@ -26,6 +41,61 @@ type run struct {
 	finished time.Time // set before done is closed
 	result   bridge.ExecResult
 	err      error
+
+	delivered bool // the result went to the agent (see keptOutput)
+	dropped   bool // the output was dropped under MaxKeptOutput
+}
+
+// outputExpired replaces the output of a delivered run dropped under
+// MaxKeptOutput, so exec.status says what happened instead of showing an
+// empty output.
+const outputExpired = "the output of this run is no longer kept by the gateway: it was returned with the result"
+
+// deliveredLocked marks r's result as delivered, counts its output against
+// MaxKeptOutput and drops the output of the oldest delivered runs beyond
+// it.
+func (g *Gateway) deliveredLocked(r *run) {
+	if r.delivered || r.finished.IsZero() {
+		return
+	}
+	r.delivered = true
+	g.kept.bytes += len(r.result.Stdout) + len(r.result.Stderr)
+	g.kept.order = append(g.kept.order, r)
+	for g.kept.bytes > MaxKeptOutput && len(g.kept.order) > 0 {
+		old := g.kept.order[0]
+		g.kept.order[0] = nil
+		g.kept.order = g.kept.order[1:]
+		g.dropOutputLocked(old)
+	}
+	if len(g.kept.order) > 2*MaxRuns { // entries of pruned runs
+		live := g.kept.order[:0]
+		for _, k := range g.kept.order {
+			if !k.dropped {
+				live = append(live, k)
+			}
+		}
+		clear(g.kept.order[len(live):])
+		g.kept.order = live
+	}
+}
+
+// dropOutputLocked forgets a delivered run's output.
+func (g *Gateway) dropOutputLocked(r *run) {
+	if !r.delivered || r.dropped {
+		return
+	}
+	r.dropped = true
+	g.kept.bytes -= len(r.result.Stdout) + len(r.result.Stderr)
+	r.result.Stdout, r.result.Stderr = "", ""
+	r.result.Truncated = true
+	r.result.Error = outputExpired
+}
+
+// delivered marks r's result as returned to the agent.
+func (g *Gateway) delivered(r *run) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.deliveredLocked(r)
 }
 
 func (g *Gateway) addRun(r *run) {
@@ -56,6 +126,7 @@ func (g *Gateway) pruneRunsLocked() {
 			continue
 		}
 		if r.finished.Before(cutoff) {
+			g.dropOutputLocked(r)
 			delete(g.runs, id)
 			continue
 		}
@@ -64,6 +135,7 @@ func (g *Gateway) pruneRunsLocked() {
 		}
 	}
 	if len(g.runs) >= MaxRuns && oldest != nil {
+		g.dropOutputLocked(oldest)
 		delete(g.runs, oldest.id)
 	}
 }
@@ -96,5 +168,6 @@ func (g *Gateway) status(runID string) (bridge.ExecStatusResult, error) {
 	}
 	res := r.result
 	out.Status, out.Result = bridge.RunCompleted, &res
+	g.deliveredLocked(r)
 	return out, nil
 }

@@ -32,11 +32,22 @@ type idemCache struct {
 	max   int
 	m     map[string]*idemEntry
 	order []string
+	// bytes is the payload size of the finished entries still holding
+	// theirs, bounded by maxIdemBytes.
+	bytes int
 }
+
+// maxIdemBytes bounds the result payloads the cache holds: 1,024 results
+// of 200 KB of output each would otherwise keep 200 MB alive. Past it the
+// oldest finished entries keep their key but lose their payload, so a late
+// repeat is answered with an error rather than a second run.
+const maxIdemBytes = 4 << 20
 
 type idemEntry struct {
 	done chan struct{}
 	res  bridge.InvokeResult
+	// held says res.Payload still counts against maxIdemBytes.
+	held bool
 }
 
 func newIdemCache(max int) *idemCache { return &idemCache{max: max, m: make(map[string]*idemEntry)} }
@@ -57,6 +68,9 @@ func (c *idemCache) begin(key string) (*idemEntry, bool) {
 		evicted := false
 		for i, k := range c.order {
 			if old := c.m[k]; old == nil || isDone(old) {
+				if old != nil && old.held {
+					c.bytes -= len(old.res.Payload)
+				}
 				delete(c.m, k)
 				c.order = append(c.order[:i], c.order[i+1:]...)
 				evicted = true
@@ -81,7 +95,19 @@ func isDone(e *idemEntry) bool {
 
 func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 	c.mu.Lock()
-	e.res = res
+	e.res, e.held = res, true
+	c.bytes += len(res.Payload)
+	// Shed the oldest payloads (this one last) beyond the budget.
+	for _, k := range c.order {
+		if c.bytes <= maxIdemBytes {
+			break
+		}
+		if old := c.m[k]; old != nil && old.held {
+			c.bytes -= len(old.res.Payload)
+			old.held = false
+			old.res = fail(bridge.Errorf(CodeRunFailed, "system.run with idempotency key %q already ran; its result is no longer kept on this node (not running it again)", k))
+		}
+	}
 	c.mu.Unlock()
 	close(e.done)
 }

@@ -1,10 +1,14 @@
 package shellcmd
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
 
 // defaultPaths are the search paths programs fall back to when they do not
@@ -108,14 +112,120 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 			}
 			continue
 		}
-		if _, err := a.lstat(dir); err != nil {
+		dfi, err := a.statDir(dir)
+		if err != nil {
 			continue // a missing directory costs one stat per analysis
 		}
-		if c := path.Join(dir, name); a.isExecutable(c) {
+		if absent.has(dir, dfi, name) {
+			continue
+		}
+		c := path.Join(dir, name)
+		if a.isExecutable(c) {
 			return c, nil
+		}
+		if _, err := a.lstat(c); errors.Is(err, fs.ErrNotExist) {
+			absent.note(dir, dfi, name)
 		}
 	}
 	return "", nil
+}
+
+// statDir is os.Stat of a search directory (following symlinks, so the
+// identity is the directory's own), remembered for one analysis.
+func (a *analyzer) statDir(dir string) (os.FileInfo, error) {
+	key := dir + "/\x00stat" // no path contains NUL
+	if r, ok := a.stats[key]; ok {
+		return r.fi, r.err
+	}
+	fi, err := os.Stat(dir)
+	if a.stats == nil {
+		a.stats = map[string]statResult{}
+	}
+	a.stats[key] = statResult{fi, err}
+	return fi, err
+}
+
+// Bounds of the cross-analysis cache of names known to be absent from
+// search directories.
+const (
+	// racyWindow: a directory's listing is cached only when its ctime is
+	// at least this old. Creating, removing or renaming an entry (and
+	// chmod, utimes, anything else) sets the directory's ctime to the
+	// current time, which userspace cannot set back; but timestamps come
+	// from a coarse clock, so a change within the same tick as the cached
+	// state would leave ctime equal. Requiring the cached ctime to be old
+	// means any later change yields a different ctime. Two seconds cover
+	// every file system's timestamp granularity Linux supports (FAT's
+	// 2 s included).
+	racyWindow = 2 * time.Second
+	// maxAbsentDirs and maxAbsentNames bound the cache's memory; past
+	// them it starts over.
+	maxAbsentDirs  = 256
+	maxAbsentNames = 1024
+)
+
+// nowFn is the clock racyWindow is measured against (tests move it).
+var nowFn = time.Now
+
+// absent caches, per search directory, the names a lookup found missing,
+// valid while the directory's identity (device, inode) and ctime/mtime
+// are unchanged. Only negative results are cached: a name that exists is
+// always stat'ed again (its own identity, mode and symlink target can change
+// without touching the directory), so replacing, chmod-ing or re-linking a
+// file is always seen, and adding one changes the directory's ctime.
+// Renaming or re-linking the directory itself, or any ancestor, changes
+// what os.Stat of the path reaches (another inode) or its ctime.
+var absent = &absentCache{dirs: map[string]*absentDir{}}
+
+type absentCache struct {
+	mu   sync.Mutex
+	dirs map[string]*absentDir
+}
+
+type absentDir struct {
+	id    dirID
+	names map[string]struct{}
+}
+
+// has reports whether name is known to be missing from dir, whose stat
+// (taken in this analysis, before any lookup in it) is fi.
+func (c *absentCache) has(dir string, fi os.FileInfo, name string) bool {
+	id, ok := identity(fi)
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[dir]
+	if d == nil || d.id != id {
+		return false
+	}
+	_, ok = d.names[name]
+	return ok
+}
+
+// note records that name was missing from dir, if dir's state is old
+// enough to be told apart from any later change (racyWindow). fi must have
+// been taken before the lookup that found name missing.
+func (c *absentCache) note(dir string, fi os.FileInfo, name string) {
+	id, ok := identity(fi)
+	if !ok || nowFn().Sub(time.Unix(0, id.ctime)) < racyWindow {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[dir]
+	if d == nil || d.id != id {
+		if len(c.dirs) >= maxAbsentDirs {
+			clear(c.dirs)
+		}
+		d = &absentDir{id: id, names: map[string]struct{}{}}
+		c.dirs[dir] = d
+	}
+	if len(d.names) >= maxAbsentNames {
+		clear(d.names)
+	}
+	d.names[name] = struct{}{}
 }
 
 // isExecutable reports whether p (following symlinks) is a regular file

@@ -1,0 +1,180 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+// outputFile writes a text file of size bytes (lines of hex digits, as a
+// build log or a file listing would look) and returns its path.
+func outputFile(dir string, size int) (string, error) {
+	line := strings.Repeat("0123456789abcdef", 7) + "\n"
+	data := strings.Repeat(line, size/len(line)+1)[:size]
+	p := filepath.Join(dir, fmt.Sprintf("out-%d.txt", size))
+	return p, os.WriteFile(p, []byte(data), 0o644)
+}
+
+// outputRows: exec of `cat` of a 100 KB and a 1 MB file through gateway →
+// node, each next to a direct spawn of the same `cat` whose output Go
+// reads into memory (the floor any caller pays).
+func (b *bench) outputRows(c *cluster, nodeID string) {
+	ctx := context.Background()
+	sec := "Large outputs (host=node, loopback)"
+	for _, size := range []int{100_000, 1_000_000} {
+		label := fmt.Sprintf("%d KB", size/1000)
+		if size >= 1_000_000 {
+			label = fmt.Sprintf("%d MB", size/1_000_000)
+		}
+		file, err := outputFile(b.tmp, size)
+		if err != nil {
+			b.add(row{section: sec, what: "cat " + label, err: err})
+			continue
+		}
+		ops := []op{
+			{name: "direct spawn of cat " + label + " (baseline)", how: "os/exec Output() of `/bin/cat FILE`", run: func() error {
+				out, err := exec.Command("/bin/cat", file).Output()
+				if err == nil && len(out) != size {
+					err = fmt.Errorf("read %d bytes, want %d", len(out), size)
+				}
+				return err
+			}},
+			{name: "host=node, cat " + label, how: "agent → gateway → node → sh -c `cat FILE`; result kept up to the 200,000-byte cap", run: func() error {
+				var res bridge.ExecResult
+				err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "cat " + file, Host: "node", Node: nodeID, SessionKey: "out"}, &res)
+				if err == nil && (!res.Success || len(res.Stdout) < min(size, 200_000)) {
+					err = fmt.Errorf("exit %d, %d bytes of stdout: %s", res.ExitCode, len(res.Stdout), res.Error)
+				}
+				return err
+			}},
+		}
+		s, errs := interleave(5, b.iters(200, 30), ops)
+		b.add(row{section: sec, what: ops[0].name, s: s[0], note: ops[0].how, err: errs[0]})
+		met := metRatio(s[1], s[0], 1.5, errs[1])
+		b.add(row{section: sec, what: ops[1].name, s: s[1], baseline: &s[0], note: ops[1].how, err: errs[1],
+			target: "≤ 1.5 × spawn p50", met: met})
+	}
+}
+
+// metRatio says whether s's p50 is within limit × the baseline's.
+func metRatio(s, base sample, limit float64, err error) string {
+	if err != nil || base.pct(0.5) == 0 {
+		return "n/a"
+	}
+	if float64(s.pct(0.5)) <= limit*float64(base.pct(0.5)) {
+		return "yes"
+	}
+	return "no"
+}
+
+// memoryRows measures the resident memory of the gateway and of a node
+// (every process of it: the runner and its reaper) idle and after 1,000
+// execs that each print 100 KB, 2 s after the load ends. The node is one
+// started for this row, so its idle figure is a fresh node's.
+func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
+	sec := "Memory (RSS, all processes of each daemon)"
+	file, err := outputFile(b.tmp, 100_000)
+	if err != nil {
+		b.add(row{section: sec, what: "RSS", err: err})
+		return
+	}
+	runs := b.iters(1000, 200)
+	ctx := context.Background()
+	for i := 0; i < runs; i++ {
+		var res bridge.ExecResult
+		err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "cat " + file, Host: "node", Node: n.id, SessionKey: fmt.Sprintf("mem%d", i%8)}, &res)
+		if err == nil && !res.Success {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Error)
+		}
+		if err != nil {
+			b.add(row{section: sec, what: "RSS after load", err: fmt.Errorf("exec %d: %w", i, err)})
+			return
+		}
+	}
+	time.Sleep(2 * time.Second) // let the last results and events settle
+	after := daemonRSS(c, n)
+	for _, who := range []string{"gateway", "node runner", "node reaper", "node total", "node total PSS"} {
+		unit, field := "MB RSS", "VmRSS"
+		if who == "node total PSS" {
+			unit, field = "MB PSS", "Pss (smaps_rollup, runner + reaper)"
+		}
+		base := sample{value: float64(idle[who]) / 1024, unit: unit}
+		idleTarget, idleMet := "", ""
+		if who == "node total" {
+			idleTarget, idleMet = "≤ 15 MB", metMax(base.value, 15)
+		}
+		b.add(row{section: sec, what: who + " idle (baseline)", s: base, target: idleTarget, met: idleMet,
+			note: field + " 1 s after start, before any exec on this node"})
+		target, met := "", ""
+		if who == "gateway" || who == "node total" {
+			target, met = "≤ 50 MB", metMax(float64(after[who])/1024, 50)
+		}
+		b.add(row{section: sec, what: fmt.Sprintf("%s after %d × 100 KB", who, runs), s: sample{value: float64(after[who]) / 1024, unit: unit},
+			baseline: &base, target: target, met: met, note: field + " 2 s after the last exec (the gateway also served the sections before)"})
+	}
+}
+
+// daemonRSS returns VmRSS (KB) of the gateway, the node runner, its reaper
+// (the runner's child re-exec with --exechost-reaper) and the node total.
+func daemonRSS(c *cluster, n *clusterNode) map[string]int64 {
+	out := map[string]int64{}
+	out["gateway"], _ = rssKB(c.gw.Cmd.Process.Pid)
+	pid := n.p.Cmd.Process.Pid
+	out["node runner"], _ = rssKB(pid)
+	for _, child := range childPIDs(pid) {
+		if kb, err := rssKB(child); err == nil {
+			out["node reaper"] += kb
+		}
+	}
+	out["node total"] = out["node runner"] + out["node reaper"]
+	// PSS shares the binary's pages between runner and reaper fairly.
+	for _, p := range append([]int{pid}, childPIDs(pid)...) {
+		if kb, err := smapsKB(p, "Pss:"); err == nil {
+			out["node total PSS"] += kb
+		}
+	}
+	return out
+}
+
+// smapsKB reads one "Name: N kB" field of /proc/<pid>/smaps_rollup.
+func smapsKB(pid int, field string) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/smaps_rollup", field, pid)
+}
+
+// childPIDs lists the children of pid from /proc: each thread keeps its
+// own list of the children it forked, so every task is read.
+func childPIDs(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(data) {
+			if n, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

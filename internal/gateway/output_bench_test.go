@@ -1,0 +1,31 @@
+package gateway_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/exechost/exechost/internal/bridge"
+)
+
+// BenchmarkExecNodeOutput runs `cat` of a 100 KB and a 1 MB text file
+// through gateway → node in this process, for profiling the result path:
+//
+//	go test -run XXX -bench ExecNodeOutput -cpuprofile cpu.out ./internal/gateway/
+func BenchmarkExecNodeOutput(b *testing.B) {
+	for _, size := range []int{100 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
+			e := newEnv(b, fullConfig)
+			e.addNode(b, "n", policyFull)
+			file := filepath.Join(b.TempDir(), "out.txt")
+			line := strings.Repeat("0123456789abcdef", 7) + "\n"
+			if err := os.WriteFile(file, []byte(strings.Repeat(line, size/len(line)+1)[:size]), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(size))
+			benchExec(b, e.client(b, bridge.RoleAgent), bridge.ExecParams{Command: "cat " + file, Host: "node"})
+		})
+	}
+}

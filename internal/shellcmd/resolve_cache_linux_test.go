@@ -1,0 +1,229 @@
+package shellcmd
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestResolutionCacheSeesEveryChange resolves a bare name twice around each
+// kind of change to the search path — adding, removing, replacing,
+// chmod-ing and re-linking files, replacing and re-linking directories and
+// their ancestors — with the absent-name cache trusted (the clock moved an
+// hour ahead), and checks that the second resolution always sees the
+// change.
+func TestResolutionCacheSeesEveryChange(t *testing.T) {
+	nowFn = func() time.Time { return time.Now().Add(time.Hour) }
+	t.Cleanup(func() { nowFn = time.Now })
+
+	type layout struct{ root, a, b string }
+	// Every case has PATH a:b with b/tool; a is where changes happen.
+	rename := func(t *testing.T, from, to string) {
+		t.Helper()
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name string
+		// setup prepares a (and anything else) and returns the PATH entry
+		// for a, if it is not l.a itself.
+		setup  func(t *testing.T, l layout) string
+		change func(t *testing.T, l layout)
+		// before and after are the expected resolved paths (relative to
+		// root; "" for a miss).
+		before, after string
+	}{
+		{"add a file to an earlier directory", nil,
+			func(t *testing.T, l layout) { writeExe(t, filepath.Join(l.a, "tool")) }, "b/tool", "a/tool"},
+		{"rename a file into place", nil,
+			func(t *testing.T, l layout) {
+				writeExe(t, filepath.Join(l.root, "staged"))
+				rename(t, filepath.Join(l.root, "staged"), filepath.Join(l.a, "tool"))
+			}, "b/tool", "a/tool"},
+		{"hard-link a file into place", nil,
+			func(t *testing.T, l layout) {
+				if err := os.Link(filepath.Join(l.b, "tool"), filepath.Join(l.a, "tool")); err != nil {
+					t.Fatal(err)
+				}
+			}, "b/tool", "a/tool"},
+		{"symlink a file into place", nil,
+			func(t *testing.T, l layout) { symlink(t, filepath.Join(l.b, "tool"), filepath.Join(l.a, "tool")) }, "b/tool", "a/tool"},
+		{"remove a file",
+			func(t *testing.T, l layout) string { writeExe(t, filepath.Join(l.a, "tool")); return "" },
+			func(t *testing.T, l layout) { os.Remove(filepath.Join(l.a, "tool")) }, "a/tool", "b/tool"},
+		{"chmod a file -x",
+			func(t *testing.T, l layout) string { writeExe(t, filepath.Join(l.a, "tool")); return "" },
+			func(t *testing.T, l layout) { os.Chmod(filepath.Join(l.a, "tool"), 0o644) }, "a/tool", "b/tool"},
+		{"replace a file with a non-executable one",
+			func(t *testing.T, l layout) string { writeExe(t, filepath.Join(l.a, "tool")); return "" },
+			func(t *testing.T, l layout) {
+				os.WriteFile(filepath.Join(l.root, "plain"), []byte("x"), 0o644)
+				rename(t, filepath.Join(l.root, "plain"), filepath.Join(l.a, "tool"))
+			}, "a/tool", "b/tool"},
+		{"re-link a symlinked file to a non-executable",
+			func(t *testing.T, l layout) string {
+				writeExe(t, filepath.Join(l.root, "exe"))
+				os.WriteFile(filepath.Join(l.root, "plain"), []byte("x"), 0o644)
+				symlink(t, filepath.Join(l.root, "exe"), filepath.Join(l.a, "tool"))
+				return ""
+			},
+			func(t *testing.T, l layout) {
+				symlink(t, filepath.Join(l.root, "plain"), filepath.Join(l.root, "newlink"))
+				rename(t, filepath.Join(l.root, "newlink"), filepath.Join(l.a, "tool"))
+			}, "a/tool", "b/tool"},
+		{"replace the directory", nil,
+			func(t *testing.T, l layout) {
+				mkdir(t, filepath.Join(l.root, "a2"))
+				writeExe(t, filepath.Join(l.root, "a2", "tool"))
+				rename(t, l.a, filepath.Join(l.root, "a.old"))
+				rename(t, filepath.Join(l.root, "a2"), l.a)
+			}, "b/tool", "a/tool"},
+		{"re-link a symlinked directory",
+			func(t *testing.T, l layout) string {
+				mkdir(t, filepath.Join(l.root, "d2"))
+				writeExe(t, filepath.Join(l.root, "d2", "tool"))
+				symlink(t, l.a, filepath.Join(l.root, "link"))
+				return filepath.Join(l.root, "link")
+			},
+			func(t *testing.T, l layout) {
+				symlink(t, filepath.Join(l.root, "d2"), filepath.Join(l.root, "link2"))
+				rename(t, filepath.Join(l.root, "link2"), filepath.Join(l.root, "link"))
+			}, "b/tool", "link/tool"},
+		{"re-link an ancestor directory",
+			func(t *testing.T, l layout) string {
+				mkdir(t, filepath.Join(l.root, "v1", "bin"))
+				mkdir(t, filepath.Join(l.root, "v2", "bin"))
+				writeExe(t, filepath.Join(l.root, "v2", "bin", "tool"))
+				symlink(t, filepath.Join(l.root, "v1"), filepath.Join(l.root, "cur"))
+				return filepath.Join(l.root, "cur", "bin")
+			},
+			func(t *testing.T, l layout) {
+				symlink(t, filepath.Join(l.root, "v2"), filepath.Join(l.root, "cur2"))
+				rename(t, filepath.Join(l.root, "cur2"), filepath.Join(l.root, "cur"))
+			}, "b/tool", "cur/bin/tool"},
+		{"rename an ancestor and put another in its place",
+			func(t *testing.T, l layout) string {
+				mkdir(t, filepath.Join(l.root, "p", "bin"))
+				mkdir(t, filepath.Join(l.root, "q", "bin"))
+				writeExe(t, filepath.Join(l.root, "q", "bin", "tool"))
+				return filepath.Join(l.root, "p", "bin")
+			},
+			func(t *testing.T, l layout) {
+				rename(t, filepath.Join(l.root, "p"), filepath.Join(l.root, "p.old"))
+				rename(t, filepath.Join(l.root, "q"), filepath.Join(l.root, "p"))
+			}, "b/tool", "p/bin/tool"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := layout{root: root, a: filepath.Join(root, "a"), b: filepath.Join(root, "b")}
+			mkdir(t, l.a)
+			mkdir(t, l.b)
+			writeExe(t, filepath.Join(l.b, "tool"))
+			entry := l.a
+			if tc.setup != nil {
+				if e := tc.setup(t, l); e != "" {
+					entry = e
+				}
+			}
+			env := Env{Cwd: root, PATH: entry + ":" + l.b, Home: root}
+			resolve := func() string {
+				a := Analyze("tool", env)
+				if !a.OK || len(a.Segments) != 1 {
+					t.Fatalf("Analyze(tool) = %+v", a)
+				}
+				return a.Segments[0].ResolvedPath
+			}
+			rel := func(p string) string {
+				if p == "" {
+					return ""
+				}
+				r, _ := filepath.Rel(root, p)
+				return r
+			}
+			// Let the file system's clock pass the tick of the setup, as
+			// it would have on a real host between two changes; the cache
+			// would otherwise (rightly) refuse to trust these directories.
+			waitFSTick(t, root, entry)
+			if got := rel(resolve()); got != tc.before {
+				t.Fatalf("before: resolved %q, want %q", got, tc.before)
+			}
+			dfi, err := os.Stat(entry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.before == "b/tool" && !absent.has(entry, dfi, "tool") {
+				t.Fatal("the absent-name cache was not used, so this test proves nothing")
+			}
+			if got := rel(resolve()); got != tc.before { // from the cache
+				t.Fatalf("again: resolved %q, want %q", got, tc.before)
+			}
+			tc.change(t, l)
+			if got := rel(resolve()); got != tc.after {
+				t.Errorf("after the change: resolved %q, want %q", got, tc.after)
+			}
+		})
+	}
+}
+
+// TestResolutionCacheDistrustsFreshDirectories uses the real clock: a
+// directory changed within racyWindow is never cached, so a file added
+// within the same timestamp tick is still seen.
+func TestResolutionCacheDistrustsFreshDirectories(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	mkdir(t, a)
+	mkdir(t, b)
+	writeExe(t, filepath.Join(b, "tool"))
+	env := Env{Cwd: root, PATH: a + ":" + b, Home: root}
+	if got := Analyze("tool", env).Paths(); len(got) != 1 || got[0] != filepath.Join(b, "tool") {
+		t.Fatalf("before: %v", got)
+	}
+	dfi, _ := os.Stat(a)
+	if absent.has(a, dfi, "tool") {
+		t.Fatal("a directory changed just now was cached")
+	}
+	writeExe(t, filepath.Join(a, "tool"))
+	if got := Analyze("tool", env).Paths(); len(got) != 1 || got[0] != filepath.Join(a, "tool") {
+		t.Errorf("after adding a/tool: %v", got)
+	}
+}
+
+// waitFSTick waits until a file created now gets a ctime later than that
+// of every directory on the way to each of paths, i.e. until the file
+// system's coarse clock has moved past the setup. It is bounded.
+func waitFSTick(t *testing.T, probeDir string, paths ...string) {
+	t.Helper()
+	var newest int64
+	for _, p := range paths {
+		for d := p; d != "/" && d != "."; d = filepath.Dir(d) {
+			var st syscall.Stat_t
+			if syscall.Stat(d, &st) == nil {
+				newest = max(newest, st.Ctim.Sec*1e9+st.Ctim.Nsec)
+			}
+		}
+	}
+	probe := filepath.Join(probeDir, ".tick")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		os.WriteFile(probe, nil, 0o600)
+		var st syscall.Stat_t
+		if err := syscall.Stat(probe, &st); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(probe)
+		if st.Ctim.Sec*1e9+st.Ctim.Nsec > newest {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the file system's clock did not advance")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
