@@ -111,17 +111,17 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 	}
 	res, err := e.Run(cmd.Context(), req)
 	if err != nil {
-		if isDenial(err) {
-			d := explain.FromMessage(err.Error())
+		if de, ok := errors.AsType[*host.DenialError](err); ok {
+			d := de.Denial
 			h := explain.Host{Name: "this machine", Agent: agent, Requested: req.Security}
 			s := approvals.NewStore(dir)
 			h.Path = s.Path
 			h.File, _ = s.Load()
-			explain.Complete(d, h, text)
+			explain.Complete(&d, h, text)
 			if f.asJSON {
-				return withCode(ExitDenied, &bridge.Error{Code: bridge.CodeDenied, Message: err.Error(), Denial: d})
+				return withCode(ExitDenied, &bridge.Error{Code: bridge.CodeDenied, Message: err.Error(), Denial: &d})
 			}
-			return g.denied(err.Error(), d)
+			return g.denied(err.Error(), &d)
 		}
 		return err
 	}
@@ -152,12 +152,6 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		return exitError{res.ExitCode}
 	}
 	return nil
-}
-
-// isDenial reports whether err is a policy denial rather than a failure.
-func isDenial(err error) bool {
-	return errors.Is(err, policy.ErrDisabled) || errors.Is(err, policy.ErrAllowlistMiss) ||
-		errors.Is(err, policy.ErrApprovalRequired) || errors.Is(err, policy.ErrUserDenied)
 }
 
 // msTime formats a unix-millisecond timestamp for humans.

@@ -11,6 +11,7 @@
 package explain
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -44,6 +45,17 @@ var reasons = []struct {
 // notAllowlisted is how the execution host lists missing executables in
 // a denial's message (host.denialDetail) until it fills Denial.Missing.
 const notAllowlisted = "not allowlisted: "
+
+// ReasonOf returns the design's reason for a policy sentinel err wraps
+// ("allowlist miss", …), or "" when it wraps none.
+func ReasonOf(err error) string {
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return ""
+}
 
 // FromMessage starts a Denial from a denial's message: the reason from its
 // SYSTEM_RUN_* prefix and the missing executables the host listed. It is
@@ -107,8 +119,14 @@ func Construct(text string) (construct, position string) {
 	if a.OK || a.Error == "" {
 		return "", ""
 	}
+	return ConstructOf(a.Error)
+}
+
+// ConstructOf splits an analysis error into the construct it names and
+// its "line:column" ("command substitution $(…) at 1:6").
+func ConstructOf(analysisError string) (construct, position string) {
 	// "command substitution $(…) at 1:6", "eval runs … at 1:1 (hint: …)"
-	msg := a.Error
+	msg := analysisError
 	if i := strings.Index(msg, " (hint:"); i >= 0 {
 		msg = msg[:i]
 	}

@@ -27,8 +27,14 @@ func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Se
 	if !errors.As(err, &be) || be.Code != bridge.CodeDenied {
 		return err
 	}
-	d := explain.FromMessage(be.Message)
-	explain.Merge(d, be.Denial)
+	// Nodes of this version send the denial structured; the message is
+	// read only for an older node that sends text alone.
+	d := &bridge.Denial{}
+	if be.Denial != nil {
+		*d = *be.Denial
+	} else {
+		d = explain.FromMessage(be.Message)
+	}
 	// The agent whose policy the execution host applied (Exec sends it
 	// the session key's agent).
 	h := explain.Host{Name: "gateway", Agent: session.NewKey(p.AgentID, p.SessionKey).Agent, Requested: eff.Security}

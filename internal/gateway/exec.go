@@ -221,6 +221,9 @@ func checkSession(agent, sess string) error {
 // runError turns an execution host's error into a wire error: denials keep
 // the design's SYSTEM_RUN_* message under CodeDenied.
 func runError(where string, err error) error {
+	if de, ok := errors.AsType[*host.DenialError](err); ok {
+		return de.Wire()
+	}
 	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
 		if errors.Is(err, s) {
 			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}

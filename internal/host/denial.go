@@ -3,25 +3,71 @@ package host
 import (
 	"strings"
 
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/policy"
 )
 
-// denialDetail adds to a denial what an agent can act on: which
-// executables were missing and what would fix it.
-func denialDetail(p *Prepared) string {
-	var b strings.Builder
-	var missing []string
+// DenialError is a decision that refused a command. It wraps the policy
+// sentinel (errors.Is policy.ErrAllowlistMiss, …), its text is the
+// design's SYSTEM_RUN_* message, and Denial says, structured, what was
+// missing, so no caller ever parses the text: the node sends it as
+// bridge.Error.Denial, the CLI renders it.
+type DenialError struct {
+	err    error // the policy sentinel
+	detail string
+	// Denial holds the reason, the missing executables and the construct
+	// (with its position) that made the analysis fail; the gateway adds the
+	// policy's provenance and the fixing command.
+	Denial bridge.Denial
+}
+
+func (e *DenialError) Error() string { return e.err.Error() + e.detail }
+
+// Unwrap returns the policy sentinel.
+func (e *DenialError) Unwrap() error { return e.err }
+
+// Wire is the denial as every execution host answers it on the wire:
+// CodeDenied, the SYSTEM_RUN_* message and the structured Denial.
+func (e *DenialError) Wire() *bridge.Error {
+	d := e.Denial
+	return &bridge.Error{Code: bridge.CodeDenied, Message: e.Error(), Denial: &d}
+}
+
+// denial builds the DenialError for a prepared command refused by d.
+func denial(p *Prepared, d policy.Decision) *DenialError {
+	e := &DenialError{err: d.Err, detail: denialDetail(p)}
+	e.Denial.Reason = explain.ReasonOf(d.Err)
+	if !p.Analysis.OK {
+		e.Denial.Construct, e.Denial.Position = explain.ConstructOf(p.Analysis.Error)
+	} else if p.Effective.Security == policy.SecurityAllowlist {
+		e.Denial.Missing = missing(p)
+	}
+	return e
+}
+
+// missing lists the executables no pattern matched ("name (not found on
+// PATH)" for one that did not resolve).
+func missing(p *Prepared) []string {
+	var out []string
 	for i, s := range p.Analysis.Segments {
 		if i < len(p.Matched) && p.Matched[i] == "" {
 			name := s.ResolvedPath
 			if name == "" {
 				name = s.Name + " (not found on PATH)"
 			}
-			missing = append(missing, name)
+			out = append(out, name)
 		}
 	}
-	if p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(missing) > 0 {
-		b.WriteString("; not allowlisted: " + strings.Join(missing, ", "))
+	return out
+}
+
+// denialDetail adds to a denial what an agent can act on: which
+// executables were missing and what would fix it.
+func denialDetail(p *Prepared) string {
+	var b strings.Builder
+	if m := missing(p); p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(m) > 0 {
+		b.WriteString("; not allowlisted: " + strings.Join(m, ", "))
 		b.WriteString(" (hint: `exechost approvals allowlist add <path> --agent '" + p.Agent + "'` on the execution host, or ask a human to approve)")
 	}
 	if !p.Analysis.OK {

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -106,7 +105,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	if d.Outcome != policy.Allow {
 		rec.Event = "denied"
 		e.audit(rec)
-		err := fmt.Errorf("%w%s", d.Err, denialDetail(p))
+		err := denial(p, d)
 		e.emit(Event{Kind: EventDenied, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, Reason: d.Reason + denialDetail(p)})
 		res.Error = err.Error()
 		res.ExitCode = -1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -616,5 +617,27 @@ func TestRunsAsTheAnalysedTree(t *testing.T) {
 	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a && other b; true | hello c", Cwd: f.dir})
 	if err != nil || res.Stdout != "hello a\nother b\nhello c\n" || res.ExitCode != 0 {
 		t.Fatalf("interpreted run: %v %+v", err, res.Result)
+	}
+}
+
+// TestDenialIsTyped: a denial carries what was missing, structured, so no
+// caller parses its text; its wire form keeps the SYSTEM_RUN_* message.
+func TestDenialIsTyped(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	_, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a && other b", Cwd: f.dir})
+	de, ok := errors.AsType[*DenialError](err)
+	if !ok || !errors.Is(err, policy.ErrAllowlistMiss) {
+		t.Fatalf("err = %#v; want a *DenialError wrapping ErrAllowlistMiss", err)
+	}
+	if diff := cmp.Diff([]string{filepath.Join(f.bin, "other")}, de.Denial.Missing); diff != "" || de.Denial.Reason != "allowlist miss" {
+		t.Errorf("denial %+v (missing -want +got):\n%s", de.Denial, diff)
+	}
+	if w := de.Wire(); w.Code != bridge.CodeDenied || !strings.HasPrefix(w.Message, "SYSTEM_RUN_DENIED: allowlist miss") || w.Denial == nil {
+		t.Errorf("wire form = %+v", w)
+	}
+	_, err = f.engine.Run(context.Background(), Request{RawCommand: "hello $(other)", Cwd: f.dir})
+	de, ok = errors.AsType[*DenialError](err)
+	if !ok || de.Denial.Construct != "command substitution $(…)" || de.Denial.Position != "1:7" {
+		t.Fatalf("construct denial = %#v", err)
 	}
 }

@@ -196,6 +196,10 @@ func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutM
 }
 
 func runError(err error) *bridge.Error {
+	// The engine's denials are typed: their structured part travels as is.
+	if de, ok := errors.AsType[*host.DenialError](err); ok {
+		return de.Wire()
+	}
 	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
 		if errors.Is(err, s) {
 			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}
