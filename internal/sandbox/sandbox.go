@@ -47,3 +47,23 @@ type Backend interface {
 	// Close releases everything the backend created (containers, mounts).
 	Close(ctx context.Context) error
 }
+
+// IdleSweep calls sweep every quarter of idle (between 100 ms and 30 s)
+// until ctx ends: the one loop with which backends remove sandboxes left
+// idle longer than idle. With idle <= 0 it only waits for ctx.
+func IdleSweep(ctx context.Context, idle time.Duration, sweep func(now time.Time)) {
+	if idle <= 0 {
+		<-ctx.Done()
+		return
+	}
+	t := time.NewTicker(min(max(idle/4, 100*time.Millisecond), 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			sweep(now)
+		}
+	}
+}

@@ -188,21 +188,7 @@ func (b *Backend) execAgent(ctx context.Context, req sandbox.Request, ws string,
 // reapLoop ends idle resident sandboxes until ctx ends.
 func (b *Backend) reapLoop(ctx context.Context, idle time.Duration) {
 	defer close(b.reaperDone)
-	if idle <= 0 {
-		<-ctx.Done()
-		return
-	}
-	every := min(max(idle/4, 100*time.Millisecond), 30*time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			b.reapIdle(now, idle)
-		}
-	}
+	sandbox.IdleSweep(ctx, idle, func(now time.Time) { b.reapIdle(now, idle) })
 }
 
 // reapIdle ends the sandboxes of boxes with nothing in flight that were

@@ -246,21 +246,7 @@ func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
 // reapLoop removes idle containers until ctx ends.
 func (b *Backend) reapLoop(ctx context.Context) {
 	defer close(b.reaperDone)
-	if b.idle <= 0 {
-		<-ctx.Done()
-		return
-	}
-	every := min(max(b.idle/4, 100*time.Millisecond), 30*time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			b.reapIdle(ctx, now)
-		}
-	}
+	sandbox.IdleSweep(ctx, b.idle, func(now time.Time) { b.reapIdle(ctx, now) })
 }
 
 // reapIdle removes the containers of boxes with nothing in flight that were
