@@ -86,10 +86,10 @@ func (b *bench) roundTripRows(c *cluster, nodeID string) {
 			}
 			return err
 		}},
-		{name: "host=gateway (bridge client)", how: "agent bridge.Conn → `exechost gateway` → host.Engine (allowlist) → sh -c /bin/true", run: func() error {
+		{name: "host=gateway (bridge client)", how: "agent bridge.Conn → `exechost gateway` → host.Engine (allowlist) → /bin/true started directly", run: func() error {
 			return c.exec(ctx, bridge.ExecParams{Command: "/bin/true", Host: "gateway", SessionKey: "bench"})
 		}},
-		{name: "host=node over loopback (bridge client)", how: "agent → gateway → node.invoke → `exechost node run` (allowlist) → sh -c /bin/true", run: func() error {
+		{name: "host=node over loopback (bridge client)", how: "agent → gateway → node.invoke → `exechost node run` (allowlist) → /bin/true started directly", run: func() error {
 			return c.exec(ctx, bridge.ExecParams{Command: "/bin/true", Host: "node", Node: nodeID, SessionKey: "bench"})
 		}},
 		{name: "host=node via CLI per call", how: "`exechost exec --host node --node ID /bin/true`: CLI start + dial + round trip", run: func() error {

@@ -49,7 +49,7 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 				}
 				return err
 			}},
-			{name: "host=node, cat " + label, how: "agent → gateway → node → sh -c `cat FILE`; result kept up to the 200,000-byte cap", run: func() error {
+			{name: "host=node, cat " + label, how: "agent → gateway → node → `cat FILE` started directly; result kept up to the 200,000-byte cap", run: func() error {
 				var res bridge.ExecResult
 				err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "cat " + file, Host: "node", Node: nodeID, SessionKey: "out"}, &res)
 				if err == nil && (!res.Success || len(res.Stdout) < min(size, 200_000)) {
