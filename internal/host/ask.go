@@ -22,7 +22,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 	}
 	// An answer obtained elsewhere binds the canonical form it was given
 	// for: a different tree (or none) is asked about afresh.
-	if req.ApprovalDecision != "" && e.TrustApprovalDecision && req.PlanHash == p.Analysis.Hash {
+	if req.ApprovalDecision != "" && e.TrustApprovalDecision && p.Analysis.Hash != "" && req.PlanHash == p.Analysis.Hash {
 		a, err := policy.ParseApproval(req.ApprovalDecision)
 		if err == nil {
 			rec.Approval, rec.DecidedBy = a, "gateway"

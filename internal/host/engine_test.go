@@ -584,6 +584,12 @@ func TestTrustedDecisionBindsTheCanonicalForm(t *testing.T) {
 	if !errors.Is(err, policy.ErrApprovalRequired) {
 		t.Fatalf("other tree: err %v; want approval required", err)
 	}
+	// Text with no canonical form binds nothing: an empty hash never
+	// matches an empty hash.
+	_, err = f.engine.Run(context.Background(), Request{RawCommand: "hello <<< x", Cwd: f.dir, ApprovalDecision: "allow-once"})
+	if !errors.Is(err, policy.ErrApprovalRequired) {
+		t.Fatalf("unparseable text: err %v; want approval required", err)
+	}
 }
 
 // TestRunsAsTheAnalysedTree: how each kind of decided command runs, and
