@@ -50,6 +50,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "reaper:", err)
 			os.Exit(1)
 		}
+		// The command can record its pids before Run has told the reaper
+		// of its group: say when the reaper knows, so the test kills this
+		// process only then.
+		reaperTracked = func(int) {
+			_ = os.WriteFile(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE")+".tracked", []byte("1"), 0o600)
+		}
 		res, err := Run(context.Background(), Spec{
 			Command: `sleep 100 & a=$!; sleep 100 & b=$!; echo "$$ $a $b" > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE"; wait`,
 		})

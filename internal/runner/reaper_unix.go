@@ -76,8 +76,13 @@ func reaperTrack(pgid int) func() {
 	if !reaperSend('+', pgid) {
 		return func() {}
 	}
+	reaperTracked(pgid)
 	return func() { reaperSend('-', pgid) }
 }
+
+// reaperTracked is a test hook: called once the reaper has been told of a
+// group, so a test that kills the runner knows the reaper can act.
+var reaperTracked = func(int) {}
 
 func reaperSend(op byte, pgid int) bool {
 	reaper.mu.Lock()

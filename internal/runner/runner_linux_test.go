@@ -299,6 +299,9 @@ func TestRunnerDeathKillsCommand(t *testing.T) {
 				}
 				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 			}
+			if tt.role == "orphan-tree" {
+				waitFile(t, pidfile+".tracked") // the reaper knows the group
+			}
 			if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
