@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,10 +13,7 @@ import (
 )
 
 func TestSandboxDoctor(t *testing.T) {
-	bw := testdep.Binary(t, "bwrap")
-	if out, err := exec.Command(bw, "--unshare-all", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
-		testdep.Missing(t, "namespaces for bwrap", string(out))
-	}
+	testdep.Bwrap(t, false)
 	dir := t.TempDir()
 	noSock := "unix://" + filepath.Join(dir, "none.sock")
 	write := func(name, body string) string {

@@ -28,10 +28,7 @@ import (
 
 func open(t testing.TB, mutate func(*sandbox.Config)) (*Backend, string) {
 	t.Helper()
-	bw := testdep.Binary(t, "bwrap")
-	if out, err := exec.Command(bw, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
-		testdep.Missing(t, "user namespaces for bwrap", fmt.Sprintf("%v: %s", err, out))
-	}
+	testdep.Bwrap(t, true)
 	stateDir := t.TempDir()
 	cfg := sandbox.DefaultConfig()
 	if mutate != nil {

@@ -3,7 +3,6 @@ package pick
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -20,10 +19,7 @@ func noDocker(t *testing.T, c *sandbox.Config) {
 
 // needBwrap reports a missing bwrap, or a kernel where it cannot work.
 func needBwrap(t *testing.T) {
-	bw := testdep.Binary(t, "bwrap")
-	if out, err := exec.Command(bw, "--unshare-all", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
-		testdep.Missing(t, "namespaces for bwrap", string(out))
-	}
+	testdep.Bwrap(t, false)
 }
 
 func TestOpen(t *testing.T) {
