@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -430,28 +429,3 @@ func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.appr} }
 // Approvals returns the broker holding every prompt routed to this
 // gateway, for UIs served in-process (the web UI).
 func (g *Gateway) Approvals() *approver.Broker { return g.appr.broker }
-
-// nodeApproval handles a node's approval methods; ok is false for any
-// other method.
-func (g *Gateway) nodeApproval(ctx context.Context, nc *nodeConn, method string, params json.RawMessage) (res any, ok bool, err error) {
-	switch method {
-	case approvalroute.MethodNodeRequest:
-		p, err := decode[approvalroute.NodeRequest](method, params)
-		if err != nil {
-			return nil, true, err
-		}
-		ans, err := g.appr.nodeRequest(ctx, nc.id, p)
-		if err != nil {
-			return nil, true, err
-		}
-		return ans, true, nil
-	case approvalroute.MethodNodeCancel:
-		p, err := decode[approvalroute.NodeCancel](method, params)
-		if err != nil {
-			return nil, true, err
-		}
-		g.appr.nodeCancel(nc.id, p.Ref)
-		return map[string]bool{"ok": true}, true, nil
-	}
-	return nil, false, nil
-}
