@@ -94,6 +94,7 @@ type Gateway struct {
 
 	fingerprint string
 	unauth      unauthAudit // rate limit on records about unauthenticated peers (audit.go)
+	adm         admission   // execs in flight against gateway.limits (admission.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
