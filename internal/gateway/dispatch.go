@@ -67,6 +67,8 @@ const noPrompts = "an agent may not answer approval prompts"
 var methodTable = map[string]methodRow{
 	// Agents and operators.
 	bridge.MethodExec: {roles: clients(withParams(func(g *Gateway, ctx context.Context, p bridge.ExecParams) (any, error) {
+		g.execCalls.Add(1) // a draining gateway waits for the answer (drain.go)
+		defer g.execCalls.Add(-1)
 		return g.Exec(ctx, p)
 	}))},
 	bridge.MethodExecStatus: {roles: map[string]handler{
