@@ -3,41 +3,22 @@
 package gateway_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/testproc"
 )
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestDrainOnStop checks that a stopping gateway lets a running exec
 // finish and refuses new ones meanwhile, and that it logs the drain once
 // at its start and once at its end however long it waits. The exec is
 // held on a FIFO, so it is running for exactly as long as the test says.
 func TestDrainOnStop(t *testing.T) {
-	var logs syncBuffer
+	var logs testproc.Buffer
 	e := newEnv(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`, func(o *gateway.Options) {
 		o.DrainTimeout = time.Minute
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
