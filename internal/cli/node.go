@@ -22,7 +22,8 @@ type nodeRunFlags struct {
 	execHost, execFallback                 string     // approver_exec.go
 	route                                  routeFlags // approvals_route.go
 	log                                    logFlags
-	openclaw                               openclawFlags // node_openclaw.go
+	openclaw                               openclawFlags  // node_openclaw.go
+	limits                                 nodeLimitFlags // node_limits.go
 }
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -62,6 +63,7 @@ stops when its pairing is rejected or its token revoked.`,
 	f.route.add(run)
 	f.log.add(run)
 	f.openclaw.add(run)
+	f.limits.add(run)
 	cmd.AddCommand(run)
 	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
 	return cmd
@@ -78,6 +80,9 @@ type nodeHooks struct {
 
 // runNode runs the node runner until ctx ends.
 func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) error {
+	if err := f.limits.check(); err != nil {
+		return err
+	}
 	log, err := f.log.logger(g)
 	if err != nil {
 		return err
@@ -114,6 +119,7 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 	r, err = node.New(node.Options{
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey,
 		TLSFingerprint: f.fingerprint, Executor: exe, Logger: log, Version: Version,
+		MaxRuns:   f.limits.maxRuns,
 		OnPending: hooks.pending,
 		OnPaired: func(id string) {
 			_ = service.NotifyReady()
