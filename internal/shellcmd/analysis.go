@@ -284,32 +284,25 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 		// sh sees an escaped CR, then runs the next line as a new command.
 		return failf("command text contains a carriage return (hint: use \\n line endings)")
 	}
-	var raw, f *syntax.File
+	var f *syntax.File
 	if top {
-		p, err := parseTop(src)
+		p, err := parseTop(src, positional)
+		if p != nil {
+			a.canonical = p.canonical
+		}
 		if err != nil {
 			return err
 		}
-		raw, f, a.canonical = p.raw, p.canon, p.canonical
-		if len(a.canonical) > maxTextLen {
-			return failf("canonical command text longer than %d bytes", maxTextLen)
-		}
+		f = p.canon
 	} else {
-		var err error
-		if raw, err = Parse(src); err != nil {
+		raw, err := Parse(src)
+		if err != nil {
 			return parseFailure(err)
 		}
-		f = raw
-	}
-	// The text as written must pass too: its comments and here-documents
-	// are where a shell reading it would disagree.
-	if err := validate(raw, src, positional); err != nil {
-		return err
-	}
-	if top && f != raw {
-		if err := validate(f, a.canonical, positional); err != nil {
+		if err := validate(raw, src, positional); err != nil {
 			return err
 		}
+		f = raw
 	}
 	base.shell, base.tailOpen, base.pos = true, false, ""
 	w := &walker{a: a, base: base}

@@ -17,18 +17,18 @@ const (
 )
 
 // parsedText is what the analysis derives from a request's text alone:
-// its parse as written and its canonical form with that form's parse.
-// Both trees are read-only once cached: the analysis only walks and prints
-// them (Parse applies declarations before a tree is shared).
+// its canonical form and that form's parse, both checked by validate. The
+// tree is read-only once cached: the analysis only walks and prints it
+// (Parse applies declarations before a tree is shared).
 type parsedText struct {
-	raw, canon *syntax.File
-	canonical  string
+	canon     *syntax.File
+	canonical string
 }
 
-// parsed caches parsedText by the exact text. Parsing and printing are
-// pure functions of the text, so an entry can never be stale; nothing that
-// can change (files, PATH, the working directory) enters it. Failures are
-// not cached: they are rare and cheap to reproduce.
+// parsed caches parsedText by the exact text. Parsing, printing and
+// validation are pure functions of the text, so an entry can never be
+// stale; nothing that can change (files, PATH, the working directory)
+// enters it. Failures are not cached: they are rare and cheap to reproduce.
 var parsed = &textCache{m: map[string]*parsedText{}}
 
 type textCache struct {
@@ -36,10 +36,14 @@ type textCache struct {
 	m  map[string]*parsedText
 }
 
-// parseTop parses src and derives its canonical form (canonicalOf),
-// through the cache.
-func parseTop(src string) (*parsedText, error) {
-	if len(src) <= maxCachedTextLen {
+// parseTop parses the request's own text src, derives its canonical form
+// (canonicalOf) and validates both, through the cache (for positional
+// false, the only way a request's text is analysed). A text that parses
+// but fails a check still returns its canonical form with the error, as an
+// analysis reports it.
+func parseTop(src string, positional bool) (*parsedText, error) {
+	cacheable := !positional && len(src) <= maxCachedTextLen
+	if cacheable {
 		parsed.mu.Lock()
 		p := parsed.m[src]
 		parsed.mu.Unlock()
@@ -55,8 +59,21 @@ func parseTop(src string) (*parsedText, error) {
 	if err != nil {
 		return nil, failf("%v", err)
 	}
-	p := &parsedText{raw: raw, canon: canon, canonical: c}
-	if len(src) <= maxCachedTextLen {
+	p := &parsedText{canon: canon, canonical: c}
+	if len(c) > maxTextLen {
+		return p, failf("canonical command text longer than %d bytes", maxTextLen)
+	}
+	// The text as written must pass too: its comments and here-documents
+	// are where a shell reading it would disagree.
+	if err := validate(raw, src, positional); err != nil {
+		return p, err
+	}
+	if canon != raw {
+		if err := validate(canon, c, positional); err != nil {
+			return p, err
+		}
+	}
+	if cacheable {
 		parsed.mu.Lock()
 		if len(parsed.m) >= maxCachedTexts {
 			clear(parsed.m)
