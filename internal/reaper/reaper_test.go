@@ -3,6 +3,7 @@
 package reaper
 
 import (
+	"go/build"
 	"reflect"
 	"testing"
 )
@@ -17,5 +18,20 @@ func TestApply(t *testing.T) {
 	}
 	if want := map[int]bool{12: true, 99: true}; !reflect.DeepEqual(groups, want) {
 		t.Fatalf("groups = %v, want %v", groups, want)
+	}
+}
+
+// TestStaysALeaf keeps the package's imports to the few low-level ones its
+// early initialisation (and so the reaper's small footprint) depends on.
+func TestStaysALeaf(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"os": true, "os/signal": true, "syscall": true}
+	for _, imp := range pkg.Imports {
+		if !allowed[imp] {
+			t.Errorf("package reaper imports %s; keep it to os, os/signal and syscall (see the package doc)", imp)
+		}
 	}
 }
