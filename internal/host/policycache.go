@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/policy"
@@ -24,7 +25,10 @@ func (e *Engine) approvalsStore() *approvals.Store {
 // cachedFile avoids re-parsing exec-approvals.json, re-resolving an agent
 // and recompiling its allowlist on every exec: all three are redone whenever
 // the file's size, mtime or inode changes (an atomic rewrite always gives a
-// new inode, so no edit is missed).
+// new inode). An edit in place that keeps the size and falls in the same
+// timestamp tick as the cached state would keep all three; so a file is
+// cached only once its mtime is policyRacyWindow old, after which any write
+// sets a different mtime.
 type cachedFile struct {
 	key    string
 	file   *approvals.File
@@ -67,14 +71,21 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	return ap, nil
 }
 
+// policyRacyWindow: exec-approvals.json is cached only when its mtime is at
+// least this old. Timestamps come from a coarse clock, so a write within
+// the same tick as the cached state could leave the mtime equal; two
+// seconds cover every file system's granularity Linux supports. Until then
+// each decision reloads the file (only right after an edit).
+const policyRacyWindow = 2 * time.Second
+
 func (e *Engine) loadApprovals() (*approvals.File, error) {
 	s := e.approvalsStore()
-	fi, err := os.Stat(s.Path)
+	fi, statErr := os.Stat(s.Path)
 	key := ""
-	if err == nil {
+	if statErr == nil {
 		key = fmt.Sprintf("%d/%d/%v", fi.Size(), fi.ModTime().UnixNano(), fileID(fi))
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("load approvals %s: %w", s.Path, err)
+	} else if !errors.Is(statErr, os.ErrNotExist) {
+		return nil, fmt.Errorf("load approvals %s: %w", s.Path, statErr)
 	}
 	e.mu.Lock()
 	if key != "" && e.cache.key == key {
@@ -86,6 +97,9 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	f, err := s.Load()
 	if err != nil {
 		return nil, err
+	}
+	if statErr == nil && e.now().Sub(fi.ModTime()) < policyRacyWindow {
+		key = "" // too fresh to tell apart from a write in the same tick
 	}
 	e.mu.Lock()
 	e.cache = cachedFile{key: key, file: f}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // Env is the execution host's view that resolution depends on. It always
@@ -181,6 +183,11 @@ type failure struct{ msg string }
 
 func (f *failure) Error() string { return f.msg }
 
+// parseFailure is the analysis's error for text the parser rejects.
+func parseFailure(err error) error {
+	return failf("parse error: %v (hint: bash-only syntax cannot be analysed; it can only run as shell text after a human approves it)", err)
+}
+
 func failf(format string, args ...any) error {
 	return &failure{msg: fmt.Sprintf(format, args...)}
 }
@@ -277,33 +284,28 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 		// sh sees an escaped CR, then runs the next line as a new command.
 		return failf("command text contains a carriage return (hint: use \\n line endings)")
 	}
-	f, err := Parse(src)
-	if err != nil {
-		return failf("parse error: %v (hint: bash-only syntax cannot be analysed; it can only run as shell text after a human approves it)", err)
-	}
-	raw := f
+	var f *syntax.File
 	if top {
-		cf, c, err := Canonical(src)
+		p, err := parseTop(src, positional)
+		if p != nil {
+			a.canonical = p.canonical
+		}
 		if err != nil {
-			return failf("%v", err)
-		}
-		a.canonical, f = c, cf
-		if len(c) > maxTextLen {
-			return failf("canonical command text longer than %d bytes", maxTextLen)
-		}
-	}
-	// The text as written must pass too: its comments and here-documents
-	// are where a shell reading it would disagree.
-	if err := validate(raw, src, positional); err != nil {
-		return err
-	}
-	if top {
-		if err := validate(f, a.canonical, positional); err != nil {
 			return err
 		}
+		f = p.canon
+	} else {
+		raw, err := Parse(src)
+		if err != nil {
+			return parseFailure(err)
+		}
+		if err := validate(raw, src, positional); err != nil {
+			return err
+		}
+		f = raw
 	}
 	base.shell, base.tailOpen, base.pos = true, false, ""
 	w := &walker{a: a, base: base}
-	_, _, err = w.list(f.Stmts, cwd)
+	_, _, err := w.list(f.Stmts, cwd)
 	return err
 }

@@ -73,7 +73,7 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if name.val == "" {
 		return failf("empty command name%s", posSuffix(ctx))
 	}
-	if ctx.shell && assignLike.MatchString(name.val) {
+	if ctx.shell && strings.IndexByte(name.val, '=') >= 0 && assignLike.MatchString(name.val) {
 		return failf("%q is an assignment in bash%s (hint: use NAME=value with a plain name)", name.val, posSuffix(ctx))
 	}
 	bare := !strings.Contains(name.val, "/")

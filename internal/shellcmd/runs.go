@@ -77,9 +77,22 @@ func Canonical(src string) (*syntax.File, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	return canonicalOf(f0, src)
+}
+
+// canonicalOf is Canonical for a tree f0 already parsed from src (by
+// Parse). When src is its own canonical form (the common case: text
+// printed by this package, or written plainly) the parse of the canonical
+// text is the parse of src, f0 itself, so it is neither parsed nor printed
+// again: Parse and Print are deterministic, and f0 printed to src once.
+// f0 is not modified; the returned tree may be f0.
+func canonicalOf(f0 *syntax.File, src string) (*syntax.File, string, error) {
 	c, err := Print(f0)
 	if err != nil {
 		return nil, "", fmt.Errorf("print: %w", err)
+	}
+	if c == src {
+		return f0, c, nil
 	}
 	f, err := Parse(c)
 	if err != nil {

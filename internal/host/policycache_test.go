@@ -1,0 +1,71 @@
+package host
+
+import (
+	"bytes"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// TestPolicyCacheSeesSameTickEdit edits exec-approvals.json in place
+// (same inode, same size) and puts its mtime back, as a second write within
+// the same timestamp tick leaves it. While the file is younger than
+// policyRacyWindow the engine must not have cached it, so the edit is seen;
+// once it is older, an edit sets a new mtime and is seen through the key.
+func TestPolicyCacheSeesSameTickEdit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		age  time.Duration // how old the engine's clock says the file is
+	}{
+		{"fresh file is not cached", policyRacyWindow / 4},
+		{"old file: the edit's new mtime is seen", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+			path := f.store.Path
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mtime := fi.ModTime()
+			if tc.age > 0 {
+				f.engine.Now = func() time.Time { return mtime.Add(tc.age) }
+			} else {
+				f.engine.Now = func() time.Time { return mtime.Add(policyRacyWindow + time.Second) }
+			}
+			req := Request{RawCommand: "hello", Cwd: f.dir}
+			if p, err := f.engine.Prepare(req); err != nil || p.Decision.Outcome != policy.Allow {
+				t.Fatalf("before the edit: %+v, %v; want allow", p.Decision, err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := bytes.Replace(data, []byte(`"full"`), []byte(`"deny"`), 1)
+			if bytes.Equal(edited, data) {
+				t.Fatalf("no security \"full\" in %s", data)
+			}
+			if err := os.WriteFile(path, edited, 0o600); err != nil { // in place: same inode and size
+				t.Fatal(err)
+			}
+			if tc.age > 0 {
+				// The same tick as the state the engine read.
+				if err := os.Chtimes(path, mtime, mtime); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// A later write: a new mtime, as the kernel sets it.
+				later := mtime.Add(policyRacyWindow + 2*time.Second)
+				if err := os.Chtimes(path, later, later); err != nil {
+					t.Fatal(err)
+				}
+				f.engine.Now = func() time.Time { return later.Add(policyRacyWindow + time.Second) }
+			}
+			if p, err := f.engine.Prepare(req); err == nil && p.Decision.Outcome == policy.Allow {
+				t.Fatalf("after the edit to security deny the engine still allows: %+v", p.Decision)
+			}
+		})
+	}
+}

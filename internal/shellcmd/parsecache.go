@@ -1,0 +1,85 @@
+package shellcmd
+
+import (
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Bounds of the cache of parsed request texts.
+const (
+	// maxCachedTexts: past this many entries the cache starts over.
+	maxCachedTexts = 128
+	// maxCachedTextLen: longer texts are parsed every time; an agent's
+	// repeated commands are short, and a bound keeps the cache's memory
+	// (trees included) to a few hundred kilobytes.
+	maxCachedTextLen = 1024
+)
+
+// parsedText is what the analysis derives from a request's text alone:
+// its canonical form and that form's parse, both checked by validate. The
+// tree is read-only once cached: the analysis only walks and prints it
+// (Parse applies declarations before a tree is shared).
+type parsedText struct {
+	canon     *syntax.File
+	canonical string
+}
+
+// parsed caches parsedText by the exact text. Parsing, printing and
+// validation are pure functions of the text, so an entry can never be
+// stale; nothing that can change (files, PATH, the working directory)
+// enters it. Failures are not cached: they are rare and cheap to reproduce.
+var parsed = &textCache{m: map[string]*parsedText{}}
+
+type textCache struct {
+	mu sync.Mutex
+	m  map[string]*parsedText
+}
+
+// parseTop parses the request's own text src, derives its canonical form
+// (canonicalOf) and validates both, through the cache (for positional
+// false, the only way a request's text is analysed). A text that parses
+// but fails a check still returns its canonical form with the error, as an
+// analysis reports it.
+func parseTop(src string, positional bool) (*parsedText, error) {
+	cacheable := !positional && len(src) <= maxCachedTextLen
+	if cacheable {
+		parsed.mu.Lock()
+		p := parsed.m[src]
+		parsed.mu.Unlock()
+		if p != nil {
+			return p, nil
+		}
+	}
+	raw, err := Parse(src)
+	if err != nil {
+		return nil, parseFailure(err)
+	}
+	canon, c, err := canonicalOf(raw, src)
+	if err != nil {
+		return nil, failf("%v", err)
+	}
+	p := &parsedText{canon: canon, canonical: c}
+	if len(c) > maxTextLen {
+		return p, failf("canonical command text longer than %d bytes", maxTextLen)
+	}
+	// The text as written must pass too: its comments and here-documents
+	// are where a shell reading it would disagree.
+	if err := validate(raw, src, positional); err != nil {
+		return p, err
+	}
+	if canon != raw {
+		if err := validate(canon, c, positional); err != nil {
+			return p, err
+		}
+	}
+	if cacheable {
+		parsed.mu.Lock()
+		if len(parsed.m) >= maxCachedTexts {
+			clear(parsed.m)
+		}
+		parsed.m[src] = p
+		parsed.mu.Unlock()
+	}
+	return p, nil
+}
