@@ -143,7 +143,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 		return nil, err
 	}
 	listenAddr := addr
-	if host, _, _ := net.SplitHostPort(addr); strings.EqualFold(host, "localhost") {
+	if hostname, _, _ := net.SplitHostPort(addr); strings.EqualFold(hostname, "localhost") {
 		listenAddr = net.JoinHostPort("127.0.0.1", port)
 	}
 	var lc net.ListenConfig
