@@ -9,7 +9,6 @@ import (
 
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
-	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -129,31 +128,4 @@ func (f *routeFlags) add(cmd *cobra.Command) {
 		"where prompts for a human go: `local|gateway|both` (local: this machine's approver socket; gateway: the gateway's operators, \"exechost approvals pending|resolve\" and its web UI; both: first answer wins)")
 	cmd.Flags().DurationVar(&f.promptTimeout, "prompt-timeout", 0,
 		"how long a prompt waits for a human before askFallback applies (default 2m)")
-}
-
-// apply wires the engine's prompter for the route; remote sends prompts
-// to the gateway.
-func (f routeFlags) apply(eng *host.Engine, remote host.Prompter) error {
-	if f.promptTimeout < 0 {
-		return usagef("--prompt-timeout must not be negative")
-	}
-	if f.promptTimeout > 0 {
-		eng.PromptTimeout = f.promptTimeout
-	}
-	return applyRoute(eng, f.route, remote)
-}
-
-// applyRoute replaces eng.Prompter (the local approver socket) with the
-// prompter approvals.route names.
-func applyRoute(eng *host.Engine, route string, remote host.Prompter) error {
-	r, err := approvalroute.ParseRoute(route)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	p, err := approvalroute.Prompter(r, eng.Prompter, remote)
-	if err != nil {
-		return err
-	}
-	eng.Prompter = p
-	return nil
 }

@@ -117,9 +117,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	var m *metrics.Metrics
 	if opts.MetricsListen != "" {
 		m = metrics.New()
-		ln, err := net.Listen("tcp", opts.MetricsListen)
+		ln, err := metrics.Listen(opts.MetricsListen)
 		if err != nil {
-			return fmt.Errorf("metrics listener %s: %w", opts.MetricsListen, err)
+			return err
 		}
 		log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
 		go func() {
