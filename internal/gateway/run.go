@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
@@ -92,11 +91,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	// One audit log for the gateway's own decisions and its host engine's
 	// runs: <state>/audit.jsonl, one hash chain.
-	rec, err := audit.OpenRecorder(dir, func(err error) { log.Error("audit append failed", "err", err) })
-	if err != nil {
-		log.Warn("audit log unavailable", "err", err)
-		rec = nil
-	}
+	rec := host.OpenAudit(dir, func(err error) { log.Error("audit", "err", err) })
 	defer rec.Close()
 	// host=sandbox: the configured backend, or none with the reason; a
 	// missing sandbox is never replaced by running on the host.
@@ -141,10 +136,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
-		Route: func(local host.Prompter) (host.Prompter, error) {
-			return approvalroute.Prompter(route, local, gw.Prompter())
-		},
-		Warn: func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		Route: approvalroute.Wrap(route, gw.Prompter()),
+		Warn:  func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err

@@ -88,3 +88,21 @@ func AuditRecorder(rec *audit.Recorder) func(AuditRecord) {
 	}
 	return AuditTo(rec.Log(), rec.Warn)
 }
+
+// OpenAudit opens stateDir's audit log for an engine (and, on the
+// gateway, for its own decisions: one log, one hash chain). Every process
+// opens it here. warn hears why it is unavailable and, later, about each
+// failed append; an unavailable log returns nil, and commands still run
+// unaudited, as they did before the log existed, rather than stopping
+// the host.
+func OpenAudit(stateDir string, warn func(error)) *audit.Recorder {
+	if warn == nil {
+		warn = func(error) {}
+	}
+	rec, err := audit.OpenRecorder(stateDir, func(err error) { warn(fmt.Errorf("audit append failed: %w", err)) })
+	if err != nil {
+		warn(fmt.Errorf("audit log unavailable: %w", err))
+		return nil
+	}
+	return rec
+}

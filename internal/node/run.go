@@ -9,7 +9,6 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -88,19 +87,13 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if err != nil {
 		return err
 	}
-	rec, err := audit.OpenRecorder(opts.StateDir, func(err error) { log.Error("audit append failed", "err", err) })
-	if err != nil {
-		log.Warn("audit log unavailable", "err", err)
-		rec = nil
-	}
+	rec := host.OpenAudit(opts.StateDir, func(err error) { log.Error("audit", "err", err) })
 	defer rec.Close()
 	eng, err := host.New(host.Options{
 		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent,
 		PromptTimeout: opts.PromptTimeout,
-		Route: func(local host.Prompter) (host.Prompter, error) {
-			return approvalroute.Prompter(route, local, r.GatewayPrompter())
-		},
-		Warn: func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
+		Warn:          func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err
