@@ -56,6 +56,7 @@ const (
 	ReasonSecurityDeny    = "security-deny"    // gateway-level security=deny
 	ReasonHostUnavailable = "host-unavailable" // host=gateway or host=sandbox not available here
 	ReasonDraining        = "draining"         // the gateway is shutting down
+	ReasonBusy            = "busy"             // a limit on execs in flight (gateway.limits) was reached
 	ReasonInvalidRequest  = "invalid-request"  // a parameter the gateway refuses
 	ReasonSandboxError    = "sandbox-error"    // the sandbox backend failed to run the command
 	ReasonAllowed         = "allowed"          // a sandbox run started

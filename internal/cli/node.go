@@ -22,7 +22,8 @@ type nodeRunFlags struct {
 	execHost, execFallback                 string     // approver_exec.go
 	route                                  routeFlags // approvals_route.go
 	log                                    logFlags
-	openclaw                               openclawFlags // node_openclaw.go
+	openclaw                               openclawFlags  // node_openclaw.go
+	limits                                 nodeLimitFlags // node_limits.go
 }
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -62,6 +63,7 @@ stops when its pairing is rejected or its token revoked.`,
 	f.route.add(run)
 	f.log.add(run)
 	f.openclaw.add(run)
+	f.limits.add(run)
 	cmd.AddCommand(run)
 	cmd.AddCommand(serviceCommands(g, service.KindNode)...)
 	return cmd
@@ -90,7 +92,7 @@ func (f nodeRunFlags) check() error {
 	if f.route.promptTimeout < 0 {
 		return usagef("--prompt-timeout must not be negative")
 	}
-	return nil
+	return f.limits.check()
 }
 
 // runNode checks the flags and runs node.Run until ctx ends.
@@ -125,6 +127,6 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 	return node.Run(ctx, node.RunOptions{
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey, TLSFingerprint: f.fingerprint,
 		ExecHost: f.execHost, ExecFallback: f.execFallback, Route: f.route.route, PromptTimeout: f.route.promptTimeout,
-		Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
+		MaxRuns: f.limits.maxRuns, Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
 	})
 }

@@ -84,6 +84,40 @@ type Gateway struct {
 	// DNS-rebinding page (whose requests carry its own name) never
 	// reaches the gateway.
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// Limits bound the execs in flight; zero values take the defaults.
+	Limits Limits `json:"limits"`
+}
+
+// Default limits on execs in flight at the gateway. They are far above
+// what an agent does on purpose (a few parallel tool calls, a handful of
+// background jobs) and stop a runaway loop before it exhausts the
+// gateway: every exec in flight holds a goroutine, a session entry and,
+// for host=gateway, a process and its pipes, and a background run may
+// live for a day.
+const (
+	DefaultExecsPerAgent = 64
+	DefaultExecs         = 256
+)
+
+// Limits is the gateway.limits object.
+type Limits struct {
+	// ExecsPerAgent bounds one agent's execs in flight (foreground and
+	// background, on every host); DefaultExecsPerAgent when 0.
+	ExecsPerAgent int `json:"execsPerAgent,omitempty"`
+	// Execs bounds all agents' execs in flight together; DefaultExecs
+	// when 0.
+	Execs int `json:"execs,omitempty"`
+}
+
+// WithDefaults returns l with zero values replaced by the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.ExecsPerAgent == 0 {
+		l.ExecsPerAgent = DefaultExecsPerAgent
+	}
+	if l.Execs == 0 {
+		l.Execs = DefaultExecs
+	}
+	return l
 }
 
 // Approvals is the approvals object: how the gateway process, as the
@@ -243,6 +277,14 @@ func (c *Config) validate() error {
 			if _, err := path.Match(strings.ToLower(pat), ""); err != nil || strings.TrimSpace(pat) == "" {
 				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a host or origin pattern (hint: e.g. \"ops.example\", \"*.ops.example\" or \"https://ops.example\")", key, i, pat))
 			}
+		}
+	}
+	for _, l := range []struct {
+		key string
+		n   int
+	}{{"gateway.limits.execsPerAgent", c.Gateway.Limits.ExecsPerAgent}, {"gateway.limits.execs", c.Gateway.Limits.Execs}} {
+		if l.n < 0 {
+			errs = append(errs, fmt.Errorf("%s: %w: %d (hint: a positive number, or 0 or unset for the default)", l.key, policy.ErrInvalidValue, l.n))
 		}
 	}
 	if (c.Gateway.TLS.Cert == "") != (c.Gateway.TLS.Key == "") {

@@ -20,7 +20,8 @@ func TestParse(t *testing.T) {
 			{"id": "ops", "tools": {"exec": {"host": "gateway", "security": "full"}}},
 			{"id": "plain"}, // trailing commas are fine
 		]},
-		"gateway": {"listen": "127.0.0.1:0", "allowedHosts": ["gw.example"], "allowedOrigins": ["https://ops.example"]},
+		"gateway": {"listen": "127.0.0.1:0", "allowedHosts": ["gw.example"], "allowedOrigins": ["https://ops.example"],
+			"limits": {"execsPerAgent": 3}},
 	}`))
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,12 @@ func TestParse(t *testing.T) {
 	if c.Sandbox.Backend == "" {
 		t.Error("sandbox defaults not applied")
 	}
+	if got, want := c.Gateway.Limits.WithDefaults(), (Limits{ExecsPerAgent: 3, Execs: DefaultExecs}); got != want {
+		t.Errorf("limits = %+v, want %+v (the unset one defaulted)", got, want)
+	}
+	if got := Default().Gateway.Limits.WithDefaults(); got.ExecsPerAgent != DefaultExecsPerAgent || got.Execs != DefaultExecs {
+		t.Errorf("default limits = %+v", got)
+	}
 }
 
 func TestParseErrorsNameThePath(t *testing.T) {
@@ -67,6 +74,8 @@ func TestParseErrorsNameThePath(t *testing.T) {
 		{"bad host pattern", `{"gateway": {"allowedHosts": ["gw.example", "[bad"]}}`, `gateway.allowedHosts[1]: "[bad" is not a host or origin pattern`},
 		{"empty origin", `{"gateway": {"allowedOrigins": [" "]}}`, `gateway.allowedOrigins[0]`},
 		{"unknown gateway key", `{"gateway": {"allowedHost": ["gw.example"]}}`, `gateway.allowedHost: unknown key`},
+		{"negative limit", `{"gateway": {"limits": {"execs": -1}}}`, `gateway.limits.execs: invalid value: -1`},
+		{"unknown limit", `{"gateway": {"limits": {"exec": 5}}}`, `gateway.limits.exec: unknown key`},
 		{"syntax", `{"tools": `, `exechost.json`},
 	}
 	for _, tt := range tests {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,8 +26,6 @@ const (
 	// MaxNodePrompts bounds the prompts one node may have pending, so a
 	// misbehaving node cannot flood the operators' queue.
 	MaxNodePrompts = 64
-	// notifyTimeout bounds one event write to one operator.
-	notifyTimeout = 5 * time.Second
 )
 
 // ErrPromptWithdrawn is the reason a node's prompt ends when the node
@@ -182,14 +179,14 @@ func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 	}
 }
 
-// send writes one event to one operator, bounded by notifyTimeout.
+// send writes one event to one operator. The write is bounded by the
+// connection's own bridge.WriteTimeout: a caller's deadline cannot cut a
+// frame short (that would drop the whole connection), so none is set here.
 func (h *approvalHub) send(oc *bridge.Conn, event string, payload any, id string) {
 	if oc.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(oc.Context(), notifyTimeout)
-	defer cancel()
-	if err := oc.Notify(ctx, event, payload); err != nil {
+	if err := oc.Notify(oc.Context(), event, payload); err != nil {
 		h.log("approval event not delivered", "event", event, "id", id, "err", err)
 	}
 }
@@ -383,16 +380,15 @@ func (h *approvalHub) nodeCancel(nodeID, ref string) {
 // cancelInvoke tells a node that the gateway stopped waiting for invoke id
 // (its caller went away or its deadline passed): the node withdraws the
 // prompt the command waits on, so a late approval cannot run it. Best
-// effort and bounded; a node that never gets it still has its own timeout.
+// effort, bounded by the connection's bridge.WriteTimeout; a node that
+// never gets it still has its own timeout.
 func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
 	reason := "abandoned"
 	if cause != nil {
 		reason = cause.Error()
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(nc.conn.Context(), notifyTimeout)
-		defer cancel()
-		if err := nc.conn.Notify(ctx, bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
+		if err := nc.conn.Notify(nc.conn.Context(), bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
 			g.appr.log("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
 		}
 	}()
@@ -424,28 +420,3 @@ func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.appr} }
 // Approvals returns the broker holding every prompt routed to this
 // gateway, for UIs served in-process (the web UI).
 func (g *Gateway) Approvals() *approver.Broker { return g.appr.broker }
-
-// nodeApproval handles a node's approval methods; ok is false for any
-// other method.
-func (g *Gateway) nodeApproval(ctx context.Context, nc *nodeConn, method string, params json.RawMessage) (res any, ok bool, err error) {
-	switch method {
-	case approvalroute.MethodNodeRequest:
-		p, err := decode[approvalroute.NodeRequest](method, params)
-		if err != nil {
-			return nil, true, err
-		}
-		ans, err := g.appr.nodeRequest(ctx, nc.id, p)
-		if err != nil {
-			return nil, true, err
-		}
-		return ans, true, nil
-	case approvalroute.MethodNodeCancel:
-		p, err := decode[approvalroute.NodeCancel](method, params)
-		if err != nil {
-			return nil, true, err
-		}
-		g.appr.nodeCancel(nc.id, p.Ref)
-		return map[string]bool{"ok": true}, true, nil
-	}
-	return nil, false, nil
-}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -10,14 +9,9 @@ import (
 )
 
 // slashApprove runs `/approve ID DECISION` typed in a session's front-end.
-// Only operator connections may send it: an agent relaying its own
-// /approve would approve its own command. The answer records the operator
-// and the session it was typed in.
+// Only operator connections reach it (sessionCommand refuses agents). The
+// answer records the operator and the session it was typed in.
 func (g *Gateway) slashApprove(c caller, key session.Key, text string) (bridge.SessionCommandResult, error) {
-	if c.role != bridge.RoleOperator {
-		return bridge.SessionCommandResult{}, g.forbidden(withCaller(context.Background(), c), bridge.Errorf(bridge.CodeForbidden,
-			"/approve needs an operator connection: an agent may not answer approval prompts (hint: answer with `exechost approvals resolve ID DECISION`)"))
-	}
 	f := strings.Fields(text)
 	if len(f) != 3 {
 		return bridge.SessionCommandResult{}, bridge.Errorf(bridge.CodeInvalidRequest, "usage: /approve ID allow-once|allow-always|deny (ID may be a unique prefix)")

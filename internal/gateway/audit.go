@@ -176,6 +176,8 @@ func refusalCode(err error) string {
 		return audit.ReasonNodeOffline
 	case bridge.CodeInvalidRequest:
 		return audit.ReasonInvalidRequest
+	case bridge.CodeBusy:
+		return audit.ReasonBusy
 	}
 	return audit.ReasonOther
 }

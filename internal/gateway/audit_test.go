@@ -85,6 +85,18 @@ func TestExecRefusalsRecorded(t *testing.T) {
 	if r := rec.recs[0]; r.AgentID != "a" || r.SessionKey != "s" || r.Host != "node" {
 		t.Errorf("first record = %+v", r)
 	}
+	// An agent whose in-flight limit is full is refused BUSY, with its
+	// own reason code.
+	g.adm.mu.Lock()
+	g.adm.perAgent = map[string]int{"hog": 1 << 20}
+	g.adm.mu.Unlock()
+	_, err := g.Exec(ctx, bridge.ExecParams{Command: "true", Host: "sandbox", AgentID: "hog", SessionKey: "s"})
+	if r := rec.last(t); bridge.AsError(err).Code != bridge.CodeBusy || r.Event != audit.EventDenied || r.ReasonCode != audit.ReasonBusy || r.Reason != bridge.AsError(err).Message {
+		t.Errorf("busy: err = %v, record = %+v", err, r)
+	}
+	g.adm.mu.Lock()
+	g.adm.perAgent = nil
+	g.adm.mu.Unlock()
 	rec.fail = errors.New("disk full")
 	if _, err := g.Exec(ctx, bridge.ExecParams{Command: "true", Host: "gateway", Security: "deny"}); bridge.AsError(err).Code != bridge.CodeDenied {
 		t.Errorf("with a failing audit log the refusal must stand: %v", err)

@@ -148,7 +148,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 	var self atomic.Pointer[bridge.Conn]
 	c := bridge.NewConn(ws, bridge.Options{
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-			return g.dispatchClient(ctx, who, method, params)
+			return g.dispatch(ctx, who, method, params)
 		},
 		OnClose: func(error) {
 			if c := self.Load(); c != nil {

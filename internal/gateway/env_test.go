@@ -85,14 +85,14 @@ func (e *env) client(tb testing.TB, role string) *bridge.Conn {
 }
 
 // addNode starts a node runner with its own state directory and policy
-// and pairs it through Approve.
-func (e *env) addNode(tb testing.TB, name, pol string) string {
+// and pairs it through Approve; with adjusts its options.
+func (e *env) addNode(tb testing.TB, name, pol string, with ...func(*node.Options)) string {
 	tb.Helper()
 	dir := tb.TempDir()
 	writePolicy(tb, dir, pol)
 	paired := make(chan string, 1)
 	eng := host.NewEngine(dir, policy.HostNode, "")
-	r, err := node.New(node.Options{
+	opts := node.Options{
 		StateDir: dir, GatewayURL: e.url, DisplayName: name, Executor: eng,
 		OnPending: func(id string) {
 			// The node learns it is pending as the gateway files it;
@@ -112,7 +112,11 @@ func (e *env) addNode(tb testing.TB, name, pol string) string {
 			default:
 			}
 		},
-	})
+	}
+	for _, f := range with {
+		f(&opts)
+	}
+	r, err := node.New(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

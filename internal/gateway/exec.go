@@ -101,6 +101,9 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		g.opts.Metrics.ObserveExec(string(eff.Host), string(policy.DenyRun), metrics.OutcomeDenied, 0)
 		return bridge.ExecResult{}, denied
 	}
+	if r.release, err = g.admit(cfg, key.Agent); err != nil { // admission.go
+		return bridge.ExecResult{}, g.refused(ctx, p, eff.Host, r.nodeID, "", err)
+	}
 	g.addRun(r)
 	// Every run has a deadline: the command's timeout plus room for a
 	// prompt and the transport, even if a backend ignored its timeout.

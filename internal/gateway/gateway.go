@@ -99,7 +99,9 @@ type Gateway struct {
 	execNodes []execNode     // web UI binding edits, kept until restart (config.go)
 
 	fingerprint string
-	unauth      unauthAudit // rate limit on records about unauthenticated peers (audit.go)
+	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
+	adm         admission    // execs in flight against gateway.limits (admission.go)
+	execCalls   atomic.Int64 // exec requests not yet returned (dispatch.go; drain.go waits for them)
 }
 
 // New opens the gateway's state (creating the token on first start).

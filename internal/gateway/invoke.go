@@ -156,55 +156,51 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 	return invokeReply{res: res, run: run}, nil
 }
 
-// handleNode answers requests from a node connection.
+// handleNode answers requests from a node connection: a node still
+// pending may call nothing; a paired one what the method table allows
+// (dispatch.go).
 func (g *Gateway) handleNode(ctx context.Context, nc *nodeConn, method string, params json.RawMessage) (any, error) {
 	if !g.isLive(nc) {
 		return nil, bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet (hint: exechost nodes approve %s)", nc.id, nc.id)
 	}
-	switch method {
-	case bridge.MethodInvokeResult:
-		var reply invokeReply
-		var w *invokeWaiter
-		if id, ok := peekInvokeID(params); ok {
-			g.mu.Lock()
-			w = g.invokes[id]
-			g.mu.Unlock()
-			if w != nil && w.run && w.nodeID == nc.id {
-				var err error
-				if reply, err = decodeRunResult(params, id); err != nil {
-					return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
-				}
-			} else {
-				w = nil
-			}
-		}
-		if w == nil {
-			if err := json.Unmarshal(params, &reply.res); err != nil {
+	return g.dispatch(ctx, caller{role: bridge.RoleNode, name: nc.id, node: nc}, method, params)
+}
+
+// invokeResult takes a node's node.invoke.result to the invoke waiting
+// for it.
+func (g *Gateway) invokeResult(nc *nodeConn, method string, params json.RawMessage) (any, error) {
+	var reply invokeReply
+	var w *invokeWaiter
+	if id, ok := peekInvokeID(params); ok {
+		g.mu.Lock()
+		w = g.invokes[id]
+		g.mu.Unlock()
+		if w != nil && w.run && w.nodeID == nc.id {
+			var err error
+			if reply, err = decodeRunResult(params, id); err != nil {
 				return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
 			}
-			g.mu.Lock()
-			w = g.invokes[reply.res.ID]
-			g.mu.Unlock()
+		} else {
+			w = nil
 		}
-		// Only the node the invoke went to may answer it.
-		if w == nil || w.nodeID != nc.id {
-			return nil, bridge.Errorf(bridge.CodeNotFound, "no pending invoke %q for node %s (it may have timed out)", reply.res.ID, nc.id)
-		}
-		select {
-		case w.ch <- reply:
-		default:
-		}
-		return map[string]bool{"ok": true}, nil
-	case bridge.MethodNodeEvent:
-		if err := g.nodeEvent(nc, params); err != nil {
-			return nil, err
-		}
-		return map[string]bool{"ok": true}, nil
 	}
-	if res, ok, err := g.nodeApproval(ctx, nc, method, params); ok {
-		return res, err
+	if w == nil {
+		if err := json.Unmarshal(params, &reply.res); err != nil {
+			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+		}
+		g.mu.Lock()
+		w = g.invokes[reply.res.ID]
+		g.mu.Unlock()
 	}
-	return nil, bridge.Errorf(bridge.CodeNotFound, "unknown node method %q", method)
+	// Only the node the invoke went to may answer it.
+	if w == nil || w.nodeID != nc.id {
+		return nil, bridge.Errorf(bridge.CodeNotFound, "no pending invoke %q for node %s (it may have timed out)", reply.res.ID, nc.id)
+	}
+	select {
+	case w.ch <- reply:
+	default:
+	}
+	return map[string]bool{"ok": true}, nil
 }
 
 // nodeEvent maps one node.event (sent as an event frame, handled in order

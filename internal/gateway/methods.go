@@ -20,14 +20,6 @@ const (
 	MaxJoinKeyTTL     = 7 * 24 * time.Hour
 )
 
-// operatorOnly lists methods an agent may not call: managing nodes and
-// editing their policy is the human operator's business.
-var operatorOnly = map[string]bool{
-	bridge.MethodNodesList: true, bridge.MethodNodesPending: true, bridge.MethodNodesApprove: true,
-	bridge.MethodNodesReject: true, bridge.MethodNodesRemove: true, bridge.MethodJoinKey: true,
-	bridge.MethodNodeApprovalGet: true, bridge.MethodNodeApprovalSet: true,
-}
-
 func decode[T any](method string, params json.RawMessage) (T, error) {
 	var v T
 	if len(params) == 0 {
@@ -39,80 +31,16 @@ func decode[T any](method string, params json.RawMessage) (T, error) {
 	return v, nil
 }
 
-// handleClient answers an agent's or operator's request.
-func (g *Gateway) handleClient(ctx context.Context, role, method string, params json.RawMessage) (any, error) {
-	if operatorOnly[method] && role != bridge.RoleOperator {
-		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s needs the operator role", method))
+// sessionEvents drains a session's queued system events.
+func (g *Gateway) sessionEvents(p bridge.SessionParams) (bridge.SessionEventsResult, error) {
+	if err := checkSession(p.AgentID, p.SessionKey); err != nil {
+		return bridge.SessionEventsResult{}, err
 	}
-	switch method {
-	case bridge.MethodExec:
-		p, err := decode[bridge.ExecParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		return g.Exec(ctx, p)
-	case bridge.MethodExecStatus:
-		p, err := decode[bridge.ExecStatusParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		return g.status(p.RunID)
-	case bridge.MethodSessionEvents:
-		p, err := decode[bridge.SessionParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkSession(p.AgentID, p.SessionKey); err != nil {
-			return nil, err
-		}
-		evs := g.sessions.Drain(session.NewKey(p.AgentID, p.SessionKey))
-		if evs == nil {
-			evs = []bridge.SystemEvent{}
-		}
-		return bridge.SessionEventsResult{Events: evs}, nil
-	case bridge.MethodSessionCommand:
-		p, err := decode[bridge.SessionCommandParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkSession(p.AgentID, p.SessionKey); err != nil {
-			return nil, err
-		}
-		res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
-		if err != nil {
-			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
-		}
-		return res, nil
-	case bridge.MethodNodesList:
-		return bridge.NodesResult{Nodes: g.listPaired()}, nil
-	case bridge.MethodNodesPending:
-		return bridge.NodesResult{Nodes: g.listPending()}, nil
-	case bridge.MethodNodesApprove, bridge.MethodNodesReject, bridge.MethodNodesRemove:
-		p, err := decode[bridge.NodeIDParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		switch method {
-		case bridge.MethodNodesApprove:
-			return g.approve(ctx, p.NodeID)
-		case bridge.MethodNodesReject:
-			return g.reject(ctx, p.NodeID)
-		}
-		return g.remove(ctx, p.NodeID)
-	case bridge.MethodJoinKey:
-		p, err := decode[bridge.JoinKeyParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		return g.joinKey(ctx, p)
-	case bridge.MethodNodeApprovalGet, bridge.MethodNodeApprovalSet:
-		p, err := decode[bridge.NodeApprovalsParams](method, params)
-		if err != nil {
-			return nil, err
-		}
-		return g.nodeApprovals(ctx, method, p)
+	evs := g.sessions.Drain(session.NewKey(p.AgentID, p.SessionKey))
+	if evs == nil {
+		evs = []bridge.SystemEvent{}
 	}
-	return nil, bridge.Errorf(bridge.CodeNotFound, "unknown method %q", method)
+	return bridge.SessionEventsResult{Events: evs}, nil
 }
 
 func view(rec nodeRecord, connected bool) bridge.NodeView {
@@ -314,6 +242,15 @@ func (g *Gateway) joinKey(ctx context.Context, p bridge.JoinKeyParams) (bridge.J
 	res := bridge.JoinKeyResult{Key: key, ExpiresAt: exp.UnixMilli(), Fingerprint: g.fingerprint}
 	g.auditJoinKeyIssued(ctx, res)
 	return res, nil
+}
+
+// nodeApprovalsHandler answers nodes.approvals.get and .set.
+func nodeApprovalsHandler(g *Gateway, ctx context.Context, _ caller, method string, params json.RawMessage) (any, error) {
+	p, err := decode[bridge.NodeApprovalsParams](method, params)
+	if err != nil {
+		return nil, err
+	}
+	return g.nodeApprovals(ctx, method, p)
 }
 
 // nodeApprovals forwards system.execApprovals.get/set to a node.

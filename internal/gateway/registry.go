@@ -53,10 +53,20 @@ type registryData struct {
 // registry is the persistent part of the node registry: paired nodes and
 // unused join keys. Every change is written before it takes effect, so a
 // revoked token stays revoked across a restart.
+//
+// Two locks keep readers (exec node selection, token checks) off the disk:
+// mu guards the live data and is never held across I/O; wmu serialises
+// writers, which copy the data under mu, change and write the copy holding
+// only wmu, then install it under mu. A writer holds wmu from its copy to
+// its install, so no other change can land in between and be lost.
 type registry struct {
 	path string
-	mu   sync.Mutex
+	wmu  sync.Mutex // held by update and touch, across the write
+	mu   sync.Mutex // guards data; never held across I/O
 	data registryData
+	// writing, when set, runs as a write starts (tests hold a write
+	// there to check what readers see meanwhile).
+	writing func()
 }
 
 func openRegistry(stateDir string) (*registry, error) {
@@ -74,17 +84,56 @@ func openRegistry(stateDir string) (*registry, error) {
 	return r, nil
 }
 
-// saveLocked writes the registry; r.mu must be held.
-func (r *registry) saveLocked() error {
+// clone copies d deeply enough that changing the copy's records never
+// touches d's.
+func (d registryData) clone() registryData {
+	c := registryData{Version: d.Version, JoinKeys: append([]joinKey(nil), d.JoinKeys...)}
+	c.Nodes = make([]*nodeRecord, len(d.Nodes))
+	for i, n := range d.Nodes {
+		rec := *n
+		c.Nodes[i] = &rec
+	}
+	return c
+}
+
+// update changes the registry: change edits a copy and reports whether it
+// changed anything; a changed copy is written (expired join keys dropped)
+// and only then installed. An error from change or the write leaves the
+// registry as it was.
+func (r *registry) update(change func(d *registryData) (changed bool, err error)) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.mu.Lock()
+	next := r.data.clone()
+	r.mu.Unlock()
+	changed, err := change(&next)
+	if err != nil || !changed {
+		return err
+	}
+	if err := r.write(&next); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.data = next
+	r.mu.Unlock()
+	return nil
+}
+
+// write drops expired join keys from d and writes it; only update calls
+// it, holding wmu and not mu.
+func (r *registry) write(d *registryData) error {
+	if r.writing != nil {
+		r.writing()
+	}
 	now := time.Now().UnixMilli()
-	keys := r.data.JoinKeys[:0]
-	for _, k := range r.data.JoinKeys {
+	keys := d.JoinKeys[:0]
+	for _, k := range d.JoinKeys {
 		if k.ExpiresAt > now {
 			keys = append(keys, k)
 		}
 	}
-	r.data.JoinKeys = keys
-	data, err := json.MarshalIndent(r.data, "", "  ")
+	d.JoinKeys = keys
+	data, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode node registry: %w", err)
 	}
@@ -119,26 +168,29 @@ func (r *registry) all() []nodeRecord {
 
 // put adds or replaces a node record and saves.
 func (r *registry) put(rec nodeRecord) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old := r.data.Nodes
-	var nodes []*nodeRecord
-	for _, n := range old {
-		if n.NodeID != rec.NodeID {
-			nodes = append(nodes, n)
+	return r.update(func(d *registryData) (bool, error) {
+		d.Nodes = append(without(d.Nodes, rec.NodeID), &rec)
+		return true, nil
+	})
+}
+
+// without returns nodes minus the record of id (a new slice).
+func without(nodes []*nodeRecord, id string) []*nodeRecord {
+	var out []*nodeRecord
+	for _, n := range nodes {
+		if n.NodeID != id {
+			out = append(out, n)
 		}
 	}
-	r.data.Nodes = append(nodes, &rec)
-	if err := r.saveLocked(); err != nil {
-		r.data.Nodes = old
-		return err
-	}
-	return nil
+	return out
 }
 
 // touch updates a paired node's last-seen details in memory; they are
-// saved with the next write.
+// saved with the next write. It takes wmu so that it cannot land between
+// a writer's copy and its install (and be lost); it writes nothing.
 func (r *registry) touch(id string, fn func(*nodeRecord)) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, n := range r.data.Nodes {
@@ -149,33 +201,25 @@ func (r *registry) touch(id string, fn func(*nodeRecord)) {
 }
 
 // remove deletes a node and saves; it reports whether it existed.
-func (r *registry) remove(id string) (bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old := r.data.Nodes
-	var nodes []*nodeRecord
-	for _, n := range old {
-		if n.NodeID != id {
-			nodes = append(nodes, n)
-		}
-	}
-	if len(nodes) == len(old) {
-		return false, nil
-	}
-	r.data.Nodes = nodes
-	if err := r.saveLocked(); err != nil {
-		r.data.Nodes = old
+func (r *registry) remove(id string) (existed bool, err error) {
+	err = r.update(func(d *registryData) (bool, error) {
+		nodes := without(d.Nodes, id)
+		existed = len(nodes) != len(d.Nodes)
+		d.Nodes = nodes
+		return existed, nil
+	})
+	if err != nil {
 		return false, err
 	}
-	return true, nil
+	return existed, nil
 }
 
 // addJoinKey stores a new join key's hash and saves.
 func (r *registry) addJoinKey(hash string, expires time.Time) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.data.JoinKeys = append(r.data.JoinKeys, joinKey{Hash: hash, ExpiresAt: expires.UnixMilli()})
-	return r.saveLocked()
+	return r.update(func(d *registryData) (bool, error) {
+		d.JoinKeys = append(d.JoinKeys, joinKey{Hash: hash, ExpiresAt: expires.UnixMilli()})
+		return true, nil
+	})
 }
 
 // bindKey checks that the paired node id (whose token hashes to
@@ -183,26 +227,26 @@ func (r *registry) addJoinKey(hash string, expires time.Time) error {
 // existed) is bound to pub and saved before the connection is accepted;
 // bound reports that. Any other key is refused.
 func (r *registry) bindKey(id, tokenHash, pub string) (bound bool, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, n := range r.data.Nodes {
-		if n.NodeID != id || n.TokenHash != tokenHash {
-			continue
-		}
-		switch n.PublicKey {
-		case pub:
-			return false, nil
-		case "":
-			n.PublicKey = pub
-			if err := r.saveLocked(); err != nil {
-				n.PublicKey = ""
-				return false, err
+	err = r.update(func(d *registryData) (bool, error) {
+		for _, n := range d.Nodes {
+			if n.NodeID != id || n.TokenHash != tokenHash {
+				continue
 			}
-			return true, nil
+			switch n.PublicKey {
+			case pub:
+				return false, nil
+			case "":
+				n.PublicKey, bound = pub, true
+				return true, nil
+			}
+			return false, bridge.Errorf(bridge.CodeUnauthorized, "node %s is paired with a different key (fingerprint %s); this connection's key does not match (hint: a node's key lives in node.key next to node.json; if it was lost, `exechost nodes remove %s` and pair again)", id, fingerprintOf(n.PublicKey), id)
 		}
-		return false, bridge.Errorf(bridge.CodeUnauthorized, "node %s is paired with a different key (fingerprint %s); this connection's key does not match (hint: a node's key lives in node.key next to node.json; if it was lost, `exechost nodes remove %s` and pair again)", id, fingerprintOf(n.PublicKey), id)
+		return false, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", id)
+	})
+	if err != nil {
+		return false, err
 	}
-	return false, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", id)
+	return bound, nil
 }
 
 // fingerprintOf abbreviates a stored public key for messages.
@@ -222,35 +266,24 @@ func fingerprintOf(pub string) string {
 // same key again): it never rebinds an id paired under another key, and
 // such an attempt leaves the join key unused.
 func (r *registry) consumeJoinKey(key string, rec nodeRecord) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, n := range r.data.Nodes {
-		if n.NodeID == rec.NodeID && (n.PublicKey == "" || n.PublicKey != rec.PublicKey) {
-			return errPairedOtherKey(rec.NodeID)
+	return r.update(func(d *registryData) (bool, error) {
+		for _, n := range d.Nodes {
+			if n.NodeID == rec.NodeID && (n.PublicKey == "" || n.PublicKey != rec.PublicKey) {
+				return false, errPairedOtherKey(rec.NodeID)
+			}
 		}
-	}
-	now := time.Now().UnixMilli()
-	idx := -1
-	for i, k := range r.data.JoinKeys {
-		if k.ExpiresAt > now && equalSecret(key, k.Hash) {
-			idx = i
+		now := time.Now().UnixMilli()
+		idx := -1
+		for i, k := range d.JoinKeys {
+			if k.ExpiresAt > now && equalSecret(key, k.Hash) {
+				idx = i
+			}
 		}
-	}
-	if idx < 0 {
-		return bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid, expired or already used (hint: create a new one with `exechost gateway join-key`)")
-	}
-	oldKeys, oldNodes := r.data.JoinKeys, r.data.Nodes
-	r.data.JoinKeys = append(append([]joinKey(nil), oldKeys[:idx]...), oldKeys[idx+1:]...)
-	var nodes []*nodeRecord
-	for _, n := range oldNodes {
-		if n.NodeID != rec.NodeID {
-			nodes = append(nodes, n)
+		if idx < 0 {
+			return false, bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid, expired or already used (hint: create a new one with `exechost gateway join-key`)")
 		}
-	}
-	r.data.Nodes = append(nodes, &rec)
-	if err := r.saveLocked(); err != nil {
-		r.data.JoinKeys, r.data.Nodes = oldKeys, oldNodes
-		return err
-	}
-	return nil
+		d.JoinKeys = append(d.JoinKeys[:idx:idx], d.JoinKeys[idx+1:]...)
+		d.Nodes = append(without(d.Nodes, rec.NodeID), &rec)
+		return true, nil
+	})
 }

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,5 +104,109 @@ func TestRegistryPersistsHashesAndJoinKeysPairOnce(t *testing.T) {
 	r, _ = openRegistry(dir)
 	if r.get("n1") != nil {
 		t.Error("removed node is back after reopen")
+	}
+}
+
+// TestRegistryReadersDoNotWaitForWrites holds a write at its start: reads
+// (what exec node selection does) answer meanwhile and do not see the
+// change, which takes effect only once written.
+func TestRegistryReadersDoNotWaitForWrites(t *testing.T) {
+	r, err := openRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.put(nodeRecord{NodeID: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	entered, hold := make(chan struct{}), make(chan struct{})
+	r.writing = func() { close(entered); <-hold }
+	done := make(chan error, 1)
+	go func() { done <- r.put(nodeRecord{NodeID: "n2"}) }()
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write never started")
+	}
+	read := make(chan []nodeRecord, 1)
+	go func() { _ = r.get("n1"); read <- r.all() }()
+	select {
+	case recs := <-read:
+		if len(recs) != 1 || recs[0].NodeID != "n1" {
+			t.Errorf("during the write: %+v, want only n1 (a change takes effect once written)", recs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a read waited for the write")
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.get("n2") == nil {
+		t.Error("n2 missing after its write")
+	}
+}
+
+// TestRegistryConcurrentWritersLoseNothing runs pairings, removals, join
+// keys and last-seen updates at once: every change is in memory and on
+// disk afterwards.
+func TestRegistryConcurrentWritersLoseNothing(t *testing.T) {
+	dir := t.TempDir()
+	r, err := openRegistry(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if err := r.put(nodeRecord{NodeID: fmt.Sprintf("gone-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 24
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if err := r.put(nodeRecord{NodeID: fmt.Sprintf("n%d", i)}); err != nil {
+				t.Error(err)
+			}
+			r.touch(fmt.Sprintf("n%d", i), func(rec *nodeRecord) { rec.DisplayName = "seen" })
+		}()
+		go func() {
+			defer wg.Done()
+			if err := r.addJoinKey(hashSecret(fmt.Sprintf("key-%d", i)), time.Now().Add(time.Hour)); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if i < 8 {
+				if _, err := r.remove(fmt.Sprintf("gone-%d", i)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// One more write saves the last touches.
+	if err := r.addJoinKey(hashSecret("last"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := openRegistry(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reg := range []*registry{r, reopened} {
+		recs := reg.all()
+		if len(recs) != n {
+			t.Errorf("%d nodes, want %d: %+v", len(recs), n, recs)
+		}
+		for _, rec := range recs {
+			if !strings.HasPrefix(rec.NodeID, "n") || rec.DisplayName != "seen" {
+				t.Errorf("record %+v: a removal or a last-seen update was lost", rec)
+			}
+		}
+		if got := len(reg.data.JoinKeys); got != n+1 {
+			t.Errorf("%d join keys, want %d", got, n+1)
+		}
 	}
 }

@@ -37,6 +37,9 @@ type run struct {
 	nodeID  string
 	started time.Time
 
+	// release gives back the run's admission slot (admission.go).
+	release func()
+
 	done     chan struct{}
 	finished time.Time // set before done is closed
 	result   bridge.ExecResult
@@ -106,6 +109,11 @@ func (g *Gateway) addRun(r *run) {
 }
 
 func (g *Gateway) finishRun(r *run, res bridge.ExecResult, err error) {
+	// The slot is free before anyone can see the run finished, so a
+	// caller told it finished may start the next one.
+	if r.release != nil {
+		r.release()
+	}
 	g.mu.Lock()
 	r.result, r.err, r.finished = res, err, time.Now()
 	g.mu.Unlock()

@@ -45,7 +45,10 @@ const (
 // cli package passes one that reads the gateway token.
 type DialFunc func(ctx context.Context, role string) (*bridge.Conn, error)
 
-// link is the server's lazily (re)connected agent connection.
+// link is the server's lazily (re)connected agent connection. Its mutex
+// guards the state only and is never held across a dial: one caller dials
+// (single flight) while the others wait on the dialing channel, so a call
+// never waits on the lock for up to DialTimeout.
 type link struct {
 	url  string
 	dial DialFunc
@@ -53,43 +56,82 @@ type link struct {
 
 	mu       sync.Mutex
 	conn     *bridge.Conn
+	dialing  chan struct{} // non-nil while a caller dials; closed when it is done
 	fails    int
 	next     time.Time // earliest next dial after a failure
 	lastErr  error
 	failedAt time.Time
+	// waiting, when set, runs as a caller starts waiting for another's
+	// dial (tests).
+	waiting func()
 }
 
 // get returns the live connection, dialing when there is none. A caller
-// that waited on the lock while another caller's dial failed gets that
-// failure rather than dialing again at once.
+// that waited while another caller's dial failed gets that failure rather
+// than dialing again at once.
 func (l *link) get(ctx context.Context) (*bridge.Conn, error) {
 	start := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn != nil {
-		select {
-		case <-l.conn.Done():
-			l.log.Info("gateway connection closed; reconnecting on this call", "err", l.conn.Err())
-			l.conn = nil
-		default:
-			return l.conn, nil
+	for {
+		l.mu.Lock()
+		if l.conn != nil {
+			select {
+			case <-l.conn.Done():
+				l.log.Info("gateway connection closed; reconnecting on this call", "err", l.conn.Err())
+				l.conn = nil
+			default:
+				c := l.conn
+				l.mu.Unlock()
+				return c, nil
+			}
 		}
+		if l.lastErr != nil && l.failedAt.After(start) {
+			err := l.lastErr
+			l.mu.Unlock()
+			return nil, err
+		}
+		if ch := l.dialing; ch != nil {
+			l.mu.Unlock()
+			if l.waiting != nil {
+				l.waiting()
+			}
+			select {
+			case <-ch:
+				continue // connected, failed, or gave up: look again
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting to connect to the gateway at %s: %w", l.url, context.Cause(ctx))
+			}
+		}
+		ch := make(chan struct{})
+		l.dialing = ch
+		wait := time.Until(l.next)
+		l.mu.Unlock()
+		c, err := l.connect(ctx, wait)
+		l.mu.Lock()
+		l.dialing = nil
+		close(ch)
+		l.mu.Unlock()
+		return c, err
 	}
-	if l.lastErr != nil && l.failedAt.After(start) {
-		return nil, l.lastErr
-	}
-	if wait := time.Until(l.next); wait > 0 {
+}
+
+// connect waits out the backoff and dials, outside the lock; the caller
+// holds the dialing turn.
+func (l *link) connect(ctx context.Context, wait time.Duration) (*bridge.Conn, error) {
+	if wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			// Not a failure of the gateway: the next caller dials.
 			return nil, fmt.Errorf("waiting to reconnect to the gateway at %s: %w", l.url, context.Cause(ctx))
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	c, err := l.dial(dctx, bridge.RoleAgent)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err != nil {
 		l.fails++
 		l.next = time.Now().Add(backoff(l.fails))

@@ -121,10 +121,17 @@ func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 		timeout = 30 * time.Minute
 	}
 	var res bridge.InvokeResult
+	release := func() {} // a system.run's admission slot (admission.go)
+	defer func() { release() }()
 	switch {
 	case req.NodeID != "" && req.NodeID != nid:
 		res = fail(bridge.Errorf(bridge.CodeInvalidRequest, "invoke addressed to node %s, this is %s", req.NodeID, nid))
 	case req.Command == bridge.CmdSystemRun:
+		var busy *bridge.Error
+		if release, busy = r.admitRun(); busy != nil {
+			res = fail(busy)
+			break
+		}
 		key := req.IdempotencyKey
 		if key == "" {
 			key = req.ID
@@ -160,6 +167,7 @@ func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 	default:
 		res = fail(bridge.Errorf(bridge.CodeNotFound, "unknown node command %q (this node offers %v)", req.Command, bridge.NodeCommands))
 	}
+	release() // free before the reply: whoever hears the run ended may start the next
 	res.ID, res.NodeID = req.ID, nid
 	r.reply(res)
 }

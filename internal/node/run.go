@@ -39,6 +39,9 @@ type RunOptions struct {
 	Route string
 	// PromptTimeout bounds a prompt (host.DefaultPromptTimeout when 0).
 	PromptTimeout time.Duration
+	// MaxRuns is Options.MaxRuns: system.run invokes in flight before
+	// more are answered BUSY.
+	MaxRuns int
 }
 
 // Run runs a node daemon until ctx ends: it builds this machine's host
@@ -71,7 +74,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	var r *Runner
 	r, err = New(Options{
 		StateDir: opts.StateDir, GatewayURL: opts.GatewayURL, DisplayName: opts.DisplayName, JoinKey: opts.JoinKey,
-		TLSFingerprint: opts.TLSFingerprint, Logger: log, Version: opts.Version,
+		TLSFingerprint: opts.TLSFingerprint, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,
 		OnPending: func(id string) {
 			if opts.OnPending != nil {
 				opts.OnPending(id, r.Fingerprint())

@@ -63,6 +63,9 @@ type Options struct {
 	OnPending func(nodeID string)
 	// OnPaired runs each time the node is connected and paired.
 	OnPaired func(nodeID string)
+	// MaxRuns bounds the system.run invokes in flight; more are answered
+	// BUSY (admission.go). DefaultMaxRuns when 0.
+	MaxRuns int
 }
 
 // Runner is the node runner service.
@@ -78,6 +81,8 @@ type Runner struct {
 	idem *idemCache
 	// cancels ends invokes the gateway gave up on (cancel.go).
 	cancels invokeCancels
+	// runs counts system.run invokes in flight (admission.go).
+	runs runSlots
 }
 
 // New loads (or creates) the node identity: node.json and the key pair

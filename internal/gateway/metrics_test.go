@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
@@ -47,44 +46,4 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("scrape lacks %s", want)
 		}
 	}
-}
-
-// TestDrainOnStop checks that a stopping gateway lets a running exec
-// finish and refuses new ones meanwhile.
-func TestDrainOnStop(t *testing.T) {
-	e := newEnv(t, `{"tools":{"exec":{"host":"gateway","security":"full","ask":"off"}}}`, func(o *gateway.Options) { o.DrainTimeout = time.Minute })
-	agent := e.client(t, bridge.RoleAgent)
-	type outcome struct {
-		res bridge.ExecResult
-		err error
-	}
-	running := make(chan outcome, 1)
-	go func() {
-		res, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "sleep 1; echo finished"})
-		running <- outcome{res, err}
-	}()
-	// Wait until the run is in flight, then stop the gateway.
-	deadline := time.Now().Add(30 * time.Second)
-	for !e.g.Draining() && time.Now().Before(deadline) {
-		if e.g.Running() > 0 {
-			e.stop()
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for !e.g.Draining() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if _, err := call[bridge.ExecResult](t, e.client(t, bridge.RoleAgent), bridge.MethodExec, bridge.ExecParams{Command: "true"}); err == nil || !strings.Contains(err.Error(), "shutting down") {
-		t.Errorf("new exec while draining: %v, want a shutting-down refusal", err)
-	}
-	select {
-	case o := <-running:
-		if o.err != nil || o.res.Stdout != "finished\n" {
-			t.Fatalf("running exec was cut off: %v %+v", o.err, o.res)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("running exec never answered")
-	}
-	<-e.done
 }
