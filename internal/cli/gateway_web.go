@@ -22,9 +22,12 @@ func (g *globals) gatewayWebStarter(ctx context.Context, addr string) (func(stri
 	if err != nil {
 		return nil, err
 	}
+	if err := web.CheckAddr(addr); err != nil {
+		return nil, usageError{fmt.Errorf("--web: %w", err)}
+	}
 	ln, err := web.Listen(ctx, addr)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
 	return func(_ string, gw *gateway.Gateway) {
 		u, err := web.Serve(ctx, ln, web.Options{

@@ -133,7 +133,15 @@ func Start(ctx context.Context, opts Options) (string, error) {
 	return Serve(ctx, ln, opts)
 }
 
-// Listen binds addr, which must be a loopback address, so a caller can
+// CheckAddr reports why addr cannot be the web approver's address (not
+// host:port, a bad port, not loopback), without binding it: callers that
+// classify bad input before acting check first.
+func CheckAddr(addr string) error {
+	_, err := loopbackPort(addr)
+	return err
+}
+
+// Listen binds addr, which must be a loopback address (CheckAddr), so a caller can
 // fail at once on a bad or busy address before starting anything else.
 // "localhost" binds 127.0.0.1: it may resolve to a non-loopback address on
 // a broken resolver.
