@@ -98,6 +98,9 @@ func (g *Gateway) SetExecNode(ctx context.Context, agentID, node string) error {
 			return fmt.Errorf("bind to node %q: %w", node, err)
 		}
 	}
+	// cfgMu is held across the audit record (and its fsync) so the
+	// record and the change it describes are in the same order as other
+	// changes; no exec waits on it, since Config is a lock-free load.
 	g.cfgMu.Lock()
 	defer g.cfgMu.Unlock()
 	g.auditBinding(ctx, agentID, g.Config().Binding(agentID), node)
