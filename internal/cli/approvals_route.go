@@ -1,20 +1,14 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/approver/web"
-	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
-	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -134,107 +128,4 @@ func (f *routeFlags) add(cmd *cobra.Command) {
 		"where prompts for a human go: `local|gateway|both` (local: this machine's approver socket; gateway: the gateway's operators, \"exechost approvals pending|resolve\" and its web UI; both: first answer wins)")
 	cmd.Flags().DurationVar(&f.promptTimeout, "prompt-timeout", 0,
 		"how long a prompt waits for a human before askFallback applies (default 2m)")
-}
-
-// apply wires the engine's prompter for the route; remote sends prompts
-// to the gateway.
-func (f routeFlags) apply(eng *host.Engine, remote host.Prompter) error {
-	if f.promptTimeout < 0 {
-		return usagef("--prompt-timeout must not be negative")
-	}
-	if f.promptTimeout > 0 {
-		eng.PromptTimeout = f.promptTimeout
-	}
-	return applyRoute(eng, f.route, remote)
-}
-
-// applyRoute replaces eng.Prompter (the local approver socket) with the
-// prompter approvals.route names.
-func applyRoute(eng *host.Engine, route string, remote host.Prompter) error {
-	r, err := approvalroute.ParseRoute(route)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	p, err := approvalroute.Prompter(r, eng.Prompter, remote)
-	if err != nil {
-		return err
-	}
-	eng.Prompter = p
-	return nil
-}
-
-// gatewayWeb is `exechost gateway --web ADDR`: the approver web UI served
-// by the gateway for its operators, showing prompts from every execution
-// host routed to the gateway.
-type gatewayWeb struct {
-	ln net.Listener
-}
-
-// listenGatewayWeb binds addr (loopback only) before the gateway starts,
-// so a bad address fails the command at once.
-func listenGatewayWeb(ctx context.Context, addr string) (*gatewayWeb, error) {
-	if addr == "" {
-		return nil, nil
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, usagef("--web %q: %v (hint: --web 127.0.0.1:8787)", addr, err)
-	}
-	if strings.EqualFold(host, "localhost") {
-		host = "127.0.0.1"
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, usagef("--web %q: the web UI listens on loopback only (hint: --web 127.0.0.1:%s, and reach it remotely through an SSH tunnel)", addr, port)
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, fmt.Errorf("web UI listen on %s: %w (hint: is the port in use? try 127.0.0.1:0)", addr, err)
-	}
-	return &gatewayWeb{ln: ln}, nil
-}
-
-// serve mounts the web UI on the listener for gw until ctx ends and prints
-// its URL (with the per-run secret).
-func (w *gatewayWeb) serve(ctx context.Context, g *globals, dir string, gw *gateway.Gateway) error {
-	addr := w.ln.Addr().String()
-	h, secret, err := web.NewHandler(web.Options{
-		Addr: addr, Broker: gw.Approvals(), StateDir: dir, Gateway: gw.WebBinding(), DecidedBy: "operator web UI", OnEdit: gw.RecordWebEdit,
-		Logf: func(format string, args ...any) { fmt.Fprintf(g.stderr, "exechost: "+format+"\n", args...) },
-	})
-	if err != nil {
-		w.ln.Close()
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	go func() { _ = srv.Serve(w.ln) }()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		_ = srv.Close() // event streams do not end on Shutdown
-	}()
-	fmt.Fprintf(g.stdout, "gateway web UI: %s\n", web.URL(addr, secret))
-	return nil
-}
-
-// gatewayWebStarter returns the gatewayStarted hook that serves the web UI
-// on addr once the gateway runs, or nil when addr is empty. The address is
-// bound now, so a bad one fails before the gateway starts.
-func (g *globals) gatewayWebStarter(ctx context.Context, addr string) (gatewayStarted, error) {
-	w, err := listenGatewayWeb(ctx, addr)
-	if err != nil || w == nil {
-		return nil, err
-	}
-	dir, err := g.dir()
-	if err != nil {
-		w.ln.Close()
-		return nil, err
-	}
-	return func(_ string, gw *gateway.Gateway) {
-		if err := w.serve(ctx, g, dir, gw); err != nil {
-			fmt.Fprintf(g.stderr, "exechost: gateway web UI not started: %v\n", err)
-		}
-	}, nil
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/host"
-	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -60,49 +58,28 @@ func TestApproverExecHostFlag(t *testing.T) {
 	}
 }
 
-func TestNodeExecutor(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := approvals.NewStore(dir).Ensure(); err != nil {
-		t.Fatal(err)
-	}
-	eng := host.NewEngine(dir, policy.HostNode, "n")
+// TestNodeRunFlagsCheck: bad --exec-host, --exec-fallback,
+// --approvals-route and --prompt-timeout values are usage errors, caught
+// before node.Run touches the state directory.
+func TestNodeRunFlagsCheck(t *testing.T) {
 	tests := []struct {
-		execHost, fallback string
-		wantForward        bool
-		wantFallback       string
-		usage              bool
+		name  string
+		f     nodeRunFlags
+		usage bool
 	}{
-		{execHost: "", fallback: "", wantForward: false},
-		{execHost: "local", fallback: "deny", wantForward: false},
-		{execHost: "app", fallback: "", wantForward: true, wantFallback: node.FallbackLocal},
-		{execHost: "app", fallback: "deny", wantForward: true, wantFallback: node.FallbackDeny},
-		{execHost: "desktop", usage: true},
-		{execHost: "app", fallback: "full", usage: true},
+		{name: "defaults"},
+		{name: "app deny", f: nodeRunFlags{execHost: "app", execFallback: "deny", route: routeFlags{route: "both"}}},
+		{name: "bad exec host", f: nodeRunFlags{execHost: "desktop"}, usage: true},
+		{name: "bad fallback", f: nodeRunFlags{execHost: "app", execFallback: "full"}, usage: true},
+		{name: "bad route", f: nodeRunFlags{route: routeFlags{route: "moon"}}, usage: true},
+		{name: "negative timeout", f: nodeRunFlags{route: routeFlags{promptTimeout: -1}}, usage: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.execHost+"/"+tt.fallback, func(t *testing.T) {
-			exe, fw, err := nodeExecutor(dir, eng, tt.execHost, tt.fallback)
-			if tt.usage {
-				var ue usageError
-				if !errors.As(err, &ue) {
-					t.Fatalf("err %v, want a usage error", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (fw != nil) != tt.wantForward {
-				t.Fatalf("forwarder %v, want forwarding %v", fw, tt.wantForward)
-			}
-			if !tt.wantForward {
-				if exe != node.Executor(eng) {
-					t.Errorf("executor %T, want the local engine", exe)
-				}
-				return
-			}
-			if fw.Fallback != tt.wantFallback || fw.Local != node.Executor(eng) || fw.Client.SocketPath != filepath.Join(dir, "exec-approvals.sock") || len(fw.Client.Token) == 0 {
-				t.Errorf("forwarder %+v, client %+v", fw, fw.Client)
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.f.check()
+			var ue usageError
+			if tt.usage != errors.As(err, &ue) || (!tt.usage && err != nil) {
+				t.Fatalf("check() = %v, want usage error %v", err, tt.usage)
 			}
 		})
 	}

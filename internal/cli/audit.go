@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/state"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -43,14 +44,7 @@ edits and answers), one JSON line each; docs/audit.md lists them. Rotated files 
 // cannot: a missing audit log never stops commands from being gated.
 // Every failed append is reported on stderr too.
 func (g *globals) auditRecorder(dir string) *audit.Recorder {
-	rec, err := audit.OpenRecorder(dir, func(err error) {
-		fmt.Fprintf(g.stderr, "exechost: WARNING: audit append failed: %v\n", err)
-	})
-	if err != nil {
-		fmt.Fprintf(g.stderr, "exechost: WARNING: audit log unavailable: %v\n", err)
-		return nil
-	}
-	return rec
+	return host.OpenAudit(dir, func(err error) { fmt.Fprintf(g.stderr, "exechost: WARNING: %v\n", err) })
 }
 
 // auditPath returns the audit log's path in the state directory.

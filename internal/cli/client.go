@@ -87,16 +87,29 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 	return c, nil
 }
 
-// call runs one request on a fresh operator connection and closes it.
-func (g *globals) call(ctx context.Context, url, method string, params, out any) error {
+// callTimeout bounds one call on a client connection: the client's own
+// bound plus what the gateway may spend waiting for a node.
+const callTimeout = clientTimeout + gateway.InvokeMargin
+
+// withOperator runs fn on a fresh operator connection to url, under a
+// deadline of calls × callTimeout, and closes the connection. fn's error
+// is returned as a wire error.
+func (g *globals) withOperator(ctx context.Context, url string, calls int, fn func(context.Context, *bridge.Conn) error) error {
 	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
 	if err != nil {
 		return err
 	}
 	defer c.Close("done")
-	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(calls)*callTimeout)
 	defer cancel()
-	return wireError(c.Call(cctx, method, params, out))
+	return wireError(fn(cctx, c))
+}
+
+// call runs one request on a fresh operator connection and closes it.
+func (g *globals) call(ctx context.Context, url, method string, params, out any) error {
+	return g.withOperator(ctx, url, 1, func(ctx context.Context, c *bridge.Conn) error {
+		return c.Call(ctx, method, params, out)
+	})
 }
 
 // pinnedDialOptions returns dial options that accept exactly the
@@ -125,59 +138,36 @@ func pinnedDialOptions(fp string) *websocket.DialOptions {
 	return &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}}
 }
 
-// NodeApprovalsGet fetches a paired node's exec-approvals.json (without its
-// socket token) and the hash a later set must name as its base.
-func NodeApprovalsGet(ctx context.Context, c *bridge.Conn, node string) (bridge.ApprovalsGetResult, error) {
-	var res bridge.ApprovalsGetResult
-	err := c.Call(ctx, bridge.MethodNodeApprovalGet, bridge.NodeApprovalsParams{Node: node}, &res)
-	return res, err
-}
-
-// ErrStaleApprovals is returned by NodeApprovalsSet when the node's file
-// changed since baseHash was read; nothing was written.
-var ErrStaleApprovals = errors.New("the node's approvals changed since they were read")
-
-// NodeApprovalsSet replaces a paired node's exec-approvals.json with data,
-// provided the node's file still has baseHash. The node keeps its own
-// socket path and token whatever data says.
-func NodeApprovalsSet(ctx context.Context, c *bridge.Conn, node string, data []byte, baseHash string) (bridge.ApprovalsGetResult, error) {
-	var res bridge.ApprovalsGetResult
-	err := c.Call(ctx, bridge.MethodNodeApprovalSet, bridge.NodeApprovalsParams{Node: node, File: data, BaseHash: baseHash}, &res)
-	var be *bridge.Error
-	if errors.As(err, &be) && be.Code == bridge.CodeStale {
-		return res, fmt.Errorf("set approvals on node %s: %w: %s (hint: `exechost approvals get --node %s --json`, reapply your change, set again)", node, ErrStaleApprovals, be.Message, node)
+// nodeApprovals reads a paired node's exec-approvals.json through the
+// gateway on c and parses it; the result's Hash is the base for a write.
+func nodeApprovals(ctx context.Context, c *bridge.Conn, node string) (*approvals.File, bridge.ApprovalsGetResult, error) {
+	res, err := bridge.NodeApprovalsGet(ctx, c, node)
+	if err != nil {
+		return nil, res, fmt.Errorf("get approvals of node %s: %w", node, err)
 	}
-	return res, err
+	f, err := approvals.Parse(node+":"+res.Path, res.File)
+	return f, res, err
 }
 
 // remoteApprovalsGet is `approvals get --node N`.
 func (g *globals) remoteApprovalsGet(ctx context.Context, url, node string, asJSON bool) error {
-	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
-	if err != nil {
-		return err
-	}
-	defer c.Close("done")
-	cctx, cancel := context.WithTimeout(ctx, clientTimeout+gateway.InvokeMargin)
-	defer cancel()
-	res, err := NodeApprovalsGet(cctx, c, node)
-	if err != nil {
-		return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
-	}
-	f, err := approvals.Parse(node+":"+res.Path, res.File)
-	if err != nil {
-		return err
-	}
-	v, err := buildView(node+":"+res.Path, f)
-	if err != nil {
-		return err
-	}
-	v.Hash = res.Hash
-	if asJSON {
-		return g.printJSON(v)
-	}
-	printView(g, v)
-	fmt.Fprintf(g.stdout, "\nhash: %s\n", res.Hash)
-	return nil
+	return g.withOperator(ctx, url, 1, func(ctx context.Context, c *bridge.Conn) error {
+		f, res, err := nodeApprovals(ctx, c, node)
+		if err != nil {
+			return err
+		}
+		v, err := buildView(node+":"+res.Path, f)
+		if err != nil {
+			return err
+		}
+		v.Hash = res.Hash
+		if asJSON {
+			return g.printJSON(v)
+		}
+		printView(g, v)
+		fmt.Fprintf(g.stdout, "\nhash: %s\n", res.Hash)
+		return nil
+	})
 }
 
 // remoteApprovalsSet is `approvals set --file F --node N` without a base
@@ -195,26 +185,21 @@ func (g *globals) remoteApprovalsSetBase(ctx context.Context, url, node string, 
 	if err != nil {
 		return fmt.Errorf("encode approvals: %w", err)
 	}
-	c, err := g.dialGateway(ctx, url, bridge.RoleOperator)
-	if err != nil {
-		return err
-	}
-	defer c.Close("done")
-	cctx, cancel := context.WithTimeout(ctx, 2*(clientTimeout+gateway.InvokeMargin))
-	defer cancel()
-	if baseHash == "" {
-		cur, err := NodeApprovalsGet(cctx, c, node)
-		if err != nil {
-			return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
+	return g.withOperator(ctx, url, 2, func(ctx context.Context, c *bridge.Conn) error {
+		if baseHash == "" {
+			cur, err := bridge.NodeApprovalsGet(ctx, c, node)
+			if err != nil {
+				return fmt.Errorf("get approvals of node %s: %w", node, err)
+			}
+			baseHash = cur.Hash
 		}
-		baseHash = cur.Hash
-	}
-	res, err := NodeApprovalsSet(cctx, c, node, data, baseHash)
-	if err != nil {
-		return wireError(err)
-	}
-	fmt.Fprintf(g.stdout, "wrote %s on node %s (hash %s)\n", res.Path, node, res.Hash)
-	return nil
+		res, err := bridge.NodeApprovalsSet(ctx, c, node, data, baseHash)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "wrote %s on node %s (hash %s)\n", res.Path, node, res.Hash)
+		return nil
+	})
 }
 
 // remoteEditAttempts bounds how often remoteApprovalsEdit rereads and
@@ -232,14 +217,10 @@ func (g *globals) remoteApprovalsEdit(ctx context.Context, url, node string, edi
 	}
 	defer c.Close("done")
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, 2*(clientTimeout+gateway.InvokeMargin))
+		cctx, cancel := context.WithTimeout(ctx, 2*callTimeout)
 		err := func() error {
 			defer cancel()
-			cur, err := NodeApprovalsGet(cctx, c, node)
-			if err != nil {
-				return wireError(fmt.Errorf("get approvals of node %s: %w", node, err))
-			}
-			f, err := approvals.Parse(node+":"+cur.Path, cur.File)
+			f, cur, err := nodeApprovals(cctx, c, node)
 			if err != nil {
 				return err
 			}
@@ -250,10 +231,10 @@ func (g *globals) remoteApprovalsEdit(ctx context.Context, url, node string, edi
 			if err != nil {
 				return fmt.Errorf("encode approvals: %w", err)
 			}
-			_, err = NodeApprovalsSet(cctx, c, node, data, cur.Hash)
+			_, err = bridge.NodeApprovalsSet(cctx, c, node, data, cur.Hash)
 			return err
 		}()
-		if !errors.Is(err, ErrStaleApprovals) || attempt == remoteEditAttempts {
+		if !errors.Is(err, bridge.ErrStaleApprovals) || attempt == remoteEditAttempts {
 			return wireError(err)
 		}
 	}

@@ -3,32 +3,23 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/exechost/exechost/internal/metrics"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"reflect"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/logging"
-	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/service"
-	"github.com/exechost/exechost/internal/state"
 )
 
 func init() { register(newGatewayCmd) }
 
-// logFlags are the logging flags of the daemons.
 // logFlags are the operational flags of the daemons: logging for all, and
 // for the gateway an opt-in metrics listener and the drain timeout.
 type logFlags struct {
@@ -66,11 +57,11 @@ logs why. SIGINT/SIGTERM stop the gateway cleanly.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			started, err := g.gatewayWebStarter(ctx, webAddr) // approvals_route.go
+			started, err := g.gatewayWebStarter(ctx, webAddr) // gateway_web.go
 			if err != nil {
 				return err
 			}
-			return g.runGateway(ctx, cfgPath, listen, lf, started)
+			return g.runGateway(ctx, cfgPath, listen, lf, started, nil)
 		},
 	}
 	cmd.Flags().StringVar(&webAddr, "web", "", "also serve the approver web UI for operators on this loopback address (e.g. 127.0.0.1:8787); prints its URL with a per-run secret")
@@ -84,14 +75,9 @@ logs why. SIGINT/SIGTERM stop the gateway cleanly.`,
 	return cmd
 }
 
-// gatewayStarted is told the listening address and the gateway once it
-// serves (for `exechost up`).
-type gatewayStarted func(addr string, gw *gateway.Gateway)
-
-// runGateway runs a gateway until ctx ends. cfgPath "" means the state
-// directory's exechost.json if present; embedded, when non-nil, is used
-// when that file does not exist.
-func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf logFlags, started gatewayStarted, embedded ...*config.Config) error {
+// runGateway runs gateway.Run with the daemon flags; onStart (may be nil)
+// is told the gateway's URL and the gateway once it serves.
+func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf logFlags, onStart func(string, *gateway.Gateway), embedded *config.Config) error {
 	log, err := lf.logger(g)
 	if err != nil {
 		return err
@@ -100,131 +86,11 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	if err != nil {
 		return err
 	}
-	if err := state.Ensure(dir); err != nil {
-		return err
-	}
-	explicit := cfgPath != ""
-	if !explicit {
-		cfgPath = filepath.Join(dir, state.ConfigFile)
-	}
-	cfg, err := config.Load(cfgPath, !explicit)
-	if err != nil {
-		return err
-	}
-	if cfg.Path == "" && len(embedded) > 0 && embedded[0] != nil {
-		cfg = embedded[0]
-	}
-	if listen == "" {
-		listen = cfg.Gateway.Listen
-	}
-	// One audit log for the gateway's own decisions and its host engine's
-	// runs: <state>/audit.jsonl, one hash chain.
-	eng, rec, err := g.localEngineAudited(dir)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	defer rec.Close()
-	eng.Host, eng.NodeID = policy.HostGateway, "gateway"
-	// host=sandbox: the configured backend, or none with the reason; a
-	// missing sandbox is never replaced by running on the host.
-	sb, sbErr := pick.Open(ctx, cfg.Sandbox, dir)
-	if sbErr != nil {
-		sb = nil
-		log.Warn("host=sandbox unavailable", "err", sbErr)
-	} else {
-		log.Info("sandbox backend ready", "backend", sb.Name())
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := sb.Close(cctx); err != nil {
-				log.Warn("close sandbox backend", "err", err)
-			}
-		}()
-	}
-	var m *metrics.Metrics
-	if lf.metricsListen != "" {
-		m = metrics.New()
-		ln, err := net.Listen("tcp", lf.metricsListen)
-		if err != nil {
-			return fmt.Errorf("metrics listener %s: %w", lf.metricsListen, err)
-		}
-		log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
-		go func() {
-			if err := m.ServeListener(ctx, ln); err != nil {
-				log.Warn("metrics server stopped", "err", err)
-			}
-		}()
-	}
-	gw, err := gateway.New(gateway.Options{
-		StateDir: dir, Config: cfg, Executor: eng, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: Version,
-		Metrics: m, DrainTimeout: lf.drainTimeout, Audit: auditOrNil(rec),
+	return gateway.Run(ctx, gateway.RunOptions{
+		StateDir: dir, ConfigPath: cfgPath, Embedded: embedded, Listen: listen,
+		MetricsListen: lf.metricsListen, DrainTimeout: lf.drainTimeout,
+		Logger: log, Version: Version, OnStart: onStart,
 	})
-	if err != nil {
-		return err
-	}
-	eng.OnEvent = gw.HostEvent
-	if err := applyRoute(eng, cfg.Approvals.Route, gw.Prompter()); err != nil { // approvals.route
-		return err
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (hint: another gateway running? use --listen)", listen, err)
-	}
-	scheme := "ws"
-	if cfg.Gateway.TLS.Cert != "" {
-		scheme = "wss"
-	} else if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		log.Warn("listening beyond loopback without TLS: tokens and commands travel in clear (hint: set gateway.tls.cert and .key in exechost.json)", "addr", ln.Addr().String())
-	}
-	url := scheme + "://" + ln.Addr().String()
-	log.Info("gateway listening", "url", url, "token", gateway.TokenPath(dir), "config", cfg.Path)
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				if cfg.Path == "" && !explicit {
-					if _, err := os.Stat(cfgPath); err != nil {
-						log.Info("SIGHUP: no config file; keeping the built-in configuration", "path", cfgPath)
-						continue
-					}
-				}
-				next, err := config.Load(cfgPath, false)
-				if err != nil {
-					log.Error("SIGHUP: config reload failed; keeping the running configuration", "err", err)
-					continue
-				}
-				gw.SetConfig(next)
-				log.Info("SIGHUP: configuration reloaded", "path", cfgPath)
-				if !reflect.DeepEqual(next.Sandbox, cfg.Sandbox) {
-					log.Warn("SIGHUP: sandbox settings change after a gateway restart")
-				}
-			}
-		}
-	}()
-	_ = service.NotifyReady()
-	if started != nil {
-		go started(url, gw)
-	}
-	err = gw.Serve(ctx, ln)
-	_ = service.NotifyStopping()
-	log.Info("gateway stopped")
-	return err
-}
-
-// auditOrNil keeps a nil recorder a nil interface, so the gateway records
-// nothing rather than calling a nil pointer's method by design.
-func auditOrNil(rec *audit.Recorder) gateway.AuditRecorder {
-	if rec == nil {
-		return nil
-	}
-	return rec
 }
 
 func newJoinKeyCmd(g *globals) *cobra.Command {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/node"
-	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/service"
 )
 
@@ -78,13 +78,30 @@ type nodeHooks struct {
 	paired func(nodeID string)
 }
 
-// runNode runs the node runner until ctx ends.
-func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) error {
-	if err := f.limits.check(); err != nil {
-		return err
+// check reports a bad flag value as a usage error before anything runs.
+func (f nodeRunFlags) check() error {
+	if _, err := node.ParseExecHost(f.execHost); err != nil {
+		return usagef("--exec-host: %v", err)
 	}
+	if _, err := node.ParseExecFallback(f.execFallback); err != nil {
+		return usagef("--exec-fallback: %v", err)
+	}
+	if _, err := approvalroute.ParseRoute(f.route.route); err != nil {
+		return usagef("%v", err)
+	}
+	if f.route.promptTimeout < 0 {
+		return usagef("--prompt-timeout must not be negative")
+	}
+	return f.limits.check()
+}
+
+// runNode checks the flags and runs node.Run until ctx ends.
+func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) error {
 	log, err := f.log.logger(g)
 	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
 		return err
 	}
 	dir, err := g.dir()
@@ -99,48 +116,17 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 			url = DefaultGateway
 		}
 	}
-	eng, err := g.localEngine(dir)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	exe, fw, err := nodeExecutor(dir, eng, f.execHost, f.execFallback)
-	if err != nil {
-		return err
-	}
-	var r *node.Runner
-	if hooks.pending == nil {
+	pending := func(id, fingerprint string) {
 		// What the operator compares before approving: the same id and
 		// fingerprint appear in `exechost nodes pending`.
-		hooks.pending = func(id string) {
-			fmt.Fprintf(g.stderr, "exechost: waiting for approval: node %s, key fingerprint %s (on the gateway: compare with `exechost nodes pending`, then `exechost nodes approve %s`)\n", id, r.Fingerprint(), id)
-		}
+		fmt.Fprintf(g.stderr, "exechost: waiting for approval: node %s, key fingerprint %s (on the gateway: compare with `exechost nodes pending`, then `exechost nodes approve %s`)\n", id, fingerprint, id)
 	}
-	r, err = node.New(node.Options{
-		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey,
-		TLSFingerprint: f.fingerprint, Executor: exe, Logger: log, Version: Version,
-		MaxRuns:   f.limits.maxRuns,
-		OnPending: hooks.pending,
-		OnPaired: func(id string) {
-			_ = service.NotifyReady()
-			if hooks.paired != nil {
-				hooks.paired(id)
-			}
-		},
+	if hooks.pending != nil {
+		pending = func(id, _ string) { hooks.pending(id) }
+	}
+	return node.Run(ctx, node.RunOptions{
+		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey, TLSFingerprint: f.fingerprint,
+		ExecHost: f.execHost, ExecFallback: f.execFallback, Route: f.route.route, PromptTimeout: f.route.promptTimeout,
+		MaxRuns: f.limits.maxRuns, Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
 	})
-	if err != nil {
-		return err
-	}
-	eng.Host, eng.NodeID = policy.HostNode, r.NodeID()
-	eng.OnEvent = r.HostEvent
-	if err := f.route.apply(eng, r.GatewayPrompter()); err != nil {
-		return err
-	}
-	if fw != nil {
-		fw.NodeID, fw.OnEvent, fw.Logger = r.NodeID, r.HostEvent, log
-	}
-	log.Info("node starting", "node", r.NodeID(), "gateway", url, "state", dir)
-	err = r.Run(ctx)
-	_ = service.NotifyStopping()
-	return err
 }

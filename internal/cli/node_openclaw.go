@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/openclaw"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/service"
@@ -40,14 +41,17 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	if err != nil {
 		return err
 	}
-	eng, err := g.localEngine(dir)
+	if err := f.check(); err != nil {
+		return err
+	}
+	eng, err := host.New(host.Options{
+		StateDir: dir, Host: policy.HostNode, PromptTimeout: f.route.promptTimeout, Audit: g.auditRecorder(dir),
+		Warn: func(err error) { log.Warn("process reaper unavailable", "err", err) },
+	})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	if err := f.route.apply(eng, nil); err != nil {
-		return err
-	}
 	token := f.openclaw.token
 	if token == "" {
 		token = os.Getenv("OPENCLAW_GATEWAY_TOKEN")
@@ -61,8 +65,9 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	if err != nil {
 		return err
 	}
-	eng.Host, eng.NodeID = policy.HostNode, n.DeviceID()
-	eng.OnEvent = n.HostEvent
+	// The device id and event sink exist only once the OpenClaw node
+	// does, and it needs the engine first; nothing runs before Run.
+	eng.NodeID, eng.OnEvent = n.DeviceID(), n.HostEvent
 	log.Info("openclaw node starting", "device", n.DeviceID(), "gateway", f.openclaw.url, "state", dir)
 	err = n.Run(ctx)
 	_ = service.NotifyStopping()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/cli"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
@@ -287,7 +286,7 @@ func TestGatewayAudit(t *testing.T) {
 	conn := dialOperator(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	if _, err := cli.NodeApprovalsSet(ctx, conn, beta.id, []byte(policyDeny), edit.BaseHash); err == nil {
+	if _, err := bridge.NodeApprovalsSet(ctx, conn, beta.id, []byte(policyDeny), edit.BaseHash); err == nil {
 		t.Fatal("set with a stale base hash succeeded")
 	}
 	failed := findRecord(t, auditLog(t, c.gwDir), audit.ActionApprovalsEdit, audit.EventDenied, audit.ReasonNodeError)

@@ -26,7 +26,6 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/cli"
 	"github.com/exechost/exechost/internal/gateway"
 )
 
@@ -202,17 +201,17 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 		defer cancel()
 		next := []byte(policyDeny)
-		if _, err := cli.NodeApprovalsSet(ctx, conn, "laptop", next, view.Hash); !errors.Is(err, cli.ErrStaleApprovals) {
+		if _, err := bridge.NodeApprovalsSet(ctx, conn, "laptop", next, view.Hash); !errors.Is(err, bridge.ErrStaleApprovals) {
 			t.Fatalf("set with a stale base hash: %v", err)
 		}
-		cur, err := cli.NodeApprovalsGet(ctx, conn, "laptop")
+		cur, err := bridge.NodeApprovalsGet(ctx, conn, "laptop")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(cur.File), "/usr/bin/id") {
 			t.Fatalf("the local edit was lost: %s", cur.File)
 		}
-		if _, err := cli.NodeApprovalsSet(ctx, conn, "laptop", next, cur.Hash); err != nil {
+		if _, err := bridge.NodeApprovalsSet(ctx, conn, "laptop", next, cur.Hash); err != nil {
 			t.Fatalf("set with the current hash: %v", err)
 		}
 		_, r = c.execJSON("--host", "node", "--node", "laptop", "/usr/bin/true")

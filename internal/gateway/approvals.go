@@ -14,6 +14,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/idprefix"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -259,22 +260,15 @@ func (h *approvalHub) fullID(q string) (string, error) {
 	if q == "" {
 		return "", fmt.Errorf("resolve: %w: empty id", approver.ErrUnknownID)
 	}
-	var match string
+	var ids []string
 	for _, p := range h.broker.List() {
-		if p.ID == q {
-			return q, nil
-		}
-		if strings.HasPrefix(p.ID, q) {
-			if match != "" {
-				return q, nil // ambiguous: the broker says so with every candidate
-			}
-			match = p.ID
-		}
+		ids = append(ids, p.ID)
 	}
-	if match == "" {
-		return q, nil
+	if m := idprefix.Match(ids, q, 1); len(m) == 1 {
+		return m[0], nil
 	}
-	return match, nil
+	// Unknown or ambiguous: the broker says so, with every candidate.
+	return q, nil
 }
 
 // resolveError maps the broker's sentinels to wire errors with hints.

@@ -273,9 +273,9 @@ func (g *Gateway) nodeRefused(ctx context.Context, action, code, nodeID, remoteI
 // clientRefused records an agent or operator connection refused for its
 // gateway token and returns e unchanged (the refusal the client gets).
 func (g *Gateway) clientRefused(ctx context.Context, p bridge.ConnectParams, remote string, e *bridge.Error) *bridge.Error {
-	host, _, err := net.SplitHostPort(remote)
+	ip, _, err := net.SplitHostPort(remote)
 	if err != nil {
-		host = remote
+		ip = remote
 	}
 	name := cleanText(p.Client.Name, 64)
 	if name == "" {
@@ -284,7 +284,7 @@ func (g *Gateway) clientRefused(ctx context.Context, p bridge.ConnectParams, rem
 	g.auditUnauth(ctx, audit.Record{
 		Event: audit.EventDenied, Reason: e.Message, DecidedBy: "gateway",
 		GatewayFields: audit.GatewayFields{Action: audit.ActionClientConnect, ReasonCode: audit.ReasonBadToken,
-			Actor: fmt.Sprintf("%s %s from %s", cleanText(p.Role, 16), name, host), RemoteIP: host},
+			Actor: fmt.Sprintf("%s %s from %s", cleanText(p.Role, 16), name, ip), RemoteIP: ip},
 	})
 	return e
 }

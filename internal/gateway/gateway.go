@@ -89,8 +89,14 @@ type Gateway struct {
 	// running ones finish.
 	draining bool
 
-	appr  *approvalHub // prompts routed to the gateway (approvals.go)
-	cfgMu sync.Mutex   // serialises read-modify-write of cfg (webbinding.go)
+	appr *approvalHub // prompts routed to the gateway (approvals.go)
+
+	// cfgMu serialises every change of cfg: a reload (SetConfig) and a
+	// web UI binding edit (SetExecNode) both recompute cfg from base and
+	// execNodes under it, so neither can overwrite the other.
+	cfgMu     sync.Mutex
+	base      *config.Config // the configuration as loaded (config.go)
+	execNodes []execNode     // web UI binding edits, kept until restart (config.go)
 
 	fingerprint string
 	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
@@ -132,22 +138,11 @@ func New(opts Options) (*Gateway, error) {
 		invokes:  make(map[string]*invokeWaiter),
 		runs:     make(map[string]*run),
 	}
+	g.base = opts.Config
 	g.cfg.Store(opts.Config)
 	g.appr = newApprovalHub(g.log.Debug)
 	g.appr.onAnswer = g.auditRelay
 	return g, nil
-}
-
-// Config returns the configuration in effect.
-func (g *Gateway) Config() *config.Config { return g.cfg.Load() }
-
-// SetConfig replaces the configuration for every later request; open
-// connections stay. Listen address and TLS changes need a restart.
-func (g *Gateway) SetConfig(c *config.Config) {
-	old := g.cfg.Swap(c)
-	if old != nil && (old.Gateway.Listen != c.Gateway.Listen || old.Gateway.TLS != c.Gateway.TLS) {
-		g.log.Warn("gateway.listen and gateway.tls changes take effect after a restart")
-	}
 }
 
 // Token returns the gateway token (for in-process clients such as `up`).

@@ -3,9 +3,12 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/exechost/exechost/internal/idprefix"
 )
 
 // MinPrefix is the shortest node id prefix that selects a node.
@@ -75,6 +78,11 @@ func Select(nodes []Candidate, q string) (Candidate, error) {
 		return Candidate{}, fmt.Errorf("%w: empty node name", ErrNoNode)
 	}
 	nq := Normalize(q)
+	ids := make([]string, len(nodes))
+	for i, c := range nodes {
+		ids[i] = c.ID
+	}
+	byPrefix := idprefix.Match(ids, q, MinPrefix) // the exact id is the first rule
 	rules := []struct {
 		name  string
 		match func(Candidate) bool
@@ -82,7 +90,7 @@ func Select(nodes []Candidate, q string) (Candidate, error) {
 		{"node id", func(c Candidate) bool { return c.ID == q }},
 		{"display name", func(c Candidate) bool { return nq != "" && Normalize(c.DisplayName) == nq }},
 		{"remote IP", func(c Candidate) bool { return c.RemoteIP != "" && c.RemoteIP == q }},
-		{"node id prefix", func(c Candidate) bool { return len(q) >= MinPrefix && strings.HasPrefix(c.ID, q) }},
+		{"node id prefix", func(c Candidate) bool { return slices.Contains(byPrefix, c.ID) }},
 	}
 	for _, r := range rules {
 		var m []Candidate

@@ -135,11 +135,21 @@ func (m *Metrics) Handler() http.Handler {
 // carry no secrets but do reveal activity: bind to loopback unless a
 // scraper elsewhere needs them.
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := Listen(addr)
 	if err != nil {
-		return fmt.Errorf("metrics listen %s: %w (hint: pick a free address such as 127.0.0.1:9464)", addr, err)
+		return err
 	}
 	return m.ServeListener(ctx, ln)
+}
+
+// Listen binds the metrics address, so a daemon can fail at start on a
+// bad or busy one before serving with ServeListener.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen %s: %w (hint: pick a free address such as 127.0.0.1:9464)", addr, err)
+	}
+	return ln, nil
 }
 
 // ServeListener is Serve on an existing listener (tests use port 0).

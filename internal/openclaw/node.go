@@ -91,12 +91,12 @@ func New(opts Options) (*Node, error) {
 	if opts.Token == "" {
 		opts.Token = loadDeviceToken(opts.StateDir, opts.GatewayURL)
 	}
-	host, _ := os.Hostname()
+	hostname, _ := os.Hostname()
 	if opts.DisplayName == "" {
-		opts.DisplayName = host
+		opts.DisplayName = hostname
 	}
 	if opts.InstanceID == "" {
-		opts.InstanceID = host
+		opts.InstanceID = hostname
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

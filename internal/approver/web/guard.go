@@ -110,14 +110,14 @@ func newGuard(addr, secret string) (*guard, error) {
 // loopbackPort checks that addr is host:port with a loopback host
 // (127.0.0.0/8, ::1 or "localhost") and returns the port.
 func loopbackPort(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
+	hostname, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("web approver address %q: %w (hint: use 127.0.0.1:PORT)", addr, err)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return "", fmt.Errorf("web approver address %q: bad port %q (hint: use 127.0.0.1:PORT)", addr, port)
 	}
-	if !isLoopbackHost(host) {
+	if !isLoopbackHost(hostname) {
 		return "", fmt.Errorf("web approver address %q: %w; the web approver only listens on loopback (hint: use 127.0.0.1:PORT, and an SSH tunnel to reach it from elsewhere)", addr, ErrNotLoopback)
 	}
 	return port, nil

@@ -126,20 +126,47 @@ func Start(ctx context.Context, opts Options) (string, error) {
 	if opts.Broker == nil {
 		return "", ErrNoBroker
 	}
-	if _, err := loopbackPort(opts.Addr); err != nil {
+	ln, err := Listen(ctx, opts.Addr)
+	if err != nil {
 		return "", err
 	}
-	listenAddr := opts.Addr
-	if host, port, _ := net.SplitHostPort(opts.Addr); strings.EqualFold(host, "localhost") {
-		// "localhost" may resolve to a non-loopback address on a broken
-		// resolver; bind the literal loopback address instead.
+	return Serve(ctx, ln, opts)
+}
+
+// CheckAddr reports why addr cannot be the web approver's address (not
+// host:port, a bad port, not loopback), without binding it: callers that
+// classify bad input before acting check first.
+func CheckAddr(addr string) error {
+	_, err := loopbackPort(addr)
+	return err
+}
+
+// Listen binds addr, which must be a loopback address (CheckAddr), so a caller can
+// fail at once on a bad or busy address before starting anything else.
+// "localhost" binds 127.0.0.1: it may resolve to a non-loopback address on
+// a broken resolver.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	port, err := loopbackPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	listenAddr := addr
+	if hostname, _, _ := net.SplitHostPort(addr); strings.EqualFold(hostname, "localhost") {
 		listenAddr = net.JoinHostPort("127.0.0.1", port)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listenAddr)
 	if err != nil {
-		return "", fmt.Errorf("web approver listen on %s: %w (hint: is the port in use? try 127.0.0.1:0)", listenAddr, err)
+		return nil, fmt.Errorf("web approver listen on %s: %w (hint: is the port in use? try 127.0.0.1:0)", listenAddr, err)
 	}
+	return ln, nil
+}
+
+// Serve serves the web approver on ln (from Listen) until ctx is done and
+// returns the URL to print. It is the one web server of the approver and
+// of the gateway's operator UI. It takes ownership of ln; opts.Addr is
+// replaced by ln's address.
+func Serve(ctx context.Context, ln net.Listener, opts Options) (string, error) {
 	opts.Addr = ln.Addr().String()
 	h, secret, err := NewHandler(opts)
 	if err != nil {

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"time"
+
+	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/gateway/approvalroute"
+	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/metrics"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/sandbox/pick"
+	"github.com/exechost/exechost/internal/service"
+	"github.com/exechost/exechost/internal/state"
+)
+
+// SandboxCloseTimeout bounds closing the sandbox backend when the gateway
+// stops (a Docker backend removes its containers).
+const SandboxCloseTimeout = 30 * time.Second
+
+// RunOptions configure Run: the gateway daemon as `exechost gateway` and
+// `exechost up` run it.
+type RunOptions struct {
+	// StateDir is the gateway's state directory (created if missing).
+	StateDir string
+	// ConfigPath is the config file; "" means <StateDir>/exechost.json,
+	// which may be absent (the built-in defaults, or Embedded, apply).
+	ConfigPath string
+	// Embedded replaces the built-in defaults when ConfigPath is "" and
+	// the state directory has no exechost.json (`exechost up`).
+	Embedded *config.Config
+	// Listen is the listen address; "" means gateway.listen.
+	Listen string
+	// MetricsListen, when set, serves Prometheus /metrics there.
+	MetricsListen string
+	// DrainTimeout is Options.DrainTimeout.
+	DrainTimeout time.Duration
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// Version is reported to clients.
+	Version string
+	// Reload asks for a configuration reload on every receive; nil means
+	// on SIGHUP.
+	Reload <-chan os.Signal
+	// OnStart is called (in its own goroutine) with the gateway's URL and
+	// the gateway once it serves: `up` and the operator web UI attach here.
+	OnStart func(url string, g *Gateway)
+}
+
+// Run runs a gateway daemon until ctx ends: it loads the configuration,
+// opens the audit log, builds the host=gateway engine and the sandbox
+// backend, serves metrics when asked, listens, and reloads the
+// configuration on request (a bad file keeps the running one). It is the
+// whole daemon; the CLI only parses flags.
+func Run(ctx context.Context, opts RunOptions) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	dir := opts.StateDir
+	if err := state.Ensure(dir); err != nil {
+		return err
+	}
+	src := configSource{path: opts.ConfigPath, explicit: opts.ConfigPath != ""}
+	if !src.explicit {
+		src.path = filepath.Join(dir, state.ConfigFile)
+	}
+	cfg, err := config.Load(src.path, !src.explicit)
+	if err != nil {
+		return err
+	}
+	if cfg.Path == "" && opts.Embedded != nil {
+		cfg = opts.Embedded
+	}
+	listen := opts.Listen
+	if listen == "" {
+		listen = cfg.Gateway.Listen
+	}
+	route, err := approvalroute.ParseRoute(cfg.Approvals.Route)
+	if err != nil {
+		return fmt.Errorf("approvals.route: %w", err)
+	}
+	// One audit log for the gateway's own decisions and its host engine's
+	// runs: <state>/audit.jsonl, one hash chain.
+	rec := host.OpenAudit(dir, func(err error) { log.Error("audit", "err", err) })
+	defer rec.Close()
+	// host=sandbox: the configured backend, or none with the reason; a
+	// missing sandbox is never replaced by running on the host.
+	sb, sbErr := pick.Open(ctx, cfg.Sandbox, dir)
+	if sbErr != nil {
+		sb = nil
+		log.Warn("host=sandbox unavailable", "err", sbErr)
+	} else {
+		log.Info("sandbox backend ready", "backend", sb.Name())
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SandboxCloseTimeout)
+			defer cancel()
+			if err := sb.Close(cctx); err != nil {
+				log.Warn("close sandbox backend", "err", err)
+			}
+		}()
+	}
+	var m *metrics.Metrics
+	if opts.MetricsListen != "" {
+		m = metrics.New()
+		ln, err := metrics.Listen(opts.MetricsListen)
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+		go func() {
+			if err := m.ServeListener(ctx, ln); err != nil {
+				log.Warn("metrics server stopped", "err", err)
+			}
+		}()
+	}
+	gopts := Options{
+		StateDir: dir, Config: cfg, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: opts.Version,
+		Metrics: m, DrainTimeout: opts.DrainTimeout,
+	}
+	if rec != nil { // a nil *Recorder must stay a nil interface
+		gopts.Audit = rec
+	}
+	gw, err := New(gopts)
+	if err != nil {
+		return err
+	}
+	eng, err := host.New(host.Options{
+		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
+		Route: approvalroute.Wrap(route, gw.Prompter()),
+		Warn:  func(err error) { log.Warn("process reaper unavailable", "err", err) },
+	})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	gw.opts.Executor = eng // before Serve: nothing runs yet
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (hint: another gateway running? use --listen)", listen, err)
+	}
+	scheme := "ws"
+	if cfg.Gateway.TLS.Cert != "" {
+		scheme = "wss"
+	} else if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+		log.Warn("listening beyond loopback without TLS: tokens and commands travel in clear (hint: set gateway.tls.cert and .key in exechost.json)", "addr", ln.Addr().String())
+	}
+	url := scheme + "://" + ln.Addr().String()
+	log.Info("gateway listening", "url", url, "token", TokenPath(dir), "config", cfg.Path)
+
+	reload := opts.Reload
+	if reload == nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		reload = hup
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-reload:
+				if err := gw.reload(src, cfg); err != nil {
+					log.Error("reload: keeping the running configuration", "err", err)
+				}
+			}
+		}
+	}()
+	_ = service.NotifyReady()
+	if opts.OnStart != nil {
+		go opts.OnStart(url, gw)
+	}
+	err = gw.Serve(ctx, ln)
+	_ = service.NotifyStopping()
+	log.Info("gateway stopped")
+	return err
+}
+
+// configSource is where Run's configuration comes from: an explicit file
+// must exist; the state directory's default one may be absent.
+type configSource struct {
+	path     string
+	explicit bool
+}
+
+// reload reads src again and applies it through SetConfig, the same
+// locked path as a web UI binding edit, so neither loses the other.
+// started is the configuration the gateway started with: settings that
+// only take effect at start (the sandbox) are compared against it. A file
+// that fails to load changes nothing.
+// The optional default file being absent keeps the running (built-in or
+// embedded) configuration and is not an error.
+func (g *Gateway) reload(src configSource, started *config.Config) error {
+	if !src.explicit {
+		if _, err := os.Stat(src.path); err != nil {
+			g.log.Info("reload: no config file; keeping the built-in configuration", "path", src.path)
+			return nil
+		}
+	}
+	next, err := config.Load(src.path, false)
+	if err != nil {
+		return err
+	}
+	g.SetConfig(next)
+	g.log.Info("configuration reloaded", "path", src.path)
+	if !reflect.DeepEqual(next.Sandbox, started.Sandbox) {
+		g.log.Warn("reload: sandbox settings change after a gateway restart")
+	}
+	return nil
+}
