@@ -3,11 +3,13 @@ package approver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/idprefix"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -181,35 +183,21 @@ func (b *Broker) Resolve(idOrPrefix string, a policy.Approval, by string) error 
 }
 
 func (b *Broker) lookupLocked(q string) (*entry, error) {
-	if e, ok := b.pending[q]; ok {
-		return e, nil
-	}
-	var matches []*entry
-	for id, e := range b.pending {
-		if strings.HasPrefix(id, q) {
-			matches = append(matches, e)
-		}
-	}
+	matches := idprefix.Match(slices.Collect(maps.Keys(b.pending)), q, 1)
 	switch len(matches) {
 	case 1:
-		return matches[0], nil
+		return b.pending[matches[0]], nil
 	case 0:
-		for id, st := range b.recent {
-			if id == q || strings.HasPrefix(id, q) {
-				if st == "answered" {
-					return nil, fmt.Errorf("resolve %s: %w", id, ErrAnswered)
-				}
-				return nil, fmt.Errorf("resolve %s: %w (the execution host stopped waiting and applied askFallback)", id, ErrExpired)
+		if recent := idprefix.Match(slices.Collect(maps.Keys(b.recent)), q, 1); len(recent) > 0 {
+			id := recent[0]
+			if b.recent[id] == "answered" {
+				return nil, fmt.Errorf("resolve %s: %w", id, ErrAnswered)
 			}
+			return nil, fmt.Errorf("resolve %s: %w (the execution host stopped waiting and applied askFallback)", id, ErrExpired)
 		}
 		return nil, fmt.Errorf("resolve %s: %w (hint: it may have been answered or expired; list the pending prompts again)", q, ErrUnknownID)
 	default:
-		ids := make([]string, len(matches))
-		for i, e := range matches {
-			ids[i] = e.p.ID
-		}
-		slices.Sort(ids)
-		return nil, fmt.Errorf("resolve %s: %w: matches %s (hint: type more of the id)", q, ErrAmbiguousID, strings.Join(ids, ", "))
+		return nil, fmt.Errorf("resolve %s: %w: matches %s (hint: type more of the id)", q, ErrAmbiguousID, strings.Join(matches, ", "))
 	}
 }
 

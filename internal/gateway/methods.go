@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/idprefix"
 	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/session"
 )
@@ -108,26 +111,14 @@ func (g *Gateway) findPending(id string, minPrefix int) (*nodeConn, error) {
 	if short {
 		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%q is too short to approve a node: use the full id, its key fingerprint, or a prefix of at least %d characters (hint: `exechost nodes pending` shows both; compare the fingerprint with the one the node prints)", id, minPrefix)
 	}
-	var matches []*nodeConn
-	if len(id) >= minPrefix {
-		for pid, nc := range g.pending {
-			if strings.HasPrefix(pid, id) {
-				matches = append(matches, nc)
-			}
-		}
-	}
+	matches := idprefix.Match(slices.Collect(maps.Keys(g.pending)), id, minPrefix)
 	switch len(matches) {
 	case 1:
-		return matches[0], nil
+		return g.pending[matches[0]], nil
 	case 0:
 		return nil, bridge.Errorf(bridge.CodeNotFound, "no pending node %q (hint: `exechost nodes pending` lists them by id; a pending request ends when the node disconnects)", id)
 	}
-	ids := make([]string, len(matches))
-	for i, nc := range matches {
-		ids[i] = nc.id
-	}
-	sort.Strings(ids)
-	return nil, bridge.Errorf(bridge.CodeAmbiguous, "%q matches %d pending nodes: %s (hint: use the full node id)", id, len(ids), strings.Join(ids, ", "))
+	return nil, bridge.Errorf(bridge.CodeAmbiguous, "%q matches %d pending nodes: %s (hint: use the full node id)", id, len(matches), strings.Join(matches, ", "))
 }
 
 func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
