@@ -164,3 +164,75 @@ func TestSubmitIsDurableByClose(t *testing.T) {
 		t.Errorf("Submit after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestWriteReturnsBeforeSync: Write returns once the line is in the file
+// (a reader sees it) while its fdatasync is still held back; the sync's
+// outcome arrives afterwards, and Close waits for it.
+func TestWriteReturnsBeforeSync(t *testing.T) {
+	path := logPath(t)
+	l, err := OpenOptions(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSync, release := make(chan struct{}, 1), make(chan struct{})
+	syncData = func(f *os.File) error {
+		select {
+		case inSync <- struct{}{}:
+		default:
+		}
+		<-release
+		return datasync(f)
+	}
+	t.Cleanup(func() { syncData = datasync })
+
+	type outcome struct {
+		synced <-chan error
+		err    error
+	}
+	wrote := make(chan outcome, 1)
+	go func() {
+		s, err := l.Write(rec("w", 0))
+		wrote <- outcome{s, err}
+	}()
+	var o outcome
+	select {
+	case o = <-wrote:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("Write waited for the held-back fdatasync")
+	}
+	if o.err != nil {
+		close(release)
+		t.Fatal(o.err)
+	}
+	var seen int
+	if err := Read(path, Filter{}, func(Record) error { seen++; return nil }); err != nil || seen != 1 {
+		t.Errorf("after Write, a reader sees %d records (%v), want 1", seen, err)
+	}
+	select {
+	case err := <-o.synced:
+		t.Errorf("sync outcome %v before the sync ran", err)
+	default:
+	}
+	select {
+	case <-inSync:
+	case <-time.After(30 * time.Second):
+		t.Error("the written line's fdatasync never started")
+	}
+	close(release)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-o.synced:
+		if err != nil {
+			t.Errorf("sync outcome: %v", err)
+		}
+	default:
+		t.Error("no sync outcome after Close")
+	}
+	mustVerify(t, path, 1)
+	if _, err := l.Write(rec("w", 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+}

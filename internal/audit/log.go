@@ -110,6 +110,9 @@ type Log struct {
 type pending struct {
 	pre  []byte     // the record encoded with an empty prev, see preEncode
 	done chan error // buffered: receives exactly one outcome
+	// written (buffered) receives the outcome of the write step alone,
+	// before the group's fdatasync: what Write waits for.
+	written chan error
 }
 
 // Open opens (creating 0600 if needed) the audit log at path, normally
@@ -231,7 +234,7 @@ func (l *Log) trimTail() error {
 // long) it returns an error and leaves every earlier line intact — the
 // caller must say loudly that the exec went unaudited.
 func (l *Log) Append(r Record) error {
-	ch, err := l.enqueue(r, true)
+	ch, _, err := l.enqueue(r, true)
 	if err != nil {
 		return err
 	}
@@ -248,12 +251,9 @@ func (l *Log) Append(r Record) error {
 
 // Submit queues r like Append but does not wait: the returned channel
 // receives exactly one value, nil once the record is on disk or the error
-// that kept it off. It is for records whose loss in a crash is acceptable
-// and that must not delay a caller — the "finished" record of a run whose
-// decision record Append already made durable (docs/audit-durability.md
-// says what a crash can lose). Close waits for submitted records.
+// that kept it off. Close waits for submitted records.
 func (l *Log) Submit(r Record) <-chan error {
-	ch, err := l.enqueue(r, false)
+	ch, _, err := l.enqueue(r, false)
 	if err != nil {
 		failed := make(chan error, 1)
 		failed <- err
@@ -262,15 +262,43 @@ func (l *Log) Submit(r Record) <-chan error {
 	return ch
 }
 
+// Write appends r and returns once its line is in the file: readers see
+// it, and a crash of this process (kill -9, panic) can no longer lose it.
+// It does not wait for the fdatasync that makes the line survive a system
+// crash; that sync follows at once (shared with whatever queued meanwhile),
+// synced receives its outcome, and Close waits for it. It is for the
+// "finished" record of a run whose decision record Append already made
+// durable, so the caller's result does not wait for a disk flush
+// (docs/audit-durability.md says what a system crash can then lose). It
+// never waits longer than Append would.
+func (l *Log) Write(r Record) (synced <-chan error, err error) {
+	done, written, err := l.enqueue(r, false)
+	if err != nil {
+		return nil, err
+	}
+	wait := l.opts.LockTimeout + MaxSyncWait
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case err := <-written:
+		if err != nil {
+			return nil, err
+		}
+		return done, nil
+	case <-t.C:
+		return nil, fmt.Errorf("audit append %s: not written within %v (hint: the disk or another exechost process holding the audit lock is stuck)", l.path, wait)
+	}
+}
+
 // enqueue validates and pre-encodes r on the caller's goroutine (so
 // encoding runs in parallel), queues it and makes sure a leader will commit
 // it: the caller itself when it will wait anyway (inline, one group, which
 // holds its record) and no leader is running, else a new goroutine.
-func (l *Log) enqueue(r Record, inline bool) (<-chan error, error) {
+func (l *Log) enqueue(r Record, inline bool) (done, written <-chan error, err error) {
 	switch r.Event {
 	case EventDecision, EventFinished, EventDenied:
 	default:
-		return nil, fmt.Errorf("audit append: %w: unknown event %q", ErrInvalid, r.Event)
+		return nil, nil, fmt.Errorf("audit append: %w: unknown event %q", ErrInvalid, r.Event)
 	}
 	if r.Time.IsZero() {
 		r.Time = time.Now()
@@ -278,13 +306,13 @@ func (l *Log) enqueue(r Record, inline bool) (<-chan error, error) {
 	r.Time = r.Time.UTC()
 	pre, err := preEncode(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p := &pending{pre: pre, done: make(chan error, 1)}
+	p := &pending{pre: pre, done: make(chan error, 1), written: make(chan error, 1)}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("audit append %s: %w", l.path, ErrClosed)
+		return nil, nil, fmt.Errorf("audit append %s: %w", l.path, ErrClosed)
 	}
 	l.queue = append(l.queue, p)
 	lead := !l.leading
@@ -300,7 +328,7 @@ func (l *Log) enqueue(r Record, inline bool) (<-chan error, error) {
 	case lead:
 		go l.lead()
 	}
-	return p.done, nil
+	return p.done, p.written, nil
 }
 
 // lead commits queued groups until the queue is empty. Only one leader runs
@@ -370,14 +398,21 @@ func (l *Log) lockFile() error {
 	return nil
 }
 
-// commit writes one group under the cross-process lock, releases it, and
-// then makes the group durable with one fdatasync.
+// commit writes one group under the cross-process lock, releases it,
+// tells each record's writer (pending.written), and then makes the group
+// durable with one fdatasync.
 func (l *Log) commit(batch []*pending) error {
 	if err := l.lockFile(); err != nil {
+		for _, p := range batch {
+			p.written <- err
+		}
 		return err
 	}
 	err := l.writeLocked(batch)
 	l.lock.Unlock()
+	for _, p := range batch {
+		p.written <- err
+	}
 	if err != nil {
 		return err
 	}

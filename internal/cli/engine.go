@@ -15,7 +15,7 @@ import (
 // The daemons build theirs in gateway.Run and node.Run, with host.New too.
 func (g *globals) localEngine(dir string) (*host.Engine, error) {
 	return host.New(host.Options{
-		StateDir: dir, Host: policy.HostGateway, NodeID: "local", Audit: g.auditRecorder(dir),
+		StateDir: dir, Host: policy.HostGateway, NodeID: "local", Audit: g.auditRecorder(dir), CloseAudit: true,
 		Warn: func(err error) { fmt.Fprintf(g.stderr, "exechost: WARNING: %v\n", err) },
 	})
 }

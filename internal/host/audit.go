@@ -9,11 +9,35 @@ import (
 // append (a full disk, a read-only state directory) never blocks or fails
 // the exec; it is reported through warn, which callers wire to their logger
 // so the operator hears about it loudly.
+//
+// A decision or denial is appended durably (Append: fdatasync) before the
+// engine acts on it. A finished record only needs to be in the file before
+// the result goes back (Write: a crash of this process can no longer lose
+// it); its fdatasync runs after, shared with the next group, so the caller
+// does not wait for a disk flush per run. Close the log at shutdown: it
+// waits for those syncs (docs/audit-durability.md).
 func AuditTo(log *audit.Log, warn func(err error)) func(AuditRecord) {
+	if warn == nil {
+		warn = func(error) {}
+	}
 	return func(r AuditRecord) {
-		if err := log.Append(r.Line()); err != nil && warn != nil {
-			warn(err)
+		line := r.Line()
+		if line.Event != audit.EventFinished {
+			if err := log.Append(line); err != nil {
+				warn(err)
+			}
+			return
 		}
+		synced, err := log.Write(line)
+		if err != nil {
+			warn(err)
+			return
+		}
+		go func() {
+			if err := <-synced; err != nil {
+				warn(err)
+			}
+		}()
 	}
 }
 

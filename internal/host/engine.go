@@ -48,9 +48,11 @@ type Engine struct {
 	Now func() time.Time
 
 	store *approvals.Store
-	mu    sync.Mutex
-	cache cachedFile
-	usage usageQueue
+	// closeAudit closes the audit log the engine owns (Options.CloseAudit).
+	closeAudit func() error
+	mu         sync.Mutex
+	cache      cachedFile
+	usage      usageQueue
 }
 
 // AuditRecord is what the engine reports about one decision or run. The

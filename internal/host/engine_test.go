@@ -14,8 +14,10 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/state"
 )
 
 // fixture is a state directory with an approvals file, a bin directory of
@@ -645,5 +647,41 @@ func TestDenialIsTyped(t *testing.T) {
 	de, ok = errors.AsType[*DenialError](err)
 	if !ok || de.Denial.Construct != "command substitution $(…)" || de.Denial.Position != "1:7" {
 		t.Fatalf("construct denial = %#v", err)
+	}
+}
+
+// TestFinishedRecordInTheLogWithTheResult: when Run returns, the run's
+// decision and finished records are both in the audit log (the finished
+// one written, its fdatasync possibly still to come), and Close — which
+// the engine does for a log it owns — leaves the chain verifiable.
+func TestFinishedRecordInTheLogWithTheResult(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello")
+	rec, err := audit.OpenRecorder(f.dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.engine.OnAudit = AuditRecorder(rec)
+	f.engine.closeAudit = rec.Close
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir, AgentID: "dev", RunID: "r1"})
+	if err != nil || res.Stdout != "hello\n" {
+		t.Fatalf("run: %+v, %v", res.Result, err)
+	}
+	path := filepath.Join(f.dir, state.AuditFile)
+	var events []string
+	if err := audit.Read(path, audit.Filter{}, func(r audit.Record) error { events = append(events, r.Event); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{audit.EventDecision, audit.EventFinished}, events); diff != "" {
+		t.Errorf("records when Run returned (-want +got):\n%s", diff)
+	}
+	if err := f.engine.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir, AgentID: "dev", RunID: "r2"}); err != nil {
+		t.Fatalf("a run after Close still runs (unaudited): %v", err)
+	}
+	n, err := audit.Verify(path)
+	if err != nil || n != 2 {
+		t.Errorf("verify after Close: %d records, %v; want 2 (the run after Close is not recorded)", n, err)
 	}
 }

@@ -36,6 +36,11 @@ type Options struct {
 	// Audit receives one record per decision and finished run; nil
 	// records nothing.
 	Audit *audit.Recorder
+	// CloseAudit makes Engine.Close close Audit too, for a process whose
+	// engine is the log's only user (`exechost run`, the OpenClaw node):
+	// Close then waits for the finished records' syncs. Daemons that
+	// record their own decisions in the same log close it themselves.
+	CloseAudit bool
 	// Warn hears about degraded operation that must not stop the process:
 	// a reaper that could not start. Nil discards it.
 	Warn func(error)
@@ -65,6 +70,9 @@ func New(opts Options) (*Engine, error) {
 	e.PromptTimeout = opts.PromptTimeout
 	e.OnEvent = opts.OnEvent
 	e.OnAudit = AuditRecorder(opts.Audit)
+	if opts.CloseAudit && opts.Audit != nil {
+		e.closeAudit = opts.Audit.Close
+	}
 	e.Prompter = opts.Prompter
 	if e.Prompter == nil {
 		e.Prompter = &SocketPrompter{Store: store}

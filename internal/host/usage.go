@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -68,6 +69,14 @@ func (e *Engine) FlushUsage() error {
 	return err
 }
 
-// Close writes pending bookkeeping. The engine stays usable; call it when
-// the process that owns the engine stops.
-func (e *Engine) Close() error { return e.FlushUsage() }
+// Close writes pending bookkeeping and, when the engine owns its audit log
+// (Options.CloseAudit), closes it. Runs after Close go unaudited; call it
+// when the process that owns the engine stops.
+func (e *Engine) Close() error {
+	err := e.FlushUsage()
+	if e.closeAudit != nil {
+		err = errors.Join(err, e.closeAudit())
+		e.closeAudit = nil
+	}
+	return err
+}
