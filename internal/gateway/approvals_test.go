@@ -162,16 +162,7 @@ type heldPrompter struct {
 func (h heldPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	type answer struct {
-		a   policy.Approval
-		by  string
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		a, by, err := h.inner.Prompt(pctx, req)
-		ch <- answer{a, by, err}
-	}()
+	ch := promptAsync(pctx, h.inner, req)
 	select {
 	case r := <-ch:
 		return r.a, r.by, r.err
@@ -180,6 +171,24 @@ func (h heldPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (p
 		r := <-ch
 		return r.a, r.by, r.err
 	}
+}
+
+// promptAnswer is what one Prompt call returned.
+type promptAnswer struct {
+	a   policy.Approval
+	by  string
+	err error
+}
+
+// promptAsync runs p.Prompt in the background; its answer arrives on the
+// channel.
+func promptAsync(ctx context.Context, p host.Prompter, req approver.PromptRequest) <-chan promptAnswer {
+	ch := make(chan promptAnswer, 1)
+	go func() {
+		a, by, err := p.Prompt(ctx, req)
+		ch <- promptAnswer{a, by, err}
+	}()
+	return ch
 }
 
 // holdPrompts returns a wrapper for addRoutedNode whose prompts end when
@@ -343,41 +352,39 @@ func TestApprovalExpirySeenByOperators(t *testing.T) {
 // first. A hook on the node's prompt forces each order, and each has its
 // own answer.
 func TestApprovalNodeDrop(t *testing.T) {
-	t.Run("the gateway sees the connection close first", func(t *testing.T) {
-		e := newEnv(t, fullConfig)
-		// The node's prompt outlives its stop, so no denial can be sent
-		// before the connection is gone.
-		never := make(chan struct{})
-		n := e.addRoutedNode(t, "flaky", policyAsk, approvalroute.Gateway, nil, 0, holdPrompts(never))
-		agent := e.client(t, bridge.RoleAgent)
-		op := e.operator(t, "ops")
-		done := execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo gone", Host: "node", Node: n.id})
-		req := recv(t, op.requested, "exec.approval.requested")
-		n.stop()
-		if got := recv(t, op.resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
-			t.Errorf("resolved event = %+v, want expired", got)
-		}
-		out := recv(t, done, "exec result")
-		wantCode(t, out.err, bridge.CodeUnavailable, "disconnected")
-	})
-	t.Run("the node's denial arrives first", func(t *testing.T) {
-		e := newEnv(t, fullConfig)
-		giveUp := make(chan struct{})
-		n := e.addRoutedNode(t, "flaky", policyAsk, approvalroute.Gateway, nil, 0, holdPrompts(giveUp))
-		agent := e.client(t, bridge.RoleAgent)
-		op := e.operator(t, "ops")
-		done := execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo gone", Host: "node", Node: n.id})
-		req := recv(t, op.requested, "exec.approval.requested")
-		// The node's prompt ends (as a stopping node's would) and its
-		// denial reaches the gateway; only then does the node go.
-		close(giveUp)
-		out := recv(t, done, "exec result")
-		n.stop()
-		if got := recv(t, op.resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
-			t.Errorf("resolved event = %+v, want expired", got)
-		}
-		wantCode(t, out.err, bridge.CodeDenied, "SYSTEM_RUN_DENIED: approval required")
-	})
+	for _, tt := range []struct {
+		name        string
+		deniedFirst bool // the node's prompt ends (and its denial is answered) before it stops
+		code, msg   string
+	}{
+		{"the gateway sees the connection close first", false, bridge.CodeUnavailable, "disconnected"},
+		{"the node's denial arrives first", true, bridge.CodeDenied, "SYSTEM_RUN_DENIED: approval required"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, fullConfig)
+			// Until giveUp is closed the node's prompt outlives even its
+			// stop, so no denial can be sent before the connection is gone.
+			giveUp := make(chan struct{})
+			n := e.addRoutedNode(t, "flaky", policyAsk, approvalroute.Gateway, nil, 0, holdPrompts(giveUp))
+			agent := e.client(t, bridge.RoleAgent)
+			op := e.operator(t, "ops")
+			done := execAsync(t, agent, bridge.ExecParams{Command: "/bin/echo gone", Host: "node", Node: n.id})
+			req := recv(t, op.requested, "exec.approval.requested")
+			var out execOutcome
+			if tt.deniedFirst {
+				close(giveUp)
+				out = recv(t, done, "exec result")
+				n.stop()
+			} else {
+				n.stop()
+				out = recv(t, done, "exec result")
+			}
+			if got := recv(t, op.resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
+				t.Errorf("resolved event = %+v, want expired", got)
+			}
+			wantCode(t, out.err, tt.code, tt.msg)
+		})
+	}
 }
 
 // TestApprovalErrors: unknown ids, bad decisions, decisions not offered
@@ -500,18 +507,9 @@ func TestApprovalRouteBoth(t *testing.T) {
 func TestGatewayPrompter(t *testing.T) {
 	e := newEnv(t, fullConfig)
 	op := e.operator(t, "ops")
-	type answer struct {
-		a   policy.Approval
-		by  string
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		defer cancel()
-		a, by, err := e.g.Prompter().Prompt(ctx, approver.PromptRequest{Command: "make", AgentID: "main", Choices: []string{"allow-once", "deny"}})
-		ch <- answer{a, by, err}
-	}()
+	actx, acancel := context.WithTimeout(context.Background(), waitLong)
+	defer acancel()
+	ch := promptAsync(actx, e.g.Prompter(), approver.PromptRequest{Command: "make", AgentID: "main", Choices: []string{"allow-once", "deny"}})
 	req := recv(t, op.requested, "exec.approval.requested")
 	if req.Host != "gateway" || req.Request.Command != "make" {
 		t.Fatalf("requested = %+v", req)
