@@ -2,6 +2,7 @@ package approver
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -190,7 +191,24 @@ func TestClientTimeout(t *testing.T) {
 		if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "no decision within 50ms") {
 			t.Fatalf("Prompt = %v, want ErrTimeout", err)
 		}
-		// The approver drops the prompt once the client has gone.
+	})
+	// Whether a 50 ms timeout fires before or after the prompt reaches the
+	// approver depends on load; this client gives up only once it has.
+	t.Run("the approver drops a prompt whose client gave up", func(t *testing.T) {
+		ts := startServer(t, nil)
+		c := &Client{SocketPath: ts.Path, Token: testToken, Timeout: time.Hour}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() {
+			for deadline := time.Now().Add(time.Minute); len(ts.added()) == 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+		}()
+		_, _, err := c.Prompt(ctx, sampleRequest)
+		if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "prompt canceled") {
+			t.Fatalf("Prompt = %v, want ErrTimeout (canceled)", err)
+		}
 		ts.stop()
 		ts.mu.Lock()
 		defer ts.mu.Unlock()

@@ -173,13 +173,16 @@ func TestRefusedFrames(t *testing.T) {
 		}, CodeInvalidAuth, false},
 		{"stale ts", func(c string) []byte {
 			f := newFrame(c, sampleRequest)
-			f.TS = now.Add(-11 * time.Second).UnixMilli()
+			// Stamped when the frame is built, and by the whole window
+			// beyond it: a fixed offset from a time taken at the test's
+			// start would shrink as earlier rows ran on a loaded machine.
+			f.TS = time.Now().UnixMilli() - 2*MaxSkewMillis
 			f.HMAC = RequestMAC(testToken, c, f.Nonce, f.TS, f.Request)
 			return f.bytes()
 		}, CodeExpired, false},
 		{"future ts", func(c string) []byte {
 			f := newFrame(c, sampleRequest)
-			f.TS = now.Add(11 * time.Second).UnixMilli()
+			f.TS = time.Now().UnixMilli() + 2*MaxSkewMillis
 			f.HMAC = RequestMAC(testToken, c, f.Nonce, f.TS, f.Request)
 			return f.bytes()
 		}, CodeExpired, false},

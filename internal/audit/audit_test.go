@@ -682,8 +682,13 @@ func TestFollow(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Follow: %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("timed out after a minute waiting for Follow to return after its context was canceled")
 	}
 }
 

@@ -280,8 +280,13 @@ func TestAuditTailFollow(t *testing.T) {
 	}
 	got := waitLines(3)
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("tail --follow: %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("tail --follow: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("timed out after a minute waiting for tail --follow to return after its context was canceled")
 	}
 	if d := cmp.Diff([]string{"r3/finished", "r4/denied", "r5/denied"}, got); d != "" {
 		t.Errorf("followed records (-want +got):\n%s", d)

@@ -257,7 +257,11 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 			return len(pend.Approvals) == 0
 		})
 		// Whether the prompt reached the gateway before the node gave up
-		// depends on load; when it did, it expired there too.
+		// depends on load; when it did, it expired there too. Real
+		// processes leave no hook to force that order, so the case where
+		// operators saw the prompt is forced in-process by
+		// gateway.TestApprovalExpirySeenByOperators; here it is checked
+		// only when it happened.
 		select {
 		case req := <-requested:
 			if got := next(t, resolved, "exec.approval.resolved"); got.ID != req.ID || got.Outcome != approvalroute.OutcomeExpired {
@@ -280,7 +284,8 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 		}
 		// The node withdraws its gateway prompt (if it got there before
 		// the local answer): nothing stays pending, and operators who
-		// saw it requested see it go.
+		// saw it requested see it go (forced in-process, with the prompt
+		// always seen first, by gateway.TestApprovalRouteBoth).
 		waitFor(t, "no prompt pending at the gateway", func() bool {
 			r := c.cli("approvals", "pending", "--json")
 			var pend approvalroute.PendingResult

@@ -97,7 +97,7 @@ func TestHubResolve(t *testing.T) {
 	if err != nil || res.ID != idA || res.By != "tester" {
 		t.Fatalf("resolve by prefix = %+v, %v", res, err)
 	}
-	if got := <-outA; got.err != nil || got.a != policy.AllowAlways || got.by != "tester" || got.id != idA {
+	if got := await(t, outA, "prompt A's answer"); got.err != nil || got.a != policy.AllowAlways || got.by != "tester" || got.id != idA {
 		t.Fatalf("submit A = %+v", got)
 	}
 	if _, err := h.resolve(idA, "allow-once", "again"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "already answered") {
@@ -107,7 +107,7 @@ func TestHubResolve(t *testing.T) {
 	if _, err := h.resolve(idB, " deny ", "tester"); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-outB; got.err != nil || got.a != policy.Reject {
+	if got := await(t, outB, "prompt B's answer"); got.err != nil || got.a != policy.Reject {
 		t.Fatalf("submit B = %+v", got)
 	}
 	if p := h.pending(); len(p.Approvals) != 0 {
@@ -165,7 +165,7 @@ func TestHubExpiry(t *testing.T) {
 		t.Fatalf("pending = %+v, want expiry capped at %s", p, MaxPromptWait)
 	}
 	cancel()
-	if got := <-out; got.err == nil || errors.Is(got.err, approver.ErrTimeout) {
+	if got := await(t, out, "the cancelled prompt's end"); got.err == nil || errors.Is(got.err, approver.ErrTimeout) {
 		t.Fatalf("cancelled submit = %+v, want a non-timeout error", got)
 	}
 	if _, err := h.resolve(id, "allow-once", "late"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "expired") {
@@ -214,11 +214,11 @@ func TestHubNodeRequests(t *testing.T) {
 	}
 	h.nodeCancel("n2", "r1") // another node's ref: no effect here
 	h.nodeCancel("n1", "r1")
-	if got := <-w; code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
+	if got := await(t, w, "the withdrawn request's end"); code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
 		t.Fatalf("withdrawn = %+v", got)
 	}
 	// A cancel that overtakes its request ends the request at once.
-	if got := <-start("n2", "r1"); code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
+	if got := await(t, start("n2", "r1"), "the overtaken request's end"); code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
 		t.Fatalf("request after its cancel = %+v", got)
 	}
 	if n := len(h.pending().Approvals); n != 0 {
@@ -243,8 +243,13 @@ func TestHubNodeRequests(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if got := <-ch; got.err != nil || got.ans.Decision != "deny" || got.ans.By != "ops" {
-				t.Errorf("flood answer = %+v", got)
+			select { // not await: t.Fatalf may not end a test from this goroutine
+			case got := <-ch:
+				if got.err != nil || got.ans.Decision != "deny" || got.ans.By != "ops" {
+					t.Errorf("flood answer = %+v", got)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("timed out after a minute waiting for a flood prompt's answer")
 			}
 		}()
 	}
@@ -302,4 +307,19 @@ func FuzzNodeRequest(f *testing.F) {
 			t.Fatalf("%d prompts left pending", n)
 		}
 	})
+}
+
+// await receives from ch, failing the test after a minute instead of
+// hanging until go test's timeout when the answer never comes. (The
+// external test package's recv cannot be shared with this one.)
+func await[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("timed out after a minute waiting for %s", what)
+		var zero T
+		return zero
+	}
 }

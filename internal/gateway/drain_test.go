@@ -59,7 +59,7 @@ func TestDrainOnStop(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("running exec never answered")
 	}
-	<-e.done
+	recv(t, e.done, "the gateway to stop after its last exec finished")
 	out := logs.String()
 	if n := strings.Count(out, "draining: waiting"); n != 1 {
 		t.Errorf("%d drain-start lines, want 1:\n%s", n, out)

@@ -368,7 +368,12 @@ func TestEngineFallbackMatrix(t *testing.T) {
 			name := []string{"absent", "crashes", "silent"}[mode] + "/" + string(fb)
 			t.Run(name, func(t *testing.T) {
 				f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, fb, "$BIN/hello")
-				f.engine.PromptTimeout = 300 * time.Millisecond
+				// Only the silent approver may reach the prompt timeout: a
+				// timeout that could also end the other two would let a
+				// broken crash or absence path pass as a timeout (which
+				// then fails the reason check after two minutes).
+				f.engine.PromptTimeout = 2 * time.Minute
+				why := []string{"approver unreachable", "approver reply unverifiable", "timed out"}[mode]
 				switch mode {
 				case absent:
 					file, _ := f.store.Ensure()
@@ -390,6 +395,7 @@ func TestEngineFallbackMatrix(t *testing.T) {
 					}()
 					f.engine.Prompter = &approver.Client{SocketPath: sock, Token: []byte(file.Socket.Token)}
 				case silent:
+					f.engine.PromptTimeout = 300 * time.Millisecond
 					f.withApprover(nil)
 				}
 				// "other" misses the allowlist; "hello" would match it.
@@ -417,8 +423,8 @@ func TestEngineFallbackMatrix(t *testing.T) {
 				if !fellBack {
 					t.Error("audit records must mark the fallback")
 				}
-				if err != nil && !strings.Contains(err.Error(), "askFallback") {
-					t.Errorf("reason must say askFallback applied: %v", err)
+				if err != nil && (!strings.Contains(err.Error(), "askFallback") || !strings.Contains(err.Error(), why)) {
+					t.Errorf("reason must say askFallback applied because of %q: %v", why, err)
 				}
 			})
 		}

@@ -212,8 +212,13 @@ func TestCancelKillsTheCommand(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Exec after cancel: %v", err)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Exec after cancel: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("timed out after a minute waiting for Exec to answer after its context was canceled")
 	}
 	waitGone(t, marker)
 }
@@ -307,8 +312,13 @@ func TestDeadAgent(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		p.cmd.Process.Kill()
-		if err := <-done; !errors.Is(err, ErrDied) {
-			t.Errorf("Exec whose agent died: %v, want ErrDied", err)
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrDied) {
+				t.Errorf("Exec whose agent died: %v, want ErrDied", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("timed out after a minute waiting for Exec to answer after its agent was killed")
 		}
 	})
 	t.Run("closing the channel ends the agent and its commands", func(t *testing.T) {

@@ -158,7 +158,11 @@ func TestAgentKilledIsRecreated(t *testing.T) {
 		for _, pid := range hostAgents(t) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		<-conn.Done()
+		select {
+		case <-conn.Done():
+		case <-time.After(time.Minute):
+			t.Fatal("timed out after a minute waiting for the killed agent's connection to close")
+		}
 		res := run(t, b, sandbox.Request{Command: "cat /tmp/t 2>/dev/null || echo fresh"})
 		if res.Stdout != "fresh\n" {
 			t.Errorf("after the agent was killed: %+v, want a new sandbox", res)
@@ -190,7 +194,11 @@ func TestAgentKilledIsRecreated(t *testing.T) {
 		for _, pid := range hostAgents(t) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		<-conn.Done()
+		select {
+		case <-conn.Done():
+		case <-time.After(time.Minute):
+			t.Fatal("timed out after a minute waiting for the killed agent's connection to close")
+		}
 		_, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", Argv: []string{"true"}})
 		if !errors.Is(err, ErrSetup) {
 			t.Errorf("Exec when the sandbox cannot be recreated: %v, want ErrSetup", err)

@@ -408,8 +408,13 @@ func TestContainerDiedMidCommandIsNotRerun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := <-done; !errors.Is(err, ErrContainerDied) {
-		t.Errorf("Exec whose container died: %v, want ErrContainerDied", err)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrContainerDied) {
+			t.Errorf("Exec whose container died: %v, want ErrContainerDied", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("timed out after a minute waiting for Exec to answer after its container was killed")
 	}
 	if data, _ := os.ReadFile(marker); string(data) != "run\n" {
 		t.Errorf("command ran %q times, want once", data)
