@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -44,8 +45,9 @@ func ExecNotRun(err error) bool {
 
 // Exec sends req to the approver and returns the verified result of the
 // command it ran. A command that ran returns a nil error whatever its exit
-// code. The approver's signed refusal (a denial, a refused env name) is an
-// *ExecError whose message is the design's SYSTEM_RUN_* text. Every other
+// code. The approver's signed refusal (a denial, a refused env name) is the
+// *bridge.Error it sent (code, message, structured denial), to be forwarded
+// unchanged. Every other
 // failure wraps ErrUnreachable, ErrRefused, ErrTimeout or ErrBadReply; a
 // reply whose hmac does not verify is never a result.
 //
@@ -195,7 +197,7 @@ func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (Ex
 		return ExecResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", ErrBadReply)
 	}
 	if !f.OK {
-		var xe ExecError
+		var xe bridge.Error
 		if err := json.Unmarshal(body, &xe); err != nil || xe.Code == "" {
 			return ExecResult{}, fmt.Errorf("%w: malformed exec error", ErrBadReply)
 		}

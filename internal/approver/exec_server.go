@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -110,7 +111,7 @@ func (cn *conn) exec(ctx context.Context, x execJob) {
 	ok := err == nil
 	var body []byte
 	if !ok {
-		xe := ExecErrorOf(err)
+		xe := bridge.AsError(err)
 		cn.s.logf("approver: %s: exec %s not run: %s: %s", cn.peer, x.id, xe.Code, textsafe.Bounded(xe.Message, 200))
 		body, err = json.Marshal(xe)
 	} else {

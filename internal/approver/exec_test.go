@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 )
@@ -99,23 +100,23 @@ func TestExecErrors(t *testing.T) {
 		wantMsg   string
 		wantCalls int
 	}{
-		{name: "allowlist miss", err: fmt.Errorf("%w (allowlist-miss: /usr/bin/echo)", policy.ErrAllowlistMiss), wantCode: ExecCodeDenied, wantMsg: "SYSTEM_RUN_DENIED: allowlist miss (allowlist-miss: /usr/bin/echo)", wantCalls: 1},
-		{name: "disabled", err: fmt.Errorf("%w (security=deny)", policy.ErrDisabled), wantCode: ExecCodeDisabled, wantMsg: "SYSTEM_RUN_DISABLED: security=deny (security=deny)", wantCalls: 1},
-		{name: "user denied", err: policy.ErrUserDenied, wantCode: ExecCodeDenied, wantMsg: "SYSTEM_RUN_DENIED: user denied", wantCalls: 1},
-		{name: "dangerous env", err: fmt.Errorf("%w: env LD_PRELOAD", runner.ErrDangerousEnv), wantCode: ExecCodeInvalid, wantCalls: 1},
-		{name: "other failure", err: errors.New("load approvals: boom"), wantCode: ExecCodeFailed, wantMsg: "load approvals: boom", wantCalls: 1},
+		{name: "allowlist miss", err: fmt.Errorf("%w (allowlist-miss: /usr/bin/echo)", policy.ErrAllowlistMiss), wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DENIED: allowlist miss (allowlist-miss: /usr/bin/echo)", wantCalls: 1},
+		{name: "disabled", err: fmt.Errorf("%w (security=deny)", policy.ErrDisabled), wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DISABLED: security=deny (security=deny)", wantCalls: 1},
+		{name: "user denied", err: policy.ErrUserDenied, wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DENIED: user denied", wantCalls: 1},
+		{name: "dangerous env", err: bridge.InvalidRequest(fmt.Errorf("%w: env LD_PRELOAD", runner.ErrDangerousEnv)), wantCode: bridge.CodeInvalidRequest, wantCalls: 1},
+		{name: "other failure", err: errors.New("load approvals: boom"), wantCode: bridge.CodeInternal, wantMsg: "load approvals: boom", wantCalls: 1},
 		{name: "session env", req: func(r ExecRequest) ExecRequest {
 			r.Env = map[string]string{"display": ":9"}
 			return r
-		}, wantCode: ExecCodeInvalid, wantCalls: 0},
+		}, wantCode: bridge.CodeInvalidRequest, wantCalls: 0},
 		{name: "no command", req: func(r ExecRequest) ExecRequest {
 			r.Command, r.RawCommand = nil, " "
 			return r
-		}, wantCode: ExecCodeInvalid, wantCalls: 0},
+		}, wantCode: bridge.CodeInvalidRequest, wantCalls: 0},
 		{name: "timeout out of range", req: func(r ExecRequest) ExecRequest {
 			r.TimeoutMs = -1
 			return r
-		}, wantCode: ExecCodeInvalid, wantCalls: 0},
+		}, wantCode: bridge.CodeInvalidRequest, wantCalls: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,9 +128,9 @@ func TestExecErrors(t *testing.T) {
 			}
 			c := &ExecClient{SocketPath: ts.Path, Token: testToken}
 			_, err := c.Exec(context.Background(), req)
-			var xe *ExecError
+			var xe *bridge.Error
 			if !errors.As(err, &xe) {
-				t.Fatalf("Exec error %v, want an *ExecError", err)
+				t.Fatalf("Exec error %v, want an *bridge.Error", err)
 			}
 			if xe.Code != tt.wantCode {
 				t.Errorf("code %q, want %q (message %q)", xe.Code, tt.wantCode, xe.Message)

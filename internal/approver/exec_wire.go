@@ -10,8 +10,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/bridge"
 )
 
 // The approver as exec host (docs/approver-exec-host.md): a node runner
@@ -21,23 +20,15 @@ import (
 // one signed "exec-res" frame:
 //
 //	{"type":"exec-res","id","ok":true,"payload":{…ExecResult},"hmac"}
-//	{"type":"exec-res","id","ok":false,"error":{"code","message"},"hmac"}
+//	{"type":"exec-res","id","ok":false,"error":{"code","message","denial"?},"hmac"}
 //	hmac = ExecResultMAC(token, challenge, id, raw bytes of payload or error)
+//
+// The error object is a bridge.Error, made by bridge.AsError exactly as the
+// gateway and the node make theirs, so the node forwards it unchanged.
 //
 // Frame-level refusals (invalid-auth, expired, replay, too-large,
 // rate-limited, bad-request) are the ordinary unsigned error frames and mean
 // that nothing ran.
-
-// Codes of an exec-res error. The denial codes are the prefixes of the
-// policy package's sentinel messages, and the message then starts with the
-// sentinel's full text, so a node can hand the gateway the same error a
-// local run would have produced.
-const (
-	ExecCodeDisabled = "SYSTEM_RUN_DISABLED" // security=deny
-	ExecCodeDenied   = "SYSTEM_RUN_DENIED"   // allowlist miss, approval required, user denied
-	ExecCodeInvalid  = "INVALID_REQUEST"     // a refused env name, a bad cwd, an empty command
-	ExecCodeFailed   = "SYSTEM_RUN_FAILED"   // the approver could not decide or run (e.g. a broken approvals file)
-)
 
 // MaxExecResFrame bounds an exec-res line on the client. Output is capped at
 // runner.MaxOutput bytes, but JSON may escape each byte into six, so the
@@ -86,19 +77,6 @@ type ExecResult struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// ExecError is the "error" of a failed exec-res frame: the approver decided
-// not to run the command (or could not). It is also the error type
-// ExecClient.Exec returns for it, so callers can errors.As and branch on
-// Code.
-type ExecError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error returns the message, which for denials starts with the design's
-// SYSTEM_RUN_* text.
-func (e *ExecError) Error() string { return e.Message }
-
 // ExecResFrame is the approver's answer to an exec frame. Exactly one of
 // Payload (OK) and Error (!OK) is present; HMAC covers the raw bytes of
 // that one.
@@ -114,7 +92,7 @@ type ExecResFrame struct {
 // Executor runs one authenticated, forwarded system.run in the approver's
 // own session under the approver's exec-approvals.json. The approver's
 // host.Engine implements it through package apphost. A denial or failure to
-// run is an error; ExecErrorOf classifies it for the wire.
+// run is an error; bridge.AsError maps it for the wire.
 type Executor interface {
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 }
@@ -155,7 +133,8 @@ func ExecResultMAC(token []byte, challenge, id string, body []byte) string {
 var SessionEnv = []string{"DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XAUTHORITY"}
 
 // ErrInvalidExec wraps every reason the approver refuses an exec request
-// before handing it to its executor (INVALID_REQUEST on the wire).
+// before handing it to its executor; checkExecRequest marks each one
+// bridge.InvalidRequest (INVALID_REQUEST on the wire).
 var ErrInvalidExec = errors.New("invalid exec request")
 
 // ErrSessionEnv is the cause of an exec refused because its env sets one of
@@ -167,41 +146,20 @@ var ErrSessionEnv = errors.New("session variable cannot be set by a forwarded re
 // session variables are refused here.
 func checkExecRequest(r *ExecRequest) error {
 	if len(r.Command) == 0 && strings.TrimSpace(r.RawCommand) == "" {
-		return fmt.Errorf("%w: neither command nor rawCommand", ErrInvalidExec)
+		return bridge.InvalidRequest(fmt.Errorf("%w: neither command nor rawCommand", ErrInvalidExec))
 	}
 	if r.TimeoutMs < 0 || r.TimeoutMs > MaxExecTimeoutMs {
-		return fmt.Errorf("%w: timeoutMs %d out of range [0, %d]", ErrInvalidExec, r.TimeoutMs, MaxExecTimeoutMs)
+		return bridge.InvalidRequest(fmt.Errorf("%w: timeoutMs %d out of range [0, %d]", ErrInvalidExec, r.TimeoutMs, MaxExecTimeoutMs))
 	}
 	if r.NodeID != "" && !validID(r.NodeID) {
-		return fmt.Errorf("%w: malformed nodeId", ErrInvalidExec)
+		return bridge.InvalidRequest(fmt.Errorf("%w: malformed nodeId", ErrInvalidExec))
 	}
 	for name := range r.Env {
 		for _, s := range SessionEnv {
 			if strings.EqualFold(name, s) {
-				return fmt.Errorf("%w: env %s: %w (hint: the approver's own %s is used)", ErrInvalidExec, s, ErrSessionEnv, s)
+				return bridge.InvalidRequest(fmt.Errorf("%w: env %s: %w (hint: the approver's own %s is used)", ErrInvalidExec, s, ErrSessionEnv, s))
 			}
 		}
 	}
 	return nil
-}
-
-// ExecErrorOf classifies an executor's error for an exec-res frame: an
-// *ExecError stays as it is; the policy sentinels keep their SYSTEM_RUN_*
-// text and get its prefix as code; refused env names are INVALID_REQUEST;
-// anything else is SYSTEM_RUN_FAILED.
-func ExecErrorOf(err error) *ExecError {
-	var xe *ExecError
-	if errors.As(err, &xe) {
-		return xe
-	}
-	code := ExecCodeFailed
-	switch {
-	case errors.Is(err, policy.ErrDisabled):
-		code = ExecCodeDisabled
-	case errors.Is(err, policy.ErrAllowlistMiss), errors.Is(err, policy.ErrApprovalRequired), errors.Is(err, policy.ErrUserDenied):
-		code = ExecCodeDenied
-	case errors.Is(err, runner.ErrDangerousEnv), errors.Is(err, ErrInvalidExec):
-		code = ExecCodeInvalid
-	}
-	return &ExecError{Code: code, Message: err.Error()}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"
@@ -46,7 +47,7 @@ func TestApproverExecHostFlag(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Exec: %v, want an error containing %q", err, tt.wantErr)
 				}
-				var xe *approver.ExecError
+				var xe *bridge.Error
 				if errors.As(err, &xe) == approver.ExecNotRun(err) {
 					t.Errorf("error %v: a signed denial and a refusal must differ", err)
 				}

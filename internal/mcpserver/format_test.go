@@ -98,7 +98,7 @@ func TestFormatStatus(t *testing.T) {
 		{"completed", bridge.ExecStatusResult{RunID: "run-1", Status: bridge.RunCompleted, Host: "node", NodeID: "n1", Result: &done},
 			"Run run-1 completed.\nExit code: 0 (host=node, node=n1, runId=run-1)\n--- stdout ---\nok\n"},
 		{"failed by denial", bridge.ExecStatusResult{RunID: "run-2", Status: bridge.RunFailed, Host: "node",
-			Error: &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: user denied"}},
+			Error: &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: user denied", Denial: &bridge.Denial{Reason: bridge.ReasonUserDenied}}},
 			"Run run-2 failed (host=node): Denied: SYSTEM_RUN_DENIED: user denied\n" +
 				"What to do: a human denied this command. Do not retry it; ask the user how to proceed.\n"},
 		{"failed without error", bridge.ExecStatusResult{RunID: "run-3", Status: bridge.RunFailed},
@@ -121,11 +121,11 @@ func TestDescribeError(t *testing.T) {
 		err  error
 		want []string // substrings, in order
 	}{
-		{"allowlist miss", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/ls (hint: …)"},
+		{"allowlist miss", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/ls (hint: …)", Denial: &bridge.Denial{Reason: bridge.ReasonAllowlistMiss}},
 			[]string{"Denied: SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/ls", "What to do: do not retry the same command", "exechost approvals allowlist add"}},
-		{"disabled", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DISABLED: security=deny"},
+		{"disabled", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DISABLED: security=deny", Denial: &bridge.Denial{Reason: bridge.ReasonDisabled}},
 			[]string{"Denied: SYSTEM_RUN_DISABLED: security=deny", "exec is disabled (security=deny)", "ask a human to enable it"}},
-		{"approval required", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: approval required"},
+		{"approval required", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: approval required", Denial: &bridge.Denial{Reason: bridge.ReasonApprovalRequired}},
 			[]string{"Denied: SYSTEM_RUN_DENIED: approval required", "Ask a human to run `exechost approver`"}},
 		{"binding", &bridge.Error{Code: bridge.CodeDenied, Message: `agent "main" is bound to node n1 by tools.exec.node (hint: omit the node)`},
 			[]string{"Denied: agent \"main\" is bound", "What to do: follow the hint above, or ask a human."}},

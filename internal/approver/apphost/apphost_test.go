@@ -22,6 +22,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/testdep"
@@ -289,9 +290,9 @@ func TestSessionEnvRefused(t *testing.T) {
 	for _, name := range []string{"DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "PATH", "LD_PRELOAD", "DYLD_INSERT_LIBRARIES", "NODE_OPTIONS", "PYTHONPATH", "PERL5LIB", "RUBYOPT", "BASH_ENV"} {
 		t.Run(name, func(t *testing.T) {
 			_, err := c.Exec(context.Background(), approver.ExecRequest{Command: []string{"/usr/bin/touch", marker}, Env: map[string]string{name: "x"}})
-			var xe *approver.ExecError
-			if !errors.As(err, &xe) || xe.Code != approver.ExecCodeInvalid {
-				t.Errorf("env %s: %v, want %s", name, err, approver.ExecCodeInvalid)
+			var xe *bridge.Error
+			if !errors.As(err, &xe) || xe.Code != bridge.CodeInvalidRequest {
+				t.Errorf("env %s: %v, want %s", name, err, bridge.CodeInvalidRequest)
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatalf("env %s: the command ran", name)
@@ -315,11 +316,11 @@ func TestPolicyAtApprover(t *testing.T) {
 		wantCode string
 		wantRun  bool
 	}{
-		{name: "allowlist miss, ask off", sec: policy.SecurityAllowlist, ask: policy.AskOff, wantErr: policy.ErrAllowlistMiss, wantCode: approver.ExecCodeDenied},
-		{name: "security deny", sec: policy.SecurityDeny, ask: policy.AskOff, wantErr: policy.ErrDisabled, wantCode: approver.ExecCodeDisabled},
+		{name: "allowlist miss, ask off", sec: policy.SecurityAllowlist, ask: policy.AskOff, wantErr: policy.ErrAllowlistMiss, wantCode: bridge.CodeDenied},
+		{name: "security deny", sec: policy.SecurityDeny, ask: policy.AskOff, wantErr: policy.ErrDisabled, wantCode: bridge.CodeDenied},
 		{name: "allowlisted", sec: policy.SecurityAllowlist, ask: policy.AskOff, allow: []string{"/usr/bin/touch"}, wantRun: true},
 		{name: "ask, approver allows", sec: policy.SecurityAllowlist, ask: policy.AskOnMiss, auto: policy.AllowOnce, wantRun: true},
-		{name: "ask, approver denies", sec: policy.SecurityAllowlist, ask: policy.AskAlways, auto: policy.Reject, wantErr: policy.ErrUserDenied, wantCode: approver.ExecCodeDenied},
+		{name: "ask, approver denies", sec: policy.SecurityAllowlist, ask: policy.AskAlways, auto: policy.Reject, wantErr: policy.ErrUserDenied, wantCode: bridge.CodeDenied},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,7 +338,7 @@ func TestPolicyAtApprover(t *testing.T) {
 				}
 				return
 			}
-			var xe *approver.ExecError
+			var xe *bridge.Error
 			if !errors.As(err, &xe) || xe.Code != tt.wantCode || !strings.HasPrefix(xe.Message, tt.wantErr.Error()) {
 				t.Errorf("Exec: %v, want %s starting %q", err, tt.wantCode, tt.wantErr)
 			}
@@ -354,9 +355,9 @@ func TestRequestedPolicyKept(t *testing.T) {
 	marker := filepath.Join(dir, "marker")
 	req := apphost.ExecRequest(host.Request{Argv: []string{"/usr/bin/touch", marker}, Security: policy.SecurityDeny}, "node-1")
 	_, err := c.Exec(context.Background(), req)
-	var xe *approver.ExecError
-	if !errors.As(err, &xe) || xe.Code != approver.ExecCodeDisabled {
-		t.Errorf("Exec: %v, want %s", err, approver.ExecCodeDisabled)
+	var xe *bridge.Error
+	if !errors.As(err, &xe) || xe.Code != bridge.CodeDenied {
+		t.Errorf("Exec: %v, want %s", err, bridge.CodeDenied)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran")
