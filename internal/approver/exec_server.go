@@ -23,7 +23,7 @@ const execGrace = DefaultPromptTimeout + 30*time.Second
 // execJob is one authenticated exec frame, admitted on its connection.
 type execJob struct {
 	id  string
-	req ExecRequest
+	req bridge.SystemRunParams
 }
 
 // frameType returns a frame's "type" ("" when it is not a JSON object).
@@ -102,7 +102,7 @@ func (cn *conn) exec(ctx context.Context, x execJob) {
 	ctx = withExecPeer(ctx, cn.peer.String())
 
 	var (
-		res ExecResult
+		res bridge.SystemRunResult
 		err = checkExecRequest(&x.req)
 	)
 	if err == nil {

@@ -19,7 +19,7 @@ import (
 // RequestMAC over the raw "request" bytes), and the approver answers with
 // one signed "exec-res" frame:
 //
-//	{"type":"exec-res","id","ok":true,"payload":{…ExecResult},"hmac"}
+//	{"type":"exec-res","id","ok":true,"payload":{…bridge.SystemRunResult},"hmac"}
 //	{"type":"exec-res","id","ok":false,"error":{"code","message","denial"?},"hmac"}
 //	hmac = ExecResultMAC(token, challenge, id, raw bytes of payload or error)
 //
@@ -39,44 +39,6 @@ const MaxExecResFrame = 4 << 20
 // cannot pin an approver's slot forever.
 const MaxExecTimeoutMs = 24 * 60 * 60 * 1000
 
-// ExecRequest is the "request" object of an exec frame: the design's
-// system.run params. Its raw JSON bytes (as sent) are what the frame's hmac
-// covers.
-type ExecRequest struct {
-	Command          []string          `json:"command"`
-	RawCommand       string            `json:"rawCommand"`
-	Cwd              string            `json:"cwd"`
-	Env              map[string]string `json:"env,omitempty"`
-	TimeoutMs        int64             `json:"timeoutMs"`
-	AgentID          string            `json:"agentId"`
-	SessionKey       string            `json:"sessionKey"`
-	RunID            string            `json:"runId"`
-	ApprovalDecision string            `json:"approvalDecision,omitempty"`
-	// PlanHash binds ApprovalDecision to the canonical form it was given
-	// for (PromptRequest.PlanHash).
-	PlanHash string `json:"planHash,omitempty"`
-	// Extensions beyond the design's system.run params. Security and Ask
-	// carry what the gateway requested for this call, so forwarding never
-	// loosens it (the approver combines them with its own
-	// exec-approvals.json exactly as the node would have). NodeID names the
-	// forwarding node in prompts, events and the audit log.
-	Security string `json:"security,omitempty"`
-	Ask      string `json:"ask,omitempty"`
-	NodeID   string `json:"nodeId,omitempty"`
-}
-
-// ExecResult is the "payload" of a successful exec-res frame: the design's
-// system.run result. A command that ran is ok whatever its exit code.
-type ExecResult struct {
-	ExitCode  int    `json:"exitCode"`
-	TimedOut  bool   `json:"timedOut"`
-	Success   bool   `json:"success"`
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Truncated bool   `json:"truncated"`
-	Error     string `json:"error,omitempty"`
-}
-
 // ExecResFrame is the approver's answer to an exec frame. Exactly one of
 // Payload (OK) and Error (!OK) is present; HMAC covers the raw bytes of
 // that one.
@@ -94,14 +56,14 @@ type ExecResFrame struct {
 // host.Engine implements it through package apphost. A denial or failure to
 // run is an error; bridge.AsError maps it for the wire.
 type Executor interface {
-	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error)
 }
 
 // ExecutorFunc adapts a function to Executor.
-type ExecutorFunc func(ctx context.Context, req ExecRequest) (ExecResult, error)
+type ExecutorFunc func(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error)
 
 // Exec calls f.
-func (f ExecutorFunc) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (f ExecutorFunc) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 	return f(ctx, req)
 }
 
@@ -144,7 +106,7 @@ var ErrSessionEnv = errors.New("session variable cannot be set by a forwarded re
 // checkExecRequest validates a decoded exec request before anything runs.
 // Dangerous env names are refused again by the engine (policy.DangerousEnv);
 // session variables are refused here.
-func checkExecRequest(r *ExecRequest) error {
+func checkExecRequest(r *bridge.SystemRunParams) error {
 	if len(r.Command) == 0 && strings.TrimSpace(r.RawCommand) == "" {
 		return bridge.InvalidRequest(fmt.Errorf("%w: neither command nor rawCommand", ErrInvalidExec))
 	}

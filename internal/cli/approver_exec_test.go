@@ -42,7 +42,7 @@ func TestApproverExecHostFlag(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := &approver.ExecClient{SocketPath: ra.client.SocketPath, Token: ra.client.Token}
-			res, err := c.Exec(context.Background(), approver.ExecRequest{Command: []string{"/bin/echo", "hi"}, AgentID: "main"})
+			res, err := c.Exec(context.Background(), bridge.SystemRunParams{Command: []string{"/bin/echo", "hi"}, AgentID: "main"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Exec: %v, want an error containing %q", err, tt.wantErr)

@@ -184,9 +184,7 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 			return out, err
 		}
 	}
-	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
-	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
-	out.DroppedBytes = res.DroppedBytes
+	out.SystemRunResult = host.WireResult(res)
 	return out, nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/approver/apphost"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -103,11 +102,11 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	ev := host.Event{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: nid, Host: string(policy.HostNode), Command: commandText(req)}
 
 	var (
-		res approver.ExecResult
+		res bridge.SystemRunResult
 		err = fmt.Errorf("%w: no exec client configured", approver.ErrUnreachable)
 	)
 	if f.Client != nil {
-		res, err = f.Client.Exec(ctx, apphost.ExecRequest(req, nid))
+		res, err = f.Client.Exec(ctx, req.Wire(nid))
 	}
 	var be *bridge.Error
 	switch {
@@ -117,10 +116,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 		code := res.ExitCode
 		fin.ExitCode, fin.TimedOut, fin.Tail = &code, res.TimedOut, tail(res.Stdout, res.Stderr)
 		f.emit(fin, host.EventFinished)
-		return host.Result{Result: runner.Result{
-			ExitCode: res.ExitCode, TimedOut: res.TimedOut, Success: res.Success,
-			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Error: res.Error,
-		}}, nil
+		return host.Result{Result: host.FromWire(res)}, nil
 	case errors.As(err, &be):
 		// The approver decided; its answer (the bridge.Error it mapped with
 		// bridge.AsError, as a local run would have) stands, whatever

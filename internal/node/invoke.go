@@ -173,10 +173,11 @@ func ok(v any) bridge.InvokeResult {
 // this node's exec-approvals.json. Denials answer with the design's
 // SYSTEM_RUN_* message.
 func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutMs int64) bridge.InvokeResult {
-	var req host.Request
-	if err := json.Unmarshal(params, &req); err != nil {
+	var p bridge.SystemRunParams
+	if err := json.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.run params: %v", err))
 	}
+	req := host.RequestOf(p)
 	if req.TimeoutMs <= 0 {
 		req.TimeoutMs = timeoutMs
 	}
@@ -187,7 +188,7 @@ func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutM
 	if err != nil {
 		return fail(bridge.AsError(err)) // the same mapping every host uses
 	}
-	return ok(hr.Result)
+	return ok(hr.Wire())
 }
 
 func (r *Runner) which(params json.RawMessage) bridge.InvokeResult {
