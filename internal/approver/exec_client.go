@@ -91,15 +91,9 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 		return bridge.SystemRunResult{}, fmt.Errorf("%w: no hello from the approver: %v", ErrUnreachable, unwrapOp(err))
 	}
 	conn.SetReadDeadline(deadline)
-	var hello Hello
-	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
-		if ef, ok := parseError(line); ok {
-			return bridge.SystemRunResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
-		}
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: expected hello frame", ErrUnreachable)
-	}
-	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrUnreachable, hello.V)
+	challenge, err := parseHello(line)
+	if err != nil {
+		return bridge.SystemRunResult{}, err
 	}
 
 	raw, err := json.Marshal(req)
@@ -115,7 +109,7 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 		TS:      ts,
 		Nonce:   nonce,
 		Request: raw,
-		HMAC:    RequestMAC(c.Token, hello.Challenge, nonce, ts, raw),
+		HMAC:    RequestMAC(c.Token, challenge, nonce, ts, raw),
 	})
 	if err != nil {
 		return bridge.SystemRunResult{}, fmt.Errorf("encode exec frame: %w", err)
@@ -142,7 +136,7 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 			}
 			return bridge.SystemRunResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", ErrBadReply, unwrapOp(err))
 		}
-		res, err, skip := verifyExecRes(c.Token, hello.Challenge, id, line)
+		res, err, skip := verifyExecRes(c.Token, challenge, id, line)
 		if skip {
 			continue // an error frame about another id
 		}
