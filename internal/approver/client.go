@@ -106,15 +106,9 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 	if err != nil {
 		return "", "", err
 	}
-	var hello Hello
-	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
-		if ef, ok := parseError(line); ok {
-			return "", "", fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, ef.Message)
-		}
-		return "", "", fmt.Errorf("%w: expected hello frame", ErrBadReply)
-	}
-	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
-		return "", "", fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrBadReply, hello.V)
+	challenge, err := parseHello(line)
+	if err != nil {
+		return "", "", err
 	}
 
 	raw, err := json.Marshal(req)
@@ -130,7 +124,7 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 		TS:      ts,
 		Nonce:   nonce,
 		Request: raw,
-		HMAC:    RequestMAC(c.Token, hello.Challenge, nonce, ts, raw),
+		HMAC:    RequestMAC(c.Token, challenge, nonce, ts, raw),
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("encode request frame: %w", err)
@@ -160,7 +154,7 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 		if df.ID != id {
 			return "", "", fmt.Errorf("%w: decision for another request id", ErrBadReply)
 		}
-		if !macEqual(df.HMAC, DecisionMAC(c.Token, hello.Challenge, id, df.Decision)) {
+		if !macEqual(df.HMAC, DecisionMAC(c.Token, challenge, id, df.Decision)) {
 			return "", "", fmt.Errorf("%w: decision hmac does not verify (hint: approver and host must share exec-approvals.json's token)", ErrBadReply)
 		}
 		a := policy.Approval(df.Decision)
@@ -201,4 +195,24 @@ func unwrapOp(err error) error {
 		return oe.Err
 	}
 	return err
+}
+
+// parseHello checks the approver's first frame and returns its challenge.
+// Both clients (Client.Prompt and ExecClient.Exec) use it, so a bad hello
+// is classified once: nothing has been sent yet, so an error frame is
+// ErrRefused and anything else that is not a hello of this protocol is
+// ErrUnreachable (no working approver listens there) — never "may have
+// run".
+func parseHello(line []byte) (challenge string, err error) {
+	var hello Hello
+	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
+		if ef, ok := parseError(line); ok {
+			return "", fmt.Errorf("%w: %s: %s", ErrRefused, textsafe.Bounded(ef.Code, 32), textsafe.Bounded(ef.Message, 200))
+		}
+		return "", fmt.Errorf("%w: expected hello frame", ErrUnreachable)
+	}
+	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
+		return "", fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrUnreachable, hello.V)
+	}
+	return hello.Challenge, nil
 }

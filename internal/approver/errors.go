@@ -7,7 +7,8 @@ import "errors"
 // the decision's reason, so the message says which case happened.
 var (
 	// ErrUnreachable: no approver is listening on the socket (absent,
-	// crashed, or the socket path is wrong).
+	// crashed, or the socket path is wrong), or what answers does not
+	// greet with a hello of this protocol (parseHello). Nothing was sent.
 	ErrUnreachable = errors.New("approver unreachable")
 	// ErrTimeout: the approver did not answer within the prompt timeout.
 	ErrTimeout = errors.New("approver timed out")

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -20,10 +21,10 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 		{"capped-output", strings.Repeat("x", runner.MaxOutput)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			res := ExecResult{Stdout: bc.out, Success: true}
+			res := bridge.SystemRunResult{Stdout: bc.out, Success: true}
 			ts := startServer(b, func(s *Server) {
 				s.Rate, s.Burst = 1e9, 1e9
-				s.Exec = ExecutorFunc(func(context.Context, ExecRequest) (ExecResult, error) { return res, nil })
+				s.Exec = ExecutorFunc(func(context.Context, bridge.SystemRunParams) (bridge.SystemRunResult, error) { return res, nil })
 			})
 			c := &ExecClient{SocketPath: ts.Path, Token: testToken}
 			b.SetBytes(int64(len(bc.out)))

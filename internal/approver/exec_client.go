@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -44,16 +45,17 @@ func ExecNotRun(err error) bool {
 
 // Exec sends req to the approver and returns the verified result of the
 // command it ran. A command that ran returns a nil error whatever its exit
-// code. The approver's signed refusal (a denial, a refused env name) is an
-// *ExecError whose message is the design's SYSTEM_RUN_* text. Every other
+// code. The approver's signed refusal (a denial, a refused env name) is the
+// *bridge.Error it sent (code, message, structured denial), to be forwarded
+// unchanged. Every other
 // failure wraps ErrUnreachable, ErrRefused, ErrTimeout or ErrBadReply; a
 // reply whose hmac does not verify is never a result.
 //
 // Without a deadline on ctx, Exec waits for the request's timeoutMs (or
 // ExecDefaultTimeout) plus the approver's prompt allowance.
-func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 	if len(c.Token) == 0 {
-		return ExecResult{}, fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", ErrUnreachable)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", ErrUnreachable)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		limit := ExecDefaultTimeout
@@ -69,7 +71,7 @@ func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.SocketPath)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver --exec-host`)", ErrUnreachable, c.SocketPath, unwrapOp(err))
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver --exec-host`)", ErrUnreachable, c.SocketPath, unwrapOp(err))
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline)
@@ -86,23 +88,17 @@ func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 	conn.SetReadDeadline(helloBy)
 	line, err := readLine(r, MaxFrame)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("%w: no hello from the approver: %v", ErrUnreachable, unwrapOp(err))
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: no hello from the approver: %v", ErrUnreachable, unwrapOp(err))
 	}
 	conn.SetReadDeadline(deadline)
-	var hello Hello
-	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
-		if ef, ok := parseError(line); ok {
-			return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
-		}
-		return ExecResult{}, fmt.Errorf("%w: expected hello frame", ErrUnreachable)
-	}
-	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
-		return ExecResult{}, fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrUnreachable, hello.V)
+	challenge, err := parseHello(line)
+	if err != nil {
+		return bridge.SystemRunResult{}, err
 	}
 
 	raw, err := json.Marshal(req)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("encode exec request: %w", err)
+		return bridge.SystemRunResult{}, fmt.Errorf("encode exec request: %w", err)
 	}
 	id := uuid.NewString()
 	nonce := randomHex(16)
@@ -113,34 +109,34 @@ func (c *ExecClient) Exec(ctx context.Context, req ExecRequest) (ExecResult, err
 		TS:      ts,
 		Nonce:   nonce,
 		Request: raw,
-		HMAC:    RequestMAC(c.Token, hello.Challenge, nonce, ts, raw),
+		HMAC:    RequestMAC(c.Token, challenge, nonce, ts, raw),
 	})
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("encode exec frame: %w", err)
+		return bridge.SystemRunResult{}, fmt.Errorf("encode exec frame: %w", err)
 	}
 	frame = append(frame, '\n')
 	if n, err := conn.Write(frame); err != nil {
 		if n < len(frame) {
 			// The approver only acts on complete lines: this one never
 			// arrived whole, so nothing ran.
-			return ExecResult{}, fmt.Errorf("%w: send exec frame: %v", ErrUnreachable, unwrapOp(err))
+			return bridge.SystemRunResult{}, fmt.Errorf("%w: send exec frame: %v", ErrUnreachable, unwrapOp(err))
 		}
-		return ExecResult{}, fmt.Errorf("%w: send exec frame: %v (the command may have run)", ErrBadReply, unwrapOp(err))
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: send exec frame: %v (the command may have run)", ErrBadReply, unwrapOp(err))
 	}
 
 	for {
 		line, err := readLine(r, MaxExecResFrame)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ExecResult{}, fmt.Errorf("%w: no exec result before the deadline: %w (the command may have run; it is not retried)", ErrTimeout, context.Cause(ctx))
+				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline: %w (the command may have run; it is not retried)", ErrTimeout, context.Cause(ctx))
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return ExecResult{}, fmt.Errorf("%w: no exec result before the deadline (the command may have run; it is not retried)", ErrTimeout)
+				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline (the command may have run; it is not retried)", ErrTimeout)
 			}
-			return ExecResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", ErrBadReply, unwrapOp(err))
+			return bridge.SystemRunResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", ErrBadReply, unwrapOp(err))
 		}
-		res, err, skip := verifyExecRes(c.Token, hello.Challenge, id, line)
+		res, err, skip := verifyExecRes(c.Token, challenge, id, line)
 		if skip {
 			continue // an error frame about another id
 		}
@@ -161,58 +157,58 @@ type execReply struct {
 // connection's challenge and decodes it. An error frame wraps ErrRefused
 // (skip reports one about another id, to be ignored); anything
 // unverifiable wraps ErrBadReply.
-func verifyExecRes(token []byte, challenge, id string, line []byte) (_ ExecResult, _ error, skip bool) {
+func verifyExecRes(token []byte, challenge, id string, line []byte) (_ bridge.SystemRunResult, _ error, skip bool) {
 	var f execReply
 	if err := json.Unmarshal(line, &f); err != nil {
-		return ExecResult{}, fmt.Errorf("%w: malformed frame", ErrBadReply), false
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed frame", ErrBadReply), false
 	}
 	if f.Type == TypeError {
 		if f.ID != "" && f.ID != id {
-			return ExecResult{}, nil, true
+			return bridge.SystemRunResult{}, nil, true
 		}
-		return ExecResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, textsafe.Bounded(f.Code, 32), textsafe.Bounded(f.Message, 200)), false
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, textsafe.Bounded(f.Code, 32), textsafe.Bounded(f.Message, 200)), false
 	}
 	res, err := verifyExecResFrame(token, challenge, id, &f.ExecResFrame)
 	return res, err, false
 }
 
 // verifyExecResFrame checks and decodes an exec-res frame.
-func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (ExecResult, error) {
+func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (bridge.SystemRunResult, error) {
 	if f.Type != TypeExecRes {
-		return ExecResult{}, fmt.Errorf("%w: unexpected frame", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: unexpected frame", ErrBadReply)
 	}
 	if f.ID != id {
-		return ExecResult{}, fmt.Errorf("%w: exec result for another id", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result for another id", ErrBadReply)
 	}
 	body := f.Payload
 	if !f.OK {
 		body = f.Error
 	}
 	if len(body) == 0 || (f.OK && len(f.Error) > 0) || (!f.OK && len(f.Payload) > 0) {
-		return ExecResult{}, fmt.Errorf("%w: exec result must carry exactly one of payload and error", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result must carry exactly one of payload and error", ErrBadReply)
 	}
 	if !macEqual(f.HMAC, ExecResultMAC(token, challenge, id, body)) {
-		return ExecResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", ErrBadReply)
 	}
 	if !f.OK {
-		var xe ExecError
+		var xe bridge.Error
 		if err := json.Unmarshal(body, &xe); err != nil || xe.Code == "" {
-			return ExecResult{}, fmt.Errorf("%w: malformed exec error", ErrBadReply)
+			return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed exec error", ErrBadReply)
 		}
 		xe.Code = textsafe.Bounded(xe.Code, 64)
 		if xe.Message == "" {
 			xe.Message = xe.Code
 		}
-		return ExecResult{}, &xe
+		return bridge.SystemRunResult{}, &xe
 	}
 	var res struct {
-		ExecResult
+		bridge.SystemRunResult
 		ExitCode *int `json:"exitCode"` // required: tells a payload from an error
 	}
 	if err := json.Unmarshal(body, &res); err != nil || res.ExitCode == nil {
-		return ExecResult{}, fmt.Errorf("%w: malformed exec payload", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed exec payload", ErrBadReply)
 	}
-	out := res.ExecResult
+	out := res.SystemRunResult
 	out.ExitCode = *res.ExitCode
 	return out, nil
 }

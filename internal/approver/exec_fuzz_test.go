@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
 )
 
 // FuzzExecFrame feeds arbitrary lines to the exec frame parser: it must not
@@ -45,7 +47,7 @@ func FuzzExecFrame(f *testing.F) {
 }
 
 // FuzzExecRes feeds arbitrary lines to the client's exec-res verifier: it
-// must not panic, and it may return a result or an *ExecError only for a
+// must not panic, and it may return a result or an *bridge.Error only for a
 // frame whose hmac verifies for this challenge and id.
 func FuzzExecRes(f *testing.F) {
 	const challenge = "00112233445566778899aabbccddeeff"
@@ -61,7 +63,7 @@ func FuzzExecRes(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		_, err, skip := verifyExecRes(testToken, challenge, id, line)
-		var xe *ExecError
+		var xe *bridge.Error
 		if skip || (err != nil && !isExecError(err, &xe)) {
 			return
 		}
@@ -79,8 +81,8 @@ func FuzzExecRes(f *testing.F) {
 	})
 }
 
-func isExecError(err error, xe **ExecError) bool {
-	e, ok := err.(*ExecError)
+func isExecError(err error, xe **bridge.Error) bool {
+	e, ok := err.(*bridge.Error)
 	*xe = e
 	return ok
 }

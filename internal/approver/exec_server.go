@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -22,7 +23,7 @@ const execGrace = DefaultPromptTimeout + 30*time.Second
 // execJob is one authenticated exec frame, admitted on its connection.
 type execJob struct {
 	id  string
-	req ExecRequest
+	req bridge.SystemRunParams
 }
 
 // frameType returns a frame's "type" ("" when it is not a JSON object).
@@ -101,7 +102,7 @@ func (cn *conn) exec(ctx context.Context, x execJob) {
 	ctx = withExecPeer(ctx, cn.peer.String())
 
 	var (
-		res ExecResult
+		res bridge.SystemRunResult
 		err = checkExecRequest(&x.req)
 	)
 	if err == nil {
@@ -110,7 +111,7 @@ func (cn *conn) exec(ctx context.Context, x execJob) {
 	ok := err == nil
 	var body []byte
 	if !ok {
-		xe := ExecErrorOf(err)
+		xe := bridge.AsError(err)
 		cn.s.logf("approver: %s: exec %s not run: %s: %s", cn.peer, x.id, xe.Code, textsafe.Bounded(xe.Message, 200))
 		body, err = json.Marshal(xe)
 	} else {

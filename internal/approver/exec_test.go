@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 )
@@ -25,12 +26,12 @@ import (
 // answers with res/err.
 type recordingExecutor struct {
 	mu    sync.Mutex
-	calls []ExecRequest
-	res   ExecResult
+	calls []bridge.SystemRunParams
+	res   bridge.SystemRunResult
 	err   error
 }
 
-func (r *recordingExecutor) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (r *recordingExecutor) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, req)
@@ -43,13 +44,13 @@ func (r *recordingExecutor) count() int {
 	return len(r.calls)
 }
 
-var sampleExec = ExecRequest{
+var sampleExec = bridge.SystemRunParams{
 	Command: []string{"echo", "hi"}, RawCommand: "echo hi", Cwd: "/tmp",
 	Env: map[string]string{"FOO": "bar"}, TimeoutMs: 5000, AgentID: "main",
 	SessionKey: "s1", RunID: "run-1", Security: "allowlist", Ask: "on-miss", NodeID: "node-1",
 }
 
-func newExecFrame(challenge string, req ExecRequest) frame {
+func newExecFrame(challenge string, req bridge.SystemRunParams) frame {
 	raw, _ := json.Marshal(req)
 	f := frame{Type: TypeExec, ID: randomHex(8), TS: time.Now().UnixMilli(), Nonce: randomHex(16), Request: raw}
 	f.HMAC = RequestMAC(testToken, challenge, f.Nonce, f.TS, f.Request)
@@ -57,7 +58,7 @@ func newExecFrame(challenge string, req ExecRequest) frame {
 }
 
 func TestExecRoundTrip(t *testing.T) {
-	want := ExecResult{ExitCode: 3, Success: false, Stdout: "out\x00\xff", Stderr: "err", Truncated: true}
+	want := bridge.SystemRunResult{ExitCode: 3, Success: false, Stdout: "out\x00\xff", Stderr: "err", Truncated: true}
 	x := &recordingExecutor{res: want}
 	ts := startServer(t, func(s *Server) { s.Exec = x })
 	c := &ExecClient{SocketPath: ts.Path, Token: testToken}
@@ -69,7 +70,7 @@ func TestExecRoundTrip(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("result (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]ExecRequest{sampleExec}, x.calls); d != "" {
+	if d := cmp.Diff([]bridge.SystemRunParams{sampleExec}, x.calls); d != "" {
 		t.Errorf("request reaching the executor (-want +got):\n%s", d)
 	}
 }
@@ -78,7 +79,7 @@ func TestExecLargeOutput(t *testing.T) {
 	// Output at the cap, every byte escaped six-fold by JSON, must still
 	// fit an exec-res frame.
 	big := strings.Repeat("\x01", runner.MaxOutput)
-	x := &recordingExecutor{res: ExecResult{Stdout: big, Truncated: true}}
+	x := &recordingExecutor{res: bridge.SystemRunResult{Stdout: big, Truncated: true}}
 	ts := startServer(t, func(s *Server) { s.Exec = x })
 	c := &ExecClient{SocketPath: ts.Path, Token: testToken}
 	got, err := c.Exec(context.Background(), sampleExec)
@@ -93,29 +94,29 @@ func TestExecLargeOutput(t *testing.T) {
 func TestExecErrors(t *testing.T) {
 	tests := []struct {
 		name      string
-		req       func(ExecRequest) ExecRequest
+		req       func(bridge.SystemRunParams) bridge.SystemRunParams
 		err       error
 		wantCode  string
 		wantMsg   string
 		wantCalls int
 	}{
-		{name: "allowlist miss", err: fmt.Errorf("%w (allowlist-miss: /usr/bin/echo)", policy.ErrAllowlistMiss), wantCode: ExecCodeDenied, wantMsg: "SYSTEM_RUN_DENIED: allowlist miss (allowlist-miss: /usr/bin/echo)", wantCalls: 1},
-		{name: "disabled", err: fmt.Errorf("%w (security=deny)", policy.ErrDisabled), wantCode: ExecCodeDisabled, wantMsg: "SYSTEM_RUN_DISABLED: security=deny (security=deny)", wantCalls: 1},
-		{name: "user denied", err: policy.ErrUserDenied, wantCode: ExecCodeDenied, wantMsg: "SYSTEM_RUN_DENIED: user denied", wantCalls: 1},
-		{name: "dangerous env", err: fmt.Errorf("%w: env LD_PRELOAD", runner.ErrDangerousEnv), wantCode: ExecCodeInvalid, wantCalls: 1},
-		{name: "other failure", err: errors.New("load approvals: boom"), wantCode: ExecCodeFailed, wantMsg: "load approvals: boom", wantCalls: 1},
-		{name: "session env", req: func(r ExecRequest) ExecRequest {
+		{name: "allowlist miss", err: fmt.Errorf("%w (allowlist-miss: /usr/bin/echo)", policy.ErrAllowlistMiss), wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DENIED: allowlist miss (allowlist-miss: /usr/bin/echo)", wantCalls: 1},
+		{name: "disabled", err: fmt.Errorf("%w (security=deny)", policy.ErrDisabled), wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DISABLED: security=deny (security=deny)", wantCalls: 1},
+		{name: "user denied", err: policy.ErrUserDenied, wantCode: bridge.CodeDenied, wantMsg: "SYSTEM_RUN_DENIED: user denied", wantCalls: 1},
+		{name: "dangerous env", err: bridge.InvalidRequest(fmt.Errorf("%w: env LD_PRELOAD", runner.ErrDangerousEnv)), wantCode: bridge.CodeInvalidRequest, wantCalls: 1},
+		{name: "other failure", err: errors.New("load approvals: boom"), wantCode: bridge.CodeInternal, wantMsg: "load approvals: boom", wantCalls: 1},
+		{name: "session env", req: func(r bridge.SystemRunParams) bridge.SystemRunParams {
 			r.Env = map[string]string{"display": ":9"}
 			return r
-		}, wantCode: ExecCodeInvalid, wantCalls: 0},
-		{name: "no command", req: func(r ExecRequest) ExecRequest {
+		}, wantCode: bridge.CodeInvalidRequest, wantCalls: 0},
+		{name: "no command", req: func(r bridge.SystemRunParams) bridge.SystemRunParams {
 			r.Command, r.RawCommand = nil, " "
 			return r
-		}, wantCode: ExecCodeInvalid, wantCalls: 0},
-		{name: "timeout out of range", req: func(r ExecRequest) ExecRequest {
+		}, wantCode: bridge.CodeInvalidRequest, wantCalls: 0},
+		{name: "timeout out of range", req: func(r bridge.SystemRunParams) bridge.SystemRunParams {
 			r.TimeoutMs = -1
 			return r
-		}, wantCode: ExecCodeInvalid, wantCalls: 0},
+		}, wantCode: bridge.CodeInvalidRequest, wantCalls: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,9 +128,9 @@ func TestExecErrors(t *testing.T) {
 			}
 			c := &ExecClient{SocketPath: ts.Path, Token: testToken}
 			_, err := c.Exec(context.Background(), req)
-			var xe *ExecError
+			var xe *bridge.Error
 			if !errors.As(err, &xe) {
-				t.Fatalf("Exec error %v, want an *ExecError", err)
+				t.Fatalf("Exec error %v, want an *bridge.Error", err)
 			}
 			if xe.Code != tt.wantCode {
 				t.Errorf("code %q, want %q (message %q)", xe.Code, tt.wantCode, xe.Message)
@@ -206,7 +207,7 @@ func TestExecFramesRefused(t *testing.T) {
 }
 
 func TestExecReplay(t *testing.T) {
-	x := &recordingExecutor{res: ExecResult{Success: true}}
+	x := &recordingExecutor{res: bridge.SystemRunResult{Success: true}}
 	ts := startServer(t, func(s *Server) { s.Exec = x })
 	rc := dialRaw(t, ts.Path)
 	f := newExecFrame(rc.challenge, sampleExec)
@@ -305,11 +306,11 @@ func TestExecCanceledWithCaller(t *testing.T) {
 	started := make(chan struct{})
 	ended := make(chan error, 1)
 	ts := startServer(t, func(s *Server) {
-		s.Exec = ExecutorFunc(func(ctx context.Context, req ExecRequest) (ExecResult, error) {
+		s.Exec = ExecutorFunc(func(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 			close(started)
 			<-ctx.Done()
 			ended <- ctx.Err()
-			return ExecResult{}, ctx.Err()
+			return bridge.SystemRunResult{}, ctx.Err()
 		})
 	})
 	c := &ExecClient{SocketPath: ts.Path, Token: testToken}
@@ -429,7 +430,7 @@ func TestExecClientAcceptsSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ExecResult{ExitCode: 7, TimedOut: true, Stdout: "a", Stderr: "b", Truncated: true}
+	want := bridge.SystemRunResult{ExitCode: 7, TimedOut: true, Stdout: "a", Stderr: "b", Truncated: true}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("result (-want +got):\n%s", d)
 	}

@@ -10,8 +10,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/bridge"
 )
 
 // The approver as exec host (docs/approver-exec-host.md): a node runner
@@ -20,24 +19,16 @@ import (
 // RequestMAC over the raw "request" bytes), and the approver answers with
 // one signed "exec-res" frame:
 //
-//	{"type":"exec-res","id","ok":true,"payload":{…ExecResult},"hmac"}
-//	{"type":"exec-res","id","ok":false,"error":{"code","message"},"hmac"}
+//	{"type":"exec-res","id","ok":true,"payload":{…bridge.SystemRunResult},"hmac"}
+//	{"type":"exec-res","id","ok":false,"error":{"code","message","denial"?},"hmac"}
 //	hmac = ExecResultMAC(token, challenge, id, raw bytes of payload or error)
+//
+// The error object is a bridge.Error, made by bridge.AsError exactly as the
+// gateway and the node make theirs, so the node forwards it unchanged.
 //
 // Frame-level refusals (invalid-auth, expired, replay, too-large,
 // rate-limited, bad-request) are the ordinary unsigned error frames and mean
 // that nothing ran.
-
-// Codes of an exec-res error. The denial codes are the prefixes of the
-// policy package's sentinel messages, and the message then starts with the
-// sentinel's full text, so a node can hand the gateway the same error a
-// local run would have produced.
-const (
-	ExecCodeDisabled = "SYSTEM_RUN_DISABLED" // security=deny
-	ExecCodeDenied   = "SYSTEM_RUN_DENIED"   // allowlist miss, approval required, user denied
-	ExecCodeInvalid  = "INVALID_REQUEST"     // a refused env name, a bad cwd, an empty command
-	ExecCodeFailed   = "SYSTEM_RUN_FAILED"   // the approver could not decide or run (e.g. a broken approvals file)
-)
 
 // MaxExecResFrame bounds an exec-res line on the client. Output is capped at
 // runner.MaxOutput bytes, but JSON may escape each byte into six, so the
@@ -47,57 +38,6 @@ const MaxExecResFrame = 4 << 20
 // MaxExecTimeoutMs caps a forwarded command's timeoutMs (24 h): a request
 // cannot pin an approver's slot forever.
 const MaxExecTimeoutMs = 24 * 60 * 60 * 1000
-
-// ExecRequest is the "request" object of an exec frame: the design's
-// system.run params. Its raw JSON bytes (as sent) are what the frame's hmac
-// covers.
-type ExecRequest struct {
-	Command          []string          `json:"command"`
-	RawCommand       string            `json:"rawCommand"`
-	Cwd              string            `json:"cwd"`
-	Env              map[string]string `json:"env,omitempty"`
-	TimeoutMs        int64             `json:"timeoutMs"`
-	AgentID          string            `json:"agentId"`
-	SessionKey       string            `json:"sessionKey"`
-	RunID            string            `json:"runId"`
-	ApprovalDecision string            `json:"approvalDecision,omitempty"`
-	// PlanHash binds ApprovalDecision to the canonical form it was given
-	// for (PromptRequest.PlanHash).
-	PlanHash string `json:"planHash,omitempty"`
-	// Extensions beyond the design's system.run params. Security and Ask
-	// carry what the gateway requested for this call, so forwarding never
-	// loosens it (the approver combines them with its own
-	// exec-approvals.json exactly as the node would have). NodeID names the
-	// forwarding node in prompts, events and the audit log.
-	Security string `json:"security,omitempty"`
-	Ask      string `json:"ask,omitempty"`
-	NodeID   string `json:"nodeId,omitempty"`
-}
-
-// ExecResult is the "payload" of a successful exec-res frame: the design's
-// system.run result. A command that ran is ok whatever its exit code.
-type ExecResult struct {
-	ExitCode  int    `json:"exitCode"`
-	TimedOut  bool   `json:"timedOut"`
-	Success   bool   `json:"success"`
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Truncated bool   `json:"truncated"`
-	Error     string `json:"error,omitempty"`
-}
-
-// ExecError is the "error" of a failed exec-res frame: the approver decided
-// not to run the command (or could not). It is also the error type
-// ExecClient.Exec returns for it, so callers can errors.As and branch on
-// Code.
-type ExecError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error returns the message, which for denials starts with the design's
-// SYSTEM_RUN_* text.
-func (e *ExecError) Error() string { return e.Message }
 
 // ExecResFrame is the approver's answer to an exec frame. Exactly one of
 // Payload (OK) and Error (!OK) is present; HMAC covers the raw bytes of
@@ -114,16 +54,16 @@ type ExecResFrame struct {
 // Executor runs one authenticated, forwarded system.run in the approver's
 // own session under the approver's exec-approvals.json. The approver's
 // host.Engine implements it through package apphost. A denial or failure to
-// run is an error; ExecErrorOf classifies it for the wire.
+// run is an error; bridge.AsError maps it for the wire.
 type Executor interface {
-	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error)
 }
 
 // ExecutorFunc adapts a function to Executor.
-type ExecutorFunc func(ctx context.Context, req ExecRequest) (ExecResult, error)
+type ExecutorFunc func(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error)
 
 // Exec calls f.
-func (f ExecutorFunc) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+func (f ExecutorFunc) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 	return f(ctx, req)
 }
 
@@ -155,7 +95,8 @@ func ExecResultMAC(token []byte, challenge, id string, body []byte) string {
 var SessionEnv = []string{"DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XAUTHORITY"}
 
 // ErrInvalidExec wraps every reason the approver refuses an exec request
-// before handing it to its executor (INVALID_REQUEST on the wire).
+// before handing it to its executor; checkExecRequest marks each one
+// bridge.InvalidRequest (INVALID_REQUEST on the wire).
 var ErrInvalidExec = errors.New("invalid exec request")
 
 // ErrSessionEnv is the cause of an exec refused because its env sets one of
@@ -165,43 +106,22 @@ var ErrSessionEnv = errors.New("session variable cannot be set by a forwarded re
 // checkExecRequest validates a decoded exec request before anything runs.
 // Dangerous env names are refused again by the engine (policy.DangerousEnv);
 // session variables are refused here.
-func checkExecRequest(r *ExecRequest) error {
+func checkExecRequest(r *bridge.SystemRunParams) error {
 	if len(r.Command) == 0 && strings.TrimSpace(r.RawCommand) == "" {
-		return fmt.Errorf("%w: neither command nor rawCommand", ErrInvalidExec)
+		return bridge.InvalidRequest(fmt.Errorf("%w: neither command nor rawCommand", ErrInvalidExec))
 	}
 	if r.TimeoutMs < 0 || r.TimeoutMs > MaxExecTimeoutMs {
-		return fmt.Errorf("%w: timeoutMs %d out of range [0, %d]", ErrInvalidExec, r.TimeoutMs, MaxExecTimeoutMs)
+		return bridge.InvalidRequest(fmt.Errorf("%w: timeoutMs %d out of range [0, %d]", ErrInvalidExec, r.TimeoutMs, MaxExecTimeoutMs))
 	}
 	if r.NodeID != "" && !validID(r.NodeID) {
-		return fmt.Errorf("%w: malformed nodeId", ErrInvalidExec)
+		return bridge.InvalidRequest(fmt.Errorf("%w: malformed nodeId", ErrInvalidExec))
 	}
 	for name := range r.Env {
 		for _, s := range SessionEnv {
 			if strings.EqualFold(name, s) {
-				return fmt.Errorf("%w: env %s: %w (hint: the approver's own %s is used)", ErrInvalidExec, s, ErrSessionEnv, s)
+				return bridge.InvalidRequest(fmt.Errorf("%w: env %s: %w (hint: the approver's own %s is used)", ErrInvalidExec, s, ErrSessionEnv, s))
 			}
 		}
 	}
 	return nil
-}
-
-// ExecErrorOf classifies an executor's error for an exec-res frame: an
-// *ExecError stays as it is; the policy sentinels keep their SYSTEM_RUN_*
-// text and get its prefix as code; refused env names are INVALID_REQUEST;
-// anything else is SYSTEM_RUN_FAILED.
-func ExecErrorOf(err error) *ExecError {
-	var xe *ExecError
-	if errors.As(err, &xe) {
-		return xe
-	}
-	code := ExecCodeFailed
-	switch {
-	case errors.Is(err, policy.ErrDisabled):
-		code = ExecCodeDisabled
-	case errors.Is(err, policy.ErrAllowlistMiss), errors.Is(err, policy.ErrApprovalRequired), errors.Is(err, policy.ErrUserDenied):
-		code = ExecCodeDenied
-	case errors.Is(err, runner.ErrDangerousEnv), errors.Is(err, ErrInvalidExec):
-		code = ExecCodeInvalid
-	}
-	return &ExecError{Code: code, Message: err.Error()}
 }

@@ -27,23 +27,59 @@ const (
 // ExecResult is the exec method's payload. A denial is a failed response
 // (CodeDenied) instead, whose message is the design's SYSTEM_RUN_* string.
 type ExecResult struct {
-	Status    string `json:"status"`
-	RunID     string `json:"runId"`
-	Host      string `json:"host"`
-	NodeID    string `json:"nodeId,omitempty"`
+	Status string `json:"status"`
+	RunID  string `json:"runId"`
+	Host   string `json:"host"`
+	NodeID string `json:"nodeId,omitempty"`
+	// SystemRunResult is the execution host's result, flattened into this
+	// object as the design shows it.
+	SystemRunResult
+	// Events are the session's queued system events, delivered with this
+	// response and removed from the queue.
+	Events []SystemEvent `json:"events,omitempty"`
+}
+
+// SystemRunParams are the system.run params (gateway → node in
+// node.invoke.request, and the "request" of the approver exec host's exec
+// frame): the design's `{command:[argv…], rawCommand, cwd, env, timeoutMs,
+// agentId, sessionKey, runId, approvalDecision?}` plus what the gateway
+// resolved for the call. host.RequestOf and host.Request.Wire convert.
+type SystemRunParams struct {
+	Command          []string          `json:"command"`
+	RawCommand       string            `json:"rawCommand"`
+	Cwd              string            `json:"cwd"`
+	Env              map[string]string `json:"env,omitempty"`
+	TimeoutMs        int64             `json:"timeoutMs"`
+	AgentID          string            `json:"agentId"`
+	SessionKey       string            `json:"sessionKey"`
+	RunID            string            `json:"runId"`
+	ApprovalDecision string            `json:"approvalDecision,omitempty"`
+	// PlanHash is the canonical form's sha256 that ApprovalDecision was
+	// given for; a decision for another tree is not applied.
+	PlanHash string `json:"planHash,omitempty"`
+	// Security and Ask carry what the gateway requested for this call, so
+	// no execution host (nor a forward to the approver) loosens it.
+	Security string `json:"security,omitempty"`
+	Ask      string `json:"ask,omitempty"`
+	// NodeID names the forwarding node in an exec frame to the approver
+	// (prompts, events, audit); empty on node.invoke.
+	NodeID string `json:"nodeId,omitempty"`
+}
+
+// SystemRunResult is the system.run result payload (node → gateway, and
+// the approver exec host's exec-res payload): the design's `{exitCode,
+// timedOut, success, stdout, stderr, truncated, error?}`. A command that
+// ran is a result whatever its exit code; a refusal is a *Error instead.
+type SystemRunResult struct {
 	ExitCode  int    `json:"exitCode"`
 	TimedOut  bool   `json:"timedOut"`
 	Success   bool   `json:"success"`
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`
-	// DroppedBytes is how much output the 200,000-byte cap dropped, when
-	// the execution host reports it.
+	// DroppedBytes is how much output the 200,000-byte cap dropped.
 	DroppedBytes int64  `json:"droppedBytes,omitempty"`
 	Error        string `json:"error,omitempty"`
-	// Events are the session's queued system events, delivered with this
-	// response and removed from the queue.
-	Events []SystemEvent `json:"events,omitempty"`
 }
 
 // ExecStatusParams names a background run. An agent connection sees only

@@ -138,16 +138,6 @@ const (
 	CodeInternal       = "INTERNAL"
 )
 
-// AsError converts any error into a wire error, keeping an *Error's code and
-// using CodeInternal for everything else.
-func AsError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &Error{Code: CodeInternal, Message: err.Error()}
-}
-
 // NewRequest builds a req frame, marshalling params.
 func NewRequest(id, method string, params any) (Frame, error) {
 	raw, err := marshalRaw(params)

@@ -126,10 +126,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		return err
 	}
 	if f.asJSON {
-		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{
-			Status: bridge.ExecCompleted, Host: "local", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Success: res.Success,
-			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, DroppedBytes: res.DroppedBytes, Error: res.Error,
-		}}
+		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{Status: bridge.ExecCompleted, Host: "local", SystemRunResult: res.Wire()}}
 		if err := g.printJSON(out); err != nil {
 			return err
 		}

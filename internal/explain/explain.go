@@ -11,7 +11,6 @@
 package explain
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -22,25 +21,18 @@ import (
 	"github.com/exechost/exechost/internal/shellcmd"
 )
 
-// The design's denial reasons, as they follow "SYSTEM_RUN_…: " in a
-// denial's message.
+// The design's denial reasons (bridge owns them; these names are kept for
+// readers of this package).
 const (
-	ReasonDisabled         = "security=deny"
-	ReasonAllowlistMiss    = "allowlist miss"
-	ReasonApprovalRequired = "approval required"
-	ReasonUserDenied       = "user denied"
+	ReasonDisabled         = bridge.ReasonDisabled
+	ReasonAllowlistMiss    = bridge.ReasonAllowlistMiss
+	ReasonApprovalRequired = bridge.ReasonApprovalRequired
+	ReasonUserDenied       = bridge.ReasonUserDenied
 )
 
-// reasons maps each policy sentinel to its reason.
-var reasons = []struct {
-	err    error
-	reason string
-}{
-	{policy.ErrDisabled, ReasonDisabled},
-	{policy.ErrAllowlistMiss, ReasonAllowlistMiss},
-	{policy.ErrApprovalRequired, ReasonApprovalRequired},
-	{policy.ErrUserDenied, ReasonUserDenied},
-}
+// sentinels are the policy's denial sentinels, whose texts start a
+// denial's message.
+var sentinels = []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied}
 
 // notAllowlisted is how the execution host lists missing executables in
 // a denial's message (host.denialDetail) until it fills Denial.Missing.
@@ -48,14 +40,7 @@ const notAllowlisted = "not allowlisted: "
 
 // ReasonOf returns the design's reason for a policy sentinel err wraps
 // ("allowlist miss", …), or "" when it wraps none.
-func ReasonOf(err error) string {
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return r.reason
-		}
-	}
-	return ""
-}
+func ReasonOf(err error) string { return bridge.DenialReason(err) }
 
 // FromMessage starts a Denial from a denial's message: the reason from its
 // SYSTEM_RUN_* prefix and the missing executables the host listed. It is
@@ -63,9 +48,9 @@ func ReasonOf(err error) string {
 // structured always win (Merge).
 func FromMessage(msg string) *bridge.Denial {
 	d := &bridge.Denial{}
-	for _, r := range reasons {
-		if strings.HasPrefix(msg, r.err.Error()) {
-			d.Reason = r.reason
+	for _, s := range sentinels {
+		if strings.HasPrefix(msg, s.Error()) {
+			d.Reason = bridge.DenialReason(s)
 			break
 		}
 	}

@@ -169,7 +169,7 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 		}
 		hr, err := g.opts.Executor.Run(ctx, req)
 		if err != nil {
-			return out, runError("gateway", err)
+			return out, bridge.AsError(err) // the same mapping every host uses
 		}
 		res = hr.Result
 	case policy.HostNode:
@@ -187,9 +187,7 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 			return out, err
 		}
 	}
-	out.ExitCode, out.TimedOut, out.Success = res.ExitCode, res.TimedOut, res.Success
-	out.Stdout, out.Stderr, out.Truncated, out.Error = res.Stdout, res.Stderr, res.Truncated, res.Error
-	out.DroppedBytes = res.DroppedBytes
+	out.SystemRunResult = host.WireResult(res)
 	return out, nil
 }
 
@@ -219,24 +217,6 @@ func checkSession(agent, sess string) error {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "agentId (max %d bytes) or sessionKey (max %d bytes) too long", MaxAgentID, MaxSessionKey)
 	}
 	return nil
-}
-
-// runError turns an execution host's error into a wire error: denials keep
-// the design's SYSTEM_RUN_* message under CodeDenied.
-func runError(where string, err error) error {
-	if de, ok := errors.AsType[*host.DenialError](err); ok {
-		return de.Wire()
-	}
-	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
-		if errors.Is(err, s) {
-			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}
-		}
-	}
-	var be *bridge.Error
-	if errors.As(err, &be) {
-		return be
-	}
-	return bridge.Errorf(bridge.CodeInternal, "host=%s: %v", where, err)
 }
 
 func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, timeout time.Duration) (runner.Result, error) {

@@ -33,7 +33,7 @@ type invokeWaiter struct {
 // set, the payload already decoded (nil: decode res.Payload).
 type invokeReply struct {
 	res bridge.InvokeResult
-	run *runner.Result
+	run *bridge.SystemRunResult
 }
 
 // invoke sends command to the node and waits for its result, the node's
@@ -45,18 +45,18 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 
 // invokeRun is invoke of system.run, returning the decoded result.
 func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request, timeout time.Duration, idemKey string) (runner.Result, error) {
-	r, err := g.invokeReply(ctx, nc, bridge.CmdSystemRun, req, timeout, idemKey, true)
+	r, err := g.invokeReply(ctx, nc, bridge.CmdSystemRun, req.Wire(""), timeout, idemKey, true)
 	if err != nil {
 		return runner.Result{}, err
 	}
 	if r.run != nil {
-		return *r.run, nil
+		return host.FromWire(*r.run), nil
 	}
-	var res runner.Result
+	var res bridge.SystemRunResult
 	if err := json.Unmarshal(r.res.Payload, &res); err != nil {
 		return runner.Result{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 	}
-	return res, nil
+	return host.FromWire(res), nil
 }
 
 func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string, params any, timeout time.Duration, idemKey string, run bool) (invokeReply, error) {
@@ -125,11 +125,11 @@ func peekInvokeID(params []byte) (id string, ok bool) {
 }
 
 // decodeRunResult decodes a system.run answer in one pass, straight into
-// a runner.Result, instead of decoding the invoke result and then its
+// a bridge.SystemRunResult, instead of decoding the invoke result and then its
 // payload (each a validation scan and a decode of the whole output). The
 // id decoded must be the one peeked.
 func decodeRunResult(params []byte, id string) (invokeReply, error) {
-	run := new(runner.Result)
+	run := new(bridge.SystemRunResult)
 	var r struct {
 		ID      string        `json:"id"`
 		NodeID  string        `json:"nodeId"`
@@ -150,7 +150,7 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 	}
 	// null empties the field; a missing payload leaves run untouched, which
 	// must not pass for a result (an escaped key in a string cannot match).
-	if p, ok := r.Payload.(*runner.Result); !ok || p != run || !bytes.Contains(params, []byte(`,"payload":`)) {
+	if p, ok := r.Payload.(*bridge.SystemRunResult); !ok || p != run || !bytes.Contains(params, []byte(`,"payload":`)) {
 		return invokeReply{}, errors.New("system.run answered ok without a result object")
 	}
 	return invokeReply{res: res, run: run}, nil

@@ -8,14 +8,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/runner"
 )
 
 // TestDecodeRunResult checks the one-pass decoding of a node's system.run
 // answer against the general path (InvokeResult, then its payload), and
 // that anything it cannot vouch for is refused or left to the general path.
 func TestDecodeRunResult(t *testing.T) {
-	want := runner.Result{ExitCode: 3, Stdout: "out \u2028 <x>\n", Stderr: "err", Truncated: true, Error: "e"}
+	want := bridge.SystemRunResult{ExitCode: 3, Stdout: "out \u2028 <x>\n", Stderr: "err", Truncated: true, Error: "e"}
 	payload, _ := json.Marshal(want)
 	ok := bridge.InvokeResult{ID: "abc-1", NodeID: "n1", OK: true, Payload: payload}
 	line, err := bridge.NewRequest("1", bridge.MethodInvokeResult, ok)
@@ -89,7 +88,7 @@ func FuzzDecodeRunResult(f *testing.F) {
 		if r.run == nil || bytes.Count(params, []byte(`payload`)) > 1 {
 			return
 		}
-		var want runner.Result
+		var want bridge.SystemRunResult
 		if err := json.Unmarshal(gen.Payload, &want); err != nil {
 			t.Fatalf("general path cannot decode the payload one-pass accepted: %v: %q", err, params)
 		}

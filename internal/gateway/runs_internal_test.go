@@ -19,12 +19,12 @@ func TestKeptOutputIsBounded(t *testing.T) {
 	out := strings.Repeat("x", 100<<10)
 	background := &run{id: "bg", host: policy.HostNode, done: make(chan struct{})}
 	g.addRun(background)
-	g.finishRun(background, bridge.ExecResult{Status: bridge.ExecCompleted, RunID: "bg", Stdout: out}, nil)
+	g.finishRun(background, bridge.ExecResult{Status: bridge.ExecCompleted, RunID: "bg", SystemRunResult: bridge.SystemRunResult{Stdout: out}}, nil)
 	const n = 200
 	for i := range n {
 		r := &run{id: fmt.Sprint(i), host: policy.HostNode, done: make(chan struct{})}
 		g.addRun(r)
-		g.finishRun(r, bridge.ExecResult{Status: bridge.ExecCompleted, RunID: r.id, Stdout: out, ExitCode: 3}, nil)
+		g.finishRun(r, bridge.ExecResult{Status: bridge.ExecCompleted, RunID: r.id, SystemRunResult: bridge.SystemRunResult{Stdout: out, ExitCode: 3}}, nil)
 		g.delivered(r)
 		if g.kept.bytes > MaxKeptOutput {
 			t.Fatalf("after %d runs the gateway keeps %d bytes of output, over %d", i+1, g.kept.bytes, MaxKeptOutput)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 )
@@ -45,37 +46,82 @@ type Event struct {
 	Tail       string `json:"tail,omitempty"`
 }
 
-// Request is a system.run request; its JSON shape is the design's
-// system.run params, plus the requested security and ask that the gateway
-// resolved for this call.
+// Request is a system.run request as the engine takes it: the wire's
+// bridge.SystemRunParams (RequestOf, Wire) with typed policy values, plus
+// what only a local run may set.
 type Request struct {
-	Argv             []string          `json:"command"`
-	RawCommand       string            `json:"rawCommand"`
-	Cwd              string            `json:"cwd"`
-	Env              map[string]string `json:"env,omitempty"`
-	TimeoutMs        int64             `json:"timeoutMs"`
-	AgentID          string            `json:"agentId"`
-	SessionKey       string            `json:"sessionKey"`
-	RunID            string            `json:"runId"`
-	ApprovalDecision string            `json:"approvalDecision,omitempty"`
+	Argv             []string
+	RawCommand       string
+	Cwd              string
+	Env              map[string]string
+	TimeoutMs        int64
+	AgentID          string
+	SessionKey       string
+	RunID            string
+	ApprovalDecision string
 	// PlanHash is the canonical form's sha256 that ApprovalDecision was
 	// given for (PromptRequest.PlanHash); a decision for another tree is
 	// not applied.
-	PlanHash string          `json:"planHash,omitempty"`
-	Security policy.Security `json:"security,omitempty"`
-	Ask      policy.Ask      `json:"ask,omitempty"`
+	PlanHash string
+	Security policy.Security
+	Ask      policy.Ask
 	// PTY runs the command attached to a pseudo-terminal. Only local runs
 	// (`exechost run --pty`) may set it; the wire never carries it.
-	PTY bool `json:"-"`
+	PTY bool
 }
 
-// Result is a system.run result payload plus what the engine decided.
+// RequestOf converts system.run params from the wire. Requested security
+// and ask travel as strings; an unknown value is kept, and the engine's
+// policy.Combine treats it as unset (the host's own file decides).
+func RequestOf(p bridge.SystemRunParams) Request {
+	return Request{
+		Argv: p.Command, RawCommand: p.RawCommand, Cwd: p.Cwd, Env: p.Env,
+		TimeoutMs: p.TimeoutMs, AgentID: p.AgentID, SessionKey: p.SessionKey,
+		RunID: p.RunID, ApprovalDecision: p.ApprovalDecision, PlanHash: p.PlanHash,
+		Security: policy.Security(p.Security), Ask: policy.Ask(p.Ask),
+	}
+}
+
+// Wire is r as system.run params; nodeID names a forwarding node (empty
+// on node.invoke). PTY never travels.
+func (r Request) Wire(nodeID string) bridge.SystemRunParams {
+	return bridge.SystemRunParams{
+		Command: r.Argv, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
+		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
+		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision, PlanHash: r.PlanHash,
+		Security: string(r.Security), Ask: string(r.Ask), NodeID: nodeID,
+	}
+}
+
+// Result is the runner's result plus what the engine decided; Wire is its
+// system.run result payload.
 type Result struct {
 	runner.Result
 	// Decision is the final decision (after any prompt or fallback).
-	Decision policy.Decision `json:"-"`
+	Decision policy.Decision
 	// ResolvedPaths are the executables the analysis found.
-	ResolvedPaths []string `json:"-"`
+	ResolvedPaths []string
+}
+
+// Wire is the result as the system.run result payload: the one conversion
+// from the runner's result to the wire.
+func (r Result) Wire() bridge.SystemRunResult { return WireResult(r.Result) }
+
+// WireResult converts a runner result to the system.run result payload.
+func WireResult(r runner.Result) bridge.SystemRunResult {
+	return bridge.SystemRunResult{
+		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr,
+		Truncated: r.Truncated, DroppedBytes: r.DroppedBytes, Error: r.Error,
+	}
+}
+
+// FromWire is WireResult's inverse, for a result another host ran (a
+// node's answer at the gateway, the approver's at a forwarding node).
+func FromWire(w bridge.SystemRunResult) runner.Result {
+	return runner.Result{
+		ExitCode: w.ExitCode, TimedOut: w.TimedOut, Success: w.Success, Stdout: w.Stdout, Stderr: w.Stderr,
+		Truncated: w.Truncated, DroppedBytes: w.DroppedBytes, Error: w.Error,
+	}
 }
 
 // DefaultPromptTimeout is how long a prompt waits for a human before

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
@@ -36,11 +37,13 @@ func (p *Prepared) input() policy.Input {
 
 // Prepare analyses req against the current exec-approvals.json and decides
 // allow / ask / deny without running or prompting anything. A file that
-// cannot be loaded fails closed with an error naming it.
+// cannot be loaded fails closed with an error naming it. A fault of the
+// request itself (a refused env name, a bad cwd, an empty command) is a
+// bridge.InvalidRequest, so every host answers it with INVALID_REQUEST.
 func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	for name := range req.Env {
 		if policy.DangerousEnv(name) {
-			return nil, fmt.Errorf("%w: env %s cannot be set by a request (it could change what runs) (hint: drop it from env)", runner.ErrDangerousEnv, name)
+			return nil, bridge.InvalidRequest(fmt.Errorf("%w: env %s cannot be set by a request (it could change what runs) (hint: drop it from env)", runner.ErrDangerousEnv, name))
 		}
 	}
 	agent := req.AgentID
@@ -76,7 +79,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Analysis = shellcmd.Analyze(req.RawCommand, env)
 		p.Text = req.RawCommand
 	default:
-		return nil, errors.New("empty command (hint: pass command text or an argv)")
+		return nil, bridge.InvalidRequest(errors.New("empty command (hint: pass command text or an argv)"))
 	}
 	if p.Analysis.OK {
 		p.Matched, p.Satisfied = ap.allow.MatchAll(p.Analysis.Paths())
@@ -105,14 +108,14 @@ func (e *Engine) cwd(c string) (string, error) {
 	}
 	c = policy.ExpandHome(c, e.Home)
 	if !filepath.IsAbs(c) {
-		return "", fmt.Errorf("cwd %q is not absolute (hint: pass an absolute path or ~/…)", c)
+		return "", bridge.InvalidRequest(fmt.Errorf("cwd %q is not absolute (hint: pass an absolute path or ~/…)", c))
 	}
 	fi, err := os.Stat(c)
 	if err != nil {
-		return "", fmt.Errorf("cwd %s: %w", c, err)
+		return "", bridge.InvalidRequest(fmt.Errorf("cwd %s: %w", c, err))
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("cwd %s: not a directory", c)
+		return "", bridge.InvalidRequest(fmt.Errorf("cwd %s: not a directory", c))
 	}
 	return filepath.Clean(c), nil
 }

@@ -140,7 +140,7 @@ func describeWireError(e *bridge.Error) string {
 	if e.Code == bridge.CodeDenied {
 		// What was missing, which policy decided and the fixing command,
 		// in the same words as the CLI (internal/explain).
-		return "Denied: " + e.Message + "\n" + explain.Text(e.Denial) + denialAdvice(e.Message, e.Denial) + "\n"
+		return "Denied: " + e.Message + "\n" + explain.Text(e.Denial) + denialAdvice(e.Denial) + "\n"
 	}
 	var hint string
 	switch e.Code {
@@ -164,25 +164,31 @@ func describeWireError(e *bridge.Error) string {
 	return s
 }
 
-// denialAdvice tells the model how to act on a denial, by the design's
-// SYSTEM_RUN_* reason at the start of the message; a known fixing command
-// is named as what to ask a human to run.
-func denialAdvice(msg string, d *bridge.Denial) string {
+// denialAdvice tells the model how to act on a denial, by its structured
+// reason (bridge.Denial.Reason, never the message's text); a known fixing
+// command is named as what to ask a human to run.
+func denialAdvice(d *bridge.Denial) string {
+	reason := ""
+	if d != nil {
+		reason = d.Reason
+	}
 	switch {
 	case d != nil && d.Construct != "":
 		return "What to do: rewrite the command without " + d.Construct + " (no allowlist can allow it), or ask a human to approve it."
-	case d != nil && d.Fix != "" && !strings.Contains(msg, "user denied"):
+	case d != nil && d.Fix != "" && reason != bridge.ReasonUserDenied:
 		return "What to do: do not retry the same command. Use only allowlisted executables, or ask a human to run `" + d.Fix + "` on a machine with the gateway's token, then retry."
-	case strings.HasPrefix(msg, "SYSTEM_RUN_DISABLED"):
+	}
+	switch reason {
+	case bridge.ReasonDisabled:
 		return "What to do: exec is disabled (security=deny) for this agent on that host. Do not retry; ask a human to enable it " +
 			"(tools.exec.security in the gateway's exechost.json and security in the execution host's exec-approvals.json), or use a host where it is enabled."
-	case strings.Contains(msg, "allowlist miss"):
+	case bridge.ReasonAllowlistMiss:
 		return "What to do: do not retry the same command. Use only allowlisted executables, or ask a human to allowlist the executable on the execution host " +
 			"(`exechost approvals allowlist add PATH --agent ID`) or to approve the command, then retry."
-	case strings.Contains(msg, "approval required"):
+	case bridge.ReasonApprovalRequired:
 		return "What to do: this command needs a human's approval and no approver answered. Ask a human to run `exechost approver` on the execution host " +
 			"(or open its web UI) and retry, or use only allowlisted executables."
-	case strings.Contains(msg, "user denied"):
+	case bridge.ReasonUserDenied:
 		return "What to do: a human denied this command. Do not retry it; ask the user how to proceed."
 	}
 	return "What to do: follow the hint above, or ask a human."

@@ -63,15 +63,15 @@ func TestFormatExec(t *testing.T) {
 		res  bridge.ExecResult
 		want string
 	}{
-		{"output", bridge.ExecResult{Status: bridge.ExecCompleted, RunID: "run-1", Host: "node", NodeID: "n1", Stdout: "hi\n", Stderr: "warn"},
+		{"output", bridge.ExecResult{Status: bridge.ExecCompleted, RunID: "run-1", Host: "node", NodeID: "n1", SystemRunResult: bridge.SystemRunResult{Stdout: "hi\n", Stderr: "warn"}},
 			"Exit code: 0 (host=node, node=n1, runId=run-1)\n--- stdout ---\nhi\n--- stderr ---\nwarn\n"},
-		{"no output", bridge.ExecResult{Status: bridge.ExecCompleted, ExitCode: 3, Host: "gateway"},
+		{"no output", bridge.ExecResult{Status: bridge.ExecCompleted, Host: "gateway", SystemRunResult: bridge.SystemRunResult{ExitCode: 3}},
 			"Exit code: 3 (host=gateway)\n(no output)\n"},
-		{"timed out", bridge.ExecResult{Status: bridge.ExecCompleted, ExitCode: -1, TimedOut: true, Stdout: "partial"},
+		{"timed out", bridge.ExecResult{Status: bridge.ExecCompleted, SystemRunResult: bridge.SystemRunResult{ExitCode: -1, TimedOut: true, Stdout: "partial"}},
 			"Exit code: -1\nTimed out: yes — the command was killed at its timeout (timeoutSec); the output may be incomplete.\n--- stdout ---\npartial\n"},
-		{"truncated keeps the marker", bridge.ExecResult{Status: bridge.ExecCompleted, Truncated: true, Stdout: "aaaa… (truncated)"},
+		{"truncated keeps the marker", bridge.ExecResult{Status: bridge.ExecCompleted, SystemRunResult: bridge.SystemRunResult{Truncated: true, Stdout: "aaaa… (truncated)"}},
 			"Exit code: 0\nOutput truncated: stdout and stderr together are capped at 200,000 bytes; the cut is marked \"… (truncated)\".\n--- stdout ---\naaaa… (truncated)\n"},
-		{"spawn error", bridge.ExecResult{Status: bridge.ExecCompleted, ExitCode: 127, Error: "exec: not found"},
+		{"spawn error", bridge.ExecResult{Status: bridge.ExecCompleted, SystemRunResult: bridge.SystemRunResult{ExitCode: 127, Error: "exec: not found"}},
 			"Exit code: 127\nError: exec: not found\n(no output)\n"},
 		{"background", bridge.ExecResult{Status: bridge.ExecRunning, RunID: "run-9", Host: "node", NodeID: "n1"},
 			"Still running in the background after 10s: runId=run-9 (host=node, node=n1).\n" +
@@ -87,7 +87,7 @@ func TestFormatExec(t *testing.T) {
 }
 
 func TestFormatStatus(t *testing.T) {
-	done := bridge.ExecResult{Status: bridge.ExecCompleted, RunID: "run-1", Host: "node", NodeID: "n1", Stdout: "ok\n"}
+	done := bridge.ExecResult{Status: bridge.ExecCompleted, RunID: "run-1", Host: "node", NodeID: "n1", SystemRunResult: bridge.SystemRunResult{Stdout: "ok\n"}}
 	tests := []struct {
 		name string
 		st   bridge.ExecStatusResult
@@ -98,7 +98,7 @@ func TestFormatStatus(t *testing.T) {
 		{"completed", bridge.ExecStatusResult{RunID: "run-1", Status: bridge.RunCompleted, Host: "node", NodeID: "n1", Result: &done},
 			"Run run-1 completed.\nExit code: 0 (host=node, node=n1, runId=run-1)\n--- stdout ---\nok\n"},
 		{"failed by denial", bridge.ExecStatusResult{RunID: "run-2", Status: bridge.RunFailed, Host: "node",
-			Error: &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: user denied"}},
+			Error: &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: user denied", Denial: &bridge.Denial{Reason: bridge.ReasonUserDenied}}},
 			"Run run-2 failed (host=node): Denied: SYSTEM_RUN_DENIED: user denied\n" +
 				"What to do: a human denied this command. Do not retry it; ask the user how to proceed.\n"},
 		{"failed without error", bridge.ExecStatusResult{RunID: "run-3", Status: bridge.RunFailed},
@@ -121,11 +121,11 @@ func TestDescribeError(t *testing.T) {
 		err  error
 		want []string // substrings, in order
 	}{
-		{"allowlist miss", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/ls (hint: …)"},
+		{"allowlist miss", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/ls (hint: …)", Denial: &bridge.Denial{Reason: bridge.ReasonAllowlistMiss}},
 			[]string{"Denied: SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/ls", "What to do: do not retry the same command", "exechost approvals allowlist add"}},
-		{"disabled", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DISABLED: security=deny"},
+		{"disabled", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DISABLED: security=deny", Denial: &bridge.Denial{Reason: bridge.ReasonDisabled}},
 			[]string{"Denied: SYSTEM_RUN_DISABLED: security=deny", "exec is disabled (security=deny)", "ask a human to enable it"}},
-		{"approval required", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: approval required"},
+		{"approval required", &bridge.Error{Code: bridge.CodeDenied, Message: "SYSTEM_RUN_DENIED: approval required", Denial: &bridge.Denial{Reason: bridge.ReasonApprovalRequired}},
 			[]string{"Denied: SYSTEM_RUN_DENIED: approval required", "Ask a human to run `exechost approver`"}},
 		{"binding", &bridge.Error{Code: bridge.CodeDenied, Message: `agent "main" is bound to node n1 by tools.exec.node (hint: omit the node)`},
 			[]string{"Denied: agent \"main\" is bound", "What to do: follow the hint above, or ask a human."}},

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -33,7 +33,8 @@ const (
 )
 
 // ErrCompanionUnavailable is the error of a command refused because the
-// approver exec host was unreachable and execFallback is deny.
+// approver exec host was unreachable and execFallback is deny; the
+// Forwarder marks it bridge.Unavailable (UNAVAILABLE on the wire).
 var ErrCompanionUnavailable = errors.New("COMPANION_APP_UNAVAILABLE: approver exec host unreachable")
 
 // ErrForward wraps a failure after the command was handed to the approver
@@ -101,13 +102,13 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	ev := host.Event{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: nid, Host: string(policy.HostNode), Command: commandText(req)}
 
 	var (
-		res approver.ExecResult
+		res bridge.SystemRunResult
 		err = fmt.Errorf("%w: no exec client configured", approver.ErrUnreachable)
 	)
 	if f.Client != nil {
-		res, err = f.Client.Exec(ctx, apphost.ExecRequest(req, nid))
+		res, err = f.Client.Exec(ctx, req.Wire(nid))
 	}
-	var xe *approver.ExecError
+	var be *bridge.Error
 	switch {
 	case err == nil:
 		f.emit(ev, host.EventStarted)
@@ -115,26 +116,24 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 		code := res.ExitCode
 		fin.ExitCode, fin.TimedOut, fin.Tail = &code, res.TimedOut, tail(res.Stdout, res.Stderr)
 		f.emit(fin, host.EventFinished)
-		return host.Result{Result: runner.Result{
-			ExitCode: res.ExitCode, TimedOut: res.TimedOut, Success: res.Success,
-			Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated, Error: res.Error,
-		}}, nil
-	case errors.As(err, &xe):
-		// The approver decided; its answer stands, whatever Fallback says.
-		rerr := remoteError(xe)
-		if xe.Code == approver.ExecCodeDenied || xe.Code == approver.ExecCodeDisabled {
+		return host.Result{Result: host.FromWire(res)}, nil
+	case errors.As(err, &be):
+		// The approver decided; its answer (the bridge.Error it mapped with
+		// bridge.AsError, as a local run would have) stands, whatever
+		// Fallback says, and travels to the gateway unchanged.
+		if be.Code == bridge.CodeDenied {
 			d := ev
-			d.Reason = xe.Message
+			d.Reason = be.Message
 			f.emit(d, host.EventDenied)
 		}
-		return failed(rerr), rerr
+		return failed(be), be
 	case !approver.ExecNotRun(err):
 		rerr := fmt.Errorf("%w: %w", ErrForward, err)
 		return failed(rerr), rerr
 	}
 
 	if f.Fallback != FallbackLocal || f.Local == nil {
-		rerr := fmt.Errorf("%w (%v; hint: start `exechost approver --exec-host`, or run the node with --exec-fallback local)", ErrCompanionUnavailable, err)
+		rerr := bridge.Unavailable(fmt.Errorf("%w (%v; hint: start `exechost approver --exec-host`, or run the node with --exec-fallback local)", ErrCompanionUnavailable, err))
 		d := ev
 		d.Reason = rerr.Error()
 		f.emit(d, host.EventDenied)
@@ -167,28 +166,6 @@ func (f *Forwarder) logf(msg string, args ...any) {
 func failed(err error) host.Result {
 	return host.Result{Result: runner.Result{ExitCode: -1, Error: err.Error()}}
 }
-
-// remoteError turns the approver's signed refusal back into the error a
-// local run would have returned: the policy sentinel its message starts
-// with, so the node answers the gateway with the same code and text.
-func remoteError(xe *approver.ExecError) error {
-	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
-		if strings.HasPrefix(xe.Message, s.Error()) {
-			return &sentinelError{msg: xe.Message, sentinel: s}
-		}
-	}
-	return fmt.Errorf("approver exec host: %w", xe)
-}
-
-// sentinelError carries the approver's message verbatim and unwraps to the
-// matching policy sentinel.
-type sentinelError struct {
-	msg      string
-	sentinel error
-}
-
-func (e *sentinelError) Error() string { return e.msg }
-func (e *sentinelError) Unwrap() error { return e.sentinel }
 
 // commandText is how events name a command.
 func commandText(req host.Request) string {

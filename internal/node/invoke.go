@@ -19,11 +19,6 @@ import (
 // handling an invoke (prompting included).
 const invokeMargin = 5 * time.Second
 
-// Error codes a node answers system.run with, besides bridge's.
-const (
-	CodeRunFailed = "SYSTEM_RUN_FAILED"
-)
-
 // idemCache remembers system.run outcomes by idempotency key so a repeated
 // request (a resend after a reconnect) gets the first run's result instead
 // of running the command a second time.
@@ -105,7 +100,7 @@ func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 		if old := c.m[k]; old != nil && old.held {
 			c.bytes -= len(old.res.Payload)
 			old.held = false
-			old.res = fail(bridge.Errorf(CodeRunFailed, "system.run with idempotency key %q already ran; its result is no longer kept on this node (not running it again)", k))
+			old.res = fail(bridge.Errorf(bridge.CodeInternal, "system.run with idempotency key %q already ran; its result is no longer kept on this node (not running it again)", k))
 		}
 	}
 	c.mu.Unlock()
@@ -186,10 +181,11 @@ func ok(v any) bridge.InvokeResult {
 // this node's exec-approvals.json. Denials answer with the design's
 // SYSTEM_RUN_* message.
 func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutMs int64) bridge.InvokeResult {
-	var req host.Request
-	if err := json.Unmarshal(params, &req); err != nil {
+	var p bridge.SystemRunParams
+	if err := json.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.run params: %v", err))
 	}
+	req := host.RequestOf(p)
 	if req.TimeoutMs <= 0 {
 		req.TimeoutMs = timeoutMs
 	}
@@ -198,25 +194,9 @@ func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutM
 	}
 	hr, err := r.opts.Executor.Run(ctx, req)
 	if err != nil {
-		return fail(runError(err))
+		return fail(bridge.AsError(err)) // the same mapping every host uses
 	}
-	return ok(hr.Result)
-}
-
-func runError(err error) *bridge.Error {
-	// The engine's denials are typed: their structured part travels as is.
-	if de, ok := errors.AsType[*host.DenialError](err); ok {
-		return de.Wire()
-	}
-	for _, s := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
-		if errors.Is(err, s) {
-			return &bridge.Error{Code: bridge.CodeDenied, Message: err.Error()}
-		}
-	}
-	if errors.Is(err, ErrCompanionUnavailable) {
-		return &bridge.Error{Code: bridge.CodeUnavailable, Message: err.Error()}
-	}
-	return &bridge.Error{Code: CodeRunFailed, Message: err.Error()}
+	return ok(hr.Wire())
 }
 
 func (r *Runner) which(params json.RawMessage) bridge.InvokeResult {

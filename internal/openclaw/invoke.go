@@ -195,7 +195,7 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	if err != nil {
 		return runFailure(err)
 	}
-	return success(res.Result)
+	return success(res.Wire())
 }
 
 // runFailure maps the engine's refusal to OpenClaw's codes and texts:

@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -336,7 +337,7 @@ func TestHandshakeAndSystemRun(t *testing.T) {
 	if res["id"] != "inv-1" || res["ok"] != true {
 		t.Fatalf("result %v", res)
 	}
-	var payload runner.Result
+	var payload bridge.SystemRunResult
 	if err := json.Unmarshal([]byte(res["payloadJSON"].(string)), &payload); err != nil || payload.Stdout != "hi\n" || !payload.Success {
 		t.Fatalf("payload %v (%v)", res["payloadJSON"], err)
 	}

@@ -77,33 +77,33 @@ type Result struct {
 	// ExitCode is the process's exit status, 128+N when signal N killed it,
 	// -1 when it timed out or was canceled, and 127/126/-1 when it never
 	// started (see the package documentation).
-	ExitCode int `json:"exitCode"`
+	ExitCode int
 	// TimedOut is true when the timeout (or a context deadline) killed the
 	// process group.
-	TimedOut bool `json:"timedOut"`
+	TimedOut bool
 	// Success is true for exit status 0 without a timeout.
-	Success bool `json:"success"`
+	Success bool
 	// Stdout and Stderr hold at most MaxOutput bytes together, plus
 	// TruncatedSuffix on the stream that was cut.
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Truncated bool   `json:"truncated"`
+	Stdout    string
+	Stderr    string
+	Truncated bool
 	// DroppedBytes is how much output the cap dropped (0 unless Truncated).
-	DroppedBytes int64 `json:"droppedBytes,omitempty"`
+	DroppedBytes int64
 	// Error says why there is no ordinary exit status: the process never
 	// started, timed out, was canceled or was killed by a signal. It is
 	// empty when the process exited by itself.
-	Error string `json:"error,omitempty"`
+	Error string
 	// Tail is the last TailSize bytes of combined output, for events.
-	Tail string `json:"-"`
+	Tail string
 	// Duration is the wall time from start to exit.
-	Duration time.Duration `json:"-"`
+	Duration time.Duration
 	// Pid is the process (group) id while it ran, for diagnostics.
-	Pid int `json:"-"`
+	Pid int
 	// Stragglers is true when processes the command left behind kept its
 	// output open after it exited; they were killed (when still in its
 	// process group) and their output after OutputGrace is lost.
-	Stragglers bool `json:"-"`
+	Stragglers bool
 }
 
 // Sentinel errors for outcomes a caller may act on.

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -75,39 +76,12 @@ func (x *Executor) engine(nodeID string) *host.Engine {
 
 // Exec runs one forwarded system.run through the engine of the forwarding
 // node. The engine refuses dangerous env names (policy.DangerousEnv) and
-// applies the approvals; its denials come back as errors carrying the
-// design's SYSTEM_RUN_* text.
-func (x *Executor) Exec(ctx context.Context, req approver.ExecRequest) (approver.ExecResult, error) {
-	res, err := x.engine(req.NodeID).Run(ctx, Request(req))
+// applies the approvals; its denials come back as typed errors
+// (host.DenialError) that bridge.AsError maps.
+func (x *Executor) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
+	res, err := x.engine(req.NodeID).Run(ctx, host.RequestOf(req))
 	if err != nil {
-		return approver.ExecResult{}, err
+		return bridge.SystemRunResult{}, err
 	}
-	r := res.Result
-	return approver.ExecResult{
-		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Success: r.Success,
-		Stdout: r.Stdout, Stderr: r.Stderr, Truncated: r.Truncated, Error: r.Error,
-	}, nil
-}
-
-// Request converts an exec frame's request to the engine's. Requested
-// security and ask values pass through unchanged: the engine combines them
-// with the local policy, and unknown values count as the strictest.
-func Request(r approver.ExecRequest) host.Request {
-	return host.Request{
-		Argv: r.Command, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
-		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
-		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision, PlanHash: r.PlanHash,
-		Security: policy.Security(r.Security), Ask: policy.Ask(r.Ask),
-	}
-}
-
-// ExecRequest converts an engine request to an exec frame's request, for
-// the forwarding side. PTY never crosses the socket.
-func ExecRequest(r host.Request, nodeID string) approver.ExecRequest {
-	return approver.ExecRequest{
-		Command: r.Argv, RawCommand: r.RawCommand, Cwd: r.Cwd, Env: r.Env,
-		TimeoutMs: r.TimeoutMs, AgentID: r.AgentID, SessionKey: r.SessionKey,
-		RunID: r.RunID, ApprovalDecision: r.ApprovalDecision, PlanHash: r.PlanHash,
-		Security: string(r.Security), Ask: string(r.Ask), NodeID: nodeID,
-	}
+	return res.Wire(), nil
 }

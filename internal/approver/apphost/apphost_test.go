@@ -22,6 +22,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/testdep"
@@ -247,7 +248,7 @@ func TestSessionContext(t *testing.T) {
 	const echo = `echo "$DBUS_SESSION_BUS_ADDRESS $DISPLAY"`
 
 	ctx := context.Background()
-	res, err := c.Exec(ctx, approver.ExecRequest{RawCommand: echo, AgentID: "main"})
+	res, err := c.Exec(ctx, bridge.SystemRunParams{RawCommand: echo, AgentID: "main"})
 	if err != nil {
 		t.Fatalf("forwarded: %v", err)
 	}
@@ -257,12 +258,12 @@ func TestSessionContext(t *testing.T) {
 
 	// The session is real, not just variables: the bus answers and the
 	// display accepts a client.
-	res, err = c.Exec(ctx, approver.ExecRequest{Command: []string{dbusSend, "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId"}})
+	res, err = c.Exec(ctx, bridge.SystemRunParams{Command: []string{dbusSend, "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.GetId"}})
 	if err != nil || !res.Success {
 		t.Errorf("session bus through the approver: %v, %+v", err, res)
 	}
 	if xdpy, err := exec.LookPath("xdpyinfo"); err == nil {
-		res, err = c.Exec(ctx, approver.ExecRequest{Command: []string{xdpy}})
+		res, err = c.Exec(ctx, bridge.SystemRunParams{Command: []string{xdpy}})
 		if err != nil || !res.Success || !strings.Contains(res.Stdout, "name of display:") {
 			t.Errorf("display through the approver: %v, %+v", err, res)
 		}
@@ -288,10 +289,10 @@ func TestSessionEnvRefused(t *testing.T) {
 	marker := filepath.Join(dir, "marker")
 	for _, name := range []string{"DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "PATH", "LD_PRELOAD", "DYLD_INSERT_LIBRARIES", "NODE_OPTIONS", "PYTHONPATH", "PERL5LIB", "RUBYOPT", "BASH_ENV"} {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.Exec(context.Background(), approver.ExecRequest{Command: []string{"/usr/bin/touch", marker}, Env: map[string]string{name: "x"}})
-			var xe *approver.ExecError
-			if !errors.As(err, &xe) || xe.Code != approver.ExecCodeInvalid {
-				t.Errorf("env %s: %v, want %s", name, err, approver.ExecCodeInvalid)
+			_, err := c.Exec(context.Background(), bridge.SystemRunParams{Command: []string{"/usr/bin/touch", marker}, Env: map[string]string{name: "x"}})
+			var xe *bridge.Error
+			if !errors.As(err, &xe) || xe.Code != bridge.CodeInvalidRequest {
+				t.Errorf("env %s: %v, want %s", name, err, bridge.CodeInvalidRequest)
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatalf("env %s: the command ran", name)
@@ -315,18 +316,18 @@ func TestPolicyAtApprover(t *testing.T) {
 		wantCode string
 		wantRun  bool
 	}{
-		{name: "allowlist miss, ask off", sec: policy.SecurityAllowlist, ask: policy.AskOff, wantErr: policy.ErrAllowlistMiss, wantCode: approver.ExecCodeDenied},
-		{name: "security deny", sec: policy.SecurityDeny, ask: policy.AskOff, wantErr: policy.ErrDisabled, wantCode: approver.ExecCodeDisabled},
+		{name: "allowlist miss, ask off", sec: policy.SecurityAllowlist, ask: policy.AskOff, wantErr: policy.ErrAllowlistMiss, wantCode: bridge.CodeDenied},
+		{name: "security deny", sec: policy.SecurityDeny, ask: policy.AskOff, wantErr: policy.ErrDisabled, wantCode: bridge.CodeDenied},
 		{name: "allowlisted", sec: policy.SecurityAllowlist, ask: policy.AskOff, allow: []string{"/usr/bin/touch"}, wantRun: true},
 		{name: "ask, approver allows", sec: policy.SecurityAllowlist, ask: policy.AskOnMiss, auto: policy.AllowOnce, wantRun: true},
-		{name: "ask, approver denies", sec: policy.SecurityAllowlist, ask: policy.AskAlways, auto: policy.Reject, wantErr: policy.ErrUserDenied, wantCode: approver.ExecCodeDenied},
+		{name: "ask, approver denies", sec: policy.SecurityAllowlist, ask: policy.AskAlways, auto: policy.Reject, wantErr: policy.ErrUserDenied, wantCode: bridge.CodeDenied},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, _ := stateDir(t, tt.sec, tt.ask, policy.FallbackDeny, tt.allow...)
 			c := startInProcess(t, dir, tt.auto)
 			marker := filepath.Join(dir, "marker")
-			res, err := c.Exec(context.Background(), approver.ExecRequest{Command: []string{"/usr/bin/touch", marker}, AgentID: "main", NodeID: "node-1"})
+			res, err := c.Exec(context.Background(), bridge.SystemRunParams{Command: []string{"/usr/bin/touch", marker}, AgentID: "main", NodeID: "node-1"})
 			_, statErr := os.Stat(marker)
 			if ran := statErr == nil; ran != tt.wantRun {
 				t.Errorf("ran = %v, want %v (err %v)", ran, tt.wantRun, err)
@@ -337,7 +338,7 @@ func TestPolicyAtApprover(t *testing.T) {
 				}
 				return
 			}
-			var xe *approver.ExecError
+			var xe *bridge.Error
 			if !errors.As(err, &xe) || xe.Code != tt.wantCode || !strings.HasPrefix(xe.Message, tt.wantErr.Error()) {
 				t.Errorf("Exec: %v, want %s starting %q", err, tt.wantCode, tt.wantErr)
 			}
@@ -352,11 +353,11 @@ func TestRequestedPolicyKept(t *testing.T) {
 	dir, _ := stateDir(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	c := startInProcess(t, dir, "")
 	marker := filepath.Join(dir, "marker")
-	req := apphost.ExecRequest(host.Request{Argv: []string{"/usr/bin/touch", marker}, Security: policy.SecurityDeny}, "node-1")
+	req := host.Request{Argv: []string{"/usr/bin/touch", marker}, Security: policy.SecurityDeny}.Wire("node-1")
 	_, err := c.Exec(context.Background(), req)
-	var xe *approver.ExecError
-	if !errors.As(err, &xe) || xe.Code != approver.ExecCodeDisabled {
-		t.Errorf("Exec: %v, want %s", err, approver.ExecCodeDisabled)
+	var xe *bridge.Error
+	if !errors.As(err, &xe) || xe.Code != bridge.CodeDenied {
+		t.Errorf("Exec: %v, want %s", err, bridge.CodeDenied)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran")
@@ -400,7 +401,7 @@ func (re *rawExec) read(v any) {
 
 // frame returns a correctly signed exec frame for req; tamper may change
 // it afterwards.
-func (re *rawExec) frame(req approver.ExecRequest, tamper func(*approver.RequestFrame)) []byte {
+func (re *rawExec) frame(req bridge.SystemRunParams, tamper func(*approver.RequestFrame)) []byte {
 	raw, _ := json.Marshal(req)
 	f := approver.RequestFrame{Type: approver.TypeExec, ID: fmt.Sprintf("id-%d", time.Now().UnixNano()), TS: time.Now().UnixMilli(), Nonce: strings.Repeat("0f", 16), Request: raw}
 	f.HMAC = approver.RequestMAC(re.token, re.challenge, f.Nonce, f.TS, f.Request)
@@ -417,7 +418,7 @@ func TestForgedFramesRunNothing(t *testing.T) {
 	dir, _ := stateDir(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	c := startInProcess(t, dir, "")
 	marker := filepath.Join(dir, "marker")
-	req := approver.ExecRequest{Command: []string{"/usr/bin/touch", marker}}
+	req := bridge.SystemRunParams{Command: []string{"/usr/bin/touch", marker}}
 	tests := []struct {
 		name   string
 		tamper func(re *rawExec, f *approver.RequestFrame)
@@ -457,7 +458,7 @@ func TestForgedFramesRunNothing(t *testing.T) {
 	t.Run("replayed nonce", func(t *testing.T) {
 		re := dialExec(t, c)
 		count := filepath.Join(dir, "count")
-		once := approver.ExecRequest{Command: []string{"/bin/sh", "-c", `echo run >> "$0"`, count}}
+		once := bridge.SystemRunParams{Command: []string{"/bin/sh", "-c", `echo run >> "$0"`, count}}
 		frame := re.frame(once, nil)
 		re.c.Write(frame)
 		var res approver.ExecResFrame
@@ -505,7 +506,7 @@ func TestApproverKilledMidRun(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := c.Exec(ctx, approver.ExecRequest{Command: []string{"/bin/sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, started}, TimeoutMs: 120_000})
+	_, err := c.Exec(ctx, bridge.SystemRunParams{Command: []string{"/bin/sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, started}, TimeoutMs: 120_000})
 	if !errors.Is(err, approver.ErrBadReply) || approver.ExecNotRun(err) {
 		t.Fatalf("Exec with the approver killed: %v, want ErrBadReply (may have run)", err)
 	}
