@@ -111,25 +111,11 @@ func (c *Client) Prompt(ctx context.Context, req PromptRequest) (policy.Approval
 		return "", "", err
 	}
 
-	raw, err := json.Marshal(req)
+	frame, id, err := signedFrame(TypeRequest, c.Token, challenge, req)
 	if err != nil {
-		return "", "", fmt.Errorf("encode prompt: %w", err)
+		return "", "", err
 	}
-	id := uuid.NewString()
-	nonce := randomHex(16)
-	ts := time.Now().UnixMilli()
-	frame, err := json.Marshal(RequestFrame{
-		Type:    TypeRequest,
-		ID:      id,
-		TS:      ts,
-		Nonce:   nonce,
-		Request: raw,
-		HMAC:    RequestMAC(c.Token, challenge, nonce, ts, raw),
-	})
-	if err != nil {
-		return "", "", fmt.Errorf("encode request frame: %w", err)
-	}
-	if _, err := conn.Write(append(frame, '\n')); err != nil {
+	if _, err := conn.Write(frame); err != nil {
 		if tctx.Err() != nil {
 			return "", "", timedOut(err)
 		}
@@ -215,4 +201,27 @@ func parseHello(line []byte) (challenge string, err error) {
 		return "", fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrUnreachable, hello.V)
 	}
 	return hello.Challenge, nil
+}
+
+// signedFrame encodes req as one frame of type typ (TypeRequest or
+// TypeExec) for the connection whose hello carried challenge: a fresh id,
+// nonce and timestamp, and RequestMAC over the raw request bytes. It
+// returns the line to write (newline included) and the frame's id, which
+// the answer must carry.
+func signedFrame(typ string, token []byte, challenge string, req any) (line []byte, id string, err error) {
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode %s request: %w", typ, err)
+	}
+	id = uuid.NewString()
+	nonce := randomHex(16)
+	ts := time.Now().UnixMilli()
+	line, err = json.Marshal(RequestFrame{
+		Type: typ, ID: id, TS: ts, Nonce: nonce, Request: raw,
+		HMAC: RequestMAC(token, challenge, nonce, ts, raw),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("encode %s frame: %w", typ, err)
+	}
+	return append(line, '\n'), id, nil
 }

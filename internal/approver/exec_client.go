@@ -9,8 +9,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -96,25 +94,10 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 		return bridge.SystemRunResult{}, err
 	}
 
-	raw, err := json.Marshal(req)
+	frame, id, err := signedFrame(TypeExec, c.Token, challenge, req)
 	if err != nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("encode exec request: %w", err)
+		return bridge.SystemRunResult{}, err
 	}
-	id := uuid.NewString()
-	nonce := randomHex(16)
-	ts := time.Now().UnixMilli()
-	frame, err := json.Marshal(RequestFrame{
-		Type:    TypeExec,
-		ID:      id,
-		TS:      ts,
-		Nonce:   nonce,
-		Request: raw,
-		HMAC:    RequestMAC(c.Token, challenge, nonce, ts, raw),
-	})
-	if err != nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("encode exec frame: %w", err)
-	}
-	frame = append(frame, '\n')
 	if n, err := conn.Write(frame); err != nil {
 		if n < len(frame) {
 			// The approver only acts on complete lines: this one never

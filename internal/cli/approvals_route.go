@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/textsafe"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/service"
 )

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 )
 
 // TestAbandonedPromptIsWithdrawn: the caller of exec goes away while its

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 )
 
 // addRoutedNode starts a node with extra flags and pairs it.

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approver/web"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 )
 
 var webURLRE = regexp.MustCompile(`gateway web UI: (http://127\.0\.0\.1:[0-9]+/#k=[^\s]+)`)

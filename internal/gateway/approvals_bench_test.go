@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 )
 
 // BenchmarkRoutedPrompt measures one prompt routed node → gateway →

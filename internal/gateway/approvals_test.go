@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"

@@ -14,14 +14,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 )
 
 // methodSources are the packages that declare wire method names; every
 // constant named Method* in them must have a row in wantRoles.
-var methodSources = []string{"../bridge", "approvalroute"}
+var methodSources = []string{"../bridge", "../approvalroute"}
 
 // wantRoles is who may call each method, written out independently of
 // methodTable. nil: not a method of an established connection.

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/config"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/policy"

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/gateway/approvalroute"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/service"
