@@ -15,9 +15,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // microRows measures the decision engine, output capping and the approval
@@ -192,8 +193,8 @@ func (b *bench) approvalRows() {
 	}
 	defer os.RemoveAll(dir)
 	token := []byte(approvals.NewToken())
-	br := approver.NewBroker()
-	srv := &approver.Server{Path: filepath.Join(dir, "exec-approvals.sock"), Token: token, Broker: br, Rate: rate.Inf}
+	br := asksock.NewBroker()
+	srv := &asksock.Server{Path: filepath.Join(dir, "exec-approvals.sock"), Token: token, Broker: br, Rate: rate.Inf}
 	if err := srv.Listen(); err != nil {
 		b.add(row{section: sec, what: "approver prompt", err: err})
 		return
@@ -201,9 +202,9 @@ func (b *bench) approvalRows() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = srv.Serve(ctx) }()
-	go approver.AutoDecide(ctx, br, policy.AllowOnce, "bench")
-	client := &approver.Client{SocketPath: srv.Path, Token: token}
-	req := approver.PromptRequest{
+	go asksock.AutoDecide(ctx, br, policy.AllowOnce, "bench")
+	client := &asksock.Client{SocketPath: srv.Path, Token: token}
+	req := prompt.Request{
 		Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",
 		Security: "allowlist", Ask: "on-miss", AgentID: "main", SessionKey: "s1",
 		ResolvedPaths: []string{"/usr/bin/ls"}, Allowlisted: []bool{false}, Reason: "allowlist-miss",
@@ -251,7 +252,7 @@ func (b *bench) approvalRows() {
 			_, err = bufio.NewReader(c).ReadBytes('\n')
 			return err
 		}},
-		{name: "approver prompt (allow-once)", how: "approver.Client.Prompt → in-process approver.Server (rate limit off) → AutoDecide", run: func() error {
+		{name: "approver prompt (allow-once)", how: "asksock.Client.Prompt → in-process asksock.Server (rate limit off) → AutoDecide", run: func() error {
 			a, _, err := client.Prompt(ctx, req)
 			if err == nil && a != policy.AllowOnce {
 				err = fmt.Errorf("decision %q", a)

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // Route says where an execution host sends a prompt for a human.
@@ -63,9 +64,9 @@ func Prompter(route Route, local, remote host.Prompter) (host.Prompter, error) {
 type Race []host.Prompter
 
 // Prompt implements host.Prompter.
-func (r Race) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+func (r Race) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if len(r) == 0 {
-		return "", "", fmt.Errorf("%w: no prompter configured", approver.ErrUnreachable)
+		return "", "", fmt.Errorf("%w: no prompter configured", asksock.ErrUnreachable)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

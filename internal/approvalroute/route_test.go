@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -48,13 +49,13 @@ func newAnswer(name string, a policy.Approval, err error) *answer {
 	return &answer{name: name, release: make(chan struct{}), a: a, err: err, gaveUp: make(chan struct{})}
 }
 
-func (p *answer) Prompt(ctx context.Context, _ approver.PromptRequest) (policy.Approval, string, error) {
+func (p *answer) Prompt(ctx context.Context, _ prompt.Request) (policy.Approval, string, error) {
 	select {
 	case <-p.release:
 		return p.a, p.name, p.err
 	case <-ctx.Done():
 		close(p.gaveUp)
-		return "", "", approver.ErrTimeout
+		return "", "", asksock.ErrTimeout
 	}
 }
 
@@ -77,7 +78,7 @@ func TestPrompterChoice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var l, r interface {
-			Prompt(context.Context, approver.PromptRequest) (policy.Approval, string, error)
+			Prompt(context.Context, prompt.Request) (policy.Approval, string, error)
 		}
 		if tt.local != nil {
 			l = tt.local
@@ -112,7 +113,7 @@ func TestRace(t *testing.T) {
 	var by string
 	go func() {
 		var err error
-		a, by, err = Race{local, remote}.Prompt(t.Context(), approver.PromptRequest{})
+		a, by, err = Race{local, remote}.Prompt(t.Context(), prompt.Request{})
 		ch <- err
 	}()
 	close(remote.release)
@@ -125,11 +126,11 @@ func TestRace(t *testing.T) {
 	bad2 := newAnswer("two", "", errors.New("gateway gone"))
 	close(bad1.release)
 	close(bad2.release)
-	_, _, err := Race{bad1, bad2}.Prompt(t.Context(), approver.PromptRequest{})
+	_, _, err := Race{bad1, bad2}.Prompt(t.Context(), prompt.Request{})
 	if err == nil || !strings.Contains(err.Error(), "socket gone") || !strings.Contains(err.Error(), "gateway gone") {
 		t.Fatalf("race of failures = %v, want both reasons", err)
 	}
-	if _, _, err := (Race{}).Prompt(t.Context(), approver.PromptRequest{}); !errors.Is(err, approver.ErrUnreachable) {
+	if _, _, err := (Race{}).Prompt(t.Context(), prompt.Request{}); !errors.Is(err, asksock.ErrUnreachable) {
 		t.Fatalf("empty race = %v, want ErrUnreachable", err)
 	}
 }

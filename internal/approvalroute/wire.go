@@ -8,9 +8,7 @@
 // share one definition without the node importing the gateway.
 package approvalroute
 
-import (
-	"github.com/exechost/exechost/internal/approver"
-)
+import "github.com/exechost/exechost/internal/prompt"
 
 // Wire names of the gateway's approval methods and events.
 const (
@@ -39,7 +37,7 @@ const (
 type Requested struct {
 	ID string `json:"id"`
 	// Request is what the execution host asks about.
-	Request approver.PromptRequest `json:"request"`
+	Request prompt.Request `json:"request"`
 	// ExpiresAtMs is when the execution host stops waiting and applies
 	// askFallback (unix ms).
 	ExpiresAtMs int64 `json:"expiresAtMs"`
@@ -80,8 +78,8 @@ type PendingResult struct {
 // NodeRequest is a node's prompt. Ref is the node's own handle for it
 // (used by node.approval.cancel); the gateway assigns the prompt's id.
 type NodeRequest struct {
-	Ref     string                 `json:"ref"`
-	Request approver.PromptRequest `json:"request"`
+	Ref     string         `json:"ref"`
+	Request prompt.Request `json:"request"`
 }
 
 // NodeAnswer is the gateway's answer to a node's prompt.

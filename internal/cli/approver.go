@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/approver/tui"
+	"github.com/exechost/exechost/internal/approverui/tui"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -21,12 +21,12 @@ import (
 func init() { register(newApproverCmd) }
 
 // startWeb is the hook for `exechost approver --web ADDR`. The web UI
-// (internal/approver/web) sets it from its own file in this package
+// (internal/approverui/web) sets it from its own file in this package
 // (internal/cli/approver_web.go: `func init() { startWeb = web.Start }`) so
 // this command does not depend on it. It serves the web UI for b on addr
 // until ctx is done and returns the URL to print (with its per-run
 // secret). While nil, --web fails with "web UI not built yet".
-var startWeb func(ctx context.Context, addr string, b *approver.Broker, stateDir string) (url string, err error)
+var startWeb func(ctx context.Context, addr string, b *asksock.Broker, stateDir string) (url string, err error)
 
 // Names the approver's UIs give themselves in decisions.
 const (
@@ -110,8 +110,8 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	b := approver.NewBroker()
-	srv := &approver.Server{Path: store.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b}
+	b := asksock.NewBroker()
+	srv := &asksock.Server{Path: store.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b}
 	if !useTUI {
 		srv.Logf = func(format string, args ...any) { fmt.Fprintf(g.stderr, format+"\n", args...) }
 	}
@@ -151,7 +151,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	if auto != "" {
 		fmt.Fprintf(g.stderr, "WARNING: auto-deciding %s for every prompt (no human is asked)\n", auto)
 	} else {
-		go approver.NotifyDesktop(ctx, b)
+		go asksock.NotifyDesktop(ctx, b)
 	}
 	fmt.Fprintf(g.stderr, "approver: listening on %s (pid %d)\n", srv.Path, os.Getpid())
 	if execHost {
@@ -160,7 +160,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 
 	switch {
 	case auto != "":
-		go approver.AutoDecide(ctx, b, auto, byAuto)
+		go asksock.AutoDecide(ctx, b, auto, byAuto)
 	case useTUI:
 		go func() {
 			if err := tui.Run(ctx, b, tui.Options{Title: srv.Path, Banner: banner}); err != nil {
@@ -169,7 +169,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 			cancel() // quitting the TUI stops the approver
 		}()
 	default:
-		go approver.RunLines(ctx, b, stdin, g.stdout, byLines)
+		go asksock.RunLines(ctx, b, stdin, g.stdout, byLines)
 	}
 
 	select {

@@ -4,8 +4,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 )
 
@@ -13,16 +12,16 @@ import (
 // forwarded commands go through host engines over dir's
 // exec-approvals.json, prompt in b (this approver's own queue) and are
 // audited like any other run.
-func (g *globals) approverExecutor(dir string, b *approver.Broker) *apphost.Executor {
+func (g *globals) approverExecutor(dir string, b *asksock.Broker) *asksock.EngineExecutor {
 	onAudit := host.AuditRecorder(g.auditRecorder(dir))
-	return apphost.New(dir, b, func(e *host.Engine) { e.OnAudit = onAudit })
+	return asksock.NewEngineExecutor(dir, b, func(e *host.Engine) { e.OnAudit = onAudit })
 }
 
 // sessionSummary names the session variables forwarded commands will see,
 // so the user can tell at start-up whether this is the desktop session.
 func sessionSummary() string {
 	var parts []string
-	for _, name := range approver.SessionEnv {
+	for _, name := range asksock.SessionEnv {
 		if v, ok := os.LookupEnv(name); ok && v != "" {
 			parts = append(parts, name+"="+v)
 		}

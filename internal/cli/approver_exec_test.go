@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -39,14 +39,14 @@ func TestApproverExecHostFlag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &approver.ExecClient{SocketPath: ra.client.SocketPath, Token: ra.client.Token}
+			c := &asksock.ExecClient{SocketPath: ra.client.SocketPath, Token: ra.client.Token}
 			res, err := c.Exec(context.Background(), bridge.SystemRunParams{Command: []string{"/bin/echo", "hi"}, AgentID: "main"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Exec: %v, want an error containing %q", err, tt.wantErr)
 				}
 				var xe *bridge.Error
-				if errors.As(err, &xe) == approver.ExecNotRun(err) {
+				if errors.As(err, &xe) == asksock.ExecNotRun(err) {
 					t.Errorf("error %v: a signed denial and a refusal must differ", err)
 				}
 				return

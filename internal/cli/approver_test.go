@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 type lockedBuffer struct {
@@ -40,7 +41,7 @@ func (l *lockedBuffer) String() string {
 type runningApprover struct {
 	stdout, stderr *lockedBuffer
 	stdin          *io.PipeWriter
-	client         *approver.Client
+	client         *asksock.Client
 	done           chan error
 }
 
@@ -71,7 +72,7 @@ func startApprover(t *testing.T, args ...string) *runningApprover {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ra.client = &approver.Client{SocketPath: store.SocketPath(f), Token: []byte(f.Socket.Token)}
+	ra.client = &asksock.Client{SocketPath: store.SocketPath(f), Token: []byte(f.Socket.Token)}
 	return ra
 }
 
@@ -92,7 +93,7 @@ func waitOut(t *testing.T, b *lockedBuffer, re string) []string {
 	}
 }
 
-var cliRequest = approver.PromptRequest{Command: "uname -a", Argv: []string{"uname", "-a"}, Cwd: "/", Host: "gateway", AgentID: "main"}
+var cliRequest = prompt.Request{Command: "uname -a", Argv: []string{"uname", "-a"}, Cwd: "/", Host: "gateway", AgentID: "main"}
 
 func TestApproverAutoDecide(t *testing.T) {
 	for _, a := range []policy.Approval{policy.AllowOnce, policy.Reject} {
@@ -137,7 +138,7 @@ func TestApproverNotStolen(t *testing.T) {
 	root := NewRoot(&stdout, &stderr)
 	root.SetArgs([]string{"approver", "--auto-decide", "deny", "--state-dir", stateDir})
 	err := root.Execute()
-	if !errors.Is(err, approver.ErrAlreadyRunning) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
+	if !errors.Is(err, asksock.ErrAlreadyRunning) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
 		t.Fatalf("second approver: %v, want ErrAlreadyRunning naming pid %d", err, os.Getpid())
 	}
 	if a, _, err := ra.client.Prompt(t.Context(), cliRequest); err != nil || a != policy.Reject {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -16,7 +17,8 @@ import (
 func (g *globals) localEngine(dir string) (*host.Engine, error) {
 	return host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "local", Audit: g.auditRecorder(dir), CloseAudit: true,
-		Warn: func(err error) { fmt.Fprintf(g.stderr, "exechost: WARNING: %v\n", err) },
+		Prompter: asksock.LocalPrompter(dir),
+		Warn:     func(err error) { fmt.Fprintf(g.stderr, "exechost: WARNING: %v\n", err) },
 	})
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/exechost/exechost/internal/approver/web"
+	"github.com/exechost/exechost/internal/approverui/web"
 	"github.com/exechost/exechost/internal/gateway"
 )
 

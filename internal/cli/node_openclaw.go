@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/openclaw"
 	"github.com/exechost/exechost/internal/policy"
@@ -46,7 +47,8 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostNode, PromptTimeout: f.route.promptTimeout, Audit: g.auditRecorder(dir), CloseAudit: true,
-		Warn: func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		Prompter: asksock.LocalPrompter(dir),
+		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err

@@ -10,9 +10,9 @@ import (
 
 	"github.com/charmbracelet/x/term"
 
-	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -80,7 +80,7 @@ type progressPrompter struct {
 }
 
 // Prompt implements host.Prompter.
-func (p progressPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+func (p progressPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	what := "waiting for approval of " + textsafe.Line(req.Command)
 	if req.ExpiresAtMs > 0 {
 		what += fmt.Sprintf("; askFallback=%s at %s", req.Fallback, time.UnixMilli(req.ExpiresAtMs).Format("15:04:05"))

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/approver/web"
+	"github.com/exechost/exechost/internal/approverui/web"
 	"github.com/exechost/exechost/internal/bridge"
 )
 

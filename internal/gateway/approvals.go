@@ -11,11 +11,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/idprefix"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // Bounds on prompts routed through the gateway.
@@ -33,14 +34,14 @@ const (
 var ErrPromptWithdrawn = errors.New("prompt withdrawn by its execution host")
 
 // approvalHub holds the prompts routed to the gateway (from nodes and from
-// the gateway's own engine) in one approver.Broker, shared with the web
+// the gateway's own engine) in one asksock.Broker, shared with the web
 // UI, and mirrors the broker's changes to operator clients as
 // exec.approval.requested / exec.approval.resolved events.
 type approvalHub struct {
-	broker *approver.Broker
+	broker *asksock.Broker
 	log    func(msg string, args ...any)
 	// onAnswer hears every prompt's outcome, for the audit log (audit.go).
-	onAnswer func(req approver.PromptRequest, peer, id string, a policy.Approval, by string, err error)
+	onAnswer func(req prompt.Request, peer, id string, a policy.Approval, by string, err error)
 
 	mu        sync.Mutex
 	operators map[*bridge.Conn]*operatorState
@@ -66,7 +67,7 @@ type operatorState struct {
 
 func newApprovalHub(log func(string, ...any)) *approvalHub {
 	h := &approvalHub{
-		broker:    approver.NewBroker(),
+		broker:    asksock.NewBroker(),
 		log:       log,
 		operators: make(map[*bridge.Conn]*operatorState),
 		nodeRefs:  make(map[string]nodePrompt),
@@ -116,10 +117,10 @@ func (h *approvalHub) removeOperator(c *bridge.Conn) {
 
 // broadcast sends each queue change to every operator, in order, and the
 // current queue to each operator that joins.
-func (h *approvalHub) broadcast(ch <-chan approver.Change) {
+func (h *approvalHub) broadcast(ch <-chan asksock.Change) {
 	defer close(h.done)
 	for {
-		var c approver.Change
+		var c asksock.Change
 		select {
 		case oc := <-h.joins:
 			h.mu.Lock()
@@ -143,11 +144,11 @@ func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 		var event string
 		var payload any
 		switch c.Kind {
-		case approver.ChangeAdded:
+		case asksock.ChangeAdded:
 			event, payload = approvalroute.EventRequested, requested(c.Pending)
-		case approver.ChangeResolved:
+		case asksock.ChangeResolved:
 			event, payload = approvalroute.EventResolved, approvalroute.Resolved{ID: c.Pending.ID, Outcome: approvalroute.OutcomeAnswered, Decision: string(c.Decision), By: c.By}
-		case approver.ChangeExpired:
+		case asksock.ChangeExpired:
 			event, payload = approvalroute.EventResolved, approvalroute.Resolved{ID: c.Pending.ID, Outcome: approvalroute.OutcomeExpired}
 		default:
 			continue
@@ -168,7 +169,7 @@ func (h *approvalHub) broadcast(ch <-chan approver.Change) {
 				continue // its snapshot, taken later, covers this change
 			}
 			if t.st.seen[id] {
-				if c.Kind == approver.ChangeAdded {
+				if c.Kind == asksock.ChangeAdded {
 					delete(t.st.seen, id) // announced in its snapshot
 					continue
 				}
@@ -192,7 +193,7 @@ func (h *approvalHub) send(oc *bridge.Conn, event string, payload any, id string
 }
 
 // requested is the wire view of a pending prompt.
-func requested(p approver.Pending) approvalroute.Requested {
+func requested(p asksock.Pending) approvalroute.Requested {
 	r := approvalroute.Requested{
 		ID: p.ID, Request: p.Request, Host: p.Request.Host, NodeID: p.Request.NodeID,
 		ExpiresAtMs: p.ExpiresAt.UnixMilli(), ReceivedAtMs: p.ReceivedAt.UnixMilli(),
@@ -205,8 +206,8 @@ func requested(p approver.Pending) approvalroute.Requested {
 
 // submit queues a prompt and waits for an operator's answer, ctx's end or
 // the prompt's expiry (capped at MaxPromptWait), whichever comes first.
-// Expiry returns an error wrapping approver.ErrTimeout.
-func (h *approvalHub) submit(ctx context.Context, req approver.PromptRequest, peer string) (id string, a policy.Approval, by string, err error) {
+// Expiry returns an error wrapping asksock.ErrTimeout.
+func (h *approvalHub) submit(ctx context.Context, req prompt.Request, peer string) (id string, a policy.Approval, by string, err error) {
 	now := time.Now()
 	exp := now.Add(MaxPromptWait)
 	if req.ExpiresAtMs > 0 {
@@ -218,10 +219,10 @@ func (h *approvalHub) submit(ctx context.Context, req approver.PromptRequest, pe
 	id = uuid.NewString()
 	wctx, cancel := context.WithDeadline(ctx, exp)
 	defer cancel()
-	a, by, err = h.broker.Submit(wctx, approver.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
+	a, by, err = h.broker.Submit(wctx, asksock.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
 	if err != nil {
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("%w: no operator answered prompt %s by %s", approver.ErrTimeout, id, exp.Format(time.TimeOnly))
+			err = fmt.Errorf("%w: no operator answered prompt %s by %s", asksock.ErrTimeout, id, exp.Format(time.TimeOnly))
 		}
 		a, by = "", ""
 	}
@@ -242,7 +243,7 @@ func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Re
 		err = h.broker.Resolve(id, a, by)
 	}
 	if err != nil {
-		if errors.Is(err, approver.ErrExpired) {
+		if errors.Is(err, asksock.ErrExpired) {
 			// A decision for a prompt whose requester went away (or that
 			// expired): refused, and logged so the refusal is on record.
 			h.log("late decision refused", "id", id, "decision", string(a), "by", by, "err", err)
@@ -258,7 +259,7 @@ func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Re
 func (h *approvalHub) fullID(q string) (string, error) {
 	q = strings.TrimSpace(q)
 	if q == "" {
-		return "", fmt.Errorf("resolve: %w: empty id", approver.ErrUnknownID)
+		return "", fmt.Errorf("resolve: %w: empty id", asksock.ErrUnknownID)
 	}
 	var ids []string
 	for _, p := range h.broker.List() {
@@ -275,13 +276,13 @@ func (h *approvalHub) fullID(q string) (string, error) {
 func resolveError(err error) error {
 	hint := " (hint: `exechost approvals pending` lists the prompts waiting for an answer)"
 	switch {
-	case errors.Is(err, approver.ErrAmbiguousID):
+	case errors.Is(err, asksock.ErrAmbiguousID):
 		return &bridge.Error{Code: bridge.CodeAmbiguous, Message: err.Error()}
-	case errors.Is(err, approver.ErrExpired), errors.Is(err, approver.ErrAnswered):
+	case errors.Is(err, asksock.ErrExpired), errors.Is(err, asksock.ErrAnswered):
 		return &bridge.Error{Code: bridge.CodeStale, Message: err.Error()}
-	case errors.Is(err, approver.ErrNotOffered):
+	case errors.Is(err, asksock.ErrNotOffered):
 		return &bridge.Error{Code: bridge.CodeInvalidRequest, Message: err.Error()}
-	case errors.Is(err, approver.ErrUnknownID):
+	case errors.Is(err, asksock.ErrUnknownID):
 		return &bridge.Error{Code: bridge.CodeNotFound, Message: err.Error() + hint}
 	}
 	return bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
@@ -341,7 +342,7 @@ func (h *approvalHub) nodeRequest(ctx context.Context, nodeID string, p approval
 	switch {
 	case err == nil:
 		return approvalroute.NodeAnswer{ID: id, Decision: string(a), By: by}, nil
-	case errors.Is(err, approver.ErrTimeout):
+	case errors.Is(err, asksock.ErrTimeout):
 		return approvalroute.NodeAnswer{}, &bridge.Error{Code: bridge.CodeTimeout, Message: err.Error()}
 	case errors.Is(context.Cause(ctx), ErrPromptWithdrawn):
 		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %v", id, ErrPromptWithdrawn)
@@ -399,14 +400,14 @@ func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
 type gatewayPrompter struct{ h *approvalHub }
 
 // Prompt implements host.Prompter.
-func (p gatewayPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	req.Host = string(policy.HostGateway)
 	_, a, by, err := p.h.submit(ctx, req, "gateway")
 	if err != nil {
-		if errors.Is(err, approver.ErrTimeout) {
+		if errors.Is(err, asksock.ErrTimeout) {
 			return "", "", err
 		}
-		return "", "", fmt.Errorf("%w: gateway operators: %w", approver.ErrUnreachable, err)
+		return "", "", fmt.Errorf("%w: gateway operators: %w", asksock.ErrUnreachable, err)
 	}
 	return a, by, nil
 }
@@ -419,4 +420,4 @@ func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.appr} }
 
 // Approvals returns the broker holding every prompt routed to this
 // gateway, for UIs served in-process (the web UI).
-func (g *Gateway) Approvals() *approver.Broker { return g.appr.broker }
+func (g *Gateway) Approvals() *asksock.Broker { return g.appr.broker }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // BenchmarkRoutedPrompt measures one prompt routed node → gateway →
@@ -45,7 +45,7 @@ func BenchmarkRoutedPrompt(b *testing.B) {
 	self.Store(op)
 	defer op.Close("bench done")
 	p := n.prompter
-	req := approver.PromptRequest{Command: "true", Choices: []string{"allow-once", "deny"}}
+	req := prompt.Request{Command: "true", Choices: []string{"allow-once", "deny"}}
 	b.ResetTimer()
 	for b.Loop() {
 		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

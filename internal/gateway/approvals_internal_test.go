@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 func newTestHub(t *testing.T) *approvalHub {
@@ -31,7 +32,7 @@ type submitted struct {
 
 // submitAsync queues a prompt and returns its id once it is listed, and
 // the channel its outcome arrives on.
-func submitAsync(t *testing.T, h *approvalHub, ctx context.Context, req approver.PromptRequest) (string, <-chan submitted) {
+func submitAsync(t *testing.T, h *approvalHub, ctx context.Context, req prompt.Request) (string, <-chan submitted) {
 	t.Helper()
 	before := map[string]bool{}
 	for _, p := range h.broker.List() {
@@ -66,8 +67,8 @@ func code(err error) string {
 func TestHubResolve(t *testing.T) {
 	h := newTestHub(t)
 	ctx := t.Context()
-	idA, outA := submitAsync(t, h, ctx, approver.PromptRequest{Command: "a"})
-	idB, outB := submitAsync(t, h, ctx, approver.PromptRequest{Command: "b", Choices: []string{"allow-once", "deny"}})
+	idA, outA := submitAsync(t, h, ctx, prompt.Request{Command: "a"})
+	idB, outB := submitAsync(t, h, ctx, prompt.Request{Command: "b", Choices: []string{"allow-once", "deny"}})
 	common := 0
 	for common < len(idA) && idA[common] == idB[common] {
 		common++
@@ -122,7 +123,7 @@ func TestHubAmbiguousPrefix(t *testing.T) {
 	h := newTestHub(t)
 	byFirst := map[byte][]string{}
 	for range 17 {
-		id, _ := submitAsync(t, h, t.Context(), approver.PromptRequest{})
+		id, _ := submitAsync(t, h, t.Context(), prompt.Request{})
 		byFirst[id[0]] = append(byFirst[id[0]], id)
 	}
 	for c, ids := range byFirst {
@@ -148,24 +149,24 @@ func TestHubAmbiguousPrefix(t *testing.T) {
 func TestHubExpiry(t *testing.T) {
 	h := newTestHub(t)
 	exp := time.Now().Add(30 * time.Millisecond).UnixMilli()
-	_, _, _, err := h.submit(t.Context(), approver.PromptRequest{Command: "x", ExpiresAtMs: exp}, "test")
-	if !errors.Is(err, approver.ErrTimeout) {
+	_, _, _, err := h.submit(t.Context(), prompt.Request{Command: "x", ExpiresAtMs: exp}, "test")
+	if !errors.Is(err, asksock.ErrTimeout) {
 		t.Fatalf("submit = %v, want ErrTimeout", err)
 	}
 	// An expiry in the past expires at once; one beyond MaxPromptWait is
 	// capped (the listing shows the capped deadline).
-	_, _, _, err = h.submit(t.Context(), approver.PromptRequest{ExpiresAtMs: 1}, "test")
-	if !errors.Is(err, approver.ErrTimeout) {
+	_, _, _, err = h.submit(t.Context(), prompt.Request{ExpiresAtMs: 1}, "test")
+	if !errors.Is(err, asksock.ErrTimeout) {
 		t.Fatalf("submit (past expiry) = %v, want ErrTimeout", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	id, out := submitAsync(t, h, ctx, approver.PromptRequest{ExpiresAtMs: time.Now().Add(24 * time.Hour).UnixMilli()})
+	id, out := submitAsync(t, h, ctx, prompt.Request{ExpiresAtMs: time.Now().Add(24 * time.Hour).UnixMilli()})
 	p := h.pending().Approvals
 	if len(p) != 1 || p[0].ID != id || time.UnixMilli(p[0].ExpiresAtMs).After(time.Now().Add(MaxPromptWait)) {
 		t.Fatalf("pending = %+v, want expiry capped at %s", p, MaxPromptWait)
 	}
 	cancel()
-	if got := await(t, out, "the cancelled prompt's end"); got.err == nil || errors.Is(got.err, approver.ErrTimeout) {
+	if got := await(t, out, "the cancelled prompt's end"); got.err == nil || errors.Is(got.err, asksock.ErrTimeout) {
 		t.Fatalf("cancelled submit = %+v, want a non-timeout error", got)
 	}
 	if _, err := h.resolve(id, "allow-once", "late"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "expired") {
@@ -185,7 +186,7 @@ func TestHubNodeRequests(t *testing.T) {
 	start := func(node, ref string) <-chan outcome {
 		ch := make(chan outcome, 1)
 		go func() {
-			a, err := h.nodeRequest(ctx, node, approvalroute.NodeRequest{Ref: ref, Request: approver.PromptRequest{NodeID: "forged", Host: "gateway"}})
+			a, err := h.nodeRequest(ctx, node, approvalroute.NodeRequest{Ref: ref, Request: prompt.Request{NodeID: "forged", Host: "gateway"}})
 			ch <- outcome{a, err}
 		}()
 		return ch

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // policyAsk makes every command a miss that asks, and denies when nobody
@@ -159,7 +160,7 @@ type heldPrompter struct {
 	end   <-chan struct{}
 }
 
-func (h heldPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+func (h heldPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	ch := promptAsync(pctx, h.inner, req)
@@ -182,7 +183,7 @@ type promptAnswer struct {
 
 // promptAsync runs p.Prompt in the background; its answer arrives on the
 // channel.
-func promptAsync(ctx context.Context, p host.Prompter, req approver.PromptRequest) <-chan promptAnswer {
+func promptAsync(ctx context.Context, p host.Prompter, req prompt.Request) <-chan promptAnswer {
 	ch := make(chan promptAnswer, 1)
 	go func() {
 		a, by, err := p.Prompt(ctx, req)
@@ -452,13 +453,13 @@ type gatedPrompter struct {
 	asked  chan struct{}
 }
 
-func (p gatedPrompter) Prompt(ctx context.Context, _ approver.PromptRequest) (policy.Approval, string, error) {
+func (p gatedPrompter) Prompt(ctx context.Context, _ prompt.Request) (policy.Approval, string, error) {
 	p.asked <- struct{}{}
 	select {
 	case a := <-p.answer:
 		return a, "local approver", nil
 	case <-ctx.Done():
-		return "", "", approver.ErrTimeout
+		return "", "", asksock.ErrTimeout
 	}
 }
 
@@ -509,7 +510,7 @@ func TestGatewayPrompter(t *testing.T) {
 	op := e.operator(t, "ops")
 	actx, acancel := context.WithTimeout(context.Background(), waitLong)
 	defer acancel()
-	ch := promptAsync(actx, e.g.Prompter(), approver.PromptRequest{Command: "make", AgentID: "main", Choices: []string{"allow-once", "deny"}})
+	ch := promptAsync(actx, e.g.Prompter(), prompt.Request{Command: "make", AgentID: "main", Choices: []string{"allow-once", "deny"}})
 	req := recv(t, op.requested, "exec.approval.requested")
 	if req.Host != "gateway" || req.Request.Command != "make" {
 		t.Fatalf("requested = %+v", req)
@@ -528,8 +529,8 @@ func TestGatewayPrompter(t *testing.T) {
 	// hanging the test.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, _, err := e.g.Prompter().Prompt(ctx, approver.PromptRequest{Command: "make", ExpiresAtMs: time.Now().Add(20 * time.Millisecond).UnixMilli()})
-	if !errors.Is(err, approver.ErrTimeout) {
+	_, _, err := e.g.Prompter().Prompt(ctx, prompt.Request{Command: "make", ExpiresAtMs: time.Now().Add(20 * time.Millisecond).UnixMilli()})
+	if !errors.Is(err, asksock.ErrTimeout) {
 		t.Errorf("unanswered prompt = %v, want ErrTimeout", err)
 	}
 }

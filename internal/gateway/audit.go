@@ -16,10 +16,11 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/session"
 )
@@ -373,7 +374,7 @@ func (g *Gateway) RecordWebEdit(what, baseHash string) {
 
 // auditRelay records the answer to a prompt the gateway relayed to its
 // operators: who answered what, or that nobody did in time (err).
-func (g *Gateway) auditRelay(req approver.PromptRequest, peer, id string, a policy.Approval, by string, err error) {
+func (g *Gateway) auditRelay(req prompt.Request, peer, id string, a policy.Approval, by string, err error) {
 	rec := audit.Record{
 		Event: audit.EventDecision, SessionKey: req.SessionKey, AgentID: req.AgentID, Host: req.Host, NodeID: req.NodeID,
 		Argv: req.Argv, Command: req.Command, Cwd: req.Cwd, ResolvedPaths: req.ResolvedPaths, DecidedBy: by, Approval: string(a),
@@ -385,7 +386,7 @@ func (g *Gateway) auditRelay(req approver.PromptRequest, peer, id string, a poli
 	case err != nil:
 		rec.Event, rec.Decision, rec.ReasonCode, rec.Actor = audit.EventDenied, audit.DecisionDeny, audit.ReasonNoAnswer, "nobody"
 		rec.Error = err.Error()
-		if errors.Is(err, approver.ErrTimeout) {
+		if errors.Is(err, asksock.ErrTimeout) {
 			rec.Fallback, rec.DecidedBy = true, "askFallback"
 			if req.Fallback != "" {
 				rec.DecidedBy += "=" + req.Fallback

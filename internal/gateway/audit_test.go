@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/metrics"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // memRecorder keeps records in memory; fail makes every Record fail.
@@ -108,12 +109,12 @@ func TestExecRefusalsRecorded(t *testing.T) {
 func TestRelayNoAnswerRecorded(t *testing.T) {
 	rec := &memRecorder{}
 	g := newAuditedGateway(t, rec)
-	req := approver.PromptRequest{Command: "rm -rf /tmp/x", Host: "node", NodeID: "n1", AgentID: "main", SessionKey: "s",
+	req := prompt.Request{Command: "rm -rf /tmp/x", Host: "node", NodeID: "n1", AgentID: "main", SessionKey: "s",
 		Reason: "allowlist-miss", Fallback: "deny", ExpiresAtMs: time.Now().Add(-time.Second).UnixMilli()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id, _, _, err := g.appr.submit(ctx, req, "node n1")
-	if !errors.Is(err, approver.ErrTimeout) {
+	if !errors.Is(err, asksock.ErrTimeout) {
 		t.Fatalf("submit past its deadline: %v", err)
 	}
 	r := rec.last(t)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvalroute"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
@@ -136,8 +137,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
-		Route: approvalroute.Wrap(route, gw.Prompter()),
-		Warn:  func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		Prompter: asksock.LocalPrompter(dir),
+		Route:    approvalroute.Wrap(route, gw.Prompter()),
+		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/shellcmd"
 )
 
@@ -43,7 +43,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 	for i, m := range p.Matched {
 		allowlisted[i] = m != ""
 	}
-	pr := approver.PromptRequest{
+	pr := prompt.Request{
 		Command: p.Text, Argv: req.Argv, Cwd: p.Cwd, Host: string(e.Host),
 		Security: string(p.Effective.Security), Ask: string(p.Effective.Ask),
 		AgentID: req.AgentID, SessionKey: req.SessionKey, NodeID: e.NodeID,
@@ -58,7 +58,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 		// The same computation persist uses: what the human reads is what
 		// gets written.
 		paths, notes := shellcmd.Recordable(p.Analysis)
-		pr.AllowAlways = &approver.AllowAlwaysPlan{Add: paths, Skipped: notes}
+		pr.AllowAlways = &prompt.AllowAlwaysPlan{Add: paths, Skipped: notes}
 	}
 	a, by, err := e.Prompter.Prompt(pctx, pr)
 	if err != nil && ctx.Err() != nil {

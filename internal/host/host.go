@@ -11,9 +11,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -21,7 +21,7 @@ import (
 // when no answer could be had (unreachable, timed out, unverifiable reply);
 // the engine then applies askFallback.
 type Prompter interface {
-	Prompt(ctx context.Context, req approver.PromptRequest) (answer policy.Approval, by string, err error)
+	Prompt(ctx context.Context, req prompt.Request) (answer policy.Approval, by string, err error)
 }
 
 // Lifecycle event kinds, as node events and system events name them.

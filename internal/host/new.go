@@ -23,8 +23,11 @@ type Options struct {
 	// log ("gateway"/"gateway" on the gateway).
 	Host   policy.Host
 	NodeID string
-	// Prompter asks a human. Nil means this machine's approver socket
-	// (LocalPrompter); wrap that one with Route to send prompts elsewhere.
+	// Prompter asks a human: normally this machine's approver socket
+	// (asksock.LocalPrompter(StateDir)); Route may wrap it to send prompts
+	// elsewhere. Nil asks nobody, so askFallback decides every prompt.
+	// host does not build the socket prompter itself: the approval socket
+	// package sits above host (its exec host runs a host.Engine).
 	Prompter Prompter
 	// Route, when set, replaces the local prompter with the prompter
 	// approvals.route names (it is given the local one to wrap or keep).
@@ -74,9 +77,6 @@ func New(opts Options) (*Engine, error) {
 		e.closeAudit = opts.Audit.Close
 	}
 	e.Prompter = opts.Prompter
-	if e.Prompter == nil {
-		e.Prompter = &SocketPrompter{Store: store}
-	}
 	if opts.Route != nil {
 		p, err := opts.Route(e.Prompter)
 		if err != nil {

@@ -7,20 +7,21 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/state"
 )
 
 type stubPrompter struct{ wrapped Prompter }
 
-func (stubPrompter) Prompt(context.Context, approver.PromptRequest) (policy.Approval, string, error) {
+func (stubPrompter) Prompt(context.Context, prompt.Request) (policy.Approval, string, error) {
 	return policy.Reject, "stub", nil
 }
 
 // TestNewBuildsTheEngine: one call sets every part the daemons used to set
-// in steps; the route receives the local socket prompter to wrap.
+// in steps; the route receives Options.Prompter (the local socket
+// prompter, in the daemons) to wrap.
 func TestNewBuildsTheEngine(t *testing.T) {
 	dir := t.TempDir()
 	rec, err := audit.OpenRecorder(dir, nil)
@@ -29,8 +30,9 @@ func TestNewBuildsTheEngine(t *testing.T) {
 	}
 	defer rec.Close()
 	var gotLocal Prompter
+	local := &stubPrompter{} // a pointer: compared by identity below
 	e, err := New(Options{
-		StateDir: dir, Host: policy.HostNode, NodeID: "n1", Audit: rec, OnEvent: func(Event) {},
+		StateDir: dir, Host: policy.HostNode, NodeID: "n1", Audit: rec, OnEvent: func(Event) {}, Prompter: local,
 		Route: func(local Prompter) (Prompter, error) { gotLocal = local; return stubPrompter{local}, nil },
 	})
 	if err != nil {
@@ -40,8 +42,8 @@ func TestNewBuildsTheEngine(t *testing.T) {
 	if e.Host != policy.HostNode || e.NodeID != "n1" || e.OnEvent == nil || e.OnAudit == nil {
 		t.Errorf("engine %+v: host, node id, events or audit not set", e)
 	}
-	if _, ok := gotLocal.(*SocketPrompter); !ok {
-		t.Errorf("route got %T, want the local *SocketPrompter", gotLocal)
+	if gotLocal != Prompter(local) {
+		t.Errorf("route got %#v, want Options.Prompter to wrap", gotLocal)
 	}
 	if p, ok := e.Prompter.(stubPrompter); !ok || p.wrapped != gotLocal {
 		t.Errorf("prompter %T, want the route's", e.Prompter)

@@ -9,10 +9,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // cancelTimeout bounds the node.approval.cancel sent when a prompt is
@@ -27,21 +28,21 @@ const (
 // to the gateway (node.approval.request), where operators answer them
 // from anywhere. Every failure to get an answer wraps an approver
 // sentinel, so the engine applies askFallback: not connected or the
-// connection dropped → approver.ErrUnreachable; nobody answered before
-// the prompt expired → approver.ErrTimeout; an answer that is not one of
-// the offered decisions → approver.ErrBadReply. Combine it with the local
+// connection dropped → asksock.ErrUnreachable; nobody answered before
+// the prompt expired → asksock.ErrTimeout; an answer that is not one of
+// the offered decisions → asksock.ErrBadReply. Combine it with the local
 // socket prompter through approvalroute.Prompter for --approvals-route.
 func (r *Runner) GatewayPrompter() host.Prompter { return gatewayPrompter{r} }
 
 type gatewayPrompter struct{ r *Runner }
 
 // Prompt implements host.Prompter.
-func (p gatewayPrompter) Prompt(ctx context.Context, req approver.PromptRequest) (policy.Approval, string, error) {
+func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	p.r.mu.Lock()
 	c := p.r.conn
 	p.r.mu.Unlock()
 	if c == nil || c.Err() != nil {
-		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", approver.ErrUnreachable)
+		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", asksock.ErrUnreachable)
 	}
 	ref := uuid.NewString()
 	// The call runs under its own deadline, not ctx: a WebSocket write
@@ -76,18 +77,18 @@ func (p gatewayPrompter) Prompt(ctx context.Context, req approver.PromptRequest)
 			defer cancel()
 			_ = c.Call(wctx, approvalroute.MethodNodeCancel, approvalroute.NodeCancel{Ref: ref}, nil)
 		}()
-		return "", "", fmt.Errorf("%w: gateway prompt: %w", approver.ErrTimeout, context.Cause(ctx))
+		return "", "", fmt.Errorf("%w: gateway prompt: %w", asksock.ErrTimeout, context.Cause(ctx))
 	}
 	if err != nil {
 		var be *bridge.Error
 		if errors.As(err, &be) && be.Code == bridge.CodeTimeout {
-			return "", "", fmt.Errorf("%w: gateway: %s", approver.ErrTimeout, be.Message)
+			return "", "", fmt.Errorf("%w: gateway: %s", asksock.ErrTimeout, be.Message)
 		}
-		return "", "", fmt.Errorf("%w: gateway prompt: %w", approver.ErrUnreachable, err)
+		return "", "", fmt.Errorf("%w: gateway prompt: %w", asksock.ErrUnreachable, err)
 	}
 	a, err := policy.ParseApproval(ans.Decision)
-	if err != nil || !a.Valid() || !approver.Offered(req, a) {
-		return "", "", fmt.Errorf("%w: gateway answered %q, which this prompt did not offer", approver.ErrBadReply, ans.Decision)
+	if err != nil || !a.Valid() || !asksock.Offered(req, a) {
+		return "", "", fmt.Errorf("%w: gateway answered %q, which this prompt did not offer", asksock.ErrBadReply, ans.Decision)
 	}
 	by := ans.By
 	if by == "" {

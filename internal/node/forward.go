@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -76,7 +76,7 @@ func ParseExecFallback(s string) (string, error) {
 // ErrCompanionUnavailable and an exec.denied event.
 type Forwarder struct {
 	// Client reaches the approver.
-	Client *approver.ExecClient
+	Client *asksock.ExecClient
 	// Local is the node's own engine, for execFallback local.
 	Local Executor
 	// Fallback is FallbackLocal or FallbackDeny; anything else denies.
@@ -103,7 +103,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 
 	var (
 		res bridge.SystemRunResult
-		err = fmt.Errorf("%w: no exec client configured", approver.ErrUnreachable)
+		err = fmt.Errorf("%w: no exec client configured", asksock.ErrUnreachable)
 	)
 	if f.Client != nil {
 		res, err = f.Client.Exec(ctx, req.Wire(nid))
@@ -127,7 +127,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 			f.emit(d, host.EventDenied)
 		}
 		return failed(be), be
-	case !approver.ExecNotRun(err):
+	case !asksock.ExecNotRun(err):
 		rerr := fmt.Errorf("%w: %w", ErrForward, err)
 		return failed(rerr), rerr
 	}

@@ -21,8 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
-	"github.com/exechost/exechost/internal/approver/apphost"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -55,14 +54,14 @@ func fwdStateDir(t *testing.T, sec policy.Security, ask policy.Ask, allow ...str
 }
 
 // execClient returns the exec client a node with state dir dir uses.
-func execClient(t *testing.T, dir string) *approver.ExecClient {
+func execClient(t *testing.T, dir string) *asksock.ExecClient {
 	t.Helper()
 	st := approvals.NewStore(dir)
 	f, err := st.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &approver.ExecClient{SocketPath: st.SocketPath(f), Token: []byte(f.Socket.Token)}
+	return &asksock.ExecClient{SocketPath: st.SocketPath(f), Token: []byte(f.Socket.Token)}
 }
 
 // serveApprover runs an exec-host approver for dir (as `exechost approver
@@ -73,8 +72,8 @@ func serveApprover(ctx context.Context, dir string) (<-chan error, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := approver.NewBroker()
-	srv := &approver.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: apphost.New(dir, b, nil)}
+	b := asksock.NewBroker()
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(dir, b, nil)}
 	if err := srv.Listen(); err != nil {
 		return nil, err
 	}
@@ -245,7 +244,7 @@ func TestForwardLostNoFallback(t *testing.T) {
 	fw, ev := forwarder(t, dir, dir, FallbackLocal)
 	marker := filepath.Join(dir, "marker")
 	_, err = fw.Run(context.Background(), host.Request{Argv: []string{"/usr/bin/touch", marker}})
-	if !errors.Is(err, ErrForward) || !errors.Is(err, approver.ErrBadReply) {
+	if !errors.Is(err, ErrForward) || !errors.Is(err, asksock.ErrBadReply) {
 		t.Errorf("Run: %v, want ErrForward wrapping ErrBadReply", err)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -314,7 +313,7 @@ func TestHelperExecHost(t *testing.T) {
 func TestForwardSessionContext(t *testing.T) {
 	dbusRun := testdep.Binary(t, "dbus-run-session")
 	xvfb := testdep.Binary(t, "Xvfb")
-	for _, name := range approver.SessionEnv {
+	for _, name := range asksock.SessionEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			os.Unsetenv(name)
 			t.Cleanup(func() { os.Setenv(name, v) })

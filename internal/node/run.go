@@ -9,7 +9,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/service"
@@ -94,6 +94,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer rec.Close()
 	eng, err := host.New(host.Options{
 		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent,
+		Prompter:      asksock.LocalPrompter(opts.StateDir),
 		PromptTimeout: opts.PromptTimeout,
 		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
 		Warn:          func(err error) { log.Warn("process reaper unavailable", "err", err) },
@@ -129,7 +130,7 @@ func executor(dir string, eng *host.Engine, mode, fallback string) (Executor, er
 		return nil, err
 	}
 	return &Forwarder{
-		Client:   &approver.ExecClient{SocketPath: st.SocketPath(f), Token: []byte(f.Socket.Token)},
+		Client:   &asksock.ExecClient{SocketPath: st.SocketPath(f), Token: []byte(f.Socket.Token)},
 		Local:    eng,
 		Fallback: fallback,
 	}, nil

@@ -1,8 +1,0 @@
-//go:build !windows
-
-package approver
-
-// platformSupported reports whether the approval socket can check its
-// peers here. Unix systems without peer credentials in peercred still fail
-// closed per connection.
-func platformSupported() error { return nil }

@@ -1,0 +1,38 @@
+package asksock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// AutoDecide answers every prompt in b with a, as "by", until ctx is done:
+// for scripted environments and tests (`exechost approver --auto-decide`).
+// A prompt that does not offer a is denied, never approved more broadly.
+func AutoDecide(ctx context.Context, b *Broker, a policy.Approval, by string) {
+	ch, stop := b.Subscribe()
+	defer stop()
+	decide := func(p Pending) {
+		err := b.Resolve(p.ID, a, by)
+		if errors.Is(err, ErrNotOffered) {
+			b.Resolve(p.ID, policy.Reject, by)
+		}
+	}
+	for _, p := range b.List() { // queued before we subscribed
+		decide(p)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-ch:
+			if !ok {
+				return
+			}
+			if c.Kind == ChangeAdded {
+				decide(c.Pending)
+			}
+		}
+	}
+}

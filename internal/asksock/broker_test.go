@@ -1,0 +1,162 @@
+package asksock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
+)
+
+type result struct {
+	a   policy.Approval
+	by  string
+	err error
+}
+
+// submit queues p in the background and waits until it is listed.
+func submit(t *testing.T, b *Broker, ctx context.Context, p Pending) <-chan result {
+	t.Helper()
+	ch, stop := b.Subscribe()
+	defer stop()
+	out := make(chan result, 1)
+	go func() {
+		a, by, err := b.Submit(ctx, p)
+		out <- result{a, by, err}
+	}()
+	for c := range ch {
+		if c.Kind == ChangeAdded && c.Pending.ID == p.ID {
+			break
+		}
+	}
+	return out
+}
+
+func TestBrokerResolve(t *testing.T) {
+	noAlways := prompt.Request{Command: "x", Choices: []string{"allow-once", "deny"}}
+	tests := []struct {
+		name    string
+		queued  []Pending
+		id      string
+		a       policy.Approval
+		wantErr error
+		want    string // id that gets the answer
+	}{
+		{"exact", []Pending{{ID: "abc123"}, {ID: "abd456"}}, "abc123", policy.AllowOnce, nil, "abc123"},
+		{"unique prefix", []Pending{{ID: "abc123"}, {ID: "abd456"}}, "abc", policy.Reject, nil, "abc123"},
+		{"ambiguous prefix", []Pending{{ID: "abc123"}, {ID: "abd456"}}, "ab", policy.AllowOnce, ErrAmbiguousID, ""},
+		{"unknown", []Pending{{ID: "abc123"}}, "zz", policy.AllowOnce, ErrUnknownID, ""},
+		{"empty id", []Pending{{ID: "abc123"}}, " ", policy.AllowOnce, ErrUnknownID, ""},
+		{"invalid decision", []Pending{{ID: "abc123"}}, "abc123", "allow-forever", policy.ErrInvalidValue, ""},
+		{"allow-always not offered", []Pending{{ID: "abc123", Request: noAlways}}, "abc", policy.AllowAlways, ErrNotOffered, ""},
+		{"deny always offered", []Pending{{ID: "abc123", Request: noAlways}}, "abc", policy.Reject, nil, "abc123"},
+		{"past ExpiresAt", []Pending{{ID: "abc123", ExpiresAt: time.Now().Add(-time.Second)}, {ID: "x"}}, "abc", policy.AllowOnce, ErrExpired, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBroker()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			waits := map[string]<-chan result{}
+			for _, p := range tt.queued {
+				waits[p.ID] = submit(t, b, ctx, p)
+			}
+			err := b.Resolve(tt.id, tt.a, "tester")
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Resolve = %v, want %v", err, tt.wantErr)
+			}
+			if tt.want == "" {
+				live := 0
+				for _, p := range tt.queued {
+					if p.ExpiresAt.IsZero() || p.ExpiresAt.After(time.Now()) {
+						live++
+					}
+				}
+				if n := len(b.List()); n != live {
+					t.Errorf("List has %d prompts after a failed Resolve, want %d (expired ones hidden)", n, live)
+				}
+				return
+			}
+			r := <-waits[tt.want]
+			if r.err != nil || r.a != tt.a || r.by != "tester" {
+				t.Errorf("Submit = %q by %q, %v; want %q by tester", r.a, r.by, r.err, tt.a)
+			}
+		})
+	}
+}
+
+func TestBrokerLateAnswers(t *testing.T) {
+	b := NewBroker()
+	w := submit(t, b, t.Context(), Pending{ID: "answered-1"})
+	if err := b.Resolve("answered-1", policy.AllowOnce, "x"); err != nil {
+		t.Fatal(err)
+	}
+	<-w
+	if err := b.Resolve("answered", policy.AllowOnce, "x"); !errors.Is(err, ErrAnswered) {
+		t.Errorf("second answer: %v, want ErrAnswered (allow-once is single-use)", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	w = submit(t, b, ctx, Pending{ID: "expired-1"})
+	cancel()
+	if r := <-w; !errors.Is(r.err, ErrExpired) || r.a != "" {
+		t.Fatalf("Submit after cancel = %+v, want ErrExpired", r)
+	}
+	if err := b.Resolve("expired-1", policy.AllowOnce, "x"); !errors.Is(err, ErrExpired) {
+		t.Errorf("answer after expiry: %v, want ErrExpired", err)
+	}
+	if _, _, err := b.Submit(t.Context(), Pending{ID: "expired-1"}); !errors.Is(err, ErrDuplicateID) {
+		t.Errorf("reusing an id: %v, want ErrDuplicateID", err)
+	}
+}
+
+func TestBrokerListOrderAndIndependence(t *testing.T) {
+	b := NewBroker()
+	t0 := time.Now()
+	var waits []<-chan result
+	for i := range 5 {
+		p := Pending{ID: fmt.Sprintf("p%d", 4-i), ReceivedAt: t0.Add(time.Duration(i) * time.Second)}
+		waits = append(waits, submit(t, b, t.Context(), p))
+	}
+	var ids []string
+	for _, p := range b.List() {
+		ids = append(ids, p.ID)
+	}
+	if diff := cmp.Diff([]string{"p4", "p3", "p2", "p1", "p0"}, ids); diff != "" {
+		t.Errorf("List order (-want +got):\n%s", diff)
+	}
+	// Answering the newest first does not wait for the oldest.
+	if err := b.Resolve("p0", policy.Reject, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waits[4]; r.a != policy.Reject {
+		t.Errorf("p0 got %+v", r)
+	}
+	if n := len(b.List()); n != 4 {
+		t.Errorf("%d pending, want 4", n)
+	}
+}
+
+// TestBrokerSlowSubscriber: a subscriber that never reads does not block
+// the queue.
+func TestBrokerSlowSubscriber(t *testing.T) {
+	b := NewBroker()
+	_, stop := b.Subscribe() // never read
+	defer stop()
+	for i := range 3 * subBuffer {
+		id := fmt.Sprint("id", i)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b.Submit(t.Context(), Pending{ID: id})
+		}()
+		for b.Resolve(id, policy.AllowOnce, "x") != nil {
+			time.Sleep(time.Millisecond) // not yet queued
+		}
+		<-done
+	}
+}
