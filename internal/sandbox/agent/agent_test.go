@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -161,11 +162,25 @@ func alive(marker string) []string {
 	var out []string
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err == nil && bytes.Contains(b, []byte(marker)) {
+		// cmdline separates arguments with NULs: "sleep 1234.5" is
+		// "sleep\x001234.5\x00" for the sleep itself.
+		if err == nil && bytes.Contains(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), []byte(marker)) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// killAll SIGKILLs every process carrying marker and waits until they
+// are gone.
+func killAll(t *testing.T, marker string) {
+	t.Helper()
+	for _, p := range alive(marker) {
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	waitGone(t, marker)
 }
 
 // waitGone waits (with a deadline) until no process carries marker.
@@ -296,6 +311,10 @@ func TestDeadAgent(t *testing.T) {
 	t.Run("mid-command: died", func(t *testing.T) {
 		c, p := connect(t)
 		marker := filepath.Join(t.TempDir(), "started")
+		// Here the agent runs without the pid namespace it has in a
+		// sandbox (where its death ends every process inside), so its
+		// orphaned command would outlive the test: end it.
+		t.Cleanup(func() { killAll(t, "sleep 1234.7") })
 		done := make(chan error, 1)
 		go func() {
 			_, err := c.Exec(context.Background(), Request{Argv: []string{"/bin/sh", "-c", "touch " + marker + "; sleep 1234.7"}})
