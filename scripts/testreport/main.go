@@ -1,7 +1,8 @@
 // Command testreport reads `go test -json` on stdin and prints what a
 // person needs from a full run: each package's result line, the whole
 // output of every failing test (and of a package that failed outside its
-// tests), and at the end every skipped test with its reason, so a skip —
+// tests, or died while a test ran: that test's output, stack dump
+// included), and at the end every skipped test with its reason, so a skip —
 // a dependency that was absent, say — is never invisible.
 //
 //	go test -json ./... | go run ./scripts/testreport
@@ -73,8 +74,23 @@ func report(r io.Reader, w io.Writer) ([]skip, error) {
 		case "fail":
 			if e.Test != "" {
 				fmt.Fprint(w, strings.Join(buf[k], ""))
+				delete(buf, k)
+				continue
 			}
-			delete(buf, k)
+			// The package failed: a test that never ended was running
+			// when the binary died (a panic, -timeout's stack dump, a
+			// SIGQUIT), and its output holds the why. Show it.
+			var open []string
+			for bk := range buf {
+				if bk.pkg == e.Package {
+					open = append(open, bk.test)
+				}
+			}
+			sort.Strings(open)
+			for _, name := range open {
+				fmt.Fprintf(w, "=== %s %s never finished; its output:\n%s", e.Package, name, strings.Join(buf[key{e.Package, name}], ""))
+				delete(buf, key{e.Package, name})
+			}
 		case "skip":
 			if e.Test != "" {
 				skips = append(skips, skip{e.Package, e.Test, reason(buf[k])})

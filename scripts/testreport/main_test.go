@@ -23,6 +23,10 @@ func TestReport(t *testing.T) {
 		`{"Action":"skip","Package":"p","Test":"TestDocker"}`,
 		`{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}`,
 		`not json: build output`,
+		`{"Action":"output","Package":"q","Test":"TestHang","Output":"=== RUN   TestHang\n"}`,
+		`{"Action":"output","Package":"q","Test":"TestHang","Output":"panic: test timed out after 1m0s\n"}`,
+		`{"Action":"output","Package":"q","Output":"FAIL\tq\t60.0s\n"}`,
+		`{"Action":"fail","Package":"q"}`,
 	}, "\n")
 	var out bytes.Buffer
 	skips, err := report(strings.NewReader(in), &out)
@@ -31,6 +35,7 @@ func TestReport(t *testing.T) {
 	}
 	printSkips(&out, skips)
 	want := "    bad_test.go:9: boom\n--- FAIL: TestBad (0.00s)\nFAIL\tp\t0.1s\nnot json: build output\n" +
+		"FAIL\tq\t60.0s\n=== q TestHang never finished; its output:\n=== RUN   TestHang\npanic: test timed out after 1m0s\n" +
 		"\n=== skipped tests: 1\nSKIP p TestDocker: d_test.go:3: SKIP: docker: no daemon answers\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
