@@ -57,12 +57,17 @@ type nodePrompt struct {
 	cancel context.CancelCauseFunc
 }
 
-// operatorState is one operator connection's event stream. joined and
-// seen belong to the broadcast loop alone.
+// operatorState is one operator connection's event stream. joined, seen
+// and q belong to the broadcast loop alone.
 type operatorState struct {
 	name   string
 	joined bool            // has been sent the queue as it was on joining
 	seen   map[string]bool // ids in that snapshot whose "added" change is still to come
+	// q is the operator's own send queue (made on joining), so one
+	// operator that stops reading delays no other and no queue change
+	// (the broker drops changes for a subscriber that lags): it is
+	// dropped instead, and sent the queue afresh when it reconnects.
+	q *bridge.SendQueue
 }
 
 func newApprovalHub(log func(string, ...any)) *approvalHub {
@@ -129,10 +134,12 @@ func (h *approvalHub) broadcast(ch <-chan asksock.Change) {
 			if st == nil || st.joined {
 				continue
 			}
+			list := h.broker.List()
 			st.joined, st.seen = true, map[string]bool{}
-			for _, p := range h.broker.List() {
+			st.q = bridge.NewSendQueue(oc, len(list)+bridge.DefaultSendQueue)
+			for _, p := range list {
 				st.seen[p.ID] = true
-				h.send(oc, approvalroute.EventRequested, requested(p), p.ID)
+				h.send(st, approvalroute.EventRequested, requested(p), p.ID)
 			}
 			continue
 		case chg, ok := <-ch:
@@ -175,20 +182,22 @@ func (h *approvalHub) broadcast(ch <-chan asksock.Change) {
 				}
 				delete(t.st.seen, id)
 			}
-			h.send(t.c, event, payload, id)
+			h.send(t.st, event, payload, id)
 		}
 	}
 }
 
-// send writes one event to one operator. The write is bounded by the
-// connection's own bridge.WriteTimeout: a caller's deadline cannot cut a
-// frame short (that would drop the whole connection), so none is set here.
-func (h *approvalHub) send(oc *bridge.Conn, event string, payload any, id string) {
-	if oc.Err() != nil {
-		return
-	}
-	if err := oc.Notify(oc.Context(), event, payload); err != nil {
-		h.log("approval event not delivered", "event", event, "id", id, "err", err)
+// send queues one event for one operator without waiting for the write
+// (which the queue bounds by bridge.WriteTimeout). An operator whose queue
+// is full is disconnected by it.
+func (h *approvalHub) send(st *operatorState, event string, payload any, id string) {
+	err := st.q.Enqueue(event, payload)
+	switch {
+	case err == nil:
+	case errors.Is(err, bridge.ErrSlowPeer):
+		h.log("operator disconnected: it stopped reading approval events", "operator", st.name, "err", err)
+	case !errors.Is(err, bridge.ErrClosed):
+		h.log("approval event not delivered", "event", event, "id", id, "operator", st.name, "err", err)
 	}
 }
 

@@ -2,12 +2,17 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/asksock"
@@ -322,5 +327,80 @@ func await[T any](t testing.TB, ch <-chan T, what string) T {
 		t.Fatalf("timed out after a minute waiting for %s", what)
 		var zero T
 		return zero
+	}
+}
+
+// serverConn returns the gateway side of a loopback WebSocket. With read
+// its client is a bridge.Conn that hands events to onEvent; without, nothing
+// ever reads from the client's socket.
+func serverConn(t *testing.T, read bool, onEvent bridge.EventHandler) *bridge.Conn {
+	t.Helper()
+	got := make(chan *bridge.Conn, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		got <- bridge.NewConn(ws, bridge.Options{NoPing: true})
+	}))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read {
+		cli := bridge.NewConn(ws, bridge.Options{NoPing: true, OnEvent: onEvent})
+		t.Cleanup(func() { cli.Close("test done") })
+	} else {
+		t.Cleanup(func() { ws.CloseNow() })
+	}
+	c := await(t, got, "server side of the connection")
+	t.Cleanup(func() { c.Close("test done") })
+	return c
+}
+
+// TestHubSlowOperator: an operator that stops reading delays no other. The
+// reading operator sees every prompt announced and resolved, in order,
+// while the other's writes are blocked; the stalled one is disconnected
+// once its own queue is full, and the broadcast never waited on it.
+func TestHubSlowOperator(t *testing.T) {
+	h := newTestHub(t)
+	events := make(chan string, 1)
+	fast := serverConn(t, true, func(event string, payload json.RawMessage) {
+		var p struct{ ID string }
+		_ = json.Unmarshal(payload, &p)
+		events <- event + " " + p.ID
+	})
+	slow := serverConn(t, false, nil)
+	h.addOperator(fast, "fast")
+	h.addOperator(slow, "stalled")
+	// A long command fills the stalled socket's buffers in a few events.
+	big := strings.Repeat("x", 32<<10)
+	for n := 0; ; n++ {
+		if n == 5000 {
+			t.Fatal("the stalled operator was never disconnected")
+		}
+		id, out := submitAsync(t, h, t.Context(), prompt.Request{Command: big})
+		if _, err := h.resolve(id, "deny", "tester"); err != nil {
+			t.Fatal(err)
+		}
+		await(t, out, "prompt answer")
+		// Each event reaches the reading operator before the next prompt
+		// is made, so the stalled one falls behind because its writes
+		// block, not because a burst outran a healthy writer.
+		for _, want := range []string{approvalroute.EventRequested + " " + id, approvalroute.EventResolved + " " + id} {
+			if got := await(t, events, want); got != want {
+				t.Fatalf("reading operator got %q, want %q", got, want)
+			}
+		}
+		if slow.Err() != nil {
+			t.Logf("stalled operator disconnected after %d prompts: %v", n+1, slow.Err())
+			if !errors.Is(slow.Err(), bridge.ErrSlowPeer) {
+				t.Errorf("disconnect reason = %v, want ErrSlowPeer", slow.Err())
+			}
+			return
+		}
 	}
 }
