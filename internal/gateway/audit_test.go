@@ -88,16 +88,23 @@ func TestExecRefusalsRecorded(t *testing.T) {
 	}
 	// An agent whose in-flight limit is full is refused BUSY, with its
 	// own reason code.
-	g.adm.mu.Lock()
-	g.adm.perAgent = map[string]int{"hog": 1 << 20}
-	g.adm.mu.Unlock()
+	var held []func()
+	for {
+		release, err := g.admit(g.cfg.Load(), "hog")
+		if err != nil {
+			break
+		}
+		if held = append(held, release); len(held) > 1<<16 {
+			t.Fatal("admission never refuses: no per-agent limit")
+		}
+	}
 	_, err := g.Exec(ctx, bridge.ExecParams{Command: "true", Host: "sandbox", AgentID: "hog", SessionKey: "s"})
 	if r := rec.last(t); bridge.AsError(err).Code != bridge.CodeBusy || r.Event != audit.EventDenied || r.ReasonCode != audit.ReasonBusy || r.Reason != bridge.AsError(err).Message {
 		t.Errorf("busy: err = %v, record = %+v", err, r)
 	}
-	g.adm.mu.Lock()
-	g.adm.perAgent = nil
-	g.adm.mu.Unlock()
+	for _, release := range held {
+		release()
+	}
 	rec.fail = errors.New("disk full")
 	if _, err := g.Exec(ctx, bridge.ExecParams{Command: "true", Host: "gateway", Security: "deny"}); bridge.AsError(err).Code != bridge.CodeDenied {
 		t.Errorf("with a failing audit log the refusal must stand: %v", err)

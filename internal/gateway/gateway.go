@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/exechost/exechost/internal/metrics"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/exechost/exechost/internal/inflight"
+	"github.com/exechost/exechost/internal/metrics"
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
@@ -99,9 +101,9 @@ type Gateway struct {
 	execNodes []execNode     // web UI binding edits, kept until restart (config.go)
 
 	fingerprint string
-	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
-	adm         admission    // execs in flight against gateway.limits (admission.go)
-	execCalls   atomic.Int64 // exec requests not yet returned (dispatch.go; drain.go waits for them)
+	unauth      unauthAudit      // rate limit on records about unauthenticated peers (audit.go)
+	adm         inflight.Limiter // execs in flight against gateway.limits (admission.go)
+	execCalls   atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
 }
 
 // New opens the gateway's state (creating the token on first start).

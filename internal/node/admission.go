@@ -1,8 +1,6 @@
 package node
 
 import (
-	"sync"
-
 	"github.com/exechost/exechost/internal/bridge"
 )
 
@@ -14,32 +12,19 @@ import (
 // here (each run holds a process, its pipes and a goroutine).
 const DefaultMaxRuns = 256
 
-// runSlots counts system.run invokes in flight against Options.MaxRuns.
-type runSlots struct {
-	mu sync.Mutex
-	n  int
-}
-
-// admitRun takes a slot for one system.run, or answers BUSY naming the
-// limit and how to raise it. release gives the slot back (a no-op when
-// busy); calling it more than once is harmless.
+// admitRun takes a slot (r.runs, an inflight.Limiter) for one system.run
+// against Options.MaxRuns, or answers BUSY naming the limit and how to
+// raise it. release gives the slot back (a no-op when busy); calling it
+// more than once is harmless.
 func (r *Runner) admitRun() (release func(), busy *bridge.Error) {
 	limit := r.opts.MaxRuns
 	if limit <= 0 {
 		limit = DefaultMaxRuns
 	}
-	nid := r.NodeID()
-	s := &r.runs
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n >= limit {
+	release, full := r.runs.Acquire("", limit, 0)
+	if full != nil {
 		return func() {}, bridge.Errorf(bridge.CodeBusy,
-			"node %s already runs %d commands, its limit; retry when one finishes (hint: raise it with `exechost node run --max-runs N`)", nid, s.n)
+			"node %s already runs %d commands, its limit; retry when one finishes (hint: raise it with `exechost node run --max-runs N`)", r.NodeID(), full.InFlight)
 	}
-	s.n++
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		s.n--
-		s.mu.Unlock()
-	}), nil
+	return release, nil
 }

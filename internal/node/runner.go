@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/inflight"
 	"github.com/exechost/exechost/internal/nodekey"
 )
 
@@ -82,7 +83,7 @@ type Runner struct {
 	// cancels ends invokes the gateway gave up on (cancel.go).
 	cancels invokeCancels
 	// runs counts system.run invokes in flight (admission.go).
-	runs runSlots
+	runs inflight.Limiter // system.run invokes in flight (admission.go)
 }
 
 // New loads (or creates) the node identity: node.json and the key pair
