@@ -62,7 +62,7 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 		GatewayURL: f.openclaw.url, Token: token, StateDir: dir,
 		DisplayName: f.displayName, InstanceID: f.openclaw.instanceID,
 		Version: Version, Runner: openclaw.EngineRunner(eng), Logger: log, Stderr: g.stderr,
-		OnConnected: func() { _ = service.NotifyReady() },
+		OnConnected: func() { _ = service.NotifyReady() }, MaxInvokes: f.limits.maxRuns,
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/inflight"
 )
 
 // Reconnect backoff, as OpenClaw's own client does it: 1 s doubling to
@@ -33,6 +34,23 @@ const (
 	// carries no timeout at all.
 	invokeMargin   = 5 * time.Second
 	noTimeoutBound = 30 * time.Minute
+
+	// DefaultMaxInvokes is the default limit on invokes in flight (each
+	// holds a goroutine and, for system.run, a process); more are
+	// answered UNAVAILABLE "BUSY: …" at once. It matches the exechost
+	// node's DefaultMaxRuns.
+	DefaultMaxInvokes = 256
+	// maxBusyReplies bounds the refusals being delivered at once: each is
+	// one bounded call (callTimeout) on its own goroutine, since the read
+	// loop must not block. A flood beyond even that is dropped with a
+	// log line, and OpenClaw's gateway times those invokes out itself.
+	maxBusyReplies = 64
+)
+
+// Limiter keys: invokes being served and BUSY replies being delivered.
+const (
+	slotInvoke = "invoke"
+	slotBusy   = "busy"
 )
 
 // Options configure a Node.
@@ -64,6 +82,9 @@ type Options struct {
 	Jitter func(d time.Duration) time.Duration
 	// OnConnected is called after every hello-ok (tests, readiness).
 	OnConnected func()
+	// MaxInvokes bounds the invokes in flight; more are refused at once
+	// with UNAVAILABLE "BUSY: …". DefaultMaxInvokes when 0.
+	MaxInvokes int
 }
 
 // Node is exechost serving an OpenClaw gateway as a node.
@@ -75,6 +96,7 @@ type Node struct {
 	mu      sync.Mutex
 	conn    *bridge.Conn
 	active  map[string]*activeInvoke
+	slots   inflight.Limiter // slotInvoke, slotBusy
 	pairMsg string
 	hinted  bool // the command-surface hint was printed
 }
@@ -109,6 +131,9 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = sleepCtx
+	}
+	if opts.MaxInvokes <= 0 {
+		opts.MaxInvokes = DefaultMaxInvokes
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func(d time.Duration) time.Duration { return d + rand.N(d/4+1) }
@@ -282,7 +307,14 @@ func (n *Node) onEvent(s *session, event string, payload json.RawMessage) {
 	}
 }
 
+// startInvoke serves req on its own goroutine, or refuses it BUSY when
+// Options.MaxInvokes invokes are already in flight.
 func (n *Node) startInvoke(s *session, req invokeRequest) {
+	release, full := n.slots.Acquire(slotInvoke, 0, n.opts.MaxInvokes)
+	if full != nil {
+		n.refuseBusy(s, req, full.InFlight)
+		return
+	}
 	n.mu.Lock()
 	if prev := n.active[req.ID]; prev != nil {
 		prev.cancel() // a resend replaces the first attempt, as OpenClaw's host does
@@ -296,6 +328,7 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 	n.active[req.ID] = me
 	n.mu.Unlock()
 	go func() {
+		defer release()
 		defer cancel()
 		select {
 		case <-s.ready:
@@ -310,6 +343,33 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 		n.mu.Unlock()
 		res.ID, res.NodeID = req.ID, req.NodeID
 		n.send(s.conn, MethodInvokeResult, res)
+	}()
+}
+
+// refuseBusy answers req UNAVAILABLE "BUSY: …" without running it. The
+// reply goes out on its own goroutine (the read loop must not block), at
+// most maxBusyReplies at once; beyond that req is dropped with a log line.
+func (n *Node) refuseBusy(s *session, req invokeRequest, inFlight int) {
+	release, full := n.slots.Acquire(slotBusy, 0, maxBusyReplies)
+	if full != nil {
+		n.log.Warn("node.invoke.request dropped: invokes and BUSY replies are both at their limits", "invoke", req.ID, "command", req.Command)
+		return
+	}
+	n.log.Warn("node.invoke.request refused BUSY", "invoke", req.ID, "command", req.Command, "inFlight", inFlight)
+	res := failure(CodeUnavailable,
+		"BUSY: this node already serves %d invokes, its limit; retry when one finishes (hint: raise it with `exechost node run --openclaw URL --max-runs N`)", inFlight)
+	res.ID, res.NodeID = req.ID, req.NodeID
+	go func() {
+		defer release()
+		// s.conn is set only once s.ready is closed, which a failed
+		// handshake never does.
+		wait := time.NewTimer(callTimeout)
+		defer wait.Stop()
+		select {
+		case <-s.ready:
+			n.send(s.conn, MethodInvokeResult, res)
+		case <-wait.C:
+		}
 	}()
 }
 

@@ -631,3 +631,101 @@ func FuzzHandshakeFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestBusyInvokes: with MaxInvokes invokes in flight the next is refused
+// at once with UNAVAILABLE "BUSY: …" (it never reaches the runner), and a
+// finished invoke frees its slot for the next.
+func TestBusyInvokes(t *testing.T) {
+	fr := &fakeRunner{block: true, ended: make(chan error, 8)}
+	reqsSeen := func(want int, c *gwConn) bool {
+		for {
+			fr.mu.Lock()
+			n := len(fr.reqs)
+			fr.mu.Unlock()
+			if n >= want {
+				return true
+			}
+			select {
+			case <-c.ctx.Done():
+				return false
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	start := func(c *gwConn, id string) {
+		pj, _ := json.Marshal(map[string]any{"command": []string{"sleep", "100"}})
+		c.send(map[string]any{"type": "event", "event": "node.invoke.request", "payload": map[string]any{
+			"id": id, "nodeId": "n", "command": "system.run", "paramsJSON": string(pj), "timeoutMs": 600000}})
+	}
+	result := func(c *gwConn) map[string]any {
+		for {
+			m := c.read()
+			if m == nil {
+				return nil
+			}
+			c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
+			if m["method"] == MethodInvokeResult {
+				return m["params"].(map[string]any)
+			}
+		}
+	}
+	cancelInv := func(c *gwConn, id string) {
+		c.send(map[string]any{"type": "event", "event": "node.invoke.cancel", "payload": map[string]any{"invokeId": id, "nodeId": "n"}})
+	}
+	done := make(chan struct{})
+	var node *Node // set before the node connects, so before the script runs
+	g := newFakeGateway(t, func(c *gwConn) {
+		defer close(done)
+		c.handshake(nil)
+		start(c, "inv-1")
+		start(c, "inv-2")
+		if !reqsSeen(2, c) {
+			t.Error("the first two invokes did not reach the runner")
+			return
+		}
+		start(c, "inv-3")
+		r := result(c)
+		errObj, _ := r["error"].(map[string]any)
+		if r["id"] != "inv-3" || r["ok"] != false || errObj["code"] != CodeUnavailable || !strings.HasPrefix(fmt.Sprint(errObj["message"]), "BUSY: ") ||
+			!strings.Contains(fmt.Sprint(errObj["message"]), "--max-runs") {
+			t.Errorf("third invoke: %v, want UNAVAILABLE BUSY naming --max-runs", r)
+		}
+		cancelInv(c, "inv-1")
+		if r := result(c); r["id"] != "inv-1" {
+			t.Errorf("after cancel: %v", r)
+		}
+		// inv-1 holds its slot until its result is delivered: wait for
+		// the release that follows the reply just sent.
+		for {
+			if _, held := node.slots.InFlight(slotInvoke); held == 1 {
+				break
+			}
+			select {
+			case <-c.ctx.Done():
+				t.Error("inv-1's slot was never released")
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		start(c, "inv-4")
+		if !reqsSeen(3, c) {
+			t.Error("a freed slot was not reused")
+		}
+		cancelInv(c, "inv-2")
+		cancelInv(c, "inv-4")
+		for range 2 {
+			result(c)
+		}
+	})
+	startNode(t, g, fr, nil, func(n *Node) { n.opts.MaxInvokes = 2; node = n })
+	select {
+	case <-done:
+	case <-time.After(testLimit):
+		t.Fatal("script did not finish")
+	}
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	if len(fr.reqs) != 3 {
+		t.Errorf("runner saw %d requests, want 3 (the refused one must not run)", len(fr.reqs))
+	}
+}
