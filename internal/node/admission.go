@@ -16,15 +16,15 @@ const DefaultMaxRuns = 256
 // against Options.MaxRuns, or answers BUSY naming the limit and how to
 // raise it. release gives the slot back (a no-op when busy); calling it
 // more than once is harmless.
-func (r *Runner) admitRun() (release func(), busy *bridge.Error) {
-	limit := r.opts.MaxRuns
+func (c *Client) admitRun() (release func(), busy *bridge.Error) {
+	limit := c.opts.MaxRuns
 	if limit <= 0 {
 		limit = DefaultMaxRuns
 	}
-	release, full := r.runs.Acquire("", limit, 0)
+	release, full := c.runs.Acquire("", limit, 0)
 	if full != nil {
 		return func() {}, bridge.Errorf(bridge.CodeBusy,
-			"node %s already runs %d commands, its limit; retry when one finishes (hint: raise it with `exechost node run --max-runs N`)", r.NodeID(), full.InFlight)
+			"node %s already runs %d commands, its limit; retry when one finishes (hint: raise it with `exechost node run --max-runs N`)", c.NodeID(), full.InFlight)
 	}
 	return release, nil
 }

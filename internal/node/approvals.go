@@ -32,9 +32,9 @@ const (
 // the prompt expired → asksock.ErrTimeout; an answer that is not one of
 // the offered decisions → asksock.ErrBadReply. Combine it with the local
 // socket prompter through approvalroute.Prompter for --approvals-route.
-func (r *Runner) GatewayPrompter() host.Prompter { return gatewayPrompter{r} }
+func (c *Client) GatewayPrompter() host.Prompter { return gatewayPrompter{c} }
 
-type gatewayPrompter struct{ r *Runner }
+type gatewayPrompter struct{ r *Client }
 
 // Prompt implements host.Prompter.
 func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {

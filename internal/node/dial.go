@@ -32,7 +32,7 @@ func normalizeFingerprint(s string) string {
 // node.json's pin; without a pin it trusts the first certificate it sees
 // (the gateway's log and `gateway join-key` print the fingerprint to
 // compare) and pins it.
-func (r *Runner) dial(ctx context.Context, id Identity) (*websocket.Conn, error) {
+func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error) {
 	opts := &websocket.DialOptions{}
 	if strings.HasPrefix(id.Gateway.URL, "wss://") {
 		pin := id.Gateway.TLSFingerprint
@@ -67,15 +67,15 @@ func (r *Runner) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 			return nil, fmt.Errorf("dial %s: %w", id.Gateway.URL, err)
 		}
 		if pin == "" && seen != "" {
-			r.mu.Lock()
-			r.id.Gateway.TLSFingerprint = seen
-			err := r.id.Save(r.opts.StateDir)
-			r.mu.Unlock()
+			c.mu.Lock()
+			c.id.Gateway.TLSFingerprint = seen
+			err := c.id.Save(c.opts.StateDir)
+			c.mu.Unlock()
 			if err != nil {
 				ws.CloseNow()
 				return nil, err
 			}
-			r.log.Warn("pinned the gateway's certificate on first use; compare it with the gateway's log", "tlsFingerprint", seen)
+			c.log.Warn("pinned the gateway's certificate on first use; compare it with the gateway's log", "tlsFingerprint", seen)
 		}
 		return ws, nil
 	}

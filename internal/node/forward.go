@@ -84,7 +84,7 @@ type Forwarder struct {
 	// NodeID names this node in forwarded requests and events.
 	NodeID func() string
 	// OnEvent receives lifecycle events of forwarded and denied runs
-	// (wire it to Runner.HostEvent, like the local engine's OnEvent).
+	// (wire it to Client.HostEvent, like the local engine's OnEvent).
 	OnEvent func(host.Event)
 	// Logger receives one line per fallback; nil discards.
 	Logger *slog.Logger

@@ -157,7 +157,7 @@ func TestForwardDenialStands(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	fw, ev := forwarder(t, dir, localDir, FallbackLocal)
 	marker := filepath.Join(localDir, "marker")
-	r := &Runner{opts: Options{Executor: fw}}
+	r := &Client{opts: Options{Executor: fw}}
 	params, _ := json.Marshal(host.Request{Argv: []string{"/usr/bin/touch", marker}, AgentID: "main", RunID: "r2"}.Wire(""))
 	out := r.systemRun(context.Background(), params, 10_000)
 	if out.OK || out.Error == nil || out.Error.Code != bridge.CodeDenied || !strings.HasPrefix(out.Error.Message, policy.ErrAllowlistMiss.Error()) {
@@ -187,7 +187,7 @@ func TestForwardFallback(t *testing.T) {
 			dir := fwdStateDir(t, policy.SecurityFull, policy.AskOff) // no approver serves it
 			fw, ev := forwarder(t, dir, dir, tt.fallback)
 			marker := filepath.Join(dir, "marker")
-			r := &Runner{opts: Options{Executor: fw}}
+			r := &Client{opts: Options{Executor: fw}}
 			params, _ := json.Marshal(host.Request{Argv: []string{"/bin/sh", "-c", `touch "$0"; echo ran`, marker}, RunID: "r3"}.Wire(""))
 			out := r.systemRun(context.Background(), params, 10_000)
 			_, statErr := os.Stat(marker)

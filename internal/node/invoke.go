@@ -107,10 +107,10 @@ func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 	close(e.done)
 }
 
-func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
-	ctx, done := r.cancels.start(ctx, req.ID)
+func (c *Client) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
+	ctx, done := c.cancels.start(ctx, req.ID)
 	defer done()
-	nid := r.NodeID()
+	nid := c.NodeID()
 	timeout := time.Duration(req.TimeoutMs)*time.Millisecond + invokeMargin
 	if req.TimeoutMs <= 0 {
 		timeout = 30 * time.Minute
@@ -123,7 +123,7 @@ func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 		res = fail(bridge.Errorf(bridge.CodeInvalidRequest, "invoke addressed to node %s, this is %s", req.NodeID, nid))
 	case req.Command == bridge.CmdSystemRun:
 		var busy *bridge.Error
-		if release, busy = r.admitRun(); busy != nil {
+		if release, busy = c.admitRun(); busy != nil {
 			res = fail(busy)
 			break
 		}
@@ -131,20 +131,20 @@ func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 		if key == "" {
 			key = req.ID
 		}
-		e, first := r.idem.begin(key)
+		e, first := c.idem.begin(key)
 		if first {
 			rctx, cancel := context.WithTimeout(ctx, timeout)
-			res = r.systemRun(rctx, req.Params, req.TimeoutMs)
+			res = c.systemRun(rctx, req.Params, req.TimeoutMs)
 			cancel()
-			r.idem.finish(e, res)
+			c.idem.finish(e, res)
 		} else {
-			r.log.Info("repeated system.run answered from the first run", "idempotencyKey", key)
+			c.log.Info("repeated system.run answered from the first run", "idempotencyKey", key)
 			t := time.NewTimer(timeout)
 			select {
 			case <-e.done:
-				r.idem.mu.Lock()
+				c.idem.mu.Lock()
 				res = e.res
-				r.idem.mu.Unlock()
+				c.idem.mu.Unlock()
 			case <-t.C:
 				res = fail(bridge.Errorf(bridge.CodeTimeout, "the first run with idempotency key %q is still going", key))
 			case <-ctx.Done():
@@ -154,17 +154,17 @@ func (r *Runner) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 			t.Stop()
 		}
 	case req.Command == bridge.CmdSystemWhich:
-		res = r.which(req.Params)
+		res = c.which(req.Params)
 	case req.Command == bridge.CmdExecApprovalsGet:
-		res = r.approvalsGet()
+		res = c.approvalsGet()
 	case req.Command == bridge.CmdExecApprovalsSet:
-		res = r.approvalsSet(req.Params)
+		res = c.approvalsSet(req.Params)
 	default:
 		res = fail(bridge.Errorf(bridge.CodeNotFound, "unknown node command %q (this node offers %v)", req.Command, bridge.NodeCommands))
 	}
 	release() // free before the reply: whoever hears the run ended may start the next
 	res.ID, res.NodeID = req.ID, nid
-	r.reply(res)
+	c.reply(res)
 }
 
 func fail(e *bridge.Error) bridge.InvokeResult { return bridge.InvokeResult{OK: false, Error: e} }
@@ -180,7 +180,7 @@ func ok(v any) bridge.InvokeResult {
 // systemRun runs one command through the local engine, which enforces
 // this node's exec-approvals.json. Denials answer with the design's
 // SYSTEM_RUN_* message.
-func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutMs int64) bridge.InvokeResult {
+func (c *Client) systemRun(ctx context.Context, params json.RawMessage, timeoutMs int64) bridge.InvokeResult {
 	var p bridge.SystemRunParams
 	if err := json.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.run params: %v", err))
@@ -189,17 +189,17 @@ func (r *Runner) systemRun(ctx context.Context, params json.RawMessage, timeoutM
 	if req.TimeoutMs <= 0 {
 		req.TimeoutMs = timeoutMs
 	}
-	if r.opts.Executor == nil {
+	if c.opts.Executor == nil {
 		return fail(&bridge.Error{Code: bridge.CodeDenied, Message: policy.ErrDisabled.Error() + " (no execution engine on this node)"})
 	}
-	hr, err := r.opts.Executor.Run(ctx, req)
+	hr, err := c.opts.Executor.Run(ctx, req)
 	if err != nil {
 		return fail(bridge.AsError(err)) // the same mapping every host uses
 	}
 	return ok(hr.Wire())
 }
 
-func (r *Runner) which(params json.RawMessage) bridge.InvokeResult {
+func (c *Client) which(params json.RawMessage) bridge.InvokeResult {
 	var p bridge.WhichParams
 	if err := json.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.which params: %v", err))
@@ -213,8 +213,8 @@ func (r *Runner) which(params json.RawMessage) bridge.InvokeResult {
 	return ok(out)
 }
 
-func (r *Runner) approvalsGet() bridge.InvokeResult {
-	st := approvals.NewStore(r.opts.StateDir)
+func (c *Client) approvalsGet() bridge.InvokeResult {
+	st := approvals.NewStore(c.opts.StateDir)
 	f, err := st.Load()
 	if err != nil {
 		return fail(bridge.Errorf(bridge.CodeInternal, "%v", err))
@@ -231,7 +231,7 @@ func (r *Runner) approvalsGet() bridge.InvokeResult {
 // the file is still what the editor saw (baseHash). The socket section
 // (path and token) always stays the node's own: a remote editor must not
 // be able to redirect prompts to another socket or learn the key.
-func (r *Runner) approvalsSet(params json.RawMessage) bridge.InvokeResult {
+func (c *Client) approvalsSet(params json.RawMessage) bridge.InvokeResult {
 	var p bridge.ApprovalsSetParams
 	if err := json.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.execApprovals.set params: %v", err))
@@ -239,7 +239,7 @@ func (r *Runner) approvalsSet(params json.RawMessage) bridge.InvokeResult {
 	if p.BaseHash == "" {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required"))
 	}
-	st := approvals.NewStore(r.opts.StateDir)
+	st := approvals.NewStore(c.opts.StateDir)
 	next, err := approvals.Parse("(sent file)", p.File)
 	if err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "%v", err))

@@ -125,7 +125,7 @@ func TestApprovalsGetSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{opts: Options{StateDir: dir}}
+	r := &Client{opts: Options{StateDir: dir}}
 	got := r.approvalsGet()
 	if !got.OK {
 		t.Fatalf("get: %+v", got.Error)

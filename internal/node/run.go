@@ -46,7 +46,7 @@ type RunOptions struct {
 
 // Run runs a node daemon until ctx ends: it builds this machine's host
 // engine (its own exec-approvals.json, approval route and audit log),
-// the executor system.run goes to, and the runner that keeps the gateway
+// the executor system.run goes to, and the Client that keeps the gateway
 // connection. It is the whole daemon; the CLI only parses flags.
 func Run(ctx context.Context, opts RunOptions) error {
 	log := opts.Logger
@@ -71,7 +71,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if _, err := approvals.NewStore(opts.StateDir).Ensure(); err != nil {
 		return err
 	}
-	var r *Runner
+	var r *Client
 	r, err = New(Options{
 		StateDir: opts.StateDir, GatewayURL: opts.GatewayURL, DisplayName: opts.DisplayName, JoinKey: opts.JoinKey,
 		TLSFingerprint: opts.TLSFingerprint, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,

@@ -31,7 +31,7 @@ const (
 	MaxBackoff = 15 * time.Second
 )
 
-// Terminal outcomes: the runner stops instead of reconnecting, because
+// Terminal outcomes: the client stops instead of reconnecting, because
 // retrying cannot help without a human.
 var (
 	ErrRejected = errors.New("pairing rejected by the gateway operator")
@@ -39,7 +39,7 @@ var (
 	ErrJoinKey  = errors.New("the gateway refused the join key")
 )
 
-// Options configure a Runner.
+// Options configure a Client.
 type Options struct {
 	// StateDir holds node.json and this node's exec-approvals.json.
 	StateDir string
@@ -60,7 +60,7 @@ type Options struct {
 	// Version is reported to the gateway.
 	Version string
 	// OnPending runs when the gateway holds the node for approval. The
-	// operator compares Runner.Fingerprint with `exechost nodes pending`.
+	// operator compares Client.Fingerprint with `exechost nodes pending`.
 	OnPending func(nodeID string)
 	// OnPaired runs each time the node is connected and paired.
 	OnPaired func(nodeID string)
@@ -69,8 +69,11 @@ type Options struct {
 	MaxRuns int
 }
 
-// Runner is the node runner service.
-type Runner struct {
+// Client is the node's side of its gateway connection: it pairs, keeps
+// the connection (reconnecting with backoff), and serves the gateway's
+// invokes with Options.Executor. Run (run.go) builds one beside this
+// machine's host engine; together they are the node runner daemon.
+type Client struct {
 	opts Options
 	log  *slog.Logger
 
@@ -91,7 +94,7 @@ type Runner struct {
 // again) takes its key's device id as node id; a paired node from before
 // keys existed keeps its id, and its first connect with the valid token
 // binds the new key on the gateway.
-func New(opts Options) (*Runner, error) {
+func New(opts Options) (*Client, error) {
 	id, err := LoadIdentity(opts.StateDir)
 	if err != nil {
 		return nil, err
@@ -129,26 +132,26 @@ func New(opts Options) (*Runner, error) {
 	if err := id.Save(opts.StateDir); err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, log: opts.Logger, key: key, id: id, idem: newIdemCache(1024)}, nil
+	return &Client{opts: opts, log: opts.Logger, key: key, id: id, idem: newIdemCache(1024)}, nil
 }
 
 // Fingerprint returns the short fingerprint of this node's key, which
 // `exechost nodes pending` shows next to the node's id.
-func (r *Runner) Fingerprint() string { return r.key.Fingerprint() }
+func (c *Client) Fingerprint() string { return c.key.Fingerprint() }
 
 // NodeID returns this node's id.
-func (r *Runner) NodeID() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.id.NodeID
+func (c *Client) NodeID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id.NodeID
 }
 
 // Run connects and serves until ctx ends (returning nil) or the gateway
 // refuses the node for good (ErrRejected, ErrRevoked, ErrJoinKey).
-func (r *Runner) Run(ctx context.Context) error {
+func (c *Client) Run(ctx context.Context) error {
 	backoff := MinBackoff
 	for {
-		served, err := r.session(ctx)
+		served, err := c.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -159,7 +162,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			backoff = MinBackoff
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
-		r.log.Info("gateway connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		c.log.Info("gateway connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -173,28 +176,28 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // session runs one connection. served reports whether the connection got
 // past the handshake (which resets the backoff).
-func (r *Runner) session(ctx context.Context) (served bool, err error) {
-	r.mu.Lock()
-	id := *r.id
-	r.mu.Unlock()
+func (c *Client) session(ctx context.Context) (served bool, err error) {
+	c.mu.Lock()
+	id := *c.id
+	c.mu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	ws, err := r.dial(dctx, id)
+	ws, err := c.dial(dctx, id)
 	if err != nil {
 		return false, err
 	}
 	auth := bridge.Auth{Token: id.Token}
 	if id.Token == "" {
-		r.mu.Lock()
-		auth.JoinKey = r.opts.JoinKey
-		r.mu.Unlock()
+		c.mu.Lock()
+		auth.JoinKey = c.opts.JoinKey
+		c.mu.Unlock()
 	}
 	cr, err := bridge.Handshake(dctx, ws, bridge.ConnectParams{
 		Role:   bridge.RoleNode,
 		Auth:   auth,
-		Client: bridge.ClientInfo{Name: "exechost-node", Version: r.opts.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
+		Client: bridge.ClientInfo{Name: "exechost-node", Version: c.opts.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Node:   &bridge.NodeInfo{NodeID: id.NodeID, DisplayName: id.DisplayName, Commands: bridge.NodeCommands},
-	}, r.key)
+	}, c.key)
 	if err != nil {
 		ws.CloseNow()
 		var e *bridge.Error
@@ -212,48 +215,48 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 		return false, fmt.Errorf("connect: %s", e.Message)
 	}
 	if cr.Token != "" {
-		if err := r.saveToken(cr.Token); err != nil {
+		if err := c.saveToken(cr.Token); err != nil {
 			ws.CloseNow()
 			return false, err
 		}
-		r.log.Info("paired with a join key", "node", id.NodeID)
+		c.log.Info("paired with a join key", "node", id.NodeID)
 	}
 
 	var (
 		ready    = make(chan struct{})
-		c        *bridge.Conn
+		conn     *bridge.Conn
 		rejected bool
 		rmu      sync.Mutex
 	)
-	c = bridge.NewConn(ws, bridge.Options{
+	conn = bridge.NewConn(ws, bridge.Options{
 		OnEvent: func(event string, payload json.RawMessage) {
 			switch event {
 			case bridge.EventInvokeRequest:
 				var req bridge.InvokeRequest
 				if err := json.Unmarshal(payload, &req); err != nil {
-					r.log.Warn("bad invoke request", "err", err)
+					c.log.Warn("bad invoke request", "err", err)
 					return
 				}
-				go func() { <-ready; r.handleInvoke(ctx, req) }()
+				go func() { <-ready; c.handleInvoke(ctx, req) }()
 			case bridge.EventInvokeCancel:
 				var ic bridge.InvokeCancel
 				if json.Unmarshal(payload, &ic) == nil {
-					r.log.Info("invoke cancelled by the gateway", "invoke", ic.ID, "reason", ic.Reason)
-					r.cancels.cancel(ic.ID, ic.Reason)
+					c.log.Info("invoke cancelled by the gateway", "invoke", ic.ID, "reason", ic.Reason)
+					c.cancels.cancel(ic.ID, ic.Reason)
 				}
 			case bridge.EventPairApproved:
 				var pa bridge.PairApproved
 				if err := json.Unmarshal(payload, &pa); err != nil || pa.Token == "" {
-					r.log.Warn("bad pairing approval", "err", err)
+					c.log.Warn("bad pairing approval", "err", err)
 					return
 				}
-				if err := r.saveToken(pa.Token); err != nil {
-					r.log.Error("save token", "err", err)
+				if err := c.saveToken(pa.Token); err != nil {
+					c.log.Error("save token", "err", err)
 					return
 				}
-				r.log.Info("pairing approved", "node", id.NodeID)
-				if r.opts.OnPaired != nil {
-					go r.opts.OnPaired(id.NodeID)
+				c.log.Info("pairing approved", "node", id.NodeID)
+				if c.opts.OnPaired != nil {
+					go c.opts.OnPaired(id.NodeID)
 				}
 			case bridge.EventPairRejected:
 				rmu.Lock()
@@ -262,49 +265,49 @@ func (r *Runner) session(ctx context.Context) (served bool, err error) {
 			}
 		},
 	})
-	r.mu.Lock()
-	r.conn = c
-	r.mu.Unlock()
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
 	close(ready)
 	defer func() {
-		r.mu.Lock()
-		if r.conn == c {
-			r.conn = nil
+		c.mu.Lock()
+		if c.conn == conn {
+			c.conn = nil
 		}
-		r.mu.Unlock()
+		c.mu.Unlock()
 	}()
 	if cr.Status == bridge.StatusPending {
-		r.log.Info("waiting for the operator to approve this node", "node", id.NodeID, "fingerprint", r.key.Fingerprint(),
+		c.log.Info("waiting for the operator to approve this node", "node", id.NodeID, "fingerprint", c.key.Fingerprint(),
 			"run", "exechost nodes approve "+id.NodeID)
-		if r.opts.OnPending != nil {
-			go r.opts.OnPending(id.NodeID)
+		if c.opts.OnPending != nil {
+			go c.opts.OnPending(id.NodeID)
 		}
 	} else {
-		r.log.Info("connected to gateway", "node", id.NodeID, "url", id.Gateway.URL)
-		if r.opts.OnPaired != nil {
-			go r.opts.OnPaired(id.NodeID)
+		c.log.Info("connected to gateway", "node", id.NodeID, "url", id.Gateway.URL)
+		if c.opts.OnPaired != nil {
+			go c.opts.OnPaired(id.NodeID)
 		}
 	}
 	select {
 	case <-ctx.Done():
-		c.Close("node shutting down")
+		conn.Close("node shutting down")
 		return true, nil
-	case <-c.Done():
+	case <-conn.Done():
 	}
 	rmu.Lock()
 	defer rmu.Unlock()
 	if rejected {
 		return true, ErrRejected
 	}
-	return true, c.Err()
+	return true, conn.Err()
 }
 
-func (r *Runner) saveToken(tok string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.id.Token = tok
-	r.opts.JoinKey = ""
-	return r.id.Save(r.opts.StateDir)
+func (c *Client) saveToken(tok string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.id.Token = tok
+	c.opts.JoinKey = ""
+	return c.id.Save(c.opts.StateDir)
 }
 
 // HostEvent forwards a lifecycle event of the local engine to the gateway
@@ -312,12 +315,12 @@ func (r *Runner) saveToken(tok string) error {
 // Frames on one connection arrive in order and the gateway handles events
 // on its read loop, so a run's events are queued before its result is
 // processed — without a round trip per event.
-func (r *Runner) HostEvent(ev host.Event) {
-	r.mu.Lock()
-	c := r.conn
-	nid := r.id.NodeID
-	r.mu.Unlock()
-	if c == nil {
+func (c *Client) HostEvent(ev host.Event) {
+	c.mu.Lock()
+	conn := c.conn
+	nid := c.id.NodeID
+	c.mu.Unlock()
+	if conn == nil {
 		return
 	}
 	ev.NodeID = nid
@@ -325,24 +328,24 @@ func (r *Runner) HostEvent(ev host.Event) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(conn.Context(), 5*time.Second)
 	defer cancel()
-	if err := c.Notify(ctx, bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}); err != nil {
-		r.log.Debug("node event not delivered", "event", ev.Kind, "err", err)
+	if err := conn.Notify(ctx, bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}); err != nil {
+		c.log.Debug("node event not delivered", "event", ev.Kind, "err", err)
 	}
 }
 
-func (r *Runner) reply(res bridge.InvokeResult) {
-	r.mu.Lock()
-	c := r.conn
-	r.mu.Unlock()
-	if c == nil {
-		r.log.Warn("invoke result lost: not connected", "id", res.ID)
+func (c *Client) reply(res bridge.InvokeResult) {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn == nil {
+		c.log.Warn("invoke result lost: not connected", "id", res.ID)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(conn.Context(), 10*time.Second)
 	defer cancel()
-	if err := c.Call(ctx, bridge.MethodInvokeResult, res, nil); err != nil {
-		r.log.Warn("invoke result not delivered", "id", res.ID, "err", err)
+	if err := conn.Call(ctx, bridge.MethodInvokeResult, res, nil); err != nil {
+		c.log.Warn("invoke result not delivered", "id", res.ID, "err", err)
 	}
 }
