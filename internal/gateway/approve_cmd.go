@@ -17,7 +17,7 @@ func (g *Gateway) slashApprove(c caller, key session.Key, text string) (bridge.S
 		return bridge.SessionCommandResult{}, bridge.Errorf(bridge.CodeInvalidRequest, "usage: /approve ID allow-once|allow-always|deny (ID may be a unique prefix)")
 	}
 	by := fmt.Sprintf("%s via /approve in session %s/%s", c.by(), key.Agent, key.Session)
-	res, err := g.appr.resolve(f[1], f[2], by)
+	res, err := g.prompts.resolve(f[1], f[2], by)
 	if err != nil {
 		return bridge.SessionCommandResult{}, err
 	}

@@ -120,7 +120,7 @@ func TestRelayNoAnswerRecorded(t *testing.T) {
 		Reason: "allowlist-miss", Fallback: "deny", ExpiresAtMs: time.Now().Add(-time.Second).UnixMilli()}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	id, _, _, err := g.appr.submit(ctx, req, "node n1")
+	id, _, _, err := g.prompts.submit(ctx, req, "node n1")
 	if !errors.Is(err, asksock.ErrTimeout) {
 		t.Fatalf("submit past its deadline: %v", err)
 	}

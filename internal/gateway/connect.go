@@ -155,7 +155,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 				g.mu.Lock()
 				delete(g.clients, c)
 				g.mu.Unlock()
-				g.appr.removeOperator(c)
+				g.prompts.removeOperator(c)
 			}
 		},
 	})
@@ -171,9 +171,9 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 	}
 	g.mu.Unlock()
 	if role == bridge.RoleOperator && c.Err() == nil {
-		g.appr.addOperator(c, who.name)
+		g.prompts.addOperator(c, who.name)
 		if c.Err() != nil { // closed meanwhile: OnClose may have run first
-			g.appr.removeOperator(c)
+			g.prompts.removeOperator(c)
 		}
 	}
 }

@@ -119,14 +119,14 @@ var methodTable = map[string]methodRow{
 	bridge.MethodNodeApprovalGet: {roles: operatorOnly(nodeApprovalsHandler)},
 	bridge.MethodNodeApprovalSet: {roles: operatorOnly(nodeApprovalsHandler)},
 	approvalroute.MethodPending: {why: noPrompts, roles: operatorOnly(func(g *Gateway, _ context.Context, _ caller, _ string, _ json.RawMessage) (any, error) {
-		return g.appr.pending(), nil
+		return g.prompts.pending(), nil
 	})},
 	approvalroute.MethodResolve: {why: noPrompts, roles: operatorOnly(func(g *Gateway, _ context.Context, c caller, method string, params json.RawMessage) (any, error) {
 		p, err := decode[approvalroute.ResolveParams](method, params)
 		if err != nil {
 			return nil, err
 		}
-		res, err := g.appr.resolve(p.ID, p.Decision, c.by())
+		res, err := g.prompts.resolve(p.ID, p.Decision, c.by())
 		if err != nil {
 			return nil, err
 		}
@@ -149,14 +149,14 @@ var methodTable = map[string]methodRow{
 		if err != nil {
 			return nil, err
 		}
-		return g.appr.nodeRequest(ctx, c.node.id, p)
+		return g.prompts.nodeRequest(ctx, c.node.id, p)
 	})},
 	approvalroute.MethodNodeCancel: {roles: nodeOnly(func(g *Gateway, _ context.Context, c caller, method string, params json.RawMessage) (any, error) {
 		p, err := decode[approvalroute.NodeCancel](method, params)
 		if err != nil {
 			return nil, err
 		}
-		g.appr.nodeCancel(c.node.id, p.Ref)
+		g.prompts.nodeCancel(c.node.id, p.Ref)
 		return map[string]bool{"ok": true}, nil
 	})},
 }

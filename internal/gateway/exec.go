@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/exechost/exechost/internal/metrics"
 	"strings"
 	"time"
+
+	"github.com/exechost/exechost/internal/metrics"
 
 	"github.com/google/uuid"
 

@@ -91,7 +91,7 @@ type Gateway struct {
 	// running ones finish.
 	draining bool
 
-	appr *approvalHub // prompts routed to the gateway (approvals.go)
+	prompts *promptHub // prompts routed to the gateway (prompts.go)
 
 	// cfgMu serialises every change of cfg: a reload (SetConfig) and a
 	// web UI binding edit (SetExecNode) both recompute cfg from base and
@@ -142,8 +142,8 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.base = opts.Config
 	g.cfg.Store(opts.Config)
-	g.appr = newApprovalHub(g.log.Debug)
-	g.appr.onAnswer = g.auditRelay
+	g.prompts = newPromptHub(g.log.Debug)
+	g.prompts.onAnswer = g.auditRelay
 	return g, nil
 }
 
@@ -217,7 +217,7 @@ func (g *Gateway) Close() {
 	}
 	wg.Wait()
 	if !already {
-		g.appr.close()
+		g.prompts.close()
 	}
 }
 

@@ -99,7 +99,7 @@ func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string,
 	case <-t.C:
 		return invokeReply{}, bridge.Errorf(bridge.CodeTimeout, "node %s did not answer %s within %s", nc.id, command, timeout+InvokeMargin)
 	case <-ctx.Done():
-		g.cancelInvoke(nc, id, context.Cause(ctx)) // the node must not go on with it (approvals.go)
+		g.cancelInvoke(nc, id, context.Cause(ctx)) // the node must not go on with it
 		return invokeReply{}, bridge.Errorf(bridge.CodeUnavailable, "%s on node %s abandoned: %v", command, nc.id, context.Cause(ctx))
 	}
 }
@@ -254,4 +254,21 @@ func (g *Gateway) enqueueLifecycle(key session.Key, nodeID, kind string, ev host
 	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: kind, RunID: ev.RunID, NodeID: nodeID}) > 0 {
 		g.opts.Metrics.EventQueueDrop()
 	}
+}
+
+// cancelInvoke tells a node that the gateway stopped waiting for invoke id
+// (its caller went away or its deadline passed): the node withdraws the
+// prompt the command waits on, so a late approval cannot run it. Best
+// effort, bounded by the connection's bridge.WriteTimeout; a node that
+// never gets it still has its own timeout.
+func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
+	reason := "abandoned"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	go func() {
+		if err := nc.conn.Notify(nc.conn.Context(), bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
+			g.log.Debug("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
+		}
+	}()
 }

@@ -40,7 +40,7 @@ func (g *Gateway) watchApprovals(ctx context.Context) {
 	if g.opts.Metrics == nil {
 		return
 	}
-	b := g.appr.broker
+	b := g.prompts.broker
 	ch, cancel := b.Subscribe()
 	defer cancel()
 	for {

@@ -21,9 +21,9 @@ import (
 	"github.com/exechost/exechost/internal/prompt"
 )
 
-func newTestHub(t *testing.T) *approvalHub {
+func newTestHub(t *testing.T) *promptHub {
 	t.Helper()
-	h := newApprovalHub(func(string, ...any) {})
+	h := newPromptHub(func(string, ...any) {})
 	t.Cleanup(h.close)
 	return h
 }
@@ -37,7 +37,7 @@ type submitted struct {
 
 // submitAsync queues a prompt and returns its id once it is listed, and
 // the channel its outcome arrives on.
-func submitAsync(t *testing.T, h *approvalHub, ctx context.Context, req prompt.Request) (string, <-chan submitted) {
+func submitAsync(t *testing.T, h *promptHub, ctx context.Context, req prompt.Request) (string, <-chan submitted) {
 	t.Helper()
 	before := map[string]bool{}
 	for _, p := range h.broker.List() {
@@ -271,7 +271,7 @@ func FuzzResolve(f *testing.F) {
 	f.Add("\x00", "allow-always")
 	f.Add(" ", " ")
 	f.Add("ffffffff", "ALLOW-ONCE")
-	h := newApprovalHub(func(string, ...any) {})
+	h := newPromptHub(func(string, ...any) {})
 	defer h.close()
 	f.Fuzz(func(t *testing.T, id, decision string) {
 		res, err := h.resolve(id, decision, "fuzz")
@@ -292,7 +292,7 @@ func FuzzNodeRequest(f *testing.F) {
 	f.Add([]byte(`{"ref":"","request":{}}`))
 	f.Add([]byte(`{"ref":"x","request":{"expiresAtMs":-1,"nodeId":"evil","host":"gateway"}}`))
 	f.Add([]byte(`null`))
-	h := newApprovalHub(func(string, ...any) {})
+	h := newPromptHub(func(string, ...any) {})
 	defer h.close()
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		p, err := decode[approvalroute.NodeRequest](approvalroute.MethodNodeRequest, raw)

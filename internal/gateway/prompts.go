@@ -33,11 +33,11 @@ const (
 // withdraws it (its local approver answered first).
 var ErrPromptWithdrawn = errors.New("prompt withdrawn by its execution host")
 
-// approvalHub holds the prompts routed to the gateway (from nodes and from
+// promptHub holds the prompts routed to the gateway (from nodes and from
 // the gateway's own engine) in one asksock.Broker, shared with the web
 // UI, and mirrors the broker's changes to operator clients as
 // exec.approval.requested / exec.approval.resolved events.
-type approvalHub struct {
+type promptHub struct {
 	broker *asksock.Broker
 	log    func(msg string, args ...any)
 	// onAnswer hears every prompt's outcome, for the audit log (audit.go).
@@ -70,8 +70,8 @@ type operatorState struct {
 	q *bridge.SendQueue
 }
 
-func newApprovalHub(log func(string, ...any)) *approvalHub {
-	h := &approvalHub{
+func newPromptHub(log func(string, ...any)) *promptHub {
+	h := &promptHub{
 		broker:    asksock.NewBroker(),
 		log:       log,
 		operators: make(map[*bridge.Conn]*operatorState),
@@ -88,7 +88,7 @@ func newApprovalHub(log func(string, ...any)) *approvalHub {
 }
 
 // close ends the broadcast loop.
-func (h *approvalHub) close() {
+func (h *promptHub) close() {
 	h.stop()
 	<-h.done
 }
@@ -97,7 +97,7 @@ func (h *approvalHub) close() {
 // first sends it the prompts already pending, then every later change, so
 // an operator that connects while a prompt waits sees it, each prompt is
 // announced once, and its resolution comes after its announcement.
-func (h *approvalHub) addOperator(c *bridge.Conn, name string) {
+func (h *promptHub) addOperator(c *bridge.Conn, name string) {
 	h.mu.Lock()
 	h.operators[c] = &operatorState{name: name}
 	h.mu.Unlock()
@@ -114,7 +114,7 @@ func (h *approvalHub) addOperator(c *bridge.Conn, name string) {
 	}
 }
 
-func (h *approvalHub) removeOperator(c *bridge.Conn) {
+func (h *promptHub) removeOperator(c *bridge.Conn) {
 	h.mu.Lock()
 	delete(h.operators, c)
 	h.mu.Unlock()
@@ -122,7 +122,7 @@ func (h *approvalHub) removeOperator(c *bridge.Conn) {
 
 // broadcast sends each queue change to every operator, in order, and the
 // current queue to each operator that joins.
-func (h *approvalHub) broadcast(ch <-chan asksock.Change) {
+func (h *promptHub) broadcast(ch <-chan asksock.Change) {
 	defer close(h.done)
 	for {
 		var c asksock.Change
@@ -190,7 +190,7 @@ func (h *approvalHub) broadcast(ch <-chan asksock.Change) {
 // send queues one event for one operator without waiting for the write
 // (which the queue bounds by bridge.WriteTimeout). An operator whose queue
 // is full is disconnected by it.
-func (h *approvalHub) send(st *operatorState, event string, payload any, id string) {
+func (h *promptHub) send(st *operatorState, event string, payload any, id string) {
 	err := st.q.Enqueue(event, payload)
 	switch {
 	case err == nil:
@@ -216,7 +216,7 @@ func requested(p asksock.Pending) approvalroute.Requested {
 // submit queues a prompt and waits for an operator's answer, ctx's end or
 // the prompt's expiry (capped at MaxPromptWait), whichever comes first.
 // Expiry returns an error wrapping asksock.ErrTimeout.
-func (h *approvalHub) submit(ctx context.Context, req prompt.Request, peer string) (id string, a policy.Approval, by string, err error) {
+func (h *promptHub) submit(ctx context.Context, req prompt.Request, peer string) (id string, a policy.Approval, by string, err error) {
 	now := time.Now()
 	exp := now.Add(MaxPromptWait)
 	if req.ExpiresAtMs > 0 {
@@ -242,7 +242,7 @@ func (h *approvalHub) submit(ctx context.Context, req prompt.Request, peer strin
 }
 
 // resolve answers a prompt by id or unique prefix on behalf of by.
-func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Resolved, error) {
+func (h *promptHub) resolve(idOrPrefix, decision, by string) (approvalroute.Resolved, error) {
 	a, err := policy.ParseApproval(strings.TrimSpace(decision))
 	if err != nil || !a.Valid() {
 		return approvalroute.Resolved{}, bridge.Errorf(bridge.CodeInvalidRequest, "decision %q: want allow-once, allow-always or deny", decision)
@@ -265,7 +265,7 @@ func (h *approvalHub) resolve(idOrPrefix, decision, by string) (approvalroute.Re
 // fullID expands a unique prefix among pending prompts to the full id, so
 // the answer names the prompt it resolved; anything else is left to the
 // broker, whose errors say unknown, ambiguous, expired or answered.
-func (h *approvalHub) fullID(q string) (string, error) {
+func (h *promptHub) fullID(q string) (string, error) {
 	q = strings.TrimSpace(q)
 	if q == "" {
 		return "", fmt.Errorf("resolve: %w: empty id", asksock.ErrUnknownID)
@@ -298,7 +298,7 @@ func resolveError(err error) error {
 }
 
 // pending lists the prompts waiting for an answer.
-func (h *approvalHub) pending() approvalroute.PendingResult {
+func (h *promptHub) pending() approvalroute.PendingResult {
 	ps := h.broker.List()
 	out := approvalroute.PendingResult{Approvals: make([]approvalroute.Requested, 0, len(ps))}
 	for _, p := range ps {
@@ -310,7 +310,7 @@ func (h *approvalHub) pending() approvalroute.PendingResult {
 // nodeRequest handles node.approval.request: the prompt waits until an
 // operator answers, it expires, the node withdraws it, or the node's
 // connection drops (ctx is the connection's context).
-func (h *approvalHub) nodeRequest(ctx context.Context, nodeID string, p approvalroute.NodeRequest) (approvalroute.NodeAnswer, error) {
+func (h *promptHub) nodeRequest(ctx context.Context, nodeID string, p approvalroute.NodeRequest) (approvalroute.NodeAnswer, error) {
 	if p.Ref == "" || len(p.Ref) > 128 {
 		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeInvalidRequest, "node.approval.request needs a ref of 1..128 bytes")
 	}
@@ -368,7 +368,7 @@ const maxWithdrawn = 1024
 // either answered meanwhile or its request has not arrived yet (the two
 // frames race on the node's side); it is remembered so the request, if it
 // comes, ends at once.
-func (h *approvalHub) nodeCancel(nodeID, ref string) {
+func (h *promptHub) nodeCancel(nodeID, ref string) {
 	if ref == "" || len(ref) > 128 {
 		return
 	}
@@ -387,26 +387,9 @@ func (h *approvalHub) nodeCancel(nodeID, ref string) {
 	}
 }
 
-// cancelInvoke tells a node that the gateway stopped waiting for invoke id
-// (its caller went away or its deadline passed): the node withdraws the
-// prompt the command waits on, so a late approval cannot run it. Best
-// effort, bounded by the connection's bridge.WriteTimeout; a node that
-// never gets it still has its own timeout.
-func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
-	reason := "abandoned"
-	if cause != nil {
-		reason = cause.Error()
-	}
-	go func() {
-		if err := nc.conn.Notify(nc.conn.Context(), bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
-			g.appr.log("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
-		}
-	}()
-}
-
 // gatewayPrompter routes the gateway engine's own prompts (host=gateway)
 // to its operators.
-type gatewayPrompter struct{ h *approvalHub }
+type gatewayPrompter struct{ h *promptHub }
 
 // Prompt implements host.Prompter.
 func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
@@ -425,8 +408,8 @@ func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 // (host=gateway) to the gateway's operators: exec.approval.requested, the
 // web UI, `exechost approvals pending`. Combine it with the local socket
 // prompter through approvalroute.Prompter for approvals.route.
-func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.appr} }
+func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.prompts} }
 
 // Approvals returns the broker holding every prompt routed to this
 // gateway, for UIs served in-process (the web UI).
-func (g *Gateway) Approvals() *asksock.Broker { return g.appr.broker }
+func (g *Gateway) Approvals() *asksock.Broker { return g.prompts.broker }
