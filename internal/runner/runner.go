@@ -69,6 +69,11 @@ type Spec struct {
 	// MaxOutput and TailSize override the spec's caps when positive.
 	MaxOutput int
 	TailSize  int
+
+	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
+	// replace it to fire the timeout at a chosen point rather than race
+	// a real timer.
+	withTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 }
 
 // Result is the outcome of Run; its JSON shape is the design's system.run
@@ -159,8 +164,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	caller := ctx
 	if spec.Timeout > 0 {
+		arm := spec.withTimeout
+		if arm == nil {
+			arm = context.WithTimeout
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, spec.Timeout)
+		ctx, cancel = arm(ctx, spec.Timeout)
 		defer cancel()
 	}
 

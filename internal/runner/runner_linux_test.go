@@ -130,10 +130,14 @@ func TestRunTimeoutKillsProcessTree(t *testing.T) {
 		t.Run(fmt.Sprintf("pty=%v", withPTY), func(t *testing.T) {
 			t.Parallel()
 			pidfile := filepath.Join(t.TempDir(), "pids")
+			// The timeout fires once both sleeps run, however slowly the
+			// shell starts them on a loaded machine: the tree is always
+			// there to be killed.
 			res, err := Run(context.Background(), Spec{
-				Command: `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
-				Timeout: 500 * time.Millisecond,
-				PTY:     withPTY,
+				Command:     `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
+				Timeout:     500 * time.Millisecond,
+				PTY:         withPTY,
+				withTimeout: timeoutWhen(func() bool { return fileHasLine(pidfile) }),
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -142,15 +146,43 @@ func TestRunTimeoutKillsProcessTree(t *testing.T) {
 			if diff := diffOutcome(want, res); diff != "" {
 				t.Errorf("Run (-want +got):\n%s", diff)
 			}
-			// Whether the shell got as far as starting the sleeps before
-			// the timeout does not matter: the group must be empty.
-			var pids []int
-			if _, err := os.Stat(pidfile); err == nil {
-				pids = readPids(t, pidfile)
-			}
-			requireGone(t, res.Pid, append(pids, res.Pid)...)
+			requireGone(t, res.Pid, append(readPids(t, pidfile), res.Pid)...)
 		})
 	}
+}
+
+// timeoutWhen returns a Spec.withTimeout whose timeout fires as soon as
+// ready reports true (polled; a minute at most, against hanging), as a
+// real deadline does: Done closes and Err is context.DeadlineExceeded.
+func timeoutWhen(ready func() bool) func(context.Context, time.Duration) (context.Context, context.CancelFunc) {
+	return func(parent context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancelCause(parent)
+		fire := &firedDeadline{Context: ctx}
+		go func() {
+			for deadline := time.Now().Add(time.Minute); !ready() && time.Now().Before(deadline) && ctx.Err() == nil; {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel(context.DeadlineExceeded)
+		}()
+		return fire, func() { cancel(context.Canceled) }
+	}
+}
+
+// firedDeadline reports its cancellation cause as its error, so a timeout
+// fired by timeoutWhen reads as context.DeadlineExceeded.
+type firedDeadline struct{ context.Context }
+
+func (f *firedDeadline) Err() error {
+	if f.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(f.Context)
+}
+
+// fileHasLine reports whether path holds a complete line.
+func fileHasLine(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.HasSuffix(b, []byte("\n"))
 }
 
 // TestRunCancelKillsProcessTree cancels the context once the tree is
@@ -163,7 +195,7 @@ func TestRunCancelKillsProcessTree(t *testing.T) {
 	go func() {
 		// Cancel once the sleeps run (or after a minute, against hanging).
 		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if b, err := os.ReadFile(pidfile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			if fileHasLine(pidfile) {
 				break
 			}
 		}
