@@ -7,14 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/exechost/exechost/internal/metrics"
-
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"

@@ -22,12 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/exechost/exechost/internal/inflight"
-	"github.com/exechost/exechost/internal/metrics"
-
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/inflight"
+	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
 	"github.com/exechost/exechost/internal/state"

@@ -34,13 +34,13 @@ const (
 // socket prompter through approvalroute.Prompter for --approvals-route.
 func (c *Client) GatewayPrompter() host.Prompter { return gatewayPrompter{c} }
 
-type gatewayPrompter struct{ r *Client }
+type gatewayPrompter struct{ c *Client }
 
 // Prompt implements host.Prompter.
 func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
-	p.r.mu.Lock()
-	c := p.r.conn
-	p.r.mu.Unlock()
+	p.c.mu.Lock()
+	c := p.c.conn
+	p.c.mu.Unlock()
 	if c == nil || c.Err() != nil {
 		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", asksock.ErrUnreachable)
 	}

@@ -86,7 +86,7 @@ type Client struct {
 	// cancels ends invokes the gateway gave up on (cancel.go).
 	cancels invokeCancels
 	// runs counts system.run invokes in flight (admission.go).
-	runs inflight.Limiter // system.run invokes in flight (admission.go)
+	runs inflight.Limiter
 }
 
 // New loads (or creates) the node identity: node.json and the key pair

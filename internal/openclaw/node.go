@@ -47,12 +47,6 @@ const (
 	maxBusyReplies = 64
 )
 
-// Limiter keys: invokes being served and BUSY replies being delivered.
-const (
-	slotInvoke = "invoke"
-	slotBusy   = "busy"
-)
-
 // Options configure a Node.
 type Options struct {
 	// GatewayURL is the OpenClaw gateway's WebSocket URL (ws://host:18789).
@@ -93,12 +87,13 @@ type Node struct {
 	id   *Identity
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	conn    *bridge.Conn
-	active  map[string]*activeInvoke
-	slots   inflight.Limiter // slotInvoke, slotBusy
-	pairMsg string
-	hinted  bool // the command-surface hint was printed
+	mu       sync.Mutex
+	conn     *bridge.Conn
+	active   map[string]*activeInvoke
+	invokes  inflight.Limiter // invokes being served (Options.MaxInvokes)
+	refusals inflight.Limiter // BUSY replies being delivered (maxBusyReplies)
+	pairMsg  string
+	hinted   bool // the command-surface hint was printed
 }
 
 // New loads (or creates) the device key and returns a node ready to Run.
@@ -310,7 +305,7 @@ func (n *Node) onEvent(s *session, event string, payload json.RawMessage) {
 // startInvoke serves req on its own goroutine, or refuses it BUSY when
 // Options.MaxInvokes invokes are already in flight.
 func (n *Node) startInvoke(s *session, req invokeRequest) {
-	release, full := n.slots.Acquire(slotInvoke, 0, n.opts.MaxInvokes)
+	release, full := n.invokes.Acquire("", n.opts.MaxInvokes, 0)
 	if full != nil {
 		n.refuseBusy(s, req, full.InFlight)
 		return
@@ -350,7 +345,7 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 // reply goes out on its own goroutine (the read loop must not block), at
 // most maxBusyReplies at once; beyond that req is dropped with a log line.
 func (n *Node) refuseBusy(s *session, req invokeRequest, inFlight int) {
-	release, full := n.slots.Acquire(slotBusy, 0, maxBusyReplies)
+	release, full := n.refusals.Acquire("", maxBusyReplies, 0)
 	if full != nil {
 		n.log.Warn("node.invoke.request dropped: invokes and BUSY replies are both at their limits", "invoke", req.ID, "command", req.Command)
 		return

@@ -697,7 +697,7 @@ func TestBusyInvokes(t *testing.T) {
 		// inv-1 holds its slot until its result is delivered: wait for
 		// the release that follows the reply just sent.
 		for {
-			if _, held := node.slots.InFlight(slotInvoke); held == 1 {
+			if held, _ := node.invokes.InFlight(""); held == 1 {
 				break
 			}
 			select {
