@@ -51,12 +51,7 @@ func (s *Store) SocketPath(f *File) string { return f.SocketPath(s.stateDir(), s
 // owned by another user, ErrForeignOwner. Load follows a symlink: only writing through one
 // is refused.
 func (s *Store) Load() (*File, error) {
-	if fi, err := os.Stat(filepath.Dir(s.Path)); err == nil {
-		if err := state.CheckOwner(fi); err != nil {
-			return nil, fmt.Errorf("load approvals: directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", filepath.Dir(s.Path), ErrForeignOwner, err)
-		}
-	}
-	data, err := s.read(os.Stat, "load")
+	data, err := s.Read()
 	if errors.Is(err, fs.ErrNotExist) {
 		return Default(), nil
 	}
@@ -64,6 +59,19 @@ func (s *Store) Load() (*File, error) {
 		return nil, err
 	}
 	return Parse(s.Path, data)
+}
+
+// Read returns the bytes Load parses, after the same checks (owner,
+// regular file, MaxFileSize). A missing file returns an error matching
+// fs.ErrNotExist. A caller that keeps a parsed copy can compare bytes to
+// tell whether it still holds, whatever the file's timestamps say.
+func (s *Store) Read() ([]byte, error) {
+	if fi, err := os.Stat(filepath.Dir(s.Path)); err == nil {
+		if err := state.CheckOwner(fi); err != nil {
+			return nil, fmt.Errorf("load approvals: directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", filepath.Dir(s.Path), ErrForeignOwner, err)
+		}
+	}
+	return s.read(os.Stat, "load")
 }
 
 // Ensure creates the file when missing, or fills in what a written file

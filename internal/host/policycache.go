@@ -1,8 +1,10 @@
 package host
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -24,13 +26,19 @@ func (e *Engine) approvalsStore() *approvals.Store {
 
 // cachedFile avoids re-parsing exec-approvals.json, re-resolving an agent
 // and recompiling its allowlist on every exec: all three are redone whenever
-// the file's size, mtime or inode changes (an atomic rewrite always gives a
-// new inode). An edit in place that keeps the size and falls in the same
-// timestamp tick as the cached state would keep all three; so a file is
-// cached only once its mtime is policyRacyWindow old, after which any write
-// sets a different mtime.
+// the file's content changes. The common check is a stat: size, mtime and
+// inode equal to the cached state (an atomic rewrite always gives a new
+// inode). An edit in place that keeps the size and falls in the same
+// timestamp tick as the cached state would keep all three, so the stat key
+// is trusted only once the file's mtime is policyRacyWindow old; until then
+// (and whenever the key differs) the file is read again and its bytes
+// compared with the cached ones, which is exact. That matters because the
+// engine itself rewrites the file every UsageFlushDelay under a steady
+// load (lastUsedAt stamps), so a busy host's file is always fresh: a
+// reparse per decision would cost milliseconds for a large allowlist.
 type cachedFile struct {
-	key    string
+	key    string // stat key; "" while the file is too fresh to trust it
+	raw    []byte // the bytes file was parsed from (nil: Default, no file)
 	file   *approvals.File
 	agents map[string]*agentPolicy
 }
@@ -71,11 +79,11 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	return ap, nil
 }
 
-// policyRacyWindow: exec-approvals.json is cached only when its mtime is at
-// least this old. Timestamps come from a coarse clock, so a write within
-// the same tick as the cached state could leave the mtime equal; two
-// seconds cover every file system's granularity Linux supports. Until then
-// each decision reloads the file (only right after an edit).
+// policyRacyWindow: exec-approvals.json's stat key is trusted only when
+// its mtime is at least this old. Timestamps come from a coarse clock, so a
+// write within the same tick as the cached state could leave the mtime
+// equal; two seconds cover every file system's granularity Linux supports.
+// Until then each decision reads the file and compares its bytes.
 const policyRacyWindow = 2 * time.Second
 
 func (e *Engine) loadApprovals() (*approvals.File, error) {
@@ -88,21 +96,39 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 		return nil, fmt.Errorf("load approvals %s: %w", s.Path, statErr)
 	}
 	e.mu.Lock()
-	if key != "" && e.cache.key == key {
-		f := e.cache.file
-		e.mu.Unlock()
-		return f, nil
-	}
+	cached := e.cache
 	e.mu.Unlock()
-	f, err := s.Load()
-	if err != nil {
-		return nil, err
+	if key != "" && cached.key == key {
+		return cached.file, nil
 	}
 	if statErr == nil && e.now().Sub(fi.ModTime()) < policyRacyWindow {
 		key = "" // too fresh to tell apart from a write in the same tick
 	}
+	// The stat above was taken before this read, so the key never
+	// describes bytes older than the ones cached with it.
+	data, err := s.Read()
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
+		return nil, err
+	}
+	if cached.file != nil && !missing && cached.raw != nil && bytes.Equal(data, cached.raw) {
+		e.mu.Lock()
+		if e.cache.file == cached.file {
+			e.cache.key = key
+		}
+		e.mu.Unlock()
+		return cached.file, nil
+	}
+	f := approvals.Default()
+	if !missing {
+		if f, err = approvals.Parse(s.Path, data); err != nil {
+			return nil, err
+		}
+	} else {
+		data = nil
+	}
 	e.mu.Lock()
-	e.cache = cachedFile{key: key, file: f}
+	e.cache = cachedFile{key: key, raw: data, file: f}
 	e.mu.Unlock()
 	return f, nil
 }

@@ -69,3 +69,50 @@ func TestPolicyCacheSeesSameTickEdit(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyCacheKeepsUnchangedFreshFile: a file younger than
+// policyRacyWindow (as a busy host's is, its lastUsedAt stamps rewritten
+// every UsageFlushDelay) is read on every decision but parsed again only
+// when its bytes differ from the cached ones — also after an atomic
+// rewrite with the same content (a new inode and mtime).
+func TestPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	path := f.store.Path
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.engine.Now = func() time.Time { return fi.ModTime().Add(policyRacyWindow / 4) }
+	first, err := f.engine.loadApprovals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.engine.loadApprovals(); err != nil || again != first {
+		t.Fatalf("unchanged fresh file parsed again (%p then %p, %v)", first, again, err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.engine.loadApprovals(); err != nil || again != first {
+		t.Fatalf("same bytes under a new inode parsed again (%p then %p, %v)", first, again, err)
+	}
+	edited := bytes.Replace(data, []byte(`"full"`), []byte(`"deny"`), 1)
+	if err := os.WriteFile(path, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := f.engine.loadApprovals()
+	if err != nil || changed == first {
+		t.Fatalf("edited file not parsed again (%v)", err)
+	}
+	if got := changed.Defaults.Security; got != "deny" {
+		t.Fatalf("after the edit: security %q, want deny", got)
+	}
+}
