@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/state"
@@ -589,18 +590,45 @@ func TestAppendLockTimeout(t *testing.T) {
 	l := openLog(t, path, Options{LockTimeout: 50 * time.Millisecond})
 	// Another holder of the lock (a different open file description, as in
 	// another process).
-	other := openLog(t, path, Options{})
-	if ok, err := other.lock.TryLock(); !ok || err != nil {
+	other := flock.New(path + ".lock")
+	if ok, err := other.TryLock(); !ok || err != nil {
 		t.Fatalf("TryLock = %v, %v", ok, err)
 	}
 	if err := l.Append(rec("a", 0)); !errors.Is(err, ErrLockTimeout) {
 		t.Errorf("Append while locked = %v, want ErrLockTimeout", err)
 	}
-	other.lock.Unlock()
+	other.Unlock()
 	if err := l.Append(rec("a", 1)); err != nil {
 		t.Errorf("Append after unlock: %v", err)
 	}
 	mustVerify(t, path, 1)
+}
+
+// TestAppendLockFileReplaced: the lock file is removed while a Log keeps
+// its descriptor open, and another writer creates a new one and holds it.
+// The Log must lock the file now at the path (so it waits), not the
+// unlinked one it still has open.
+func TestAppendLockFileReplaced(t *testing.T) {
+	path := logPath(t)
+	l := openLog(t, path, Options{LockTimeout: 50 * time.Millisecond})
+	if err := l.Append(rec("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	other := flock.New(path + ".lock")
+	if ok, err := other.TryLock(); !ok || err != nil {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	if err := l.Append(rec("a", 1)); !errors.Is(err, ErrLockTimeout) {
+		t.Errorf("Append while the new lock file is held = %v, want ErrLockTimeout", err)
+	}
+	other.Unlock()
+	if err := l.Append(rec("a", 2)); err != nil {
+		t.Errorf("Append after unlock: %v", err)
+	}
+	mustVerify(t, path, 2)
 }
 
 func TestReadMissingLog(t *testing.T) {

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -83,7 +81,7 @@ const (
 type Log struct {
 	path string
 	opts Options
-	lock *flock.Flock
+	lock *writeLock
 
 	mu      sync.Mutex // guards queue, leading, idle, closed
 	queue   []*pending
@@ -124,7 +122,7 @@ func OpenOptions(path string, opts Options) (*Log, error) {
 	l := &Log{
 		path: path,
 		opts: opts.withDefaults(),
-		lock: flock.New(path+".lock", flock.SetFlag(os.O_CREATE|os.O_RDWR|openFlags), flock.SetPermissions(0o600)),
+		lock: newWriteLock(path + ".lock"),
 	}
 	f, err := openLogFile(path)
 	if err != nil {
@@ -196,7 +194,7 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, l.f.Close(), l.lock.Close())
+	errs = append(errs, l.f.Close(), l.lock.close())
 	return errors.Join(errs...)
 }
 
@@ -207,7 +205,7 @@ func (l *Log) trimTail() error {
 	if err := l.lockFile(); err != nil {
 		return err
 	}
-	defer l.lock.Unlock()
+	defer l.lock.unlock()
 	if err := l.followRotation(); err != nil {
 		return err
 	}
@@ -234,7 +232,7 @@ func (l *Log) trimTail() error {
 // long) it returns an error and leaves every earlier line intact — the
 // caller must say loudly that the exec went unaudited.
 func (l *Log) Append(r Record) error {
-	ch, _, err := l.enqueue(r, true)
+	ch, _, err := l.enqueue(r, waitSync)
 	if err != nil {
 		return err
 	}
@@ -253,7 +251,7 @@ func (l *Log) Append(r Record) error {
 // receives exactly one value, nil once the record is on disk or the error
 // that kept it off. Close waits for submitted records.
 func (l *Log) Submit(r Record) <-chan error {
-	ch, _, err := l.enqueue(r, false)
+	ch, _, err := l.enqueue(r, waitNone)
 	if err != nil {
 		failed := make(chan error, 1)
 		failed <- err
@@ -272,7 +270,7 @@ func (l *Log) Submit(r Record) <-chan error {
 // (docs/audit-durability.md says what a system crash can then lose). It
 // never waits longer than Append would.
 func (l *Log) Write(r Record) (synced <-chan error, err error) {
-	done, written, err := l.enqueue(r, false)
+	done, written, err := l.enqueue(r, waitWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -292,9 +290,12 @@ func (l *Log) Write(r Record) (synced <-chan error, err error) {
 
 // enqueue validates and pre-encodes r on the caller's goroutine (so
 // encoding runs in parallel), queues it and makes sure a leader will commit
-// it: the caller itself when it will wait anyway (inline, one group, which
-// holds its record) and no leader is running, else a new goroutine.
-func (l *Log) enqueue(r Record, inline bool) (done, written <-chan error, err error) {
+// it. When no leader is running, the caller does what it would wait for
+// anyway (one group, which holds its record): Append the whole commit,
+// Write the group's pwrite, leaving the sync to a goroutine; so a lone
+// exec's records cost no goroutine hand-off. Otherwise a new goroutine
+// leads.
+func (l *Log) enqueue(r Record, mode waitMode) (done, written <-chan error, err error) {
 	switch r.Event {
 	case EventDecision, EventFinished, EventDenied:
 	default:
@@ -322,14 +323,38 @@ func (l *Log) enqueue(r Record, inline bool) (done, written <-chan error, err er
 	}
 	l.mu.Unlock()
 	switch {
-	case lead && inline:
+	case lead && mode == waitSync:
 		l.commitNext() // the queue holds at least p
 		l.handOff()
+	case lead && mode == waitWrite:
+		// The caller writes the group inline (it waits for that anyway)
+		// and leaves the sync, and any groups queued meanwhile, to a
+		// goroutine that stays the leader.
+		batch := l.nextBatch() // holds at least p
+		if err := l.writeGroup(batch); err != nil {
+			l.finish(batch, err)
+			l.handOff()
+			break
+		}
+		go func() {
+			l.finish(batch, l.syncGroup())
+			l.lead()
+		}()
 	case lead:
 		go l.lead()
 	}
 	return p.done, p.written, nil
 }
+
+// waitMode is what an enqueue's caller waits for, which decides whether it
+// can do the leader's work itself.
+type waitMode int
+
+const (
+	waitNone  waitMode = iota // Submit: nothing; a goroutine leads
+	waitWrite                 // Write: the group's pwrite, not its sync
+	waitSync                  // Append: the sync
+)
 
 // lead commits queued groups until the queue is empty. Only one leader runs
 // at a time; it alone touches the file state.
@@ -342,7 +367,19 @@ func (l *Log) lead() {
 // caller is still the leader (false: the queue was empty and leadership
 // ended).
 func (l *Log) commitNext() bool {
+	batch := l.nextBatch()
+	if batch == nil {
+		return false
+	}
+	l.finish(batch, l.commit(batch))
+	return true
+}
+
+// nextBatch takes the next group off the queue (at most MaxGroupBytes, at
+// least one record); on an empty queue it ends leadership and returns nil.
+func (l *Log) nextBatch() []*pending {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	batch := l.queue
 	size := 0
 	for i, p := range batch {
@@ -359,15 +396,16 @@ func (l *Log) commitNext() bool {
 	if len(batch) == 0 {
 		l.leading = false
 		close(l.idle)
-		l.mu.Unlock()
-		return false
+		return nil
 	}
-	l.mu.Unlock()
-	err := l.commit(batch)
+	return batch
+}
+
+// finish tells each record of a committed group its outcome.
+func (l *Log) finish(batch []*pending, err error) {
 	for _, p := range batch {
 		p.done <- err
 	}
-	return true
 }
 
 // handOff ends an inline leader's turn: leadership ends if nothing queued
@@ -388,8 +426,8 @@ func (l *Log) handOff() {
 func (l *Log) lockFile() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.LockTimeout)
 	defer cancel()
-	ok, err := l.lock.TryLockContext(ctx, time.Millisecond)
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	ok, err := l.lock.lock(ctx, time.Millisecond)
+	if err != nil {
 		return fmt.Errorf("audit append %s: lock: %w", l.path, err)
 	}
 	if !ok {
@@ -402,20 +440,28 @@ func (l *Log) lockFile() error {
 // tells each record's writer (pending.written), and then makes the group
 // durable with one fdatasync.
 func (l *Log) commit(batch []*pending) error {
-	if err := l.lockFile(); err != nil {
-		for _, p := range batch {
-			p.written <- err
-		}
+	if err := l.writeGroup(batch); err != nil {
 		return err
 	}
-	err := l.writeLocked(batch)
-	l.lock.Unlock()
+	return l.syncGroup()
+}
+
+// writeGroup is commit's first step: the group's pwrite under the lock,
+// after which each record's writer is told.
+func (l *Log) writeGroup(batch []*pending) error {
+	err := l.lockFile()
+	if err == nil {
+		err = l.writeLocked(batch)
+		_ = l.lock.unlock() // closing the descriptor (Close) releases it too
+	}
 	for _, p := range batch {
 		p.written <- err
 	}
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// syncGroup is commit's second step: one fdatasync for everything written.
+func (l *Log) syncGroup() error {
 	// Another process may chain onto these lines before they are synced;
 	// its own fdatasync of the same file flushes them too, and if this
 	// sync fails the lines may still reach the disk: the log can then hold
