@@ -64,24 +64,41 @@ type registry struct {
 	wmu  sync.Mutex // held by update and touch, across the write
 	mu   sync.Mutex // guards data; never held across I/O
 	data registryData
+	// byID indexes data.Nodes (the first record of each id); it is
+	// rebuilt whenever data is installed, under mu.
+	byID map[string]*nodeRecord
 	// writing, when set, runs as a write starts (tests hold a write
 	// there to check what readers see meanwhile).
 	writing func()
 }
 
 func openRegistry(stateDir string) (*registry, error) {
-	r := &registry{path: filepath.Join(stateDir, RegistryFile), data: registryData{Version: 1}}
+	r := &registry{path: filepath.Join(stateDir, RegistryFile)}
+	d := registryData{Version: 1}
 	raw, err := os.ReadFile(r.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return nil, fmt.Errorf("read node registry: %w", err)
+	default:
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("read node registry %s: %w (hint: fix or remove it; removing unpairs every node)", r.path, err)
+		}
 	}
-	if err := json.Unmarshal(raw, &r.data); err != nil {
-		return nil, fmt.Errorf("read node registry %s: %w (hint: fix or remove it; removing unpairs every node)", r.path, err)
-	}
+	r.install(d)
 	return r, nil
+}
+
+// install makes d the registry's data and indexes it; the caller holds mu
+// (or is the constructor).
+func (r *registry) install(d registryData) {
+	r.data = d
+	r.byID = make(map[string]*nodeRecord, len(d.Nodes))
+	for _, n := range d.Nodes {
+		if _, dup := r.byID[n.NodeID]; !dup {
+			r.byID[n.NodeID] = n
+		}
+	}
 }
 
 // clone copies d deeply enough that changing the copy's records never
@@ -114,7 +131,7 @@ func (r *registry) update(change func(d *registryData) (changed bool, err error)
 		return err
 	}
 	r.mu.Lock()
-	r.data = next
+	r.install(next)
 	r.mu.Unlock()
 	return nil
 }
@@ -146,11 +163,9 @@ func (r *registry) write(d *registryData) error {
 func (r *registry) get(id string) *nodeRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, n := range r.data.Nodes {
-		if n.NodeID == id {
-			c := *n
-			return &c
-		}
+	if n := r.byID[id]; n != nil {
+		c := *n
+		return &c
 	}
 	return nil
 }
@@ -193,10 +208,8 @@ func (r *registry) touch(id string, fn func(*nodeRecord)) {
 	defer r.wmu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, n := range r.data.Nodes {
-		if n.NodeID == id {
-			fn(n)
-		}
+	if n := r.byID[id]; n != nil {
+		fn(n)
 	}
 }
 
@@ -227,6 +240,12 @@ func (r *registry) addJoinKey(hash string, expires time.Time) error {
 // existed) is bound to pub and saved before the connection is accepted;
 // bound reports that. Any other key is refused.
 func (r *registry) bindKey(id, tokenHash, pub string) (bound bool, err error) {
+	if r.boundTo(id, tokenHash, pub) {
+		// The common case, every reconnect: nothing to change, so no
+		// copy of the registry (a copy per connect made a storm of
+		// reconnecting nodes quadratic in their number).
+		return false, nil
+	}
 	err = r.update(func(d *registryData) (bool, error) {
 		for _, n := range d.Nodes {
 			if n.NodeID != id || n.TokenHash != tokenHash {
@@ -247,6 +266,14 @@ func (r *registry) bindKey(id, tokenHash, pub string) (bound bool, err error) {
 		return false, err
 	}
 	return bound, nil
+}
+
+// boundTo reports whether id's record has tokenHash and is bound to pub.
+func (r *registry) boundTo(id, tokenHash, pub string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.byID[id]
+	return n != nil && n.TokenHash == tokenHash && n.PublicKey == pub && pub != ""
 }
 
 // fingerprintOf abbreviates a stored public key for messages.

@@ -210,3 +210,47 @@ func TestRegistryConcurrentWritersLoseNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryReconnectCostDoesNotGrow: the checks a connect makes on a
+// paired node (bindKey, get, touch) must not copy or scan the whole
+// registry, or a storm of n reconnecting nodes costs n² (as it did when
+// bindKey copied the registry on every connect). Counted in allocations,
+// which do not depend on the machine's speed.
+func TestRegistryReconnectCostDoesNotGrow(t *testing.T) {
+	allocs := func(n int) float64 {
+		r, err := openRegistry(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := registryData{Version: 1}
+		for i := range n {
+			d.Nodes = append(d.Nodes, &nodeRecord{NodeID: fmt.Sprintf("node-%d", i), TokenHash: "h", PublicKey: "pub"})
+		}
+		r.install(d)
+		id := fmt.Sprintf("node-%d", n/2)
+		return testing.AllocsPerRun(20, func() {
+			if bound, err := r.bindKey(id, "h", "pub"); err != nil || bound {
+				t.Fatalf("bindKey = %v, %v; want an already bound key", bound, err)
+			}
+			if r.get(id) == nil {
+				t.Fatal("get found nothing")
+			}
+			r.touch(id, func(rec *nodeRecord) { rec.LastSeen++ })
+		})
+	}
+	small, large := allocs(10), allocs(5000)
+	if large > small+2 {
+		t.Errorf("a reconnect's registry checks allocate %.0f times with 5000 nodes against %.0f with 10: they copy the registry", large, small)
+	}
+	r, err := openRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.install(registryData{Version: 1, Nodes: []*nodeRecord{{NodeID: "a", TokenHash: "h", PublicKey: "pub"}}})
+	if _, err := r.bindKey("a", "h", "other"); err == nil {
+		t.Error("bindKey accepted a different key for a bound node")
+	}
+	if _, err := r.bindKey("a", "wrong", "pub"); err == nil {
+		t.Error("bindKey accepted a token that is not the node's")
+	}
+}
