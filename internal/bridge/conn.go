@@ -195,7 +195,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, out any) error {
 			return nil
 		}
 		if out != nil && len(res.Payload) > 0 {
-			if err := json.Unmarshal(res.Payload, out); err != nil {
+			if err := Unmarshal(res.Payload, out); err != nil {
 				return fmt.Errorf("%s: decode result: %w", method, err)
 			}
 		}
@@ -336,7 +336,7 @@ func (c *Conn) deliverTyped(data []byte) bool {
 		Error   *Error `json:"error"`
 	}
 	fr.Payload = value.Interface() // decoded into: it holds a non-nil pointer
-	if err := json.Unmarshal(data, &fr); err != nil {
+	if err := Unmarshal(data, &fr); err != nil {
 		return false
 	}
 	f := Frame{Type: fr.Type, ID: fr.ID, OK: fr.OK, Error: fr.Error}

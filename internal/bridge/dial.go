@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,7 +61,7 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev Dev
 		if f.Type != TypeEvent || f.Event != EventConnectChallenge {
 			continue
 		}
-		if err := json.Unmarshal(f.Payload, &ch); err != nil || ch.Nonce == "" {
+		if err := Unmarshal(f.Payload, &ch); err != nil || ch.Nonce == "" {
 			return res, fmt.Errorf("%w: bad connect challenge", ErrBadFrame)
 		}
 		break
@@ -98,7 +97,7 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev Dev
 		}
 		return res, r.Error
 	}
-	if err := json.Unmarshal(r.Payload, &res); err != nil {
+	if err := Unmarshal(r.Payload, &res); err != nil {
 		return res, fmt.Errorf("bad connect result: %w", err)
 	}
 	return res, nil

@@ -243,7 +243,7 @@ func (g *Gateway) currentApprovals(ctx context.Context, nc *nodeConn, timeout ti
 		return nil
 	}
 	var res bridge.ApprovalsGetResult
-	if json.Unmarshal(payload, &res) != nil || !res.Exists {
+	if bridge.Unmarshal(payload, &res) != nil || !res.Exists {
 		return nil
 	}
 	return res.File
@@ -331,7 +331,7 @@ func (g *Gateway) auditApprovalsResult(ctx context.Context, nc *nodeConn, p brid
 		var res struct {
 			Hash string `json:"hash"`
 		}
-		_ = json.Unmarshal(payload, &res)
+		_ = bridge.Unmarshal(payload, &res)
 		_ = g.auditEvent(ctx, audit.Record{
 			Event: audit.EventDecision, NodeID: nc.id, DecidedBy: "node", Reason: "node applied the edit",
 			GatewayFields: audit.GatewayFields{Action: audit.ActionApprovalsEdit, ReasonCode: audit.ReasonCompleted,

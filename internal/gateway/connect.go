@@ -92,7 +92,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var p bridge.ConnectParams
-	if err := json.Unmarshal(f.Params, &p); err != nil {
+	if err := bridge.Unmarshal(f.Params, &p); err != nil {
 		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "bad connect params: %v", err))
 		return
 	}

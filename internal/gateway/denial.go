@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -47,7 +46,7 @@ func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Se
 		defer cancel()
 		if raw, err := g.invoke(cctx, nc, bridge.CmdExecApprovalsGet, struct{}{}, explainTimeout, ""); err == nil {
 			var res bridge.ApprovalsGetResult
-			if json.Unmarshal(raw, &res) == nil {
+			if bridge.Unmarshal(raw, &res) == nil {
 				h.Path = res.Path
 				h.File, _ = approvals.Parse(res.Path, res.File)
 			}

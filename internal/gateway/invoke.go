@@ -53,7 +53,7 @@ func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request,
 		return host.FromWire(*r.run), nil
 	}
 	var res bridge.SystemRunResult
-	if err := json.Unmarshal(r.res.Payload, &res); err != nil {
+	if err := bridge.Unmarshal(r.res.Payload, &res); err != nil {
 		return runner.Result{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 	}
 	return host.FromWire(res), nil
@@ -138,7 +138,7 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 		Error   *bridge.Error `json:"error,omitempty"`
 	}
 	r.Payload = run // decoded into, not replaced: it holds a non-nil pointer
-	if err := json.Unmarshal(params, &r); err != nil {
+	if err := bridge.Unmarshal(params, &r); err != nil {
 		return invokeReply{}, err
 	}
 	if r.ID != id {
@@ -185,7 +185,7 @@ func (g *Gateway) invokeResult(nc *nodeConn, method string, params json.RawMessa
 		}
 	}
 	if w == nil {
-		if err := json.Unmarshal(params, &reply.res); err != nil {
+		if err := bridge.Unmarshal(params, &reply.res); err != nil {
 			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
 		}
 		g.mu.Lock()
@@ -210,11 +210,11 @@ func (g *Gateway) nodeEvent(nc *nodeConn, params json.RawMessage) error {
 		return bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet", nc.id)
 	}
 	var ev bridge.NodeEvent
-	if err := json.Unmarshal(params, &ev); err != nil {
+	if err := bridge.Unmarshal(params, &ev); err != nil {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", bridge.MethodNodeEvent, err)
 	}
 	var he host.Event
-	if err := json.Unmarshal(ev.Payload, &he); err != nil {
+	if err := bridge.Unmarshal(ev.Payload, &he); err != nil {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s payload: %v", ev.Event, err)
 	}
 	// Route by the run the gateway sent to this node, never by the

@@ -28,7 +28,7 @@ func decode[T any](method string, params json.RawMessage) (T, error) {
 	if len(params) == 0 {
 		return v, nil
 	}
-	if err := json.Unmarshal(params, &v); err != nil {
+	if err := bridge.Unmarshal(params, &v); err != nil {
 		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
 	}
 	return v, nil

@@ -233,20 +233,20 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 			switch event {
 			case bridge.EventInvokeRequest:
 				var req bridge.InvokeRequest
-				if err := json.Unmarshal(payload, &req); err != nil {
+				if err := bridge.Unmarshal(payload, &req); err != nil {
 					c.log.Warn("bad invoke request", "err", err)
 					return
 				}
 				go func() { <-ready; c.handleInvoke(ctx, req) }()
 			case bridge.EventInvokeCancel:
 				var ic bridge.InvokeCancel
-				if json.Unmarshal(payload, &ic) == nil {
+				if bridge.Unmarshal(payload, &ic) == nil {
 					c.log.Info("invoke cancelled by the gateway", "invoke", ic.ID, "reason", ic.Reason)
 					c.cancels.cancel(ic.ID, ic.Reason)
 				}
 			case bridge.EventPairApproved:
 				var pa bridge.PairApproved
-				if err := json.Unmarshal(payload, &pa); err != nil || pa.Token == "" {
+				if err := bridge.Unmarshal(payload, &pa); err != nil || pa.Token == "" {
 					c.log.Warn("bad pairing approval", "err", err)
 					return
 				}

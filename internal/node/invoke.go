@@ -182,7 +182,7 @@ func ok(v any) bridge.InvokeResult {
 // SYSTEM_RUN_* message.
 func (c *Client) systemRun(ctx context.Context, params json.RawMessage, timeoutMs int64) bridge.InvokeResult {
 	var p bridge.SystemRunParams
-	if err := json.Unmarshal(params, &p); err != nil {
+	if err := bridge.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.run params: %v", err))
 	}
 	req := host.RequestOf(p)
@@ -201,7 +201,7 @@ func (c *Client) systemRun(ctx context.Context, params json.RawMessage, timeoutM
 
 func (c *Client) which(params json.RawMessage) bridge.InvokeResult {
 	var p bridge.WhichParams
-	if err := json.Unmarshal(params, &p); err != nil {
+	if err := bridge.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.which params: %v", err))
 	}
 	out := bridge.WhichResult{Bins: map[string]string{}}
@@ -233,7 +233,7 @@ func (c *Client) approvalsGet() bridge.InvokeResult {
 // be able to redirect prompts to another socket or learn the key.
 func (c *Client) approvalsSet(params json.RawMessage) bridge.InvokeResult {
 	var p bridge.ApprovalsSetParams
-	if err := json.Unmarshal(params, &p); err != nil {
+	if err := bridge.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.execApprovals.set params: %v", err))
 	}
 	if p.BaseHash == "" {

@@ -1,0 +1,17 @@
+package bridge
+
+import (
+	jsonv1 "github.com/go-json-experiment/json/v1"
+)
+
+// Unmarshal is the one decoder of JSON that crosses the wire: frames,
+// params and payloads, in the bridge and in every peer (gateway, node).
+// It is go-json-experiment's v1 package, the implementation encoding/json
+// becomes under GOEXPERIMENT=jsonv2: encoding/json's semantics (duplicate
+// keys: the last wins; field names match case-insensitively; invalid UTF-8
+// is replaced) with a scanner several times faster. Speed matters here
+// because a command's whole output is decoded on its way (a node's result
+// frame, then its payload); `go run ./bench` has the rows. One decoder for
+// every peer also means no two of them can read the same bytes two ways.
+// Files on disk keep encoding/json.
+func Unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
