@@ -194,7 +194,8 @@ func marshalRaw(v any) (json.RawMessage, error) {
 }
 
 // wireAppender is implemented by wire types that carry large raw JSON
-// (InvokeResult's payload) and encode themselves without re-scanning it.
+// (InvokeResult's and NodeEvent's payloads) and encode themselves without
+// re-scanning it.
 type wireAppender interface {
 	appendWire(dst []byte) []byte
 }

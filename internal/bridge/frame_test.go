@@ -139,6 +139,15 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			t.Errorf("appendWire = %s\nwant         %s", got, want)
 		}
 	}
+	for _, e := range []NodeEvent{
+		{Event: "exec.finished", Payload: json.RawMessage(`{"tail":"a\nb"}`)},
+		{Event: "e\u2028<"},
+	} {
+		want, _ := json.Marshal(e)
+		if got := e.appendWire(nil); string(got) != string(want) {
+			t.Errorf("appendWire = %s\nwant         %s", got, want)
+		}
+	}
 	if _, err := NewResult("1", json.RawMessage(`1,"ok":false`)); err == nil {
 		t.Error("NewResult accepted raw JSON that would forge a frame field")
 	}

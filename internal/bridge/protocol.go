@@ -217,8 +217,25 @@ func (r InvokeResult) appendWire(dst []byte) []byte {
 
 // NodeEvent is the params of a node.event request.
 type NodeEvent struct {
-	Event   string          `json:"event"`
+	Event string `json:"event"`
+	// Payload is the event, JSON produced by json.Marshal (spliced in
+	// unchecked, as InvokeResult's: a finished event carries an output
+	// tail).
 	Payload json.RawMessage `json:"payload"`
+}
+
+// appendWire encodes e as json.Marshal would, splicing Payload in
+// without re-scanning it; see InvokeResult.appendWire.
+func (e NodeEvent) appendWire(dst []byte) []byte {
+	dst = append(dst, `{"event":`...)
+	dst = appendString(dst, e.Event)
+	dst = append(dst, `,"payload":`...)
+	if len(e.Payload) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, e.Payload...)
+	}
+	return append(dst, '}')
 }
 
 // PairApproved is the payload of a node.pair.approved event: the token the
