@@ -37,8 +37,8 @@ func (e *Engine) approvalsStore() *approvals.Store {
 // load (lastUsedAt stamps), so a busy host's file is always fresh: a
 // reparse per decision would cost milliseconds for a large allowlist.
 type cachedFile struct {
-	key    string // stat key; "" while the file is too fresh to trust it
-	raw    []byte // the bytes file was parsed from (nil: Default, no file)
+	key    statKey // zero while the file is too fresh to trust it
+	raw    []byte  // the bytes file was parsed from (nil: Default, no file)
 	file   *approvals.File
 	agents map[string]*agentPolicy
 }
@@ -79,6 +79,14 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	return ap, nil
 }
 
+// statKey is what a stat of exec-approvals.json must still show for the
+// cached parse to hold (set: a key was taken and is trusted).
+type statKey struct {
+	size, mtime int64
+	id          any // fileID: the inode where there is one
+	set         bool
+}
+
 // policyRacyWindow: exec-approvals.json's stat key is trusted only when
 // its mtime is at least this old. Timestamps come from a coarse clock, so a
 // write within the same tick as the cached state could leave the mtime
@@ -89,20 +97,20 @@ const policyRacyWindow = 2 * time.Second
 func (e *Engine) loadApprovals() (*approvals.File, error) {
 	s := e.approvalsStore()
 	fi, statErr := os.Stat(s.Path)
-	key := ""
+	var key statKey
 	if statErr == nil {
-		key = fmt.Sprintf("%d/%d/%v", fi.Size(), fi.ModTime().UnixNano(), fileID(fi))
+		key = statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), id: fileID(fi), set: true}
 	} else if !errors.Is(statErr, os.ErrNotExist) {
 		return nil, fmt.Errorf("load approvals %s: %w", s.Path, statErr)
 	}
 	e.mu.Lock()
 	cached := e.cache
 	e.mu.Unlock()
-	if key != "" && cached.key == key {
+	if key.set && cached.key == key {
 		return cached.file, nil
 	}
 	if statErr == nil && e.now().Sub(fi.ModTime()) < policyRacyWindow {
-		key = "" // too fresh to tell apart from a write in the same tick
+		key = statKey{} // too fresh to tell apart from a write in the same tick
 	}
 	// The stat above was taken before this read, so the key never
 	// describes bytes older than the ones cached with it.

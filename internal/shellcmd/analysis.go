@@ -304,7 +304,7 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 		}
 		f = raw
 	}
-	base.shell, base.tailOpen, base.pos = true, false, ""
+	base.shell, base.tailOpen, base.pos = true, false, syntax.Pos{}
 	w := &walker{a: a, base: base}
 	_, _, err := w.list(f.Stmts, cwd)
 	return err

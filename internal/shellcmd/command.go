@@ -1,9 +1,12 @@
 package shellcmd
 
 import (
+	"fmt"
 	"path"
 	"regexp"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // cmdCtx is how a command is reached.
@@ -22,7 +25,7 @@ type cmdCtx struct {
 	applied []string // wrappers the runner applies around the command
 	via     []string
 	depth   int
-	pos     string // position of the simple command, for messages
+	pos     syntax.Pos // position of the simple command, for messages (zero: none)
 	// defaultPath is true when the command is found by a program that may
 	// not use the host's PATH (env -i, sudo's secure_path, …): a bare name
 	// must then resolve to the same file under the usual default paths.
@@ -173,10 +176,10 @@ func (a *analyzer) interpretedShell(sc ShellCall, args []arg, st *cwdState, ctx 
 }
 
 func posSuffix(ctx cmdCtx) string {
-	if ctx.pos == "" {
+	if !ctx.pos.IsValid() {
 		return ""
 	}
-	return " at " + ctx.pos
+	return fmt.Sprintf(" at %d:%d", ctx.pos.Line(), ctx.pos.Col())
 }
 
 func lastVia(ctx cmdCtx) string {

@@ -199,7 +199,7 @@ func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, er
 	}
 	next := st
 	ctx := w.base
-	ctx.pos = at(c)
+	ctx.pos = c.Pos() // formatted only for a message (posSuffix)
 	if err := w.a.command(args, &next, ctx); err != nil {
 		return st, st, err
 	}
