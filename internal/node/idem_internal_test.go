@@ -39,3 +39,36 @@ func TestIdemCacheBoundsPayloadBytes(t *testing.T) {
 		t.Errorf("oldest result = %+v; want an error saying it is no longer kept", oldest.res)
 	}
 }
+
+// TestIdemCacheAccountsEvictions mixes the two bounds — entries evicted by
+// count (max) and payloads shed by size — and checks after every run that
+// the byte count is exactly what the kept entries hold and that the list
+// of payload holders stays bounded.
+func TestIdemCacheAccountsEvictions(t *testing.T) {
+	c := newIdemCache(4)
+	big := json.RawMessage(`"` + strings.Repeat("x", 1500<<10) + `"`)
+	small := json.RawMessage(`"x"`)
+	for i := range 500 {
+		e, first := c.begin(fmt.Sprint(i))
+		if !first {
+			t.Fatalf("key %d seen twice", i)
+		}
+		p := small
+		if i%3 == 0 {
+			p = big
+		}
+		c.finish(e, bridge.InvokeResult{OK: true, Payload: p})
+		sum := 0
+		for _, e := range c.m {
+			if e.held {
+				sum += len(e.res.Payload)
+			}
+		}
+		if sum != c.bytes || c.bytes > maxIdemBytes {
+			t.Fatalf("after run %d: counted %d payload bytes, entries hold %d (budget %d)", i, c.bytes, sum, maxIdemBytes)
+		}
+		if len(c.holding) > 2*c.max+17 {
+			t.Fatalf("after run %d: %d payload holders listed for a cache of %d", i, len(c.holding), c.max)
+		}
+	}
+}

@@ -30,6 +30,11 @@ type idemCache struct {
 	// bytes is the payload size of the finished entries still holding
 	// theirs, bounded by maxIdemBytes.
 	bytes int
+	// holding lists finished entries in the order they finished, oldest
+	// first, so shedding payloads never walks the whole cache. Entries
+	// that lost their payload meanwhile (evicted) are skipped when
+	// reached, and dropped in a compaction once they are most of it.
+	holding []*idemEntry
 }
 
 // maxIdemBytes bounds the result payloads the cache holds: 1,024 results
@@ -39,6 +44,7 @@ type idemCache struct {
 const maxIdemBytes = 4 << 20
 
 type idemEntry struct {
+	key  string
 	done chan struct{}
 	res  bridge.InvokeResult
 	// held says res.Payload still counts against maxIdemBytes.
@@ -55,7 +61,7 @@ func (c *idemCache) begin(key string) (*idemEntry, bool) {
 	if e, ok := c.m[key]; ok {
 		return e, false
 	}
-	e := &idemEntry{done: make(chan struct{})}
+	e := &idemEntry{key: key, done: make(chan struct{})}
 	c.m[key] = e
 	c.order = append(c.order, key)
 	// Forget the oldest finished runs beyond max; never one in flight.
@@ -65,6 +71,7 @@ func (c *idemCache) begin(key string) (*idemEntry, bool) {
 			if old := c.m[k]; old == nil || isDone(old) {
 				if old != nil && old.held {
 					c.bytes -= len(old.res.Payload)
+					old.held = false // skipped when c.holding reaches it
 				}
 				delete(c.m, k)
 				c.order = append(c.order[:i], c.order[i+1:]...)
@@ -92,16 +99,26 @@ func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 	c.mu.Lock()
 	e.res, e.held = res, true
 	c.bytes += len(res.Payload)
+	c.holding = append(c.holding, e)
 	// Shed the oldest payloads (this one last) beyond the budget.
-	for _, k := range c.order {
-		if c.bytes <= maxIdemBytes {
-			break
-		}
-		if old := c.m[k]; old != nil && old.held {
+	for len(c.holding) > 0 && c.bytes > maxIdemBytes {
+		old := c.holding[0]
+		c.holding[0] = nil
+		c.holding = c.holding[1:]
+		if old.held {
 			c.bytes -= len(old.res.Payload)
 			old.held = false
-			old.res = fail(bridge.Errorf(bridge.CodeInternal, "system.run with idempotency key %q already ran; its result is no longer kept on this node (not running it again)", k))
+			old.res = fail(bridge.Errorf(bridge.CodeInternal, "system.run with idempotency key %q already ran; its result is no longer kept on this node (not running it again)", old.key))
 		}
+	}
+	if len(c.holding) > 2*c.max+16 { // mostly evicted entries: compact
+		kept := make([]*idemEntry, 0, len(c.holding)/2)
+		for _, h := range c.holding {
+			if h.held {
+				kept = append(kept, h)
+			}
+		}
+		c.holding = kept
 	}
 	c.mu.Unlock()
 	close(e.done)
