@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/gofrs/flock"
 
@@ -141,32 +142,15 @@ func (s *Store) modeOK() bool {
 	return err == nil && fi.Mode().Perm() == 0o600
 }
 
-// read returns the file's content after checking, with stat (os.Stat to
-// follow a symlink, os.Lstat to refuse one), that it is a regular file of
-// ours; the check is repeated on the open descriptor. A missing file
-// returns an error matching fs.ErrNotExist.
+// read returns the file's content after open's checks (stat: os.Stat to
+// follow a symlink, os.Lstat to refuse one). A missing file returns an
+// error matching fs.ErrNotExist.
 func (s *Store) read(stat func(string) (fs.FileInfo, error), op string) ([]byte, error) {
-	fi, err := stat(s.Path)
+	fh, _, err := s.open(stat, op)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s approvals: %w", op, err)
-	}
-	if err := s.check(fi, op); err != nil {
 		return nil, err
-	}
-	fh, err := os.Open(s.Path)
-	if err != nil {
-		return nil, fmt.Errorf("%s approvals: %w", op, err)
 	}
 	defer fh.Close()
-	if fi, err = fh.Stat(); err != nil {
-		return nil, fmt.Errorf("%s approvals: %w", op, err)
-	}
-	if err := s.check(fi, op); err != nil {
-		return nil, err
-	}
 	data, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s approvals: %w", op, err)
@@ -176,6 +160,74 @@ func (s *Store) read(stat func(string) (fs.FileInfo, error), op string) ([]byte,
 	}
 	return data, nil
 }
+
+// open opens the file for reading after checking, with stat (os.Stat to
+// follow a symlink, os.Lstat to refuse one), that it is a regular file of
+// ours; the check is repeated on the open descriptor, whose FileInfo it
+// returns. A missing file returns an error matching fs.ErrNotExist.
+func (s *Store) open(stat func(string) (fs.FileInfo, error), op string) (*os.File, fs.FileInfo, error) {
+	fi, err := stat(s.Path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	if err := s.check(fi, op); err != nil {
+		return nil, nil, err
+	}
+	fh, err := os.Open(s.Path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	if fi, err = fh.Stat(); err != nil {
+		fh.Close()
+		return nil, nil, fmt.Errorf("%s approvals: %w", op, err)
+	}
+	if err := s.check(fi, op); err != nil {
+		fh.Close()
+		return nil, nil, err
+	}
+	return fh, fi, nil
+}
+
+// Same reports whether Read would return exactly want, without making a
+// copy of the file: it runs Read's checks, then compares the file with
+// want a piece at a time. Any failure (a missing file, a check that Read
+// would fail) reports false; the caller's Read then reports it. A caller
+// that keeps a parse of want uses it to tell, exactly and cheaply, that
+// the parse still holds.
+func (s *Store) Same(want []byte) bool {
+	if fi, err := os.Stat(filepath.Dir(s.Path)); err == nil && state.CheckOwner(fi) != nil {
+		return false
+	}
+	fh, fi, err := s.open(os.Stat, "load")
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	if fi.Size() != int64(len(want)) {
+		return false
+	}
+	bp := compareBufs.Get().(*[32 << 10]byte)
+	defer compareBufs.Put(bp)
+	for {
+		n, err := fh.Read(bp[:])
+		if n > len(want) || !bytes.Equal(bp[:n], want[:n]) {
+			return false
+		}
+		want = want[n:]
+		if err == io.EOF {
+			return len(want) == 0
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// compareBufs are Same's read buffers.
+var compareBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 func (s *Store) check(fi fs.FileInfo, op string) error {
 	switch {

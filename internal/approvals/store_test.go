@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -438,5 +439,34 @@ func BenchmarkLoadResolve(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = f.ResolvePolicy("dev")
+	}
+}
+
+// TestStoreSame: Same reports true only for the file's exact bytes —
+// including a difference past the first read buffer, and a file of the
+// same size — and false for a missing file.
+func TestStoreSame(t *testing.T) {
+	s := NewStore(t.TempDir())
+	if s.Same(nil) || s.Same([]byte("{}")) {
+		t.Error("Same is true for a missing file")
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 5000) // 80 KB: several reads
+	if err := os.WriteFile(s.Path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Same(data) {
+		t.Error("Same is false for the file's own bytes")
+	}
+	last := bytes.Clone(data)
+	last[len(last)-1] ^= 1
+	for name, want := range map[string][]byte{
+		"last byte differs": last,
+		"shorter":           data[:len(data)-1],
+		"longer":            append(bytes.Clone(data), 'x'),
+		"empty":             nil,
+	} {
+		if s.Same(want) {
+			t.Errorf("%s: Same is true", name)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -114,18 +113,18 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	}
 	// The stat above was taken before this read, so the key never
 	// describes bytes older than the ones cached with it.
-	data, err := s.Read()
-	missing := errors.Is(err, fs.ErrNotExist)
-	if err != nil && !missing {
-		return nil, err
-	}
-	if cached.file != nil && !missing && cached.raw != nil && bytes.Equal(data, cached.raw) {
+	if cached.file != nil && cached.raw != nil && s.Same(cached.raw) {
 		e.mu.Lock()
 		if e.cache.file == cached.file {
 			e.cache.key = key
 		}
 		e.mu.Unlock()
 		return cached.file, nil
+	}
+	data, err := s.Read()
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
+		return nil, err
 	}
 	f := approvals.Default()
 	if !missing {
