@@ -132,13 +132,28 @@ func (e *Engine) baseEnv() []string {
 // runPATH is the host PATH with empty and relative entries removed: both
 // the analysis and the spawned shell use exactly this value.
 func (e *Engine) runPATH() string {
+	host := e.hostPATH()
+	if allAbs(host) {
+		return host // the common case: nothing to drop, nothing to build
+	}
 	var dirs []string
-	for _, d := range filepath.SplitList(e.hostPATH()) {
+	for _, d := range filepath.SplitList(host) {
 		if filepath.IsAbs(d) {
 			dirs = append(dirs, d)
 		}
 	}
 	return strings.Join(dirs, string(filepath.ListSeparator))
+}
+
+// allAbs reports whether every entry of the search path list is absolute
+// (so runPATH keeps it as it is).
+func allAbs(list string) bool {
+	for d := range strings.SplitSeq(list, string(filepath.ListSeparator)) {
+		if !filepath.IsAbs(d) {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Engine) hostPATH() string {

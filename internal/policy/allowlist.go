@@ -103,7 +103,8 @@ func (a *Allowlist) Explain(p string) Result {
 		pos  int
 		fold Fold
 	}
-	var cands []cand
+	var buf [4]cand // most paths match at most a few patterns
+	cands := buf[:0]
 	consider := func(g glob) {
 		if ok, err := doublestar.Match(g.lower, lower); err != nil || !ok {
 			return

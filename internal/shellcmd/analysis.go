@@ -196,10 +196,16 @@ func failf(format string, args ...any) error {
 // when the interpreter runs its canonical form (Canonical). It never runs
 // anything; it only stats files to resolve names.
 func Analyze(text string, env Env) (out Analysis) {
+	if out, ok := memo.lookup(text, env); ok {
+		return out
+	}
 	a := newAnalyzer(env)
+	a.facts = newFactLog()
 	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
-	return a.result(err)
+	out = a.result(err)
+	memo.store(text, env, out, a.facts)
+	return out
 }
 
 // AnalyzeArgv analyses a system.run argv: it is run as one simple command
@@ -223,6 +229,9 @@ type analyzer struct {
 	builtins  []string
 	stats     map[string]statResult // lstat results, per analysis
 	realDirs  map[string]string     // directory → symlink-resolved directory
+	// facts records every file-system read, for the memo (memo.go); nil
+	// records nothing.
+	facts *factLog
 }
 
 func newAnalyzer(env Env) *analyzer {

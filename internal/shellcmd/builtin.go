@@ -1,9 +1,7 @@
 package shellcmd
 
 import (
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -144,13 +142,13 @@ func (a *analyzer) cd(args []arg, st *cwdState, ctx cmdCtx) error {
 	// -P, ".." follows the physical path. Both must agree.
 	target = path.Clean(raw)
 	if hasDotDot(raw) {
-		r1, e1 := filepath.EvalSymlinks(raw)
-		r2, e2 := filepath.EvalSymlinks(target)
+		r1, e1 := a.evalSymlinks(raw)
+		r2, e2 := a.evalSymlinks(target)
 		if e1 != nil || e2 != nil || r1 != r2 {
 			return failf("cd %s uses \"..\" through a symlink%s (hint: cd to the directory without \"..\")", rest[0].val, posSuffix(ctx))
 		}
 	}
-	if fi, err := os.Stat(target); err != nil || !fi.IsDir() {
+	if fi, err := a.osStat(target); err != nil || !fi.IsDir() {
 		return failf("cd target %s is not a directory%s", target, posSuffix(ctx))
 	}
 	*st = cwdState{dir: target}

@@ -76,8 +76,8 @@ func (a *analyzer) resolveQualified(name string, st cwdState) (string, error) {
 	if hasDotDot(name) {
 		// The kernel resolves ".." after following symlinks; a cleaned path
 		// does it before. They must name the same file.
-		r1, e1 := filepath.EvalSymlinks(full)
-		r2, e2 := filepath.EvalSymlinks(clean)
+		r1, e1 := a.evalSymlinks(full)
+		r2, e2 := a.evalSymlinks(clean)
 		if (e1 == nil) != (e2 == nil) || r1 != r2 {
 			return "", failf("command path %s uses \"..\" through a symlink (hint: write the path without \"..\")", name)
 		}
@@ -137,7 +137,7 @@ func (a *analyzer) statDir(dir string) (os.FileInfo, error) {
 	if r, ok := a.stats[key]; ok {
 		return r.fi, r.err
 	}
-	fi, err := os.Stat(dir)
+	fi, err := a.osStat(dir)
 	if a.stats == nil {
 		a.stats = map[string]statResult{}
 	}
@@ -233,7 +233,7 @@ func (c *absentCache) note(dir string, fi os.FileInfo, name string) {
 func (a *analyzer) isExecutable(p string) bool {
 	fi, err := a.lstat(p)
 	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		fi, err = os.Stat(p)
+		fi, err = a.osStat(p)
 	}
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
@@ -244,7 +244,7 @@ func (a *analyzer) lstat(p string) (os.FileInfo, error) {
 	if r, ok := a.stats[p]; ok {
 		return r.fi, r.err
 	}
-	fi, err := os.Lstat(p)
+	fi, err := a.osLstat(p)
 	if a.stats == nil {
 		a.stats = map[string]statResult{}
 	}
@@ -266,7 +266,7 @@ func (a *analyzer) realPath(p string) string {
 		return ""
 	}
 	if fi.Mode()&os.ModeSymlink != 0 {
-		r, err := filepath.EvalSymlinks(p)
+		r, err := a.evalSymlinks(p)
 		if err != nil {
 			return ""
 		}
@@ -275,7 +275,7 @@ func (a *analyzer) realPath(p string) string {
 	dir := path.Dir(p)
 	rd, ok := a.realDirs[dir]
 	if !ok {
-		rd, _ = filepath.EvalSymlinks(dir)
+		rd, _ = a.evalSymlinks(dir)
 		if a.realDirs == nil {
 			a.realDirs = map[string]string{}
 		}

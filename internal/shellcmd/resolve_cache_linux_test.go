@@ -12,8 +12,8 @@ import (
 // kind of change to the search path — adding, removing, replacing,
 // chmod-ing and re-linking files, replacing and re-linking directories and
 // their ancestors — with the absent-name cache trusted (the clock moved an
-// hour ahead), and checks that the second resolution always sees the
-// change.
+// hour ahead) and the analysis memo holding the first analysis, and checks
+// that the second resolution always sees the change.
 func TestResolutionCacheSeesEveryChange(t *testing.T) {
 	nowFn = func() time.Time { return time.Now().Add(time.Hour) }
 	t.Cleanup(func() { nowFn = time.Now })
@@ -161,8 +161,12 @@ func TestResolutionCacheSeesEveryChange(t *testing.T) {
 			if tc.before == "b/tool" && !absent.has(entry, dfi, "tool") {
 				t.Fatal("the absent-name cache was not used, so this test proves nothing")
 			}
-			if got := rel(resolve()); got != tc.before { // from the cache
+			hits := memoHits()
+			if got := rel(resolve()); got != tc.before { // from the caches
 				t.Fatalf("again: resolved %q, want %q", got, tc.before)
+			}
+			if memoHits() != hits+1 {
+				t.Fatal("the analysis memo was not used, so this test proves nothing for it")
 			}
 			tc.change(t, l)
 			if got := rel(resolve()); got != tc.after {
@@ -225,5 +229,70 @@ func waitFSTick(t *testing.T, probeDir string, paths ...string) {
 			t.Fatal("the file system's clock did not advance")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func memoHits() int {
+	memo.mu.Lock()
+	defer memo.mu.Unlock()
+	return memo.hits
+}
+
+// TestMemoReturnsCopies: a caller that changes the analysis it got must
+// not change what the memo hands the next caller.
+func TestMemoReturnsCopies(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeExe(t, filepath.Join(root, "tool"))
+	env := Env{Cwd: root, PATH: root, Home: root}
+	first := Analyze("tool a b", env)
+	if !first.OK || len(first.Segments) != 1 {
+		t.Fatalf("Analyze = %+v", first)
+	}
+	want := first.Segments[0].ResolvedPath
+	hits := memoHits()
+	got := Analyze("tool a b", env)
+	if memoHits() != hits+1 {
+		t.Fatal("the second analysis did not come from the memo")
+	}
+	got.Segments[0].ResolvedPath = "/changed"
+	got.Segments[0].Argv[0] = "changed"
+	again := Analyze("tool a b", env)
+	if again.Segments[0].ResolvedPath != want || again.Segments[0].Argv[0] == "changed" {
+		t.Errorf("the memo's analysis changed with a caller's copy: %+v", again.Segments[0])
+	}
+}
+
+// TestMemoKeysEveryInput: the same text in another working directory,
+// PATH or home directory is analysed afresh.
+func TestMemoKeysEveryInput(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	mkdir(t, a)
+	mkdir(t, b)
+	writeExe(t, filepath.Join(a, "tool"))
+	writeExe(t, filepath.Join(b, "tool"))
+	for _, tc := range []struct {
+		text string
+		env  Env
+		want string
+	}{
+		{"tool", Env{Cwd: root, PATH: a, Home: root}, filepath.Join(a, "tool")},
+		{"tool", Env{Cwd: root, PATH: b, Home: root}, filepath.Join(b, "tool")},
+		{"./tool", Env{Cwd: a, PATH: a, Home: root}, filepath.Join(a, "tool")},
+		{"./tool", Env{Cwd: b, PATH: a, Home: root}, filepath.Join(b, "tool")},
+		{"~/tool", Env{Cwd: root, PATH: a, Home: a}, filepath.Join(a, "tool")},
+		{"~/tool", Env{Cwd: root, PATH: a, Home: b}, filepath.Join(b, "tool")},
+	} {
+		for range 2 { // the second from the memo
+			if got := Analyze(tc.text, tc.env).Paths(); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("Analyze(%q, %+v) = %v, want %s", tc.text, tc.env, got, tc.want)
+			}
+		}
 	}
 }
