@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -82,11 +83,11 @@ func runOpenClawBench(quick bool, out string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ocConnectLimit)
 	defer cancel()
-	op, err := dialOperatorRetry(ctx, gw, opID)
+	operator, err := dialOperatorRetry(ctx, gw, opID)
 	if err != nil {
 		return err
 	}
-	defer op.Close("bench done")
+	defer operator.Close("bench done")
 
 	// exechost: allowlist mode with /bin/true allowed, the realistic
 	// setup (analysis and allowlist matching run on every call).
@@ -125,13 +126,50 @@ func runOpenClawBench(quick bool, out string) error {
 		return fmt.Errorf("openclaw node host: %w\n%s", err, lastN(oc.proc.Out.String(), 4000))
 	}
 	for _, n := range []*ocNode{ex, oc} {
-		if n.id, err = approveNode(ctx, op, n.name); err != nil {
+		if n.id, err = approveNode(ctx, operator, n.name); err != nil {
 			return err
 		}
 	}
-	// Let both settle before the idle figure.
+	// The whole stacks: exechost's own gateway and node beside OpenClaw's
+	// gateway and node host.
+	fmt.Fprintln(os.Stderr, "== cold start: exechost gateway, then an exechost node paired with a join key")
+	st := &stackCmp{ocGatewayCold: gw.Started, ocNodeCold: oc.cold}
+	t0 = time.Now()
+	c, err := startCluster(bin, filepath.Join(tmp, "exechost-stack"))
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	st.exGatewayCold = time.Since(t0)
+	stackNode, cold, err := c.addNode("stack")
+	if err != nil {
+		return err
+	}
+	st.exNodeCold = cold
+	exStackPIDs := func() []int {
+		node := stackNode.p.Cmd.Process.Pid
+		return append([]int{c.gw.Cmd.Process.Pid, node}, childPIDs(node)...)
+	}
+	ocStackPIDs := func() []int {
+		return append(groupPIDs(gw.Pid()), groupPIDs(oc.proc.Cmd.Process.Pid)...)
+	}
+	exStack := func() error {
+		return c.exec(context.Background(), bridge.ExecParams{Command: "/bin/true", Host: "node", Node: stackNode.id, SessionKey: "openclaw-bench"})
+	}
+
+	// Let everything settle before the idle figures.
 	time.Sleep(3 * time.Second)
 	ex.rssIdle, oc.rssIdle = groupRSS(ex.proc.Cmd.Process.Pid, false), groupRSS(oc.proc.Cmd.Process.Pid, true)
+	st.exRSSIdle, st.ocRSSIdle = sumRSS(exStackPIDs()), sumRSS(ocStackPIDs())
+	idle := 5 * time.Second
+	if quick {
+		idle = 2 * time.Second
+	}
+	fmt.Fprintf(os.Stderr, "== idle CPU of both stacks over %s\n", idle)
+	st.idle = idle
+	exT0, ocT0 := cpuTicks(exStackPIDs()), cpuTicks(ocStackPIDs())
+	time.Sleep(idle)
+	st.exIdleCPU, st.ocIdleCPU = cpuTicks(exStackPIDs())-exT0, cpuTicks(ocStackPIDs())-ocT0
 
 	runs := 1000
 	if quick {
@@ -141,26 +179,82 @@ func runOpenClawBench(quick bool, out string) error {
 	warm := 20
 	for i := 0; i < warm; i++ {
 		for _, n := range []*ocNode{ex, oc} {
-			if err := invokeTrue(op, n.id); err != nil {
+			if err := invokeTrue(operator, n.id); err != nil {
 				return fmt.Errorf("%s warm-up: %w", n.name, err)
 			}
+		}
+	}
+	for i := 0; i < warm; i++ {
+		if err := exStack(); err != nil {
+			return fmt.Errorf("exechost stack warm-up: %w", err)
 		}
 	}
 	for _, n := range []*ocNode{ex, oc} {
 		n.lat = sample{name: n.name, durs: make([]time.Duration, 0, runs)}
 	}
+	st.exLat = sample{name: "exechost stack", durs: make([]time.Duration, 0, runs)}
 	for i := 0; i < runs; i++ {
 		for _, n := range []*ocNode{ex, oc} {
 			t := time.Now()
-			if err := invokeTrue(op, n.id); err != nil {
+			if err := invokeTrue(operator, n.id); err != nil {
 				return fmt.Errorf("%s run %d: %w", n.name, i, err)
 			}
 			n.lat.durs = append(n.lat.durs, time.Since(t))
 		}
+		t := time.Now()
+		if err := exStack(); err != nil {
+			return fmt.Errorf("exechost stack run %d: %w", i, err)
+		}
+		st.exLat.durs = append(st.exLat.durs, time.Since(t))
 	}
 	ex.rssAfter, oc.rssAfter = groupRSS(ex.proc.Cmd.Process.Pid, false), groupRSS(oc.proc.Cmd.Process.Pid, true)
 
-	md := openclawMarkdown(ex, oc, runs+warm, gw, quick) + fmt.Sprintf("\nLoad average (1 min) %s at the start of the run, %s at the end: both columns share it.\n", load0, loadavg())
+	d := 4 * time.Second
+	if quick {
+		d = time.Second
+	}
+	fmt.Fprintf(os.Stderr, "== throughput, %d in flight, %s each: OpenClaw, then exechost\n", stackInFlight, d)
+	st.throughputFor = d
+	st.ocRate, st.ocRateErr = opsRateN(d, stackInFlight, func(int) error { return invokeTrue(operator, oc.id) })
+	st.exRate, st.exRateErr = opsRateN(d, stackInFlight, func(int) error { return exStack() })
+
+	cliRuns := 5
+	if quick {
+		cliRuns = 2
+	}
+	fmt.Fprintf(os.Stderr, "== one CLI call each, %d rounds\n", cliRuns)
+	cliOps := []op{
+		{name: "exechost exec", run: func() error {
+			cmd := exec.Command(bin, "--state-dir", c.gwDir, "exec", "--gateway", c.url, "--host", "node", "--node", stackNode.id, "/bin/true")
+			cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%w: %s", err, lastN(string(out), 400))
+			}
+			return nil
+		}},
+		{name: "openclaw nodes invoke", run: func() error {
+			// OpenClaw's CLI refuses system.run ("reserved for shell
+			// execution; use the exec tool"), so its closest call is
+			// another command the node answers: system.which.
+			cmd := gw.CLI("nodes", "invoke", "--url", gw.URL, "--token", gw.Token, "--node", oc.id,
+				"--command", "system.which", "--params", `{"bins":["true"]}`, "--json")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, lastN(string(out), 400))
+			}
+			if !strings.Contains(string(out), "/true") {
+				return fmt.Errorf("no path of true in: %s", lastN(string(out), 400))
+			}
+			return nil
+		}},
+	}
+	cli, cliErrs := interleave(1, cliRuns, cliOps)
+	st.exCLI, st.ocCLI, st.exCLIErr, st.ocCLIErr = cli[0], cli[1], cliErrs[0], cliErrs[1]
+	st.exRSSAfter, st.ocRSSAfter = sumRSS(exStackPIDs()), sumRSS(ocStackPIDs())
+	st.runs = runs + warm
+	st.ocLatP50, st.ocLatP99 = oc.lat.pct(0.5), oc.lat.pct(0.99)
+
+	md := openclawMarkdown(ex, oc, runs+warm, gw, quick) + "\n" + st.markdown() + fmt.Sprintf("\nLoad average (1 min) %s at the start of the run, %s at the end: both columns share it.\n", load0, loadavg())
 	fmt.Println(md)
 	if out == "" {
 		return nil
@@ -276,40 +370,148 @@ func invokeTrue(op *bridge.Conn, nodeID string) error {
 // groupRSS sums VmRSS (kB) over pid and, with group, every process in its
 // process group (OpenClaw's node host runs helper processes).
 func groupRSS(pid int, group bool) int64 {
+	if !group {
+		return sumRSS([]int{pid})
+	}
+	return sumRSS(groupPIDs(pid))
+}
+
+// sumRSS sums VmRSS (kB) over pids; a process that is gone counts 0.
+func sumRSS(pids []int) int64 {
 	var total int64
+	for _, p := range pids {
+		if kb, err := rssKB(p); err == nil {
+			total += kb
+		}
+	}
+	return total
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the ")" that
+// ends comm: state ppid pgrp … (utime and stime are 11 and 12).
+func statFields(pid int) []string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	s := string(stat)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// groupPIDs lists the processes of the process group pgid (its leader
+// included).
+func groupPIDs(pgid int) []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if p != pid {
-			if !group {
-				continue
-			}
-			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if err != nil {
-				continue
-			}
-			// Fields after the ")" that ends comm: state ppid pgrp …
-			s := string(stat)
-			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-			if len(f) < 3 || f[2] != strconv.Itoa(pid) {
-				continue
-			}
+		if f := statFields(p); p == pgid || len(f) >= 3 && f[2] == strconv.Itoa(pgid) {
+			out = append(out, p)
 		}
-		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				total += kb
-			}
+	}
+	return out
+}
+
+// cpuTicks sums user and system CPU time (clock ticks) over pids.
+func cpuTicks(pids []int) int64 {
+	var total int64
+	for _, p := range pids {
+		if f := statFields(p); len(f) >= 13 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			total += u + s
 		}
 	}
 	return total
+}
+
+// stackInFlight is how many calls each stack has in flight in the
+// throughput row (the issue's comparison used 8).
+const stackInFlight = 8
+
+// clockTick is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU
+// times (100 on every Linux architecture Go supports).
+const clockTick = 10 * time.Millisecond
+
+// stackCmp is the whole-stack comparison: exechost's gateway and node
+// against OpenClaw's gateway and node host.
+type stackCmp struct {
+	exGatewayCold, ocGatewayCold time.Duration
+	exNodeCold, ocNodeCold       time.Duration
+	exRSSIdle, ocRSSIdle         int64 // kB
+	exRSSAfter, ocRSSAfter       int64
+	idle                         time.Duration
+	exIdleCPU, ocIdleCPU         int64 // clock ticks over idle
+	exLat                        sample
+	ocLatP50, ocLatP99           time.Duration
+	throughputFor                time.Duration
+	exRate, ocRate               float64
+	exRateErr, ocRateErr         error
+	exCLI, ocCLI                 sample
+	exCLIErr, ocCLIErr           error
+	runs                         int
+}
+
+func (st *stackCmp) markdown() string {
+	var sb strings.Builder
+	sb.WriteString("### exechost vs OpenClaw, whole stacks\n\n" +
+		"The same host=node exec through each project's own gateway and node: an agent's `bridge.Conn` → `exechost gateway` → " +
+		"`exechost node run` (allowlist, `/bin/true` allowlisted), against the operator above → OpenClaw's gateway → OpenClaw's node " +
+		"host. Latency rounds are the ones above (one call to each per round). Throughput runs each stack alone in turn; CLI calls " +
+		"alternate. RSS and CPU sum every process of both daemons (the exechost node's reaper and OpenClaw's helpers included).\n\n")
+	sb.WriteString("| what | exechost gateway + node | OpenClaw gateway + node host (baseline) | ratio |\n| --- | --- | --- | --- |\n")
+	ratio := func(a, b float64) string {
+		switch {
+		case b <= 0 || a < 0:
+			return "—"
+		case a/b < 0.1:
+			return fmt.Sprintf("%.3f×", a/b)
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	durRow := func(what string, a, b time.Duration) {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", what, fmtDur(a), fmtDur(b), ratio(float64(a), float64(b)))
+	}
+	durRow(fmt.Sprintf("exec `/bin/true` host=node p50 (%d calls each)", len(st.exLat.durs)), st.exLat.pct(0.5), st.ocLatP50)
+	durRow("exec `/bin/true` host=node p99", st.exLat.pct(0.99), st.ocLatP99)
+	rate := func(r float64, err error) string {
+		if err != nil {
+			return "failed: " + strings.ReplaceAll(lastN(err.Error(), 200), "|", "/")
+		}
+		return fmt.Sprintf("%.0f execs/s", r)
+	}
+	exR, ocR := st.exRate, st.ocRate
+	if st.exRateErr != nil || st.ocRateErr != nil {
+		exR, ocR = -1, 0
+	}
+	fmt.Fprintf(&sb, "| throughput, %d in flight, %s each | %s | %s | %s |\n", stackInFlight, st.throughputFor,
+		rate(st.exRate, st.exRateErr), rate(st.ocRate, st.ocRateErr), ratio(exR, ocR))
+	cli := func(s sample, err error) string {
+		if err != nil {
+			return "failed: " + strings.ReplaceAll(lastN(err.Error(), 200), "|", "/")
+		}
+		return fmtDur(s.pct(0.5))
+	}
+	cliRatio := "—"
+	if st.exCLIErr == nil && st.ocCLIErr == nil {
+		cliRatio = ratio(float64(st.exCLI.pct(0.5)), float64(st.ocCLI.pct(0.5)))
+	}
+	fmt.Fprintf(&sb, "| one CLI call through gateway → node, p50 of %d (`exechost exec --host node /bin/true`; `openclaw nodes invoke --command system.which`, as its CLI refuses system.run) | %s | %s | %s |\n",
+		len(st.exCLI.durs), cli(st.exCLI, st.exCLIErr), cli(st.ocCLI, st.ocCLIErr), cliRatio)
+	mb := func(what string, a, b int64) {
+		fmt.Fprintf(&sb, "| %s | %.1f MB | %.1f MB | %s |\n", what, float64(a)/1024, float64(b)/1024, ratio(float64(a), float64(b)))
+	}
+	mb("RSS gateway + node, idle", st.exRSSIdle, st.ocRSSIdle)
+	mb(fmt.Sprintf("RSS gateway + node after %d calls each, the throughput and the CLI calls", st.runs), st.exRSSAfter, st.ocRSSAfter)
+	pct := func(ticks int64) float64 { return 100 * float64(time.Duration(ticks)*clockTick) / float64(st.idle) }
+	fmt.Fprintf(&sb, "| idle CPU, gateway + node (%s, %% of one core) | %.1f %% | %.1f %% | %s |\n", st.idle,
+		pct(st.exIdleCPU), pct(st.ocIdleCPU), ratio(float64(st.exIdleCPU), float64(st.ocIdleCPU)))
+	durRow("gateway start → listening (exechost: and an agent and operator connected)", st.exGatewayCold, st.ocGatewayCold)
+	durRow("node start → connected (exechost: paired by join key and listed; OpenClaw: its \"connected\" log line)", st.exNodeCold, st.ocNodeCold)
+	return sb.String()
 }
 
 func openclawMarkdown(ex, oc *ocNode, total int, gw *octest.Gateway, quick bool) string {

@@ -20,12 +20,17 @@ const concurrency = 16
 // opsRate runs fn from concurrency goroutines for d and returns completed
 // operations per second.
 func opsRate(d time.Duration, fn func(worker int) error) (float64, error) {
+	return opsRateN(d, concurrency, fn)
+}
+
+// opsRateN is opsRate with workers goroutines.
+func opsRateN(d time.Duration, workers int, fn func(worker int) error) (float64, error) {
 	var n atomic.Int64
 	var firstErr atomic.Pointer[error]
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
 	t0 := time.Now()
-	for w := 0; w < concurrency; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -149,6 +149,23 @@ func (g *Gateway) Output() string {
 	return g.proc.Out.String()
 }
 
+// Pid is the gateway process's id (its process group's too), 0 when not
+// running.
+func (g *Gateway) Pid() int {
+	if g.proc == nil {
+		return 0
+	}
+	return g.proc.Cmd.Process.Pid
+}
+
+// CLI returns `openclaw args…` run as the gateway's own CLI would be (its
+// state directory and home), for timing a CLI call against it.
+func (g *Gateway) CLI(args ...string) *exec.Cmd {
+	c := g.In.cmd(g.Dir, nil, args...)
+	c.SysProcAttr = nil // a CLI call, waited for in the caller's group
+	return c
+}
+
 // Stop ends the gateway and every process it started.
 func (g *Gateway) Stop() {
 	if g.proc != nil {
