@@ -195,17 +195,24 @@ func failf(format string, args ...any) error {
 // Analyze parses command text and returns every executable it would run
 // when the interpreter runs its canonical form (Canonical). It never runs
 // anything; it only stats files to resolve names.
-func Analyze(text string, env Env) (out Analysis) {
+func Analyze(text string, env Env) Analysis {
 	if out, ok := memo.lookup(text, env); ok {
 		return out
 	}
+	facts := newFactLog()
+	out := analyze(text, env, facts)
+	memo.store(text, env, out, facts)
+	return out
+}
+
+// analyze is Analyze without the memo, recording the file-system reads
+// into facts (when not nil).
+func analyze(text string, env Env, facts *factLog) (out Analysis) {
 	a := newAnalyzer(env)
-	a.facts = newFactLog()
+	a.facts = facts
 	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
-	out = a.result(err)
-	memo.store(text, env, out, a.facts)
-	return out
+	return a.result(err)
 }
 
 // AnalyzeArgv analyses a system.run argv: it is run as one simple command

@@ -1,8 +1,11 @@
 package shellcmd
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"syscall"
 	"testing"
 	"time"
@@ -294,5 +297,86 @@ func TestMemoKeysEveryInput(t *testing.T) {
 				t.Errorf("Analyze(%q, %+v) = %v, want %s", tc.text, tc.env, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestMemoMatchesFreshAnalysis changes a small tree at random — files
+// added, removed, chmod-ed, replaced and re-linked, directories renamed,
+// replaced and re-linked — and after every change compares each text's
+// analysis through the memo with one made afresh: they must be equal.
+func TestMemoMatchesFreshAnalysis(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string { return filepath.Join(root, p) }
+	for _, d := range []string{"a", "b", "c", "d", "sub"} {
+		mkdir(t, at(d))
+	}
+	symlink(t, at("c"), at("l"))
+	writeExe(t, at("b/tool"))
+	writeExe(t, at("sub/tool"))
+	env := Env{Cwd: root, PATH: at("a") + ":" + at("l") + ":" + at("b"), Home: root}
+	texts := []string{"tool", "tool2 x | tool y", "cd sub && ./tool", "l/tool", "./a/tool2", "cd l && tool"}
+	names := []string{"a/tool", "a/tool2", "b/tool", "b/tool2", "c/tool", "d/tool", "sub/tool", "c/tool2"}
+	seq := 0
+	tmp := func() string { seq++; return at(fmt.Sprintf("tmp%d", seq)) }
+	// put makes p a new executable file, whatever it was (a symlink, maybe
+	// into a loop, included); a change that cannot be made is skipped.
+	put := func(p string) {
+		os.Remove(p)
+		os.WriteFile(p, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	}
+	changes := []func(r *rand.Rand){
+		func(r *rand.Rand) { put(at(names[r.IntN(len(names))])) },
+		func(r *rand.Rand) { os.Remove(at(names[r.IntN(len(names))])) },
+		func(r *rand.Rand) { os.Chmod(at(names[r.IntN(len(names))]), 0o644) },
+		func(r *rand.Rand) { os.Chmod(at(names[r.IntN(len(names))]), 0o755) },
+		func(r *rand.Rand) { // replace a file by rename
+			p := tmp()
+			if r.IntN(2) == 0 {
+				put(p)
+			} else {
+				os.WriteFile(p, []byte("x"), 0o644)
+			}
+			os.Rename(p, at(names[r.IntN(len(names))]))
+		},
+		func(r *rand.Rand) { // re-link a name to another file
+			p := tmp()
+			symlink(t, at(names[r.IntN(len(names))]), p)
+			os.Rename(p, at(names[r.IntN(len(names))]))
+		},
+		func(r *rand.Rand) { // re-link the symlinked PATH directory
+			p := tmp()
+			symlink(t, at([]string{"c", "d", "sub"}[r.IntN(3)]), p)
+			os.Rename(p, at("l"))
+		},
+		func(r *rand.Rand) { // replace a directory
+			d := []string{"a", "b", "c", "sub"}[r.IntN(4)]
+			p := tmp()
+			mkdir(t, p)
+			if r.IntN(2) == 0 {
+				put(filepath.Join(p, "tool"))
+			}
+			os.Rename(at(d), tmp())
+			os.Rename(p, at(d))
+		},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	hits := memoHits()
+	for step := range 300 {
+		changes[r.IntN(len(changes))](r)
+		for _, text := range texts {
+			got, want := Analyze(text, env), analyze(text, env, nil)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d, %q: through the memo\n %+v\nafresh\n %+v", step, text, got, want)
+			}
+			if again := Analyze(text, env); !reflect.DeepEqual(again, want) { // from the memo if it held
+				t.Fatalf("step %d, %q: again through the memo\n %+v\nafresh\n %+v", step, text, again, want)
+			}
+		}
+	}
+	if memoHits() == hits {
+		t.Fatal("the memo was never used, so this test proves nothing")
 	}
 }
