@@ -58,7 +58,10 @@ func FoldMatch(pattern, absPath, home string) Fold {
 		return Fold{}
 	}
 	pattern = ExpandHome(pattern, home)
-	if !strings.HasPrefix(pattern, "/") {
+	// An invalid glob matches nothing, judged as written: cleaning can
+	// make one valid ("/[/.." cleans to "/"), and CompileAllowlist drops
+	// it before cleaning.
+	if !strings.HasPrefix(pattern, "/") || !doublestar.ValidatePattern(pattern) {
 		return Fold{}
 	}
 	clean, cpath := path.Clean(pattern), path.Clean(absPath)
