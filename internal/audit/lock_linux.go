@@ -43,6 +43,9 @@ func (w *writeLock) lock(ctx context.Context, retry time.Duration) (bool, error)
 				return true, nil
 			}
 			w.close() // releases the lock on the stale file; reopen
+			if ctx.Err() != nil {
+				return false, nil
+			}
 			continue
 		case !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR):
 			return false, fmt.Errorf("flock %s: %w", w.path, err)
