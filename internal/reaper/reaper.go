@@ -2,9 +2,15 @@
 
 // Package reaper is the body of the runner's reaper process (see
 // runner.EnableReaper): a re-exec of the exechost binary (or of a test
-// binary linking package runner) with the single argument Arg. It reads
-// "+PGID" and "-PGID" lines from stdin and, at end-of-file (its parent is
-// gone, however it died), SIGKILLs every process group still listed.
+// binary linking package runner) with the single argument Arg. Its stdin
+// is a pipe whose write end only its parent holds, and its descriptor 3 is
+// the parent's table of live process groups (see Table). It waits for
+// end-of-file on stdin — its parent is gone, however it died — then reads
+// the table and SIGKILLs every process group listed in it.
+//
+// The parent writes nothing on the pipe: it records a group by storing its
+// id in a slot of the shared table (a memory mapping of the same file), so
+// tracking a command costs no system call and never wakes the reaper.
 //
 // It is a package of its own, importing only a few low-level standard
 // packages, so that its init runs before the heavy package inits of the
@@ -19,8 +25,20 @@ import (
 	"syscall"
 )
 
-// Arg makes the binary run as the reaper instead of its normal main.
-const Arg = "--exechost-reaper=v1"
+// Arg makes the binary run as the reaper instead of its normal main. The
+// version names the table's layout: a binary replaced on disk by one with
+// another layout refuses to run as this parent's reaper.
+const Arg = "--exechost-reaper=v2"
+
+// The table (descriptor 3 of the reaper) is Slots 32-bit slots in the
+// parent's native byte order. Slot 0 holds Marker, which tells the reaper
+// that byte order; every other slot holds a process group id, or 0.
+const (
+	Slots  = 16384
+	Marker = 0x01020304
+	// TableFD is the reaper's descriptor of the table.
+	TableFD = 3
+)
 
 func init() {
 	if len(os.Args) == 2 && os.Args[1] == Arg {
@@ -28,65 +46,62 @@ func init() {
 	}
 }
 
-// maxLine bounds one request line; longer lines are skipped.
-const maxLine = 32
-
 // main is the reaper process. It ignores terminal signals (it sits in its
 // own process group) so a Ctrl-C of the daemon reaches the daemon.
 func main() {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
-	groups := map[int]bool{}
-	var buf [4096]byte
-	var line []byte
-	long := false
+	var buf [64]byte
 	for {
 		n, err := syscall.Read(0, buf[:])
 		if err == syscall.EINTR {
 			continue
 		}
 		if n <= 0 {
-			break
-		}
-		for _, c := range buf[:n] {
-			if c != '\n' {
-				if len(line) < maxLine {
-					line = append(line, c)
-				} else {
-					long = true
-				}
-				continue
-			}
-			if !long {
-				apply(groups, line)
-			}
-			line, long = line[:0], false
+			break // end-of-file (or an error): the parent is gone
 		}
 	}
-	for pgid := range groups {
+	table := make([]byte, Slots*4)
+	n := 0
+	for n < len(table) {
+		m, err := syscall.Pread(TableFD, table[n:], int64(n))
+		if err == syscall.EINTR {
+			continue
+		}
+		if m <= 0 {
+			break
+		}
+		n += m
+	}
+	for _, pgid := range Groups(table[:n]) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	os.Exit(0)
 }
 
-// apply records one "+PGID" or "-PGID" line; anything else is ignored.
-func apply(groups map[int]bool, line []byte) {
-	if len(line) < 2 {
-		return
+// Groups decodes a table: the process group ids it lists. A table whose
+// marker is in neither byte order lists nothing (killing a misread id
+// could hit an unrelated group), and so does any slot outside 2..2^30.
+func Groups(table []byte) []int {
+	if len(table) < 4 {
+		return nil
 	}
-	pgid := 0
-	for _, c := range line[1:] {
-		if c < '0' || c > '9' || pgid > 1<<30 {
-			return
+	var order func(b []byte) uint32
+	switch {
+	case le(table) == Marker:
+		order = le
+	case be(table) == Marker:
+		order = be
+	default:
+		return nil
+	}
+	var groups []int
+	for i := 4; i+4 <= len(table); i += 4 {
+		if v := order(table[i:]); v > 1 && v < 1<<30 {
+			groups = append(groups, int(v))
 		}
-		pgid = pgid*10 + int(c-'0')
 	}
-	if pgid <= 1 {
-		return
-	}
-	switch line[0] {
-	case '+':
-		groups[pgid] = true
-	case '-':
-		delete(groups, pgid)
-	}
+	return groups
 }
+
+func le(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func be(b []byte) uint32 { return uint32(b[3]) | uint32(b[2])<<8 | uint32(b[1])<<16 | uint32(b[0])<<24 }

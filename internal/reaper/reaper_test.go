@@ -8,16 +8,40 @@ import (
 	"testing"
 )
 
-// TestApply checks the request lines the reaper accepts and the ones it
-// ignores: a garbled line must never add a group (it would be killed) nor
-// remove one (it would survive its daemon).
-func TestApply(t *testing.T) {
-	groups := map[int]bool{}
-	for _, l := range []string{"+12", "+13", "+99", "-13", "+1", "+0", "+-5", "+", "x12", "+1a", "+99999999999999999999", "-", "-77"} {
-		apply(groups, []byte(l))
+// TestGroups checks how the reaper reads its parent's table: only a table
+// whose marker it recognises lists groups, in either byte order, and a
+// slot outside the range of process group ids is never read as one (it
+// would be killed).
+func TestGroups(t *testing.T) {
+	le := func(vs ...uint32) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+		}
+		return b
 	}
-	if want := map[int]bool{12: true, 99: true}; !reflect.DeepEqual(groups, want) {
-		t.Fatalf("groups = %v, want %v", groups, want)
+	be := func(vs ...uint32) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name  string
+		table []byte
+		want  []int
+	}{
+		{"little-endian", le(Marker, 12, 0, 99, 1, 0, 1<<30, 1<<31, 77), []int{12, 99, 77}},
+		{"big-endian", be(Marker, 12, 0, 99), []int{12, 99}},
+		{"no marker", le(0, 12, 99), nil},
+		{"garbled marker", le(0x04030201+1, 12), nil},
+		{"short", []byte{4, 3}, nil},
+		{"torn last slot", append(le(Marker, 12), 9, 9), []int{12}},
+	} {
+		if got := Groups(tc.table); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Groups = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

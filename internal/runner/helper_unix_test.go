@@ -17,6 +17,10 @@ import (
 // helperEnv selects a helper role when the test binary re-executes itself.
 const helperEnv = "EXECHOST_RUNNER_TEST_HELPER"
 
+// launcherEnv=portable runs the tests with the portable launcher even
+// where the polled one works (TestPortableLauncher).
+const launcherEnv = "EXECHOST_RUNNER_TEST_LAUNCHER"
+
 // floodBytes is the size of the flood benchmarks: 1 GiB.
 const floodBytes = 1 << 30
 
@@ -24,6 +28,9 @@ const floodBytes = 1 << 30
 // grandchild that escapes the process group, a runner that dies while its
 // command runs, and the measured side of the peak-RSS benchmark.
 func TestMain(m *testing.M) {
+	if os.Getenv(launcherEnv) == "portable" {
+		polledLaunch = nil // see TestPortableLauncher
+	}
 	switch os.Getenv(helperEnv) {
 	case "":
 		os.Exit(m.Run())

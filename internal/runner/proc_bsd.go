@@ -16,3 +16,17 @@ func lockThread() func() { return func() {} }
 
 // tunePipe does nothing; see the Linux version.
 func tunePipe(*os.File) {}
+
+// newTableFile returns an unlinked temporary file for the reaper's table
+// (no memfd here).
+func newTableFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "exechost-reaper-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

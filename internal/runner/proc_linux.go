@@ -44,3 +44,12 @@ func tunePipe(r *os.File) {
 		})
 	}
 }
+
+// newTableFile returns an anonymous file for the reaper's table.
+func newTableFile() (*os.File, error) {
+	fd, err := unix.MemfdCreate("exechost-reaper", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "exechost-reaper"), nil
+}

@@ -64,11 +64,19 @@ func (procTree) release() {}
 // exitStatus returns the exit code a shell would report for ps (128+N for
 // death by signal N) and, for a signal, text naming it.
 func exitStatus(ps *os.ProcessState) (int, string) {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitStatus(ws)
+	}
+	return ps.ExitCode(), ""
+}
+
+// waitStatus is exitStatus of a raw wait status.
+func waitStatus(ws syscall.WaitStatus) (int, string) {
+	if ws.Signaled() {
 		sig := ws.Signal()
 		return 128 + int(sig), fmt.Sprintf("killed by signal %d (%s)", int(sig), sig)
 	}
-	return ps.ExitCode(), ""
+	return ws.ExitStatus(), ""
 }
 
 // isExecFormat reports whether err says the file is not a program the

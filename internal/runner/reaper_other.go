@@ -6,4 +6,4 @@ package runner
 // the job already takes the command's process tree down with the runner.
 func EnableReaper() error { return nil }
 
-func reaperTrack(int) func() { return func() {} }
+func reaperTrack(int) (func(), error) { return func() {}, nil }

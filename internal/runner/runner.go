@@ -69,6 +69,11 @@ type Spec struct {
 	// MaxOutput and TailSize override the spec's caps when positive.
 	MaxOutput int
 	TailSize  int
+	// OnStart, when set, is called once the process has started (and the
+	// reaper knows its group), before Run waits for it: the moment to say
+	// that it started, while it runs rather than before. It must not
+	// block for long. It is not called when nothing started.
+	OnStart func()
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -162,32 +167,107 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	caller := ctx
-	if spec.Timeout > 0 {
-		arm := spec.withTimeout
+	capture := NewCapture(spec.MaxOutput, spec.TailSize)
+	launch := launchWithGoroutines
+	if polledLaunch != nil {
+		launch = polledLaunch
+	}
+	r, err := launch(ctx, launchSpec{Spec: spec, argv: argv, env: env, capture: capture})
+	if err != nil {
+		if errors.Is(err, ErrStart) {
+			res.ExitCode = startExitCode(err)
+		}
+		return fail(err)
+	}
+	res.Pid, res.Duration, res.Stragglers = r.pid, r.duration, r.stragglers
+	res.Stdout, res.Stderr, res.Truncated = capture.Result()
+	res.DroppedBytes = capture.Dropped()
+	res.Tail = capture.Tail()
+	switch {
+	case r.killedBy != nil:
+		res.TimedOut = errors.Is(r.killedBy, context.DeadlineExceeded)
+		switch {
+		case !res.TimedOut:
+			res.Error = "canceled: process group killed"
+		case ctx.Err() == nil: // our own timeout, not the caller's deadline
+			res.Error = fmt.Sprintf("timed out after %s: process group killed", spec.Timeout)
+		default:
+			res.Error = "timed out (deadline exceeded): process group killed"
+		}
+	case r.lost != nil:
+		// The exit status was lost (someone else reaped the child).
+		res.Error = fmt.Sprintf("wait: %v", r.lost)
+	default:
+		res.ExitCode, res.Error = r.code, r.why
+	}
+	res.Success = res.ExitCode == 0 && !res.TimedOut
+	return res, nil
+}
+
+// launchSpec is a validated Spec: what a launcher starts.
+type launchSpec struct {
+	Spec
+	argv, env []string
+	capture   *Capture
+}
+
+// ran is how a launched command ended.
+type ran struct {
+	pid        int
+	duration   time.Duration // from start to exit
+	killedBy   error         // the context error that had the group killed
+	code       int           // the exit status as a shell reports it (128+N for signal N)
+	why        string        // what killed it, for a signal; "" for a plain exit
+	lost       error         // set when the exit status could not be read
+	stragglers bool
+}
+
+// A launcher starts ls, supervises it until it has exited and its output
+// is drained (killing the process group when ctx ends or the timeout
+// passes), and reports how it ended. An error means nothing ran; a start
+// failure wraps ErrStart (see startFailed).
+type launcher func(ctx context.Context, ls launchSpec) (ran, error)
+
+// polledLaunch, when set (Linux with pidfds), replaces launchWithGoroutines:
+// one thread waits for output and exit in poll(2), with no goroutine
+// hand-offs between the process's exit and the result.
+var polledLaunch launcher
+
+// startFailed is the error of a start the operating system refused.
+func startFailed(argv0 string, err error) error {
+	return fmt.Errorf("%w %q: %w (hint: %s)", ErrStart, argv0, err, startHint(err))
+}
+
+// launchWithGoroutines is the portable launcher: os/exec, one goroutine
+// per output stream and one waiting for the exit.
+func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
+	var r ran
+	argv := ls.argv
+	if ls.Timeout > 0 {
+		arm := ls.withTimeout
 		if arm == nil {
 			arm = context.WithTimeout
 		}
 		var cancel context.CancelFunc
-		ctx, cancel = arm(ctx, spec.Timeout)
+		ctx, cancel = arm(ctx, ls.Timeout)
 		defer cancel()
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = spec.Cwd
-	cmd.Env = env
-	cmd.SysProcAttr = sysProcAttr(spec.PTY)
-	prepareCommand(cmd, spec)
-	capture := NewCapture(spec.MaxOutput, spec.TailSize)
+	cmd.Dir = ls.Cwd
+	cmd.Env = ls.env
+	cmd.SysProcAttr = sysProcAttr(ls.PTY)
+	prepareCommand(cmd, ls.Spec)
 
 	var outs outputs
-	if spec.PTY {
-		err = outs.openPTY(cmd, capture)
+	var err error
+	if ls.PTY {
+		err = outs.openPTY(cmd, ls.capture)
 	} else {
-		err = outs.openPipes(cmd, capture)
+		err = outs.openPipes(cmd, ls.capture)
 	}
 	if err != nil {
-		return fail(fmt.Errorf("run %q: open output: %w", argv[0], err))
+		return r, fmt.Errorf("run %q: open output: %w", argv[0], err)
 	}
 	defer outs.closeRead()
 
@@ -199,68 +279,59 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		outs.closeWrite()
-		res.ExitCode = startExitCode(err)
-		return fail(fmt.Errorf("%w %q: %w (hint: %s)", ErrStart, argv[0], err, startHint(err)))
+		return r, startFailed(argv[0], err)
 	}
 	outs.closeWrite()
-	res.Pid = cmd.Process.Pid
+	r.pid = cmd.Process.Pid
 	tree := newProcTree(cmd.Process)
 	defer tree.release()
 	// The group leader is the child (Setpgid/Setsid): the reaper kills the
 	// group if this process dies before the command ends.
-	defer reaperTrack(cmd.Process.Pid)()
+	untrack, err := reaperTrack(cmd.Process.Pid)
+	if err != nil {
+		tree.kill()
+		_ = cmd.Wait()
+		return r, err
+	}
+	defer untrack()
+	if ls.OnStart != nil {
+		ls.OnStart()
+	}
 	copied := outs.copy()
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	var killedBy, waitErr error
+	var waitErr error
 	select {
 	case waitErr = <-waited:
 	case <-ctx.Done():
 		select {
 		case waitErr = <-waited: // it exited just as the context ended
 		default:
-			killedBy = ctx.Err()
+			r.killedBy = ctx.Err()
 			tree.kill()
 			waitErr = <-waited
 		}
 	}
-	res.Duration = time.Since(start)
-	if killedBy != nil {
+	r.duration = time.Since(start)
+	if r.killedBy != nil {
 		// Anything forked while the first kill was in flight dies now.
 		tree.kill()
 	}
 	if !outs.drain(copied, OutputGrace) {
-		res.Stragglers = true
+		r.stragglers = true
 		tree.kill()
 		outs.closeRead()
 		// Closing unblocks the readers on every platform but Windows,
 		// where an abandoned reader writes into a Capture nobody reads.
 		outs.drain(copied, OutputGrace)
 	}
-
-	res.Stdout, res.Stderr, res.Truncated = capture.Result()
-	res.DroppedBytes = capture.Dropped()
-	res.Tail = capture.Tail()
-	switch {
-	case killedBy != nil:
-		res.TimedOut = errors.Is(killedBy, context.DeadlineExceeded)
-		switch {
-		case !res.TimedOut:
-			res.Error = "canceled: process group killed"
-		case caller.Err() == nil: // our own timeout, not the caller's deadline
-			res.Error = fmt.Sprintf("timed out after %s: process group killed", spec.Timeout)
-		default:
-			res.Error = "timed out (deadline exceeded): process group killed"
-		}
-	case cmd.ProcessState == nil:
-		// The exit status was lost (someone else reaped the child).
-		res.Error = fmt.Sprintf("wait: %v", waitErr)
-	default:
-		res.ExitCode, res.Error = exitStatus(cmd.ProcessState)
+	if cmd.ProcessState == nil {
+		r.lost = waitErr
+	} else {
+		r.code, r.why = exitStatus(cmd.ProcessState)
 	}
-	res.Success = res.ExitCode == 0 && !res.TimedOut
-	return res, nil
+	return r, nil
 }
 
 // commandArgv returns the argv that runs spec: Argv itself, or the

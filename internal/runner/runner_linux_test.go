@@ -348,3 +348,21 @@ func TestRunnerDeathKillsCommand(t *testing.T) {
 func diffOutcome(want outcome, res Result) string {
 	return cmp.Diff(want, outcomeOf(res))
 }
+
+// TestPortableLauncher runs every other test of the package again with the
+// portable launcher (os/exec and goroutines), which Linux replaces with
+// the polled one but other platforms use: both must behave the same.
+func TestPortableLauncher(t *testing.T) {
+	if polledLaunch == nil {
+		t.Skip("the portable launcher is the one every test here uses already")
+	}
+	if testing.Short() {
+		t.Skip("runs the whole package again")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^Test", "-test.skip=^TestPortableLauncher$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), launcherEnv+"=portable")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the package's tests with the portable launcher: %v\n%s", err, out)
+	}
+}

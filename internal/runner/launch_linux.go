@@ -1,0 +1,288 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	// pidfd_open answers on kernels with pidfds (5.3+) where nothing
+	// (a seccomp profile) forbids them; elsewhere the portable launcher
+	// runs. os/exec makes the same check for its own pidfds.
+	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
+		unix.Close(fd)
+		polledLaunch = launchPolled
+	}
+}
+
+// devNull is the null device, opened once: every command's stdin.
+var devNull = sync.OnceValues(func() (*os.File, error) {
+	return os.OpenFile(os.DevNull, os.O_RDONLY, 0)
+})
+
+// launchPolled starts ls with the process's pidfd and watches it and the
+// read ends of its output from this goroutine alone, in poll(2) on a
+// pinned thread: output is read as it comes, the exit is seen on the
+// pidfd, and nothing is handed between goroutines, whose every wake-up of
+// an idle thread costs tens of microseconds on a virtual machine. The
+// timeout and ctx kill the group from context.AfterFunc; the kill ends the
+// process, which the loop then sees exit.
+func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
+	var r ran
+	argv0 := ls.argv[0]
+	if !strings.Contains(argv0, "/") {
+		// As os/exec does: a bare name is looked up in the runner's own
+		// PATH (the host engine always passes a resolved path).
+		p, err := exec.LookPath(argv0)
+		if err != nil {
+			return r, startFailed(argv0, err)
+		}
+		argv0 = p
+	}
+	outs, err := openPolledOutputs(ls)
+	if err != nil {
+		return r, fmt.Errorf("run %q: open output: %w", ls.argv[0], err)
+	}
+	defer outs.close()
+
+	pidfd := -1
+	attr := sysProcAttr(ls.PTY)
+	attr.PidFD = &pidfd
+	// The parent-death signal belongs to the forking thread: keep this
+	// goroutine on it until the process is reaped.
+	unlock := lockThread()
+	defer unlock()
+	start := time.Now()
+	pid, _, err := syscall.StartProcess(argv0, ls.argv, &syscall.ProcAttr{Dir: ls.Cwd, Env: ls.env, Files: outs.child, Sys: attr})
+	outs.closeChild()
+	if err != nil {
+		return r, startFailed(ls.argv[0], &os.PathError{Op: "fork/exec", Path: argv0, Err: err})
+	}
+	defer unix.Close(pidfd)
+	r.pid = pid
+	tree := procTree{pgid: pid}
+	// exited is set, under mu, before the process is reaped: from then on
+	// its group id may be reused, and the kill callback must not fire.
+	var mu sync.Mutex // guards exited and killedBy
+	exited := false
+	var killedBy error
+	markExited := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		exited = true
+		return killedBy
+	}
+	reaped := false
+	defer func() {
+		if !reaped { // only on a failure below: never leave a zombie
+			markExited()
+			tree.kill()
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		}
+	}()
+	untrack, err := reaperTrack(pid)
+	if err != nil {
+		return r, err
+	}
+	defer untrack()
+	if ls.OnStart != nil {
+		ls.OnStart()
+	}
+
+	// Armed once the process runs: arming a timer wakes an idle thread,
+	// which costs less while the command runs than before it starts.
+	if ls.Timeout > 0 {
+		arm := ls.withTimeout
+		if arm == nil {
+			arm = context.WithTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = arm(ctx, ls.Timeout)
+		defer cancel()
+	}
+	stopKill := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !exited {
+			killedBy = ctx.Err()
+			tree.kill()
+		}
+	})
+	defer stopKill()
+
+	bp := copyBufs.Get().(*[copyBufSize]byte)
+	defer copyBufs.Put(bp)
+	buf := bp[:]
+	fds := append(outs.pollFDs(), unix.PollFd{Fd: int32(pidfd), Events: unix.POLLIN})
+	exit := &fds[len(fds)-1]
+	var graceEnd time.Time
+	for {
+		wait := -1 // milliseconds; -1: until something happens
+		if exit.Fd < 0 {
+			if outs.open == 0 {
+				break
+			}
+			left := time.Until(graceEnd)
+			if left <= 0 {
+				// Something the command left behind still holds its
+				// output: what it writes from now on is lost.
+				r.stragglers = true
+				tree.kill()
+				break
+			}
+			wait = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
+		if _, err := unix.Poll(fds, wait); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return r, fmt.Errorf("run %q: poll: %w", ls.argv[0], err)
+		}
+		for i := range fds[:len(fds)-1] {
+			if fds[i].Revents != 0 {
+				outs.read(i, &fds[i], buf)
+			}
+		}
+		if exit.Fd >= 0 && exit.Revents != 0 {
+			r.killedBy = markExited()
+			var ws syscall.WaitStatus
+			for {
+				_, err = syscall.Wait4(pid, &ws, 0, nil)
+				if err != syscall.EINTR {
+					break
+				}
+			}
+			reaped = true
+			r.duration = time.Since(start)
+			if err != nil {
+				r.lost = err
+			} else {
+				r.code, r.why = waitStatus(ws)
+			}
+			if r.killedBy != nil {
+				// Anything forked while the kill was in flight dies now.
+				tree.kill()
+			}
+			exit.Fd = -1 // poll ignores it from now on
+			graceEnd = time.Now().Add(OutputGrace)
+		}
+	}
+	return r, nil
+}
+
+// polledOutputs are the descriptors of a polled run's output: the read
+// ends (or the pty's master) this process reads, and the files the child
+// gets as stdin, stdout and stderr.
+type polledOutputs struct {
+	ends  []int      // read ends; -1 once closed
+	to    []*Stream  // to[i] receives ends[i]
+	child []uintptr  // the child's descriptors 0, 1, 2
+	owned []*os.File // this side's files to close after the start
+	ptmx  *os.File   // the pty's master (ends[0] is its descriptor)
+	open  int        // read ends not yet at end of file
+}
+
+// openPolledOutputs makes two pipes (stdout, stderr; stdin is the null
+// device) or a pty. The pipes are plain blocking descriptors, read only
+// when poll says so, never registered with the Go runtime's poller.
+func openPolledOutputs(ls launchSpec) (*polledOutputs, error) {
+	o := &polledOutputs{}
+	if ls.PTY {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return nil, fmt.Errorf("open pty: %w", err)
+		}
+		if err := pty.Setsize(ptmx, &ptySize); err != nil {
+			ptmx.Close()
+			tty.Close()
+			return nil, fmt.Errorf("size pty: %w", err)
+		}
+		o.ptmx, o.owned = ptmx, []*os.File{tty}
+		o.ends, o.to = []int{int(ptmx.Fd())}, []*Stream{ls.capture.Stdout()}
+		t := tty.Fd()
+		o.child = []uintptr{t, t, t}
+		o.open = 1
+		return o, nil
+	}
+	null, err := devNull()
+	if err != nil {
+		return nil, err
+	}
+	o.child = []uintptr{null.Fd()}
+	for _, s := range []*Stream{ls.capture.Stdout(), ls.capture.Stderr()} {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			o.closeChild()
+			o.close()
+			return nil, err
+		}
+		// Bigger than the default, as tunePipe does for the portable
+		// launcher; best effort.
+		_, _ = unix.FcntlInt(uintptr(p[0]), unix.F_SETPIPE_SZ, pipeSize)
+		o.ends, o.to = append(o.ends, p[0]), append(o.to, s)
+		w := os.NewFile(uintptr(p[1]), "|1")
+		o.owned = append(o.owned, w)
+		o.child = append(o.child, w.Fd())
+		o.open++
+	}
+	return o, nil
+}
+
+// pollFDs returns the poll set of the read ends.
+func (o *polledOutputs) pollFDs() []unix.PollFd {
+	fds := make([]unix.PollFd, len(o.ends), len(o.ends)+1)
+	for i, fd := range o.ends {
+		fds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	return fds
+}
+
+// read reads what read end i holds into its stream, once; at end of file
+// (or EIO, which a pty's master returns once the last terminal holder
+// closed it) it stops polling it.
+func (o *polledOutputs) read(i int, pfd *unix.PollFd, buf []byte) {
+	n, err := unix.Read(o.ends[i], buf)
+	if n > 0 {
+		o.to[i].Write(buf[:n]) // never fails
+		return
+	}
+	if err == unix.EINTR || err == unix.EAGAIN {
+		return
+	}
+	pfd.Fd = -1
+	o.open--
+}
+
+// closeChild closes this side's copies of the child's descriptors, so that
+// end of file arrives once the child's side closes.
+func (o *polledOutputs) closeChild() {
+	for _, f := range o.owned {
+		f.Close()
+	}
+	o.owned = nil
+}
+
+// close closes the read ends.
+func (o *polledOutputs) close() {
+	if o.ptmx != nil {
+		o.ptmx.Close()
+		o.ptmx = nil
+		o.ends = nil
+	}
+	for i, fd := range o.ends {
+		if fd >= 0 {
+			unix.Close(fd)
+			o.ends[i] = -1
+		}
+	}
+}
