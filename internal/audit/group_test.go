@@ -191,7 +191,8 @@ func TestWriteReturnsBeforeSync(t *testing.T) {
 	}
 	wrote := make(chan outcome, 1)
 	go func() {
-		s, err := l.Write(rec("w", 0))
+		s := make(chan error, 1)
+		err := l.Write(rec("w", 0), func(err error) { s <- err })
 		wrote <- outcome{s, err}
 	}()
 	var o outcome
@@ -232,7 +233,7 @@ func TestWriteReturnsBeforeSync(t *testing.T) {
 		t.Error("no sync outcome after Close")
 	}
 	mustVerify(t, path, 1)
-	if _, err := l.Write(rec("w", 1)); !errors.Is(err, ErrClosed) {
+	if err := l.Write(rec("w", 1), nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Write after Close = %v, want ErrClosed", err)
 	}
 }

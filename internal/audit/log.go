@@ -111,6 +111,8 @@ type pending struct {
 	// written (buffered) receives the outcome of the write step alone,
 	// before the group's fdatasync: what Write waits for.
 	written chan error
+	// synced, when set, is also told the outcome (Write's callback).
+	synced func(error)
 }
 
 // Open opens (creating 0600 if needed) the audit log at path, normally
@@ -232,7 +234,7 @@ func (l *Log) trimTail() error {
 // long) it returns an error and leaves every earlier line intact — the
 // caller must say loudly that the exec went unaudited.
 func (l *Log) Append(r Record) error {
-	ch, _, err := l.enqueue(r, waitSync)
+	ch, _, err := l.enqueue(r, waitSync, nil)
 	if err != nil {
 		return err
 	}
@@ -251,7 +253,7 @@ func (l *Log) Append(r Record) error {
 // receives exactly one value, nil once the record is on disk or the error
 // that kept it off. Close waits for submitted records.
 func (l *Log) Submit(r Record) <-chan error {
-	ch, _, err := l.enqueue(r, waitNone)
+	ch, _, err := l.enqueue(r, waitNone, nil)
 	if err != nil {
 		failed := make(chan error, 1)
 		failed <- err
@@ -264,27 +266,25 @@ func (l *Log) Submit(r Record) <-chan error {
 // it, and a crash of this process (kill -9, panic) can no longer lose it.
 // It does not wait for the fdatasync that makes the line survive a system
 // crash; that sync follows at once (shared with whatever queued meanwhile),
-// synced receives its outcome, and Close waits for it. It is for the
-// "finished" record of a run whose decision record Append already made
-// durable, so the caller's result does not wait for a disk flush
-// (docs/audit-durability.md says what a system crash can then lose). It
-// never waits longer than Append would.
-func (l *Log) Write(r Record) (synced <-chan error, err error) {
-	done, written, err := l.enqueue(r, waitWrite)
+// synced (when not nil) is called with its outcome from the goroutine that
+// ran it, and Close waits for it. It is for the "finished" record of a run
+// whose decision record Append already made durable, so the caller's
+// result does not wait for a disk flush (docs/audit-durability.md says
+// what a system crash can then lose). It never waits longer than Append
+// would.
+func (l *Log) Write(r Record, synced func(error)) error {
+	_, written, err := l.enqueue(r, waitWrite, synced)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	wait := l.opts.LockTimeout + MaxSyncWait
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case err := <-written:
-		if err != nil {
-			return nil, err
-		}
-		return done, nil
+		return err
 	case <-t.C:
-		return nil, fmt.Errorf("audit append %s: not written within %v (hint: the disk or another exechost process holding the audit lock is stuck)", l.path, wait)
+		return fmt.Errorf("audit append %s: not written within %v (hint: the disk or another exechost process holding the audit lock is stuck)", l.path, wait)
 	}
 }
 
@@ -295,7 +295,7 @@ func (l *Log) Write(r Record) (synced <-chan error, err error) {
 // Write the group's pwrite, leaving the sync to a goroutine; so a lone
 // exec's records cost no goroutine hand-off. Otherwise a new goroutine
 // leads.
-func (l *Log) enqueue(r Record, mode waitMode) (done, written <-chan error, err error) {
+func (l *Log) enqueue(r Record, mode waitMode, synced func(error)) (done, written <-chan error, err error) {
 	switch r.Event {
 	case EventDecision, EventFinished, EventDenied:
 	default:
@@ -309,7 +309,7 @@ func (l *Log) enqueue(r Record, mode waitMode) (done, written <-chan error, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &pending{pre: pre, done: make(chan error, 1), written: make(chan error, 1)}
+	p := &pending{pre: pre, done: make(chan error, 1), written: make(chan error, 1), synced: synced}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -405,6 +405,9 @@ func (l *Log) nextBatch() []*pending {
 func (l *Log) finish(batch []*pending, err error) {
 	for _, p := range batch {
 		p.done <- err
+		if p.synced != nil {
+			p.synced(err)
+		}
 	}
 }
 

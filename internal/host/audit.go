@@ -28,16 +28,14 @@ func AuditTo(log *audit.Log, warn func(err error)) func(AuditRecord) {
 			}
 			return
 		}
-		synced, err := log.Write(line)
-		if err != nil {
-			warn(err)
-			return
-		}
-		go func() {
-			if err := <-synced; err != nil {
+		err := log.Write(line, func(err error) {
+			if err != nil {
 				warn(err)
 			}
-		}()
+		})
+		if err != nil {
+			warn(err)
+		}
 	}
 }
 

@@ -127,7 +127,9 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		return res, err
 	}
 	e.audit(rec)
-	e.emit(Event{Kind: EventStarted, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text})
+	spec.OnStart = func() {
+		e.emit(Event{Kind: EventStarted, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text})
+	}
 	if req.TimeoutMs > 0 {
 		spec.Timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
