@@ -23,11 +23,18 @@ var ErrClosed = errors.New("connection closed")
 
 // Timeouts of a connection. Every wait has a deadline.
 const (
-	// WriteTimeout bounds one frame write; a peer that stops reading is
-	// dropped rather than blocking the writer forever.
+	// WriteTimeout bounds a frame written during the connect handshake,
+	// before a Conn exists.
 	WriteTimeout = 10 * time.Second
 	// PingInterval is how often an idle connection is probed, and
 	// PingTimeout how long a probe may take before the peer counts as dead.
+	// The probe also bounds a Conn's writes: a peer that stops reading
+	// leaves a write stuck holding the connection's writer, the next probe
+	// cannot be sent within PingTimeout, and the connection is dropped,
+	// failing the stuck write (so within PingInterval + PingTimeout). A
+	// timer per write would bound it more tightly, at the price of waking
+	// an idle thread on every frame: tens of microseconds on a virtual
+	// machine, on every hop of every exec.
 	PingInterval = 15 * time.Second
 	PingTimeout  = 10 * time.Second
 	// maxInflight bounds concurrently handled requests per connection.
@@ -218,10 +225,11 @@ func (c *Conn) Notify(ctx context.Context, event string, payload any) error {
 
 // write sends one frame. The caller's context decides only whether the
 // frame is sent at all: the write itself runs under the connection's own
-// context and WriteTimeout, because the WebSocket library closes the whole
-// connection when a write's context ends mid-frame, and one caller giving
-// up (a timed-out exec, a prompt race lost) must never drop a connection
-// every other call shares.
+// context, because the WebSocket library closes the whole connection when
+// a write's context ends mid-frame, and one caller giving up (a timed-out
+// exec, a prompt race lost) must never drop a connection every other call
+// shares. The keepalive bounds a write to a peer that stopped reading (see
+// PingInterval).
 func (c *Conn) write(ctx context.Context, f Frame) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
@@ -378,11 +386,7 @@ func (c *Conn) serve(f Frame) {
 	c.reply(res)
 }
 
-func (c *Conn) reply(f Frame) {
-	ctx, cancel := context.WithTimeout(c.ctx, WriteTimeout)
-	defer cancel()
-	_ = c.write(ctx, f)
-}
+func (c *Conn) reply(f Frame) { _ = c.write(c.ctx, f) }
 
 func (c *Conn) pingLoop() {
 	t := time.NewTicker(PingInterval)
@@ -415,16 +419,15 @@ func closeReason(err error) error {
 	return fmt.Errorf("%w: %v", ErrClosed, err)
 }
 
-// WriteFrame writes one frame, bounded by WriteTimeout. The frame must come
-// from NewRequest, NewResult, NewEvent, NewFailure or DecodeFrame, whose
-// Params and Payload are valid JSON (see Frame.appendJSON).
+// WriteFrame writes one frame, bounded by ctx (the handshake's deadline, or
+// a Conn's own context, see Conn.write). The frame must come from
+// NewRequest, NewResult, NewEvent, NewFailure or DecodeFrame, whose Params
+// and Payload are valid JSON (see Frame.appendJSON).
 func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
 	data, err := f.appendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, WriteTimeout)
-	defer cancel()
 	if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
 		return fmt.Errorf("%w: write: %v", ErrClosed, err)
 	}

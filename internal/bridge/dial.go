@@ -81,7 +81,10 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev Dev
 	if err != nil {
 		return res, err
 	}
-	if err := WriteFrame(ctx, ws, f); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	err = WriteFrame(wctx, ws, f)
+	cancel()
+	if err != nil {
 		return res, err
 	}
 	r, err := ReadFrame(ctx, ws)

@@ -78,8 +78,9 @@ func (q *SendQueue) run() {
 		case <-q.c.done:
 			return
 		case ev := <-q.ch:
-			// Notify bounds the write by WriteTimeout and drops the
-			// connection when it fails, which ends this loop.
+			// A write to a peer that stopped reading ends when the
+			// keepalive drops the connection (see PingInterval), which
+			// ends this loop.
 			_ = q.c.Notify(q.c.ctx, ev.event, ev.payload)
 		}
 	}

@@ -328,9 +328,10 @@ func (c *Client) HostEvent(ev host.Event) {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(conn.Context(), 5*time.Second)
-	defer cancel()
-	if err := conn.Notify(ctx, bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}); err != nil {
+	// The connection's own context: Notify's context only decides whether
+	// the frame is sent at all (the keepalive bounds the write itself), and
+	// a timer here would wake an idle thread on every event.
+	if err := conn.Notify(conn.Context(), bridge.MethodNodeEvent, bridge.NodeEvent{Event: ev.Kind, Payload: payload}); err != nil {
 		c.log.Debug("node event not delivered", "event", ev.Kind, "err", err)
 	}
 }
