@@ -56,6 +56,14 @@ type Options struct {
 	OnRequest Handler
 	// OnEvent receives events from the peer; nil drops them.
 	OnEvent EventHandler
+	// CheckedByHandler names the requests and events whose params or
+	// payload the handler decodes with Unmarshal, which checks them, and
+	// never passes on as they are: the gateway's node.invoke.result and
+	// node.event, which carry a command's output. Frames of these names
+	// laid out as this build writes them (see decodeLaidOut) skip the
+	// frame decoder's own check, so that a megabyte of output is scanned
+	// once, not twice, on its way through.
+	CheckedByHandler func(name string) bool
 	// OnClose runs once, after the connection is closed and every pending
 	// call has failed, with the reason.
 	OnClose func(err error)
@@ -257,7 +265,10 @@ func (c *Conn) readLoop() {
 		if c.deliverTyped(data) {
 			continue
 		}
-		f, err := DecodeFrame(data)
+		f, ok := c.decodeLaidOut(data)
+		if !ok {
+			f, err = DecodeFrame(data)
+		}
 		if err != nil {
 			// A peer that sends garbage is broken or hostile: say why
 			// and hang up rather than guess.
@@ -365,6 +376,76 @@ func (c *Conn) deliverTyped(data []byte) bool {
 		pc.ch <- r
 	}
 	return true
+}
+
+// The layouts appendJSON gives a request and an event, which
+// decodeLaidOut reads without a decoder.
+const (
+	reqPrefix    = `{"type":"req","id":"`
+	methodInfix  = `","method":"`
+	paramsInfix  = `","params":`
+	eventPrefix  = `{"type":"event","payload":`
+	eventInfix   = `,"event":"`
+	seqInfix     = `","seq":`
+	maxLaidOutNm = 64 // longer names take DecodeFrame's path
+)
+
+// decodeLaidOut reads a request or event named by Options.CheckedByHandler
+// from the layout appendJSON gives it — a request's fields in the order
+// type, id, method, params and nothing after; an event's type, payload,
+// event, seq — leaving the params or payload unchecked for the handler's
+// decode, which checks it. It reports false, leaving the frame to
+// DecodeFrame, for anything else: another layout, another name, an
+// escaped or overlong id or name, invalid UTF-8, an oversized frame.
+func (c *Conn) decodeLaidOut(data []byte) (Frame, bool) {
+	if c.opts.CheckedByHandler == nil || len(data) > MaxFrame || !bytes.HasSuffix(data, []byte("}")) {
+		return Frame{}, false
+	}
+	body := data[:len(data)-1]
+	var f Frame
+	if rest, ok := bytes.CutPrefix(body, []byte(reqPrefix)); ok {
+		var id, method []byte
+		if id, rest, ok = cutName(rest, methodInfix, MaxIDLen); !ok {
+			return Frame{}, false
+		}
+		if method, rest, ok = cutName(rest, paramsInfix, maxLaidOutNm); !ok {
+			return Frame{}, false
+		}
+		f = Frame{Type: TypeReq, ID: string(id), Method: string(method), Params: rest}
+	} else if rest, ok := bytes.CutPrefix(body, []byte(eventPrefix)); ok {
+		// The payload is everything up to the last ,"event":" — the
+		// frame's own field, which comes after it.
+		i := bytes.LastIndex(rest, []byte(eventInfix))
+		if i < 0 {
+			return Frame{}, false
+		}
+		name, seq, ok := cutName(rest[i+len(eventInfix):], seqInfix, maxLaidOutNm)
+		if !ok || len(seq) == 0 || len(seq) > 20 {
+			return Frame{}, false
+		}
+		n, err := strconv.ParseUint(string(seq), 10, 64)
+		if err != nil || seq[0] == '0' {
+			return Frame{}, false
+		}
+		f = Frame{Type: TypeEvent, Event: string(name), Payload: rest[:i], Seq: n}
+	} else {
+		return Frame{}, false
+	}
+	name := f.Method + f.Event
+	if len(f.Params)+len(f.Payload) == 0 || !c.opts.CheckedByHandler(name) || f.validate() != nil || !utf8.Valid(data) {
+		return Frame{}, false
+	}
+	return f, true
+}
+
+// cutName cuts a JSON string's content, plain (no escapes) and at most max
+// bytes, followed by infix, off the front of b.
+func cutName(b []byte, infix string, max int) (name, rest []byte, ok bool) {
+	i := bytes.Index(b[:min(len(b), max+len(infix))], []byte(infix))
+	if i <= 0 || bytes.IndexByte(b[:i], '\\') >= 0 || bytes.IndexByte(b[:i], '"') >= 0 {
+		return nil, nil, false
+	}
+	return b[:i], b[i+len(infix):], true
 }
 
 func (c *Conn) serve(f Frame) {

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Frame types.
@@ -182,14 +184,14 @@ func marshalRaw(v any) (json.RawMessage, error) {
 	case json.RawMessage:
 		// Raw JSON from a caller is checked here, once: spliced in
 		// unchecked, a malformed value could forge frame fields.
-		if !json.Valid(v) {
+		if !jsontext.Value(v).IsValid() {
 			return nil, errors.New("invalid raw JSON")
 		}
 		return v, nil
 	case wireAppender:
 		return v.appendWire(nil), nil
 	}
-	b, err := json.Marshal(v)
+	b, err := Marshal(v)
 	return json.RawMessage(b), err
 }
 
@@ -200,7 +202,7 @@ type wireAppender interface {
 	appendWire(dst []byte) []byte
 }
 
-// appendJSON appends f's wire encoding to dst: the same bytes json.Marshal
+// appendJSON appends f's wire encoding to dst: the same bytes Marshal
 // would give (fields in struct order, empty ones omitted), except that
 // Params and Payload are spliced in as they are instead of re-compacted.
 // They are valid JSON because every Frame is built by NewRequest, NewResult
@@ -231,7 +233,7 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, f.Payload...)
 	}
 	if f.Error != nil {
-		b, err := json.Marshal(f.Error)
+		b, err := Marshal(f.Error)
 		if err != nil {
 			return nil, err
 		}
@@ -249,8 +251,8 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendString appends s as a JSON string, escaped as json.Marshal does.
+// appendString appends s as a JSON string, escaped as Marshal does.
 func appendString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always encodes
+	b, _ := Marshal(s) // a string always encodes
 	return append(dst, b...)
 }

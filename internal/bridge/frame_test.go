@@ -106,8 +106,8 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 // TestAppendJSONMatchesMarshal checks that the frame encoder that splices
-// params and payload gives exactly json.Marshal's bytes, and that
-// InvokeResult's does too.
+// params and payload gives exactly Marshal's bytes (the wire encoder), and
+// that InvokeResult's and NodeEvent's do too.
 func TestAppendJSONMatchesMarshal(t *testing.T) {
 	tru, fal := true, false
 	frames := []Frame{
@@ -118,7 +118,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		{Type: TypeEvent, Event: "e\u2028\xff"},
 	}
 	for _, f := range frames {
-		want, err := json.Marshal(f)
+		want, err := Marshal(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		{ID: "i", NodeID: "n", OK: true, Payload: json.RawMessage(`{"stdout":"x"}`)},
 		{ID: "i", NodeID: "n", Error: &Error{Code: "X", Message: "m"}},
 	} {
-		want, _ := json.Marshal(r)
+		want, _ := Marshal(r)
 		if got := r.appendWire(nil); string(got) != string(want) {
 			t.Errorf("appendWire = %s\nwant         %s", got, want)
 		}
@@ -143,7 +143,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		{Event: "exec.finished", Payload: json.RawMessage(`{"tail":"a\nb"}`)},
 		{Event: "e\u2028<"},
 	} {
-		want, _ := json.Marshal(e)
+		want, _ := Marshal(e)
 		if got := e.appendWire(nil); string(got) != string(want) {
 			t.Errorf("appendWire = %s\nwant         %s", got, want)
 		}

@@ -185,17 +185,17 @@ type InvokeResult struct {
 	ID     string `json:"id"`
 	NodeID string `json:"nodeId"`
 	OK     bool   `json:"ok"`
-	// Payload is the command's result, JSON produced by json.Marshal (it
-	// is spliced into the frame unchecked, see appendWire).
+	// Payload is the command's result, JSON produced by Marshal (it is
+	// spliced into the frame unchecked, see appendWire).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
 }
 
-// appendWire encodes r as json.Marshal would, but splices Payload in
-// without the re-scan json.Marshal gives a json.RawMessage: a system.run
-// payload is the whole captured output. Payload must be valid JSON (the
-// node builds it with json.Marshal); an invalid one only makes the gateway
-// reject the node's own frame, which the node could write anyway.
+// appendWire encodes r as Marshal would, but splices Payload in without
+// the re-scan Marshal gives a json.RawMessage: a system.run payload is the
+// whole captured output. Payload must be valid JSON (the node builds it
+// with Marshal); an invalid one only makes the gateway reject the node's
+// own frame, which the node could write anyway.
 func (r InvokeResult) appendWire(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, r.ID)
@@ -208,7 +208,7 @@ func (r InvokeResult) appendWire(dst []byte) []byte {
 		dst = append(dst, r.Payload...)
 	}
 	if r.Error != nil {
-		b, _ := json.Marshal(r.Error) // two strings always encode
+		b, _ := Marshal(r.Error) // two strings always encode
 		dst = append(dst, `,"error":`...)
 		dst = append(dst, b...)
 	}
@@ -218,13 +218,13 @@ func (r InvokeResult) appendWire(dst []byte) []byte {
 // NodeEvent is the params of a node.event request.
 type NodeEvent struct {
 	Event string `json:"event"`
-	// Payload is the event, JSON produced by json.Marshal (spliced in
+	// Payload is the event, JSON produced by Marshal (spliced in
 	// unchecked, as InvokeResult's: a finished event carries an output
 	// tail).
 	Payload json.RawMessage `json:"payload"`
 }
 
-// appendWire encodes e as json.Marshal would, splicing Payload in
+// appendWire encodes e as Marshal would, splicing Payload in
 // without re-scanning it; see InvokeResult.appendWire.
 func (e NodeEvent) appendWire(dst []byte) []byte {
 	dst = append(dst, `{"event":`...)

@@ -55,7 +55,7 @@ func (q *SendQueue) Enqueue(event string, payload any) error {
 	if err := q.c.Err(); err != nil {
 		return err
 	}
-	raw, err := json.Marshal(payload)
+	raw, err := Marshal(payload)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", event, err)
 	}

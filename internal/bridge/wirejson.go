@@ -15,3 +15,9 @@ import (
 // every peer also means no two of them can read the same bytes two ways.
 // Files on disk keep encoding/json.
 func Unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
+
+// Marshal is the one encoder of JSON that crosses the wire, the peer of
+// Unmarshal: the same package, so encoding/json's output (HTML-safe
+// escaping, sorted map keys) from a faster string escaper, which is what a
+// command's output costs on every hop.
+func Marshal(v any) ([]byte, error) { return jsonv1.Marshal(v) }

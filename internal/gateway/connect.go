@@ -269,6 +269,11 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return g.handleNode(ctx, nc, method, params)
 		},
+		// Both carry a command's output, and both handlers decode their
+		// params with bridge.Unmarshal before using anything in them.
+		CheckedByHandler: func(name string) bool {
+			return name == bridge.MethodInvokeResult || name == bridge.MethodNodeEvent
+		},
 		// node.event as an event frame: handled on the read loop, so a
 		// run's events are queued before its result (a request, read
 		// after them) is processed, without a round trip per event.

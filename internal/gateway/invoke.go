@@ -60,7 +60,7 @@ func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request,
 }
 
 func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string, params any, timeout time.Duration, idemKey string, run bool) (invokeReply, error) {
-	raw, err := json.Marshal(params)
+	raw, err := bridge.Marshal(params)
 	if err != nil {
 		return invokeReply{}, fmt.Errorf("encode %s params: %w", command, err)
 	}
@@ -259,8 +259,8 @@ func (g *Gateway) enqueueLifecycle(key session.Key, nodeID, kind string, ev host
 // cancelInvoke tells a node that the gateway stopped waiting for invoke id
 // (its caller went away or its deadline passed): the node withdraws the
 // prompt the command waits on, so a late approval cannot run it. Best
-// effort, bounded by the connection's bridge.WriteTimeout; a node that
-// never gets it still has its own timeout.
+// effort, bounded by the connection's keepalive (bridge.PingInterval); a
+// node that never gets it still has its own timeout.
 func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
 	reason := "abandoned"
 	if cause != nil {

@@ -324,7 +324,7 @@ func (c *Client) HostEvent(ev host.Event) {
 		return
 	}
 	ev.NodeID = nid
-	payload, err := json.Marshal(ev)
+	payload, err := bridge.Marshal(ev)
 	if err != nil {
 		return
 	}

@@ -187,7 +187,7 @@ func (c *Client) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 func fail(e *bridge.Error) bridge.InvokeResult { return bridge.InvokeResult{OK: false, Error: e} }
 
 func ok(v any) bridge.InvokeResult {
-	raw, err := json.Marshal(v)
+	raw, err := bridge.Marshal(v)
 	if err != nil {
 		return fail(bridge.Errorf(bridge.CodeInternal, "encode result: %v", err))
 	}
