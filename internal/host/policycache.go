@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -35,11 +36,19 @@ func (e *Engine) approvalsStore() *approvals.Store {
 // engine itself rewrites the file every UsageFlushDelay under a steady
 // load (lastUsedAt stamps), so a busy host's file is always fresh: a
 // reparse per decision would cost milliseconds for a large allowlist.
+//
+// Where package fschange can watch the file and its directories (a local
+// file system), a Set taken before the stat and read that produced the
+// cached state vouches for it instead, exactly, until anything changes:
+// the common check is then one poll(2), not a stat, and a file the
+// engine just rewrote is read again once, not on every decision for the
+// racy window.
 type cachedFile struct {
-	key    statKey // zero while the file is too fresh to trust it
-	raw    []byte  // the bytes file was parsed from (nil: Default, no file)
-	file   *approvals.File
-	agents map[string]*agentPolicy
+	key     statKey // zero while the file is too fresh to trust it
+	raw     []byte  // the bytes file was parsed from (nil: Default, no file)
+	file    *approvals.File
+	agents  map[string]*agentPolicy
+	watched fschange.Set // vouches for file while unchanged
 }
 
 // agentPolicy is one agent's resolved policy and compiled allowlist.
@@ -95,6 +104,15 @@ const policyRacyWindow = 2 * time.Second
 
 func (e *Engine) loadApprovals() (*approvals.File, error) {
 	s := e.approvalsStore()
+	e.mu.Lock()
+	current, watched := e.cache.file, e.cache.watched
+	e.mu.Unlock()
+	if current != nil && fschange.Unchanged(watched) {
+		return current, nil
+	}
+	// Taken before the stat and the read below, so that it vouches only
+	// for what they see.
+	set, _ := watchApprovals([]string{s.Path})
 	fi, statErr := os.Stat(s.Path)
 	var key statKey
 	if statErr == nil {
@@ -106,6 +124,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	cached := e.cache
 	e.mu.Unlock()
 	if key.set && cached.key == key {
+		e.vouch(cached.file, set)
 		return cached.file, nil
 	}
 	if statErr == nil && e.now().Sub(fi.ModTime()) < policyRacyWindow {
@@ -116,7 +135,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	if cached.file != nil && cached.raw != nil && s.Same(cached.raw) {
 		e.mu.Lock()
 		if e.cache.file == cached.file {
-			e.cache.key = key
+			e.cache.key, e.cache.watched = key, set
 		}
 		e.mu.Unlock()
 		return cached.file, nil
@@ -135,7 +154,20 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 		data = nil
 	}
 	e.mu.Lock()
-	e.cache = cachedFile{key: key, raw: data, file: f}
+	e.cache = cachedFile{key: key, raw: data, file: f, watched: set}
 	e.mu.Unlock()
 	return f, nil
+}
+
+// watchApprovals is fschange.WatchContent; tests replace it to check the
+// cache where the file cannot be watched.
+var watchApprovals = fschange.WatchContent
+
+// vouch keeps set as what vouches for the cached file, if it is still f.
+func (e *Engine) vouch(f *approvals.File, set fschange.Set) {
+	e.mu.Lock()
+	if e.cache.file == f {
+		e.cache.watched = set
+	}
+	e.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -15,6 +16,22 @@ import (
 // policyRacyWindow the engine must not have cached it, so the edit is seen;
 // once it is older, an edit sets a new mtime and is seen through the key.
 func TestPolicyCacheSeesSameTickEdit(t *testing.T) {
+	forWatchedAndNot(t, testPolicyCacheSeesSameTickEdit)
+}
+
+// forWatchedAndNot runs test with the approvals file watched (package
+// fschange vouching for the cache) and as where it cannot be (the stat key
+// and the byte comparison deciding).
+func forWatchedAndNot(t *testing.T, test func(t *testing.T)) {
+	t.Run("watched", test)
+	t.Run("not watched", func(t *testing.T) {
+		watchApprovals = func([]string) (fschange.Set, bool) { return fschange.Set{}, false }
+		t.Cleanup(func() { watchApprovals = fschange.WatchContent })
+		test(t)
+	})
+}
+
+func testPolicyCacheSeesSameTickEdit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		age  time.Duration // how old the engine's clock says the file is
@@ -76,6 +93,10 @@ func TestPolicyCacheSeesSameTickEdit(t *testing.T) {
 // when its bytes differ from the cached ones — also after an atomic
 // rewrite with the same content (a new inode and mtime).
 func TestPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
+	forWatchedAndNot(t, testPolicyCacheKeepsUnchangedFreshFile)
+}
+
+func testPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
 	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	path := f.store.Path
 	fi, err := os.Stat(path)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/exechost/exechost/internal/fschange"
 )
 
 // Bounds of the analysis memo.
@@ -33,18 +35,29 @@ const (
 // or ancestor renamed or re-linked — changes one of them (a rename or any
 // entry change sets the directory's ctime, which userspace cannot set
 // back). This is not a timestamp comparison: the facts are the results
-// themselves, so no racy window applies. What the memo saves is the walk,
-// the resolution logic and their allocations; the system calls remain.
+// themselves, so no racy window applies.
 //
 // Only successful analyses of texts the parse cache would hold are
 // remembered, and only where the facts can be read exactly (Linux).
+//
+// Reading every fact again is a system call per fact. Where package
+// fschange can cover the facts' paths (local file systems), an entry also
+// holds a watch Set taken before its facts were last read; while the Set
+// reports no change — nothing any lookup of those paths reads has been
+// created, removed, renamed or had its attributes changed, and no mount
+// changed — the facts still hold without being read (one poll(2) stands
+// for all of them). Once it reports a change the facts are read again,
+// and the entry is dropped or, if they hold, watched afresh. An entry
+// whose Set goes stale before vouching once (its directories change all
+// the time: /tmp) is checked by reading its facts for a while instead.
 var memo = &analysisMemo{m: map[memoKey]*memoEntry{}}
 
 type analysisMemo struct {
 	mu sync.Mutex
 	m  map[memoKey]*memoEntry
-	// hits counts reuses, for tests that must know the memo was used.
-	hits int
+	// hits counts reuses, for tests that must know the memo was used;
+	// watchedHits those whose facts were vouched for by a watch Set.
+	hits, watchedHits int
 }
 
 type memoKey struct {
@@ -53,11 +66,34 @@ type memoKey struct {
 }
 
 // memoEntry is an analysis and the facts it read. Both are read-only once
-// stored; callers get a copy of the analysis.
+// stored; callers get a copy of the analysis. The rest is guarded by the
+// memo's lock.
 type memoEntry struct {
 	out   Analysis
 	facts []fact
+	// watched vouches for the facts while unchanged (the zero Set never
+	// does); vouched says whether it has yet.
+	watched fschange.Set
+	vouched bool
+	// unwatched counts down reuses checked by reading the facts before
+	// watching is tried again: after a Set went stale without vouching
+	// for a single reuse (something in its directories keeps changing),
+	// or when the paths cannot be watched at all.
+	unwatched int
 }
+
+// watchFacts is fschange.Watch; tests replace it to check the memo with its
+// facts read on every reuse, as where they cannot be watched.
+var watchFacts = fschange.Watch
+
+// Bounds of watching an entry's facts.
+const (
+	// rewatchAfter: reuses checked by reading the facts before an entry
+	// whose Set went stale unused is watched again.
+	rewatchAfter = 64
+	// unwatchableFor: the same for an entry whose paths Watch refused.
+	unwatchableFor = 1024
+)
 
 // factOp is a file-system read the analysis makes.
 type factOp uint8
@@ -195,12 +231,47 @@ func (m *analysisMemo) lookup(text string, env Env) (Analysis, bool) {
 	k := memoKey{text, env}
 	m.mu.Lock()
 	e := m.m[k]
+	if e == nil {
+		m.mu.Unlock()
+		return Analysis{}, false
+	}
+	set, vouched, watch := e.watched, e.vouched, e.unwatched == 0
+	if e.unwatched > 0 {
+		e.unwatched--
+	}
 	m.mu.Unlock()
-	if e == nil || !e.holds() {
+	if fschange.Unchanged(set) {
+		m.mu.Lock()
+		m.hits++
+		m.watchedHits++
+		e.vouched = true
+		m.mu.Unlock()
+		return e.out.clone(), true
+	}
+	if set.Valid() && !vouched {
+		watch = false // stale before it vouched once: read the facts a while
+	}
+	var ok bool
+	if watch {
+		// Watched afresh before the facts are read, so that the new
+		// Set vouches only for what is read after it.
+		set, ok = watchFacts(e.paths())
+	}
+	if !e.holds() {
 		return Analysis{}, false
 	}
 	m.mu.Lock()
 	m.hits++
+	if m.m[k] == e {
+		switch {
+		case ok:
+			e.watched, e.vouched = set, false
+		case watch:
+			e.watched, e.unwatched = fschange.Set{}, unwatchableFor
+		case set.Valid():
+			e.watched, e.unwatched = fschange.Set{}, rewatchAfter
+		}
+	}
 	m.mu.Unlock()
 	return e.out.clone(), true
 }
@@ -211,12 +282,29 @@ func (m *analysisMemo) store(text string, env Env, out Analysis, log *factLog) {
 		return
 	}
 	e := &memoEntry{out: out.clone(), facts: log.facts}
+	// The analysis read its facts before any watch was in place: watch
+	// their paths, then read them once more, and keep the Set only if
+	// they still hold.
+	if set, ok := watchFacts(e.paths()); !ok {
+		e.unwatched = unwatchableFor
+	} else if e.holds() {
+		e.watched = set
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.m) >= maxMemoEntries {
 		clear(m.m)
 	}
 	m.m[memoKey{text, env}] = e
+}
+
+// paths lists the paths e's facts read.
+func (e *memoEntry) paths() []string {
+	ps := make([]string, 0, len(e.facts))
+	for _, f := range e.facts {
+		ps = append(ps, f.path)
+	}
+	return ps
 }
 
 // clone copies a's slices, so that a caller changing its copy cannot

@@ -112,22 +112,41 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 			}
 			continue
 		}
-		dfi, err := a.statDir(dir)
-		if err != nil {
-			continue // a missing directory costs one stat per analysis
-		}
-		if absent.has(dir, dfi, name) {
-			continue
+		// The directory's own stat serves only the cache of absent names:
+		// it is taken when that cache lists the name (one stat then
+		// stands for every such name in the directory), and to note a
+		// name found missing. A name that is there costs its own lstat
+		// alone.
+		if absent.lists(dir, name) {
+			dfi, err := a.statDir(dir)
+			if err != nil || absent.has(dir, dfi, name) {
+				continue // gone, or still missing from a directory unchanged since
+			}
 		}
 		c := path.Join(dir, name)
 		if a.isExecutable(c) {
 			return c, nil
 		}
 		if _, err := a.lstat(c); errors.Is(err, fs.ErrNotExist) {
-			absent.note(dir, dfi, name)
+			a.noteAbsent(dir, name, c)
 		}
 	}
 	return "", nil
+}
+
+// noteAbsent records in the cache of absent names that c (name in dir) is
+// missing, if a look at the directory followed by a look at c again says
+// so: the directory's stat must be taken before the lookup that finds the
+// name missing, or a file created in between could be listed as absent
+// under the directory's new identity.
+func (a *analyzer) noteAbsent(dir, name, c string) {
+	dfi, err := a.statDir(dir)
+	if err != nil {
+		return
+	}
+	if _, err := a.osLstat(c); errors.Is(err, fs.ErrNotExist) {
+		absent.note(dir, dfi, name)
+	}
 }
 
 // statDir is os.Stat of a search directory (following symlinks, so the
@@ -185,6 +204,19 @@ type absentCache struct {
 type absentDir struct {
 	id    dirID
 	names map[string]struct{}
+}
+
+// lists reports whether name is listed as missing from dir under any of
+// its identities: only then is the directory's stat worth taking.
+func (c *absentCache) lists(dir, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[dir]
+	if d == nil {
+		return false
+	}
+	_, ok := d.names[name]
+	return ok
 }
 
 // has reports whether name is known to be missing from dir, whose stat

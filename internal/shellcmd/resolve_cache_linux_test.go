@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/exechost/exechost/internal/fschange"
 )
 
 // TestResolutionCacheSeesEveryChange resolves a bare name twice around each
@@ -18,6 +20,15 @@ import (
 // hour ahead) and the analysis memo holding the first analysis, and checks
 // that the second resolution always sees the change.
 func TestResolutionCacheSeesEveryChange(t *testing.T) {
+	t.Run("watched", testResolutionCacheSeesEveryChange)
+	t.Run("facts read on every reuse", func(t *testing.T) {
+		watchFacts = func([]string) (fschange.Set, bool) { return fschange.Set{}, false }
+		t.Cleanup(func() { watchFacts = fschange.Watch })
+		testResolutionCacheSeesEveryChange(t)
+	})
+}
+
+func testResolutionCacheSeesEveryChange(t *testing.T) {
 	nowFn = func() time.Time { return time.Now().Add(time.Hour) }
 	t.Cleanup(func() { nowFn = time.Now })
 
@@ -171,7 +182,11 @@ func TestResolutionCacheSeesEveryChange(t *testing.T) {
 			if memoHits() != hits+1 {
 				t.Fatal("the analysis memo was not used, so this test proves nothing for it")
 			}
+			set := memoWatch(t, "tool", env)
 			tc.change(t, l)
+			if set.Valid() && fschange.Unchanged(set) {
+				t.Error("the memo's watch Set did not report the change")
+			}
 			if got := rel(resolve()); got != tc.after {
 				t.Errorf("after the change: resolved %q, want %q", got, tc.after)
 			}
@@ -233,6 +248,26 @@ func waitFSTick(t *testing.T, probeDir string, paths ...string) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// memoWatch returns the watch Set of the memo's entry for text in env: it
+// must have one where the test's directories can be watched (a local file
+// system), so that the watched path is the one under test.
+func memoWatch(t *testing.T, text string, env Env) fschange.Set {
+	t.Helper()
+	memo.mu.Lock()
+	e := memo.m[memoKey{text, env}]
+	memo.mu.Unlock()
+	if e == nil {
+		t.Fatal("no memo entry")
+	}
+	if !e.watched.Valid() {
+		if _, ok := watchFacts([]string{env.Cwd}); ok {
+			t.Fatal("the memo entry is not watched though its paths can be")
+		}
+		t.Logf("%s cannot be watched here: the memo reads its facts instead", env.Cwd)
+	}
+	return e.watched
 }
 
 func memoHits() int {

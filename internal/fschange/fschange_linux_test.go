@@ -1,0 +1,167 @@
+package fschange
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWatchSeesEveryChange takes a Set over a path, makes one kind of
+// change to something a lookup of it reads, and checks the Set reports it;
+// and checks a change to something it does not read is not reported.
+func TestWatchSeesEveryChange(t *testing.T) {
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every case watches root/a/link/bin/tool, where link -> d1 and
+	// d1/bin/tool is an executable; other holds a hard link to it.
+	cases := []struct {
+		name   string
+		change func(t *testing.T, root string)
+		seen   bool
+	}{
+		{"chmod the file", func(t *testing.T, r string) { must(t, os.Chmod(filepath.Join(r, "a/d1/bin/tool"), 0o644)) }, true},
+		{"chmod the file through a hard link elsewhere", func(t *testing.T, r string) { must(t, os.Chmod(filepath.Join(r, "other/tool"), 0o644)) }, true},
+		{"remove the file", func(t *testing.T, r string) { must(t, os.Remove(filepath.Join(r, "a/d1/bin/tool"))) }, true},
+		{"rename another file over it", func(t *testing.T, r string) {
+			must(t, os.WriteFile(filepath.Join(r, "x"), nil, 0o755))
+			must(t, os.Rename(filepath.Join(r, "x"), filepath.Join(r, "a/d1/bin/tool")))
+		}, true},
+		{"add a file beside it", func(t *testing.T, r string) { must(t, os.WriteFile(filepath.Join(r, "a/d1/bin/new"), nil, 0o755)) }, true},
+		{"re-point the symlink on the way", func(t *testing.T, r string) {
+			must(t, os.Symlink("d2", filepath.Join(r, "a/link2")))
+			must(t, os.Rename(filepath.Join(r, "a/link2"), filepath.Join(r, "a/link")))
+		}, true},
+		{"rename an ancestor", func(t *testing.T, r string) { must(t, os.Rename(filepath.Join(r, "a"), filepath.Join(r, "a.old"))) }, true},
+		{"chmod a directory on the way", func(t *testing.T, r string) { must(t, os.Chmod(filepath.Join(r, "a/d1/bin"), 0o700)) }, true},
+		{"change the link target's parent", func(t *testing.T, r string) {
+			must(t, os.Rename(filepath.Join(r, "a/d1"), filepath.Join(r, "a/d1.old")))
+			must(t, os.Rename(filepath.Join(r, "a/d2"), filepath.Join(r, "a/d1")))
+		}, true},
+		{"bind-mount over a directory on the way", func(t *testing.T, r string) {
+			if os.Getuid() != 0 {
+				t.Skip("mounting needs root")
+			}
+			must(t, unix.Mount(filepath.Join(r, "a/d2/bin"), filepath.Join(r, "a/d1/bin"), "", unix.MS_BIND, ""))
+			t.Cleanup(func() { unix.Unmount(filepath.Join(r, "a/d1/bin"), unix.MNT_DETACH) })
+		}, true},
+		{"add a file in an unrelated directory", func(t *testing.T, r string) { must(t, os.WriteFile(filepath.Join(r, "a/d2/bin/new"), nil, 0o755)) }, false},
+		{"write into the file", func(t *testing.T, r string) {
+			must(t, os.WriteFile(filepath.Join(r, "a/d1/bin/tool"), []byte("#!/bin/sh\n"), 0o755))
+		}, false},
+	}
+	// reported sets the layout up, takes a Set, makes the change and says
+	// whether the Set reports a change.
+	reported := func(t *testing.T, change func(*testing.T, string)) bool {
+		root, err := filepath.EvalSymlinks(t.TempDir())
+		must(t, err)
+		for _, d := range []string{"a/d1/bin", "a/d2/bin", "other"} {
+			must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		}
+		must(t, os.WriteFile(filepath.Join(root, "a/d1/bin/tool"), nil, 0o755))
+		must(t, os.WriteFile(filepath.Join(root, "a/d2/bin/tool"), nil, 0o755))
+		must(t, os.Link(filepath.Join(root, "a/d1/bin/tool"), filepath.Join(root, "other/tool")))
+		must(t, os.Symlink("d1", filepath.Join(root, "a/link")))
+		s, ok := Watch([]string{filepath.Join(root, "a/link/bin/tool")})
+		if !ok {
+			t.Skipf("cannot watch %s here (file system or inotify limits)", root)
+		}
+		change(t, root)
+		return !Unchanged(s)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.seen {
+				if !reported(t, tc.change) {
+					t.Error("the change was not reported")
+				}
+				return
+			}
+			// A change that must not be reported: the temporary directory
+			// is watched as an ancestor, and other tests create entries in
+			// it at any moment, which a Set rightly reports. One quiet
+			// attempt in a few shows the change itself is not reported.
+			for range 20 {
+				if !reported(t, tc.change) {
+					return
+				}
+			}
+			t.Error("the change was reported in every attempt")
+		})
+	}
+}
+
+// TestWatchRefuses checks what Watch will not cover.
+func TestWatchRefuses(t *testing.T) {
+	if _, ok := Watch([]string{"relative/path"}); ok {
+		t.Error("a relative path was watched")
+	}
+	if _, ok := Watch(nil); ok {
+		t.Error("nothing at all was watched")
+	}
+	if _, ok := Watch([]string{"/proc/self/status"}); ok {
+		t.Error("a path on /proc (not a local file system) was watched")
+	}
+	if Unchanged(Set{}) {
+		t.Error("the zero Set reports no change")
+	}
+}
+
+// TestWatchMissingPath watches a path that does not exist yet: its
+// creation, or that of a missing directory on the way, is a change.
+func TestWatchMissingPath(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := Watch([]string{filepath.Join(root, "no/such/tool")})
+	if !ok {
+		t.Skip("cannot watch here")
+	}
+	if err := os.Mkdir(filepath.Join(root, "no"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if Unchanged(s) {
+		t.Error("creating a missing directory on the way was not reported")
+	}
+}
+
+// TestWatchContent: a write into a file watched for its content is a
+// change, as is an atomic replacement of it; a write into a file watched
+// for its attributes alone is not (TestWatchSeesEveryChange).
+func TestWatchContent(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(root, "policy.json")
+	for _, change := range []func() error{
+		func() error { return os.WriteFile(f, []byte(`{"x":2}`), 0o600) },
+		func() error { return os.Truncate(f, 0) },
+		func() error {
+			if err := os.WriteFile(f+".tmp", []byte(`{"x":3}`), 0o600); err != nil {
+				return err
+			}
+			return os.Rename(f+".tmp", f)
+		},
+	} {
+		if err := os.WriteFile(f, []byte(`{"x":1}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, ok := WatchContent([]string{f})
+		if !ok {
+			t.Skip("cannot watch here")
+		}
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		if Unchanged(s) {
+			t.Error("a change to the file's content was not reported")
+		}
+	}
+}
