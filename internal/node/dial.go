@@ -33,7 +33,9 @@ func normalizeFingerprint(s string) string {
 // (the gateway's log and `gateway join-key` print the fingerprint to
 // compare) and pins it.
 func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error) {
-	opts := &websocket.DialOptions{}
+	// A node's results are its large frames: each goes to the socket in
+	// one write (bridge.BatchingClient).
+	opts := &websocket.DialOptions{HTTPClient: bridge.BatchingClient(nil)}
 	if strings.HasPrefix(id.Gateway.URL, "wss://") {
 		pin := id.Gateway.TLSFingerprint
 		var seen string
@@ -55,7 +57,7 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 				return nil
 			},
 		}
-		opts.HTTPClient = &http.Client{Transport: tr}
+		opts.HTTPClient = bridge.BatchingClient(tr)
 		ws, resp, err := websocket.Dial(ctx, id.Gateway.URL, opts)
 		if err != nil {
 			if errors.Is(err, errPin) || strings.Contains(err.Error(), errPin.Error()) {

@@ -105,7 +105,10 @@ func dial(ctx context.Context, p dialParams, opts bridge.Options) (*bridge.Conn,
 	var hello helloOK
 	hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
 	defer cancel()
-	ws, resp, err := websocket.Dial(hctx, p.URL, &websocket.DialOptions{HTTPHeader: http.Header{"User-Agent": {"exechost/" + p.Version}}})
+	ws, resp, err := websocket.Dial(hctx, p.URL, &websocket.DialOptions{
+		HTTPHeader: http.Header{"User-Agent": {"exechost/" + p.Version}},
+		HTTPClient: bridge.BatchingClient(nil), // each result frame in one write
+	})
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
