@@ -209,13 +209,15 @@ func (g *Gateway) nodeEvent(nc *nodeConn, params json.RawMessage) error {
 	if !g.isLive(nc) {
 		return bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet", nc.id)
 	}
-	var ev bridge.NodeEvent
+	// bridge.NodeEvent's shape, its payload decoded in the same pass (a
+	// finished event carries an output tail).
+	var he host.Event
+	ev := struct {
+		Event   string      `json:"event"`
+		Payload *host.Event `json:"payload"`
+	}{Payload: &he}
 	if err := bridge.Unmarshal(params, &ev); err != nil {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", bridge.MethodNodeEvent, err)
-	}
-	var he host.Event
-	if err := bridge.Unmarshal(ev.Payload, &he); err != nil {
-		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s payload: %v", ev.Event, err)
 	}
 	// Route by the run the gateway sent to this node, never by the
 	// node's say-so, so a node cannot write into arbitrary sessions.

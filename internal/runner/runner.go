@@ -29,6 +29,15 @@
 // them. On Linux the parent-death signal also kills the command if the
 // runner itself dies. On Windows a job object stands in for the process
 // group (processes the command starts before it joins the job escape it).
+//
+// How a run is watched: on Linux with pidfds (launch_linux.go) the calling
+// goroutine, pinned to its thread, waits in poll(2) on the output pipes
+// and the process's pidfd and reads output as it comes, so nothing passes
+// between goroutines from the process's exit to the result (each such
+// hand-off wakes an idle thread, tens of microseconds on a virtual
+// machine). Elsewhere os/exec runs it, with a goroutine per output stream
+// and one waiting for the exit. Both behave the same (TestPortableLauncher
+// runs the package's tests through the portable one on Linux too).
 package runner
 
 import (
