@@ -82,6 +82,7 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 		return killedBy
 	}
 	reaped := false
+	untrack := func() {}
 	defer func() {
 		if !reaped { // only on a failure below: never leave a zombie
 			markExited()
@@ -89,12 +90,12 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(pid, &ws, 0, nil)
 		}
+		untrack() // last: the group stays tracked while it may live
 	}()
-	untrack, err := reaperTrack(pid)
-	if err != nil {
+	if untrack, err = reaperTrack(pid); err != nil {
+		untrack = func() {}
 		return r, err
 	}
-	defer untrack()
 	if ls.OnStart != nil {
 		ls.OnStart()
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/reaper"
 )
 
 // procStat is the part of /proc/PID/stat the tests need.
@@ -364,5 +367,30 @@ func TestPortableLauncher(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the package's tests with the portable launcher: %v\n%s", err, out)
+	}
+}
+
+// TestRunRefusedWhenReaperTableFull: a run the reaper could not track is
+// not started (it would outlive a crashed daemon), and says why.
+func TestRunRefusedWhenReaperTableFull(t *testing.T) {
+	reaperState.mu.Lock()
+	enabled, table, free := reaperState.enabled, reaperState.table, reaperState.free
+	reaperState.enabled, reaperState.table, reaperState.free = true, make([]byte, 4*reaper.Slots), nil
+	reaperState.mu.Unlock()
+	t.Cleanup(func() {
+		reaperState.mu.Lock()
+		reaperState.enabled, reaperState.table, reaperState.free = enabled, table, free
+		reaperState.mu.Unlock()
+	})
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	res, err := Run(context.Background(), Spec{Command: `echo $$ > ` + pidfile + `; exec sleep 100`, Timeout: time.Minute})
+	if !errors.Is(err, ErrTooManyRuns) {
+		t.Fatalf("Run = %+v, %v; want ErrTooManyRuns", res, err)
+	}
+	if res.Error == "" || res.Success {
+		t.Errorf("result %+v does not say why nothing ran", res)
+	}
+	if res.Pid > 0 {
+		requireGone(t, res.Pid, res.Pid)
 	}
 }
