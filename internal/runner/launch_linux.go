@@ -102,15 +102,8 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 
 	// Armed once the process runs: arming a timer wakes an idle thread,
 	// which costs less while the command runs than before it starts.
-	if ls.Timeout > 0 {
-		arm := ls.withTimeout
-		if arm == nil {
-			arm = context.WithTimeout
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = arm(ctx, ls.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := ls.armTimeout(ctx)
+	defer cancel()
 	stopKill := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()

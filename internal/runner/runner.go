@@ -231,6 +231,18 @@ type ran struct {
 	stragglers bool
 }
 
+// armTimeout returns ctx ended by ls.Timeout too, when there is one.
+func (ls launchSpec) armTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ls.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	arm := ls.withTimeout
+	if arm == nil {
+		arm = context.WithTimeout
+	}
+	return arm(ctx, ls.Timeout)
+}
+
 // A launcher starts ls, supervises it until it has exited and its output
 // is drained (killing the process group when ctx ends or the timeout
 // passes), and reports how it ended. An error means nothing ran; a start
@@ -252,15 +264,8 @@ func startFailed(argv0 string, err error) error {
 func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 	var r ran
 	argv := ls.argv
-	if ls.Timeout > 0 {
-		arm := ls.withTimeout
-		if arm == nil {
-			arm = context.WithTimeout
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = arm(ctx, ls.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := ls.armTimeout(ctx)
+	defer cancel()
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = ls.Cwd
