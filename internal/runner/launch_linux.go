@@ -96,9 +96,6 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 		untrack = func() {}
 		return r, err
 	}
-	if ls.OnStart != nil {
-		ls.OnStart()
-	}
 
 	// Armed once the process runs: arming a timer wakes an idle thread,
 	// which costs less while the command runs than before it starts.
@@ -113,6 +110,9 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 		}
 	})
 	defer stopKill()
+	if ls.OnStart != nil {
+		ls.OnStart()
+	}
 
 	bp := copyBufs.Get().(*[copyBufSize]byte)
 	defer copyBufs.Put(bp)
