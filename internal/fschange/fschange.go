@@ -17,8 +17,10 @@
 // Only paths on file systems whose every change goes through this kernel
 // are watched (ext2/3/4, xfs, btrfs, tmpfs, overlay, f2fs): on a network
 // or FUSE file system another machine's change queues nothing here, so
-// Watch refuses such paths and the caller keeps reading them itself. Off
-// Linux Watch always refuses.
+// Watch refuses such paths and the caller keeps reading them itself. (An
+// overlay's lower layers must not change while it is mounted; a change
+// made to them from outside would not be seen.) Off Linux Watch always
+// refuses.
 //
 // A Set is an over-approximation: any event on any of its watches, related
 // to the caller's result or not, reports a change. It never reports "no
