@@ -56,6 +56,13 @@ type Options struct {
 	OnRequest Handler
 	// OnEvent receives events from the peer; nil drops them.
 	OnEvent EventHandler
+	// Inline names the requests answered on the read loop itself, before
+	// the next frame is read, rather than on a goroutine of their own:
+	// for handlers that are quick and never wait on anything (the
+	// gateway's node.invoke.result hands a result to the exec waiting for
+	// it), saving the hand-off to a new goroutine on the way of every
+	// exec's result. The answer is written from the read loop too.
+	Inline func(method string) bool
 	// CheckedByHandler names the requests and events whose params or
 	// payload the handler decodes with Unmarshal, which checks them, and
 	// never passes on as they are: the gateway's node.invoke.result and
@@ -296,6 +303,10 @@ func (c *Conn) readLoop() {
 		case TypeReq:
 			select {
 			case c.inflight <- struct{}{}:
+				if c.opts.Inline != nil && c.opts.Inline(f.Method) {
+					c.serve(f)
+					continue
+				}
 				go c.serve(f)
 			default:
 				go c.reply(NewFailure(f.ID, Errorf(CodeBusy, "too many requests in flight on this connection (limit %d); retry later", maxInflight)))

@@ -245,3 +245,50 @@ func TestCallDecodesResultInOnePass(t *testing.T) {
 		t.Error("a non-pointer result was accepted")
 	}
 }
+
+// TestInlineRequests: a request Options.Inline names is answered on the
+// read loop, before the next frame is read, so an event sent right after
+// it finds its work done; other requests still run concurrently.
+func TestInlineRequests(t *testing.T) {
+	var mu sync.Mutex
+	var done []string
+	seen := make(chan []string, 1)
+	srv := Options{
+		Inline: func(method string) bool { return method == "fast" },
+		OnRequest: func(_ context.Context, method string, _ json.RawMessage) (any, error) {
+			mu.Lock()
+			done = append(done, method)
+			mu.Unlock()
+			return "ok", nil
+		},
+		OnEvent: func(string, json.RawMessage) {
+			mu.Lock()
+			seen <- append([]string(nil), done...)
+			mu.Unlock()
+		},
+	}
+	_, cli := pair(t, srv, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The request and the event go out back to back, the event not
+	// waiting for the answer: only a request answered before the next
+	// frame is read is always done when the event arrives.
+	f, err := NewRequest("1", "fast", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.write(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Notify(ctx, "after", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-seen:
+		if len(got) != 1 || got[0] != "fast" {
+			t.Errorf("when the next frame was read, handled %v, want [fast]", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the event never arrived")
+	}
+}

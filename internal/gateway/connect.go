@@ -274,6 +274,11 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		CheckedByHandler: func(name string) bool {
 			return name == bridge.MethodInvokeResult || name == bridge.MethodNodeEvent
 		},
+		// A result is decoded, handed to the exec waiting for it (a send
+		// that never blocks, invokeResult) and acknowledged: nothing in it
+		// waits, and the node's read loop never writes, so the answer
+		// written from this read loop cannot wait on this one.
+		Inline: func(method string) bool { return method == bridge.MethodInvokeResult },
 		// node.event as an event frame: handled on the read loop, so a
 		// run's events are queued before its result (a request, read
 		// after them) is processed, without a round trip per event.
