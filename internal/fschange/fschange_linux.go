@@ -149,8 +149,11 @@ func watch(paths []string, finalMask uint32) (Set, bool) {
 // table has not changed, since s was taken. It costs one poll(2), and a
 // read of the queued events when there are any.
 func Unchanged(s Set) bool {
+	if !s.Valid() {
+		return false // nothing watched: no inotify instance is needed to say so
+	}
 	w := get()
-	if w == nil || !s.Valid() {
+	if w == nil {
 		return false
 	}
 	w.mu.Lock()

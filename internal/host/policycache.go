@@ -49,7 +49,15 @@ type cachedFile struct {
 	file    *approvals.File
 	agents  map[string]*agentPolicy
 	watched fschange.Set // vouches for file while unchanged
+	// unwatchable counts down loads before watching is tried again, once
+	// the file could not be watched (a network file system): without it
+	// every decision would pay a refused Watch on top of the stat.
+	unwatchable int
 }
+
+// rewatchUnwatchable is how many loads skip watching after a file could
+// not be watched.
+const rewatchUnwatchable = 1024
 
 // agentPolicy is one agent's resolved policy and compiled allowlist.
 type agentPolicy struct {
@@ -105,14 +113,21 @@ const policyRacyWindow = 2 * time.Second
 func (e *Engine) loadApprovals() (*approvals.File, error) {
 	s := e.approvalsStore()
 	e.mu.Lock()
-	current, watched := e.cache.file, e.cache.watched
+	current, watched, unwatchable := e.cache.file, e.cache.watched, e.cache.unwatchable
 	e.mu.Unlock()
 	if current != nil && fschange.Unchanged(watched) {
 		return current, nil
 	}
 	// Taken before the stat and the read below, so that it vouches only
 	// for what they see.
-	set, _ := watchApprovals([]string{s.Path})
+	var set fschange.Set
+	if unwatchable > 0 {
+		unwatchable-- // stored back with whatever this load keeps
+	} else if ws, ok := watchApprovals([]string{s.Path}); ok {
+		set = ws
+	} else {
+		unwatchable = rewatchUnwatchable
+	}
 	fi, statErr := os.Stat(s.Path)
 	var key statKey
 	if statErr == nil {
@@ -124,7 +139,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	cached := e.cache
 	e.mu.Unlock()
 	if key.set && cached.key == key {
-		e.vouch(cached.file, set)
+		e.vouch(cached.file, set, unwatchable)
 		return cached.file, nil
 	}
 	if statErr == nil && e.now().Sub(fi.ModTime()) < policyRacyWindow {
@@ -135,7 +150,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	if cached.file != nil && cached.raw != nil && s.Same(cached.raw) {
 		e.mu.Lock()
 		if e.cache.file == cached.file {
-			e.cache.key, e.cache.watched = key, set
+			e.cache.key, e.cache.watched, e.cache.unwatchable = key, set, unwatchable
 		}
 		e.mu.Unlock()
 		return cached.file, nil
@@ -154,7 +169,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 		data = nil
 	}
 	e.mu.Lock()
-	e.cache = cachedFile{key: key, raw: data, file: f, watched: set}
+	e.cache = cachedFile{key: key, raw: data, file: f, watched: set, unwatchable: unwatchable}
 	e.mu.Unlock()
 	return f, nil
 }
@@ -163,11 +178,12 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 // cache where the file cannot be watched.
 var watchApprovals = fschange.WatchContent
 
-// vouch keeps set as what vouches for the cached file, if it is still f.
-func (e *Engine) vouch(f *approvals.File, set fschange.Set) {
+// vouch keeps set (and the countdown before watching is tried again) for
+// the cached file, if it is still f.
+func (e *Engine) vouch(f *approvals.File, set fschange.Set, unwatchable int) {
 	e.mu.Lock()
 	if e.cache.file == f {
-		e.cache.watched = set
+		e.cache.watched, e.cache.unwatchable = set, unwatchable
 	}
 	e.mu.Unlock()
 }

@@ -137,3 +137,43 @@ func testPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
 		t.Fatalf("after the edit: security %q, want deny", got)
 	}
 }
+
+// TestPolicyCacheBacksOffUnwatchable: where the file cannot be watched (a
+// network file system), a decision does not try again on every load: the
+// rewatchUnwatchable loads after a refused try skip it, and every edit is
+// still seen.
+func TestPolicyCacheBacksOffUnwatchable(t *testing.T) {
+	tries := 0
+	watchApprovals = func([]string) (fschange.Set, bool) { tries++; return fschange.Set{}, false }
+	t.Cleanup(func() { watchApprovals = fschange.WatchContent })
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	first, err := f.engine.loadApprovals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range rewatchUnwatchable {
+		if _, err := f.engine.loadApprovals(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tries != 1 {
+		t.Errorf("%d loads tried to watch %d times, want once", rewatchUnwatchable+1, tries)
+	}
+	if _, err := f.engine.loadApprovals(); err != nil {
+		t.Fatal(err)
+	}
+	if tries != 2 {
+		t.Errorf("after %d loads watching was tried %d times, want a second try", rewatchUnwatchable+2, tries)
+	}
+	data, err := os.ReadFile(f.store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.store.Path, bytes.Replace(data, []byte(`"full"`), []byte(`"deny"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := f.engine.loadApprovals()
+	if err != nil || changed == first || changed.Defaults.Security != "deny" {
+		t.Fatalf("edit not seen while unwatched: %+v, %v", changed.Defaults, err)
+	}
+}

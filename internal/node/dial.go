@@ -34,8 +34,9 @@ func normalizeFingerprint(s string) string {
 // compare) and pins it.
 func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error) {
 	// A node's results are its large frames: each goes to the socket in
-	// one write (bridge.BatchingClient).
-	opts := &websocket.DialOptions{HTTPClient: bridge.BatchingClient(nil)}
+	// one write (bridge.BatchingClient, over the pinning TLS transport
+	// for wss://).
+	opts := &websocket.DialOptions{}
 	if strings.HasPrefix(id.Gateway.URL, "wss://") {
 		pin := id.Gateway.TLSFingerprint
 		var seen string
@@ -81,6 +82,7 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 		}
 		return ws, nil
 	}
+	opts.HTTPClient = bridge.BatchingClient(nil)
 	ws, resp, err := websocket.Dial(ctx, id.Gateway.URL, opts)
 	if err != nil {
 		if why := bridge.UpgradeRefusal(resp); why != "" {
