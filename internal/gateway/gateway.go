@@ -78,14 +78,15 @@ type Gateway struct {
 	reg      *registry
 	sessions *session.Store
 
-	mu      sync.Mutex
-	live    map[string]*nodeConn // paired, connected nodes by id
-	pending map[string]*nodeConn // unpaired nodes waiting for approval
-	clients map[*bridge.Conn]bool
-	invokes map[string]*invokeWaiter
-	runs    map[string]*run
-	kept    keptOutput // output of delivered runs (runs.go)
-	closed  bool
+	mu       sync.Mutex
+	live     map[string]*nodeConn // paired, connected nodes by id
+	pending  map[string]*nodeConn // unpaired nodes waiting for approval
+	clients  map[*bridge.Conn]bool
+	invokes  map[string]*invokeWaiter
+	runs     map[string]*run
+	kept     keptOutput   // output of delivered runs (runs.go)
+	finished finishedRuns // finished runs, oldest first (runs.go)
+	closed   bool
 	// draining refuses new execs while a stopping gateway lets the
 	// running ones finish.
 	draining bool

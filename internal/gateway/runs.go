@@ -22,6 +22,16 @@ const (
 	MaxKeptOutput = 2 << 20
 )
 
+// finishedRuns lists finished runs in the order they finished (so by
+// finished time, which finishRun sets under Gateway.mu), oldest first, for
+// pruneRunsLocked to find the oldest without walking every run: a full
+// gateway prunes on every exec, under the lock every exec takes. Entries
+// of runs already pruned are skipped as they come up. Guarded by
+// Gateway.mu.
+type finishedRuns struct {
+	order []*run
+}
+
 // keptOutput accounts the output of delivered runs against MaxKeptOutput,
 // oldest delivery first. Guarded by Gateway.mu.
 type keptOutput struct {
@@ -116,36 +126,36 @@ func (g *Gateway) finishRun(r *run, res bridge.ExecResult, err error) {
 	}
 	g.mu.Lock()
 	r.result, r.err, r.finished = res, err, time.Now()
+	g.finished.order = append(g.finished.order, r)
 	g.mu.Unlock()
 	close(r.done)
 	g.observeRun(r, res, err)
 }
 
-// pruneRunsLocked forgets finished runs past retention, and the oldest
-// finished ones beyond MaxRuns.
+// pruneRunsLocked makes room for one more run when the gateway holds
+// MaxRuns: it forgets the finished runs past retention and, if that is not
+// enough, the oldest finished run. Runs in flight are never forgotten. It
+// takes the oldest from finishedRuns, so it costs O(1) amortised instead
+// of a walk over every run.
 func (g *Gateway) pruneRunsLocked() {
 	if len(g.runs) < MaxRuns {
 		return
 	}
 	cutoff := time.Now().Add(-RunRetention)
-	var oldest *run
-	for id, r := range g.runs {
-		if r.finished.IsZero() {
-			continue
-		}
-		if r.finished.Before(cutoff) {
+	q := g.finished.order
+	for len(q) > 0 {
+		r := q[0]
+		if g.runs[r.id] == r {
+			if len(g.runs) < MaxRuns && !r.finished.Before(cutoff) {
+				break
+			}
 			g.dropOutputLocked(r)
-			delete(g.runs, id)
-			continue
+			delete(g.runs, r.id)
 		}
-		if oldest == nil || r.finished.Before(oldest.finished) {
-			oldest = r
-		}
+		q[0] = nil
+		q = q[1:]
 	}
-	if len(g.runs) >= MaxRuns && oldest != nil {
-		g.dropOutputLocked(oldest)
-		delete(g.runs, oldest.id)
-	}
+	g.finished.order = q
 }
 
 // runSession returns the session of a run the gateway sent to nodeID.
