@@ -6,6 +6,7 @@
 package session
 
 import (
+	"container/list"
 	"fmt"
 	"sync"
 	"time"
@@ -26,7 +27,8 @@ const (
 const MaxEvents = 100
 
 // MaxSessions bounds how many sessions are tracked; the least recently used
-// idle one is forgotten first.
+// one is forgotten first, in constant time (a gateway at the bound pays it
+// for every new session key, under the store's lock).
 const MaxSessions = 4096
 
 // Key identifies one agent's session.
@@ -55,44 +57,39 @@ type Session struct {
 	elevated string
 	events   []bridge.SystemEvent
 	dropped  int
-	used     time.Time
+	// lru is the session's place in Store.lru.
+	lru *list.Element
 }
 
 // Store holds every session. It is safe for concurrent use.
 type Store struct {
 	mu       sync.Mutex
 	sessions map[Key]*Session
-	now      func() time.Time
+	// lru orders the sessions by last use, most recent at the front; each
+	// element's value is its Key.
+	lru *list.List
+	now func() time.Time
 }
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{sessions: make(map[Key]*Session), now: time.Now}
+	return &Store{sessions: make(map[Key]*Session), lru: list.New(), now: time.Now}
 }
 
 func (s *Store) get(k Key) *Session {
 	ss := s.sessions[k]
-	if ss == nil {
-		if len(s.sessions) >= MaxSessions {
-			s.evict()
-		}
-		ss = &Session{}
-		s.sessions[k] = ss
+	if ss != nil {
+		s.lru.MoveToFront(ss.lru)
+		return ss
 	}
-	ss.used = s.now()
+	if len(s.sessions) >= MaxSessions {
+		oldest := s.lru.Back()
+		delete(s.sessions, s.lru.Remove(oldest).(Key))
+	}
+	ss = &Session{}
+	ss.lru = s.lru.PushFront(k)
+	s.sessions[k] = ss
 	return ss
-}
-
-func (s *Store) evict() {
-	var oldest Key
-	var t time.Time
-	first := true
-	for k, ss := range s.sessions {
-		if first || ss.used.Before(t) {
-			oldest, t, first = k, ss.used, false
-		}
-	}
-	delete(s.sessions, oldest)
 }
 
 // Overrides returns the session's exec overrides (a policy layer).

@@ -154,3 +154,51 @@ func FuzzCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestStoreForgetsLeastRecentlyUsed fills the store to MaxSessions, uses
+// the oldest session again, and checks that new sessions then push out the
+// least recently used ones in order, never the one just used.
+func TestStoreForgetsLeastRecentlyUsed(t *testing.T) {
+	s := NewStore()
+	key := func(i int) Key { return NewKey("a", fmt.Sprint("s", i)) }
+	for i := range MaxSessions {
+		s.Enqueue(key(i), bridge.SystemEvent{Text: "x"})
+	}
+	_ = s.Overrides(key(0)) // session 0 is now the most recently used
+	for i := range 3 {
+		s.Enqueue(key(MaxSessions+i), bridge.SystemEvent{Text: "y"})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) != MaxSessions || s.lru.Len() != MaxSessions {
+		t.Fatalf("store holds %d sessions (%d in lru order); want %d", len(s.sessions), s.lru.Len(), MaxSessions)
+	}
+	if ss := s.sessions[key(0)]; ss == nil || len(ss.events) != 1 {
+		t.Error("the session used last was forgotten")
+	}
+	for i := 1; i <= 3; i++ {
+		if s.sessions[key(i)] != nil {
+			t.Errorf("session %d, least recently used, is still kept", i)
+		}
+	}
+	if s.sessions[key(4)] == nil {
+		t.Error("session 4 was forgotten before it was the least recently used")
+	}
+}
+
+// BenchmarkNewSessionFull times what a new session key costs once the
+// store holds MaxSessions.
+func BenchmarkNewSessionFull(b *testing.B) {
+	s := NewStore()
+	keys := make([]Key, MaxSessions+b.N)
+	for i := range keys {
+		keys[i] = NewKey("a", fmt.Sprint("s", i))
+	}
+	for _, k := range keys[:MaxSessions] {
+		_ = s.Overrides(k)
+	}
+	b.ResetTimer()
+	for _, k := range keys[MaxSessions:] {
+		_ = s.Overrides(k)
+	}
+}
