@@ -76,6 +76,10 @@ type Options struct {
 	OnClose func(err error)
 	// NoPing disables keepalive probes (tests of raw frames).
 	NoPing bool
+	// pingTicks and pingTimeout replace PingInterval's ticker and
+	// PingTimeout in tests, which then decide when a probe is due.
+	pingTicks   <-chan time.Time
+	pingTimeout time.Duration
 	// Device, for Dial as role node, signs the gateway's connect
 	// challenge (see Handshake); NewConn does not use it.
 	Device DeviceSigner
@@ -481,18 +485,25 @@ func (c *Conn) serve(f Frame) {
 func (c *Conn) reply(f Frame) { _ = c.write(c.ctx, f) }
 
 func (c *Conn) pingLoop() {
-	t := time.NewTicker(PingInterval)
-	defer t.Stop()
+	ticks, timeout := c.opts.pingTicks, c.opts.pingTimeout
+	if ticks == nil {
+		t := time.NewTicker(PingInterval)
+		defer t.Stop()
+		ticks = t.C
+	}
+	if timeout <= 0 {
+		timeout = PingTimeout
+	}
 	for {
 		select {
 		case <-c.done:
 			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, PingTimeout)
+		case <-ticks:
+			ctx, cancel := context.WithTimeout(c.ctx, timeout)
 			err := c.ws.Ping(ctx)
 			cancel()
 			if err != nil && c.ctx.Err() == nil {
-				c.shutdown(fmt.Errorf("%w: peer did not answer a keepalive ping within %s", ErrClosed, PingTimeout), true)
+				c.shutdown(fmt.Errorf("%w: peer did not answer a keepalive ping within %s", ErrClosed, timeout), true)
 				return
 			}
 		}

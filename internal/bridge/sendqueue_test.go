@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,13 +18,19 @@ import (
 // never reads: once the socket buffers fill, every write to it blocks.
 func stalledPeer(t *testing.T) *Conn {
 	t.Helper()
+	return stalledPeerOptions(t, Options{NoPing: true})
+}
+
+// stalledPeerOptions is stalledPeer with the server Conn's options.
+func stalledPeerOptions(t *testing.T, opts Options) *Conn {
+	t.Helper()
 	got := make(chan *Conn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			return
 		}
-		got <- NewConn(ws, Options{NoPing: true})
+		got <- NewConn(ws, opts)
 	}))
 	t.Cleanup(hs.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -97,4 +104,61 @@ func TestSendQueueSlowPeer(t *testing.T) {
 	if err := slowQ.Enqueue("test.big", nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("enqueue after drop = %v, want ErrClosed", err)
 	}
+}
+
+// TestKeepaliveEndsStuckWrite writes to a peer that never reads until a
+// write blocks on the full socket, and checks that the next keepalive probe
+// then drops the connection and fails that write (conn.go, PingInterval):
+// no write stays stuck, although no write carries a timer of its own. The
+// test makes the probe due only once a write is blocked in the socket,
+// which it sees in the goroutine dump, so nothing depends on timing; the
+// deadline only bounds a hang.
+func TestKeepaliveEndsStuckWrite(t *testing.T) {
+	ticks := make(chan time.Time)
+	c := stalledPeerOptions(t, Options{pingTicks: ticks, pingTimeout: 100 * time.Millisecond})
+	big := strings.Repeat("x", 256<<10)
+	writeErr := make(chan error, 1)
+	go func() {
+		for {
+			if err := c.Notify(context.Background(), "test.big", big); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !writeBlocked() {
+		if time.Now().After(deadline) {
+			t.Fatal("no write blocked on the stalled peer within 60 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case ticks <- time.Now(): // a probe is due
+	case err := <-writeErr:
+		t.Fatalf("the write failed before any probe: %v", err)
+	}
+	select {
+	case err := <-writeErr:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("stuck write failed with %v; want ErrClosed", err)
+		}
+		if cerr := c.Err(); cerr == nil || !strings.Contains(cerr.Error(), "keepalive") {
+			t.Errorf("connection closed with %v; want the keepalive's reason", cerr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the write was still stuck 60 s after a keepalive probe was due")
+	}
+}
+
+// writeBlocked reports whether some goroutine waits in a socket write.
+func writeBlocked() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, "net.(*conn).Write") {
+			return true
+		}
+	}
+	return false
 }
