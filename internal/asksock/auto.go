@@ -11,7 +11,7 @@ import (
 // for scripted environments and tests (`exechost approver --auto-decide`).
 // A prompt that does not offer a is denied, never approved more broadly.
 func AutoDecide(ctx context.Context, b *Broker, a policy.Approval, by string) {
-	ch, stop := b.Subscribe()
+	list, ch, stop := b.Watch()
 	defer stop()
 	decide := func(p Pending) {
 		err := b.Resolve(p.ID, a, by)
@@ -19,7 +19,7 @@ func AutoDecide(ctx context.Context, b *Broker, a policy.Approval, by string) {
 			b.Resolve(p.ID, policy.Reject, by)
 		}
 	}
-	for _, p := range b.List() { // queued before we subscribed
+	for _, p := range list { // queued before we subscribed
 		decide(p)
 	}
 	for {

@@ -133,6 +133,27 @@ func (b *Broker) Submit(ctx context.Context, p Pending) (policy.Approval, string
 // ExpiresAt are left out: the execution host has stopped waiting for them.
 func (b *Broker) List() []Pending {
 	b.mu.Lock()
+	out := b.listLocked()
+	b.mu.Unlock()
+	sortPending(out)
+	return out
+}
+
+// Watch is List and Subscribe in one step: the prompts pending now, and
+// the changes after them. A prompt added while a caller called Subscribe
+// and then List would be in both, shown or answered twice; here each
+// prompt is either in the list or announced on the channel, never both.
+func (b *Broker) Watch() ([]Pending, <-chan Change, func()) {
+	b.mu.Lock()
+	list := b.listLocked()
+	ch, stop := b.subscribeLocked()
+	b.mu.Unlock()
+	sortPending(list)
+	return list, ch, stop
+}
+
+// listLocked returns the unexpired pending prompts, unsorted.
+func (b *Broker) listLocked() []Pending {
 	now := b.now()
 	out := make([]Pending, 0, len(b.pending))
 	for _, e := range b.pending {
@@ -141,14 +162,18 @@ func (b *Broker) List() []Pending {
 		}
 		out = append(out, e.p)
 	}
-	b.mu.Unlock()
-	slices.SortFunc(out, func(x, y Pending) int {
+	return out
+}
+
+// sortPending orders prompts oldest first (ties by id), as List returns
+// them.
+func sortPending(ps []Pending) {
+	slices.SortFunc(ps, func(x, y Pending) int {
 		if c := x.ReceivedAt.Compare(y.ReceivedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(x.ID, y.ID)
 	})
-	return out
 }
 
 // Resolve answers the pending prompt whose id is idOrPrefix or starts with
@@ -217,12 +242,18 @@ func (b *Broker) rememberLocked(id, status string) {
 // blocking Submit or Resolve, so treat a Change as a hint and List for the
 // truth.
 func (b *Broker) Subscribe() (<-chan Change, func()) {
-	ch := make(chan Change, subBuffer)
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.subscribeLocked()
+}
+
+// subscribeLocked registers a subscriber; the returned stop takes b.mu
+// itself.
+func (b *Broker) subscribeLocked() (<-chan Change, func()) {
+	ch := make(chan Change, subBuffer)
 	id := b.nextSub
 	b.nextSub++
 	b.subs[id] = ch
-	b.mu.Unlock()
 	var once sync.Once
 	return ch, func() {
 		once.Do(func() {

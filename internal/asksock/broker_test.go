@@ -160,3 +160,89 @@ func TestBrokerSlowSubscriber(t *testing.T) {
 		<-done
 	}
 }
+
+// TestBrokerWatch checks that Watch hands each prompt over exactly once:
+// one queued before the call is in its list and never announced on its
+// channel, one queued after is announced and not listed. (Subscribe then
+// List gave a prompt queued in between twice, and the line mode printed it
+// twice.)
+func TestBrokerWatch(t *testing.T) {
+	b := NewBroker()
+	ctx := t.Context()
+	before := submit(t, b, ctx, Pending{ID: "before", Request: sampleRequest})
+	list, ch, stop := b.Watch()
+	defer stop()
+	if len(list) != 1 || list[0].ID != "before" {
+		t.Fatalf("Watch listed %+v; want the prompt queued before it", list)
+	}
+	after := submit(t, b, ctx, Pending{ID: "after", Request: sampleRequest})
+	for _, id := range []string{"before", "after"} {
+		if err := b.Resolve(id, policy.AllowOnce, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-before
+	<-after
+	var got []string
+	for len(got) < 3 {
+		c := <-ch
+		got = append(got, fmt.Sprint(c.Kind, " ", c.Pending.ID))
+	}
+	want := []string{
+		fmt.Sprint(ChangeAdded, " after"),
+		fmt.Sprint(ChangeResolved, " before"),
+		fmt.Sprint(ChangeResolved, " after"),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("changes after Watch (-want +got):\n%s", diff)
+	}
+}
+
+// TestBrokerWatchConcurrent calls Watch while prompts are being queued and
+// checks that every prompt queued is either listed or announced as added,
+// never both and never neither.
+func TestBrokerWatchConcurrent(t *testing.T) {
+	const n = 200
+	for round := range 20 {
+		b := NewBroker()
+		ctx, cancel := context.WithCancel(t.Context())
+		started := make(chan struct{})
+		go func() {
+			for i := range n {
+				if i == n/2 {
+					close(started)
+				}
+				go b.Submit(ctx, Pending{ID: fmt.Sprint("p", i), Request: sampleRequest})
+			}
+		}()
+		<-started
+		list, ch, stop := b.Watch()
+		seen := map[string]int{}
+		for _, p := range list {
+			seen[p.ID]++
+		}
+		// Wait until all n are queued, then count the announcements.
+		deadline := time.Now().Add(time.Minute)
+		for len(b.List()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: only %d of %d prompts queued after a minute", round, len(b.List()), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		stop()
+		for c := range ch {
+			if c.Kind == ChangeAdded {
+				seen[c.Pending.ID]++
+			}
+		}
+		cancel()
+		if len(seen) != n {
+			t.Fatalf("round %d: %d of %d prompts were listed or announced", round, len(seen), n)
+		}
+		for id, k := range seen {
+			if k != 1 {
+				t.Fatalf("round %d: prompt %s was handed over %d times", round, id, k)
+			}
+		}
+	}
+}

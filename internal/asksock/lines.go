@@ -36,9 +36,9 @@ func RunLines(ctx context.Context, b *Broker, in io.Reader, out io.Writer, by st
 		printf("%s", sb.String())
 	}
 
-	ch, stop := b.Subscribe()
+	list, ch, stop := b.Watch()
 	defer stop()
-	for _, p := range b.List() {
+	for _, p := range list {
 		show(p)
 	}
 
