@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -212,4 +213,72 @@ func DangerousEnv(name string) bool {
 		}
 	}
 	return false
+}
+
+// safeEnv are the variables any command may give its programs without an
+// environment allowlist entry: they choose a language, a time zone or how
+// output looks, never what is loaded or run.
+var safeEnv = map[string]bool{
+	"LANG": true, "LANGUAGE": true, "LC_ALL": true, "LC_ADDRESS": true, "LC_COLLATE": true,
+	"LC_CTYPE": true, "LC_IDENTIFICATION": true, "LC_MEASUREMENT": true, "LC_MESSAGES": true,
+	"LC_MONETARY": true, "LC_NAME": true, "LC_NUMERIC": true, "LC_PAPER": true,
+	"LC_TELEPHONE": true, "LC_TIME": true, "TZ": true, "TERM": true, "COLORTERM": true,
+	"COLUMNS": true, "LINES": true, "NO_COLOR": true, "FORCE_COLOR": true, "CLICOLOR": true,
+	"CLICOLOR_FORCE": true, "CI": true,
+}
+
+// SafeEnvNames returns the built-in safe set, sorted, for documentation
+// and `approvals get`.
+func SafeEnvNames() []string {
+	out := make([]string, 0, len(safeEnv))
+	for n := range safeEnv {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RefusedEnv reports whether a command may never set name, whatever the
+// environment allowlist says: DangerousEnv and the shell start-up names.
+func RefusedEnv(name string) bool {
+	return DangerousEnv(name) || ShellStartupEnv(name)
+}
+
+// EnvPermitted reports whether a command may give its programs the
+// variable name: not RefusedEnv, and either in the built-in safe set or
+// matched by an entry of allow (NAME exactly, or PREFIX* for every name
+// starting with PREFIX). Anything else is an environment miss, handled
+// like an executable the allowlist does not cover.
+func EnvPermitted(name string, allow []string) bool {
+	if RefusedEnv(name) {
+		return false
+	}
+	if safeEnv[name] {
+		return true
+	}
+	for _, a := range allow {
+		if p, ok := strings.CutSuffix(a, "*"); ok {
+			if p != "" && strings.HasPrefix(name, p) {
+				return true
+			}
+		} else if a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// LintEnvPattern returns why an environment allowlist entry is not valid,
+// or "" when it is: a variable name, or a non-empty name prefix followed
+// by one "*". A valid entry that names a refused variable is reported too:
+// no entry can lift that refusal.
+func LintEnvPattern(p string) string {
+	name, _ := strings.CutSuffix(p, "*")
+	if name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != "" || (name[0] >= '0' && name[0] <= '9') {
+		return "env entry " + quote(p) + " is not a variable name or NAME_PREFIX*; it matches nothing"
+	}
+	if !strings.HasSuffix(p, "*") && RefusedEnv(p) {
+		return "env entry " + quote(p) + " names a variable that can change what runs; it is refused whatever the allowlist says"
+	}
+	return ""
 }

@@ -2,7 +2,9 @@ package shellcmd
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -117,6 +119,12 @@ type Analysis struct {
 	// Builtins lists the builtins the interpreter runs itself, as
 	// "name at line:col"; they need no allowlist entry.
 	Builtins []string `json:"builtins,omitempty"`
+	// Env lists, sorted, the variables the command itself puts in the
+	// environment of the programs it runs (prefix assignments, export,
+	// env NAME=VALUE, sudo NAME=VALUE, and every assignment under set -a).
+	// Each must be one the policy permits (policy.EnvPermitted); the
+	// request's own env is checked beside it by the execution host.
+	Env []string `json:"env,omitempty"`
 }
 
 // Interpretable reports whether the interpreter can run the command: it
@@ -239,6 +247,27 @@ type analyzer struct {
 	// facts records every file-system read, for the memo (memo.go); nil
 	// records nothing.
 	facts *factLog
+	// env holds the variables the command puts in a program's
+	// environment; plain holds variables assigned without export, which
+	// set -a (allexport) exports too.
+	envNames, plain map[string]bool
+	allexport       bool
+}
+
+// noteEnv records that the command gives its programs the variable name.
+func (a *analyzer) noteEnv(name string) {
+	if a.envNames == nil {
+		a.envNames = map[string]bool{}
+	}
+	a.envNames[name] = true
+}
+
+// plainAssign records a plain assignment, exported only under set -a.
+func (a *analyzer) plainAssign(name string) {
+	if a.plain == nil {
+		a.plain = map[string]bool{}
+	}
+	a.plain[name] = true
 }
 
 func newAnalyzer(env Env) *analyzer {
@@ -263,6 +292,14 @@ func (a *analyzer) recover(out *Analysis) {
 
 func (a *analyzer) result(err error) Analysis {
 	out := Analysis{OK: err == nil, Segments: a.segs, Canonical: a.canonical, Builtins: a.builtins}
+	if a.allexport {
+		for n := range a.plain {
+			a.noteEnv(n)
+		}
+	}
+	if len(a.envNames) > 0 {
+		out.Env = slices.Sorted(maps.Keys(a.envNames))
+	}
 	if out.Canonical != "" {
 		out.Hash = Hash(out.Canonical)
 	}

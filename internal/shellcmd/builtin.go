@@ -82,6 +82,18 @@ func (a *analyzer) builtin(args []arg, st *cwdState, ctx cmdCtx) error {
 	}
 	a.builtins = append(a.builtins, name+posSuffix(ctx))
 	switch name {
+	case "export":
+		for _, x := range args[1:] {
+			if n, _, _ := strings.Cut(x.val, "="); x.val != "-p" {
+				a.noteEnv(n)
+			}
+		}
+	case "set":
+		for _, x := range args[1:] {
+			if x.val == "allexport" || (strings.HasPrefix(x.val, "-") && strings.ContainsRune(x.val, 'a')) {
+				a.allexport = true
+			}
+		}
 	case "cd":
 		return a.cd(args, st, ctx)
 	case "command", "exec":

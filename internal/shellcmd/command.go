@@ -154,6 +154,10 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 // program of that name runs, and the command it wraps is started by the
 // interpreter like any other.
 func (a *analyzer) applied(ap Applied, args []arg, st *cwdState, ctx cmdCtx) error {
+	for _, kv := range ap.Set {
+		name, _, _ := strings.Cut(kv, "=")
+		a.noteEnv(name)
+	}
 	inner := ctx.with(args[0].text)
 	inner.applied = append(append([]string(nil), ctx.applied...), ap.Tool)
 	// With env -i the command's own searches (a shell's, xargs') use their

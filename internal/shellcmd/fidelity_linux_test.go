@@ -56,7 +56,7 @@ func TestInterpreterMatchesDash(t *testing.T) {
 		if !a.OK {
 			continue
 		}
-		argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), PATH: path, Home: work})
+		argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), EnvAllow: a.Env, PATH: path, Home: work})
 		if err != nil {
 			t.Fatal(err)
 		}

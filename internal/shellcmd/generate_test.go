@@ -31,6 +31,19 @@ var attackCorpus = []string{
 	// Wrappers trusted by name: a planted file of that name earlier on PATH.
 	"time ls", "nice ls", "env ls", "timeout 5 ls", "nohup ls", "time -p nice -n 1 env A=1 timeout 5 ls",
 	"env -i ls", "command time ls", "exec nice ls", "sh -c 'time ls'",
+	// Issue 25: here-document delimiters partly quoted (literal to every
+	// shell, expanded by the interpreter).
+	"cat <<'A'B\n$(rm x)\nAB", "cat <<\"E\"OF\n$(rm x)\nEOF", "cat <<''EOF\n$(rm x)\nEOF",
+	"cat <<-'A'B\n\t$(rm x)\n\tAB", "cat <<E\\OF\n$(rm x)\nEOF", "cat <<'E'\"OF\"x\n`rm x`\nEOFx",
+	// Builtins run through command, which the call handler once did not see.
+	"command eval 'rm x'", "command builtin eval 'rm x'", "command . ./here.txt", "command command eval 'rm x'",
+	// The interpreter's own temporary files, and the environment of what it starts.
+	"TMPDIR=/tmp; printf '\\101' > /tmp/sh-interp-x; cat /tmp/sh-interp-x",
+	"LD_PRELOAD=/tmp/sh-interp-x cat here.txt", "export LD_PRELOAD=/tmp/x; cat here.txt",
+	"ZIPOPT='-TT rm' cat here.txt", "TAR_OPTIONS=--to-command=rm cat here.txt", "MAKEFLAGS=x make",
+	"env GCONV_PATH=/tmp cat here.txt",
+	// A refusal inside a command substitution; wrappers around a nested shell.
+	"cat \"$(rm x)\"; cat here.txt", "timeout 5 sh -c 'rm x'", "nice sh -c 'cat here.txt; rm x'",
 }
 
 // commandGenerator makes allowlist-able commands of the shapes agents send

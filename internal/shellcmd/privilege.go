@@ -102,6 +102,7 @@ func (a *analyzer) privileged(base string, spec privilegeSpec, seg Segment, args
 			if k == "" || dangerousVar(k) {
 				return failf("%s sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", base, k)
 			}
+			a.noteEnv(k)
 			rest = rest[1:]
 		}
 	}

@@ -250,6 +250,7 @@ func TestSegmentFields(t *testing.T) {
 		Applied:      []string{"nice"},
 		Runs:         "exec " + filepath.Join(f.bin, "ls") + " (nice applied by the runner)",
 	}}}
+	want.Env = []string{"FOO"}
 	want.Canonical = `FOO=1 nice -n 2 'l'"s" -la "$HOME" *.go` + "\n"
 	want.Hash = Hash(want.Canonical)
 	if diff := cmp.Diff(want, a); diff != "" {

@@ -218,8 +218,20 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 		if v.continuedHeredoc(r) {
 			return v.fail("here-document at %s has a line ending in a backslash (hint: shells and the parser disagree on where such a body ends)", at(r))
 		}
-		if r.Hdoc != nil && !quotedHeredoc(r.Word) {
-			syntax.Walk(r.Hdoc, v.visit)
+		switch heredocQuoting(r.Word) {
+		case heredocMixed:
+			return v.fail("here-document delimiter %s at %s is partly quoted (hint: quote all of it, as <<'EOF', or none of it)", wordText(r.Word), at(r))
+		case heredocQuoted:
+			// The interpreter returns a quoted delimiter's body as it
+			// stands only when the parser made it one literal; anything
+			// else it expands, so the analysis refuses it.
+			if r.Hdoc != nil && r.Hdoc.Lit() == "" && len(r.Hdoc.Parts) > 0 {
+				return v.fail("here-document at %s has a quoted delimiter but a body the interpreter would expand", at(r))
+			}
+		default:
+			if r.Hdoc != nil {
+				syntax.Walk(r.Hdoc, v.visit)
+			}
 		}
 		return false
 	case syntax.DplIn, syntax.DplOut:
@@ -258,20 +270,46 @@ func (v *validator) continuedHeredoc(r *syntax.Redirect) bool {
 	return strings.Contains(body, "\\\n")
 }
 
-// quotedHeredoc reports whether a here-document delimiter has any quoting,
-// which makes the body literal.
-func quotedHeredoc(w *syntax.Word) bool {
+// Here-document delimiter quoting: an unquoted delimiter's body is
+// expanded, a wholly quoted one's is literal. A delimiter that mixes both
+// (<<'A'B, <<"E"OF, <<”EOF) is literal to every shell but expanded by the
+// interpreter, so the analysis refuses it rather than pick a side.
+const (
+	heredocUnquoted = iota
+	heredocQuoted
+	heredocMixed
+)
+
+// heredocQuoting classifies a here-document delimiter word. A literal
+// holding a backslash counts as quoted only in the one common form, <<\EOF
+// (the whole delimiter a single literal led by the backslash); any other
+// backslash mixes quoted and unquoted characters.
+func heredocQuoting(w *syntax.Word) int {
+	quoted, plain := false, false
 	for _, p := range w.Parts {
 		switch p := p.(type) {
 		case *syntax.SglQuoted, *syntax.DblQuoted:
-			return true
+			quoted = true
 		case *syntax.Lit:
-			if strings.ContainsRune(p.Value, '\\') {
-				return true
+			switch {
+			case !strings.ContainsRune(p.Value, '\\'):
+				plain = true
+			case len(w.Parts) == 1 && strings.HasPrefix(p.Value, "\\") && !strings.ContainsRune(p.Value[1:], '\\'):
+				quoted = true
+			default:
+				quoted, plain = true, true
 			}
+		default:
+			plain = true
 		}
 	}
-	return false
+	switch {
+	case quoted && plain:
+		return heredocMixed
+	case quoted:
+		return heredocQuoted
+	}
+	return heredocUnquoted
 }
 
 // arithmConst accepts arithmetic made only of numeric constants: any name

@@ -1,6 +1,8 @@
 package shellcmd
 
 import (
+	"strings"
+
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -90,8 +92,11 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 		}
 		return st, st, nil
 	case *syntax.ForClause:
-		if it, ok := c.Loop.(*syntax.WordIter); ok && dangerousVar(it.Name.Value) {
-			return st, st, failf("for loop assigns %s at %s, which changes what runs", it.Name.Value, at(c))
+		if it, ok := c.Loop.(*syntax.WordIter); ok {
+			if dangerousVar(it.Name.Value) {
+				return st, st, failf("for loop assigns %s at %s, which changes what runs", it.Name.Value, at(c))
+			}
+			w.a.plainAssign(it.Name.Value)
 		}
 		_, ab, err := w.list(c.Do, st)
 		if err != nil {
@@ -102,7 +107,21 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 		}
 		return st, st, nil
 	case *syntax.DeclClause:
-		return st, st, nil // export/readonly: validate checked the names
+		// export/readonly: validate checked the names; export puts them
+		// in every later program's environment.
+		for _, as := range c.Args {
+			val, ok := staticWord(as.Value)
+			if !ok || val == "-p" {
+				continue
+			}
+			name, _, _ := strings.Cut(val, "=")
+			if c.Variant.Value == "export" {
+				w.a.noteEnv(name)
+			} else {
+				w.a.plainAssign(name)
+			}
+		}
+		return st, st, nil
 	case *syntax.CaseClause:
 		after = st
 		for _, it := range c.Items {
@@ -185,6 +204,11 @@ func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, er
 	for _, as := range c.Assigns {
 		if dangerousVar(as.Name.Value) {
 			return st, st, failf("assignment of %s at %s changes what runs (hint: dangerous environment variables cannot be set in a command)", as.Name.Value, at(as))
+		}
+		if len(c.Args) > 0 {
+			w.a.noteEnv(as.Name.Value) // in the command's environment
+		} else {
+			w.a.plainAssign(as.Name.Value) // exported under set -a
 		}
 	}
 	if len(c.Args) == 0 {

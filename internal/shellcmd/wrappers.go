@@ -213,6 +213,13 @@ func (a *analyzer) wrapper(tool string, spec wrapperSpec, args []arg, st *cwdSta
 		if err != nil {
 			return err
 		}
+		if tool == "env" {
+			for _, x := range rest[:m] {
+				if name, _, ok := strings.Cut(x.val, "="); ok {
+					a.noteEnv(name)
+				}
+			}
+		}
 		rest = rest[m:]
 	}
 	for k := 0; k < spec.operands; k++ {

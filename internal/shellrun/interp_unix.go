@@ -8,9 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +24,7 @@ import (
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/interp"
 
+	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 )
@@ -41,6 +46,14 @@ func Main(planJSON string) int {
 		fmt.Fprintf(os.Stderr, "exechost: interpreter: bad plan: %v\n", err)
 		return DeniedExit
 	}
+	watchBounds(p, func(why string) {
+		fmt.Fprintf(os.Stderr, "exechost: interpreter: %s; the run was stopped (hint: bound the loop or the output captured in variables)\n", why)
+		// The programs it started are killed with it; what they started in
+		// turn is in the run's process group, which the runner kills when
+		// this process ends.
+		killChildren()
+		os.Exit(BoundExit)
+	})
 	code, err := Run(context.Background(), p, os.Stdin, os.Stdout, os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "exechost: %v\n", err)
@@ -64,15 +77,85 @@ func Run(ctx context.Context, p Plan, stdin io.Reader, stdout, stderr io.Writer)
 	if err != nil {
 		return DeniedExit, fmt.Errorf("interpreter: %w", err)
 	}
-	x := &executor{plan: p, allowed: map[string]bool{}}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	root := &guard{plan: p, allowed: map[string]bool{}, base: map[string]bool{}, cancel: cancel,
+		hostTMPDIR: os.Getenv("TMPDIR"), children: make(chan struct{}, MaxChildren)}
 	for _, e := range p.Executables {
-		x.allowed[e] = true
+		root.allowed[e] = true
 	}
-	r, err := x.runner(expand.ListEnviron(os.Environ()...), dir, stdin, stdout, stderr)
+	env := os.Environ()
+	for _, kv := range env {
+		root.base[kv] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Env)) {
+		env = append(env, name+"="+p.Env[name])
+	}
+	x := &executor{guard: root}
+	r, done, err := x.runner(env, dir, stdin, stdout, stderr)
 	if err != nil {
 		return DeniedExit, fmt.Errorf("interpreter: %w", err)
 	}
-	return exitCode(r.Run(ctx, f))
+	defer done()
+	code, err := exitCode(r.Run(ctx, f))
+	if denied := root.refused(); denied != nil {
+		if errors.Is(denied, ErrBound) {
+			return BoundExit, denied
+		}
+		return DeniedExit, denied
+	}
+	return code, err
+}
+
+// guard is one run's run-time enforcement, shared by the top runner and
+// every nested one.
+type guard struct {
+	plan    Plan
+	allowed map[string]bool
+	// base is the host's own environment (name=value): a program may get
+	// it unchanged; anything else passes the environment rule.
+	base       map[string]bool
+	hostTMPDIR string
+	cancel     context.CancelCauseFunc
+	children   chan struct{} // a slot per running program (MaxChildren)
+
+	mu     sync.Mutex
+	denied error
+}
+
+// refuse records the first refusal and stops the whole run: a refusal
+// inside $(…), a pipeline or a background job ends it as one at the top.
+func (g *guard) refuse(err error) error {
+	g.mu.Lock()
+	if g.denied == nil {
+		g.denied = err
+	}
+	g.mu.Unlock()
+	g.cancel(err)
+	return err
+}
+
+func (g *guard) refused() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.denied
+}
+
+// envRefusal returns why env may not be given to a program, or "".
+func (g *guard) envRefusal(env []string) string {
+	for _, kv := range env {
+		if g.base[kv] {
+			continue
+		}
+		name, _, _ := strings.Cut(kv, "=")
+		if policy.RefusedEnv(name) {
+			return fmt.Sprintf("env %s can change what a program loads or runs", name)
+		}
+		if !policy.EnvPermitted(name, g.plan.EnvAllow) {
+			return fmt.Sprintf("env %s is not in the environment allowlist", name)
+		}
+	}
+	return ""
 }
 
 // exitCode maps what interp.Runner.Run returned to an exit status.
@@ -89,17 +172,29 @@ func exitCode(err error) (int, error) {
 	return 2, err
 }
 
-// executor holds one run's handlers.
+// executor is one runner's handlers: the run's guard, the private
+// directory for this runner's temporary files, and the wrappers applied
+// around a nested shell, which apply to every program it starts.
 type executor struct {
-	plan    Plan
-	allowed map[string]bool
+	*guard
+	tmp   string
+	outer []shellcmd.Applied
 }
 
-// runner builds an interpreter with this run's handlers; nested shells get
-// their own with the same handlers.
-func (x *executor) runner(env expand.Environ, dir string, stdin io.Reader, stdout, stderr io.Writer, opts ...interp.RunnerOption) (*interp.Runner, error) {
+// runner builds an interpreter with this executor's handlers in a private
+// temporary directory of its own; done removes it.
+func (x *executor) runner(env []string, dir string, stdin io.Reader, stdout, stderr io.Writer, opts ...interp.RunnerOption) (*interp.Runner, func(), error) {
+	tmp, err := os.MkdirTemp(x.privateRoot(), "exechost-interp-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("private temporary directory: %w", err)
+	}
+	done := func() { _ = os.RemoveAll(tmp) }
+	x.tmp = tmp
+	// The interpreter takes its temporary directory from TMPDIR in the
+	// environment it starts with: this one, never the command's.
+	env = append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") }), "TMPDIR="+tmp)
 	all := []interp.RunnerOption{
-		interp.Env(env),
+		interp.Env(expand.ListEnviron(env...)),
 		interp.Dir(dir),
 		interp.StdIO(stdin, stdout, stderr),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return x.exec }),
@@ -107,17 +202,62 @@ func (x *executor) runner(env expand.Environ, dir string, stdin io.Reader, stdou
 	if x.plan.Enforce {
 		all = append(all, interp.CallHandler(x.call), interp.OpenHandler(x.open))
 	}
-	return interp.New(append(all, opts...)...)
+	r, err := interp.New(append(all, opts...)...)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return r, done, nil
 }
 
-// call refuses builtins the analysis does not vouch for.
+// privateRoot is where private directories are made: the host's TMPDIR
+// (the runner gives the interpreter the host's environment, never the
+// request's), else the system default.
+func (x *executor) privateRoot() string {
+	if filepath.IsAbs(x.hostTMPDIR) {
+		return x.hostTMPDIR
+	}
+	return os.TempDir()
+}
+
+// call refuses builtins the analysis does not vouch for, looking through
+// `command`, which runs a builtin without the call handler seeing it.
 func (x *executor) call(ctx context.Context, args []string) ([]string, error) {
-	if shellcmd.IsBuiltin(args[0]) {
-		if why := shellcmd.BuiltinRefusal(args); why != "" {
-			return nil, fmt.Errorf("%w: %s (refused at run time)", ErrDenied, why)
-		}
+	if why := builtinRefusal(args); why != "" {
+		return nil, x.refuse(fmt.Errorf("%w: %s (refused at run time)", ErrDenied, why))
+	}
+	if n := runtime.NumGoroutine(); n > x.goroutineBound() {
+		return nil, x.refuse(fmt.Errorf("%w: %d goroutines alive (bound %d): too many background jobs or subshells", ErrBound, n, x.goroutineBound()))
 	}
 	return args, nil
+}
+
+// builtinRefusal checks a call of a builtin and, through `command`, every
+// builtin that call would run, as the interpreter's command builtin does.
+func builtinRefusal(args []string) string {
+	for len(args) > 0 && shellcmd.IsBuiltin(args[0]) {
+		if why := shellcmd.BuiltinRefusal(args); why != "" {
+			return why
+		}
+		if args[0] != "command" {
+			return ""
+		}
+		args = args[1:]
+		if len(args) > 0 && args[0] == "-v" {
+			return "" // prints where names are; runs nothing
+		}
+		if len(args) > 0 && args[0] == "--" {
+			args = args[1:]
+		}
+	}
+	return ""
+}
+
+func (x *executor) goroutineBound() int {
+	if x.plan.GoroutineBound > 0 {
+		return x.plan.GoroutineBound
+	}
+	return DefaultGoroutineBound
 }
 
 // open allows /dev/null only: the analysis accepts no other file.
@@ -132,7 +272,25 @@ func (x *executor) open(ctx context.Context, path string, flag int, perm os.File
 // or a program the analysis allowed.
 func (x *executor) exec(ctx context.Context, args []string) error {
 	hc := interp.HandlerCtx(ctx)
-	return x.dispatch(ctx, hc, args, exportedEnv(hc.Env), nil)
+	return x.dispatch(ctx, hc, args, x.childEnv(hc.Env), x.outer)
+}
+
+// childEnv returns the exported variables, as a child process sees them:
+// this runner's private TMPDIR is the interpreter's own and goes back to
+// the host's value.
+func (x *executor) childEnv(env expand.Environ) []string {
+	out := exportedEnv(env)
+	for i, kv := range out {
+		if kv == "TMPDIR="+x.tmp {
+			if x.hostTMPDIR != "" {
+				out[i] = "TMPDIR=" + x.hostTMPDIR
+			} else {
+				out = slices.Delete(out, i, i+1)
+			}
+			break
+		}
+	}
+	return out
 }
 
 func always(int) bool { return true }
@@ -151,26 +309,34 @@ func (x *executor) dispatch(ctx context.Context, hc interp.HandlerContext, args 
 		}
 	}
 	if sc, ok := shellcmd.ParseShellCall(args, always); ok {
-		return x.shell(ctx, hc, sc, env)
+		return x.shell(ctx, hc, sc, env, applied)
 	}
 	path, err := shellcmd.Resolve(name, shellcmd.Env{Cwd: hc.Dir, PATH: x.plan.PATH, Home: x.plan.Home})
 	if err != nil && x.plan.Enforce {
-		return fmt.Errorf("%w: %s: %v (refused at run time)", ErrDenied, name, err)
+		return x.refuse(fmt.Errorf("%w: %s: %v (refused at run time)", ErrDenied, name, err))
 	}
 	if path == "" {
 		fmt.Fprintf(hc.Stderr, "%s: not found\n", name)
 		return interp.ExitStatus(127)
 	}
 	if x.plan.Enforce && !x.allowed[path] {
-		return fmt.Errorf("%w: %s is not an executable the analysis allowed (refused at run time)", ErrDenied, path)
+		return x.refuse(fmt.Errorf("%w: %s is not an executable the analysis allowed (refused at run time)", ErrDenied, path))
+	}
+	if x.plan.Enforce {
+		if why := x.envRefusal(env); why != "" {
+			return x.refuse(fmt.Errorf("%w: %s: %s (refused at run time)", ErrDenied, path, why))
+		}
 	}
 	return x.spawn(ctx, hc, path, args, env, applied)
 }
 
 // shell runs a `sh -c` payload in a nested interpreter with the same
-// handlers: the payload is parsed by shellcmd.Parse, as the analysis parsed
-// it.
-func (x *executor) shell(ctx context.Context, hc interp.HandlerContext, sc shellcmd.ShellCall, env []string) error {
+// guard: the payload is parsed by shellcmd.Parse, as the analysis parsed
+// it. Wrappers applied around the shell apply to the whole payload: a
+// timeout ends it (every program it started is killed) with timeout's
+// status, time reports it, and nice and nohup apply to every program it
+// starts.
+func (x *executor) shell(ctx context.Context, hc interp.HandlerContext, sc shellcmd.ShellCall, env []string, applied []shellcmd.Applied) error {
 	f, err := shellcmd.Parse(sc.Payload)
 	if err != nil {
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", sc.Name, err)
@@ -178,12 +344,34 @@ func (x *executor) shell(ctx context.Context, hc interp.HandlerContext, sc shell
 	}
 	params := append(append([]string(nil), sc.Options...), "--")
 	params = append(params, sc.Params...)
-	r, err := x.runner(expand.ListEnviron(env...), hc.Dir, hc.Stdin, hc.Stdout, hc.Stderr, interp.Params(params...))
+	nested := &executor{guard: x.guard, outer: applied}
+	r, done, err := nested.runner(env, hc.Dir, hc.Stdin, hc.Stdout, hc.Stderr, interp.Params(params...))
 	if err != nil {
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", sc.Name, err)
 		return interp.ExitStatus(2)
 	}
-	err = r.Run(ctx, f)
+	defer done()
+	var timeout *shellcmd.Applied
+	report := false
+	for i, ap := range applied {
+		report = report || ap.Time
+		if ap.Timeout > 0 && (timeout == nil || ap.Timeout < timeout.Timeout) {
+			timeout = &applied[i]
+		}
+	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout != nil {
+		runCtx, cancel = context.WithTimeout(ctx, timeout.Timeout)
+	}
+	defer cancel()
+	start := time.Now()
+	err = r.Run(runCtx, f)
+	if report {
+		fmt.Fprintf(hc.Stderr, "real %.2f\n", time.Since(start).Seconds())
+	}
+	if timeout != nil && runCtx.Err() != nil && ctx.Err() == nil && !timeout.PreserveStatus {
+		return interp.ExitStatus(124)
+	}
 	if err == nil {
 		return nil
 	}
@@ -256,17 +444,30 @@ func (x *executor) spawn(ctx context.Context, hc interp.HandlerContext, path str
 		cmd.WaitDelay = runner.OutputGrace
 		return cmd
 	}
+	select {
+	case x.children <- struct{}{}:
+		defer func() { <-x.children }()
+	default:
+		return x.refuse(fmt.Errorf("%w: %d programs running at once (bound %d)", ErrBound, MaxChildren, MaxChildren))
+	}
 	unpin := runner.PinThread()
 	defer unpin()
 	start := time.Now()
 	cmd := newCmd()
 	err := startCmd(cmd, ignoreHUP)
+	if err == nil {
+		trackChild(cmd.Process)
+		defer untrackChild(cmd.Process)
+	}
 	// A concurrently forked sibling can briefly hold the file open for
 	// writing (golang/go#22315); retry a few times.
 	for delay := time.Millisecond; errors.Is(err, syscall.ETXTBSY) && delay < 300*time.Millisecond; delay *= 2 {
 		time.Sleep(delay)
 		cmd = newCmd()
-		err = startCmd(cmd, ignoreHUP)
+		if err = startCmd(cmd, ignoreHUP); err == nil {
+			trackChild(cmd.Process)
+			defer untrackChild(cmd.Process)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(hc.Stderr, "%s: %v\n", args[0], err)
@@ -365,4 +566,31 @@ func signalNamed(name string) os.Signal {
 		return syscall.SIGUSR2
 	}
 	return syscall.SIGTERM
+}
+
+// live holds the programs this interpreter process runs, for a bound that
+// ends the process (killChildren). It is process-wide because the bound is.
+var live = struct {
+	sync.Mutex
+	procs map[*os.Process]bool
+}{procs: map[*os.Process]bool{}}
+
+func trackChild(p *os.Process) {
+	live.Lock()
+	live.procs[p] = true
+	live.Unlock()
+}
+
+func untrackChild(p *os.Process) {
+	live.Lock()
+	delete(live.procs, p)
+	live.Unlock()
+}
+
+func killChildren() {
+	live.Lock()
+	defer live.Unlock()
+	for p := range live.procs {
+		_ = p.Kill()
+	}
 }

@@ -20,8 +20,20 @@
 //     are parsed by the same parser and run by a nested interpreter; no
 //     shell process starts.
 //   - Builtins outside shellcmd's vouched list are refused by the call
-//     handler; opens are limited to /dev/null (here-documents and descriptor
-//     duplications never open anything).
+//     handler, including those `command` runs; opens are limited to
+//     /dev/null (here-documents and descriptor duplications never open
+//     anything).
+//   - Every program start's whole environment passes the environment rule
+//     (Plan.EnvAllow); a refused one is not started.
+//   - The interpreter's own temporary files (process substitution's named
+//     pipes) go to a private 0700 directory each runner creates and
+//     removes; TMPDIR is never taken from the command.
+//   - A refusal anywhere, $(…) included, ends the whole run with
+//     DeniedExit; wrappers are applied everywhere (around a nested shell
+//     too) or refused, never dropped.
+//   - The interpreter process has memory, goroutine and child bounds
+//     (DefaultMemoryBound, DefaultGoroutineBound, MaxChildren) and ends the
+//     run with BoundExit and a message naming the bound it hit.
 //
 // Running in a child process keeps everything the runner guarantees for a
 // shell: the process group that a timeout kills, the reaper, the
@@ -68,7 +80,39 @@ type Plan struct {
 	// did; the request never supplies them.
 	PATH string `json:"path"`
 	Home string `json:"home"`
+	// Env is what the request adds to the host's environment. It travels
+	// in the plan, not in the interpreter's own environment, so nothing a
+	// request sets (GODEBUG, LD_PRELOAD, TMPDIR) reaches the interpreter
+	// process itself; it is checked like any other variable at each start.
+	Env map[string]string `json:"env,omitempty"`
+	// EnvAllow names the variables (NAME, or PREFIX* for a prefix) that
+	// the policy lets a command give a program beyond policy.SafeEnv.
+	// When Enforce is set, every program start is refused unless each
+	// variable of its environment is the host's own (unchanged) or a name
+	// this or policy.SafeEnv permits and policy.RefusedEnv does not refuse.
+	EnvAllow []string `json:"envAllow,omitempty"`
+	// MemoryBound and GoroutineBound override DefaultMemoryBound and
+	// DefaultGoroutineBound when positive (tests use small ones).
+	MemoryBound    int64 `json:"memoryBound,omitempty"`
+	GoroutineBound int   `json:"goroutineBound,omitempty"`
 }
+
+// The interpreter's own bounds: a text with no program in it still costs
+// the interpreter memory and goroutines (a variable doubled in a loop,
+// background subshells), and the allowlist says nothing about those.
+const (
+	// DefaultMemoryBound is the live heap at which the interpreter stops
+	// the run (checked after every garbage collection, which the Go
+	// runtime makes more frequent as the bound nears).
+	DefaultMemoryBound = 512 << 20
+	// DefaultGoroutineBound bounds background jobs, subshells and
+	// pipelines alive at once.
+	DefaultGoroutineBound = 10000
+	// MaxChildren bounds the programs the interpreter runs at once.
+	MaxChildren = 256
+	// BoundExit is the exit status of a run stopped by a bound.
+	BoundExit = 125
+)
 
 // Argv returns the argv that runs plan: this binary in interpreter mode.
 func Argv(plan Plan) ([]string, error) {

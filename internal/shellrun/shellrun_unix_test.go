@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,9 @@ func (h *host) run(p shellrun.Plan, env ...string) (stdout, stderr string, code 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = h.work
 	cmd.Env = append([]string{"PATH=" + h.path, "HOME=" + h.home}, env...)
+	// Its own process group, as the runner starts it: a bound kills the
+	// group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
@@ -190,11 +194,16 @@ func TestAppliedWrappers(t *testing.T) {
 		{text: "timeout --preserve-status 0.2 slow", code: 128 + 15},
 		{text: "sh -c 'ok x; showenv B' arg", out: filepath.Join(h.bin, "ok") + " x\nB=unset\n"},
 		{text: "bash -c 'exit 7'", code: 7},
+		// Applied around a nested shell too, never dropped.
+		{text: "timeout 0.2 sh -c 'slow'", code: 124},
+		{text: "time -p sh -c 'ok t'", out: filepath.Join(h.bin, "ok") + " t\n", errHas: "real "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
 			os.Remove(filepath.Join(filepath.Dir(h.bin), "ran-evil"))
-			out, errOut, code := h.run(h.plan(tt.text), "LANG=C")
+			p := h.plan(tt.text)
+			p.EnvAllow = []string{"A"}
+			out, errOut, code := h.run(p, "LANG=C")
 			if code != tt.code || (tt.out != "" && out != tt.out) || !strings.Contains(errOut, tt.errHas) {
 				t.Fatalf("exit %d stdout %q stderr %q; want exit %d stdout %q stderr containing %q", code, out, errOut, tt.code, tt.out, tt.errHas)
 			}
@@ -202,5 +211,119 @@ func TestAppliedWrappers(t *testing.T) {
 				t.Fatal("a planted wrapper program ran")
 			}
 		})
+	}
+}
+
+// unanalysed returns a plan for text as if the analysis had vouched for
+// it and allowed exactly allowed: what the run-time guard must hold on its
+// own when the analysis is wrong.
+func (h *host) unanalysed(text string, allowed ...string) shellrun.Plan {
+	h.t.Helper()
+	_, canonical, err := shellcmd.Canonical(text)
+	if err != nil {
+		h.t.Fatalf("%q does not parse: %v", text, err)
+	}
+	var exes []string
+	for _, n := range allowed {
+		exes = append(exes, filepath.Join(h.bin, n))
+	}
+	return shellrun.Plan{Text: canonical, Hash: shellcmd.Hash(canonical), Enforce: true, Executables: exes, PATH: h.path, Home: h.home}
+}
+
+// TestGuardAlone runs texts the analysis refuses through the interpreter
+// as if the analysis had allowed them, with only ok allowed: each must be
+// refused at run time (exit 126), start nothing else, and stop the run.
+func TestGuardAlone(t *testing.T) {
+	h := newHost(t)
+	elsewhere := t.TempDir()
+	if err := os.WriteFile(filepath.Join(h.work, "f"), []byte("evil sourced\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, text, errHas string }{
+		{"command eval", "command eval 'evil x'; ok after", "eval runs its arguments"},
+		{"command command eval", "command command eval 'evil x'; ok after", "eval runs its arguments"},
+		{"command builtin", "command builtin eval 'evil x'; ok after", "builtin runs builtins"},
+		{"command dot", "command . ./f; ok after", ". runs a file"},
+		{"command source", "command -- source ./f; ok after", "source runs a file"},
+		{"refusal in command substitution", "ok \"$(evil x)\"; ok after", "not an executable the analysis allowed"},
+		{"refusal in a pipeline", "evil x | ok; ok after", "not an executable the analysis allowed"},
+		{"refusal in the background", "evil x & wait; ok after", "not an executable the analysis allowed"},
+		{"partly quoted here-document", "ok <<'A'B\n$(evil x)\nAB\nok after", "not an executable the analysis allowed"},
+		{"LD_PRELOAD", "LD_PRELOAD=/tmp/x.so ok; ok after", "LD_PRELOAD can change"},
+		{"exported GCONV_PATH", "export GCONV_PATH=/tmp; ok; ok after", "GCONV_PATH can change"},
+		{"ZIPOPT not allowed", "ZIPOPT='-TT x' ok; ok after", "ZIPOPT is not in the environment allowlist"},
+		{"env wrapper", "env MAKEFLAGS=x ok; ok after", "MAKEFLAGS is not in the environment allowlist"},
+		{"TMPDIR from the command", "TMPDIR=" + elsewhere + " ok; ok after", "TMPDIR is not in the environment allowlist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(filepath.Join(filepath.Dir(h.bin), "ran-evil"))
+			out, errOut, code := h.run(h.unanalysed(tt.text, "ok"))
+			if code != shellrun.DeniedExit || !strings.Contains(errOut, tt.errHas) {
+				t.Fatalf("exit %d stderr %q; want %d and %q", code, errOut, shellrun.DeniedExit, tt.errHas)
+			}
+			if h.ran("evil") {
+				t.Fatal("evil ran")
+			}
+			if strings.Contains(out, "after") {
+				t.Fatalf("stdout %q: the run went on after the refusal", out)
+			}
+		})
+	}
+	// The interpreter opens its own temporary files (named sh-interp-* in
+	// its temporary directory) past the open handler: that directory is a
+	// private one, never the command's TMPDIR.
+	for _, text := range []string{
+		"TMPDIR=" + elsewhere + "; printf 'x\\n' > " + elsewhere + "/sh-interp-1",
+		"export TMPDIR=" + elsewhere + "; printf 'x\\n' > " + elsewhere + "/sh-interp-1",
+		"printf 'x\\n' > " + elsewhere + "/sh-interp-1",
+	} {
+		p := h.unanalysed(text)
+		p.Env = map[string]string{"TMPDIR": elsewhere}
+		if _, errOut, code := h.run(p, "TMPDIR="+elsewhere); code == 0 {
+			t.Errorf("%q: exit 0, stderr %q; want the write refused", text, errOut)
+		}
+		if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+			t.Fatalf("%q wrote into the command's TMPDIR: %v", text, ents)
+		}
+	}
+}
+
+// TestEnvAllowlist: a name the policy allows reaches the program; the
+// built-in safe set needs no entry; the host's own variables pass as they
+// are.
+func TestEnvAllowlist(t *testing.T) {
+	h := newHost(t)
+	p := h.unanalysed("ZIPOPT=z showenv ZIPOPT; LC_ALL=C showenv LC_ALL; showenv HOSTVAR", "showenv")
+	p.EnvAllow = []string{"ZIP*"}
+	out, errOut, code := h.run(p, "HOSTVAR=h")
+	if code != 0 || out != "ZIPOPT=z\nLC_ALL=C\nHOSTVAR=h\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	// The request's env travels in the plan and is checked like the rest.
+	p = h.unanalysed("showenv REQ", "showenv")
+	p.Env = map[string]string{"REQ": "r"}
+	if _, errOut, code := h.run(p); code != shellrun.DeniedExit || !strings.Contains(errOut, "REQ is not in the environment allowlist") {
+		t.Fatalf("request env without an entry: exit %d stderr %q", code, errOut)
+	}
+	p.EnvAllow = []string{"REQ"}
+	if out, errOut, code := h.run(p); code != 0 || out != "REQ=r\n" {
+		t.Fatalf("request env with an entry: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+}
+
+// TestBounds: a text with no program in it still ends, with BoundExit and
+// a message naming the bound, instead of growing until the run's timeout.
+func TestBounds(t *testing.T) {
+	h := newHost(t)
+	p := h.unanalysed("x=aaaaaaaaaaaaaaaa; while :; do x=$x$x; done")
+	p.MemoryBound = 64 << 20
+	if _, errOut, code := h.run(p); code != shellrun.BoundExit || !strings.Contains(errOut, "memory bound reached") {
+		t.Fatalf("memory: exit %d stderr %q", code, errOut)
+	}
+	p = h.unanalysed("while :; do slow & done", "slow")
+	p.GoroutineBound = 64
+	if _, errOut, code := h.run(p); code != shellrun.BoundExit || !strings.Contains(errOut, "goroutine") {
+		t.Fatalf("goroutines: exit %d stderr %q", code, errOut)
 	}
 }
