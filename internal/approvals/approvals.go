@@ -73,7 +73,10 @@ type Defaults struct {
 	Security    string
 	Ask         string
 	AskFallback string
-	Extra       Extra
+	// EnvAllowlist names the variables (NAME or PREFIX*) a command may give
+	// its programs beyond policy's built-in safe set, for every agent.
+	EnvAllowlist []string
+	Extra        Extra
 }
 
 // Agent is one agent's settings; empty fields defer to WildcardAgent, then
@@ -83,7 +86,9 @@ type Agent struct {
 	Ask         string
 	AskFallback string
 	Allowlist   []Entry
-	Extra       Extra
+	// EnvAllowlist adds to the defaults' and the wildcard agent's.
+	EnvAllowlist []string
+	Extra        Extra
 }
 
 // Entry is one allowlist pattern and what it last allowed, so a human can

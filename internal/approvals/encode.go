@@ -37,6 +37,7 @@ func (f *File) Marshal() ([]byte, error) {
 	d.str("security", f.Defaults.Security)
 	d.str("ask", f.Defaults.Ask)
 	d.str("askFallback", f.Defaults.AskFallback)
+	d.strings("envAllowlist", f.Defaults.EnvAllowlist)
 	d.extra(f.Defaults.Extra, knownDefaults)
 	d.close()
 
@@ -85,6 +86,7 @@ func (w *writer) agent(a *Agent) {
 	o.str("security", a.Security)
 	o.str("ask", a.Ask)
 	o.str("askFallback", a.AskFallback)
+	o.strings("envAllowlist", a.EnvAllowlist)
 	if len(a.Allowlist) > 0 {
 		o.key("allowlist")
 		w.buf.WriteByte('[')
@@ -156,6 +158,22 @@ func (o *objectWriter) str(k, v string) {
 	}
 	o.key(k)
 	o.w.string(v)
+}
+
+// strings writes a non-empty array of strings.
+func (o *objectWriter) strings(k string, v []string) {
+	if len(v) == 0 {
+		return
+	}
+	o.key(k)
+	o.w.buf.WriteByte('[')
+	for i, s := range v {
+		if i > 0 {
+			o.w.buf.WriteByte(',')
+		}
+		o.w.string(s)
+	}
+	o.w.buf.WriteByte(']')
 }
 
 // extra writes preserved members. A member named like a known field (only

@@ -29,6 +29,12 @@ type Resolved struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// Allowlist is the wildcard agent's entries followed by the agent's own.
 	Allowlist []ResolvedEntry `json:"allowlist"`
+	// EnvAllowlist is the defaults', the wildcard agent's and the agent's
+	// environment allowlist entries together (policy.EnvPermitted): the
+	// variables a command may give its programs beyond the built-in safe
+	// set (policy.SafeEnvNames). Invalid entries are left out, with a
+	// warning.
+	EnvAllowlist []string `json:"envAllowlist,omitempty"`
 	// Warnings are problems that do not stop the file from loading but
 	// probably do not do what the user meant: a missing version, patterns
 	// that can never match, patterns covering directories other users can
@@ -100,6 +106,25 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("version missing; assuming %d (the next write adds it)", Version))
 	}
 	r.Warnings = append(r.Warnings, f.warnings...)
+	envLevels := []struct {
+		where string
+		list  []string
+	}{{SourceDefaults, f.Defaults.EnvAllowlist}}
+	for _, id := range chain {
+		envLevels = append(envLevels, struct {
+			where string
+			list  []string
+		}{"agents." + id, f.Agents[id].EnvAllowlist})
+	}
+	for _, l := range envLevels {
+		for i, n := range l.list {
+			if w := policy.LintEnvPattern(n); w != "" {
+				r.Warnings = append(r.Warnings, fmt.Sprintf("%s.envAllowlist[%d]: %s", l.where, i, w))
+				continue
+			}
+			r.EnvAllowlist = append(r.EnvAllowlist, n)
+		}
+	}
 	memo := map[string]string{}
 	dirs := map[string][]string{} // directory listings for near-miss checks
 	for _, id := range chain {

@@ -58,6 +58,9 @@ type Record struct {
 	Cwd     string   `json:"cwd,omitempty"`
 	// ResolvedPaths are the executables the analysis resolved.
 	ResolvedPaths []string `json:"resolvedPaths,omitempty"`
+	// Env is what the command's programs get beyond the host's own
+	// environment (secret-looking values redacted).
+	Env map[string]string `json:"env,omitempty"`
 	// Decision is the final policy decision: allow, ask or deny.
 	Decision string `json:"decision,omitempty"`
 	// Reason says why, in the words a denial gives the agent.

@@ -52,6 +52,7 @@ func (r AuditRecord) Line() audit.Record {
 		Command:       r.Request.RawCommand,
 		Cwd:           r.Request.Cwd,
 		ResolvedPaths: r.ResolvedPaths,
+		Env:           r.Env,
 		Decision:      string(r.Decision.Outcome),
 		Reason:        r.Decision.Reason,
 		DecidedBy:     r.DecidedBy,

@@ -47,9 +47,14 @@ func denial(p *Prepared, d policy.Decision) *DenialError {
 }
 
 // missing lists the executables no pattern matched ("name (not found on
-// PATH)" for one that did not resolve).
-func missing(p *Prepared) []string {
-	var out []string
+// PATH)" for one that did not resolve), then the environment variables the
+// policy does not permit ("env NAME").
+func missing(p *Prepared) (out []string) {
+	defer func() {
+		for _, n := range p.EnvMissing {
+			out = append(out, "env "+n)
+		}
+	}()
 	for i, s := range p.Analysis.Segments {
 		if i < len(p.Matched) && p.Matched[i] == "" {
 			name := s.ResolvedPath
@@ -66,9 +71,13 @@ func missing(p *Prepared) []string {
 // executables were missing and what would fix it.
 func denialDetail(p *Prepared) string {
 	var b strings.Builder
-	if m := missing(p); p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(m) > 0 {
-		b.WriteString("; not allowlisted: " + strings.Join(m, ", "))
+	if m := missing(p); p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(m) > len(p.EnvMissing) {
+		b.WriteString("; not allowlisted: " + strings.Join(m[:len(m)-len(p.EnvMissing)], ", "))
 		b.WriteString(" (hint: `exechost approvals allowlist add <path> --agent '" + p.Agent + "'` on the execution host, or ask a human to approve)")
+	}
+	if p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(p.EnvMissing) > 0 {
+		b.WriteString("; environment not allowlisted: " + strings.Join(p.EnvMissing, ", "))
+		b.WriteString(" (hint: add the names to envAllowlist in exec-approvals.json on the execution host — defaults or agents.'" + p.Agent + "' — or ask a human to approve)")
 	}
 	if !p.Analysis.OK {
 		// The analysis error names the construct and its position

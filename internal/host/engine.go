@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -65,11 +66,14 @@ type AuditRecord struct {
 	NodeID        string
 	Effective     policy.Effective
 	ResolvedPaths []string
-	Decision      policy.Decision
-	DecidedBy     string
-	Approval      policy.Approval
-	Fallback      bool
-	Result        *runner.Result
+	// Env is the environment the command gets beyond the host's own, as
+	// Prepared.Env shows it.
+	Env       map[string]string
+	Decision  policy.Decision
+	DecidedBy string
+	Approval  policy.Approval
+	Fallback  bool
+	Result    *runner.Result
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -94,10 +98,19 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	p, err := e.Prepare(req)
 	if err != nil {
+		if errors.Is(err, runner.ErrDangerousEnv) {
+			// A refused environment is a security refusal: on the record.
+			env := map[string]string{}
+			for n, v := range req.Env {
+				env[n] = shownEnvValue(n, v)
+			}
+			e.audit(AuditRecord{Event: "denied", Request: req, Host: e.Host, NodeID: e.NodeID, Env: env,
+				Decision: policy.Decision{Outcome: policy.DenyRun, Reason: "dangerous-env"}, DecidedBy: "policy"})
+		}
 		return Result{Result: runner.Result{ExitCode: -1, Error: err.Error()}}, err
 	}
 	res := Result{ResolvedPaths: p.Analysis.Paths()}
-	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths}
+	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env}
 	d := p.Decision
 	if d.Outcome == policy.AskHuman {
 		d, rec = e.ask(ctx, req, p, rec)

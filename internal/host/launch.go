@@ -60,14 +60,20 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error)
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
 	case RunsInterpreted, RunsUnchecked:
+		if err := runner.CheckEnv(req.Env); err != nil {
+			return spec, err
+		}
 		argv, err := shellrun.Argv(shellrun.Plan{
 			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
-			Executables: p.Analysis.Executables(), PATH: e.runPATH(), Home: e.Home,
+			Executables: e.planExecutables(p), PATH: e.runPATH(), Home: e.Home,
+			Env: req.Env, EnvAllow: p.envAllow,
 		})
 		if err != nil {
 			return spec, err
 		}
-		spec.Argv = argv
+		// The request's env travels in the plan: the interpreter process
+		// itself runs in the host's environment.
+		spec.Argv, spec.Env = argv, nil
 	default:
 		if len(p.argv) > 0 {
 			spec.Argv = p.argv

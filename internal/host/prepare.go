@@ -3,12 +3,15 @@ package host
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/logging"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
@@ -26,6 +29,19 @@ type Prepared struct {
 	Matched   []string // per segment: the pattern that matched, or ""
 	Satisfied bool
 	Decision  policy.Decision
+	// Env is what the command's programs get beyond the host's own
+	// environment: the request's env and every variable the command sets
+	// for them (Analysis.Env), name → value as a human should read it
+	// (secret-looking values redacted, a value set in the text shown as
+	// "(set by the command)").
+	Env map[string]string
+	// EnvMissing lists the names of Env the policy does not permit
+	// (policy.EnvPermitted): each is a miss, like an executable no pattern
+	// matched.
+	EnvMissing []string
+	// envAllow is the agent's environment allowlist, for the interpreter's
+	// run-time check.
+	envAllow []string
 	// argv is the request's argv, when it sent one instead of text: under
 	// security=full it runs as given.
 	argv []string
@@ -58,7 +74,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: ap.resolved}
+	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: ap.resolved, envAllow: ap.resolved.EnvAllowlist}
 	p.Effective = policy.Combine(req.Security, req.Ask, p.Resolved.Local)
 	env := shellcmd.Env{Cwd: cwd, PATH: e.runPATH(), Home: e.Home}
 	// An argv of exactly /bin/sh -c TEXT (what the gateway sends) is that
@@ -81,13 +97,76 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	default:
 		return nil, bridge.InvalidRequest(errors.New("empty command (hint: pass command text or an argv)"))
 	}
+	if analysisOff {
+		p.Analysis = unanalysed(p.Analysis)
+	}
 	if p.Analysis.OK {
 		p.Matched, p.Satisfied = ap.allow.MatchAll(p.Analysis.Paths())
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
 	}
+	p.checkEnv(req.Env)
+	if len(p.EnvMissing) > 0 {
+		p.Satisfied = false
+	}
 	p.Decision = policy.Decide(p.input())
 	return p, nil
+}
+
+// checkEnv fills Env and EnvMissing: the request's env and the variables
+// the command sets are held against the agent's environment allowlist.
+func (p *Prepared) checkEnv(reqEnv map[string]string) {
+	missing := map[string]bool{}
+	for name, val := range reqEnv {
+		if p.Env == nil {
+			p.Env = map[string]string{}
+		}
+		p.Env[name] = shownEnvValue(name, val)
+		if !policy.EnvPermitted(name, p.envAllow) {
+			missing[name] = true
+		}
+	}
+	for _, name := range p.Analysis.Env {
+		if p.Env == nil {
+			p.Env = map[string]string{}
+		}
+		if _, ok := p.Env[name]; !ok {
+			p.Env[name] = "(set by the command)"
+		}
+		if !policy.EnvPermitted(name, p.envAllow) {
+			missing[name] = true
+		}
+	}
+	p.EnvMissing = slices.Sorted(maps.Keys(missing))
+}
+
+// shownEnvValue is how a value appears in prompts, checks and audit
+// records: a secret-looking name's value is redacted.
+func shownEnvValue(name, val string) string {
+	if logging.IsSecretKey(name) {
+		return logging.Redacted
+	}
+	return val
+}
+
+// unanalysed is a's text as the analysis-off test build takes it: vouched
+// for with nothing to match, whatever the analysis found, as long as it
+// parses.
+func unanalysed(a shellcmd.Analysis) shellcmd.Analysis {
+	if !a.Interpretable() {
+		return a
+	}
+	return shellcmd.Analysis{OK: true, Segments: []shellcmd.Segment{}, Canonical: a.Canonical, Hash: a.Hash}
+}
+
+// planExecutables are the executables the interpreter may start for p:
+// the analysis's, or in the analysis-off test build the allowlist's
+// literal paths.
+func (e *Engine) planExecutables(p *Prepared) []string {
+	if analysisOff {
+		return unanalysedExecutables(p.Resolved.Patterns())
+	}
+	return p.Analysis.Executables()
 }
 
 // shellText returns TEXT for an argv of exactly ["/bin/sh", "-c", TEXT]:

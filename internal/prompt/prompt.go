@@ -37,6 +37,11 @@ type Request struct {
 	PlanHash    string   `json:"canonicalSha256,omitempty"`
 	RunsAs      string   `json:"runsAs,omitempty"`
 	Executables []string `json:"executables,omitempty"`
+	// Env is what the command's programs get beyond the execution host's
+	// own environment (secret-looking values redacted), and EnvMissing the
+	// names of it the host's environment allowlist does not permit.
+	Env        map[string]string `json:"env,omitempty"`
+	EnvMissing []string          `json:"envMissing,omitempty"`
 	// AllowAlways says exactly what an allow-always answer would add to
 	// the allowlist and what it would leave out; nil when the execution
 	// host did not say (the UIs then say so rather than guess).

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -49,6 +50,22 @@ func isShellStartupEnv(name string) bool {
 	return false
 }
 
+// CheckEnv refuses an overlay that sets a name policy.DangerousEnv or a
+// shell start-up variable flags, or a value with a NUL byte, with
+// ErrDangerousEnv: what buildEnv checks, for an overlay that travels
+// another way (the interpreter's plan).
+func CheckEnv(overlay map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(overlay)) {
+		if policy.DangerousEnv(name) || isShellStartupEnv(name) {
+			return fmt.Errorf("env %q: %w: it could change what runs (hint: drop it from the request's env; set it on the host if it is really needed)", name, ErrDangerousEnv)
+		}
+		if strings.ContainsRune(overlay[name], 0) {
+			return fmt.Errorf("env %q: %w: value contains a NUL byte (hint: drop it from the request's env)", name, ErrDangerousEnv)
+		}
+	}
+	return nil
+}
+
 // buildEnv returns base (the runner's environment when nil) without shell
 // start-up variables and without the names overlay sets, followed by the
 // overlay in name order. An overlay name that policy.DangerousEnv or
@@ -56,19 +73,14 @@ func isShellStartupEnv(name string) bool {
 // ErrDangerousEnv; so does a value containing NUL, which no environment can
 // carry.
 func buildEnv(base []string, overlay map[string]string) ([]string, error) {
+	if err := CheckEnv(overlay); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(overlay))
 	for name := range overlay {
 		names = append(names, name)
 	}
-	slices.Sort(names) // report and apply in a stable order
-	for _, name := range names {
-		if policy.DangerousEnv(name) || isShellStartupEnv(name) {
-			return nil, fmt.Errorf("env %q: %w: it could change what runs (hint: drop it from the request's env; set it on the host if it is really needed)", name, ErrDangerousEnv)
-		}
-		if strings.ContainsRune(overlay[name], 0) {
-			return nil, fmt.Errorf("env %q: %w: value contains a NUL byte (hint: drop it from the request's env)", name, ErrDangerousEnv)
-		}
-	}
+	slices.Sort(names) // apply in a stable order
 	if base == nil {
 		base = os.Environ()
 	}
