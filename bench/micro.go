@@ -25,6 +25,7 @@ import (
 // socket, each next to its baseline.
 func (b *bench) microRows() {
 	b.decisionRows()
+	b.pinRows()
 	b.interpRows()
 	b.floodRows()
 	b.approvalRows()

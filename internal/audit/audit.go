@@ -61,6 +61,9 @@ type Record struct {
 	// Env is what the command's programs get beyond the host's own
 	// environment (secret-looking values redacted).
 	Env map[string]string `json:"env,omitempty"`
+	// ResolvedSHA256 maps each executable the run may start to the sha256
+	// of the file decided on (the only file that starts).
+	ResolvedSHA256 map[string]string `json:"resolvedSha256,omitempty"`
 	// Decision is the final policy decision: allow, ask or deny.
 	Decision string `json:"decision,omitempty"`
 	// Reason says why, in the words a denial gives the agent.

@@ -54,6 +54,7 @@ type Engine struct {
 	mu         sync.Mutex
 	cache      cachedFile
 	usage      usageQueue
+	digests    digests
 }
 
 // AuditRecord is what the engine reports about one decision or run. The
@@ -68,12 +69,14 @@ type AuditRecord struct {
 	ResolvedPaths []string
 	// Env is the environment the command gets beyond the host's own, as
 	// Prepared.Env shows it.
-	Env       map[string]string
-	Decision  policy.Decision
-	DecidedBy string
-	Approval  policy.Approval
-	Fallback  bool
-	Result    *runner.Result
+	Env map[string]string
+	// ResolvedSHA256 is the sha256 of each executable decided on.
+	ResolvedSHA256 map[string]string
+	Decision       policy.Decision
+	DecidedBy      string
+	Approval       policy.Approval
+	Fallback       bool
+	Result         *runner.Result
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -110,7 +113,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{Result: runner.Result{ExitCode: -1, Error: err.Error()}}, err
 	}
 	res := Result{ResolvedPaths: p.Analysis.Paths()}
-	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env}
+	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env, ResolvedSHA256: e.sha256s(p)}
 	d := p.Decision
 	if d.Outcome == policy.AskHuman {
 		d, rec = e.ask(ctx, req, p, rec)

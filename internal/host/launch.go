@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +60,11 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error)
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
+		id, ok := p.files[spec.Argv[0]]
+		if !ok {
+			return spec, fmt.Errorf("%w: %s could not be opened when it was decided on", runner.ErrStart, spec.Argv[0])
+		}
+		spec.Executable = &id
 	case RunsInterpreted, RunsUnchecked:
 		if err := runner.CheckEnv(req.Env); err != nil {
 			return spec, err
@@ -66,7 +72,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error)
 		argv, err := shellrun.Argv(shellrun.Plan{
 			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
 			Executables: e.planExecutables(p), PATH: e.runPATH(), Home: e.Home,
-			Env: req.Env, EnvAllow: p.envAllow,
+			Env: req.Env, EnvAllow: p.envAllow, Files: p.files,
 		})
 		if err != nil {
 			return spec, err

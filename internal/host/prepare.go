@@ -42,6 +42,9 @@ type Prepared struct {
 	// envAllow is the agent's environment allowlist, for the interpreter's
 	// run-time check.
 	envAllow []string
+	// files are the file ids of the executables the run may start,
+	// recorded at the decision: only those files start (runner.Pin).
+	files map[string]runner.FileID
 	// argv is the request's argv, when it sent one instead of text: under
 	// security=full it runs as given.
 	argv []string
@@ -104,6 +107,9 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Matched, p.Satisfied = ap.allow.MatchAll(p.Analysis.Paths())
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
+	}
+	if p.Analysis.OK {
+		p.files = fileIDs(e.planExecutables(p))
 	}
 	p.checkEnv(req.Env)
 	if len(p.EnvMissing) > 0 {

@@ -42,6 +42,9 @@ type Request struct {
 	// names of it the host's environment allowlist does not permit.
 	Env        map[string]string `json:"env,omitempty"`
 	EnvMissing []string          `json:"envMissing,omitempty"`
+	// ExecutableSHA256 maps each executable the run may start to the
+	// sha256 of the file decided on: only that file starts.
+	ExecutableSHA256 map[string]string `json:"executableSha256,omitempty"`
 	// AllowAlways says exactly what an allow-always answer would add to
 	// the allowlist and what it would leave out; nil when the execution
 	// host did not say (the UIs then say so rather than guess).

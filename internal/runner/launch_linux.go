@@ -38,7 +38,7 @@ var devNull = sync.OnceValues(func() (*os.File, error) {
 // process, which the loop then sees exit.
 func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	var r ran
-	argv0 := ls.argv[0]
+	argv0 := ls.execPath()
 	if !strings.Contains(argv0, "/") {
 		// As os/exec does: a bare name is looked up in the runner's own
 		// PATH (the host engine always passes a resolved path).
@@ -62,7 +62,11 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	unlock := lockThread()
 	defer unlock()
 	start := time.Now()
-	pid, _, err := syscall.StartProcess(argv0, ls.argv, &syscall.ProcAttr{Dir: ls.Cwd, Env: ls.env, Files: outs.child, Sys: attr})
+	files := outs.child
+	if ls.pinned != nil {
+		files = append(files[:len(files):len(files)], ls.pinned.file.Fd()) // ChildFD
+	}
+	pid, _, err := syscall.StartProcess(argv0, ls.argv, &syscall.ProcAttr{Dir: ls.Cwd, Env: ls.env, Files: files, Sys: attr})
 	outs.closeChild()
 	if err != nil {
 		return r, startFailed(ls.argv[0], &os.PathError{Op: "fork/exec", Path: argv0, Err: err})

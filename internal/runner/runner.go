@@ -83,6 +83,11 @@ type Spec struct {
 	// that it started, while it runs rather than before. It must not
 	// block for long. It is not called when nothing started.
 	OnStart func()
+	// Executable, when set, is the file argv[0] was decided on: the
+	// runner opens argv[0], refuses the start (ErrExecutableChanged) if it
+	// is another file, and starts the open file by its descriptor (Pin),
+	// so a file swapped in at the path after the decision never runs.
+	Executable *FileID
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -176,12 +181,23 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
+	ls := launchSpec{Spec: spec, argv: argv, env: env}
+	if spec.Executable != nil {
+		f, path, err := Pin(argv[0], *spec.Executable)
+		if err != nil {
+			res.ExitCode = startExitCode(err)
+			return fail(err)
+		}
+		defer f.Close()
+		ls.pinned = &pinned{file: f, path: path}
+	}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
+	ls.capture = capture
 	launch := launchWithGoroutines
 	if polledLaunch != nil {
 		launch = polledLaunch
 	}
-	r, err := launch(ctx, launchSpec{Spec: spec, argv: argv, env: env, capture: capture})
+	r, err := launch(ctx, ls)
 	if err != nil {
 		if errors.Is(err, ErrStart) {
 			res.ExitCode = startExitCode(err)
@@ -218,6 +234,16 @@ type launchSpec struct {
 	Spec
 	argv, env []string
 	capture   *Capture
+	pinned    *pinned // the executable to start by descriptor, or nil
+}
+
+// execPath is what execve is given: argv[0], or the pinned executable's
+// descriptor path.
+func (ls launchSpec) execPath() string {
+	if ls.pinned != nil && ls.pinned.path != "" {
+		return ls.pinned.path
+	}
+	return ls.argv[0]
 }
 
 // ran is how a launched command ended.
@@ -267,7 +293,11 @@ func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 	ctx, cancel := ls.armTimeout(ctx)
 	defer cancel()
 
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(ls.execPath(), argv[1:]...)
+	cmd.Args[0] = argv[0]
+	if ls.pinned != nil {
+		cmd.ExtraFiles = []*os.File{ls.pinned.file} // ChildFD
+	}
 	cmd.Dir = ls.Cwd
 	cmd.Env = ls.env
 	cmd.SysProcAttr = sysProcAttr(ls.PTY)
@@ -382,7 +412,7 @@ func startExitCode(err error) int {
 	switch {
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, exec.ErrDot), errors.Is(err, fs.ErrNotExist):
 		return 127
-	case errors.Is(err, fs.ErrPermission), isExecFormat(err):
+	case errors.Is(err, fs.ErrPermission), isExecFormat(err), errors.Is(err, ErrExecutableChanged):
 		return 126
 	}
 	return -1

@@ -144,7 +144,7 @@ type guardTrace struct {
 var (
 	// envpOf matches the environment array at the end of a verbose
 	// strace execve line.
-	envpOf = regexp.MustCompile(`\], \[(.*)\]\) = 0$`)
+	envpOf  = regexp.MustCompile(`\], \[(.*)\]\) = 0$`)
 	envName = regexp.MustCompile(`"([A-Za-z_][A-Za-z0-9_]*)=`)
 	// createOK matches a successful call that creates a name in the file
 	// system; the path is the first quoted argument.

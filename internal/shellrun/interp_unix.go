@@ -327,7 +327,22 @@ func (x *executor) dispatch(ctx context.Context, hc interp.HandlerContext, args 
 			return x.refuse(fmt.Errorf("%w: %s: %s (refused at run time)", ErrDenied, path, why))
 		}
 	}
-	return x.spawn(ctx, hc, path, args, env, applied)
+	var pin *os.File
+	execPath := path
+	if id, ok := x.plan.Files[path]; ok {
+		f, p, err := runner.Pin(path, id)
+		if err != nil {
+			return x.refuse(fmt.Errorf("%w: %v (refused at run time)", ErrDenied, err))
+		}
+		defer f.Close()
+		pin = f
+		if p != "" {
+			execPath = p
+		}
+	} else if x.plan.Files != nil && x.plan.Enforce {
+		return x.refuse(fmt.Errorf("%w: %s has no file id from the decision (refused at run time)", ErrDenied, path))
+	}
+	return x.spawn(ctx, hc, execPath, pin, args, env, applied)
 }
 
 // shell runs a `sh -c` payload in a nested interpreter with the same
@@ -424,7 +439,7 @@ var startMu sync.RWMutex
 
 // spawn starts one allowed program in the run's process group, applies
 // the wrappers around it and waits for it.
-func (x *executor) spawn(ctx context.Context, hc interp.HandlerContext, path string, args, env []string, applied []shellcmd.Applied) error {
+func (x *executor) spawn(ctx context.Context, hc interp.HandlerContext, path string, pin *os.File, args, env []string, applied []shellcmd.Applied) error {
 	var ignoreHUP, report bool
 	var nice int
 	var timeouts []shellcmd.Applied
@@ -438,6 +453,9 @@ func (x *executor) spawn(ctx context.Context, hc interp.HandlerContext, path str
 	}
 	newCmd := func() *exec.Cmd {
 		cmd := &exec.Cmd{Path: path, Args: args, Env: env, Dir: hc.Dir, Stdin: hc.Stdin, Stdout: hc.Stdout, Stderr: hc.Stderr}
+		if pin != nil {
+			cmd.ExtraFiles = []*os.File{pin} // runner.ChildFD: what path names
+		}
 		cmd.SysProcAttr = runner.ChildAttr()
 		// Output that is not a file is copied by goroutines; a background
 		// grandchild holding it open must not hang the run.

@@ -46,6 +46,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/exechost/exechost/internal/runner"
 )
 
 // arg makes the exechost binary (or a test binary linking this package) run
@@ -91,6 +93,12 @@ type Plan struct {
 	// variable of its environment is the host's own (unchanged) or a name
 	// this or policy.SafeEnv permits and policy.RefusedEnv does not refuse.
 	EnvAllow []string `json:"envAllow,omitempty"`
+	// Files are the file ids of Executables recorded when the host decided:
+	// each program starts only if the file at its path is still that file,
+	// and starts by its descriptor (runner.Pin), so a file swapped in at
+	// an allowed path after the decision never runs. The host always sends
+	// them; a plan without them (nil) starts programs by path.
+	Files map[string]runner.FileID `json:"files,omitempty"`
 	// MemoryBound and GoroutineBound override DefaultMemoryBound and
 	// DefaultGoroutineBound when positive (tests use small ones).
 	MemoryBound    int64 `json:"memoryBound,omitempty"`

@@ -1,0 +1,92 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// maxDigests bounds the executables whose digest an engine remembers.
+const maxDigests = 1024
+
+// digests remembers the sha256 of executables by file and version, so a
+// prompt or an audit record names the bytes that run without hashing a
+// large binary on every decision. It belongs to one engine.
+type digests struct {
+	mu   sync.Mutex
+	byID map[digestKey]string
+}
+
+// digestKey is a file and the version of its contents: a rewrite in place
+// changes the size or a time stamp (ctime always, which nobody can set).
+type digestKey struct {
+	id                 runner.FileID
+	size, mtime, ctime int64
+}
+
+// sha256Of returns the hex sha256 of the file at path, or "" when it
+// cannot be read (an execute-only file): the prompt then says nothing
+// rather than something wrong.
+func (d *digests) sha256Of(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	key, ok := digestKeyOf(f)
+	if ok {
+		d.mu.Lock()
+		sum, hit := d.byID[key]
+		d.mu.Unlock()
+		if hit {
+			return sum
+		}
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if ok {
+		d.mu.Lock()
+		if d.byID == nil || len(d.byID) >= maxDigests {
+			d.byID = map[digestKey]string{}
+		}
+		d.byID[key] = sum
+		d.mu.Unlock()
+	}
+	return sum
+}
+
+// sha256s returns the digest of each executable p may start, for prompts
+// and audit records; nil when none could be read.
+func (e *Engine) sha256s(p *Prepared) map[string]string {
+	var out map[string]string
+	for path := range p.files {
+		if sum := e.digests.sha256Of(path); sum != "" {
+			if out == nil {
+				out = make(map[string]string, len(p.files))
+			}
+			out[path] = sum
+		}
+	}
+	return out
+}
+
+// fileIDs records, at decision time, the file each executable the run may
+// start is: the runner and the interpreter start only that file. A path
+// that cannot be opened gets no id, and the interpreter refuses to start
+// it.
+func fileIDs(paths []string) map[string]runner.FileID {
+	out := make(map[string]runner.FileID, len(paths))
+	for _, p := range paths {
+		if id, err := runner.IDOf(p); err == nil {
+			out[p] = id
+		}
+	}
+	return out
+}
