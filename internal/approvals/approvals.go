@@ -104,7 +104,11 @@ type Entry struct {
 	LastUsedAt       int64  `json:"lastUsedAt,omitempty"`
 	LastUsedCommand  string `json:"lastUsedCommand,omitempty"`
 	LastResolvedPath string `json:"lastResolvedPath,omitempty"`
-	Extra            Extra  `json:"-"`
+	// SHA256 is the digest of the file an allow-always recorded: a file
+	// that later differs at the path is shown as changed in prompts and
+	// audit records (the entry still matches by path).
+	SHA256 string `json:"sha256,omitempty"`
+	Extra  Extra  `json:"-"`
 }
 
 // Extra holds members a newer (or other) writer added, in file order, so a

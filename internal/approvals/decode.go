@@ -33,7 +33,7 @@ var (
 	knownSocket   = []string{"path", "token"}
 	knownDefaults = []string{"security", "ask", "askFallback", "envAllowlist"}
 	knownAgent    = []string{"security", "ask", "askFallback", "allowlist", "envAllowlist"}
-	knownEntry    = []string{"id", "pattern", "lastUsedAt", "lastUsedCommand", "lastResolvedPath"}
+	knownEntry    = []string{"id", "pattern", "lastUsedAt", "lastUsedCommand", "lastResolvedPath", "sha256"}
 )
 
 func (p *parser) file() (*File, error) {
@@ -153,6 +153,8 @@ func (p *parser) allowlist(list *[]Entry, where string, off int) error {
 				return p.str(&e.LastUsedCommand, ew+".lastUsedCommand", off)
 			case "lastResolvedPath":
 				return p.str(&e.LastResolvedPath, ew+".lastResolvedPath", off)
+			case "sha256":
+				return p.str(&e.SHA256, ew+".sha256", off)
 			}
 			return p.extra(&e.Extra, ew, key, knownEntry)
 		})

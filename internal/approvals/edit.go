@@ -47,6 +47,13 @@ func samePattern(a, b string) bool {
 // is empty or already listed for that agent (compared case-insensitively,
 // as matching is). The new entry gets a random id.
 func (f *File) AddPattern(agent, pattern string) (added bool) {
+	return f.AddPinned(agent, pattern, "")
+}
+
+// AddPinned is AddPattern recording the sha256 of the file the pattern
+// was added for (allow-always); an existing entry for the pattern gets the
+// digest.
+func (f *File) AddPinned(agent, pattern, sha256 string) (added bool) {
 	pattern = strings.TrimSpace(pattern)
 	if pattern == "" {
 		return false
@@ -60,12 +67,15 @@ func (f *File) AddPattern(agent, pattern string) (added bool) {
 		a = &Agent{}
 		f.Agents[agent] = a
 	}
-	for _, e := range a.Allowlist {
+	for i, e := range a.Allowlist {
 		if samePattern(e.Pattern, pattern) {
+			if sha256 != "" {
+				a.Allowlist[i].SHA256 = sha256
+			}
 			return false
 		}
 	}
-	a.Allowlist = append(a.Allowlist, Entry{ID: uuid.NewString(), Pattern: pattern})
+	a.Allowlist = append(a.Allowlist, Entry{ID: uuid.NewString(), Pattern: pattern, SHA256: sha256})
 	return true
 }
 

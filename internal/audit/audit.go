@@ -64,6 +64,9 @@ type Record struct {
 	// ResolvedSHA256 maps each executable the run may start to the sha256
 	// of the file decided on (the only file that starts).
 	ResolvedSHA256 map[string]string `json:"resolvedSha256,omitempty"`
+	// Changed lists executables that differ from the file an allow-always
+	// recorded for their allowlist entry.
+	Changed []string `json:"changedSinceAllowAlways,omitempty"`
 	// Decision is the final policy decision: allow, ask or deny.
 	Decision string `json:"decision,omitempty"`
 	// Reason says why, in the words a denial gives the agent.

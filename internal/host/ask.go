@@ -50,7 +50,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 		ResolvedPaths: p.Analysis.Paths(), Reason: p.Decision.Reason, Allowlisted: allowlisted,
 		Choices: choices, ExpiresAtMs: e.now().Add(timeout).UnixMilli(), Fallback: string(p.Effective.Fallback),
 		Canonical: p.Analysis.Canonical, PlanHash: p.Analysis.Hash, RunsAs: p.runsAs(false),
-		Env: p.Env, EnvMissing: p.EnvMissing, ExecutableSHA256: e.sha256s(p),
+		Env: p.Env, EnvMissing: p.EnvMissing, ExecutableSHA256: e.sha256s(p), Changed: p.Changed,
 	}
 	for _, s := range p.Analysis.Segments {
 		pr.Executables = append(pr.Executables, s.Runs)

@@ -54,6 +54,7 @@ func (r AuditRecord) Line() audit.Record {
 		ResolvedPaths:  r.ResolvedPaths,
 		Env:            r.Env,
 		ResolvedSHA256: r.ResolvedSHA256,
+		Changed:        r.Changed,
 		Decision:       string(r.Decision.Outcome),
 		Reason:         r.Decision.Reason,
 		DecidedBy:      r.DecidedBy,

@@ -72,11 +72,14 @@ type AuditRecord struct {
 	Env map[string]string
 	// ResolvedSHA256 is the sha256 of each executable decided on.
 	ResolvedSHA256 map[string]string
-	Decision       policy.Decision
-	DecidedBy      string
-	Approval       policy.Approval
-	Fallback       bool
-	Result         *runner.Result
+	// Changed lists executables that differ from what allow-always
+	// recorded.
+	Changed   []string
+	Decision  policy.Decision
+	DecidedBy string
+	Approval  policy.Approval
+	Fallback  bool
+	Result    *runner.Result
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -113,7 +116,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{Result: runner.Result{ExitCode: -1, Error: err.Error()}}, err
 	}
 	res := Result{ResolvedPaths: p.Analysis.Paths()}
-	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env, ResolvedSHA256: e.sha256s(p)}
+	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env, ResolvedSHA256: e.sha256s(p), Changed: p.Changed}
 	d := p.Decision
 	if d.Outcome == policy.AskHuman {
 		d, rec = e.ask(ctx, req, p, rec)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/exechost/exechost/internal/runner"
@@ -72,6 +73,28 @@ func (e *Engine) sha256s(p *Prepared) map[string]string {
 				out = make(map[string]string, len(p.files))
 			}
 			out[path] = sum
+		}
+	}
+	return out
+}
+
+// changedSinceRecorded lists the executables whose matching allowlist
+// entry holds a sha256 (recorded by allow-always) that the file at the
+// path no longer has.
+func (e *Engine) changedSinceRecorded(p *Prepared) []string {
+	var out []string
+	segs := p.Analysis.Segments
+	for i, pat := range p.Matched {
+		if pat == "" || i >= len(segs) || segs[i].ResolvedPath == "" {
+			continue
+		}
+		for _, re := range p.Resolved.Allowlist {
+			if re.Entry.Pattern != pat || re.Entry.SHA256 == "" {
+				continue
+			}
+			if sum := e.digests.sha256Of(segs[i].ResolvedPath); sum != re.Entry.SHA256 && !slices.Contains(out, segs[i].ResolvedPath) {
+				out = append(out, segs[i].ResolvedPath)
+			}
 		}
 	}
 	return out

@@ -20,9 +20,13 @@ func (e *Engine) persist(p *Prepared) string {
 		}
 		return msg
 	}
+	sums := make([]string, len(paths))
+	for i, path := range paths {
+		sums[i] = e.digests.sha256Of(path)
+	}
 	_, err := e.approvalsStore().Update(func(f *approvals.File) error {
-		for _, path := range paths {
-			f.AddPattern(p.Agent, path)
+		for i, path := range paths {
+			f.AddPinned(p.Agent, path, sums[i])
 		}
 		return nil
 	})

@@ -72,3 +72,52 @@ func TestFileDecidedOnIsFileThatRuns(t *testing.T) {
 		t.Errorf("audit sha256 = %q", sum)
 	}
 }
+
+// answerPrompter answers every prompt with one answer and keeps the last
+// request.
+type answerPrompter struct {
+	answer policy.Approval
+	asked  prompt.Request
+}
+
+func (a *answerPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
+	a.asked = req
+	return a.answer, "test", nil
+}
+
+// TestAllowAlwaysRecordsDigest: allow-always records the sha256 of the
+// file it was given for; once the file at that path differs, prompts and
+// audit records say it changed.
+func TestAllowAlwaysRecordsDigest(t *testing.T) {
+	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
+	ap := &answerPrompter{answer: policy.AllowAlways}
+	f.engine.Prompter = ap
+	other := filepath.Join(f.bin, "other")
+	if _, err := f.engine.Run(context.Background(), Request{RawCommand: "other a", Cwd: f.dir}); err != nil {
+		t.Fatal(err)
+	}
+	file, err := f.store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := file.Agents["*"].Allowlist; len(e) != 1 || e[0].Pattern != other || len(e[0].SHA256) != 64 {
+		t.Fatalf("allow-always recorded %+v; want %s with its sha256", e, other)
+	}
+	if err := os.WriteFile(other, []byte("#!/bin/sh\necho changed\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.engine.Prepare(Request{RawCommand: "other b", Cwd: f.dir})
+	if err != nil || len(p.Changed) != 1 || p.Changed[0] != other {
+		t.Fatalf("Prepare after a change: %v Changed=%q", err, p.Changed)
+	}
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "other b", Cwd: f.dir})
+	if err != nil || res.Stdout != "changed\n" {
+		t.Fatalf("the entry still matches by path: %v %+v", err, res)
+	}
+	f.mu.Lock()
+	last := f.audits[len(f.audits)-2] // the decision record
+	f.mu.Unlock()
+	if len(last.Changed) != 1 || last.Changed[0] != other {
+		t.Errorf("audit decision record Changed = %q", last.Changed)
+	}
+}

@@ -42,6 +42,9 @@ type Prepared struct {
 	// envAllow is the agent's environment allowlist, for the interpreter's
 	// run-time check.
 	envAllow []string
+	// Changed lists the executables whose allowlist entry recorded another
+	// sha256 (allow-always) than the file now at the path.
+	Changed []string
 	// files are the file ids of the executables the run may start,
 	// recorded at the decision: only those files start (runner.Pin).
 	files map[string]runner.FileID
@@ -110,6 +113,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	}
 	if p.Analysis.OK {
 		p.files = fileIDs(e.planExecutables(p))
+		p.Changed = e.changedSinceRecorded(p)
 	}
 	p.checkEnv(req.Env)
 	if len(p.EnvMissing) > 0 {

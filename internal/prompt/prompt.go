@@ -45,6 +45,9 @@ type Request struct {
 	// ExecutableSHA256 maps each executable the run may start to the
 	// sha256 of the file decided on: only that file starts.
 	ExecutableSHA256 map[string]string `json:"executableSha256,omitempty"`
+	// Changed lists executables that differ from the file an allow-always
+	// recorded for their allowlist entry (its sha256).
+	Changed []string `json:"changedSinceAllowAlways,omitempty"`
 	// AllowAlways says exactly what an allow-always answer would add to
 	// the allowlist and what it would leave out; nil when the execution
 	// host did not say (the UIs then say so rather than guess).
