@@ -105,6 +105,9 @@ func (e *Engine) changedSinceRecorded(p *Prepared) []string {
 // that cannot be opened gets no id, and the interpreter refuses to start
 // it.
 func fileIDs(paths []string) map[string]runner.FileID {
+	if !runner.FileIDsSupported {
+		return nil
+	}
 	out := make(map[string]runner.FileID, len(paths))
 	for _, p := range paths {
 		if id, err := runner.IDOf(p); err == nil {

@@ -60,11 +60,13 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error)
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
-		id, ok := p.files[spec.Argv[0]]
-		if !ok {
-			return spec, fmt.Errorf("%w: %s could not be opened when it was decided on", runner.ErrStart, spec.Argv[0])
+		if runner.FileIDsSupported {
+			id, ok := p.files[spec.Argv[0]]
+			if !ok {
+				return spec, fmt.Errorf("%w: %s could not be found when it was decided on", runner.ErrStart, spec.Argv[0])
+			}
+			spec.Executable = &id
 		}
-		spec.Executable = &id
 	case RunsInterpreted, RunsUnchecked:
 		if err := runner.CheckEnv(req.Env); err != nil {
 			return spec, err

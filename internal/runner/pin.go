@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 )
 
 // FileID names one file: the device and inode an execution host recorded
@@ -27,6 +28,10 @@ type pinned struct {
 	// why the descriptor is the child's own (not close-on-exec).
 	path string
 }
+
+// FileIDsSupported says this platform has file ids (device and inode):
+// everywhere but Windows, where an executable starts by its path.
+const FileIDsSupported = runtime.GOOS != "windows"
 
 // ChildFD is the descriptor the pinned executable has in the child.
 const ChildFD = 3
@@ -52,12 +57,5 @@ func Pin(path string, id FileID) (f *os.File, execPath string, err error) {
 }
 
 // IDOf returns the FileID of the file at path, following symlinks as
-// execve does.
-func IDOf(path string) (FileID, error) {
-	f, err := openExecutable(path)
-	if err != nil {
-		return FileID{}, err
-	}
-	defer f.Close()
-	return fileIDOf(f)
-}
+// execve does: one stat(2), cheap enough for every decision.
+func IDOf(path string) (FileID, error) { return statID(path) }

@@ -25,3 +25,11 @@ func fileIDOf(f *os.File) (FileID, error) {
 	}
 	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil //nolint:unconvert // Dev is 32 bits on some platforms
 }
+
+func statID(path string) (FileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return FileID{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil //nolint:unconvert // Dev is 32 bits on some platforms
+}

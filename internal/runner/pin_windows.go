@@ -15,3 +15,7 @@ func openExecutable(path string) (*os.File, error) { return os.Open(path) }
 func fileIDOf(*os.File) (FileID, error) {
 	return FileID{}, errors.New("file ids are not supported on Windows")
 }
+
+func statID(string) (FileID, error) {
+	return FileID{}, errors.New("file ids are not supported on Windows")
+}
