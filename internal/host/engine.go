@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"github.com/exechost/exechost/internal/fschange"
+	"github.com/exechost/exechost/internal/shellcmd"
 	"sync"
 	"time"
 
@@ -47,6 +49,18 @@ type Engine struct {
 	Home string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// NoCache turns off every cache the engine owns: the analysis's
+	// (memo, parsed texts, absent names) and the approvals file's. Each
+	// decision then reads the text, the file system and the file afresh.
+	// The decisions are the same either way (TestCachesChangeNothing);
+	// the switch is for that comparison and for ruling a cache out.
+	NoCache bool
+	// WatchApprovals replaces fschange.WatchContent for the approvals
+	// file (a test checks the cache where the file cannot be watched).
+	WatchApprovals func(paths []string) (fschange.Set, bool)
+	// Analyzer is the analysis with its caches; built on first use
+	// (uncached with NoCache) when nil.
+	Analyzer *shellcmd.Analyzer
 
 	store *approvals.Store
 	// closeAudit closes the audit log the engine owns (Options.CloseAudit).

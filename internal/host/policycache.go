@@ -10,6 +10,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 func (e *Engine) approvalsStore() *approvals.Store {
@@ -86,7 +87,7 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	// only if both name the same file (a case-insensitive filesystem), so
 	// /x/head never allows a different /x/HEAD.
 	ap.allow.SameFile = approvals.SameFile
-	if e.cache.file == f {
+	if e.cache.file == f && !e.NoCache {
 		if e.cache.agents == nil {
 			e.cache.agents = map[string]*agentPolicy{}
 		}
@@ -115,6 +116,9 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	e.mu.Lock()
 	current, watched, unwatchable := e.cache.file, e.cache.watched, e.cache.unwatchable
 	e.mu.Unlock()
+	if e.NoCache {
+		return e.readApprovals(s)
+	}
 	if current != nil && fschange.Unchanged(watched) {
 		return current, nil
 	}
@@ -123,7 +127,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	var set fschange.Set
 	if unwatchable > 0 {
 		unwatchable-- // stored back with whatever this load keeps
-	} else if ws, ok := watchApprovals([]string{s.Path}); ok {
+	} else if ws, ok := e.watchApprovals([]string{s.Path}); ok {
 		set = ws
 	} else {
 		unwatchable = rewatchUnwatchable
@@ -174,9 +178,36 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	return f, nil
 }
 
-// watchApprovals is fschange.WatchContent; tests replace it to check the
-// cache where the file cannot be watched.
-var watchApprovals = fschange.WatchContent
+// watchApprovals is Engine.WatchApprovals, fschange.WatchContent unless
+// set.
+func (e *Engine) watchApprovals(paths []string) (fschange.Set, bool) {
+	if e.WatchApprovals != nil {
+		return e.WatchApprovals(paths)
+	}
+	return fschange.WatchContent(paths)
+}
+
+// readApprovals reads and parses the file with no cache (NoCache).
+func (e *Engine) readApprovals(s *approvals.Store) (*approvals.File, error) {
+	data, err := s.Read()
+	if errors.Is(err, fs.ErrNotExist) {
+		return approvals.Default(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return approvals.Parse(s.Path, data)
+}
+
+// analyzer returns the engine's Analyzer, built on first use.
+func (e *Engine) analyzer() *shellcmd.Analyzer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Analyzer == nil {
+		e.Analyzer = shellcmd.New(shellcmd.Options{NoCache: e.NoCache})
+	}
+	return e.Analyzer
+}
 
 // vouch keeps set (and the countdown before watching is tried again) for
 // the cached file, if it is still f.

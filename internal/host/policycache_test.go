@@ -22,16 +22,14 @@ func TestPolicyCacheSeesSameTickEdit(t *testing.T) {
 // forWatchedAndNot runs test with the approvals file watched (package
 // fschange vouching for the cache) and as where it cannot be (the stat key
 // and the byte comparison deciding).
-func forWatchedAndNot(t *testing.T, test func(t *testing.T)) {
-	t.Run("watched", test)
+func forWatchedAndNot(t *testing.T, test func(t *testing.T, watch func([]string) (fschange.Set, bool))) {
+	t.Run("watched", func(t *testing.T) { test(t, nil) })
 	t.Run("not watched", func(t *testing.T) {
-		watchApprovals = func([]string) (fschange.Set, bool) { return fschange.Set{}, false }
-		t.Cleanup(func() { watchApprovals = fschange.WatchContent })
-		test(t)
+		test(t, func([]string) (fschange.Set, bool) { return fschange.Set{}, false })
 	})
 }
 
-func testPolicyCacheSeesSameTickEdit(t *testing.T) {
+func testPolicyCacheSeesSameTickEdit(t *testing.T, watch func([]string) (fschange.Set, bool)) {
 	for _, tc := range []struct {
 		name string
 		age  time.Duration // how old the engine's clock says the file is
@@ -41,6 +39,7 @@ func testPolicyCacheSeesSameTickEdit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+			f.engine.WatchApprovals = watch
 			path := f.store.Path
 			fi, err := os.Stat(path)
 			if err != nil {
@@ -96,8 +95,9 @@ func TestPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
 	forWatchedAndNot(t, testPolicyCacheKeepsUnchangedFreshFile)
 }
 
-func testPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
+func testPolicyCacheKeepsUnchangedFreshFile(t *testing.T, watch func([]string) (fschange.Set, bool)) {
 	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	f.engine.WatchApprovals = watch
 	path := f.store.Path
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -144,9 +144,8 @@ func testPolicyCacheKeepsUnchangedFreshFile(t *testing.T) {
 // still seen.
 func TestPolicyCacheBacksOffUnwatchable(t *testing.T) {
 	tries := 0
-	watchApprovals = func([]string) (fschange.Set, bool) { tries++; return fschange.Set{}, false }
-	t.Cleanup(func() { watchApprovals = fschange.WatchContent })
 	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	f.engine.WatchApprovals = func([]string) (fschange.Set, bool) { tries++; return fschange.Set{}, false }
 	first, err := f.engine.loadApprovals()
 	if err != nil {
 		t.Fatal(err)

@@ -92,13 +92,13 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	switch {
 	case len(req.Argv) > 0:
 		p.argv = req.Argv
-		p.Analysis = shellcmd.AnalyzeArgv(req.Argv, env)
+		p.Analysis = e.analyzer().AnalyzeArgv(req.Argv, env)
 		p.Text = req.RawCommand
 		if p.Text == "" {
 			p.Text = strings.Join(req.Argv, " ")
 		}
 	case strings.TrimSpace(req.RawCommand) != "":
-		p.Analysis = shellcmd.Analyze(req.RawCommand, env)
+		p.Analysis = e.analyzer().Analyze(req.RawCommand, env)
 		p.Text = req.RawCommand
 	default:
 		return nil, bridge.InvalidRequest(errors.New("empty command (hint: pass command text or an argv)"))

@@ -200,23 +200,10 @@ func failf(format string, args ...any) error {
 	return &failure{msg: fmt.Sprintf(format, args...)}
 }
 
-// Analyze parses command text and returns every executable it would run
-// when the interpreter runs its canonical form (Canonical). It never runs
-// anything; it only stats files to resolve names.
-func Analyze(text string, env Env) Analysis {
-	if out, ok := memo.lookup(text, env); ok {
-		return out
-	}
-	facts := newFactLog()
-	out := analyze(text, env, facts)
-	memo.store(text, env, out, facts)
-	return out
-}
-
 // analyze is Analyze without the memo, recording the file-system reads
 // into facts (when not nil).
-func analyze(text string, env Env, facts *factLog) (out Analysis) {
-	a := newAnalyzer(env)
+func (z *Analyzer) analyze(text string, env Env, facts *factLog) (out Analysis) {
+	a := newAnalyzer(z, env)
 	a.facts = facts
 	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
@@ -226,7 +213,7 @@ func analyze(text string, env Env, facts *factLog) (out Analysis) {
 // AnalyzeArgv analyses a system.run argv: it is run as one simple command
 // of literal words (QuoteArgv), by the same interpreter as command text, so
 // wrappers the runner applies and builtins mean the same in both.
-func AnalyzeArgv(argv []string, env Env) (out Analysis) {
+func (z *Analyzer) AnalyzeArgv(argv []string, env Env) (out Analysis) {
 	if len(argv) == 0 {
 		return Analysis{Error: "empty argv", Segments: []Segment{}}
 	}
@@ -234,10 +221,11 @@ func AnalyzeArgv(argv []string, env Env) (out Analysis) {
 	if err != nil {
 		return Analysis{Error: err.Error(), Segments: []Segment{}}
 	}
-	return Analyze(text, env)
+	return z.Analyze(text, env)
 }
 
 type analyzer struct {
+	z         *Analyzer // its caches
 	env       Env
 	segs      []Segment
 	canonical string
@@ -270,8 +258,8 @@ func (a *analyzer) plainAssign(name string) {
 	a.plain[name] = true
 }
 
-func newAnalyzer(env Env) *analyzer {
-	return &analyzer{env: env}
+func newAnalyzer(z *Analyzer, env Env) *analyzer {
+	return &analyzer{z: z, env: env}
 }
 
 func (a *analyzer) initialCwd() cwdState {
@@ -339,7 +327,7 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 	}
 	var f *syntax.File
 	if top {
-		p, err := parseTop(src, positional)
+		p, err := a.z.parseTop(src, positional)
 		if p != nil {
 			a.canonical = p.canonical
 		}

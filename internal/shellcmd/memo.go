@@ -50,8 +50,8 @@ const (
 // and the entry is dropped or, if they hold, watched afresh. An entry
 // whose Set goes stale before vouching once (its directories change all
 // the time: /tmp) is checked by reading its facts for a while instead.
-var memo = &analysisMemo{m: map[memoKey]*memoEntry{}}
-
+//
+// It is Analyzer.memo.
 type analysisMemo struct {
 	mu sync.Mutex
 	m  map[memoKey]*memoEntry
@@ -81,10 +81,6 @@ type memoEntry struct {
 	// or when the paths cannot be watched at all.
 	unwatched int
 }
-
-// watchFacts is fschange.Watch; tests replace it to check the memo with its
-// facts read on every reuse, as where they cannot be watched.
-var watchFacts = fschange.Watch
 
 // Bounds of watching an entry's facts.
 const (
@@ -224,7 +220,7 @@ func (e *memoEntry) holds() bool {
 
 // lookup returns a copy of the remembered analysis of text in env, if
 // there is one and its facts still hold.
-func (m *analysisMemo) lookup(text string, env Env) (Analysis, bool) {
+func (m *analysisMemo) lookup(z *Analyzer, text string, env Env) (Analysis, bool) {
 	if len(text) > maxCachedTextLen {
 		return Analysis{}, false
 	}
@@ -255,7 +251,7 @@ func (m *analysisMemo) lookup(text string, env Env) (Analysis, bool) {
 	if watch {
 		// Watched afresh before the facts are read, so that the new
 		// Set vouches only for what is read after it.
-		set, ok = watchFacts(e.paths())
+		set, ok = z.watch(e.paths())
 	}
 	if !e.holds() {
 		return Analysis{}, false
@@ -277,7 +273,7 @@ func (m *analysisMemo) lookup(text string, env Env) (Analysis, bool) {
 }
 
 // store remembers a successful analysis whose facts were all recorded.
-func (m *analysisMemo) store(text string, env Env, out Analysis, log *factLog) {
+func (m *analysisMemo) store(z *Analyzer, text string, env Env, out Analysis, log *factLog) {
 	if !out.OK || log == nil || !log.exact || len(text) > maxCachedTextLen {
 		return
 	}
@@ -285,7 +281,7 @@ func (m *analysisMemo) store(text string, env Env, out Analysis, log *factLog) {
 	// The analysis read its facts before any watch was in place: watch
 	// their paths, then read them once more, and keep the Set only if
 	// they still hold.
-	if set, ok := watchFacts(e.paths()); !ok {
+	if set, ok := z.watch(e.paths()); !ok {
 		e.unwatched = unwatchableFor
 	} else if e.holds() {
 		e.watched = set
@@ -316,5 +312,6 @@ func (a Analysis) clone() Analysis {
 		s.Argv, s.Via, s.Applied = slices.Clone(s.Argv), slices.Clone(s.Via), slices.Clone(s.Applied)
 	}
 	a.Builtins = slices.Clone(a.Builtins)
+	a.Env = slices.Clone(a.Env)
 	return a
 }

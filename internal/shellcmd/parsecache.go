@@ -25,12 +25,11 @@ type parsedText struct {
 	canonical string
 }
 
-// parsed caches parsedText by the exact text. Parsing, printing and
-// validation are pure functions of the text, so an entry can never be
-// stale; nothing that can change (files, PATH, the working directory)
-// enters it. Failures are not cached: they are rare and cheap to reproduce.
-var parsed = &textCache{m: map[string]*parsedText{}}
-
+// textCache caches parsedText by the exact text (Analyzer.parsed).
+// Parsing, printing and validation are pure functions of the text, so an
+// entry can never be stale; nothing that can change (files, PATH, the
+// working directory) enters it. Failures are not cached: they are rare and
+// cheap to reproduce.
 type textCache struct {
 	mu sync.Mutex
 	m  map[string]*parsedText
@@ -41,8 +40,9 @@ type textCache struct {
 // false, the only way a request's text is analysed). A text that parses
 // but fails a check still returns its canonical form with the error, as an
 // analysis reports it.
-func parseTop(src string, positional bool) (*parsedText, error) {
-	cacheable := !positional && len(src) <= maxCachedTextLen
+func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
+	parsed := z.parsed
+	cacheable := parsed != nil && !positional && len(src) <= maxCachedTextLen
 	if cacheable {
 		parsed.mu.Lock()
 		p := parsed.m[src]

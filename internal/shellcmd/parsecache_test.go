@@ -34,22 +34,17 @@ func TestParseCacheGivesTheUncachedAnalysis(t *testing.T) {
 		"echo a\\", "echo  a   b", "cat <<E\nx\nE", "ls # c", "a &&\n b", "echo 'x'\"y\"", "export A=1; ls",
 		strings.Repeat("ls; ", maxCachedTextLen/4+1))
 	for _, text := range texts {
-		parsed.mu.Lock()
-		clear(parsed.m)
-		parsed.mu.Unlock()
-		memo.mu.Lock()
-		clear(memo.m) // else a remembered analysis would skip the parse
-		memo.mu.Unlock()
-		first := Analyze(text, fx.env)
-		parsed.mu.Lock()
-		_, cached := parsed.m[text]
-		parsed.mu.Unlock()
+		z := New(Options{}) // empty caches: the memo would skip the parse
+		first := z.Analyze(text, fx.env)
+		z.parsed.mu.Lock()
+		_, cached := z.parsed.m[text]
+		z.parsed.mu.Unlock()
 		// Only what passed every text check is cached (an analysis can
 		// still fail later, on resolution); failures are recomputed.
 		if first.OK && cached != (len(text) <= maxCachedTextLen) || first.Canonical == "" && cached {
 			t.Errorf("%q: cached = %v for an analysis with OK %v, canonical %q", text, cached, first.OK, first.Canonical)
 		}
-		if again := Analyze(text, fx.env); !reflect.DeepEqual(first, again) {
+		if again := z.Analyze(text, fx.env); !reflect.DeepEqual(first, again) {
 			t.Errorf("%q: cached analysis differs:\n first %+v\n again %+v", text, first, again)
 		}
 		if c, ok := canonicalSlow(text); first.Canonical != "" && (!ok || c != first.Canonical) {

@@ -117,9 +117,9 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 		// stands for every such name in the directory), and to note a
 		// name found missing. A name that is there costs its own lstat
 		// alone.
-		if absent.lists(dir, name) {
+		if a.z.absent.lists(dir, name) {
 			dfi, err := a.statDir(dir)
-			if err != nil || absent.has(dir, dfi, name) {
+			if err != nil || a.z.absent.has(dir, dfi, name) {
 				continue // gone, or still missing from a directory unchanged since
 			}
 		}
@@ -140,12 +140,15 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 // name missing, or a file created in between could be listed as absent
 // under the directory's new identity.
 func (a *analyzer) noteAbsent(dir, name, c string) {
+	if a.z.absent == nil {
+		return
+	}
 	dfi, err := a.statDir(dir)
 	if err != nil {
 		return
 	}
 	if _, err := a.osLstat(c); errors.Is(err, fs.ErrNotExist) {
-		absent.note(dir, dfi, name)
+		a.z.absent.note(a.z.now(), dir, dfi, name)
 	}
 }
 
@@ -183,9 +186,6 @@ const (
 	maxAbsentNames = 1024
 )
 
-// nowFn is the clock racyWindow is measured against (tests move it).
-var nowFn = time.Now
-
 // absent caches, per search directory, the names a lookup found missing,
 // valid while the directory's identity (device, inode) and ctime/mtime
 // are unchanged. Only negative results are cached: a name that exists is
@@ -194,8 +194,8 @@ var nowFn = time.Now
 // file is always seen, and adding one changes the directory's ctime.
 // Renaming or re-linking the directory itself, or any ancestor, changes
 // what os.Stat of the path reaches (another inode) or its ctime.
-var absent = &absentCache{dirs: map[string]*absentDir{}}
-
+//
+// It is Analyzer.absent; its methods treat a nil cache as empty.
 type absentCache struct {
 	mu   sync.Mutex
 	dirs map[string]*absentDir
@@ -209,6 +209,9 @@ type absentDir struct {
 // lists reports whether name is listed as missing from dir under any of
 // its identities: only then is the directory's stat worth taking.
 func (c *absentCache) lists(dir, name string) bool {
+	if c == nil {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := c.dirs[dir]
@@ -222,6 +225,9 @@ func (c *absentCache) lists(dir, name string) bool {
 // has reports whether name is known to be missing from dir, whose stat
 // (taken in this analysis, before any lookup in it) is fi.
 func (c *absentCache) has(dir string, fi os.FileInfo, name string) bool {
+	if c == nil {
+		return false
+	}
 	id, ok := identity(fi)
 	if !ok {
 		return false
@@ -239,9 +245,9 @@ func (c *absentCache) has(dir string, fi os.FileInfo, name string) bool {
 // note records that name was missing from dir, if dir's state is old
 // enough to be told apart from any later change (racyWindow). fi must have
 // been taken before the lookup that found name missing.
-func (c *absentCache) note(dir string, fi os.FileInfo, name string) {
+func (c *absentCache) note(now time.Time, dir string, fi os.FileInfo, name string) {
 	id, ok := identity(fi)
-	if !ok || nowFn().Sub(time.Unix(0, id.ctime)) < racyWindow {
+	if !ok || now.Sub(time.Unix(0, id.ctime)) < racyWindow {
 		return
 	}
 	c.mu.Lock()

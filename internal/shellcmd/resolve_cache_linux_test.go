@@ -20,18 +20,18 @@ import (
 // hour ahead) and the analysis memo holding the first analysis, and checks
 // that the second resolution always sees the change.
 func TestResolutionCacheSeesEveryChange(t *testing.T) {
-	t.Run("watched", testResolutionCacheSeesEveryChange)
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	t.Run("watched", func(t *testing.T) {
+		t.Parallel()
+		testResolutionCacheSeesEveryChange(t, Options{Now: later})
+	})
 	t.Run("facts read on every reuse", func(t *testing.T) {
-		watchFacts = func([]string) (fschange.Set, bool) { return fschange.Set{}, false }
-		t.Cleanup(func() { watchFacts = fschange.Watch })
-		testResolutionCacheSeesEveryChange(t)
+		t.Parallel()
+		testResolutionCacheSeesEveryChange(t, Options{Now: later, Watch: func([]string) (fschange.Set, bool) { return fschange.Set{}, false }})
 	})
 }
 
-func testResolutionCacheSeesEveryChange(t *testing.T) {
-	nowFn = func() time.Time { return time.Now().Add(time.Hour) }
-	t.Cleanup(func() { nowFn = time.Now })
-
+func testResolutionCacheSeesEveryChange(t *testing.T, opts Options) {
 	type layout struct{ root, a, b string }
 	// Every case has PATH a:b with b/tool; a is where changes happen.
 	rename := func(t *testing.T, from, to string) {
@@ -132,6 +132,7 @@ func testResolutionCacheSeesEveryChange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			z := New(opts)
 			root, err := filepath.EvalSymlinks(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +149,7 @@ func testResolutionCacheSeesEveryChange(t *testing.T) {
 			}
 			env := Env{Cwd: root, PATH: entry + ":" + l.b, Home: root}
 			resolve := func() string {
-				a := Analyze("tool", env)
+				a := z.Analyze("tool", env)
 				if !a.OK || len(a.Segments) != 1 {
 					t.Fatalf("Analyze(tool) = %+v", a)
 				}
@@ -172,17 +173,17 @@ func testResolutionCacheSeesEveryChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.before == "b/tool" && !absent.has(entry, dfi, "tool") {
+			if tc.before == "b/tool" && !z.absent.has(entry, dfi, "tool") {
 				t.Fatal("the absent-name cache was not used, so this test proves nothing")
 			}
-			hits := memoHits()
+			hits := z.memoHits()
 			if got := rel(resolve()); got != tc.before { // from the caches
 				t.Fatalf("again: resolved %q, want %q", got, tc.before)
 			}
-			if memoHits() != hits+1 {
+			if z.memoHits() != hits+1 {
 				t.Fatal("the analysis memo was not used, so this test proves nothing for it")
 			}
-			set := memoWatch(t, "tool", env)
+			set := z.memoWatch(t, "tool", env)
 			tc.change(t, l)
 			if set.Valid() && fschange.Unchanged(set) {
 				t.Error("the memo's watch Set did not report the change")
@@ -204,15 +205,16 @@ func TestResolutionCacheDistrustsFreshDirectories(t *testing.T) {
 	mkdir(t, b)
 	writeExe(t, filepath.Join(b, "tool"))
 	env := Env{Cwd: root, PATH: a + ":" + b, Home: root}
-	if got := Analyze("tool", env).Paths(); len(got) != 1 || got[0] != filepath.Join(b, "tool") {
+	z := New(Options{})
+	if got := z.Analyze("tool", env).Paths(); len(got) != 1 || got[0] != filepath.Join(b, "tool") {
 		t.Fatalf("before: %v", got)
 	}
 	dfi, _ := os.Stat(a)
-	if absent.has(a, dfi, "tool") {
+	if z.absent.has(a, dfi, "tool") {
 		t.Fatal("a directory changed just now was cached")
 	}
 	writeExe(t, filepath.Join(a, "tool"))
-	if got := Analyze("tool", env).Paths(); len(got) != 1 || got[0] != filepath.Join(a, "tool") {
+	if got := z.Analyze("tool", env).Paths(); len(got) != 1 || got[0] != filepath.Join(a, "tool") {
 		t.Errorf("after adding a/tool: %v", got)
 	}
 }
@@ -253,16 +255,16 @@ func waitFSTick(t *testing.T, probeDir string, paths ...string) {
 // memoWatch returns the watch Set of the memo's entry for text in env: it
 // must have one where the test's directories can be watched (a local file
 // system), so that the watched path is the one under test.
-func memoWatch(t *testing.T, text string, env Env) fschange.Set {
+func (z *Analyzer) memoWatch(t *testing.T, text string, env Env) fschange.Set {
 	t.Helper()
-	memo.mu.Lock()
-	e := memo.m[memoKey{text, env}]
-	memo.mu.Unlock()
+	z.memo.mu.Lock()
+	e := z.memo.m[memoKey{text, env}]
+	z.memo.mu.Unlock()
 	if e == nil {
 		t.Fatal("no memo entry")
 	}
 	if !e.watched.Valid() {
-		if _, ok := watchFacts([]string{env.Cwd}); ok {
+		if _, ok := z.watch([]string{env.Cwd}); ok {
 			t.Fatal("the memo entry is not watched though its paths can be")
 		}
 		t.Logf("%s cannot be watched here: the memo reads its facts instead", env.Cwd)
@@ -270,10 +272,10 @@ func memoWatch(t *testing.T, text string, env Env) fschange.Set {
 	return e.watched
 }
 
-func memoHits() int {
-	memo.mu.Lock()
-	defer memo.mu.Unlock()
-	return memo.hits
+func (z *Analyzer) memoHits() int {
+	z.memo.mu.Lock()
+	defer z.memo.mu.Unlock()
+	return z.memo.hits
 }
 
 // TestMemoReturnsCopies: a caller that changes the analysis it got must
@@ -285,19 +287,20 @@ func TestMemoReturnsCopies(t *testing.T) {
 	}
 	writeExe(t, filepath.Join(root, "tool"))
 	env := Env{Cwd: root, PATH: root, Home: root}
-	first := Analyze("tool a b", env)
+	z := New(Options{})
+	first := z.Analyze("tool a b", env)
 	if !first.OK || len(first.Segments) != 1 {
 		t.Fatalf("Analyze = %+v", first)
 	}
 	want := first.Segments[0].ResolvedPath
-	hits := memoHits()
-	got := Analyze("tool a b", env)
-	if memoHits() != hits+1 {
+	hits := z.memoHits()
+	got := z.Analyze("tool a b", env)
+	if z.memoHits() != hits+1 {
 		t.Fatal("the second analysis did not come from the memo")
 	}
 	got.Segments[0].ResolvedPath = "/changed"
 	got.Segments[0].Argv[0] = "changed"
-	again := Analyze("tool a b", env)
+	again := z.Analyze("tool a b", env)
 	if again.Segments[0].ResolvedPath != want || again.Segments[0].Argv[0] == "changed" {
 		t.Errorf("the memo's analysis changed with a caller's copy: %+v", again.Segments[0])
 	}
@@ -315,6 +318,7 @@ func TestMemoKeysEveryInput(t *testing.T) {
 	mkdir(t, b)
 	writeExe(t, filepath.Join(a, "tool"))
 	writeExe(t, filepath.Join(b, "tool"))
+	z := New(Options{})
 	for _, tc := range []struct {
 		text string
 		env  Env
@@ -328,7 +332,7 @@ func TestMemoKeysEveryInput(t *testing.T) {
 		{"~/tool", Env{Cwd: root, PATH: a, Home: b}, filepath.Join(b, "tool")},
 	} {
 		for range 2 { // the second from the memo
-			if got := Analyze(tc.text, tc.env).Paths(); len(got) != 1 || got[0] != tc.want {
+			if got := z.Analyze(tc.text, tc.env).Paths(); len(got) != 1 || got[0] != tc.want {
 				t.Errorf("Analyze(%q, %+v) = %v, want %s", tc.text, tc.env, got, tc.want)
 			}
 		}
@@ -398,20 +402,21 @@ func TestMemoMatchesFreshAnalysis(t *testing.T) {
 		},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	hits := memoHits()
+	z := New(Options{})
+	hits := z.memoHits()
 	for step := range 300 {
 		changes[r.IntN(len(changes))](r)
 		for _, text := range texts {
-			got, want := Analyze(text, env), analyze(text, env, nil)
+			got, want := z.Analyze(text, env), uncached.analyze(text, env, nil)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("step %d, %q: through the memo\n %+v\nafresh\n %+v", step, text, got, want)
 			}
-			if again := Analyze(text, env); !reflect.DeepEqual(again, want) { // from the memo if it held
+			if again := z.Analyze(text, env); !reflect.DeepEqual(again, want) { // from the memo if it held
 				t.Fatalf("step %d, %q: again through the memo\n %+v\nafresh\n %+v", step, text, again, want)
 			}
 		}
 	}
-	if memoHits() == hits {
+	if z.memoHits() == hits {
 		t.Fatal("the memo was never used, so this test proves nothing")
 	}
 }

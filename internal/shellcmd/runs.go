@@ -592,6 +592,6 @@ func splitDir(p string) (dir, base string) {
 // found. The interpreter uses it at run time, so a command is refused
 // unless it resolves to an executable the analysis allowed.
 func Resolve(name string, env Env) (string, error) {
-	a := newAnalyzer(env)
+	a := newAnalyzer(uncached, env)
 	return a.resolve(name, a.initialCwd(), cmdCtx{})
 }

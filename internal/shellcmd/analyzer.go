@@ -1,0 +1,86 @@
+package shellcmd
+
+import (
+	"time"
+
+	"github.com/exechost/exechost/internal/fschange"
+)
+
+// Analyzer is the analysis with its caches: the memo of whole analyses,
+// the cache of parsed texts and the cache of names absent from search
+// directories (each documented where it is defined). An execution host
+// owns one (host.Engine); two Analyzers share nothing, so tests can run in
+// parallel and compare a cached analyzer with an uncached one. Every
+// cached result is exactly what a fresh analysis returns
+// (TestCachesChangeNothing).
+type Analyzer struct {
+	memo   *analysisMemo // nil: no memo
+	parsed *textCache    // nil: no parse cache
+	absent *absentCache  // nil: no absent-name cache
+	// watch covers a memo entry's paths (fschange.Watch).
+	watch func(paths []string) (fschange.Set, bool)
+	// now is the clock the absent-name cache's racy window is measured
+	// against.
+	now func() time.Time
+}
+
+// Options configure an Analyzer.
+type Options struct {
+	// NoCache turns every cache off: each analysis reads the text and the
+	// file system afresh.
+	NoCache bool
+	// Watch replaces fschange.Watch for the memo's entries; a Watch that
+	// always refuses makes the memo read its facts on every reuse, as
+	// where paths cannot be watched.
+	Watch func(paths []string) (fschange.Set, bool)
+	// Now replaces time.Now for the absent-name cache's racy window.
+	Now func() time.Time
+}
+
+// New returns an Analyzer with its own caches (none with NoCache).
+func New(opts Options) *Analyzer {
+	z := &Analyzer{watch: opts.Watch, now: opts.Now}
+	if z.watch == nil {
+		z.watch = fschange.Watch
+	}
+	if z.now == nil {
+		z.now = time.Now
+	}
+	if !opts.NoCache {
+		z.memo = &analysisMemo{m: map[memoKey]*memoEntry{}}
+		z.parsed = &textCache{m: map[string]*parsedText{}}
+		z.absent = &absentCache{dirs: map[string]*absentDir{}}
+	}
+	return z
+}
+
+// uncached serves the package-level Analyze and AnalyzeArgv: it has no
+// state, so a caller without an Analyzer of its own shares nothing.
+var uncached = New(Options{NoCache: true})
+
+// Analyze parses command text and returns every executable it would run
+// when the interpreter runs its canonical form (Canonical). It never runs
+// anything; it only stats files to resolve names. It uses no cache; an
+// execution host analyses through its own Analyzer.
+func Analyze(text string, env Env) Analysis { return uncached.Analyze(text, env) }
+
+// AnalyzeArgv is Analyzer.AnalyzeArgv without caches.
+func AnalyzeArgv(argv []string, env Env) Analysis { return uncached.AnalyzeArgv(argv, env) }
+
+// Analyze is the package-level Analyze through z's caches.
+func (z *Analyzer) Analyze(text string, env Env) Analysis {
+	if z.memo != nil {
+		if out, ok := z.memo.lookup(z, text, env); ok {
+			return out
+		}
+	}
+	var facts *factLog
+	if z.memo != nil {
+		facts = newFactLog()
+	}
+	out := z.analyze(text, env, facts)
+	if z.memo != nil {
+		z.memo.store(z, text, env, out, facts)
+	}
+	return out
+}
