@@ -175,23 +175,23 @@ var dangerousEnvExact = map[string]bool{
 
 var dangerousEnvPrefixes = []string{"LD_", "DYLD_", "GIT_", "BASH", "NPM_CONFIG_", "PIP_", "PYTHON", "PERL", "RUBY", "LUA_", "GEM_", "BUNDLE_"}
 
-// shellStartupEnv lists inherited variables that make a shell read files or
-// change how it finds commands; they are stripped from the environment every
-// command runs with, whoever set them.
-var shellStartupEnv = []string{"BASH_ENV", "ENV", "CDPATH", "EXECIGNORE", "FPATH", "GLOBIGNORE", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "POSIXLY_CORRECT", "ZDOTDIR", "KSH_ENV", "INPUTRC"}
+// shellStartupEnv lists inherited variables that make a shell read files,
+// run code or change how it finds and splits commands; they are stripped
+// from the environment every command runs with, whoever set them, and no
+// command may set them. Every BASH* name is one too (BASH_ENV,
+// BASH_FUNC_name%% exported functions, BASH_XTRACEFD, …).
+var shellStartupEnv = map[string]bool{
+	"BASH_ENV": true, "ENV": true, "CDPATH": true, "EXECIGNORE": true, "FPATH": true,
+	"GLOBIGNORE": true, "SHELLOPTS": true, "BASHOPTS": true, "PS4": true, "PROMPT_COMMAND": true,
+	"IFS": true, "POSIXLY_CORRECT": true, "ZDOTDIR": true, "KSH_ENV": true, "INPUTRC": true,
+}
 
 // ShellStartupEnv reports whether an inherited variable must be dropped
-// from a command's environment before /bin/sh sees it.
+// from a command's environment before /bin/sh sees it. Case is ignored,
+// to fail closed on platforms that fold it.
 func ShellStartupEnv(name string) bool {
-	if strings.HasPrefix(name, "BASH") {
-		return true
-	}
-	for _, n := range shellStartupEnv {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	n := strings.ToUpper(name)
+	return strings.HasPrefix(n, "BASH") || shellStartupEnv[n]
 }
 
 // DangerousEnv reports whether setting the environment variable name in an

@@ -11,44 +11,11 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 )
 
-// shellStartupEnv lists variables that make a shell read a file or run code
-// before (or while) it runs the command, without the command text showing
-// it. They are removed from every child's environment, inherited or not,
-// and refused in an overlay: a planted BASH_ENV would otherwise run for
-// every `/bin/sh -c` on a host where sh is bash.
-var shellStartupEnv = []string{
-	"BASH_ENV",       // bash: file sourced by non-interactive shells
-	"ENV",            // sh/dash/ksh/bash --posix: file sourced at start-up
-	"ZDOTDIR",        // zsh: directory of start-up files
-	"SHELLOPTS",      // bash: enables options such as xtrace at start-up
-	"BASHOPTS",       // bash: enables shopt options at start-up
-	"PS4",            // expanded (command substitution included) under xtrace
-	"PROMPT_COMMAND", // run by interactive bash before each prompt
-	"BASH_XTRACEFD",  // redirects xtrace output to an inherited descriptor
-	"IFS",            // word splitting of everything the shell runs
-	"INPUTRC",        // readline start-up file
-	"KSH_ENV",        // ksh/mksh start-up file
-}
-
-// shellStartupPrefixes are prefixes of such variables: exported bash
-// functions (BASH_FUNC_name%%) replace commands by name.
-var shellStartupPrefixes = []string{"BASH_FUNC_"}
-
-// isShellStartupEnv reports whether name is in shellStartupEnv or starts
-// with one of shellStartupPrefixes, ignoring case to fail closed on
-// platforms that fold it.
-func isShellStartupEnv(name string) bool {
-	n := strings.ToUpper(name)
-	if slices.Contains(shellStartupEnv, n) {
-		return true
-	}
-	for _, p := range shellStartupPrefixes {
-		if strings.HasPrefix(n, p) {
-			return true
-		}
-	}
-	return false
-}
+// isShellStartupEnv is policy.ShellStartupEnv: the one list of variables
+// that make a shell read a file or run code before (or while) it runs the
+// command. They are removed from every child's environment, inherited or
+// not, and refused in an overlay.
+func isShellStartupEnv(name string) bool { return policy.ShellStartupEnv(name) }
 
 // CheckEnv refuses an overlay that sets a name policy.DangerousEnv or a
 // shell start-up variable flags, or a value with a NUL byte, with
