@@ -83,6 +83,11 @@ type Options struct {
 	// Device, for Dial as role node, signs the gateway's connect
 	// challenge (see Handshake); NewConn does not use it.
 	Device DeviceSigner
+	// Credential, for Dial as agent or operator with an issued
+	// credential, signs the challenge; NewConn does not use it.
+	Credential CredentialSigner
+	// GatewayKey, for Dial, pins the gateway's key (ClientAuth.GatewayKey).
+	GatewayKey string
 }
 
 // Conn is one established bridge connection. Calls, events and responses may
