@@ -43,8 +43,8 @@ type ConnectParams struct {
 	// ClientNonce is the client's fresh nonce, which the gateway signs
 	// in its result to prove it holds its key.
 	ClientNonce string     `json:"clientNonce"`
-	Client ClientInfo `json:"client"`
-	Node   *NodeInfo  `json:"node,omitempty"`
+	Client      ClientInfo `json:"client"`
+	Node        *NodeInfo  `json:"node,omitempty"`
 	// Device proves a node's identity: its public key and a signature
 	// of DeviceAuthPayload over the connection's challenge. Required for
 	// role node.

@@ -136,7 +136,7 @@ func (g *Gateway) authClient(p bridge.ConnectParams, nonce string) (caller, erro
 			return who, nil
 		}
 	}
-	return who, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing credential (hint: local CLIs prove the token in the gateway's <state>/gateway.json, so pass the gateway's --state-dir; others need a credential file from `exechost credentials issue`, passed with --credential)")
+	return who, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token or credential (hint: local CLIs prove the token in the gateway's <state>/gateway.json, so pass the gateway's --state-dir; others need a credential file from `exechost credentials issue`, passed with --credential)")
 }
 
 // refuse sends an error response and closes the socket.

@@ -105,7 +105,8 @@ type IssueOptions struct {
 	Agent      string // the agent id an agent credential acts for
 	GatewayURL string // recorded in the file for the holder
 	// Out is where to write the credential file (default
-	// <state>/credentials/<name>.json). It must not exist.
+	// <state>/credentials/<name>.json). It must not exist. "-" writes
+	// no file: the caller prints the returned credential once.
 	Out string
 }
 
@@ -152,18 +153,13 @@ func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, 
 		}
 		out = CredentialPath(stateDir, o.Name)
 	}
-	data, _ := json.MarshalIndent(cf, "", "  ")
-	// O_EXCL: issuing never overwrites a credential someone holds.
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, "", fmt.Errorf("write credential file: %w (hint: pick another --name or --out, or revoke the old one first)", err)
+	if out != "-" {
+		if err := writeCredentialFile(out, cf); err != nil {
+			return nil, "", err
+		}
 	}
-	_, werr := f.Write(append(data, '\n'))
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = updateCredentials(stateDir, func(d *credentialsData) error {
+	{
+		werr := updateCredentials(stateDir, func(d *credentialsData) error {
 			if slices.ContainsFunc(d.Credentials, func(r CredentialRecord) bool { return r.Name == o.Name }) {
 				return fmt.Errorf("a credential named %q exists (hint: `exechost credentials revoke %s` first)", o.Name, o.Name)
 			}
@@ -173,12 +169,33 @@ func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, 
 			})
 			return nil
 		})
-	}
-	if werr != nil {
-		os.Remove(out)
-		return nil, "", werr
+		if werr != nil {
+			if out != "-" {
+				os.Remove(out) // ours: created above
+			}
+			return nil, "", werr
+		}
 	}
 	return cf, out, nil
+}
+
+// writeCredentialFile creates path (0600) with cf; it never overwrites a
+// credential someone holds (O_EXCL).
+func writeCredentialFile(path string, cf *CredentialFile) error {
+	data, _ := json.MarshalIndent(cf, "", "  ")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write credential file: %w (hint: pick another --name or --out, or revoke the old one first)", err)
+	}
+	_, werr := f.Write(append(data, '\n'))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(path) // ours: O_EXCL created it
+		return fmt.Errorf("write credential file: %w", werr)
+	}
+	return nil
 }
 
 // RevokeCredential removes the credential with id or name from the

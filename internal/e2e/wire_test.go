@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/nodekey"
+)
+
+// squatter listens on a gateway's address while the gateway is down and
+// records what connecting clients send. It shows showKey as its gateway
+// key (a key of its own, or the real gateway's public key, which is no
+// secret) and, when invoke is set, pushes a system.run at whoever answers
+// its challenge, as a hostile gateway would.
+type squatter struct {
+	t       *testing.T
+	showKey string
+	invoke  *bridge.InvokeRequest
+
+	mu      sync.Mutex
+	frames  [][]byte // first frame of each connection (empty when nothing came)
+	nonces  []string
+	srv     *http.Server
+	arrived chan struct{}
+}
+
+func newSquatter(t *testing.T, addr, showKey string, invoke *bridge.InvokeRequest) *squatter {
+	t.Helper()
+	s := &squatter{t: t, showKey: showKey, invoke: invoke, arrived: make(chan struct{}, 64)}
+	var ln net.Listener
+	// The gateway was just stopped: its port is free, but give the
+	// kernel a bounded moment to release it.
+	deadline := time.Now().Add(waitLong)
+	for {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("squat %s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *squatter) close() { _ = s.srv.Close() }
+
+func (s *squatter) serve(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	defer ws.CloseNow()
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	nonce := bridge.NewNonce()
+	ch, _ := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, GatewayKey: s.showKey}, 0)
+	if bridge.WriteFrame(ctx, ws, ch) != nil {
+		return
+	}
+	_, data, _ := ws.Read(ctx)
+	s.mu.Lock()
+	s.frames = append(s.frames, data)
+	s.nonces = append(s.nonces, nonce)
+	s.mu.Unlock()
+	if len(data) > 0 {
+		f, err := bridge.DecodeFrame(data)
+		if err == nil {
+			// Accept without a valid gateway signature (the squatter
+			// has none) and give an order.
+			ok, _ := bridge.NewResult(f.ID, bridge.ConnectResult{Protocol: bridge.ProtocolVersion, Role: bridge.RoleNode, Status: bridge.StatusPaired, GatewaySignature: "AAAA"})
+			_ = bridge.WriteFrame(ctx, ws, ok)
+			if s.invoke != nil {
+				ev, _ := bridge.NewEvent(bridge.EventInvokeRequest, s.invoke, 1)
+				_ = bridge.WriteFrame(ctx, ws, ev)
+			}
+		}
+	}
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
+	// Hold the connection until the client gives up on it.
+	_, _, _ = ws.Read(ctx)
+}
+
+func (s *squatter) recorded() ([][]byte, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.frames...), append([]string(nil), s.nonces...)
+}
+
+func (s *squatter) waitConnections(n int) {
+	s.t.Helper()
+	for range n {
+		select {
+		case <-s.arrived:
+		case <-time.After(waitLong):
+			s.t.Fatalf("the squatter saw fewer than %d connections in %s", n, waitLong)
+		}
+	}
+}
+
+// TestSquatterLearnsNothing is issue 32's first door: while the gateway is
+// down, a process listening on its port (a) showing its own key receives
+// nothing from the CLI, (b) showing the real gateway's key receives a
+// proof it cannot replay to the real gateway and no token, and (c) cannot
+// make the paired node run anything.
+func TestSquatterLearnsNothing(t *testing.T) {
+	c := newCluster(t, gatewayConfig)
+	n := c.addNode("n1", "Node One", policyFull)
+	tok := c.gatewayToken()
+	gwKey, err := nodekey.Load(filepath.Join(c.gwDir, "gateway.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readNodeJSON(t, n.dir); got.Gateway.PublicKey != gwKey.PublicKeyString() {
+		t.Fatalf("the node pinned %q, want the gateway's key %q", got.Gateway.PublicKey, gwKey.PublicKeyString())
+	}
+	c.gw.kill(t)
+
+	marker := filepath.Join(t.TempDir(), "squatter-ran")
+	own, _ := nodekey.Generate()
+	run := &bridge.InvokeRequest{ID: "evil", NodeID: n.id, Command: bridge.CmdSystemRun, TimeoutMs: 10000,
+		Params: json.RawMessage(`{"command":["/usr/bin/touch","` + marker + `"],"rawCommand":"touch ` + marker + `"}`)}
+
+	t.Run("own key: the CLI sends nothing, the node obeys nothing", func(t *testing.T) {
+		s := newSquatter(t, c.addr, own.PublicKeyString(), run)
+		defer s.close()
+		r := c.cli("exec", "id")
+		if r.code == 0 || !strings.Contains(r.stderr, "gateway identity check failed") || !strings.Contains(r.stderr, "nothing was sent") {
+			t.Fatalf("exec against a squatter: %s", r)
+		}
+		// The node keeps retrying: two connections show it refused
+		// the first and came back.
+		s.waitConnections(3)
+		frames, _ := s.recorded()
+		for i, f := range frames {
+			if len(f) != 0 {
+				t.Errorf("connection %d sent %q to a server with another key", i, f)
+			}
+		}
+		if !strings.Contains(n.p.Out.String(), "it is not this node's gateway") {
+			t.Errorf("the node did not say why it refused the squatter:\n%s", n.p.Out)
+		}
+	})
+
+	t.Run("real public key: a proof that cannot be replayed, no token", func(t *testing.T) {
+		s := newSquatter(t, c.addr, gwKey.PublicKeyString(), run)
+		defer s.close()
+		r := c.cli("exec", "id")
+		if r.code == 0 || !strings.Contains(r.stderr, "did not prove it holds gateway key") {
+			t.Fatalf("exec against a squatter showing the real key: %s", r)
+		}
+		s.waitConnections(3) // the CLI's and the node's retries
+		frames, _ := s.recorded()
+		var connects [][]byte
+		for _, f := range frames {
+			if strings.Contains(string(f), tok) || strings.Contains(string(f), readNodeJSON(t, n.dir).Token) {
+				t.Fatalf("a secret went on the wire: %s", f)
+			}
+			if len(f) > 0 {
+				connects = append(connects, f)
+			}
+		}
+		if len(connects) == 0 {
+			t.Fatal("nothing to replay: no client answered the challenge")
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the node ran the squatter's command (stat: %v)", err)
+		}
+		s.close()
+		// The real gateway is back on its address: replay each
+		// recorded connect verbatim on a fresh connection.
+		c.startGateway(c.addr)
+		for _, f := range connects {
+			replayRefused(t, c.url, f)
+		}
+	})
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the node ran the squatter's command (stat: %v)", err)
+	}
+	// The node comes back to the real gateway once it is there.
+	waitFor(t, "the node to reconnect to the real gateway", func() bool { return c.connected(n.id) })
+}
+
+// replayRefused sends a recorded connect frame to the real gateway and
+// requires a refusal.
+func replayRefused(t *testing.T, url string, frame []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if _, err := bridge.ReadFrame(ctx, ws); err != nil { // the challenge
+		t.Fatal(err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bridge.ReadFrame(ctx, ws)
+	if err != nil {
+		return // closed: refused
+	}
+	if res.OK == nil || *res.OK {
+		t.Fatalf("the real gateway accepted a replayed connect %s: %+v", frame, res)
+	}
+	if res.Error == nil || res.Error.Code != bridge.CodeUnauthorized {
+		t.Fatalf("replayed connect: %+v, want UNAUTHORIZED", res.Error)
+	}
+}
