@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/nodekey"
 )
 
@@ -226,5 +227,96 @@ func replayRefused(t *testing.T, url string, frame []byte) {
 	}
 	if res.Error == nil || res.Error.Code != bridge.CodeUnauthorized {
 		t.Fatalf("replayed connect: %+v, want UNAUTHORIZED", res.Error)
+	}
+}
+
+// credConn dials the cluster's gateway with an issued credential file.
+func (c *cluster) credConn(path, role string) (*bridge.Conn, bridge.ConnectResult, error) {
+	c.t.Helper()
+	cf, err := gateway.ReadCredentialFile(path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.credDial(cf, role)
+}
+
+// credDial dials the cluster's gateway with credential cf.
+func (c *cluster) credDial(cf *gateway.CredentialFile, role string) (*bridge.Conn, bridge.ConnectResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	return bridge.Dial(ctx, c.url, bridge.ConnectParams{Role: role, Client: bridge.ClientInfo{Name: "e2e"}}, nil,
+		bridge.Options{Credential: cf, GatewayKey: cf.GatewayKey})
+}
+
+// TestAgentCredentialsSeparateAgents is issue 32's fourth door: with a
+// credential per agent, the gateway takes the agent id from the
+// credential, so agent a cannot drain agent b's events, read b's runs or
+// connect as an operator; a revoked credential no longer connects.
+func TestAgentCredentialsSeparateAgents(t *testing.T) {
+	c := newCluster(t, gatewayConfig)
+	c.addNode("n1", "Node One", policyFull)
+	paths := map[string]string{}
+	for _, a := range []string{"a", "b"} {
+		r := c.cli("credentials", "issue", "agent-"+a, "--agent", a)
+		if r.code != 0 {
+			t.Fatalf("issue: %s", r)
+		}
+		paths[a] = filepath.Join(c.gwDir, "credentials", "agent-"+a+".json")
+		fi, err := os.Stat(paths[a])
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("credential file %s: %v %v", paths[a], fi, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	b, res, err := c.credConn(paths["b"], bridge.RoleAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close("done")
+	if res.Agent != "b" {
+		t.Fatalf("connect result agent %q, want b", res.Agent)
+	}
+	// b runs in the background; its run and events are b's.
+	var started bridge.ExecResult
+	if err := b.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "echo secret-of-b", YieldMs: 1, Host: "node", SessionKey: "s"}, &started); err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := c.credConn(paths["a"], bridge.RoleAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close("done")
+	var be *bridge.Error
+	err = a.Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{AgentID: "b", SessionKey: "s"}, &bridge.SessionEventsResult{})
+	if !errors.As(err, &be) || be.Code != bridge.CodeForbidden {
+		t.Fatalf("agent a draining b's events: %v, want FORBIDDEN", err)
+	}
+	err = a.Call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: started.RunID, AgentID: "b", SessionKey: "s"}, &bridge.ExecStatusResult{})
+	if !errors.As(err, &be) || be.Code != bridge.CodeForbidden {
+		t.Fatalf("agent a reading b's run: %v, want FORBIDDEN", err)
+	}
+	// Without naming b, a's requests are a's: b's run is not there.
+	var st bridge.ExecStatusResult
+	if err := a.Call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: started.RunID, SessionKey: "s"}, &st); err == nil {
+		t.Fatalf("agent a read b's run %s: %+v", started.RunID, st)
+	}
+	// b still gets its own run.
+	waitFor(t, "b's run to finish", func() bool {
+		var st bridge.ExecStatusResult
+		return b.Call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: started.RunID, SessionKey: "s"}, &st) == nil && st.Status != "running"
+	})
+	if _, _, err := c.credConn(paths["a"], bridge.RoleOperator); !errors.As(err, &be) || be.Code != bridge.CodeForbidden {
+		t.Fatalf("an agent credential connecting as operator: %v, want FORBIDDEN", err)
+	}
+	cfA, err := gateway.ReadCredentialFile(paths["a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, c.gwDir, "credentials", "revoke", "agent-a"); r.code != 0 {
+		t.Fatalf("revoke: %s", r)
+	}
+	if _, _, err := c.credDial(cfA, bridge.RoleAgent); !errors.As(err, &be) || be.Code != bridge.CodeUnauthorized {
+		t.Fatalf("a revoked credential: %v, want UNAUTHORIZED", err)
 	}
 }
