@@ -320,3 +320,79 @@ func TestAgentCredentialsSeparateAgents(t *testing.T) {
 		t.Fatalf("a revoked credential: %v, want UNAUTHORIZED", err)
 	}
 }
+
+// tightenConfig configures agent "locked" with security=deny and agent
+// "asker" with ask=always; the node's own file allows everything, so only
+// the gateway's configuration stands between a call and a run.
+const tightenConfig = `{
+	"tools": {"exec": {"host": "node", "security": "full", "ask": "off"}},
+	"agents": {"list": [
+		{"id": "locked", "tools": {"exec": {"security": "deny"}}},
+		{"id": "asker", "tools": {"exec": {"ask": "always"}}},
+	]},
+	"gateway": {"listen": "127.0.0.1:0"},
+	"sandbox": {"backend": "none"},
+}`
+
+// TestPerCallSettingsOnlyTighten is issue 32's third door: a per-call
+// security=full ask=off (the MCP tool's parameters) and a session /exec
+// cannot loosen the agent's configured security or ask; /elevated is an
+// operator's command, refused to agents and audited.
+func TestPerCallSettingsOnlyTighten(t *testing.T) {
+	c := newCluster(t, tightenConfig)
+	c.addNode("n1", "Node One", policyFull)
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := c.cli("exec", "--agent", "locked", "--security", "full", "--ask", "off", "touch "+marker)
+	if r.code == 0 || !strings.Contains(r.stderr+r.stdout, "security=deny from the agent's tools.exec") {
+		t.Fatalf("per-call security=full for a security=deny agent: %s", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	for _, a := range []struct{ name, role string }{{"an agent", bridge.RoleAgent}} {
+		cf, _, err := gateway.IssueCredential(c.gwDir, gateway.IssueOptions{Name: "locked", Role: a.role, Agent: "locked", Out: "-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, _, err := c.credDial(cf, a.role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close("done")
+		var res bridge.SessionCommandResult
+		if err := conn.Call(ctx, bridge.MethodSessionCommand, bridge.SessionCommandParams{SessionKey: "s", Text: "/exec security=full ask=off"}, &res); err != nil {
+			t.Fatalf("/exec: %v", err)
+		}
+		var be *bridge.Error
+		err = conn.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "touch " + marker, SessionKey: "s"}, &bridge.ExecResult{})
+		if !errors.As(err, &be) || be.Code != bridge.CodeDenied {
+			t.Fatalf("%s's /exec security=full against a security=deny agent: %v, want DENIED", a.name, err)
+		}
+		err = conn.Call(ctx, bridge.MethodSessionCommand, bridge.SessionCommandParams{SessionKey: "s", Text: "/elevated full"}, &res)
+		if !errors.As(err, &be) || be.Code != bridge.CodeForbidden {
+			t.Fatalf("%s's /elevated: %v, want FORBIDDEN", a.name, err)
+		}
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the command ran (stat: %v)", err)
+	}
+	// An operator's /elevated loosens, and is recorded.
+	op, _, _ := c.operatorConn("op") // the gateway token: an operator's credential
+	defer op.Close("done")
+	var res bridge.SessionCommandResult
+	if err := op.Call(ctx, bridge.MethodSessionCommand, bridge.SessionCommandParams{AgentID: "locked", SessionKey: "op", Text: "/elevated full"}, &res); err != nil {
+		t.Fatalf("operator /elevated: %v", err)
+	}
+	if !hasRecord(auditLog(t, c.gwDir), "session.elevated", "decision", "operator") {
+		t.Error("the operator's /elevated was not audited")
+	}
+	// ask=always for "asker": ask=off per call still asks. With no
+	// approver reachable the node's prompt falls back to its
+	// askFallback (deny): the command does not run.
+	r = c.cli("exec", "--agent", "asker", "--ask", "off", "touch "+marker)
+	if r.code == 0 {
+		t.Fatalf("per-call ask=off for an ask=always agent ran without asking: %s", r)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the command ran without a prompt (stat: %v)", err)
+	}
+}

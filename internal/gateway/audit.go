@@ -300,6 +300,16 @@ func (g *Gateway) forbidden(ctx context.Context, e *bridge.Error) *bridge.Error 
 	return e
 }
 
+// auditElevated records an operator's /elevated and what the session's
+// settings became.
+func (g *Gateway) auditElevated(ctx context.Context, p bridge.SessionCommandParams, res bridge.SessionCommandResult) {
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDecision, AgentID: p.AgentID, DecidedBy: "operator", Reason: bounded(res.Reply),
+		GatewayFields: audit.GatewayFields{Action: audit.ActionElevated, ReasonCode: audit.ReasonOperator,
+			Change: bounded(cleanText(p.Text, 64))},
+	})
+}
+
 // auditJoinKeyIssued records a new join key (never the key itself).
 func (g *Gateway) auditJoinKeyIssued(ctx context.Context, res bridge.JoinKeyResult) {
 	_ = g.auditEvent(ctx, audit.Record{

@@ -259,15 +259,26 @@ func (g *Gateway) sessionCommand(ctx context.Context, c caller, method string, p
 		}
 		return g.slashApprove(c, session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	}
+	elevated := isCommand(p.Text, "/elevated")
+	if elevated && c.role != bridge.RoleOperator {
+		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden,
+			"/elevated needs an operator connection: it loosens security and ask beyond the agent's configuration (hint: an operator runs it, e.g. from the approver; /exec can only tighten)"))
+	}
 	res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	if err != nil {
 		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
 	}
+	if elevated {
+		g.auditElevated(ctx, p, res)
+	}
 	return res, nil
 }
 
-// isApprove reports whether a slash command is /approve.
-func isApprove(text string) bool {
+// isCommand reports whether a slash command is name.
+func isCommand(text, name string) bool {
 	f := strings.Fields(text)
-	return len(f) > 0 && strings.EqualFold(f[0], "/approve")
+	return len(f) > 0 && strings.EqualFold(f[0], name)
 }
+
+// isApprove reports whether a slash command is /approve.
+func isApprove(text string) bool { return isCommand(text, "/approve") }
