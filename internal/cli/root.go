@@ -59,8 +59,8 @@ type globals struct {
 	// credential is --credential: the client credential file to connect
 	// with (client.go).
 	credential string
-	stdout   io.Writer
-	stderr   io.Writer
+	stdout     io.Writer
+	stderr     io.Writer
 	// args are the command line as given, for errors found before flags
 	// are parsed (jsonOnStdout).
 	args []string
