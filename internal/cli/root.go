@@ -56,17 +56,17 @@ func applyGatewayEnv(c *cobra.Command) {
 // globals are the flags every command takes.
 type globals struct {
 	stateDir string
-	// credential is --credential: the client credential file to connect
-	// with (client.go).
-	credential string
-	stdout     io.Writer
-	stderr     io.Writer
+	stdout   io.Writer
+	stderr   io.Writer
 	// args are the command line as given, for errors found before flags
 	// are parsed (jsonOnStdout).
 	args []string
 	// onWebURL, when set, is told the approver web UI's full URL (with
 	// its secret) once it serves; `exechost up` prints it.
 	onWebURL func(url string)
+	// credential is --credential: the client credential file to connect
+	// with (client.go).
+	credential string
 }
 
 // dir returns the resolved state directory (not created).
