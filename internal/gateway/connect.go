@@ -231,6 +231,11 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	for i, c := range p.Node.Commands {
 		p.Node.Commands[i] = cleanText(c, 64)
 	}
+	if err := g.nameConflict(nid, p.Node.DisplayName); err != nil {
+		g.log.Warn("refused node: display name", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP, "err", err)
+		refuse(ws, id, bridge.AsError(err))
+		return
+	}
 	now := time.Now()
 	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now, pub: pub}
 	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
