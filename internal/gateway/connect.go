@@ -27,9 +27,10 @@ const ConnectTimeout = 10 * time.Second
 // unlimited connections.
 const MaxPending = 64
 
-// MaxPendingPerAddr bounds unpaired nodes waiting from one remote
-// address, so one client (or one browser page) cannot fill every pending
-// slot and lock real nodes out of interactive pairing.
+// MaxPendingPerAddr bounds unpaired nodes waiting from one source
+// (sourceKey: an address, all of loopback, an IPv6 /64), so one client (or
+// one browser page) cannot fill every pending slot and lock real nodes
+// out of interactive pairing.
 const MaxPendingPerAddr = 4
 
 // nodeIDPattern is what a node id may look like: it ends up in logs, events
@@ -59,6 +60,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
+	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
+	release, err := g.handshakes.enter(sourceKey(remoteIP)) // source.go
+	if err != nil {
+		g.log.Debug("refused websocket upgrade: handshake limit", "remote", r.RemoteAddr, "err", err)
+		refuseBusy(w, bridge.AsError(err))
+		return
+	}
+	defer release()
 	// The Origin was checked above, by a stricter rule than the
 	// library's (which accepts any Origin equal to Host).
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -66,8 +75,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.log.Info("refused websocket upgrade", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
 		return
 	}
-	ws.SetReadLimit(bridge.MaxFrame)
-	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
+	// The connect request is read with a small limit (MaxConnectFrame);
+	// bridge.NewConn raises it to bridge.MaxFrame once the peer is
+	// accepted.
 	ctx, cancel := context.WithTimeout(r.Context(), ConnectTimeout)
 	defer cancel()
 	nonce := bridge.NewNonce()
@@ -79,9 +89,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws.CloseNow()
 		return
 	}
-	f, err := bridge.ReadFrame(ctx, ws)
+	f, err := bridge.ReadFrameLimit(ctx, ws, MaxConnectFrame)
 	if err != nil {
-		refuse(ws, "", bridge.Errorf(bridge.CodeInvalidRequest, "expected a connect request: %v", err))
+		refuse(ws, "", bridge.Errorf(bridge.CodeInvalidRequest, "expected a connect request (at most %d bytes): %v", MaxConnectFrame, err))
 		return
 	}
 	if f.Type != bridge.TypeReq || f.Method != bridge.MethodConnect {
@@ -458,7 +468,7 @@ func (g *Gateway) pendingConflict(nid string, pub []byte) error {
 
 // pendingRoom decides whether a new pending entry may take a slot: not
 // an id pending under another key, at most MaxPendingPerAddr from one
-// address and MaxPending in all. The same node reconnecting (same id and
+// source and MaxPending in all. The same node reconnecting (same id and
 // key) reuses its slot.
 func (g *Gateway) pendingRoom(nid string, pub []byte, remoteIP string) error {
 	g.mu.Lock()
@@ -475,14 +485,14 @@ func (g *Gateway) pendingRoomLocked(nid string, pub []byte, remoteIP string) err
 	if old != nil {
 		return nil
 	}
-	fromAddr := 0
+	src, fromAddr := sourceKey(remoteIP), 0
 	for _, nc := range g.pending {
-		if nc.remoteIP == remoteIP {
+		if sourceKey(nc.remoteIP) == src {
 			fromAddr++
 		}
 	}
 	if fromAddr >= MaxPendingPerAddr {
-		return bridge.Errorf(bridge.CodeBusy, "too many nodes from %s are waiting for approval (limit %d per address); approve or reject them first", remoteIP, MaxPendingPerAddr)
+		return bridge.Errorf(bridge.CodeBusy, "too many nodes from %s are waiting for approval (limit %d per source); approve or reject them first", src, MaxPendingPerAddr)
 	}
 	if len(g.pending) >= MaxPending {
 		return bridge.Errorf(bridge.CodeBusy, "too many nodes are waiting for approval (limit %d); try again later", MaxPending)

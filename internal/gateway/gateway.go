@@ -107,6 +107,7 @@ type Gateway struct {
 
 	fingerprint string
 	unauth      unauthAudit      // rate limit on records about unauthenticated peers (audit.go)
+	handshakes  handshakes       // connections still authenticating (source.go)
 	adm         inflight.Limiter // execs in flight against gateway.limits (admission.go)
 	execCalls   atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
 }
