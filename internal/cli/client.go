@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -325,4 +326,47 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// localURL is how a process on the gateway's machine reaches a gateway
+// listening at url: an unspecified host (0.0.0.0, or :: which Go listens
+// on for both) becomes 127.0.0.1, which the gateway's Host check accepts.
+func localURL(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return url
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsUnspecified() {
+		return url
+	}
+	u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	return u.String()
+}
+
+// EnvJoinKey gives `exechost node run` its one-time join key without
+// putting it in argv, where every user's ps reads it.
+const EnvJoinKey = "EXECHOST_JOIN_KEY"
+
+// secretArg returns a secret from, in order: a deprecated flag value
+// (with a warning: argv is world-readable), a file ("-" reads stdin), or
+// an environment variable. Surrounding white space is trimmed.
+func (g *globals) secretArg(what, flagVal, flagName, file, env string) (string, error) {
+	switch {
+	case flagVal != "":
+		fmt.Fprintf(g.stderr, "warning: %s is deprecated: the %s shows in the process list to every user (hint: use %s-file FILE, %s-file - for stdin, or $%s)\n", flagName, what, flagName, flagName, env)
+		return flagVal, nil
+	case file == "-":
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4096))
+		if err != nil {
+			return "", fmt.Errorf("read the %s from stdin: %w", what, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read the %s: %w", what, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return strings.TrimSpace(os.Getenv(env)), nil
 }

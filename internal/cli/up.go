@@ -63,6 +63,7 @@ approved. Ctrl-C stops everything.`,
 	cmd.Flags().StringVar(&listen, "listen", upListenDefault(), "gateway listen address (loopback; default from $"+EnvGateway+" when set)")
 	cmd.Flags().StringVar(&web, "web", "127.0.0.1:18790", "approver web UI address (loopback)")
 	cmd.Flags().BoolVar(&noApprover, "no-approver", false, "do not start the approver (askFallback decides)")
+	lf.addInsecure(cmd)
 	cmd.Flags().StringVar(&lf.format, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&lf.level, "log-level", "warn", "log level: debug, info, warn or error")
 	return cmd
@@ -142,6 +143,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	select {
 	case url = <-ready:
 		gw = <-gwc
+		url = localURL(url) // a gateway on 0.0.0.0 is reached on loopback here
 	case err := <-errc:
 		return err
 	case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -394,5 +395,62 @@ func TestPerCallSettingsOnlyTighten(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the command ran without a prompt (stat: %v)", err)
+	}
+}
+
+// TestPlainWebSocketOnlyOnLoopback: a gateway refuses plain ws:// beyond
+// loopback unless told (--insecure-plaintext, with a loud warning),
+// clients refuse a remote ws:// URL, and `up --listen 0.0.0.0:0` works end
+// to end (its own node reaches it on loopback).
+func TestPlainWebSocketOnlyOnLoopback(t *testing.T) {
+	dir := newStateDir(t, "gw")
+	r := run(t, dir, "gateway", "--listen", "0.0.0.0:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "refusing to serve plain ws://") {
+		t.Fatalf("gateway on 0.0.0.0 without TLS: %s", r)
+	}
+	r = run(t, dir, "nodes", "list", "--gateway", "ws://192.0.2.1:18789")
+	if r.code == 0 || !strings.Contains(r.stderr, "refusing plain ws://") {
+		t.Fatalf("client to a remote ws:// URL: %s", r)
+	}
+	u := startUp(t, newStateDir(t, "up"), "--listen", "0.0.0.0:0", "--insecure-plaintext")
+	if !strings.Contains(u.p.Out.String(), "INSECURE") {
+		t.Errorf("no loud warning for --insecure-plaintext:\n%s", u.p.Out)
+	}
+	if !strings.Contains(u.p.Out.String(), "\"--credential\"") {
+		t.Errorf("up's MCP line does not pass the agent credential:\n%s", u.p.Out)
+	}
+	u.stop(t)
+}
+
+// TestJoinKeyNotInArgv: a node pairs with its join key read from a file,
+// and the key is nowhere in its command line; the old flag still works
+// and says it is deprecated.
+func TestJoinKeyNotInArgv(t *testing.T) {
+	c := newCluster(t, gatewayConfig)
+	key := func() string {
+		r := c.cli("gateway", "join-key", "--json")
+		if r.code != 0 {
+			t.Fatalf("join-key: %s", r)
+		}
+		var jk bridge.JoinKeyResult
+		mustJSON(t, r.stdout, &jk)
+		return jk.Key
+	}
+	k := key()
+	f := filepath.Join(t.TempDir(), "join-key")
+	writeFile(t, f, k+"\n")
+	n := c.startNode("filed", "Filed", policyFull, "--join-key-file", f)
+	waitFor(t, "the node to pair with its join key file", func() bool { return c.connected(n.id) })
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n.p.Cmd.Process.Pid), "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(cmdline), k) {
+		t.Fatalf("the join key is in the node's argv: %q", cmdline)
+	}
+	old := c.startNode("flagged", "Flagged", policyFull, "--join-key", key())
+	waitFor(t, "the node to pair with --join-key", func() bool { return c.connected(old.id) })
+	if !strings.Contains(old.p.Out.String(), "--join-key is deprecated") {
+		t.Errorf("no deprecation warning:\n%s", old.p.Out)
 	}
 }

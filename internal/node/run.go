@@ -21,6 +21,8 @@ type RunOptions struct {
 	// StateDir, GatewayURL, DisplayName, JoinKey, TLSFingerprint, Logger,
 	// Version and OnPaired are as in Options.
 	StateDir, GatewayURL, DisplayName, JoinKey, TLSFingerprint string
+	// GatewayKey pins the gateway's identity key (Options.GatewayKey).
+	GatewayKey string
 	Logger                                                     *slog.Logger
 	Version                                                    string
 	OnPaired                                                   func(nodeID string)
@@ -74,7 +76,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	var r *Client
 	r, err = New(Options{
 		StateDir: opts.StateDir, GatewayURL: opts.GatewayURL, DisplayName: opts.DisplayName, JoinKey: opts.JoinKey,
-		TLSFingerprint: opts.TLSFingerprint, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,
+		TLSFingerprint: opts.TLSFingerprint, GatewayKey: opts.GatewayKey, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,
 		OnPending: func(id string) {
 			if opts.OnPending != nil {
 				opts.OnPending(id, r.Fingerprint())
