@@ -23,9 +23,9 @@ type RunOptions struct {
 	StateDir, GatewayURL, DisplayName, JoinKey, TLSFingerprint string
 	// GatewayKey pins the gateway's identity key (Options.GatewayKey).
 	GatewayKey string
-	Logger                                                     *slog.Logger
-	Version                                                    string
-	OnPaired                                                   func(nodeID string)
+	Logger     *slog.Logger
+	Version    string
+	OnPaired   func(nodeID string)
 	// OnPending runs when the gateway holds the node for approval, with
 	// the key fingerprint the operator compares with `exechost nodes
 	// pending` before approving.
