@@ -72,9 +72,9 @@ func checkAgentID(id string) error {
 // (sandbox.docker.user with the docker backend, else 65534) must be able to
 // write it, so when running as root the directory is owned by that user
 // (when numeric, "uid:gid"); otherwise it is ours, which the bwrap backend
-// maps to the sandbox user inside its user namespace (rootless Docker,
-// whose container user maps elsewhere, cannot write it: see
-// docs/sandbox.md). A workspace an older version
+// maps to the sandbox user inside its user namespace. Rootless Docker,
+// whose container user maps elsewhere, gets 0777 under the default root
+// only, inside the 0700 state directory (docs/sandbox.md). A workspace an older version
 // created 0777 is tightened on its next use.
 func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
 	name, err := WorkspaceName(cfg.Scope, req.AgentID)
@@ -105,8 +105,15 @@ func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
 			return "", fmt.Errorf("chown sandbox workspace %s to the sandbox user %s: %w", dir, user, err)
 		}
 	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
+	mode := os.FileMode(0o700)
+	if os.Geteuid() != 0 && cfg.Backend == BackendDocker && cfg.Workspace == "" {
+		// Rootless Docker's container user maps to a subordinate uid that
+		// only "other" bits reach; the default root sits in the 0700
+		// state directory, which no other host user can enter.
+		mode = 0o777
+	}
+	if fi.Mode().Perm() != mode {
+		if err := os.Chmod(dir, mode); err != nil {
 			return "", fmt.Errorf("chmod sandbox workspace %s: %w", dir, err)
 		}
 	}
