@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
-		Prompter: asksock.LocalPrompter(dir),
+		Prompter: asksock.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
 		Route:    approvalroute.Wrap(route, gw.Prompter()),
 		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})

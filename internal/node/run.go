@@ -96,7 +96,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer rec.Close()
 	eng, err := host.New(host.Options{
 		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent,
-		Prompter:      asksock.LocalPrompter(opts.StateDir),
+		Prompter:      asksock.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
 		PromptTimeout: opts.PromptTimeout,
 		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
 		Warn:          func(err error) { log.Warn("process reaper unavailable", "err", err) },
