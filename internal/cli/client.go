@@ -94,7 +94,7 @@ func (g *globals) clientAuth() (clientAuth, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		// The common first-hour case: say it in one clause, not the
 		// whole read → stat chain.
-		return a, fmt.Errorf("no gateway credential: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or pass --credential FILE from `exechost credentials issue`)", gateway.TokenPath(dir))
+		return a, fmt.Errorf("no gateway token: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or pass --credential FILE from `exechost credentials issue`)", gateway.TokenPath(dir))
 	}
 	if err != nil {
 		return a, fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or pass --credential FILE)", err)
@@ -104,6 +104,13 @@ func (g *globals) clientAuth() (clientAuth, error) {
 	}
 	a.token = tok
 	return a, nil
+}
+
+// holdsOperator reports whether this client's credential may connect as
+// an operator (the gateway token, or an operator credential).
+func (g *globals) holdsOperator() bool {
+	a, err := g.clientAuth()
+	return err == nil && (a.credential == nil || a.credential.Role == bridge.RoleOperator)
 }
 
 // dialGateway connects to the gateway at url with role (agent or

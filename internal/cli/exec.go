@@ -147,7 +147,13 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 	if err != nil {
 		return err
 	}
-	c, err := g.dialGateway(ctx, f.url, bridge.RoleAgent)
+	role := bridge.RoleAgent
+	if f.slash != "" && g.holdsOperator() {
+		// A slash command typed here is a human's: /elevated needs an
+		// operator connection, which an agent credential cannot open.
+		role = bridge.RoleOperator
+	}
+	c, err := g.dialGateway(ctx, f.url, role)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,9 @@ const MaxChange = 2048
 // join keys): anyone who reaches the port can cause them, and without a
 // bound they could fill the log until rotation drops the records that
 // matter. One source (sourceKey: an address, all of loopback, an IPv6 /64)
-// gets one record per UnauthInterval, and all sources together at most
+// gets one record per UnauthInterval for each kind of refusal (action and
+// reason code: a bad token and a used join key are both recorded), and all
+// sources together at most
 // UnauthRecordsPerSecond (burst UnauthRecordBurst). Beyond that refusals
 // are still counted in the metric, and the next record says how many went
 // unrecorded.
@@ -113,14 +115,14 @@ func (u *unauthAudit) allow(source string) (ok bool, same, others int) {
 // auditUnauth records rec (about an unauthenticated peer) within the rate
 // limits, and always counts it.
 func (g *Gateway) auditUnauth(ctx context.Context, rec audit.Record) {
-	ok, same, others := g.unauth.allow(sourceKey(rec.RemoteIP))
+	ok, same, others := g.unauth.allow(sourceKey(rec.RemoteIP) + "|" + rec.Action + "|" + rec.ReasonCode)
 	if !ok {
 		g.opts.Metrics.ObserveDecision(rec.Action, rec.Event, rec.ReasonCode, rec.Host)
 		return
 	}
 	var notes []string
 	if same > 0 {
-		notes = append(notes, fmt.Sprintf("%d earlier refusals from %s not recorded (one record per source per %s)", same, sourceKey(rec.RemoteIP), UnauthInterval))
+		notes = append(notes, fmt.Sprintf("%d earlier refusals like this from %s not recorded (one record per source and kind per %s)", same, sourceKey(rec.RemoteIP), UnauthInterval))
 	}
 	if others > 0 {
 		notes = append(notes, fmt.Sprintf("%d earlier refusals of unauthenticated peers not recorded (rate limit %d/s)", others, UnauthRecordsPerSecond))

@@ -194,16 +194,21 @@ func TestUnauthRecordsRateLimited(t *testing.T) {
 	if len(rec.recs) != 2 {
 		t.Fatalf("recorded %d refusals, want one more for loopback", len(rec.recs))
 	}
-	now = now.Add(UnauthInterval)
+	// Another kind of refusal from the same source is recorded at once.
 	g.nodeRefused(context.Background(), audit.ActionJoinKeyUse, audit.ReasonBadJoinKey, "n1", "192.0.2.1", bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid"))
-	if r := rec.last(t); r.Action != audit.ActionJoinKeyUse || !strings.HasPrefix(r.Change, fmt.Sprintf("%d earlier refusals from 192.0.2.1", tries-1)) {
+	if r := rec.last(t); r.Action != audit.ActionJoinKeyUse || r.Change != "" {
+		t.Errorf("a join key refusal after bad tokens = %+v", r)
+	}
+	now = now.Add(UnauthInterval)
+	g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, "192.0.2.1:5555", bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token"))
+	if r := rec.last(t); r.Action != audit.ActionClientConnect || !strings.HasPrefix(r.Change, fmt.Sprintf("%d earlier refusals like this from 192.0.2.1", tries-1)) {
 		t.Errorf("record after the interval = %+v", r)
 	}
 	// Many sources at once: the global burst still bounds them.
 	for i := range UnauthRecordBurst + 5 {
 		g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, fmt.Sprintf("198.51.100.%d:1", i), bridge.Errorf(bridge.CodeUnauthorized, "no"))
 	}
-	if n := len(rec.recs); n > 3+UnauthRecordBurst {
+	if n := len(rec.recs); n > 4+UnauthRecordBurst {
 		t.Errorf("recorded %d refusals from many sources, want at most the burst", n)
 	}
 	fams, err := m.Registry().Gather()
@@ -223,7 +228,7 @@ func TestUnauthRecordsRateLimited(t *testing.T) {
 			}
 		}
 	}
-	if want := tries + 10 + UnauthRecordBurst + 5; counted != float64(want) {
+	if want := tries + 10 + 1 + UnauthRecordBurst + 5; counted != float64(want) {
 		t.Errorf("metric counted %v refusals, want all %d", counted, want)
 	}
 }
