@@ -291,19 +291,9 @@ func updateCredentials(stateDir string, fn func(*credentialsData) error) error {
 // ReadCredentialFile reads a credential file; it must be ours and not
 // readable by others.
 func ReadCredentialFile(path string) (*CredentialFile, error) {
-	fi, err := os.Stat(path)
+	data, err := readPrivate(path, "credential", "chmod 600 "+path+", and consider it leaked: revoke it and issue a new one")
 	if err != nil {
-		return nil, fmt.Errorf("read credential %s: %w", path, err)
-	}
-	if err := state.CheckOwner(fi); err != nil {
-		return nil, fmt.Errorf("read credential %s: %w", path, err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("read credential %s: mode %o lets other users read it (hint: chmod 600 %s, and consider it leaked: revoke it and issue a new one)", path, fi.Mode().Perm(), path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read credential %s: %w", path, err)
+		return nil, err
 	}
 	var cf CredentialFile
 	if err := json.Unmarshal(data, &cf); err != nil {
