@@ -148,9 +148,9 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		return err
 	}
 	role := bridge.RoleAgent
-	if f.slash != "" && g.holdsOperator() {
-		// A slash command typed here is a human's: /elevated needs an
-		// operator connection, which an agent credential cannot open.
+	if fs := strings.Fields(f.slash); len(fs) > 0 && strings.EqualFold(fs[0], "/elevated") && g.holdsOperator() {
+		// /elevated needs an operator connection, which an agent
+		// credential cannot open (/approve stays an agent's, refused).
 		role = bridge.RoleOperator
 	}
 	c, err := g.dialGateway(ctx, f.url, role)

@@ -230,21 +230,19 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 		}
 		return false, fmt.Errorf("connect: %s", e.Message)
 	}
-	if id.Gateway.PublicKey == "" {
-		// Pinned on first contact: from now on only this gateway's key
-		// is accepted at this URL.
-		if err := c.pinGateway(cr.GatewayKey); err != nil {
+	if id.Gateway.PublicKey == "" || cr.Token != "" {
+		// One write: the gateway's key pinned on first contact (from
+		// now on only it is accepted at this URL) and a join key's token.
+		if err := c.savePairing(cr.GatewayKey, cr.Token); err != nil {
 			ws.CloseNow()
 			return false, err
 		}
-		c.log.Info("pinned the gateway's key", "url", id.Gateway.URL, "fingerprint", bridge.KeyFingerprint(cr.GatewayKey))
-	}
-	if cr.Token != "" {
-		if err := c.saveToken(cr.Token); err != nil {
-			ws.CloseNow()
-			return false, err
+		if id.Gateway.PublicKey == "" {
+			c.log.Info("pinned the gateway's key", "url", id.Gateway.URL, "fingerprint", bridge.KeyFingerprint(cr.GatewayKey))
 		}
-		c.log.Info("paired with a join key", "node", id.NodeID)
+		if cr.Token != "" {
+			c.log.Info("paired with a join key", "node", id.NodeID)
+		}
 	}
 
 	var (
@@ -327,10 +325,18 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 	return true, conn.Err()
 }
 
-func (c *Client) pinGateway(key string) error {
+// savePairing pins the gateway's key (if none is pinned) and stores a
+// new token (if any) in one write of node.json.
+func (c *Client) savePairing(gatewayKey, tok string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.id.Gateway.PublicKey = key
+	if c.id.Gateway.PublicKey == "" {
+		c.id.Gateway.PublicKey = gatewayKey
+	}
+	if tok != "" {
+		c.id.Token = tok
+		c.opts.JoinKey = ""
+	}
 	return c.id.Save(c.opts.StateDir)
 }
 
