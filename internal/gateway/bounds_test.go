@@ -10,8 +10,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/nodekey"
 )
 
@@ -73,16 +75,39 @@ func TestConnectFrameLimit(t *testing.T) {
 // refused 503 before the upgrade, and every loopback address is the same
 // source.
 func TestHandshakeLimitPerSource(t *testing.T) {
-	e := newEnv(t, fullConfig)
+	m := metrics.New()
+	e := newEnv(t, fullConfig, func(o *gateway.Options) { o.Metrics = m })
 	for i := range gateway.MaxHandshakesPerSource {
 		from := "127.0.0." + string(rune('1'+i%8))
 		if _, _, err := rawDial(t, e.url, from); err != nil {
 			t.Fatalf("handshake #%d from %s: %v", i, from, err)
 		}
 	}
-	_, resp, err := rawDial(t, e.url, "127.0.0.9")
-	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("one handshake too many: %v %v, want 503", resp, err)
+	for range 3 {
+		_, resp, err := rawDial(t, e.url, "127.0.0.9")
+		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("one handshake too many: %v %v, want 503", resp, err)
+		}
+	}
+	// Counted every time (and recorded once per source and minute).
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy float64
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if f.GetName() == "exechost_gateway_decisions_total" && labels["action"] == audit.ActionClientConnect && labels["reason"] == audit.ReasonBusy {
+				busy += mt.GetCounter().GetValue()
+			}
+		}
+	}
+	if busy != 3 {
+		t.Errorf("counted %v refused handshakes, want 3", busy)
 	}
 }
 

@@ -64,6 +64,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	release, err := g.handshakes.enter(sourceKey(remoteIP)) // source.go
 	if err != nil {
 		g.log.Debug("refused websocket upgrade: handshake limit", "remote", r.RemoteAddr, "err", err)
+		g.auditUnauth(r.Context(), audit.Record{
+			Event: audit.EventDenied, Reason: bridge.AsError(err).Message, DecidedBy: "gateway",
+			GatewayFields: audit.GatewayFields{Action: audit.ActionClientConnect, ReasonCode: audit.ReasonBusy, Actor: "peer from " + remoteIP, RemoteIP: remoteIP},
+		})
 		refuseBusy(w, bridge.AsError(err))
 		return
 	}
