@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -320,9 +321,13 @@ func TestRotationKeepsChain(t *testing.T) {
 	}
 	data, _ := os.ReadFile(path)
 	first, _, _ := bytes.Cut(data, []byte("\n"))
-	r, err := ParseLine(first)
-	if err != nil {
-		t.Fatal(err)
+	key, err := loadChainKey(path)
+	if err != nil || key == nil {
+		t.Fatalf("chain key: %v %v", key, err)
+	}
+	r, keyed, err := parseLine(first, key)
+	if err != nil || !keyed {
+		t.Fatalf("first line: keyed %v, %v", keyed, err)
 	}
 	if r.Prev != last1 || last1 == "" {
 		t.Errorf("first line of new file prev = %q, want last hash of .1 %q", r.Prev, last1)
@@ -368,13 +373,34 @@ func TestTamperDetection(t *testing.T) {
 			ls[4] = bytes.Replace(ls[4], []byte(`"echo 4"`), []byte(`"echo 5"`), 1)
 			return ls
 		}, 5, ErrTampered},
-		{"rehashed edit breaks next link", func(ls [][]byte) [][]byte {
-			r, _ := ParseLine(ls[4])
+		// Rehashing without the chain key: the edited line itself fails.
+		{"rehashed edit", func(ls [][]byte) [][]byte {
+			r, _, _ := parseLine(ls[4], nil)
 			r.Command = "innocent"
 			line, _, _ := encodeLine(r)
 			ls[4] = bytes.TrimSuffix(line, []byte("\n"))
 			return ls
-		}, 6, ErrTampered},
+		}, 5, ErrTampered},
+		// Issue 32: rewrite a record and recompute every hash after it,
+		// as someone without the key can.
+		{"rewritten and rehashed to the end", func(ls [][]byte) [][]byte {
+			prev := ""
+			for i := range ls {
+				var r Record
+				if json.Unmarshal(ls[i], &r) != nil {
+					break // the preallocated zero tail
+				}
+				if i == 4 {
+					r.Decision = DecisionAllow
+				}
+				if i > 0 {
+					r.Prev = prev
+				}
+				line, h, _ := encodeLine(r)
+				ls[i], prev = bytes.TrimSuffix(line, []byte("\n")), h
+			}
+			return ls
+		}, 1, ErrTampered},
 		{"deleted line", func(ls [][]byte) [][]byte {
 			return append(ls[:3:3], ls[4:]...)
 		}, 4, ErrTampered},

@@ -42,6 +42,10 @@ const (
 	// ActionApprovalRelay is the answer to a prompt routed through the
 	// gateway: an operator's decision, or none before the deadline.
 	ActionApprovalRelay = "approval.relay"
+	// ActionElevated is an operator's /elevated in a session: the one
+	// session command that may loosen security and ask beyond the agent's
+	// configured values (an agent's /elevated is refused, ActionMethod).
+	ActionElevated = "session.elevated"
 )
 
 // Reason codes: the bounded, machine-readable class of a gateway decision,

@@ -36,7 +36,7 @@ type Follower struct {
 // NewFollower positions a follower at the current end of the log at path
 // (which need not exist yet).
 func NewFollower(path string, filter Filter) (*Follower, error) {
-	f := &Follower{path: path, fw: follower{filter: filter}}
+	f := &Follower{path: path, fw: follower{filter: filter, path: path}}
 	if err := f.fw.openAtEnd(path); err != nil {
 		return nil, err
 	}
@@ -80,6 +80,9 @@ type follower struct {
 	f       *os.File
 	off     int64
 	pending []byte // an unterminated tail seen so far
+	// path and key: the log's chain key, loaded once it exists.
+	path string
+	key  *chainKey
 }
 
 func (fw *follower) close() {
@@ -155,7 +158,10 @@ func (fw *follower) drain() error {
 			}
 			line := fw.pending[:i]
 			fw.pending = fw.pending[i+1:]
-			if r, err := ParseLine(line); err == nil && fw.filter.Match(r) {
+			if fw.key == nil {
+				fw.key, _ = loadChainKey(fw.path) // none yet: plain lines only
+			}
+			if r, _, err := parseLine(line, fw.key); err == nil && fw.filter.Match(r) {
 				if err := fw.fn(r); err != nil {
 					return err
 				}

@@ -24,7 +24,7 @@ func encodeLine(r Record) (line []byte, hash string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	line, hash = seal(pre, prev)
+	line, hash = seal(nil, pre, prev)
 	return line, hash, nil
 }
 
@@ -48,14 +48,14 @@ func preEncode(r Record) ([]byte, error) {
 }
 
 // seal fills prev into a pre-encoded record (prev is a hex hash or empty,
-// so it needs no escaping) and appends the hash field and newline.
-func seal(pre []byte, prev string) (line []byte, hash string) {
+// so it needs no escaping) and appends the hash field (keyed with k, see
+// chainkey.go) and newline.
+func seal(k *chainKey, pre []byte, prev string) (line []byte, hash string) {
 	body := make([]byte, 0, len(pre)+len(prev)+hashSuffixLen+1)
 	body = append(body, pre[:len(pre)-2]...)
 	body = append(body, prev...)
 	body = append(body, `"}`...)
-	sum := sha256.Sum256(body)
-	hash = hex.EncodeToString(sum[:])
+	hash = lineHash(k, body)
 	line = append(body[:len(body)-1], hashKey...)
 	line = append(line, hash...)
 	line = append(line, `"}`...)
@@ -98,22 +98,31 @@ func chainHash(line []byte) string {
 }
 
 // ParseLine parses one audit line (with or without its trailing newline)
-// and checks that its hash matches its content. It does not check the
-// chain (prev): that needs the line before; see Verify. Errors wrap
-// ErrCorrupt or ErrTampered.
+// of an unkeyed log and checks that its hash matches its content. It does
+// not check the chain (prev): that needs the line before; see Verify.
+// Errors wrap ErrCorrupt or ErrTampered.
 func ParseLine(line []byte) (Record, error) {
+	r, _, err := parseLine(line, nil)
+	return r, err
+}
+
+// parseLine is ParseLine for a log keyed with k (nil: unkeyed). keyed
+// reports whether the hash is k's HMAC rather than a plain SHA-256 (which
+// only lines from before the key existed may carry; Verify checks that).
+func parseLine(line []byte, k *chainKey) (r Record, keyed bool, err error) {
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	body, hash, ok := splitHash(line)
 	if !ok {
-		return Record{}, fmt.Errorf("%w: line does not end in a hash field", ErrCorrupt)
+		return Record{}, false, fmt.Errorf("%w: line does not end in a hash field", ErrCorrupt)
 	}
-	var r Record
 	if err := json.Unmarshal(line, &r); err != nil {
-		return Record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return Record{}, false, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	sum := sha256.Sum256(body)
-	if hex.EncodeToString(sum[:]) != hash {
-		return Record{}, fmt.Errorf("%w: hash mismatch (the line was modified after it was written)", ErrTampered)
+	switch hash {
+	case lineHash(k, body):
+		return r, k != nil, nil
+	case lineHash(nil, body):
+		return r, false, nil
 	}
-	return r, nil
+	return Record{}, false, fmt.Errorf("%w: hash mismatch (the line was modified after it was written, or without the chain key)", ErrTampered)
 }

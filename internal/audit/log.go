@@ -102,6 +102,8 @@ type Log struct {
 	checked bool
 	// groups counts the groups this Log has written (see preallocAfter).
 	groups int
+	// key keys the chain (chainkey.go); loaded or created on first write.
+	key *chainKey
 }
 
 // pending is one queued record and where its outcome goes.
@@ -488,10 +490,15 @@ func (l *Log) writeLocked(batch []*pending) error {
 	if err != nil {
 		return err
 	}
+	if l.key == nil {
+		if l.key, err = openChainKey(l.path, prev); err != nil {
+			return err
+		}
+	}
 	start := end
 	var buf []byte
 	for _, p := range batch {
-		line, hash := seal(p.pre, prev)
+		line, hash := seal(l.key, p.pre, prev)
 		if end > 0 && end+int64(len(line)) > l.opts.MaxBytes {
 			if err := l.writeAt(buf, start); err != nil {
 				return err

@@ -210,6 +210,10 @@ func Read(path string, filter Filter, fn func(Record) error) error {
 		return err
 	}
 	defer closeSegments(segs)
+	key, err := loadChainKey(path)
+	if err != nil {
+		return err
+	}
 	var firstBad error
 	bad := 0
 	for i, s := range segs {
@@ -226,7 +230,7 @@ func Read(path string, filter Filter, fn func(Record) error) error {
 			case partial:
 				err = fmt.Errorf("%w: unterminated line", ErrCorrupt)
 			default:
-				r, err = ParseLine(line)
+				r, _, err = parseLine(line, key)
 			}
 			if err != nil {
 				bad++

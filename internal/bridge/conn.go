@@ -83,6 +83,11 @@ type Options struct {
 	// Device, for Dial as role node, signs the gateway's connect
 	// challenge (see Handshake); NewConn does not use it.
 	Device DeviceSigner
+	// Credential, for Dial as agent or operator with an issued
+	// credential, signs the challenge; NewConn does not use it.
+	Credential CredentialSigner
+	// GatewayKey, for Dial, pins the gateway's key (ClientAuth.GatewayKey).
+	GatewayKey string
 }
 
 // Conn is one established bridge connection. Calls, events and responses may
@@ -540,7 +545,14 @@ func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
 // ReadFrame reads and decodes one frame (used for the connect handshake,
 // before a Conn's read loop owns the socket).
 func ReadFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
-	ws.SetReadLimit(MaxFrame)
+	return ReadFrameLimit(ctx, ws, MaxFrame)
+}
+
+// ReadFrameLimit is ReadFrame for a frame of at most limit bytes: a larger
+// one fails the read and closes the socket (StatusMessageTooBig) before
+// it is buffered. The gateway reads connect requests with a small limit.
+func ReadFrameLimit(ctx context.Context, ws *websocket.Conn, limit int64) (Frame, error) {
+	ws.SetReadLimit(limit)
 	_, data, err := ws.Read(ctx)
 	if err != nil {
 		return Frame{}, closeReason(err)

@@ -2,6 +2,10 @@ package bridge
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +23,8 @@ const MaxChallengeFrames = 8
 // Dial connects to a gateway, performs the connect handshake with p and
 // returns the established connection. A refused handshake returns the
 // gateway's *Error (CodeUnauthorized for bad credentials). For role node,
-// opts.Device signs the gateway's challenge.
+// opts.Device signs the gateway's challenge; opts.Credential signs it for
+// an issued client credential; opts.GatewayKey pins the gateway's key.
 func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.DialOptions, opts Options) (*Conn, ConnectResult, error) {
 	ws, resp, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
@@ -28,7 +33,7 @@ func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.Dia
 		}
 		return nil, ConnectResult{}, fmt.Errorf("dial %s: %w (hint: is `exechost gateway` running there? --gateway sets the URL)", url, err)
 	}
-	res, err := Handshake(ctx, ws, p, opts.Device)
+	res, err := Handshake(ctx, ws, p, ClientAuth{Device: opts.Device, Credential: opts.Credential, GatewayKey: opts.GatewayKey})
 	if err != nil {
 		ws.CloseNow()
 		if _, ok := err.(*Error); ok {
@@ -40,11 +45,15 @@ func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.Dia
 }
 
 // Handshake runs the client side of the connect handshake on an open
-// WebSocket: it waits for the gateway's connect.challenge, sends the
-// connect request — with dev's signature over DeviceAuthPayload when dev
-// is set — and reads the response. A refusal is returned as the gateway's
-// *Error. The caller closes ws on error.
-func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev DeviceSigner) (ConnectResult, error) {
+// WebSocket: it waits for the gateway's connect.challenge, checks the
+// gateway key it shows against a.GatewayKey (before sending anything),
+// sends the connect request with a proof of its credential — a.Device's
+// signature for a node, a.Credential's signature, or a MAC of p.Auth's
+// token or join key; the secrets themselves never leave — and reads the
+// response, whose gateway signature over the client's nonce must verify
+// with the key shown. A refusal is returned as the gateway's *Error. The
+// caller closes ws on error.
+func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, a ClientAuth) (ConnectResult, error) {
 	var res ConnectResult
 	var ch ConnectChallenge
 	for i := 0; ; i++ {
@@ -66,17 +75,15 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev Dev
 		}
 		break
 	}
-	if dev != nil {
-		nodeID := ""
-		if p.Node != nil {
-			nodeID = p.Node.NodeID
-		}
-		at := time.Now().UnixMilli()
-		p.Device = &DeviceAuth{
-			ID: dev.DeviceID(), PublicKey: dev.PublicKeyString(), SignedAt: at, Nonce: ch.Nonce,
-			Signature: dev.Sign([]byte(DeviceAuthPayload(dev.DeviceID(), nodeID, p.Role, at, p.Auth.Credential(), ch.Nonce))),
-		}
+	gk, err := parseKey(ch.GatewayKey)
+	if err != nil {
+		return res, fmt.Errorf("%w: the server shows no usable gateway key (%v); it is not an exechost gateway of this version (hint: upgrade the gateway)", ErrGatewayKey, err)
 	}
+	if a.GatewayKey != "" && a.GatewayKey != ch.GatewayKey {
+		return res, fmt.Errorf("%w: the server shows gateway key %s, not the pinned %s; nothing was sent (hint: another process may be listening on the gateway's address; if the gateway's key really changed, see docs/threat-model-gateway.md on re-pinning)", ErrGatewayKey, KeyFingerprint(ch.GatewayKey), KeyFingerprint(a.GatewayKey))
+	}
+	p.ClientNonce = NewNonce()
+	proveAuth(&p, a, ch)
 	f, err := NewRequest("connect", MethodConnect, p)
 	if err != nil {
 		return res, err
@@ -103,7 +110,82 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, dev Dev
 	if err := Unmarshal(r.Payload, &res); err != nil {
 		return res, fmt.Errorf("bad connect result: %w", err)
 	}
+	if !verifySig(gk, GatewayAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, p.Role, res.Status), res.GatewaySignature) {
+		return ConnectResult{}, fmt.Errorf("%w: the server accepted the connection but did not prove it holds gateway key %s", ErrGatewayKey, KeyFingerprint(ch.GatewayKey))
+	}
+	res.GatewayKey = ch.GatewayKey
 	return res, nil
+}
+
+// proveAuth replaces p.Auth's secrets by their proof for challenge ch and,
+// for a node, adds the device signature over the same payload.
+func proveAuth(p *ConnectParams, a ClientAuth, ch ConnectChallenge) {
+	in := p.Auth
+	var out Auth
+	switch {
+	case a.Credential != nil:
+		out.Kind, out.Ref = AuthCredential, a.Credential.CredentialID()
+		out.Proof = a.Credential.Sign([]byte(ClientAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, p.Role, out.Kind, out.Ref)))
+		p.Auth = out
+		return
+	case in.Token != "":
+		out.Kind = AuthToken
+	case in.JoinKey != "":
+		out.Kind, out.Ref = AuthJoinKey, SecretRef(in.JoinKey)
+	}
+	payload := ClientAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, p.Role, out.Kind, out.Ref)
+	if a.Device != nil {
+		nodeID := ""
+		if p.Node != nil {
+			nodeID = p.Node.NodeID
+		}
+		at := time.Now().UnixMilli()
+		payload = DeviceAuthPayload(a.Device.DeviceID(), nodeID, p.Role, at, ch.GatewayKey, ch.Nonce, p.ClientNonce, out.Kind, out.Ref)
+		p.Device = &DeviceAuth{ID: a.Device.DeviceID(), PublicKey: a.Device.PublicKeyString(), SignedAt: at, Nonce: ch.Nonce, Signature: a.Device.Sign([]byte(payload))}
+	}
+	secret := in.Token
+	if secret == "" {
+		secret = in.JoinKey
+	}
+	if secret != "" {
+		out.Proof = SecretProof(secret, payload)
+	}
+	p.Auth = out
+}
+
+// parseKey decodes an unpadded base64url Ed25519 public key.
+func parseKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("gateway key: %w", err)
+	}
+	if len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("gateway key: %d bytes, want %d", len(b), ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// verifySig reports whether sig (unpadded base64url) is pub's signature
+// of msg.
+func verifySig(pub ed25519.PublicKey, msg, sig string) bool {
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || len(raw) != ed25519.SignatureSize {
+		return false
+	}
+	return ed25519.Verify(pub, []byte(msg), raw)
+}
+
+// KeyFingerprint is a gateway key's short form for messages: the first 8
+// bytes of the SHA-256 of the raw key, as nodekey.Fingerprint shows a
+// node's (the same digits for the same key).
+func KeyFingerprint(key string) string {
+	b, err := base64.RawURLEncoding.DecodeString(key)
+	if err != nil || key == "" {
+		return "(none)"
+	}
+	sum := sha256.Sum256(b)
+	h := hex.EncodeToString(sum[:8])
+	return h[0:4] + ":" + h[4:8] + ":" + h[8:12] + ":" + h[12:16]
 }
 
 // UpgradeRefusal returns why a gateway refused the WebSocket upgrade (the

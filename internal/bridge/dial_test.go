@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -54,22 +56,45 @@ func frame(f Frame, err error) Frame {
 
 func send(ctx context.Context, ws *websocket.Conn, f Frame) { _ = WriteFrame(ctx, ws, f) }
 
+// fakeIdentity is a gateway key for fake gateways.
+type fakeIdentity struct{ priv ed25519.PrivateKey }
+
+func newFakeIdentity() fakeIdentity {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	return fakeIdentity{priv}
+}
+
+func (k fakeIdentity) pub() string {
+	return base64.RawURLEncoding.EncodeToString(k.priv.Public().(ed25519.PublicKey))
+}
+
+func (k fakeIdentity) challenge(nonce string) Frame {
+	return frame(NewEvent(EventConnectChallenge, ConnectChallenge{Nonce: nonce, GatewayKey: k.pub()}, 0))
+}
+
+// accept answers connect request f as a gateway holding k would.
+func (k fakeIdentity) accept(nonce string, f Frame, res ConnectResult) Frame {
+	var p ConnectParams
+	_ = json.Unmarshal(f.Params, &p)
+	res.GatewaySignature = base64.RawURLEncoding.EncodeToString(ed25519.Sign(k.priv, []byte(GatewayAuthPayload(k.pub(), nonce, p.ClientNonce, p.Role, res.Status))))
+	return frame(NewResult(f.ID, res))
+}
+
 func TestHandshake(t *testing.T) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer := testSigner{priv}
+	gk := newFakeIdentity()
 	t.Run("signs the challenge after skipping other frames", func(t *testing.T) {
-		got := make(chan ConnectParams, 1)
+		got := make(chan Frame, 1)
 		url := fakeGateway(t, func(ctx context.Context, ws *websocket.Conn) {
 			send(ctx, ws, frame(NewEvent("noise", nil, 0)))
-			send(ctx, ws, frame(NewEvent(EventConnectChallenge, ConnectChallenge{Nonce: "n0nce"}, 0)))
+			send(ctx, ws, gk.challenge("n0nce"))
 			f, err := ReadFrame(ctx, ws)
 			if err != nil {
 				return
 			}
-			var p ConnectParams
-			_ = json.Unmarshal(f.Params, &p)
-			got <- p
-			send(ctx, ws, frame(NewResult(f.ID, ConnectResult{Role: RoleNode, Status: StatusPending})))
+			got <- f
+			send(ctx, ws, gk.accept("n0nce", f, ConnectResult{Role: RoleNode, Status: StatusPending}))
 			_, _, _ = ws.Read(ctx)
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -79,18 +104,61 @@ func TestHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close("done")
-		if res.Status != StatusPending {
+		if res.Status != StatusPending || res.GatewayKey != gk.pub() {
 			t.Fatalf("result %+v", res)
 		}
-		p := <-got
+		f := <-got
+		if strings.Contains(string(f.Params), "ehn_t") {
+			t.Fatalf("the token went on the wire: %s", f.Params)
+		}
+		var p ConnectParams
+		_ = json.Unmarshal(f.Params, &p)
 		d := p.Device
 		if d == nil || d.Nonce != "n0nce" || d.ID != "dev" || d.PublicKey != signer.PublicKeyString() {
 			t.Fatalf("device = %+v", d)
 		}
 		sig, _ := base64.RawURLEncoding.DecodeString(d.Signature)
-		msg := DeviceAuthPayload("dev", "n1", RoleNode, d.SignedAt, "ehn_t", "n0nce")
+		msg := DeviceAuthPayload("dev", "n1", RoleNode, d.SignedAt, gk.pub(), "n0nce", p.ClientNonce, AuthToken, "")
 		if !ed25519.Verify(priv.Public().(ed25519.PublicKey), []byte(msg), sig) {
 			t.Fatalf("signature does not cover %q", msg)
+		}
+		sum := sha256.Sum256([]byte("ehn_t"))
+		if p.Auth.Kind != AuthToken || !VerifySecretProof(hex.EncodeToString(sum[:]), msg, p.Auth.Proof) {
+			t.Fatalf("auth = %+v: not a proof of the token over %q", p.Auth, msg)
+		}
+	})
+	t.Run("a pinned key that differs sends nothing", func(t *testing.T) {
+		got := make(chan []byte, 1)
+		url := fakeGateway(t, func(ctx context.Context, ws *websocket.Conn) {
+			send(ctx, ws, newFakeIdentity().challenge("n0nce"))
+			_, data, _ := ws.Read(ctx)
+			got <- data
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _, err := Dial(ctx, url, ConnectParams{Role: RoleOperator, Auth: Auth{Token: "ehg_secret"}}, nil, Options{GatewayKey: gk.pub()})
+		if !errors.Is(err, ErrGatewayKey) {
+			t.Fatalf("Dial to another key: %v", err)
+		}
+		if data := <-got; len(data) != 0 {
+			t.Fatalf("the client sent %q to a server with another key", data)
+		}
+	})
+	t.Run("a server that shows the right key but cannot sign is refused", func(t *testing.T) {
+		url := fakeGateway(t, func(ctx context.Context, ws *websocket.Conn) {
+			send(ctx, ws, gk.challenge("n0nce"))
+			f, err := ReadFrame(ctx, ws)
+			if err != nil {
+				return
+			}
+			send(ctx, ws, newFakeIdentity().accept("n0nce", f, ConnectResult{Role: RoleNode, Status: StatusPaired}))
+			_, _, _ = ws.Read(ctx)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _, err := Dial(ctx, url, ConnectParams{Role: RoleNode, Node: &NodeInfo{NodeID: "n1"}}, nil, Options{Device: signer, GatewayKey: gk.pub()})
+		if !errors.Is(err, ErrGatewayKey) {
+			t.Fatalf("Dial to an impostor: %v", err)
 		}
 	})
 	t.Run("no challenge", func(t *testing.T) {
@@ -109,7 +177,7 @@ func TestHandshake(t *testing.T) {
 	})
 	t.Run("refusal is the gateway's error", func(t *testing.T) {
 		url := fakeGateway(t, func(ctx context.Context, ws *websocket.Conn) {
-			send(ctx, ws, frame(NewEvent(EventConnectChallenge, ConnectChallenge{Nonce: "x"}, 0)))
+			send(ctx, ws, gk.challenge("x"))
 			f, err := ReadFrame(ctx, ws)
 			if err != nil {
 				return

@@ -12,8 +12,9 @@ const ProtocolVersion = 1
 // MethodConnect is the method of the first frame on every connection.
 const MethodConnect = "connect"
 
-// Roles a connection can take. Only the gateway token grants agent and
-// operator; nodes authenticate with their paired token.
+// Roles a connection can take. An issued credential (or the gateway's own
+// token) grants agent or operator; nodes authenticate with their key and
+// paired token.
 const (
 	RoleAgent    = "agent"
 	RoleOperator = "operator"
@@ -21,22 +22,29 @@ const (
 )
 
 // EventConnectChallenge is the first frame the gateway sends on every
-// connection, before it reads the connect request: a fresh nonce that a
-// node signs with its key, so a recorded connect cannot be replayed.
+// connection, before it reads the connect request: a fresh nonce that the
+// client's proof covers, so a recorded connect cannot be replayed, and the
+// gateway's public key, which the client checks against its pin before it
+// answers.
 const EventConnectChallenge = "connect.challenge"
 
 // ConnectChallenge is the payload of the connect.challenge event.
 type ConnectChallenge struct {
 	Nonce string `json:"nonce"`
 	Ts    int64  `json:"ts"`
+	// GatewayKey is the gateway's Ed25519 public key, unpadded base64url.
+	GatewayKey string `json:"gatewayKey"`
 }
 
 // ConnectParams are the params of the connect request.
 type ConnectParams struct {
-	Role   string     `json:"role"`
-	Auth   Auth       `json:"auth"`
-	Client ClientInfo `json:"client"`
-	Node   *NodeInfo  `json:"node,omitempty"`
+	Role string `json:"role"`
+	Auth Auth   `json:"auth"`
+	// ClientNonce is the client's fresh nonce, which the gateway signs
+	// in its result to prove it holds its key.
+	ClientNonce string     `json:"clientNonce"`
+	Client      ClientInfo `json:"client"`
+	Node        *NodeInfo  `json:"node,omitempty"`
 	// Device proves a node's identity: its public key and a signature
 	// of DeviceAuthPayload over the connection's challenge. Required for
 	// role node.
@@ -56,22 +64,21 @@ type DeviceAuth struct {
 	Nonce     string `json:"nonce"`
 }
 
-// DeviceAuthVersion tags the signed string. It differs from OpenClaw's
-// "v2"/"v3" on purpose: a signature made for one protocol is never valid
-// in the other.
-const DeviceAuthVersion = "exechost-node-v1"
-
-// DeviceAuthPayload is the canonical string a node signs on connect:
+// DeviceAuthPayload is the canonical string a node signs on connect, and
+// its token or join key proof (SecretProof) covers:
 //
-//	exechost-node-v1|<deviceId>|<nodeId>|<role>|<signedAtMs>|<credential>|<nonce>
+//	exechost-node-v2|<deviceId>|<nodeId>|<role>|<signedAtMs>|<gatewayKey>|<nonce>|<clientNonce>|<kind>|<ref>
 //
-// credential is the node token, else the join key, else empty. The nonce
-// makes every signature good for one connection only; nodeId and role
-// bind it to what the node claims on that connection. No field can
-// contain "|": ids, roles, tokens and nonces use other alphabets, and the
-// gateway validates nodeId before it verifies.
-func DeviceAuthPayload(deviceID, nodeID, role string, signedAtMs int64, credential, nonce string) string {
-	return strings.Join([]string{DeviceAuthVersion, deviceID, nodeID, role, strconv.FormatInt(signedAtMs, 10), credential, nonce}, "|")
+// kind and ref are the connect's Auth.Kind and Auth.Ref (empty for
+// interactive pairing). The nonce makes every signature good for one
+// connection only, the gateway key for one gateway; nodeId and role bind
+// it to what the node claims on that connection. The version tag differs
+// from OpenClaw's "v2"/"v3" on purpose: a signature made for one protocol
+// is never valid in the other. No field can contain "|": ids, roles,
+// keys and nonces use other alphabets, and the gateway validates nodeId
+// and ref before it verifies.
+func DeviceAuthPayload(deviceID, nodeID, role string, signedAtMs int64, gatewayKey, nonce, clientNonce, kind, ref string) string {
+	return strings.Join([]string{NodeAuthVersion, deviceID, nodeID, role, strconv.FormatInt(signedAtMs, 10), gatewayKey, nonce, clientNonce, kind, ref}, "|")
 }
 
 // DeviceSigner is a node's key as the handshake needs it;
@@ -82,12 +89,22 @@ type DeviceSigner interface {
 	Sign(msg []byte) string
 }
 
-// Auth carries a connection's credentials. A node pairing for the first
-// time sends neither token nor join key (interactive pairing) or a join key
-// (headless pairing).
+// Auth carries a connection's proof of its credential. Token and JoinKey
+// are the client's secrets: they are never encoded (json:"-"); Handshake
+// turns them into Kind, Ref and Proof, which is all that travels. A node
+// pairing for the first time proves neither (interactive pairing) or a
+// join key (headless pairing).
 type Auth struct {
-	Token   string `json:"token,omitempty"`
-	JoinKey string `json:"joinKey,omitempty"`
+	Token   string `json:"-"`
+	JoinKey string `json:"-"`
+	// Kind is AuthToken, AuthJoinKey, AuthCredential or empty.
+	Kind string `json:"kind,omitempty"`
+	// Ref names the credential: a credential's id, a join key's
+	// SecretRef; empty for a token.
+	Ref string `json:"ref,omitempty"`
+	// Proof is the MAC (SecretProof) or signature over the connection's
+	// auth payload.
+	Proof string `json:"proof,omitempty"`
 }
 
 // ClientInfo describes the connecting program, for logs and the registry.
@@ -102,15 +119,6 @@ type NodeInfo struct {
 	NodeID      string   `json:"nodeId"`
 	DisplayName string   `json:"displayName"`
 	Commands    []string `json:"commands"`
-}
-
-// Credential is what a node's device signature covers of its auth: the
-// token, else the join key.
-func (a Auth) Credential() string {
-	if a.Token != "" {
-		return a.Token
-	}
-	return a.JoinKey
 }
 
 // Connect statuses of a node.
@@ -129,6 +137,16 @@ type ConnectResult struct {
 	Status string `json:"status,omitempty"`
 	// Token is a node's newly issued token when a join key paired it.
 	Token string `json:"token,omitempty"`
+	// GatewaySignature is the gateway's signature of GatewayAuthPayload:
+	// the client accepts the result only if it verifies with the key the
+	// challenge showed.
+	GatewaySignature string `json:"gatewaySignature,omitempty"`
+	// GatewayKey is the key the challenge showed (set by Handshake on
+	// the client, not sent), for a caller that pins on first use.
+	GatewayKey string `json:"-"`
+	// Agent is the agent id the gateway bound to the connection, empty
+	// when the credential may act for any agent (an operator's).
+	Agent string `json:"agent,omitempty"`
 }
 
 // Node commands (what a node announces and the gateway invokes).

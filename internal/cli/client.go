@@ -7,8 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -23,8 +26,19 @@ import (
 )
 
 // EnvGatewayToken lets a client connect to a gateway whose state directory
-// is not readable here (another machine, another user).
+// is not readable here (another machine, another user) with the gateway's
+// token: an operator's secret, acting for any agent. Prefer an issued
+// credential ($EXECHOST_CREDENTIAL).
 const EnvGatewayToken = "EXECHOST_GATEWAY_TOKEN"
+
+// EnvCredential names the client credential file when --credential is not
+// given.
+const EnvCredential = "EXECHOST_CREDENTIAL"
+
+// EnvGatewayKey pins the gateway's identity key (as `exechost up` prints
+// it) for a client that has neither a credential file (which carries the
+// pin) nor the gateway's state directory.
+const EnvGatewayKey = "EXECHOST_GATEWAY_KEY"
 
 // EnvTLSFingerprint pins a wss:// gateway's certificate (SHA-256 of the
 // leaf, hex) for client commands, for gateways with a self-signed
@@ -34,48 +48,102 @@ const EnvTLSFingerprint = "EXECHOST_TLS_FINGERPRINT"
 // clientTimeout bounds a client command's connect and a short call.
 const clientTimeout = 30 * time.Second
 
-// gatewayToken returns the token a local CLI presents: $EXECHOST_GATEWAY_TOKEN,
-// else the state directory's gateway.json.
-func (g *globals) gatewayToken() (string, error) {
-	if t := os.Getenv(EnvGatewayToken); t != "" {
-		return t, nil
+// clientAuth is what a client command proves and pins when it connects.
+type clientAuth struct {
+	token      string                  // the gateway token (MAC'd, never sent)
+	credential *gateway.CredentialFile // or an issued credential
+	gatewayKey string                  // pinned gateway key; "" = unpinned
+}
+
+// clientAuth finds the credential a client command connects with:
+// --credential or $EXECHOST_CREDENTIAL (a credential file, which pins the
+// gateway's key), else $EXECHOST_GATEWAY_TOKEN, else the state
+// directory's gateway.json. The gateway's key is pinned from the
+// credential file, $EXECHOST_GATEWAY_KEY or the state directory.
+func (g *globals) clientAuth() (clientAuth, error) {
+	var a clientAuth
+	path := g.credential
+	if path == "" {
+		path = os.Getenv(EnvCredential)
 	}
+	if path != "" {
+		cf, err := gateway.ReadCredentialFile(path)
+		if err != nil {
+			return a, err
+		}
+		a.credential, a.gatewayKey = cf, cf.GatewayKey
+		return a, nil
+	}
+	a.gatewayKey = os.Getenv(EnvGatewayKey)
 	dir, err := g.dir()
 	if err != nil {
-		return "", err
+		return a, err
+	}
+	if a.gatewayKey == "" {
+		// The gateway of this state directory: its key is pinned here,
+		// so a process squatting on the port learns nothing.
+		if k, err := gateway.PublicKey(dir); err == nil {
+			a.gatewayKey = k
+		}
+	}
+	if t := os.Getenv(EnvGatewayToken); t != "" {
+		a.token = t
+		return a, nil
 	}
 	tok, err := gateway.ReadToken(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The common first-hour case: say it in one clause, not the
 		// whole read → stat chain.
-		return "", fmt.Errorf("no gateway token: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or set %s)", gateway.TokenPath(dir), EnvGatewayToken)
+		return a, fmt.Errorf("no gateway token: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or pass --credential FILE from `exechost credentials issue`)", gateway.TokenPath(dir))
 	}
 	if err != nil {
-		return "", fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or set %s)", err, EnvGatewayToken)
+		return a, fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or pass --credential FILE)", err)
 	}
-	return tok, nil
+	if a.gatewayKey == "" {
+		return a, fmt.Errorf("%s has a gateway token but no gateway key to check the gateway against (hint: start the gateway once with this state directory; it creates %s)", dir, gateway.KeyPath(dir))
+	}
+	a.token = tok
+	return a, nil
+}
+
+// holdsOperator reports whether this client's credential may connect as
+// an operator (the gateway token, or an operator credential).
+func (g *globals) holdsOperator() bool {
+	a, err := g.clientAuth()
+	return err == nil && (a.credential == nil || a.credential.Role == bridge.RoleOperator)
 }
 
 // dialGateway connects to the gateway at url with role (agent or
-// operator), authenticating with the gateway token.
+// operator), proving the credential clientAuth finds and checking the
+// gateway's key against the pin.
 func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Conn, error) {
-	tok, err := g.gatewayToken()
+	a, err := g.clientAuth()
 	if err != nil {
 		return nil, err
+	}
+	if err := checkPlaintext(url); err != nil {
+		return nil, err
+	}
+	if a.gatewayKey == "" {
+		fmt.Fprintf(g.stderr, "warning: no pinned gateway key (set %s, or use a credential file): the gateway at %s is not verified\n", EnvGatewayKey, url)
+	}
+	opts := bridge.Options{GatewayKey: a.gatewayKey}
+	if a.credential != nil {
+		opts.Credential = a.credential
 	}
 	dctx, cancel := context.WithTimeout(ctx, clientTimeout)
 	defer cancel()
 	c, _, err := bridge.Dial(dctx, url, bridge.ConnectParams{
 		Role:   role,
-		Auth:   bridge.Auth{Token: tok},
+		Auth:   bridge.Auth{Token: a.token},
 		Client: bridge.ClientInfo{Name: "exechost-cli", Version: Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
-	}, pinnedDialOptions(os.Getenv(EnvTLSFingerprint)), bridge.Options{})
+	}, pinnedDialOptions(os.Getenv(EnvTLSFingerprint)), opts)
 	if err != nil {
 		// bridge.Dial's errors already name the URL. A refused
-		// handshake (bad token, bad frame) is a failure; anything
-		// else means nothing usable answered there.
+		// handshake (bad token, bad frame, another gateway) is a
+		// failure; anything else means nothing usable answered there.
 		var be *bridge.Error
-		if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) {
+		if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) || errors.Is(err, bridge.ErrGatewayKey) {
 			return nil, err
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
@@ -238,4 +306,74 @@ func (g *globals) remoteApprovalsEdit(ctx context.Context, url, node string, edi
 			return wireError(err)
 		}
 	}
+}
+
+// EnvInsecurePlaintext, set to 1, lets a client connect to a gateway on
+// another host over plain ws://, where anyone on the path reads and
+// rewrites the traffic.
+const EnvInsecurePlaintext = "EXECHOST_INSECURE_PLAINTEXT"
+
+// checkPlaintext refuses a ws:// URL whose host is not loopback unless
+// $EXECHOST_INSECURE_PLAINTEXT=1.
+func checkPlaintext(raw string) error {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("gateway URL %q: %w", raw, err)
+	}
+	if u.Scheme != "ws" || isLoopbackHost(u.Hostname()) || os.Getenv(EnvInsecurePlaintext) == "1" {
+		return nil
+	}
+	return fmt.Errorf("refusing plain ws:// to %s: the connection would cross the network unencrypted (hint: serve the gateway with TLS and use wss://, or set %s=1 to accept the risk)", u.Host, EnvInsecurePlaintext)
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback address.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// localURL is how a process on the gateway's machine reaches a gateway
+// listening at url: an unspecified host (0.0.0.0, or :: which Go listens
+// on for both) becomes 127.0.0.1, which the gateway's Host check accepts.
+func localURL(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return url
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsUnspecified() {
+		return url
+	}
+	u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	return u.String()
+}
+
+// EnvJoinKey gives `exechost node run` its one-time join key without
+// putting it in argv, where every user's ps reads it.
+const EnvJoinKey = "EXECHOST_JOIN_KEY"
+
+// secretArg returns a secret from, in order: a deprecated flag value
+// (with a warning: argv is world-readable), a file ("-" reads stdin), or
+// an environment variable. Surrounding white space is trimmed.
+func (g *globals) secretArg(what, flagVal, flagName, file, env string) (string, error) {
+	switch {
+	case flagVal != "":
+		fmt.Fprintf(g.stderr, "warning: %s is deprecated: the %s shows in the process list to every user (hint: use %s-file FILE, %s-file - for stdin, or $%s)\n", flagName, what, flagName, flagName, env)
+		return flagVal, nil
+	case file == "-":
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4096))
+		if err != nil {
+			return "", fmt.Errorf("read the %s from stdin: %w", what, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read the %s: %w", what, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return strings.TrimSpace(os.Getenv(env)), nil
 }

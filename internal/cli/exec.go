@@ -147,7 +147,13 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 	if err != nil {
 		return err
 	}
-	c, err := g.dialGateway(ctx, f.url, bridge.RoleAgent)
+	role := bridge.RoleAgent
+	if fs := strings.Fields(f.slash); len(fs) > 0 && strings.EqualFold(fs[0], "/elevated") && g.holdsOperator() {
+		// /elevated needs an operator connection, which an agent
+		// credential cannot open (/approve stays an agent's, refused).
+		role = bridge.RoleOperator
+	}
+	c, err := g.dialGateway(ctx, f.url, role)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,15 @@ type logFlags struct {
 	format, level string
 	metricsListen string
 	drainTimeout  time.Duration
+	// insecurePlaintext is --insecure-plaintext: serve ws:// beyond
+	// loopback (gateway.RunOptions.InsecurePlaintext).
+	insecurePlaintext bool
+}
+
+// addInsecure registers --insecure-plaintext on a command that runs a
+// gateway.
+func (l *logFlags) addInsecure(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&l.insecurePlaintext, "insecure-plaintext", false, "allow plain ws:// on a non-loopback --listen (everything but the handshake's proofs travels readable and forgeable; use TLS instead)")
 }
 
 func (l *logFlags) add(cmd *cobra.Command) {
@@ -68,6 +77,7 @@ logs why. SIGINT/SIGTERM stop the gateway cleanly.`,
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <state>/exechost.json; optional there)")
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address (default gateway.listen, else "+config.DefaultListen+")")
 	lf.add(cmd)
+	lf.addInsecure(cmd)
 	cmd.Flags().StringVar(&lf.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address (opt-in; e.g. 127.0.0.1:9464)")
 	cmd.Flags().DurationVar(&lf.drainTimeout, "drain-timeout", gateway.DefaultDrainTimeout, "on SIGTERM, how long running execs may finish before everyone is disconnected")
 	cmd.AddCommand(newJoinKeyCmd(g))
@@ -89,7 +99,7 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	return gateway.Run(ctx, gateway.RunOptions{
 		StateDir: dir, ConfigPath: cfgPath, Embedded: embedded, Listen: listen,
 		MetricsListen: lf.metricsListen, DrainTimeout: lf.drainTimeout,
-		Logger: log, Version: Version, OnStart: onStart,
+		Logger: log, Version: Version, OnStart: onStart, InsecurePlaintext: lf.insecurePlaintext,
 	})
 }
 
@@ -113,8 +123,9 @@ func newJoinKeyCmd(g *globals) *cobra.Command {
 				return g.printJSON(res)
 			}
 			fmt.Fprintln(g.stdout, res.Key)
-			fmt.Fprintf(g.stderr, "one-time join key, valid until %s; on the node run:\n  exechost node run --gateway %s --join-key %s",
-				time.UnixMilli(res.ExpiresAt).Format(time.DateTime), url, res.Key)
+			// echo is a shell builtin: the key never shows in ps.
+			fmt.Fprintf(g.stderr, "one-time join key, valid until %s; on the node run:\n  echo %s | exechost node run --gateway %s --join-key-file -",
+				time.UnixMilli(res.ExpiresAt).Format(time.DateTime), res.Key, url)
 			if res.Fingerprint != "" {
 				fmt.Fprintf(g.stderr, " --tls-fingerprint %s", res.Fingerprint)
 			}

@@ -30,14 +30,15 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Short: "Serve MCP on stdio: the exec, nodes and exec_status tools, through the gateway",
 		Long: `Serve the Model Context Protocol on stdin/stdout for agent clients (Claude
 Desktop, Claude Code, Cursor, …). The server connects to the gateway as role
-agent, with the gateway token from <state>/gateway.json or $` + EnvGatewayToken + `,
+agent, proving --credential FILE (an agent credential from ` + "`exechost credentials issue`" + `,
+which fixes the agent it acts for), else the gateway token from <state>/gateway.json,
 and exposes the tools exec, nodes and exec_status. Denials are tool results
 that say what to do; a gateway that is down makes a tool return an error
 while the server keeps running and reconnects on the next call.
 
 Logs go to stderr; stdout carries only the MCP stream.
 
-  {"mcpServers":{"exechost":{"command":"exechost","args":["mcp","--gateway","ws://127.0.0.1:18789","--agent","main"]}}}`,
+  {"mcpServers":{"exechost":{"command":"exechost","args":["--credential","/path/agent-main.json","mcp","--gateway","ws://127.0.0.1:18789","--agent","main"]}}}`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("session") {

@@ -24,6 +24,9 @@ type nodeRunFlags struct {
 	log                                    logFlags
 	openclaw                               openclawFlags  // node_openclaw.go
 	limits                                 nodeLimitFlags // node_limits.go
+	// joinKeyFile and gatewayKey: --join-key-file (the key off argv) and
+	// --gateway-key (the gateway identity to pin).
+	joinKeyFile, gatewayKey string
 }
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -56,7 +59,9 @@ stops when its pairing is rejected or its token revoked.`,
 	}
 	run.Flags().StringVar(&f.url, "gateway", "", "gateway `URL` (saved in node.json; default the saved one, else "+DefaultGateway+")")
 	run.Flags().StringVar(&f.displayName, "display-name", "", "`NAME` shown in \"exechost nodes list\" (default the host name)")
-	run.Flags().StringVar(&f.joinKey, "join-key", "", "one-time `KEY` from \"exechost gateway join-key\" (headless pairing)")
+	run.Flags().StringVar(&f.joinKey, "join-key", "", "deprecated: the key shows in ps; use --join-key-file or $"+EnvJoinKey)
+	run.Flags().StringVar(&f.joinKeyFile, "join-key-file", "", "read the one-time join key from \"exechost gateway join-key\" from `FILE` (\"-\": stdin) for headless pairing (default $"+EnvJoinKey+")")
+	run.Flags().StringVar(&f.gatewayKey, "gateway-key", "", "pin the gateway's identity `KEY` (its log and `exechost up` print it); default: pinned at first contact")
 	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")
 	run.Flags().StringVar(&f.execHost, "exec-host", node.ExecHostLocal, "where system.run runs: `local|app` (app: forwarded to \"exechost approver --exec-host\" in the desktop session)")
 	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: `local|deny` (local runs it here)")
@@ -116,6 +121,13 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 			url = DefaultGateway
 		}
 	}
+	if err := checkPlaintext(url); err != nil {
+		return err
+	}
+	joinKey, err := g.secretArg("join key", f.joinKey, "--join-key", f.joinKeyFile, EnvJoinKey)
+	if err != nil {
+		return err
+	}
 	pending := func(id, fingerprint string) {
 		// What the operator compares before approving: the same id and
 		// fingerprint appear in `exechost nodes pending`.
@@ -125,7 +137,7 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 		pending = func(id, _ string) { hooks.pending(id) }
 	}
 	return node.Run(ctx, node.RunOptions{
-		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: f.joinKey, TLSFingerprint: f.fingerprint,
+		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: joinKey, TLSFingerprint: f.fingerprint, GatewayKey: f.gatewayKey,
 		ExecHost: f.execHost, ExecFallback: f.execFallback, Route: f.route.route, PromptTimeout: f.route.promptTimeout,
 		MaxRuns: f.limits.maxRuns, Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
 	})

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -17,18 +16,20 @@ import (
 // gateway instead of an exechost one (docs/openclaw.md).
 type openclawFlags struct {
 	url, token, instanceID string
+	tokenFile              string // --openclaw-token-file: the token off argv
 }
 
 func (f *openclawFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "openclaw", "", "serve an OpenClaw gateway (protocol v4) at this URL, e.g. ws://127.0.0.1:18789, instead of an exechost gateway")
-	cmd.Flags().StringVar(&f.token, "openclaw-token", "", "the OpenClaw gateway's shared token (default $OPENCLAW_GATEWAY_TOKEN, else the device token saved at pairing)")
+	cmd.Flags().StringVar(&f.token, "openclaw-token", "", "deprecated: the token shows in ps; use --openclaw-token-file or $OPENCLAW_GATEWAY_TOKEN")
+	cmd.Flags().StringVar(&f.tokenFile, "openclaw-token-file", "", "read the OpenClaw gateway's shared token from `FILE` (\"-\": stdin; default $OPENCLAW_GATEWAY_TOKEN, else the device token saved at pairing)")
 	cmd.Flags().StringVar(&f.instanceID, "openclaw-instance-id", "", "client instance id shown by OpenClaw (default the host name)")
 }
 
 // runOpenClawNode serves an OpenClaw gateway with this machine's engine
 // until ctx ends.
 func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
-	if f.url != "" || f.joinKey != "" || f.fingerprint != "" || f.execHost != "local" {
+	if f.url != "" || f.joinKey != "" || f.joinKeyFile != "" || f.fingerprint != "" || f.execHost != "local" {
 		return usagef("--openclaw cannot be combined with --gateway, --join-key, --tls-fingerprint or --exec-host")
 	}
 	if f.route.route != "" && f.route.route != "local" {
@@ -54,9 +55,9 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 		return err
 	}
 	defer eng.Close()
-	token := f.openclaw.token
-	if token == "" {
-		token = os.Getenv("OPENCLAW_GATEWAY_TOKEN")
+	token, err := g.secretArg("OpenClaw token", f.openclaw.token, "--openclaw-token", f.openclaw.tokenFile, "OPENCLAW_GATEWAY_TOKEN")
+	if err != nil {
+		return err
 	}
 	n, err := openclaw.New(openclaw.Options{
 		GatewayURL: f.openclaw.url, Token: token, StateDir: dir,

@@ -64,6 +64,9 @@ type globals struct {
 	// onWebURL, when set, is told the approver web UI's full URL (with
 	// its secret) once it serves; `exechost up` prints it.
 	onWebURL func(url string)
+	// credential is --credential: the client credential file to connect
+	// with (client.go).
+	credential string
 }
 
 // dir returns the resolved state directory (not created).
@@ -90,6 +93,7 @@ func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $"+state.EnvDir+" or ~/.openclaw)")
+	root.PersistentFlags().StringVar(&g.credential, "credential", "", "client credential file to connect to the gateway with (default $"+EnvCredential+", else the state directory's gateway token)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		err = usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
 		if jsonOnStdout(c, g.args) {

@@ -63,6 +63,7 @@ approved. Ctrl-C stops everything.`,
 	cmd.Flags().StringVar(&listen, "listen", upListenDefault(), "gateway listen address (loopback; default from $"+EnvGateway+" when set)")
 	cmd.Flags().StringVar(&web, "web", "127.0.0.1:18790", "approver web UI address (loopback)")
 	cmd.Flags().BoolVar(&noApprover, "no-approver", false, "do not start the approver (askFallback decides)")
+	lf.addInsecure(cmd)
 	cmd.Flags().StringVar(&lf.format, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&lf.level, "log-level", "warn", "log level: debug, info, warn or error")
 	return cmd
@@ -142,18 +143,25 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	select {
 	case url = <-ready:
 		gw = <-gwc
+		url = localURL(url) // a gateway on 0.0.0.0 is reached on loopback here
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 		wg.Wait()
 		return nil
 	}
+	mcpCred, err := ensureUpAgentCredential(dir, url) // credentials.go
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("issue the MCP clients' agent credential: %w", err)
+	}
 	// The local node's token was issued by this state directory's gateway,
 	// which runs right here; only its port may differ from the last run
 	// (--listen 127.0.0.1:0). Point the identity at it so the node keeps
 	// its pairing instead of dropping the token and pairing again.
 	if id, err := node.LoadIdentity(dir); err == nil && id.Token != "" && id.Gateway.URL != url {
-		id.Gateway.URL = url
+		id.Gateway.URL, id.Gateway.PublicKey = url, gw.PublicKey()
 		if err := id.Save(dir); err != nil {
 			cancel()
 			wg.Wait()
@@ -234,7 +242,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 			return nil
 		}
 	}
-	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, noApprover: noApprover, exe: exechostCommand()})
+	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, noApprover: noApprover, exe: exechostCommand(), mcpCredential: mcpCred})
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -322,6 +330,8 @@ type upSummary struct {
 	fresh, noApprover             bool
 	// exe is how to call exechost from another terminal (exechostCommand).
 	exe string
+	// mcpCredential is the agent credential file for MCP clients.
+	mcpCredential string
 }
 
 // exechostCommand is how the "Next" lines call exechost: plainly when
@@ -365,7 +375,7 @@ func printUpNext(g *globals, s upSummary) {
 	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # never ask for it again\n", cmd)
 	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
-	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--state-dir\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.dir, s.url)
+	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--credential\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.mcpCredential, s.url)
 	if s.exe != "exechost" {
 		fmt.Fprintf(w, "(exechost is not on PATH; install it with `go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
 	}

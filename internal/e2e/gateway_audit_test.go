@@ -117,10 +117,11 @@ func TestGatewayAudit(t *testing.T) {
 	w := webLogin(t, webURLRE.FindStringSubmatch(out)[1])
 	const cliActor = "operator exechost-cli"
 
-	// Pairing: two nodes approved by an operator (both named "twin", for
-	// the ambiguous selection below), one rejected.
+	// Pairing: two nodes approved by an operator (display names are
+	// unique, so the ambiguous selection below is by their shared remote
+	// address), one rejected.
 	pair := func(name, policy string, extra ...string) *node {
-		n := c.startNode(name, "twin", policy, extra...)
+		n := c.startNode(name, name, policy, extra...)
 		waitFor(t, name+" to be pending", func() bool { return c.isPending(n.id) })
 		if r := c.cli("nodes", "approve", n.id); r.code != 0 {
 			t.Fatalf("approve %s: %s", name, r)
@@ -232,7 +233,7 @@ func TestGatewayAudit(t *testing.T) {
 	}{
 		{"binding", audit.ReasonBinding, "node", beta.id, []string{"--agent", "bound", "--session", "s1", "--host", "node", "--node", beta.id}},
 		{"unknown node", audit.ReasonUnknownNode, "node", "nope", []string{"--agent", "a2", "--session", "s2", "--host", "node", "--node", "nope"}},
-		{"ambiguous node", audit.ReasonAmbiguousNode, "node", "twin", []string{"--agent", "a3", "--session", "s3", "--host", "node", "--node", "twin"}},
+		{"ambiguous node", audit.ReasonAmbiguousNode, "node", "127.0.0.1", []string{"--agent", "a3", "--session", "s3", "--host", "node", "--node", "127.0.0.1"}},
 		{"no node named", audit.ReasonNodeRequired, "node", "", []string{"--agent", "a4", "--session", "s4", "--host", "node"}},
 		{"gateway security=deny", audit.ReasonSecurityDeny, "gateway", "gateway", []string{"--agent", "locked", "--session", "s5", "--host", "gateway"}},
 	}

@@ -297,6 +297,7 @@ type nodeJSON struct {
 	Gateway     struct {
 		URL            string `json:"url"`
 		TLSFingerprint string `json:"tlsFingerprint"`
+		PublicKey      string `json:"publicKey"`
 	} `json:"gateway"`
 }
 

@@ -29,7 +29,7 @@ func (c *cluster) impostor(nodeID string, auth bridge.Auth, key *nodekey.Key) (*
 	conn, res, err := bridge.Dial(ctx, c.url, bridge.ConnectParams{
 		Role: bridge.RoleNode, Auth: auth,
 		Client: bridge.ClientInfo{Name: "impostor", Platform: runtime.GOOS},
-		Node:   &bridge.NodeInfo{NodeID: nodeID, DisplayName: "impostor", Commands: bridge.NodeCommands},
+		Node:   &bridge.NodeInfo{NodeID: nodeID, DisplayName: "impostor " + nodeID, Commands: bridge.NodeCommands},
 	}, nil, bridge.Options{Device: key})
 	if err == nil {
 		c.t.Cleanup(func() { conn.Close("test done") })

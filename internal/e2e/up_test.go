@@ -122,8 +122,12 @@ func TestUpPortTaken(t *testing.T) {
 	u := startUp(t, dir, "--no-approver")
 	listen := strings.TrimPrefix(u.url, "ws://")
 	other := newStateDir(t, "other")
-	if err := os.WriteFile(filepath.Join(other, "gateway.json"), mustRead(t, filepath.Join(dir, "gateway.json")), 0o600); err != nil {
-		t.Fatal(err)
+	// The same gateway as far as a client can tell: its token and its
+	// identity key (which the client pins).
+	for _, name := range []string{"gateway.json", "gateway.key"} {
+		if err := os.WriteFile(filepath.Join(other, name), mustRead(t, filepath.Join(dir, name)), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r := run(t, other, "up", "--listen", listen, "--web", "127.0.0.1:0", "--no-approver")
 	if r.code != 1 || !strings.Contains(r.stderr, listen+" is already in use by an exechost gateway of this state directory") ||

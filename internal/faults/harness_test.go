@@ -63,7 +63,9 @@ type proc struct{ *testproc.Proc }
 // test ends.
 func startCmd(t testing.TB, argv ...string) *proc {
 	t.Helper()
-	tp, err := testproc.Start(argv)
+	// The fault tests cut plain ws:// links between network namespaces
+	// on purpose: the clients and nodes are told to accept them.
+	tp, err := testproc.Start(argv, "EXECHOST_INSECURE_PLAINTEXT=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func newCluster(t testing.TB, listen string) *cluster {
 // startGateway (re)starts the gateway on c.listen.
 func (c *cluster) startGateway() {
 	c.t.Helper()
-	argv := append(append([]string(nil), c.wrap...), bin, "--state-dir", c.gwDir, "gateway", "--log-level", "info", "--log-format", "json", "--listen", c.listen)
+	argv := append(append([]string(nil), c.wrap...), bin, "--state-dir", c.gwDir, "gateway", "--log-level", "info", "--log-format", "json", "--listen", c.listen, "--insecure-plaintext")
 	c.gw = startCmd(c.t, argv...)
 	waitFor(c.t, "the gateway to listen", func() bool { return urlRE.MatchString(c.gw.Out.String()) })
 	c.url = urlRE.FindStringSubmatch(c.gw.Out.String())[1]

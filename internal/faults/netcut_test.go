@@ -64,7 +64,7 @@ func cliIn(t *testing.T, ns netns, dir string, args ...string) (string, error) {
 	defer cancel()
 	argv := append(ns.wrap(), append([]string{bin, "--state-dir", dir}, args...)...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=")
+	cmd.Env = append(os.Environ(), "EXECHOST_GATEWAY_TOKEN=", "EXECHOST_INSECURE_PLAINTEXT=1")
 	out, err := cmd.Output()
 	return string(out), err
 }

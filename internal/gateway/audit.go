@@ -40,11 +40,20 @@ const MaxChange = 2048
 // Bounds on audit records about unauthenticated peers (wrong tokens, bad
 // join keys): anyone who reaches the port can cause them, and without a
 // bound they could fill the log until rotation drops the records that
-// matter. Beyond the bound refusals are still counted in the metric, and
-// the next record says how many went unrecorded.
+// matter. One source (sourceKey: an address, all of loopback, an IPv6 /64)
+// gets one record per UnauthInterval for each kind of refusal (action and
+// reason code: a bad token and a used join key are both recorded), and all
+// sources together at most
+// UnauthRecordsPerSecond (burst UnauthRecordBurst). Beyond that refusals
+// are still counted in the metric, and the next record says how many went
+// unrecorded.
 const (
+	UnauthInterval         = time.Minute
 	UnauthRecordsPerSecond = 5
 	UnauthRecordBurst      = 50
+	// MaxUnauthSources bounds the sources remembered for UnauthInterval;
+	// beyond it, new sources share the global limit's count.
+	MaxUnauthSources = 4096
 )
 
 // unauthAudit is the rate limit on records about unauthenticated peers.
@@ -52,40 +61,73 @@ type unauthAudit struct {
 	mu      sync.Mutex
 	lim     *rate.Limiter
 	now     func() time.Time // tests inject a clock
-	dropped int
+	dropped int              // left out by the global limit
+	sources map[string]*unauthSource
 }
 
-// allow reports whether a record about an unauthenticated peer may be
-// written now, and how many were dropped since the last one written.
-func (u *unauthAudit) allow() (ok bool, dropped int) {
+// unauthSource is one source's last record and what it left out since.
+type unauthSource struct {
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a record about an unauthenticated peer from
+// source may be written now, how many of this source's refusals were
+// left out since its last record, and how many of all sources' the
+// global limit left out.
+func (u *unauthAudit) allow(source string) (ok bool, same, others int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.lim == nil {
 		u.lim = rate.NewLimiter(UnauthRecordsPerSecond, UnauthRecordBurst)
+		u.sources = make(map[string]*unauthSource)
 	}
 	now := time.Now
 	if u.now != nil {
 		now = u.now
 	}
-	if !u.lim.AllowN(now(), 1) {
-		u.dropped++
-		return false, 0
+	t := now()
+	src := u.sources[source]
+	if src != nil && t.Sub(src.last) < UnauthInterval {
+		src.suppressed++
+		return false, 0, 0
 	}
-	dropped, u.dropped = u.dropped, 0
-	return true, dropped
+	if src == nil && len(u.sources) >= MaxUnauthSources {
+		for k, v := range u.sources {
+			if t.Sub(v.last) >= UnauthInterval && v.suppressed == 0 {
+				delete(u.sources, k)
+			}
+		}
+	}
+	if !u.lim.AllowN(t, 1) || (src == nil && len(u.sources) >= MaxUnauthSources) {
+		u.dropped++
+		return false, 0, 0
+	}
+	if src == nil {
+		src = &unauthSource{}
+		u.sources[source] = src
+	}
+	same, others = src.suppressed, u.dropped
+	src.last, src.suppressed, u.dropped = t, 0, 0
+	return true, same, others
 }
 
 // auditUnauth records rec (about an unauthenticated peer) within the rate
-// limit, and always counts it.
+// limits, and always counts it.
 func (g *Gateway) auditUnauth(ctx context.Context, rec audit.Record) {
-	ok, dropped := g.unauth.allow()
+	ok, same, others := g.unauth.allow(sourceKey(rec.RemoteIP) + "|" + rec.Action + "|" + rec.ReasonCode)
 	if !ok {
 		g.opts.Metrics.ObserveDecision(rec.Action, rec.Event, rec.ReasonCode, rec.Host)
 		return
 	}
-	if dropped > 0 {
-		rec.Change = fmt.Sprintf("%d earlier refusals of unauthenticated peers not recorded (rate limit %d/s)", dropped, UnauthRecordsPerSecond)
+	var notes []string
+	if same > 0 {
+		notes = append(notes, fmt.Sprintf("%d earlier refusals like this from %s not recorded (one record per source and kind per %s)", same, sourceKey(rec.RemoteIP), UnauthInterval))
 	}
+	if others > 0 {
+		notes = append(notes, fmt.Sprintf("%d earlier refusals of unauthenticated peers not recorded (rate limit %d/s)", others, UnauthRecordsPerSecond))
+	}
+	rec.Change = strings.Join(notes, "; ")
 	_ = g.auditEvent(ctx, rec)
 }
 
@@ -298,6 +340,16 @@ func (g *Gateway) forbidden(ctx context.Context, e *bridge.Error) *bridge.Error 
 		GatewayFields: audit.GatewayFields{Action: audit.ActionMethod, ReasonCode: audit.ReasonForbidden},
 	})
 	return e
+}
+
+// auditElevated records an operator's /elevated and what the session's
+// settings became.
+func (g *Gateway) auditElevated(ctx context.Context, p bridge.SessionCommandParams, res bridge.SessionCommandResult) {
+	_ = g.auditEvent(ctx, audit.Record{
+		Event: audit.EventDecision, AgentID: p.AgentID, DecidedBy: "operator", Reason: bounded(res.Reply),
+		GatewayFields: audit.GatewayFields{Action: audit.ActionElevated, ReasonCode: audit.ReasonOperator,
+			Change: bounded(cleanText(p.Text, 64))},
+	})
 }
 
 // auditJoinKeyIssued records a new join key (never the key itself).

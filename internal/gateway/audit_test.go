@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -162,9 +163,10 @@ func TestApprovalsChange(t *testing.T) {
 }
 
 // TestUnauthRecordsRateLimited: refusals of unauthenticated peers cannot
-// flood the audit log (and rotate away what matters): beyond the burst they
-// are counted but not recorded, and the next record says how many were
-// left out.
+// flood the audit log (and rotate away what matters): one source gets one
+// record per UnauthInterval, all sources together at most the burst; the
+// rest are counted but not recorded, and the next record says how many
+// were left out.
 func TestUnauthRecordsRateLimited(t *testing.T) {
 	rec := &memRecorder{}
 	m := metrics.New()
@@ -179,16 +181,35 @@ func TestUnauthRecordsRateLimited(t *testing.T) {
 	for range tries {
 		g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, "192.0.2.1:5555", bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token"))
 	}
-	if len(rec.recs) != UnauthRecordBurst {
-		t.Fatalf("recorded %d refusals, want the burst of %d", len(rec.recs), UnauthRecordBurst)
+	if len(rec.recs) != 1 {
+		t.Fatalf("recorded %d refusals of one source, want 1 per interval", len(rec.recs))
 	}
 	if r := rec.recs[0]; r.Actor != "operator unnamed client from 192.0.2.1" || r.RemoteIP != "192.0.2.1" || r.ReasonCode != audit.ReasonBadToken {
 		t.Errorf("record = %+v", r)
 	}
-	now = now.Add(time.Second)
+	// Loopback addresses are one source: 127.0.0.x does not evade it.
+	for i := range 10 {
+		g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, fmt.Sprintf("127.0.0.%d:5555", i+1), bridge.Errorf(bridge.CodeUnauthorized, "no"))
+	}
+	if len(rec.recs) != 2 {
+		t.Fatalf("recorded %d refusals, want one more for loopback", len(rec.recs))
+	}
+	// Another kind of refusal from the same source is recorded at once.
 	g.nodeRefused(context.Background(), audit.ActionJoinKeyUse, audit.ReasonBadJoinKey, "n1", "192.0.2.1", bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid"))
-	if r := rec.last(t); r.Action != audit.ActionJoinKeyUse || !strings.HasPrefix(r.Change, "10 earlier refusals") {
-		t.Errorf("record after the pause = %+v", r)
+	if r := rec.last(t); r.Action != audit.ActionJoinKeyUse || r.Change != "" {
+		t.Errorf("a join key refusal after bad tokens = %+v", r)
+	}
+	now = now.Add(UnauthInterval)
+	g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, "192.0.2.1:5555", bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token"))
+	if r := rec.last(t); r.Action != audit.ActionClientConnect || !strings.HasPrefix(r.Change, fmt.Sprintf("%d earlier refusals like this from 192.0.2.1", tries-1)) {
+		t.Errorf("record after the interval = %+v", r)
+	}
+	// Many sources at once: the global burst still bounds them.
+	for i := range UnauthRecordBurst + 5 {
+		g.clientRefused(context.Background(), bridge.ConnectParams{Role: bridge.RoleOperator}, fmt.Sprintf("198.51.100.%d:1", i), bridge.Errorf(bridge.CodeUnauthorized, "no"))
+	}
+	if n := len(rec.recs); n > 4+UnauthRecordBurst {
+		t.Errorf("recorded %d refusals from many sources, want at most the burst", n)
 	}
 	fams, err := m.Registry().Gather()
 	if err != nil {
@@ -207,7 +228,7 @@ func TestUnauthRecordsRateLimited(t *testing.T) {
 			}
 		}
 	}
-	if counted != tries {
-		t.Errorf("metric counted %v refusals, want all %d", counted, tries)
+	if want := tries + 10 + 1 + UnauthRecordBurst + 5; counted != float64(want) {
+		t.Errorf("metric counted %v refusals, want all %d", counted, want)
 	}
 }

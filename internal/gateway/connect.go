@@ -3,9 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -30,9 +27,10 @@ const ConnectTimeout = 10 * time.Second
 // unlimited connections.
 const MaxPending = 64
 
-// MaxPendingPerAddr bounds unpaired nodes waiting from one remote
-// address, so one client (or one browser page) cannot fill every pending
-// slot and lock real nodes out of interactive pairing.
+// MaxPendingPerAddr bounds unpaired nodes waiting from one source
+// (sourceKey: an address, all of loopback, an IPv6 /64), so one client (or
+// one browser page) cannot fill every pending slot and lock real nodes
+// out of interactive pairing.
 const MaxPendingPerAddr = 4
 
 // nodeIDPattern is what a node id may look like: it ends up in logs, events
@@ -62,6 +60,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
+	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
+	release, err := g.handshakes.enter(sourceKey(remoteIP)) // source.go
+	if err != nil {
+		g.log.Debug("refused websocket upgrade: handshake limit", "remote", r.RemoteAddr, "err", err)
+		g.auditUnauth(r.Context(), audit.Record{
+			Event: audit.EventDenied, Reason: bridge.AsError(err).Message, DecidedBy: "gateway",
+			GatewayFields: audit.GatewayFields{Action: audit.ActionClientConnect, ReasonCode: audit.ReasonBusy, Actor: "peer from " + remoteIP, RemoteIP: remoteIP},
+		})
+		refuseBusy(w, bridge.AsError(err))
+		return
+	}
+	defer release()
 	// The Origin was checked above, by a stricter rule than the
 	// library's (which accepts any Origin equal to Host).
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -69,12 +79,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.log.Info("refused websocket upgrade", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
 		return
 	}
-	ws.SetReadLimit(bridge.MaxFrame)
-	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
+	// The connect request is read with a small limit (MaxConnectFrame);
+	// bridge.NewConn raises it to bridge.MaxFrame once the peer is
+	// accepted.
 	ctx, cancel := context.WithTimeout(r.Context(), ConnectTimeout)
 	defer cancel()
-	nonce := newNonce()
-	chf, err := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, Ts: time.Now().UnixMilli()}, 0)
+	nonce := bridge.NewNonce()
+	chf, err := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, Ts: time.Now().UnixMilli(), GatewayKey: g.keyStr}, 0)
 	if err == nil {
 		err = bridge.WriteFrame(ctx, ws, chf)
 	}
@@ -82,9 +93,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws.CloseNow()
 		return
 	}
-	f, err := bridge.ReadFrame(ctx, ws)
+	f, err := bridge.ReadFrameLimit(ctx, ws, MaxConnectFrame)
 	if err != nil {
-		refuse(ws, "", bridge.Errorf(bridge.CodeInvalidRequest, "expected a connect request: %v", err))
+		refuse(ws, "", bridge.Errorf(bridge.CodeInvalidRequest, "expected a connect request (at most %d bytes): %v", MaxConnectFrame, err))
 		return
 	}
 	if f.Type != bridge.TypeReq || f.Method != bridge.MethodConnect {
@@ -96,19 +107,50 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "bad connect params: %v", err))
 		return
 	}
+	if len(p.ClientNonce) < 32 || len(p.ClientNonce) > 128 {
+		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "connect.params.clientNonce is missing or malformed (hint: upgrade the client: this gateway proves its identity and never reads a secret off the wire)"))
+		return
+	}
 	switch p.Role {
 	case bridge.RoleAgent, bridge.RoleOperator:
-		if subtle.ConstantTimeCompare([]byte(p.Auth.Token), []byte(g.token)) != 1 {
-			g.log.Warn("refused client: bad gateway token", "remote", r.RemoteAddr, "role", p.Role)
-			refuse(ws, f.ID, g.clientRefused(ctx, p, r.RemoteAddr, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token (hint: local CLIs read it from the gateway's <state>/gateway.json; pass the gateway's --state-dir)")))
+		who, err := g.authClient(p, nonce)
+		if err != nil {
+			g.log.Warn("refused client", "remote", r.RemoteAddr, "role", p.Role, "kind", p.Auth.Kind, "ref", cleanText(p.Auth.Ref, 64), "err", err)
+			refuse(ws, f.ID, g.clientRefused(ctx, p, r.RemoteAddr, bridge.AsError(err)))
 			return
 		}
-		g.acceptClient(ctx, ws, f.ID, p)
+		g.acceptClient(ctx, ws, f.ID, p, nonce, who)
 	case bridge.RoleNode:
 		g.acceptNode(ctx, ws, f.ID, p, remoteIP, nonce)
 	default:
 		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "unknown role %q (accepted: agent, operator, node)", p.Role))
 	}
+}
+
+// authClient checks an agent's or operator's proof: an issued credential
+// (which fixes the agent id and the highest role), or the gateway token
+// of gateway.json (an operator's, acting for any agent). The token itself
+// never travels: the client sends a MAC over this connection's payload.
+func (g *Gateway) authClient(p bridge.ConnectParams, nonce string) (caller, error) {
+	who := caller{role: p.Role, name: cleanText(p.Client.Name, 64)}
+	switch p.Auth.Kind {
+	case bridge.AuthCredential:
+		rec, err := g.verifyCredential(p, nonce)
+		if err != nil {
+			return who, err
+		}
+		who.name, who.credential = rec.Name, rec.ID
+		if rec.Role == bridge.RoleAgent {
+			who.agent = rec.Agent
+		}
+		return who, nil
+	case bridge.AuthToken:
+		payload := bridge.ClientAuthPayload(g.keyStr, nonce, p.ClientNonce, p.Role, p.Auth.Kind, p.Auth.Ref)
+		if p.Auth.Ref == "" && bridge.VerifySecretProof(hashSecret(g.token), payload, p.Auth.Proof) {
+			return who, nil
+		}
+	}
+	return who, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token or credential (hint: local CLIs prove the token in the gateway's <state>/gateway.json, so pass the gateway's --state-dir; others need a credential file from `exechost credentials issue`, passed with --credential)")
 }
 
 // refuse sends an error response and closes the socket.
@@ -126,8 +168,11 @@ func refuse(ws *websocket.Conn, id string, e *bridge.Error) {
 	go func() { _ = ws.Close(websocket.StatusPolicyViolation, msg) }()
 }
 
-func accepted(ctx context.Context, ws *websocket.Conn, id string, res bridge.ConnectResult) error {
+// accepted sends the connect result, signed with the gateway's key over
+// the connection's nonces so the client knows which gateway it reached.
+func (g *Gateway) accepted(ctx context.Context, ws *websocket.Conn, id, nonce string, p bridge.ConnectParams, res bridge.ConnectResult) error {
 	res.Protocol = bridge.ProtocolVersion
+	res.GatewaySignature = g.key.Sign([]byte(bridge.GatewayAuthPayload(g.keyStr, nonce, p.ClientNonce, p.Role, res.Status)))
 	f, err := bridge.NewResult(id, res)
 	if err != nil {
 		return err
@@ -135,13 +180,12 @@ func accepted(ctx context.Context, ws *websocket.Conn, id string, res bridge.Con
 	return bridge.WriteFrame(ctx, ws, f)
 }
 
-func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams) {
-	if err := accepted(ctx, ws, id, bridge.ConnectResult{Role: p.Role}); err != nil {
+func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, nonce string, who caller) {
+	if err := g.accepted(ctx, ws, id, nonce, p, bridge.ConnectResult{Role: p.Role, Agent: who.agent}); err != nil {
 		ws.CloseNow()
 		return
 	}
 	role := p.Role
-	who := caller{role: role, name: cleanText(p.Client.Name, 64)}
 	// OnClose may run before NewConn returns (a peer that hangs up at
 	// once), so the conn reaches it through an atomic holder, and a conn
 	// already closed is never registered.
@@ -184,7 +228,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		return
 	}
 	nid := p.Node.NodeID
-	pub, err := verifyDevice(p, nonce)
+	pub, err := g.verifyDevice(p, nonce)
 	if err != nil {
 		g.log.Warn("refused node: key proof", "node", nid, "remote", remoteIP, "err", err)
 		refuse(ws, id, bridge.AsError(err))
@@ -201,13 +245,19 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	for i, c := range p.Node.Commands {
 		p.Node.Commands[i] = cleanText(c, 64)
 	}
+	if err := g.nameConflict(nid, p.Node.DisplayName); err != nil {
+		g.log.Warn("refused node: display name", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP, "err", err)
+		refuse(ws, id, bridge.AsError(err))
+		return
+	}
 	now := time.Now()
 	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now, pub: pub}
 	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
-	switch {
-	case p.Auth.Token != "":
+	payload := bridge.DeviceAuthPayload(p.Device.ID, nid, p.Role, p.Device.SignedAt, g.keyStr, nonce, p.ClientNonce, p.Auth.Kind, p.Auth.Ref)
+	switch p.Auth.Kind {
+	case bridge.AuthToken:
 		rec := g.reg.get(nid)
-		if rec == nil || !equalSecret(p.Auth.Token, rec.TokenHash) {
+		if rec == nil || !bridge.VerifySecretProof(rec.TokenHash, payload, p.Auth.Proof) {
 			g.log.Warn("refused node: token rejected", "node", nid, "remote", remoteIP)
 			refuse(ws, id, g.nodeRefused(ctx, audit.ActionNodeConnect, audit.ReasonBadToken, nid, remoteIP, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid)))
 			return
@@ -224,7 +274,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		if bound {
 			g.log.Warn("node bound its key on first connect (migrated from a key-less pairing); the key is now required", "node", nid, "fingerprint", nodekey.Fingerprint(pub), "remote", remoteIP)
 		}
-	case p.Auth.JoinKey != "":
+	case bridge.AuthJoinKey:
 		if err := newNodeID(nid, pub); err != nil {
 			refuse(ws, id, bridge.AsError(err))
 			return
@@ -236,7 +286,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		}
 		tok := newSecret("ehn_")
 		rec := g.newRecord(nc, tok)
-		if err := g.reg.consumeJoinKey(p.Auth.JoinKey, rec); err != nil {
+		if err := g.reg.consumeJoinKey(p.Auth.Ref, payload, p.Auth.Proof, rec); err != nil {
 			g.log.Warn("refused node: join key", "node", nid, "remote", remoteIP, "err", err)
 			refuse(ws, id, g.nodeRefused(ctx, audit.ActionJoinKeyUse, audit.ReasonBadJoinKey, nid, remoteIP, bridge.AsError(err)))
 			return
@@ -244,7 +294,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		res.Token = tok
 		g.auditNode(ctx, audit.ActionJoinKeyUse, audit.ReasonJoinKey, nc, "node paired itself with a one-time join key")
 		g.log.Info("node paired with a join key", "node", nid, "displayName", p.Node.DisplayName, "remote", remoteIP)
-	default:
+	case "":
 		if err := newNodeID(nid, pub); err != nil {
 			refuse(ws, id, bridge.AsError(err))
 			return
@@ -260,8 +310,11 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 			return
 		}
 		res.Status = bridge.StatusPending
+	default:
+		refuse(ws, id, bridge.Errorf(bridge.CodeUnauthorized, "a node proves a token, a join key or nothing (pairing), not %q", cleanText(p.Auth.Kind, 32)))
+		return
 	}
-	if err := accepted(ctx, ws, id, res); err != nil {
+	if err := g.accepted(ctx, ws, id, nonce, p, res); err != nil {
 		ws.CloseNow()
 		return
 	}
@@ -366,20 +419,11 @@ func (g *Gateway) nodeGone(nc *nodeConn, err error) {
 // max runes: textsafe's one definition of what a human must not be shown.
 func cleanText(s string, max int) string { return textsafe.Strip(s, max) }
 
-// newNonce returns a connection's challenge: 32 random bytes, hex.
-func newNonce() string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return hex.EncodeToString(b[:])
-}
-
 // verifyDevice checks a node's proof of key possession: the device id is
 // the hash of the public key, and the signature covers this connection's
-// nonce, the claimed node id, role and credential. It returns the raw
-// public key.
-func verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, error) {
+// nonces, the gateway's key, the claimed node id, role and credential
+// reference. It returns the raw public key.
+func (g *Gateway) verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, error) {
 	d := p.Device
 	if d == nil {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "a node must prove its key: connect.params.device is missing (hint: upgrade exechost on the node; it creates its key on start)")
@@ -394,7 +438,7 @@ func verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, error) {
 	if d.Nonce != nonce {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device signature is not for this connection's challenge")
 	}
-	msg := bridge.DeviceAuthPayload(d.ID, p.Node.NodeID, p.Role, d.SignedAt, p.Auth.Credential(), nonce)
+	msg := bridge.DeviceAuthPayload(d.ID, p.Node.NodeID, p.Role, d.SignedAt, g.keyStr, nonce, p.ClientNonce, p.Auth.Kind, p.Auth.Ref)
 	if !nodekey.Verify(pub, []byte(msg), d.Signature) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device signature does not verify")
 	}
@@ -428,7 +472,7 @@ func (g *Gateway) pendingConflict(nid string, pub []byte) error {
 
 // pendingRoom decides whether a new pending entry may take a slot: not
 // an id pending under another key, at most MaxPendingPerAddr from one
-// address and MaxPending in all. The same node reconnecting (same id and
+// source and MaxPending in all. The same node reconnecting (same id and
 // key) reuses its slot.
 func (g *Gateway) pendingRoom(nid string, pub []byte, remoteIP string) error {
 	g.mu.Lock()
@@ -445,14 +489,14 @@ func (g *Gateway) pendingRoomLocked(nid string, pub []byte, remoteIP string) err
 	if old != nil {
 		return nil
 	}
-	fromAddr := 0
+	src, fromAddr := sourceKey(remoteIP), 0
 	for _, nc := range g.pending {
-		if nc.remoteIP == remoteIP {
+		if sourceKey(nc.remoteIP) == src {
 			fromAddr++
 		}
 	}
 	if fromAddr >= MaxPendingPerAddr {
-		return bridge.Errorf(bridge.CodeBusy, "too many nodes from %s are waiting for approval (limit %d per address); approve or reject them first", remoteIP, MaxPendingPerAddr)
+		return bridge.Errorf(bridge.CodeBusy, "too many nodes from %s are waiting for approval (limit %d per source); approve or reject them first", src, MaxPendingPerAddr)
 	}
 	if len(g.pending) >= MaxPending {
 		return bridge.Errorf(bridge.CodeBusy, "too many nodes are waiting for approval (limit %d); try again later", MaxPending)

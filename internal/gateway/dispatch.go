@@ -9,6 +9,7 @@ import (
 	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/session"
+	"github.com/exechost/exechost/internal/textsafe"
 )
 
 // This file is the gateway's one authorization table: every method a
@@ -28,6 +29,13 @@ type caller struct {
 	role string
 	name string
 	node *nodeConn
+	// agent is the agent id an agent credential acts for: every request
+	// of the connection is for that agent (bindAgent). Empty for an
+	// operator's credential, which may act for any agent.
+	agent string
+	// credential is the issued credential's id, empty for the gateway
+	// token.
+	credential string
 }
 
 // by names an operator for the audit log.
@@ -185,7 +193,38 @@ func (g *Gateway) dispatch(ctx context.Context, c caller, method string, params 
 	if h == nil {
 		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s", forbiddenMessage(method, row)))
 	}
+	if c.agent != "" {
+		var err error
+		if params, err = bindAgent(params, c.agent); err != nil {
+			return nil, g.forbidden(ctx, bridge.AsError(err))
+		}
+	}
 	return h(g, ctx, c, method, params)
+}
+
+// bindAgent makes a request of an agent credential's connection name that
+// credential's agent: an absent or empty agentId becomes it, another one
+// is refused. Every method an agent may call addresses its agent by the
+// agentId field, so the agent's word never chooses whose session, runs
+// or events it reaches.
+func bindAgent(params json.RawMessage, agent string) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(params) > 0 && string(params) != "null" {
+		if err := json.Unmarshal(params, &m); err != nil {
+			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "params must be an object: %v", err)
+		}
+	}
+	if raw, ok := m["agentId"]; ok {
+		var claimed string
+		if err := json.Unmarshal(raw, &claimed); err != nil {
+			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "agentId must be a string")
+		}
+		if claimed != "" && claimed != agent {
+			return nil, bridge.Errorf(bridge.CodeForbidden, "this connection's credential acts for agent %q, not %q (hint: each agent connects with its own credential: `exechost credentials issue --agent %s`)", agent, textsafe.Strip(claimed, 64), textsafe.Strip(claimed, 64))
+		}
+	}
+	m["agentId"], _ = json.Marshal(agent)
+	return json.Marshal(m)
 }
 
 // forbiddenMessage says which roles may call method and why.
@@ -220,15 +259,26 @@ func (g *Gateway) sessionCommand(ctx context.Context, c caller, method string, p
 		}
 		return g.slashApprove(c, session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	}
+	elevated := isCommand(p.Text, "/elevated")
+	if elevated && c.role != bridge.RoleOperator {
+		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden,
+			"/elevated needs an operator connection: it loosens security and ask beyond the agent's configuration (hint: an operator runs it, e.g. from the approver; /exec can only tighten)"))
+	}
 	res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	if err != nil {
 		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
 	}
+	if elevated {
+		g.auditElevated(ctx, p, res)
+	}
 	return res, nil
 }
 
-// isApprove reports whether a slash command is /approve.
-func isApprove(text string) bool {
+// isCommand reports whether a slash command is name.
+func isCommand(text, name string) bool {
 	f := strings.Fields(text)
-	return len(f) > 0 && strings.EqualFold(f[0], "/approve")
+	return len(f) > 0 && strings.EqualFold(f[0], name)
 }
+
+// isApprove reports whether a slash command is /approve.
+func isApprove(text string) bool { return isCommand(text, "/approve") }

@@ -73,7 +73,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	cfg := g.Config()
 	agentL, globalL := cfg.Layers(key.Agent)
 	sessL := g.sessions.Overrides(key)
-	eff := policy.Resolve(param, sessL, agentL, globalL)
+	eff := tightenOnly(policy.Resolve(param, sessL, agentL, globalL), sessL, agentL, globalL, g.sessions.Settings(key).Elevated != "")
 	timeout := DefaultTimeout
 	if p.TimeoutSec > 0 {
 		timeout = min(time.Duration(p.TimeoutSec)*time.Second, MaxTimeout)
@@ -191,13 +191,45 @@ func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.
 	return out, nil
 }
 
-// securitySource names the layer that set security, for denial messages.
+// tightenOnly keeps security and ask of the exec call and the session's
+// /exec at least as strict as the agent's configured values (exechost.json,
+// agent then global): the model chooses the tool's parameters and may type
+// /exec, so neither may loosen what the operator configured. A field
+// exechost.json leaves unset sets no floor (the built-in default only
+// fills what nobody chose; the execution host's own exec-approvals.json
+// gates the run either way). An operator's /elevated (elevated) is the
+// one way to loosen, and then the session's settings are the floor. Host
+// and node still come from the usual precedence.
+func tightenOnly(eff, sess, agent, global policy.Settings, elevated bool) policy.Settings {
+	layers := []policy.Settings{agent, global}
+	if elevated {
+		layers = []policy.Settings{sess, agent, global}
+	}
+	for _, l := range layers {
+		if l.Security.Valid() {
+			eff.Security = policy.Stricter(eff.Security, l.Security)
+			break
+		}
+	}
+	for _, l := range layers {
+		if l.Ask.Valid() {
+			eff.Ask = policy.MoreAsking(eff.Ask, l.Ask)
+			break
+		}
+	}
+	return eff
+}
+
+// securitySource names the layer that set the effective security, for
+// denial messages: the first layer, in precedence order, that asked for
+// it.
 func securitySource(param, sess, agent, global policy.Settings) string {
+	eff := tightenOnly(policy.Resolve(param, sess, agent, global), sess, agent, global, false).Security
 	for _, l := range []struct {
 		name string
 		s    policy.Settings
 	}{{"the exec call", param}, {"the session (/exec)", sess}, {"the agent's tools.exec", agent}, {"tools.exec", global}} {
-		if l.s.Security.Valid() {
+		if l.s.Security == eff {
 			return l.name
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
 	"github.com/exechost/exechost/internal/metrics"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
 	"github.com/exechost/exechost/internal/state"
@@ -71,8 +72,12 @@ type Options struct {
 
 // Gateway is the daemon's state. Create it with New.
 type Gateway struct {
-	opts     Options
-	token    string
+	opts  Options
+	token string
+	// key is the gateway's identity: the connect result is signed with it
+	// so clients know they reached this gateway (<state>/gateway.key).
+	key      *nodekey.Key
+	keyStr   string
 	cfg      atomic.Pointer[config.Config]
 	log      *slog.Logger
 	reg      *registry
@@ -102,6 +107,7 @@ type Gateway struct {
 
 	fingerprint string
 	unauth      unauthAudit      // rate limit on records about unauthenticated peers (audit.go)
+	handshakes  handshakes       // connections still authenticating (source.go)
 	adm         inflight.Limiter // execs in flight against gateway.limits (admission.go)
 	execCalls   atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
 }
@@ -118,6 +124,10 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, _, err := nodekey.LoadOrCreateFile(KeyPath(opts.StateDir))
+	if err != nil {
+		return nil, fmt.Errorf("gateway identity: %w", err)
+	}
 	reg, err := openRegistry(opts.StateDir)
 	if err != nil {
 		return nil, err
@@ -131,6 +141,8 @@ func New(opts Options) (*Gateway, error) {
 	g := &Gateway{
 		opts:     opts,
 		token:    tok,
+		key:      key,
+		keyStr:   key.PublicKeyString(),
 		log:      opts.Logger,
 		reg:      reg,
 		sessions: session.NewStore(),
@@ -149,6 +161,10 @@ func New(opts Options) (*Gateway, error) {
 
 // Token returns the gateway token (for in-process clients such as `up`).
 func (g *Gateway) Token() string { return g.token }
+
+// PublicKey returns the gateway's identity key (unpadded base64url), which
+// clients pin.
+func (g *Gateway) PublicKey() string { return g.keyStr }
 
 // Fingerprint returns the TLS certificate's SHA-256 fingerprint (hex), or
 // "" when serving plain ws://.

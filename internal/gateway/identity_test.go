@@ -23,7 +23,7 @@ func dialNode(t *testing.T, url, nodeID string, auth bridge.Auth, key bridge.Dev
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, res, err := bridge.Dial(ctx, url, bridge.ConnectParams{Role: bridge.RoleNode, Auth: auth,
-		Node: &bridge.NodeInfo{NodeID: nodeID, DisplayName: "probe"}}, nil, bridge.Options{Device: key})
+		Node: &bridge.NodeInfo{NodeID: nodeID, DisplayName: "probe " + nodeID}}, nil, bridge.Options{Device: key})
 	if err == nil {
 		t.Cleanup(func() { c.Close("test done") })
 	}
@@ -249,4 +249,17 @@ func TestPendingLimitConcurrent(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// dialNamed connects as a new node announcing display name name.
+func dialNamed(t *testing.T, url string, key *nodekey.Key, name string) (*bridge.Conn, bridge.ConnectResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, res, err := bridge.Dial(ctx, url, bridge.ConnectParams{Role: bridge.RoleNode,
+		Node: &bridge.NodeInfo{NodeID: key.DeviceID(), DisplayName: name}}, nil, bridge.Options{Device: key})
+	if err == nil {
+		t.Cleanup(func() { c.Close("test done") })
+	}
+	return c, res, err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,7 +293,7 @@ func fingerprintOf(pub string) string {
 // write, so a key can never pair twice. A key pairs a new node (or the
 // same key again): it never rebinds an id paired under another key, and
 // such an attempt leaves the join key unused.
-func (r *registry) consumeJoinKey(key string, rec nodeRecord) error {
+func (r *registry) consumeJoinKey(ref, payload, proof string, rec nodeRecord) error {
 	return r.update(func(d *registryData) (bool, error) {
 		for _, n := range d.Nodes {
 			if n.NodeID == rec.NodeID && (n.PublicKey == "" || n.PublicKey != rec.PublicKey) {
@@ -302,7 +303,7 @@ func (r *registry) consumeJoinKey(key string, rec nodeRecord) error {
 		now := time.Now().UnixMilli()
 		idx := -1
 		for i, k := range d.JoinKeys {
-			if k.ExpiresAt > now && equalSecret(key, k.Hash) {
+			if k.ExpiresAt > now && len(ref) == 16 && strings.HasPrefix(k.Hash, ref) && bridge.VerifySecretProof(k.Hash, payload, proof) {
 				idx = i
 			}
 		}

@@ -86,13 +86,13 @@ func TestRegistryPersistsHashesAndJoinKeysPairOnce(t *testing.T) {
 		t.Fatalf("n1 after reopen = %+v", rec)
 	}
 	var be *bridge.Error
-	if err := r.consumeJoinKey(expired, nodeRecord{NodeID: "late"}); !errors.As(err, &be) || be.Code != bridge.CodeUnauthorized {
+	if err := r.consumeJoinKey(bridge.SecretRef(expired), "p", bridge.SecretProof(expired, "p"), nodeRecord{NodeID: "late"}); !errors.As(err, &be) || be.Code != bridge.CodeUnauthorized {
 		t.Errorf("expired join key = %v", err)
 	}
-	if err := r.consumeJoinKey(key, nodeRecord{NodeID: "n2"}); err != nil {
+	if err := r.consumeJoinKey(bridge.SecretRef(key), "p", bridge.SecretProof(key, "p"), nodeRecord{NodeID: "n2"}); err != nil {
 		t.Fatalf("join key: %v", err)
 	}
-	if err := r.consumeJoinKey(key, nodeRecord{NodeID: "n3"}); !errors.As(err, &be) {
+	if err := r.consumeJoinKey(bridge.SecretRef(key), "p", bridge.SecretProof(key, "p"), nodeRecord{NodeID: "n3"}); !errors.As(err, &be) {
 		t.Errorf("join key used twice = %v", err)
 	}
 	if got := len(r.all()); got != 2 {

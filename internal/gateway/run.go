@@ -15,6 +15,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
@@ -55,6 +56,10 @@ type RunOptions struct {
 	// OnStart is called (in its own goroutine) with the gateway's URL and
 	// the gateway once it serves: `up` and the operator web UI attach here.
 	OnStart func(url string, g *Gateway)
+	// InsecurePlaintext allows plain ws:// on an address beyond loopback
+	// (--insecure-plaintext); without it such a listen address needs
+	// gateway.tls.
+	InsecurePlaintext bool
 }
 
 // Run runs a gateway daemon until ctx ends: it loads the configuration,
@@ -137,7 +142,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
-		Prompter: asksock.LocalPrompter(dir),
+		Prompter: asksock.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
 		Route:    approvalroute.Wrap(route, gw.Prompter()),
 		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
@@ -146,6 +151,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	defer eng.Close()
 	gw.opts.Executor = eng // before Serve: nothing runs yet
+	if err := checkListen(listen, cfg.Gateway.TLS.Cert != "", opts.InsecurePlaintext); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (hint: another gateway running? use --listen)", listen, err)
@@ -154,10 +162,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 	if cfg.Gateway.TLS.Cert != "" {
 		scheme = "wss"
 	} else if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
-		log.Warn("listening beyond loopback without TLS: tokens and commands travel in clear (hint: set gateway.tls.cert and .key in exechost.json)", "addr", ln.Addr().String())
+		log.Error("INSECURE: serving plain ws:// beyond loopback (--insecure-plaintext): anyone on the network path reads and rewrites every command, result and approval; only the handshake's proofs stay safe (hint: set gateway.tls.cert and .key in exechost.json)", "addr", ln.Addr().String())
 	}
 	url := scheme + "://" + ln.Addr().String()
-	log.Info("gateway listening", "url", url, "token", TokenPath(dir), "config", cfg.Path)
+	log.Info("gateway listening", "url", url, "token", TokenPath(dir), "config", cfg.Path,
+		"gatewayKey", gw.PublicKey(), "gatewayFingerprint", bridge.KeyFingerprint(gw.PublicKey()))
 
 	reload := opts.Reload
 	if reload == nil {
@@ -186,6 +195,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 	_ = service.NotifyStopping()
 	log.Info("gateway stopped")
 	return err
+}
+
+// checkListen refuses plain ws:// on an address beyond loopback (an
+// unspecified address such as 0.0.0.0 included) unless insecure is set.
+func checkListen(listen string, tls, insecure bool) error {
+	if tls || insecure {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", listen, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve plain ws:// on %s: beyond loopback the traffic needs TLS (hint: set gateway.tls.cert and .key in exechost.json, or pass --insecure-plaintext to accept that anyone on the path reads and rewrites it)", listen)
 }
 
 // configSource is where Run's configuration comes from: an explicit file

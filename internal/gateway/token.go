@@ -77,23 +77,33 @@ func LoadOrCreateToken(stateDir string) (string, error) {
 // or operator. The file must be ours and not readable by others.
 func ReadToken(stateDir string) (string, error) {
 	path := TokenPath(stateDir)
-	fi, err := os.Stat(path)
+	data, err := readPrivate(path, "gateway token", "chmod 600 "+path)
 	if err != nil {
-		return "", fmt.Errorf("read gateway token %s: %w", path, err)
-	}
-	if err := state.CheckOwner(fi); err != nil {
-		return "", fmt.Errorf("read gateway token %s: %w", path, err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("read gateway token %s: mode %o lets other users read it (hint: chmod 600 %s)", path, fi.Mode().Perm(), path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read gateway token %s: %w", path, err)
+		return "", err
 	}
 	var f gatewayFile
 	if err := json.Unmarshal(data, &f); err != nil || f.Token == "" {
 		return "", fmt.Errorf("read gateway token %s: not a {\"token\": …} file (hint: delete it and restart the gateway to generate a new one)", path)
 	}
 	return f.Token, nil
+}
+
+// readPrivate reads a secret file (what names it in errors), which must
+// be ours and not readable by others; fix is the hint for a loose mode.
+func readPrivate(path, what, fix string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	if err := state.CheckOwner(fi); err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("read %s %s: mode %o lets other users read it (hint: %s)", what, path, fi.Mode().Perm(), fix)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
+	}
+	return data, nil
 }

@@ -53,6 +53,10 @@ type Options struct {
 	// gateway's certificate; without it the first pairing pins what it
 	// sees.
 	TLSFingerprint string
+	// GatewayKey, when set, pins the gateway's identity key (unpadded
+	// base64url, as `exechost up` and the gateway's log print it). Without
+	// it the node pins the key of the gateway it first pairs with.
+	GatewayKey string
 	// Executor runs system.run; nil refuses every system.run.
 	Executor Executor
 	// Logger receives operational logs; nil discards them.
@@ -116,7 +120,7 @@ func New(opts Options) (*Client, error) {
 			// A token belongs to the gateway that issued it: sending it
 			// elsewhere would let that server replay it.
 			opts.Logger.Warn("gateway URL changed: dropping this node's token; it pairs again", "old", id.Gateway.URL, "new", opts.GatewayURL)
-			id.Token, id.Gateway.TLSFingerprint = "", ""
+			id.Token, id.Gateway.TLSFingerprint, id.Gateway.PublicKey = "", "", ""
 		}
 		id.Gateway.URL = opts.GatewayURL
 	}
@@ -125,6 +129,12 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.DisplayName != "" {
 		id.DisplayName = opts.DisplayName
+	}
+	if opts.GatewayKey != "" {
+		if id.Gateway.PublicKey != "" && id.Gateway.PublicKey != opts.GatewayKey {
+			return nil, fmt.Errorf("--gateway-key %s differs from the key pinned in node.json (%s) (hint: if the gateway's key really changed, move node.json away and pair again)", bridge.KeyFingerprint(opts.GatewayKey), bridge.KeyFingerprint(id.Gateway.PublicKey))
+		}
+		id.Gateway.PublicKey = opts.GatewayKey
 	}
 	if opts.TLSFingerprint != "" {
 		id.Gateway.TLSFingerprint = normalizeFingerprint(opts.TLSFingerprint)
@@ -197,9 +207,15 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 		Auth:   auth,
 		Client: bridge.ClientInfo{Name: "exechost-node", Version: c.opts.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
 		Node:   &bridge.NodeInfo{NodeID: id.NodeID, DisplayName: id.DisplayName, Commands: bridge.NodeCommands},
-	}, c.key)
+	}, bridge.ClientAuth{Device: c.key, GatewayKey: id.Gateway.PublicKey})
 	if err != nil {
 		ws.CloseNow()
+		if errors.Is(err, bridge.ErrGatewayKey) {
+			// Not the gateway this node paired with: obey nothing, and
+			// keep trying (the real one may be back on the address).
+			c.log.Error("refusing the server at the gateway address: it is not this node's gateway", "url", id.Gateway.URL, "err", err)
+			return false, err
+		}
 		var e *bridge.Error
 		if !errors.As(err, &e) {
 			return false, fmt.Errorf("connect: %w", err)
@@ -214,12 +230,19 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 		}
 		return false, fmt.Errorf("connect: %s", e.Message)
 	}
-	if cr.Token != "" {
-		if err := c.saveToken(cr.Token); err != nil {
+	if id.Gateway.PublicKey == "" || cr.Token != "" {
+		// One write: the gateway's key pinned on first contact (from
+		// now on only it is accepted at this URL) and a join key's token.
+		if err := c.savePairing(cr.GatewayKey, cr.Token); err != nil {
 			ws.CloseNow()
 			return false, err
 		}
-		c.log.Info("paired with a join key", "node", id.NodeID)
+		if id.Gateway.PublicKey == "" {
+			c.log.Info("pinned the gateway's key", "url", id.Gateway.URL, "fingerprint", bridge.KeyFingerprint(cr.GatewayKey))
+		}
+		if cr.Token != "" {
+			c.log.Info("paired with a join key", "node", id.NodeID)
+		}
 	}
 
 	var (
@@ -300,6 +323,21 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 		return true, ErrRejected
 	}
 	return true, conn.Err()
+}
+
+// savePairing pins the gateway's key (if none is pinned) and stores a
+// new token (if any) in one write of node.json.
+func (c *Client) savePairing(gatewayKey, tok string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.id.Gateway.PublicKey == "" {
+		c.id.Gateway.PublicKey = gatewayKey
+	}
+	if tok != "" {
+		c.id.Token = tok
+		c.opts.JoinKey = ""
+	}
+	return c.id.Save(c.opts.StateDir)
 }
 
 func (c *Client) saveToken(tok string) error {

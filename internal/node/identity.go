@@ -24,7 +24,7 @@ import (
 const IdentityVersion = 1
 
 // Identity is node.json: {version:1, nodeId, token, displayName,
-// gateway:{url, tlsFingerprint?}}, mode 0600. The node's key pair is not
+// gateway:{url, tlsFingerprint?, publicKey?}}, mode 0600. The node's key pair is not
 // in it: the private key lives in node.key next to it (package nodekey),
 // so node.json keeps exactly its documented fields and the key file can
 // be guarded on its own. An unpaired node's nodeId is its key's device
@@ -37,11 +37,14 @@ type Identity struct {
 	Gateway     IdentityGateway `json:"gateway"`
 }
 
-// IdentityGateway is where the node connects and the pinned certificate
-// fingerprint (SHA-256 of the leaf certificate, hex) of a wss:// gateway.
+// IdentityGateway is where the node connects, the pinned certificate
+// fingerprint (SHA-256 of the leaf certificate, hex) of a wss:// gateway,
+// and the gateway's pinned identity key: a server at the URL that does
+// not prove it holds that key is obeyed in nothing.
 type IdentityGateway struct {
 	URL            string `json:"url"`
 	TLSFingerprint string `json:"tlsFingerprint,omitempty"`
+	PublicKey      string `json:"publicKey,omitempty"`
 }
 
 // IdentityPath returns node.json's path.

@@ -21,9 +21,11 @@ type RunOptions struct {
 	// StateDir, GatewayURL, DisplayName, JoinKey, TLSFingerprint, Logger,
 	// Version and OnPaired are as in Options.
 	StateDir, GatewayURL, DisplayName, JoinKey, TLSFingerprint string
-	Logger                                                     *slog.Logger
-	Version                                                    string
-	OnPaired                                                   func(nodeID string)
+	// GatewayKey pins the gateway's identity key (Options.GatewayKey).
+	GatewayKey string
+	Logger     *slog.Logger
+	Version    string
+	OnPaired   func(nodeID string)
 	// OnPending runs when the gateway holds the node for approval, with
 	// the key fingerprint the operator compares with `exechost nodes
 	// pending` before approving.
@@ -74,7 +76,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	var r *Client
 	r, err = New(Options{
 		StateDir: opts.StateDir, GatewayURL: opts.GatewayURL, DisplayName: opts.DisplayName, JoinKey: opts.JoinKey,
-		TLSFingerprint: opts.TLSFingerprint, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,
+		TLSFingerprint: opts.TLSFingerprint, GatewayKey: opts.GatewayKey, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,
 		OnPending: func(id string) {
 			if opts.OnPending != nil {
 				opts.OnPending(id, r.Fingerprint())
@@ -94,7 +96,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer rec.Close()
 	eng, err := host.New(host.Options{
 		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent,
-		Prompter:      asksock.LocalPrompter(opts.StateDir),
+		Prompter:      asksock.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
 		PromptTimeout: opts.PromptTimeout,
 		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
 		Warn:          func(err error) { log.Warn("process reaper unavailable", "err", err) },

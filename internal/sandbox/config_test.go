@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +241,37 @@ func TestContainerCwdAndEnv(t *testing.T) {
 			t.Errorf("EnvList(%q) accepted", bad)
 		}
 	}
+}
+
+// TestWorkspaceIsPrivate is issue 32's last door: a workspace outside the
+// state directory is 0700 — owned, when running as root, by the sandbox
+// user who writes it — and one an older version left 0777 is tightened.
+func TestWorkspaceIsPrivate(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "elsewhere")
+	cfg := Config{Workspace: root, Scope: ScopeAgent}
+	dir, err := EnsureWorkspace(cfg, t.TempDir(), Request{AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 {
+			t.Errorf("workspace mode %o, want 700", fi.Mode().Perm())
+		}
+		if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (st.Uid != 65534 || st.Gid != 65534) {
+			t.Errorf("workspace owned by %d:%d, want the sandbox user 65534:65534", st.Uid, st.Gid)
+		}
+	}
+	check()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureWorkspace(cfg, t.TempDir(), Request{AgentID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	check()
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -66,11 +67,15 @@ func checkAgentID(id string) error {
 }
 
 // EnsureWorkspace creates the workspace directory for req and returns its
-// host path. The sandbox user (65534 by default) must be able to write it:
-// when the directory is created here it is made world-writable (0777, like
-// /tmp without the sticky bit). That is safe under the default root because
-// the state directory above it is 0700, so no other host user can reach it;
-// the sandbox reaches it through a bind mount, which needs no path access.
+// host path, mode 0700: no other host user may read or plant files in an
+// agent's workspace, wherever sandbox.workspace puts it. The sandbox user
+// (sandbox.docker.user with the docker backend, else 65534) must be able to
+// write it, so when running as root the directory is owned by that user
+// (when numeric, "uid:gid"); otherwise it is ours, which the bwrap backend
+// maps to the sandbox user inside its user namespace. Rootless Docker,
+// whose container user maps elsewhere, gets 0777 under the default root
+// only, inside the 0700 state directory (docs/sandbox.md). A workspace an older version
+// created 0777 is tightened on its next use.
 func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
 	name, err := WorkspaceName(cfg.Scope, req.AgentID)
 	if err != nil {
@@ -81,13 +86,7 @@ func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
 		return "", fmt.Errorf("create sandbox workspace root %s: %w", root, err)
 	}
 	dir := filepath.Join(root, name)
-	switch err := os.Mkdir(dir, 0o700); {
-	case err == nil:
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return "", fmt.Errorf("chmod sandbox workspace %s: %w", dir, err)
-		}
-	case errors.Is(err, os.ErrExist):
-	default:
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("create sandbox workspace %s: %w", dir, err)
 	}
 	fi, err := os.Lstat(dir)
@@ -97,7 +96,40 @@ func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
 	if !fi.IsDir() {
 		return "", fmt.Errorf("sandbox workspace %s: not a directory (is it a symlink?)", dir)
 	}
+	user := DefaultUser
+	if cfg.Backend == BackendDocker && cfg.Docker.User != "" {
+		user = cfg.Docker.User
+	}
+	if uid, gid, ok := numericUser(user); ok && os.Geteuid() == 0 {
+		if err := os.Lchown(dir, uid, gid); err != nil {
+			return "", fmt.Errorf("chown sandbox workspace %s to the sandbox user %s: %w", dir, user, err)
+		}
+	}
+	mode := os.FileMode(0o700)
+	if os.Geteuid() != 0 && cfg.Backend == BackendDocker && cfg.Workspace == "" {
+		// Rootless Docker's container user maps to a subordinate uid that
+		// only "other" bits reach; the default root sits in the 0700
+		// state directory, which no other host user can enter.
+		mode = 0o777
+	}
+	if fi.Mode().Perm() != mode {
+		if err := os.Chmod(dir, mode); err != nil {
+			return "", fmt.Errorf("chmod sandbox workspace %s: %w", dir, err)
+		}
+	}
 	return dir, nil
+}
+
+// numericUser parses a "uid:gid" sandbox user; a name the image knows is
+// not numeric and leaves the workspace's owner alone.
+func numericUser(u string) (uid, gid int, ok bool) {
+	a, b, found := strings.Cut(u, ":")
+	if !found {
+		b = a
+	}
+	uid, err1 := strconv.Atoi(a)
+	gid, err2 := strconv.Atoi(b)
+	return uid, gid, err1 == nil && err2 == nil && uid >= 0 && gid >= 0
 }
 
 // ContainerCwd resolves a request's cwd inside the sandbox: empty means the
