@@ -1,0 +1,213 @@
+package approvals
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// Widening is one way a proposed approvals file would let more run on this
+// host than the current one does. A remote editor (a gateway's
+// `approvals set --node`, OpenClaw's system.execApprovals.set) may only
+// tighten a host's policy: every Widening needs the host's own consent.
+type Widening struct {
+	// Where names the setting: "agents.*.security", "agents.build.allowlist",
+	// "defaults.autoAllowSkills", … For security, ask and askFallback it is
+	// the agent whose effective value loosened ("*" stands for every agent
+	// the file does not name).
+	Where string `json:"where"`
+	// From and To are the values before and after: effective modes, an
+	// added pattern (From empty), or an unknown member's JSON ("" when
+	// absent).
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// String says the widening in one line: `agents.*.security deny→full`,
+// `agents.*.allowlist +"/usr/bin/curl"`.
+func (w Widening) String() string {
+	switch {
+	case strings.HasSuffix(w.Where, ".allowlist"):
+		return fmt.Sprintf("%s +%q", w.Where, w.To)
+	case w.From == "":
+		return fmt.Sprintf("%s (absent)→%s", w.Where, w.To)
+	case w.To == "":
+		return fmt.Sprintf("%s %s→(absent)", w.Where, w.From)
+	}
+	return fmt.Sprintf("%s %s→%s", w.Where, w.From, w.To)
+}
+
+// WideningsText joins ws for an error message ("; " between items).
+func WideningsText(ws []Widening) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Widenings returns every way next allows more than cur, in a stable
+// order (agents as AgentIDs orders them: "*" first); nil means next only
+// keeps or tightens what cur allows. It is pure: no I/O, and neither file
+// is changed.
+//
+// Each dimension is compared on its own, per agent, on the effective values
+// (agent → "*" → defaults → built-in, invalid values skipped as Resolve
+// does): security looser (deny < allowlist < full), ask looser (always <
+// on-miss < off, the order Combine tightens in), askFallback looser (deny <
+// allowlist < full), or an allowlist pattern the agent did not have
+// (compared as matching does: trimmed, case-insensitive). Comparing each
+// dimension on its own, rather than asking what the combination lets run
+// today, makes the relation transitive: no sequence of accepted changes
+// (ask=off with askFallback=full, then ask=on-miss) adds up to a widening
+// that one change would have been refused for.
+//
+// Members this version does not know (OpenClaw's autoAllowSkills, a newer
+// schema's fields) count as a widening when added, changed or removed:
+// this host cannot tell what they allow, so it fails closed.
+func Widenings(cur, next *File) []Widening {
+	var out []Widening
+	ids := unionIDs(cur, next)
+	for _, id := range ids {
+		rc, rn := cur.ResolvePolicy(id), next.ResolvePolicy(id)
+		own := "agents." + id
+		// An agent that inherits a value on both sides has the wildcard's
+		// value on both sides: it is reported once, under "*".
+		inherited := func(field string) bool {
+			return id != WildcardAgent && rc.Sources[field] != own && rn.Sources[field] != own
+		}
+		if !inherited("security") && looser(securityRank(rn.Local.Security), securityRank(rc.Local.Security)) {
+			out = append(out, Widening{own + ".security", string(rc.Local.Security), string(rn.Local.Security)})
+		}
+		if !inherited("ask") && looser(askLooseness(rn.Local.Ask), askLooseness(rc.Local.Ask)) {
+			out = append(out, Widening{own + ".ask", string(rc.Local.Ask), string(rn.Local.Ask)})
+		}
+		if !inherited("askFallback") && looser(fallbackRank(rn.Local.Fallback), fallbackRank(rc.Local.Fallback)) {
+			out = append(out, Widening{own + ".askFallback", string(rc.Local.Fallback), string(rn.Local.Fallback)})
+		}
+		have := rc.Patterns()
+		for _, e := range rn.Allowlist {
+			if e.Agent != id { // the wildcard's entries are reported under "*"
+				continue
+			}
+			if !slices.ContainsFunc(have, func(p string) bool { return samePattern(p, e.Entry.Pattern) }) {
+				out = append(out, Widening{own + ".allowlist", "", strings.TrimSpace(e.Entry.Pattern)})
+				have = append(have, e.Entry.Pattern) // a duplicate in next is one widening
+			}
+		}
+	}
+	out = append(out, extraChanges("", cur.Extra, next.Extra)...)
+	out = append(out, extraChanges("defaults.", cur.Defaults.Extra, next.Defaults.Extra)...)
+	for _, id := range ids {
+		ca, na := cur.Agents[id], next.Agents[id]
+		var ce, ne Extra
+		if ca != nil {
+			ce = ca.Extra
+		}
+		if na != nil {
+			ne = na.Extra
+		}
+		out = append(out, extraChanges("agents."+id+".", ce, ne)...)
+		out = append(out, entryExtraChanges("agents."+id+".allowlist", ca, na)...)
+	}
+	return out
+}
+
+// unionIDs returns "*" and every agent either file names, "*" first.
+func unionIDs(a, b *File) []string {
+	seen := map[string]bool{WildcardAgent: true}
+	ids := []string{WildcardAgent}
+	for _, f := range []*File{a, b} {
+		for _, id := range f.AgentIDs() {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids[1:])
+	return ids
+}
+
+func looser(next, cur int) bool { return next > cur }
+
+// Ranks: higher lets more run without this host's human. Unknown values
+// cannot occur (ResolvePolicy returns valid ones) and rank as the
+// strictest.
+func securityRank(s policy.Security) int {
+	switch s {
+	case policy.SecurityFull:
+		return 2
+	case policy.SecurityAllowlist:
+		return 1
+	}
+	return 0
+}
+
+func askLooseness(a policy.Ask) int {
+	switch a {
+	case policy.AskOff:
+		return 2
+	case policy.AskOnMiss:
+		return 1
+	}
+	return 0
+}
+
+func fallbackRank(f policy.Fallback) int {
+	switch f {
+	case policy.FallbackFull:
+		return 2
+	case policy.FallbackAllowlist:
+		return 1
+	}
+	return 0
+}
+
+// extraChanges reports every unknown member added, changed or removed.
+func extraChanges(where string, cur, next Extra) []Widening {
+	var out []Widening
+	get := func(e Extra, k string) (string, bool) {
+		for _, m := range e {
+			if m.Key == k {
+				return string(m.Value), true
+			}
+		}
+		return "", false
+	}
+	for _, m := range next {
+		if old, ok := get(cur, m.Key); !ok || !bytes.Equal([]byte(old), m.Value) {
+			out = append(out, Widening{where + m.Key, old, string(m.Value)})
+		}
+	}
+	for _, m := range cur {
+		if _, ok := get(next, m.Key); !ok {
+			out = append(out, Widening{where + m.Key, string(m.Value), ""})
+		}
+	}
+	return out
+}
+
+// entryExtraChanges reports changed unknown members of allowlist entries
+// kept in both files (an entry's OpenClaw argPattern, say); the members of
+// a new entry come with a pattern that is reported anyway.
+func entryExtraChanges(where string, cur, next *Agent) []Widening {
+	if cur == nil || next == nil {
+		return nil
+	}
+	var out []Widening
+	for _, ne := range next.Allowlist {
+		i := slices.IndexFunc(cur.Allowlist, func(e Entry) bool { return samePattern(e.Pattern, ne.Pattern) })
+		if i < 0 {
+			continue
+		}
+		for _, w := range extraChanges("", cur.Allowlist[i].Extra, ne.Extra) {
+			w.Where = fmt.Sprintf("%s[%q].%s", where, strings.TrimSpace(ne.Pattern), w.Where)
+			out = append(out, w)
+		}
+	}
+	return out
+}
