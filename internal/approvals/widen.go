@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -210,4 +211,65 @@ func entryExtraChanges(where string, cur, next *Agent) []Widening {
 		}
 	}
 	return out
+}
+
+// ErrWidening is wrapped by ReplaceRemote's error when the sent file
+// allows more than the current one and the host did not consent.
+var ErrWidening = errors.New("a remote change may only tighten this host's policy")
+
+// WideningError is a remote replacement refused because it widens: Widenings
+// says how, Err why consent was not given (the host has not opted in, its
+// approver denied or could not be asked).
+type WideningError struct {
+	Widenings []Widening
+	Err       error
+}
+
+// Error names every widening and why it was refused.
+func (e *WideningError) Error() string {
+	return fmt.Sprintf("%v: the sent file allows more than this host's (%s): %v", ErrWidening, WideningsText(e.Widenings), e.Err)
+}
+
+// Unwrap returns ErrWidening and the consent error.
+func (e *WideningError) Unwrap() []error { return []error{ErrWidening, e.Err} }
+
+// ReplaceRemote replaces the file with next as a remote editor asks
+// (`approvals set --node` through a gateway, OpenClaw's
+// system.execApprovals.set). It writes nothing and fails with ErrStale
+// unless the file still hashes to baseHash ("" skips that check), keeps
+// this host's socket section (a remote editor must not redirect prompts
+// or set the approver's key), and, when next allows more than the current
+// file (Widenings), writes only if consent returns nil for exactly those
+// widenings; otherwise it fails with a *WideningError. consent runs
+// outside the file lock (it may ask a human); the write re-checks that the
+// file did not change meanwhile.
+func (s *Store) ReplaceRemote(baseHash string, next *File, consent func([]Widening) error) (*File, error) {
+	cur, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	h := cur.Hash()
+	if baseHash != "" && h != baseHash {
+		return nil, fmt.Errorf("update approvals %s: %w (hint: reload it and apply your change again)", s.Path, ErrStale)
+	}
+	candidate := func(f *File) *File {
+		c := next.Clone()
+		c.Socket = f.Socket
+		c.Normalize(s.stateDir())
+		return c
+	}
+	ws := Widenings(cur, candidate(cur))
+	if len(ws) > 0 {
+		if err := consent(ws); err != nil {
+			return nil, &WideningError{Widenings: ws, Err: err}
+		}
+	}
+	return s.UpdateIf(h, func(f *File) error {
+		c := candidate(f)
+		if again := Widenings(f, c); !slices.Equal(again, ws) {
+			return fmt.Errorf("%w (hint: reload it and apply your change again)", ErrStale)
+		}
+		*f = *c
+		return nil
+	})
 }
