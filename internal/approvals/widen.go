@@ -57,10 +57,19 @@ func WideningsText(ws []Widening) string {
 //
 // Each dimension is compared on its own, per agent, on the effective values
 // (agent → "*" → defaults → built-in, invalid values skipped as Resolve
-// does): security looser (deny < allowlist < full), ask looser (always <
-// on-miss < off, the order Combine tightens in), askFallback looser (deny <
-// allowlist < full), or an allowlist pattern the agent did not have
-// (compared as matching does: trimmed, case-insensitive). Comparing each
+// does): security looser (deny < allowlist < full), askFallback looser
+// (deny < allowlist < full), an allowlist pattern the agent did not have
+// (compared as matching does: trimmed, case-insensitive), or an ask mode
+// that lets something run it did not. Ask is compared by what it lets
+// run, which is not a chain: always runs nothing without a human (or the
+// fallback), off runs allowlisted commands and denies misses, on-miss runs
+// allowlisted commands and puts misses to a human (or the fallback). So
+// always → on-miss or off widens (allowlisted commands stop needing a
+// human), off → on-miss or always widens (misses can now run), and
+// on-miss → off or always only tightens (on-miss → off turns prompts into
+// denials: the usual OpenClaw allowlist document is not a widening).
+// Under an effective security=deny, ask and askFallback are not compared
+// (nothing runs, and leaving deny is reported as security). Comparing each
 // dimension on its own, rather than asking what the combination lets run
 // today, makes the relation transitive: no sequence of accepted changes
 // (ask=off with askFallback=full, then ask=on-miss) adds up to a widening
@@ -72,22 +81,32 @@ func WideningsText(ws []Widening) string {
 func Widenings(cur, next *File) []Widening {
 	var out []Widening
 	ids := unionIDs(cur, next)
+	wild := map[Widening]bool{} // the wildcard's mode widenings
 	for _, id := range ids {
 		rc, rn := cur.ResolvePolicy(id), next.ResolvePolicy(id)
 		own := "agents." + id
-		// An agent that inherits a value on both sides has the wildcard's
-		// value on both sides: it is reported once, under "*".
-		inherited := func(field string) bool {
-			return id != WildcardAgent && rc.Sources[field] != own && rn.Sources[field] != own
+		mode := func(field, from, to string, widens bool) {
+			if !widens {
+				return
+			}
+			w := Widening{own + "." + field, from, to}
+			if id == WildcardAgent {
+				wild[Widening{field, from, to}] = true
+			} else if rc.Sources[field] != own && rn.Sources[field] != own && wild[Widening{field, from, to}] {
+				// Inherited on both sides, and already reported for "*".
+				return
+			}
+			out = append(out, w)
 		}
-		if !inherited("security") && looser(securityRank(rn.Local.Security), securityRank(rc.Local.Security)) {
-			out = append(out, Widening{own + ".security", string(rc.Local.Security), string(rn.Local.Security)})
-		}
-		if !inherited("ask") && looser(askLooseness(rn.Local.Ask), askLooseness(rc.Local.Ask)) {
-			out = append(out, Widening{own + ".ask", string(rc.Local.Ask), string(rn.Local.Ask)})
-		}
-		if !inherited("askFallback") && looser(fallbackRank(rn.Local.Fallback), fallbackRank(rc.Local.Fallback)) {
-			out = append(out, Widening{own + ".askFallback", string(rc.Local.Fallback), string(rn.Local.Fallback)})
+		mode("security", string(rc.Local.Security), string(rn.Local.Security),
+			securityRank(rn.Local.Security) > securityRank(rc.Local.Security))
+		// Under security=deny nothing runs whatever ask and askFallback
+		// say, and no request can loosen deny; leaving deny again is
+		// itself a widening.
+		if rn.Local.Security != policy.SecurityDeny {
+			mode("ask", string(rc.Local.Ask), string(rn.Local.Ask), askRuns(rn.Local.Ask)&^askRuns(rc.Local.Ask) != 0)
+			mode("askFallback", string(rc.Local.Fallback), string(rn.Local.Fallback),
+				fallbackRank(rn.Local.Fallback) > fallbackRank(rc.Local.Fallback))
 		}
 		have := rc.Patterns()
 		for _, e := range rn.Allowlist {
@@ -133,8 +152,6 @@ func unionIDs(a, b *File) []string {
 	return ids
 }
 
-func looser(next, cur int) bool { return next > cur }
-
 // Ranks: higher lets more run without this host's human. Unknown values
 // cannot occur (ResolvePolicy returns valid ones) and rank as the
 // strictest.
@@ -148,14 +165,22 @@ func securityRank(s policy.Security) int {
 	return 0
 }
 
-func askLooseness(a policy.Ask) int {
+// What an ask mode lets run: allowlisted commands without a human, and
+// misses through a human (or askFallback). A change widens when it adds
+// either.
+const (
+	runsAllowlistedFreely = 1 << iota
+	runsMissesByPrompt
+)
+
+func askRuns(a policy.Ask) int {
 	switch a {
 	case policy.AskOff:
-		return 2
+		return runsAllowlistedFreely
 	case policy.AskOnMiss:
-		return 1
+		return runsAllowlistedFreely | runsMissesByPrompt
 	}
-	return 0
+	return runsMissesByPrompt
 }
 
 func fallbackRank(f policy.Fallback) int {

@@ -63,6 +63,7 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 		DisplayName: f.displayName, InstanceID: f.openclaw.instanceID,
 		Version: Version, Runner: openclaw.EngineRunner(eng), Logger: log, Stderr: g.stderr,
 		OnConnected: func() { _ = service.NotifyReady() }, MaxInvokes: f.limits.maxRuns,
+		AllowRemoteWidening: f.allowRemoteWidening, ConfirmWidening: asksock.LocalPrompter(dir).Prompt,
 	})
 	if err != nil {
 		return err

@@ -174,7 +174,7 @@ func (n *Node) invoke(ctx context.Context, req invokeRequest) invokeResult {
 	case CmdApprovalsGet:
 		return n.approvalsGet()
 	case CmdApprovalsSet:
-		return n.approvalsSet(req)
+		return n.approvalsSet(ctx, req)
 	}
 	return failure(CodeUnavailable, "command not supported")
 }
@@ -315,10 +315,16 @@ func (n *Node) approvalsGet() invokeResult {
 }
 
 // approvalsSet replaces exec-approvals.json with the sent file when the
-// file is still what the editor saw (baseHash). The socket section (path
-// and token) always stays this host's own: a remote editor must not be
-// able to redirect prompts to another socket or learn or set its key.
-func (n *Node) approvalsSet(req invokeRequest) invokeResult {
+// file is still what the editor saw (baseHash). The document is read as
+// OpenClaw means it (openclawDocument); the file keeps exechost's schema.
+// The socket section (path and token) always stays this host's own: a
+// remote editor must not be able to redirect prompts to another socket or
+// learn or set its key. A change that allows more than the current file is
+// written only with this host's consent (Options.AllowRemoteWidening, or
+// its approver confirming it), else refused INVALID_REQUEST (the code
+// OpenClaw's own host uses for a refused set) naming each widening and how
+// to apply it.
+func (n *Node) approvalsSet(ctx context.Context, req invokeRequest) invokeResult {
 	var p struct {
 		File     json.RawMessage `json:"file"`
 		BaseHash string          `json:"baseHash"`
@@ -333,21 +339,85 @@ func (n *Node) approvalsSet(req invokeRequest) invokeResult {
 	if _, err := os.Stat(st.Path); err == nil && p.BaseHash == "" {
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals base hash required; reload and retry")
 	}
-	next, err := approvals.Parse("(sent file)", p.File)
+	next, err := openclawDocument(p.File)
 	if err != nil {
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
 	}
-	f, err := st.UpdateIf(p.BaseHash, func(f *approvals.File) error {
-		sock := f.Socket
-		*f = *next.Clone()
-		f.Socket = sock
-		return nil
-	})
-	if errors.Is(err, approvals.ErrStale) {
+	consent := approvals.RemoteConsent(ctx, n.opts.AllowRemoteWidening, n.opts.ConfirmWidening, "the OpenClaw gateway", n.DeviceID())
+	f, err := st.ReplaceRemote(p.BaseHash, next, consent)
+	switch {
+	case errors.Is(err, approvals.ErrStale):
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals changed; reload and retry")
-	}
-	if err != nil {
+	case errors.Is(err, approvals.ErrWidening):
+		n.log.Warn("refused a remote approvals change that widens this node's policy", "err", err)
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
+	case err != nil:
 		return failure(CodeUnavailable, "%v", err)
 	}
 	return n.snapshot(st, f, true)
+}
+
+// OpenClaw's node host reads a missing defaults.security as full, a
+// missing ask as off and a missing askFallback as deny (its
+// resolveExecApprovalsFromFile); exechost's built-ins are deny, on-miss,
+// deny. A document from OpenClaw is given OpenClaw's meaning before it
+// becomes an exechost file, where every default is then written out.
+var openclawDefaults = approvals.Defaults{
+	Security:    string(policy.SecurityFull),
+	Ask:         string(policy.AskOff),
+	AskFallback: string(policy.FallbackDeny),
+}
+
+// openclawDocument parses an exec approvals document OpenClaw sent:
+// exechost's schema v1 (the same as OpenClaw's), missing defaults filled
+// with OpenClaw's, and every value checked: an invalid security, ask or
+// askFallback, or an empty pattern, is refused with where it is and what
+// is accepted (exechost's own file would skip an invalid value to the next
+// level; a remote editor gets an error instead of a silent fallback).
+func openclawDocument(data []byte) (*approvals.File, error) {
+	f, err := approvals.Parse("(sent file)", data)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	check := func(where, security, ask, fallback string) {
+		for _, c := range []struct {
+			field, v string
+			parse    func(string) error
+		}{
+			{"security", security, func(s string) error { _, err := policy.ParseSecurity(s); return err }},
+			{"ask", ask, func(s string) error { _, err := policy.ParseAsk(s); return err }},
+			{"askFallback", fallback, func(s string) error { _, err := policy.ParseFallback(s); return err }},
+		} {
+			if c.v == "" {
+				continue
+			}
+			if err := c.parse(c.v); err != nil {
+				bad = append(bad, fmt.Sprintf("%s.%s: %v", where, c.field, err))
+			}
+		}
+	}
+	d := &f.Defaults
+	check("defaults", d.Security, d.Ask, d.AskFallback)
+	for _, id := range f.AgentIDs() {
+		a := f.Agents[id]
+		check("agents."+id, a.Security, a.Ask, a.AskFallback)
+		for i, e := range a.Allowlist {
+			if strings.TrimSpace(e.Pattern) == "" {
+				bad = append(bad, fmt.Sprintf("agents.%s.allowlist[%d].pattern: empty", id, i))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("exec approvals file: %s", strings.Join(bad, "; "))
+	}
+	fill := func(s *string, v string) {
+		if strings.TrimSpace(*s) == "" {
+			*s = v
+		}
+	}
+	fill(&d.Security, openclawDefaults.Security)
+	fill(&d.Ask, openclawDefaults.Ask)
+	fill(&d.AskFallback, openclawDefaults.AskFallback)
+	return f, nil
 }

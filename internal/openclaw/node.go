@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
@@ -79,6 +80,13 @@ type Options struct {
 	// MaxInvokes bounds the invokes in flight; more are refused at once
 	// with UNAVAILABLE "BUSY: …". DefaultMaxInvokes when 0.
 	MaxInvokes int
+	// AllowRemoteWidening lets OpenClaw's system.execApprovals.set widen
+	// this host's exec-approvals.json (approvals.RemoteWideningFlag); off,
+	// a widening needs ConfirmWidening's answer.
+	AllowRemoteWidening bool
+	// ConfirmWidening asks this machine's approver to confirm a remote
+	// widening (nil: nobody can, and every widening is refused).
+	ConfirmWidening approvals.Asker
 }
 
 // Node is exechost serving an OpenClaw gateway as a node.

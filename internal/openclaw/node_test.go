@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -470,7 +471,7 @@ func TestApprovalsGetSet(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"socket":{"path":"/x.sock","token":"secret"},"defaults":{"security":"allowlist"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{opts: Options{StateDir: dir}}
+	n := newTestNode(t, Options{StateDir: dir, AllowRemoteWidening: true})
 	get := n.approvalsGet()
 	var snap approvalsSnapshot
 	if !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil || strings.Contains(string(snap.File), "secret") {
@@ -479,7 +480,7 @@ func TestApprovalsGetSet(t *testing.T) {
 	set := func(file, base string) invokeResult {
 		pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(file), "baseHash": base})
 		s := string(pj)
-		return n.approvalsSet(invokeRequest{ParamsJSON: &s})
+		return n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &s})
 	}
 	// The sent socket section never replaces the host's own.
 	r := set(`{"version":1,"socket":{"path":"/evil.sock","token":"mine"},"defaults":{"security":"full"}}`, snap.Hash)
@@ -502,6 +503,92 @@ func TestApprovalsGetSet(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json")); !bytes.Equal(before, after) {
 		t.Fatal("a malformed set changed the file")
+	}
+}
+
+// newTestNode is a Node that is not connected, with its device key in
+// opts.StateDir.
+func newTestNode(t *testing.T, opts Options) *Node {
+	t.Helper()
+	opts.GatewayURL = "ws://127.0.0.1:1"
+	n, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestApprovalsSetAsOpenClawMeansIt: a document from OpenClaw is read
+// with OpenClaw's meaning (a missing ask is off, a missing security full),
+// invalid values are refused with where they are, and the result is still
+// only written when it does not widen this host's policy or the host
+// consented.
+func TestApprovalsSetAsOpenClawMeansIt(t *testing.T) {
+	const start = `{"version":1,"defaults":{"security":"full","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`
+	tests := []struct {
+		name    string
+		allow   bool
+		doc     string
+		want    string // the defaults written, "" when refused
+		wantErr []string
+	}{
+		{name: "a plain allowlist: ask off, as OpenClaw reads it",
+			doc:  `{"version":1,"defaults":{"security":"allowlist"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`,
+			want: "allowlist off deny"},
+		{name: "no defaults at all: OpenClaw's full, off, deny",
+			doc:  `{"version":1,"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`,
+			want: "full off deny"},
+		{name: "invalid values are refused, each named",
+			doc:     `{"version":1,"defaults":{"security":"allowlist","ask":"sometimes"},"agents":{"ci":{"askFallback":"maybe","allowlist":[{"pattern":" "}]}}}`,
+			wantErr: []string{`defaults.ask: invalid value: ask "sometimes" (accepted: off, on-miss, always)`, `agents.ci.askFallback: invalid value`, "agents.ci.allowlist[0].pattern: empty"}},
+		{name: "a widening is refused without consent",
+			doc:     `{"version":1,"defaults":{"security":"full","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"},{"pattern":"/usr/bin/curl"}]}}}`,
+			wantErr: []string{"may only tighten", `agents.*.allowlist +"/usr/bin/curl"`, "--allow-remote-widening"}},
+		{name: "a widening with the node opted in", allow: true,
+			doc:  `{"version":1,"defaults":{"ask":"off","askFallback":"full"}}`,
+			want: "full off full"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "exec-approvals.json")
+			if err := os.WriteFile(path, []byte(start), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			n := newTestNode(t, Options{StateDir: dir, AllowRemoteWidening: tt.allow})
+			var snap approvalsSnapshot
+			if get := n.approvalsGet(); !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil {
+				t.Fatalf("get: %+v", get)
+			}
+			before, _ := os.ReadFile(path)
+			pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(tt.doc), "baseHash": snap.Hash})
+			ps := string(pj)
+			r := n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &ps})
+			if tt.want == "" {
+				if r.OK || r.Error.Code != CodeInvalidRequest {
+					t.Fatalf("set = %+v, want INVALID_REQUEST", r)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(r.Error.Message, w) {
+						t.Errorf("error %q does not say %q", r.Error.Message, w)
+					}
+				}
+				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+					t.Errorf("a refused set changed the file:\n%s", after)
+				}
+				return
+			}
+			if !r.OK {
+				t.Fatalf("set: %+v", r.Error)
+			}
+			f, err := approvals.NewStore(dir).Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Defaults.Security + " " + f.Defaults.Ask + " " + f.Defaults.AskFallback; got != tt.want {
+				t.Errorf("defaults written = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
