@@ -5,9 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/host"
@@ -85,7 +91,7 @@ func strPtr(s string) *string {
 // request turns OpenClaw's params into the engine's request. A plan the
 // gateway forwards wins over the loose fields: it is what was prepared
 // (and possibly approved).
-func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request {
+func (p runParams) request(invokeTimeout int64) host.Request {
 	req := host.Request{
 		Argv: p.Command, RawCommand: str(p.RawCommand), Cwd: str(p.Cwd), Env: p.Env,
 		AgentID: str(p.AgentID), SessionKey: str(p.SessionKey), RunID: str(p.RunID),
@@ -101,7 +107,12 @@ func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request 
 	}
 	req.Argv = canonicalArgv(req.Argv)
 	if req.SessionKey == "" {
-		req.SessionKey = sessionKey
+		// OpenClaw's node host: the request's sessionKey, else "node"
+		// (never the invoke's); its gateway routes events by it.
+		req.SessionKey = defaultSessionKey
+	}
+	if req.RunID == "" {
+		req.RunID = uuid.NewString() // as OpenClaw's host does: events need one
 	}
 	if p.TimeoutMs != nil && *p.TimeoutMs > 0 {
 		req.TimeoutMs = *p.TimeoutMs
@@ -190,12 +201,122 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	if n.opts.Runner == nil {
 		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
 	}
-	hreq := p.request(req.SessionKey, req.TimeoutMs)
+	hreq := p.request(req.TimeoutMs)
+	if blocked := blockedEnv(hreq.Env); len(blocked) > 0 {
+		// OpenClaw's wording and code for the same refusal, before policy.
+		return failure(CodeInvalidRequest, "SYSTEM_RUN_DENIED: environment override rejected (blocked override keys: %s)", strings.Join(blocked, ", "))
+	}
+	text := hreq.RawCommand
+	if text == "" {
+		text = strings.Join(hreq.Argv, " ")
+	}
+	run := n.track(hreq.RunID, p.SuppressNotifyOnExit)
+	defer n.untrack(hreq.RunID)
+	if msg := badCwd(hreq.Cwd); msg != "" {
+		// OpenClaw's node host reports a working directory it cannot
+		// enter as a run that failed to start, not as a protocol error:
+		// its exec tool must not report "outcome unknown".
+		res := runResult{Success: false, Error: &msg}
+		n.finished(hreq, text, run, res, msg)
+		return success(res)
+	}
 	res, err := n.opts.Runner.Run(ctx, hreq)
 	if err != nil {
 		return runFailure(err)
 	}
-	return success(res.Wire())
+	out := resultOf(res)
+	command, tail := text, res.Tail
+	if fin := run.finishedEvent(); fin != nil {
+		command, tail = fin.Command, fin.Tail
+	}
+	n.finished(hreq, command, run, out, eventOutput(tail, out.Error))
+	return success(out)
+}
+
+// defaultSessionKey is the session OpenClaw's node host names in its
+// events when the request names none.
+const defaultSessionKey = "node"
+
+// blockedEnv lists the env names a request may not set, sorted.
+func blockedEnv(env map[string]string) []string {
+	var out []string
+	for k := range env {
+		if policy.DangerousEnv(k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// badCwd says, in OpenClaw's words, why an absolute cwd cannot be the
+// working directory ("" when it can, or when it is not absolute: the
+// engine refuses that itself).
+func badCwd(cwd string) string {
+	if cwd == "" || !filepath.IsAbs(cwd) {
+		return ""
+	}
+	fi, err := os.Stat(cwd)
+	switch {
+	case err == nil && fi.IsDir():
+		return ""
+	case err == nil || errors.Is(err, syscall.ENOTDIR):
+		return fmt.Sprintf("node exec working directory is not a directory on the node host: %s", cwd)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("node exec working directory does not exist on the node host: %s", cwd)
+	}
+	return fmt.Sprintf("node exec working directory is inaccessible on the node host: %s (%v)", cwd, err)
+}
+
+// runResult is system.run's payload as OpenClaw's node host sends it:
+// exitCode only when the process exited by itself (124 when its timeout
+// killed it, as OpenClaw's runner reports), error null unless it never
+// ran to an exit of its own.
+type runResult struct {
+	ExitCode  *int    `json:"exitCode,omitempty"`
+	TimedOut  bool    `json:"timedOut"`
+	Success   bool    `json:"success"`
+	Stdout    string  `json:"stdout"`
+	Stderr    string  `json:"stderr"`
+	Error     *string `json:"error"`
+	Truncated bool    `json:"truncated"`
+}
+
+// timeoutExitCode is the exit code OpenClaw's runner reports for a
+// command its timeout killed (the coreutils timeout(1) convention).
+const timeoutExitCode = 124
+
+// resultOf converts the engine's result. runner.Result.Error is empty
+// exactly when the process exited by itself; otherwise (never started,
+// killed by a signal, cancelled) OpenClaw reports no exit code.
+func resultOf(r host.Result) runResult {
+	out := runResult{TimedOut: r.TimedOut, Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, Truncated: r.Truncated}
+	switch {
+	case r.TimedOut:
+		code := timeoutExitCode
+		out.ExitCode = &code
+	case r.Error == "":
+		code := r.ExitCode
+		out.ExitCode = &code
+	}
+	if r.Error != "" {
+		e := r.Error
+		out.Error = &e
+	}
+	return out
+}
+
+// eventOutput is exec.finished's output: the combined output's tail, then
+// the error, as OpenClaw's host joins them.
+func eventOutput(tail string, errText *string) string {
+	var parts []string
+	if t := strings.TrimSpace(tail); t != "" {
+		parts = append(parts, t)
+	}
+	if errText != nil && *errText != "" {
+		parts = append(parts, *errText)
+	}
+	return strings.Join(parts, "\n")
 }
 
 // runFailure maps the engine's refusal to OpenClaw's codes and texts:
@@ -209,7 +330,9 @@ func runFailure(err error) invokeResult {
 		}
 	}
 	if errors.Is(err, runner.ErrDangerousEnv) {
-		return failure(CodeDenied, "SYSTEM_RUN_DENIED: environment override rejected (%v)", err)
+		// OpenClaw's code for it; the engine's text does not repeat the
+		// SYSTEM_RUN_DENIED prefix.
+		return failure(CodeInvalidRequest, "SYSTEM_RUN_DENIED: environment override rejected (%v)", err)
 	}
 	return failure(CodeInvalidRequest, "%v", err)
 }
@@ -225,7 +348,7 @@ func (n *Node) prepare(req invokeRequest) invokeResult {
 	if n.opts.Runner == nil {
 		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
 	}
-	hreq := p.request(req.SessionKey, req.TimeoutMs)
+	hreq := p.request(req.TimeoutMs)
 	hreq.Argv, hreq.Cwd, hreq.RawCommand = canonicalArgv(p.Command), str(p.Cwd), str(p.RawCommand)
 	plan, err := n.opts.Runner.Plan(hreq)
 	if err != nil {

@@ -361,11 +361,11 @@ func TestDenialsUseOpenClawTexts(t *testing.T) {
 		{fmt.Errorf("%w: /usr/bin/id matched no pattern", policy.ErrAllowlistMiss), "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: allowlist miss"},
 		{policy.ErrDisabled, "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DISABLED: security=deny"},
 		{policy.ErrUserDenied, "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: user denied"},
-		{fmt.Errorf("env %q: %w", "LD_PRELOAD", runner.ErrDangerousEnv), "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: environment override rejected"},
+		{fmt.Errorf("%w: env LD_PRELOAD cannot be set", runner.ErrDangerousEnv), "INVALID_REQUEST", "SYSTEM_RUN_DENIED: environment override rejected"},
 		{errors.New("empty command"), "INVALID_REQUEST", "empty command"},
 	} {
 		r := runFailure(tc.err)
-		if r.OK || r.Error.Code != tc.code || !strings.HasPrefix(r.Error.Message, tc.text) {
+		if r.OK || r.Error.Code != tc.code || !strings.HasPrefix(r.Error.Message, tc.text) || strings.Count(r.Error.Message, "SYSTEM_RUN_") > 1 {
 			t.Errorf("%v: got %+v", tc.err, r.Error)
 		}
 	}
@@ -394,9 +394,17 @@ func TestCancelEndsTheCommand(t *testing.T) {
 			}
 		}
 		c.send(map[string]any{"type": "event", "event": "node.invoke.cancel", "payload": map[string]any{"invokeId": "inv-9", "nodeId": "n"}})
-		m := c.read()
-		c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
-		result <- m["params"].(map[string]any)
+		for {
+			m := c.read()
+			if m == nil {
+				return
+			}
+			c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
+			if m["method"] == MethodInvokeResult {
+				result <- m["params"].(map[string]any)
+				return
+			}
+		}
 	})
 	startNode(t, g, fr, nil)
 	select {
@@ -631,36 +639,125 @@ func TestPrepareWithRealEngine(t *testing.T) {
 	}
 }
 
-func TestEventsReachTheGatewayBeforeTheResult(t *testing.T) {
+// TestEventsAndResultsAsOpenClawSendsThem runs the real engine and checks
+// each system.run's result and the node.events the gateway receives
+// before it against what OpenClaw's own node host sends: no exec.started,
+// suppressNotifyOnExit carried, sessionKey "node" when the request names
+// none, its denial reason codes, exit code 124 on timeout, no exit code
+// for a program that never started or a signal, a bad cwd as a failed
+// result, and a rejected env name refused once-prefixed before anything
+// runs.
+func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},
+		"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"},{"pattern":"/bin/sleep"},{"pattern":"/usr/bin/sleep"}]},"full":{"security":"full"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	eng := host.NewEngine(dir, policy.HostNode, "n")
 	defer eng.Close()
-	var events []map[string]any
-	got := make(chan map[string]any, 2)
+	type call struct {
+		name   string
+		params map[string]any
+		result map[string]any // the invoke result
+		events []map[string]any
+	}
+	calls := []*call{
+		{name: "allowed, suppressed", params: map[string]any{"command": []string{"echo", "x"}, "sessionKey": "s", "runId": "r1", "suppressNotifyOnExit": true}},
+		{name: "miss without a session", params: map[string]any{"command": []string{"id"}, "runId": "r2"}},
+		{name: "bad cwd", params: map[string]any{"command": []string{"echo", "x"}, "cwd": filepath.Join(dir, "missing"), "runId": "r3"}},
+		{name: "timeout", params: map[string]any{"command": []string{"sleep", "60"}, "timeoutMs": 300, "runId": "r4"}},
+		{name: "missing program", params: map[string]any{"command": []string{filepath.Join(dir, "no-such-program")}, "agentId": "full", "runId": "r5"}},
+		{name: "signal", params: map[string]any{"command": []string{"/bin/sh", "-c", "kill -9 $$"}, "agentId": "full", "runId": "r6"}},
+		{name: "dangerous env", params: map[string]any{"command": []string{"echo", "x"}, "env": map[string]string{"LD_PRELOAD": "/x.so"}, "runId": "r7"}},
+	}
+	done := make(chan struct{})
 	g := newFakeGateway(t, func(c *gwConn) {
+		defer close(done)
 		c.handshake(nil)
-		got <- c.invoke("i1", "system.run", map[string]any{"command": []string{"echo", "x"}, "sessionKey": "s", "runId": "r"}, &events)
-		got <- c.invoke("i2", "system.run", map[string]any{"command": []string{"id"}, "sessionKey": "s", "runId": "r2"}, &events)
+		for i, cl := range calls {
+			cl.result = c.invoke(fmt.Sprintf("i%d", i), "system.run", cl.params, &cl.events)
+		}
 	})
 	startNode(t, g, EngineRunner(eng), nil, func(n *Node) { eng.OnEvent = n.HostEvent })
-	for range 2 {
-		select {
-		case <-got:
-		case <-time.After(testLimit):
-			t.Fatal("no result")
+	select {
+	case <-done:
+	case <-time.After(testLimit):
+		t.Fatal("calls did not finish")
+	}
+	payload := func(m map[string]any, key string) map[string]any {
+		var p map[string]any
+		if s, ok := m[key].(string); ok {
+			_ = json.Unmarshal([]byte(s), &p)
+		}
+		return p
+	}
+	type ev struct {
+		Event   string
+		Payload map[string]any
+	}
+	events := func(cl *call) []ev {
+		var out []ev
+		for _, e := range cl.events {
+			out = append(out, ev{e["event"].(string), payload(e, "payloadJSON")})
+		}
+		return out
+	}
+	byName := map[string]*call{}
+	for _, cl := range calls {
+		byName[cl.name] = cl
+		for _, e := range events(cl) {
+			if e.Event == "exec.started" {
+				t.Errorf("%s: exec.started sent; OpenClaw's node host never sends it", cl.name)
+			}
 		}
 	}
-	var kinds []string
-	for _, e := range events {
-		var p map[string]any
-		_ = json.Unmarshal([]byte(e["payloadJSON"].(string)), &p)
-		kinds = append(kinds, fmt.Sprintf("%s %s %v", e["event"], p["runId"], p["host"]))
+
+	cl := byName["allowed, suppressed"]
+	if diff := cmp.Diff([]ev{{"exec.finished", map[string]any{"sessionKey": "s", "runId": "r1", "host": "node", "command": "echo x",
+		"exitCode": float64(0), "timedOut": false, "success": true, "output": "x", "suppressNotifyOnExit": true}}}, events(cl)); diff != "" {
+		t.Errorf("allowed run's events (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"exec.started r node", "exec.finished r node", "exec.denied r2 node"}, kinds); diff != "" {
-		t.Fatalf("events (-want +got):\n%s", diff)
+	if diff := cmp.Diff(map[string]any{"exitCode": float64(0), "timedOut": false, "success": true, "stdout": "x\n", "stderr": "", "error": nil, "truncated": false},
+		payload(cl.result, "payloadJSON")); diff != "" {
+		t.Errorf("allowed run's result (-want +got):\n%s", diff)
+	}
+
+	cl = byName["miss without a session"]
+	if e := events(cl); len(e) != 1 || e[0].Event != "exec.denied" || e[0].Payload["reason"] != "allowlist-miss" ||
+		e[0].Payload["sessionKey"] != "node" || e[0].Payload["suppressNotifyOnExit"] != false || e[0].Payload["runId"] != "r2" {
+		t.Errorf("denied run's events: %+v", e)
+	}
+	if cl.result["ok"] != false || cl.result["error"].(map[string]any)["code"] != CodeDenied {
+		t.Errorf("denied run's result: %v", cl.result)
+	}
+
+	for _, name := range []string{"bad cwd", "missing program", "signal"} {
+		cl := byName[name]
+		res := payload(cl.result, "payloadJSON")
+		if cl.result["ok"] != true || res["success"] != false || res["error"] == nil || res["exitCode"] != nil {
+			t.Errorf("%s: result %v, want ok with success=false, an error and no exitCode", name, cl.result)
+		}
+		if e := events(cl); len(e) != 1 || e[0].Event != "exec.finished" || e[0].Payload["exitCode"] != nil || e[0].Payload["success"] != false ||
+			!strings.Contains(fmt.Sprint(e[0].Payload["output"]), fmt.Sprint(res["error"])) {
+			t.Errorf("%s: events %+v", name, e)
+		}
+	}
+	if res := payload(byName["bad cwd"].result, "payloadJSON"); !strings.Contains(fmt.Sprint(res["error"]), "working directory does not exist on the node host") {
+		t.Errorf("bad cwd error: %v", res["error"])
+	}
+
+	cl = byName["timeout"]
+	if res := payload(cl.result, "payloadJSON"); res["exitCode"] != float64(124) || res["timedOut"] != true || res["success"] != false {
+		t.Errorf("timeout result %v", res)
+	}
+	if e := events(cl); len(e) != 1 || e[0].Payload["exitCode"] != float64(124) || e[0].Payload["timedOut"] != true {
+		t.Errorf("timeout events %+v", e)
+	}
+
+	cl = byName["dangerous env"]
+	e, _ := cl.result["error"].(map[string]any)
+	if cl.result["ok"] != false || e["code"] != CodeInvalidRequest || e["message"] != "SYSTEM_RUN_DENIED: environment override rejected (blocked override keys: LD_PRELOAD)" || len(cl.events) != 0 {
+		t.Errorf("dangerous env: %v, events %v", cl.result, cl.events)
 	}
 }
 
@@ -676,7 +773,7 @@ func FuzzRunParams(f *testing.F) {
 		if json.Unmarshal([]byte(s), &p) != nil {
 			return
 		}
-		req := p.request("sk", 1000)
+		req := p.request(1000)
 		if p.Security != "" && !req.Security.Valid() {
 			t.Fatalf("security %q mapped to %q", p.Security, req.Security)
 		}
@@ -814,5 +911,47 @@ func TestBusyInvokes(t *testing.T) {
 	defer fr.mu.Unlock()
 	if len(fr.reqs) != 3 {
 		t.Errorf("runner saw %d requests, want 3 (the refused one must not run)", len(fr.reqs))
+	}
+}
+
+// TestCommandsHintOnlyUntilServed: the hint that a new node's commands
+// wait for an operator's approval is printed until the gateway has sent
+// this node an invoke, not on every start.
+func TestCommandsHintOnlyUntilServed(t *testing.T) {
+	const hint = "commands wait for approval"
+	served := make(chan struct{})
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(nil)
+		c.invoke("i1", "system.which", map[string]any{"bins": []string{"sh"}}, nil)
+		close(served)
+		<-c.ctx.Done()
+	}, func(c *gwConn) {
+		c.handshake(nil)
+		<-c.ctx.Done()
+	})
+	first := startNode(t, g, &fakeRunner{}, nil)
+	select {
+	case <-served:
+	case <-time.After(testLimit):
+		t.Fatal("no invoke served")
+	}
+	first.cancel()
+	first.wait(t)
+	if !strings.Contains(first.stderr.String(), hint) {
+		t.Fatalf("first start printed no hint:\n%s", first.stderr)
+	}
+	connected := make(chan struct{})
+	var once sync.Once
+	second := startNode(t, g, &fakeRunner{}, func() { once.Do(func() { close(connected) }) },
+		func(n *Node) { n.opts.StateDir = first.n.opts.StateDir })
+	select {
+	case <-connected:
+	case <-time.After(testLimit):
+		t.Fatal("second start never connected")
+	}
+	second.cancel()
+	second.wait(t)
+	if out := second.stderr.String(); strings.Contains(out, hint) || !strings.Contains(out, "connected to OpenClaw gateway") {
+		t.Errorf("restart after the gateway served this node:\n%s", out)
 	}
 }
