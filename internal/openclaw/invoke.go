@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -25,9 +26,9 @@ import (
 const maxWhichBins = 256
 
 // runParams is OpenClaw's system.run / system.run.prepare params. Fields
-// exechost does not act on (needsScreenRecording, approved, …) are
-// ignored; approval flags in particular never settle anything here, since
-// this host decides with its own policy and approver.
+// exechost does not act on (needsScreenRecording, …) are ignored. The
+// approval flags settle a prompt only on a node that accepts gateway
+// approvals, and only for the exact plan it prepared (approve.go).
 type runParams struct {
 	Command              []string          `json:"command"`
 	RawCommand           *string           `json:"rawCommand"`
@@ -41,6 +42,8 @@ type runParams struct {
 	Ask                  string            `json:"ask"`
 	SuppressNotifyOnExit bool              `json:"suppressNotifyOnExit"`
 	SystemRunPlan        *runPlan          `json:"systemRunPlan"`
+	Approved             bool              `json:"approved"`
+	ApprovalDecision     string            `json:"approvalDecision"`
 }
 
 // runPlan is the canonical plan system.run.prepare returns and the gateway
@@ -210,6 +213,15 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	if text == "" {
 		text = strings.Join(hreq.Argv, " ")
 	}
+	approved := p.Approved || p.ApprovalDecision != ""
+	if approved && n.opts.GatewayApprovals {
+		a, msg := n.bindApproval(p, hreq)
+		if a == nil {
+			n.deniedEvent(hreq, text, "execution-plan-miss", p.SuppressNotifyOnExit)
+			return failure(CodeDenied, "SYSTEM_RUN_DENIED: execution plan mismatch (%s; request approval again)", msg)
+		}
+		ctx = withGatewayApproval(ctx, a)
+	}
 	run := n.track(hreq.RunID, p.SuppressNotifyOnExit)
 	defer n.untrack(hreq.RunID)
 	if msg := badCwd(hreq.Cwd); msg != "" {
@@ -222,7 +234,11 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	}
 	res, err := n.opts.Runner.Run(ctx, hreq)
 	if err != nil {
-		return runFailure(err)
+		r := runFailure(err)
+		if approved && !n.opts.GatewayApprovals && r.Error != nil && r.Error.Code == CodeDenied {
+			r.Error.Message += " (hint: an approval given through the OpenClaw gateway came with this run, but this node does not accept them; start it with `exechost node run --openclaw URL --approvals-route both` (or gateway) to accept them for exactly the plan it prepared)"
+		}
+		return r
 	}
 	out := resultOf(res)
 	command, tail := text, res.Tail
@@ -368,6 +384,10 @@ func (n *Node) prepare(req invokeRequest) invokeResult {
 	}
 	if raw := str(p.RawCommand); raw != "" && raw != text {
 		out.Plan.CommandPreview = &raw
+	}
+	if n.opts.GatewayApprovals {
+		key := planKey(plan.Argv, plan.Cwd, text, str(p.AgentID), str(p.SessionKey), p.Env)
+		n.prepared.add(key, preparedPlan{hash: plan.Hash, cwd: plan.Cwd, at: time.Now()})
 	}
 	return success(out)
 }
@@ -543,4 +563,38 @@ func openclawDocument(data []byte) (*approvals.File, error) {
 	fill(&d.Ask, openclawDefaults.Ask)
 	fill(&d.AskFallback, openclawDefaults.AskFallback)
 	return f, nil
+}
+
+// bindApproval matches a system.run that carries a gateway approval to
+// the plan this node prepared: the forwarded systemRunPlan and the loose
+// fields must agree (as OpenClaw's own host requires), and plan plus env
+// must be exactly one this node returned from system.run.prepare. The
+// plan is consumed. It returns nil and why when nothing matches.
+func (n *Node) bindApproval(p runParams, hreq host.Request) (*gatewayApproval, string) {
+	decision, err := policy.ParseApproval(p.ApprovalDecision)
+	if p.ApprovalDecision == "" {
+		decision, err = policy.AllowOnce, nil // approved: true alone
+	}
+	if err != nil || decision == policy.Reject {
+		return nil, fmt.Sprintf("approvalDecision %q is not an allow", p.ApprovalDecision)
+	}
+	pl := p.SystemRunPlan
+	if pl == nil || len(pl.Argv) == 0 {
+		return nil, "an approval needs the systemRunPlan this node prepared"
+	}
+	argv := canonicalArgv(pl.Argv)
+	if len(p.Command) > 0 && !slices.Equal(canonicalArgv(p.Command), argv) || str(p.Cwd) != str(pl.Cwd) ||
+		str(p.AgentID) != str(pl.AgentID) || str(p.SessionKey) != str(pl.SessionKey) {
+		return nil, "the command, cwd, agent or session differ from the approved plan"
+	}
+	key := planKey(argv, str(pl.Cwd), pl.CommandText, str(pl.AgentID), str(pl.SessionKey), hreq.Env)
+	prep, ok := n.prepared.take(key, time.Now())
+	if !ok {
+		return nil, "this node prepared no such plan, or already ran it: the text, cwd or environment differ from what was approved"
+	}
+	id := str(p.RunID)
+	if id == "" {
+		id = "without an id"
+	}
+	return &gatewayApproval{decision: decision, plan: prep, id: id}, ""
 }

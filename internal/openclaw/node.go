@@ -82,6 +82,12 @@ type Options struct {
 	// MaxInvokes bounds the invokes in flight; more are refused at once
 	// with UNAVAILABLE "BUSY: …". DefaultMaxInvokes when 0.
 	MaxInvokes int
+	// GatewayApprovals accepts an operator's approval that OpenClaw's
+	// gateway forwards with a system.run, for exactly the plan this node
+	// returned from system.run.prepare (`--approvals-route gateway|both`;
+	// set the engine's prompter to ApprovalPrompter). Off, such approvals
+	// are ignored and the denial says how to turn this on.
+	GatewayApprovals bool
 	// AllowRemoteWidening lets OpenClaw's system.execApprovals.set widen
 	// this host's exec-approvals.json (approvals.RemoteWideningFlag); off,
 	// a widening needs ConfirmWidening's answer.
@@ -106,6 +112,7 @@ type Node struct {
 	hinted   bool                 // the command-surface hint was printed
 	served   bool                 // an invoke arrived (noteServed)
 	runs     map[string]*runState // system.run in flight, by run id
+	prepared preparedPlans        // what system.run.prepare returned (approve.go)
 }
 
 // New loads (or creates) the device key and returns a node ready to Run.
@@ -478,6 +485,18 @@ func (n *Node) HostEvent(ev host.Event) {
 			"reason": deniedReason(ev.Reason), "suppressNotifyOnExit": suppress,
 		})
 	}
+}
+
+// deniedEvent sends exec.denied for a run refused before the engine saw
+// it.
+func (n *Node) deniedEvent(req host.Request, command, reason string, suppress bool) {
+	n.mu.Lock()
+	c := n.conn
+	n.mu.Unlock()
+	n.event(c, host.EventDenied, map[string]any{
+		"sessionKey": req.SessionKey, "runId": req.RunID, "host": "node", "command": command,
+		"reason": reason, "suppressNotifyOnExit": suppress,
+	})
 }
 
 // finished sends exec.finished for a run, shaped as OpenClaw's host

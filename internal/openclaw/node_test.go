@@ -955,3 +955,144 @@ func TestCommandsHintOnlyUntilServed(t *testing.T) {
 		t.Errorf("restart after the gateway served this node:\n%s", out)
 	}
 }
+
+// TestGatewayApprovalsBoundToThePreparedPlan runs the real engine behind
+// a node that accepts approvals through the OpenClaw gateway: an
+// operator's allow-once runs exactly the plan the node prepared, once,
+// and is in the audit with who approved; other text, cwd or environment,
+// a replay, or a plan the node never prepared is refused; allow-always
+// adds nothing to the allowlist unless the node lets its gateway widen
+// its policy; a node that does not accept gateway approvals says how to.
+func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
+	const file = `{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`
+	type node struct {
+		n     *Node
+		dir   string
+		audit []host.AuditRecord
+		mu    sync.Mutex
+	}
+	newNode := func(t *testing.T, opts Options) *node {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		eng := host.NewEngine(dir, policy.HostNode, "n")
+		t.Cleanup(func() { eng.Close() })
+		nd := &node{dir: dir}
+		eng.OnAudit = func(r host.AuditRecord) {
+			nd.mu.Lock()
+			nd.audit = append(nd.audit, r)
+			nd.mu.Unlock()
+		}
+		opts.StateDir, opts.Runner = dir, EngineRunner(eng)
+		nd.n = newTestNode(t, opts)
+		eng.Prompter = nd.n.ApprovalPrompter(nil)
+		eng.OnEvent = nd.n.HostEvent
+		return nd
+	}
+	invoke := func(t *testing.T, call func(invokeRequest) invokeResult, params map[string]any) invokeResult {
+		t.Helper()
+		pj, _ := json.Marshal(params)
+		s := string(pj)
+		return call(invokeRequest{ParamsJSON: &s})
+	}
+	// prepare asks the node for a plan and returns the system.run params
+	// OpenClaw's gateway forwards after an operator approved it.
+	prepare := func(t *testing.T, nd *node, env map[string]string, decision string) map[string]any {
+		t.Helper()
+		params := map[string]any{"command": []string{"/bin/sh", "-lc", "id -u"}, "rawCommand": "id -u", "cwd": nd.dir, "agentId": "main", "sessionKey": "s", "env": env}
+		r := invoke(t, nd.n.prepare, params)
+		if !r.OK {
+			t.Fatalf("prepare: %+v", r.Error)
+		}
+		var out prepareResult
+		if err := json.Unmarshal([]byte(*r.PayloadJSON), &out); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]any{"command": out.Plan.Argv, "rawCommand": out.Plan.CommandText, "cwd": str(out.Plan.Cwd),
+			"agentId": "main", "sessionKey": "s", "env": env, "runId": "approval-1", "systemRunPlan": out.Plan,
+			"approved": true, "approvalDecision": decision}
+	}
+	run := func(t *testing.T, nd *node, params map[string]any) invokeResult {
+		t.Helper()
+		return invoke(t, func(r invokeRequest) invokeResult { return nd.n.systemRun(context.Background(), r) }, params)
+	}
+	denied := func(t *testing.T, r invokeResult, want string) {
+		t.Helper()
+		if r.OK || r.Error.Code != CodeDenied || !strings.Contains(r.Error.Message, want) {
+			t.Fatalf("want SYSTEM_RUN_DENIED containing %q, got %+v", want, r)
+		}
+	}
+
+	t.Run("allow-once runs the prepared plan once, audited with who approved", func(t *testing.T) {
+		nd := newNode(t, Options{GatewayApprovals: true})
+		params := prepare(t, nd, nil, "allow-once")
+		r := run(t, nd, params)
+		if !r.OK {
+			t.Fatalf("approved run: %+v", r.Error)
+		}
+		var res runResult
+		if err := json.Unmarshal([]byte(*r.PayloadJSON), &res); err != nil || !res.Success || strings.TrimSpace(res.Stdout) != fmt.Sprint(os.Getuid()) {
+			t.Fatalf("approved run's result %+v (%v)", res, err)
+		}
+		nd.mu.Lock()
+		var by []string
+		for _, a := range nd.audit {
+			if a.Approval != "" && a.Event == "decision" {
+				by = append(by, string(a.Approval)+" "+a.DecidedBy)
+			}
+		}
+		nd.mu.Unlock()
+		if diff := cmp.Diff([]string{"allow-once OpenClaw gateway operator (approval approval-1)"}, by); diff != "" {
+			t.Errorf("audited approvals (-want +got):\n%s", diff)
+		}
+		denied(t, run(t, nd, params), "execution plan mismatch")
+	})
+
+	t.Run("other text, cwd or environment is refused", func(t *testing.T) {
+		nd := newNode(t, Options{GatewayApprovals: true})
+		for name, change := range map[string]func(p map[string]any){
+			"text": func(p map[string]any) {
+				pl := p["systemRunPlan"].(runPlan)
+				pl.CommandText, pl.Argv = "id -u; touch x", []string{"/bin/sh", "-c", "id -u; touch x"}
+				p["systemRunPlan"], p["command"], p["rawCommand"] = pl, pl.Argv, pl.CommandText
+			},
+			"cwd": func(p map[string]any) {
+				pl := p["systemRunPlan"].(runPlan)
+				other := t.TempDir()
+				pl.Cwd = &other
+				p["systemRunPlan"], p["cwd"] = pl, other
+			},
+			"loose cwd": func(p map[string]any) { p["cwd"] = "/" },
+			"env":       func(p map[string]any) { p["env"] = map[string]string{"A": "2"} },
+		} {
+			t.Run(name, func(t *testing.T) {
+				params := prepare(t, nd, map[string]string{"A": "1"}, "allow-once")
+				change(params)
+				denied(t, run(t, nd, params), "execution plan mismatch")
+			})
+		}
+		if b, _ := os.ReadFile(filepath.Join(nd.dir, "x")); b != nil {
+			t.Fatal("the changed text ran")
+		}
+	})
+
+	t.Run("allow-always adds nothing unless the node allows remote widening", func(t *testing.T) {
+		for _, widen := range []bool{false, true} {
+			nd := newNode(t, Options{GatewayApprovals: true, AllowRemoteWidening: widen})
+			if r := run(t, nd, prepare(t, nd, nil, "allow-always")); !r.OK {
+				t.Fatalf("widen=%v: approved run: %+v", widen, r.Error)
+			}
+			data, _ := os.ReadFile(filepath.Join(nd.dir, "exec-approvals.json"))
+			if got := strings.Contains(string(data), "/id"); got != widen {
+				t.Errorf("widen=%v: id allowlisted = %v:\n%s", widen, got, data)
+			}
+		}
+	})
+
+	t.Run("a node that does not accept gateway approvals says how", func(t *testing.T) {
+		nd := newNode(t, Options{})
+		r := run(t, nd, prepare(t, nd, nil, "allow-once"))
+		denied(t, r, "--approvals-route both")
+	})
+}
