@@ -287,7 +287,7 @@ func badCwd(cwd string) string {
 // runResult is system.run's payload as OpenClaw's node host sends it:
 // exitCode only when the process exited by itself (124 when its timeout
 // killed it, as OpenClaw's runner reports), error null unless it never
-// ran to an exit of its own.
+// ran to an exit of its own, truncated only when output was cut.
 type runResult struct {
 	ExitCode  *int    `json:"exitCode,omitempty"`
 	TimedOut  bool    `json:"timedOut"`
@@ -295,7 +295,7 @@ type runResult struct {
 	Stdout    string  `json:"stdout"`
 	Stderr    string  `json:"stderr"`
 	Error     *string `json:"error"`
-	Truncated bool    `json:"truncated"`
+	Truncated bool    `json:"truncated,omitempty"` // OpenClaw's host sends it only when true
 }
 
 // timeoutExitCode is the exit code OpenClaw's runner reports for a

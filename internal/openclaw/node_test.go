@@ -717,7 +717,7 @@ func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 		"exitCode": float64(0), "timedOut": false, "success": true, "output": "x", "suppressNotifyOnExit": true}}}, events(cl)); diff != "" {
 		t.Errorf("allowed run's events (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]any{"exitCode": float64(0), "timedOut": false, "success": true, "stdout": "x\n", "stderr": "", "error": nil, "truncated": false},
+	if diff := cmp.Diff(map[string]any{"exitCode": float64(0), "timedOut": false, "success": true, "stdout": "x\n", "stderr": "", "error": nil},
 		payload(cl.result, "payloadJSON")); diff != "" {
 		t.Errorf("allowed run's result (-want +got):\n%s", diff)
 	}
