@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,7 +215,7 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	exProc, err := testproc.Start([]string{bin, "--state-dir", exDir, "node", "run",
-		"--openclaw", fmt.Sprintf("ws://127.0.0.1:%d", exRec.port), "--openclaw-token", gw.Token, "--display-name", ex.name})
+		"--openclaw", fmt.Sprintf("ws://127.0.0.1:%d", exRec.port), "--openclaw-token", gw.Token, "--display-name", ex.name, "--approvals-route", "both"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +302,54 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DISABLED: security=deny", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},
 	})
 	t.Logf("conformance:\n%s", strings.Join(report, "\n"))
+
+	// An operator's approval in OpenClaw, on the exechost node, which
+	// takes gateway approvals (--approvals-route both) and now asks for
+	// everything.
+	t.Run("approval through the gateway", func(t *testing.T) {
+		f := filepath.Join(tmp, "ask.json")
+		if err := os.WriteFile(f, []byte(`{"version":1,"defaults":{"security":"full","ask":"always","askFallback":"deny"}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(bin, "--state-dir", exDir, "approvals", "set", "--file", f).CombinedOutput(); err != nil {
+			t.Fatalf("approvals set on the node: %v\n%s", err, out)
+		}
+		prep := ex.invoke("system.run.prepare", map[string]any{"command": []string{"/bin/sh", "-lc", "echo approved"}, "rawCommand": "echo approved",
+			"cwd": tmp, "agentId": "main", "sessionKey": "agent:main:main"}, 20000)
+		if !prep.OK {
+			t.Fatalf("prepare: %s", prep.Message)
+		}
+		plan := prep.Payload["plan"].(map[string]any)
+		// No operator UI is connected: requireDeliveryRoute=false keeps the
+		// request pending for this operator to resolve, as one would in
+		// OpenClaw's Control UI.
+		var req struct {
+			Status string `json:"status"`
+			ID     string `json:"id"`
+		}
+		if err := ex.call("exec.approval.request", map[string]any{"twoPhase": true, "requireDeliveryRoute": false,
+			"command": plan["commandText"], "commandArgv": plan["argv"], "systemRunPlan": plan, "host": "node", "nodeId": ex.devID,
+			"cwd": plan["cwd"], "agentId": "main", "sessionKey": "agent:main:main", "timeoutMs": 60000}, &req); err != nil || req.ID == "" {
+			t.Fatalf("exec.approval.request: %+v %v", req, err)
+		}
+		if err := ex.call("exec.approval.resolve", map[string]any{"id": req.ID, "decision": "allow-once"}, nil); err != nil {
+			t.Fatalf("exec.approval.resolve: %v", err)
+		}
+		params := map[string]any{"command": plan["argv"], "rawCommand": plan["commandText"], "cwd": plan["cwd"],
+			"agentId": "main", "sessionKey": "agent:main:main", "systemRunPlan": plan, "runId": req.ID, "approved": true, "approvalDecision": "allow-once"}
+		run := ex.invoke("system.run", params, 20000)
+		if !run.OK || run.Payload["stdout"] != "approved\n" {
+			t.Fatalf("system.run with the operator's approval: %+v", run)
+		}
+		audit, _ := os.ReadFile(filepath.Join(exDir, "audit.jsonl"))
+		if !strings.Contains(string(audit), "OpenClaw gateway operator (approval "+req.ID+")") {
+			t.Errorf("the node's audit does not name the gateway approval:\n%s", lastBytes(string(audit), 3000))
+		}
+		// allow-once is single use: the same approval runs nothing again.
+		if again := ex.invoke("system.run", params, 20000); again.OK {
+			t.Fatalf("the approval ran twice: %+v", again)
+		}
+	})
 }
 
 // compareCase sends tc to both node hosts and compares what the operator
