@@ -99,14 +99,14 @@ func Widenings(cur, next *File) []Widening {
 			out = append(out, w)
 		}
 		mode("security", string(rc.Local.Security), string(rn.Local.Security),
-			securityRank(rn.Local.Security) > securityRank(rc.Local.Security))
+			modeRank(rn.Local.Security) > modeRank(rc.Local.Security))
 		// Under security=deny nothing runs whatever ask and askFallback
 		// say, and no request can loosen deny; leaving deny again is
 		// itself a widening.
 		if rn.Local.Security != policy.SecurityDeny {
 			mode("ask", string(rc.Local.Ask), string(rn.Local.Ask), askRuns(rn.Local.Ask)&^askRuns(rc.Local.Ask) != 0)
 			mode("askFallback", string(rc.Local.Fallback), string(rn.Local.Fallback),
-				fallbackRank(rn.Local.Fallback) > fallbackRank(rc.Local.Fallback))
+				modeRank(rn.Local.Fallback) > modeRank(rc.Local.Fallback))
 		}
 		have := rc.Patterns()
 		for _, e := range rn.Allowlist {
@@ -152,14 +152,15 @@ func unionIDs(a, b *File) []string {
 	return ids
 }
 
-// Ranks: higher lets more run without this host's human. Unknown values
-// cannot occur (ResolvePolicy returns valid ones) and rank as the
-// strictest.
-func securityRank(s policy.Security) int {
-	switch s {
-	case policy.SecurityFull:
+// modeRank orders security and askFallback, which share their values:
+// deny < allowlist < full, higher letting more run without this host's
+// human. Unknown values cannot occur (ResolvePolicy returns valid ones)
+// and rank as the strictest.
+func modeRank[T policy.Security | policy.Fallback](m T) int {
+	switch string(m) {
+	case string(policy.SecurityFull):
 		return 2
-	case policy.SecurityAllowlist:
+	case string(policy.SecurityAllowlist):
 		return 1
 	}
 	return 0
@@ -181,16 +182,6 @@ func askRuns(a policy.Ask) int {
 		return runsAllowlistedFreely | runsMissesByPrompt
 	}
 	return runsMissesByPrompt
-}
-
-func fallbackRank(f policy.Fallback) int {
-	switch f {
-	case policy.FallbackFull:
-		return 2
-	case policy.FallbackAllowlist:
-		return 1
-	}
-	return 0
 }
 
 // extraChanges reports every unknown member added, changed or removed.

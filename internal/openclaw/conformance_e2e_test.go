@@ -23,7 +23,6 @@ import (
 
 	"github.com/exechost/exechost/internal/openclaw"
 	"github.com/exechost/exechost/internal/openclaw/octest"
-	"github.com/exechost/exechost/internal/testdep"
 	"github.com/exechost/exechost/internal/testproc"
 )
 
@@ -188,20 +187,7 @@ type conformanceCase struct {
 // events the gateway receives field by field, except for the intended
 // differences each case names.
 func TestConformanceWithOpenClawNodeHost(t *testing.T) {
-	in, err := octest.Find()
-	if err != nil {
-		testdep.Missing(t, "openclaw", err.Error())
-	}
-	tmp := t.TempDir()
-	bin, err := testproc.Build(tmp, os.Getenv("EXECHOST_E2E_RACE") != "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
+	tmp, bin, gw := startGateway(t, "")
 
 	ex := &harness{t: t, gw: gw, name: "conf-exechost"}
 	oc := &harness{t: t, gw: gw, name: "conf-openclaw"}
@@ -232,9 +218,8 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 			t.Logf("gateway output (tail):\n%s", lastBytes(gw.Output(), 6000))
 		}
 	})
-	var err2 error
-	if ex.opID, err2 = openclaw.LoadOrCreateIdentity(filepath.Join(tmp, "operator")); err2 != nil {
-		t.Fatal(err2)
+	if ex.opID, err = openclaw.LoadOrCreateIdentity(filepath.Join(tmp, "operator")); err != nil {
+		t.Fatal(err)
 	}
 	ex.connectOperator()
 	oc.opID, oc.op = ex.opID, ex.op

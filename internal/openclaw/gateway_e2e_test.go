@@ -69,23 +69,10 @@ type harness struct {
 // (protocol v4, token auth, loopback). One gateway serves every subtest:
 // its cold start dominates the cost.
 func TestRealGateway(t *testing.T) {
-	in, err := octest.Find()
-	if err != nil {
-		testdep.Missing(t, "openclaw", err.Error())
-	}
-	tmp := t.TempDir()
-	bin, err := testproc.Build(tmp, os.Getenv("EXECHOST_E2E_RACE") != "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Bound to all interfaces so that one subtest can connect from a
 	// non-loopback address, which OpenClaw pairs only with an operator's
 	// approval; everything else uses loopback. Token auth throughout.
-	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"), "lan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
+	tmp, bin, gw := startGateway(t, "lan")
 	t.Logf("openclaw gateway listening after %s", gw.Started)
 
 	nodeDir := filepath.Join(tmp, "node")
@@ -96,6 +83,7 @@ func TestRealGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, gw: gw, name: "exechost-e2e"}
+	var err error
 	h.node, err = testproc.Start([]string{bin, "--state-dir", nodeDir, "node", "run",
 		"--openclaw", gw.URL, "--openclaw-token", gw.Token, "--display-name", h.name})
 	if err != nil {
@@ -323,6 +311,26 @@ func TestRealGateway(t *testing.T) {
 			t.Fatalf("after restart: %+v %v", res, err)
 		}
 	})
+}
+
+// startGateway builds exechost and starts a real OpenClaw gateway bound as
+// bind says, in a temporary directory it returns; without OpenClaw
+// installed the test skips loudly.
+func startGateway(t *testing.T, bind string) (tmp, bin string, gw *octest.Gateway) {
+	t.Helper()
+	in, err := octest.Find()
+	if err != nil {
+		testdep.Missing(t, "openclaw", err.Error())
+	}
+	tmp = t.TempDir()
+	if bin, err = testproc.Build(tmp, os.Getenv("EXECHOST_E2E_RACE") != ""); err != nil {
+		t.Fatal(err)
+	}
+	if gw, err = octest.StartGateway(in, filepath.Join(tmp, "gateway"), bind); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	return tmp, bin, gw
 }
 
 func (h *harness) connectOperator() {
