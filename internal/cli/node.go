@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvalroute"
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/service"
 )
@@ -27,6 +29,7 @@ type nodeRunFlags struct {
 	// joinKeyFile and gatewayKey: --join-key-file (the key off argv) and
 	// --gateway-key (the gateway identity to pin).
 	joinKeyFile, gatewayKey string
+	allowRemoteWidening     bool
 }
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -65,6 +68,8 @@ stops when its pairing is rejected or its token revoked.`,
 	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")
 	run.Flags().StringVar(&f.execHost, "exec-host", node.ExecHostLocal, "where system.run runs: `local|app` (app: forwarded to \"exechost approver --exec-host\" in the desktop session)")
 	run.Flags().StringVar(&f.execFallback, "exec-fallback", node.FallbackLocal, "with --exec-host app, when the approver is unreachable: `local|deny` (local runs it here)")
+	run.Flags().BoolVar(&f.allowRemoteWidening, strings.TrimPrefix(approvals.RemoteWideningFlag, "--"), false,
+		"let the gateway widen this machine's exec-approvals.json (approvals set --node); without it a widening needs this machine's approver")
 	f.route.add(run)
 	f.log.add(run)
 	f.openclaw.add(run)
@@ -140,5 +145,6 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: joinKey, TLSFingerprint: f.fingerprint, GatewayKey: f.gatewayKey,
 		ExecHost: f.execHost, ExecFallback: f.execFallback, Route: f.route.route, PromptTimeout: f.route.promptTimeout,
 		MaxRuns: f.limits.maxRuns, Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
+		AllowRemoteWidening: f.allowRemoteWidening,
 	})
 }

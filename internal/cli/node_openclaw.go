@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/openclaw"
@@ -32,9 +33,6 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	if f.url != "" || f.joinKey != "" || f.joinKeyFile != "" || f.fingerprint != "" || f.execHost != "local" {
 		return usagef("--openclaw cannot be combined with --gateway, --join-key, --tls-fingerprint or --exec-host")
 	}
-	if f.route.route != "" && f.route.route != "local" {
-		return usagef("--openclaw supports only --approvals-route local (prompts go to this machine's approver socket)")
-	}
 	log, err := f.log.logger(g)
 	if err != nil {
 		return err
@@ -59,11 +57,17 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	if err != nil {
 		return err
 	}
+	// --approvals-route gateway|both: accept an operator's approval the
+	// OpenClaw gateway forwards, bound to the plan this node prepared;
+	// gateway alone asks nobody here.
+	route := approvalroute.Route(f.route.route)
 	n, err := openclaw.New(openclaw.Options{
 		GatewayURL: f.openclaw.url, Token: token, StateDir: dir,
 		DisplayName: f.displayName, InstanceID: f.openclaw.instanceID,
 		Version: Version, Runner: openclaw.EngineRunner(eng), Logger: log, Stderr: g.stderr,
 		OnConnected: func() { _ = service.NotifyReady() }, MaxInvokes: f.limits.maxRuns,
+		AllowRemoteWidening: f.allowRemoteWidening, ConfirmWidening: asksock.LocalPrompter(dir).Prompt,
+		GatewayApprovals: route == approvalroute.Gateway || route == approvalroute.Both,
 	})
 	if err != nil {
 		return err
@@ -71,6 +75,11 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	// The device id and event sink exist only once the OpenClaw node
 	// does, and it needs the engine first; nothing runs before Run.
 	eng.NodeID, eng.OnEvent = n.DeviceID(), n.HostEvent
+	if route == approvalroute.Gateway {
+		eng.Prompter = n.ApprovalPrompter(nil)
+	} else {
+		eng.Prompter = n.ApprovalPrompter(eng.Prompter)
+	}
 	log.Info("openclaw node starting", "device", n.DeviceID(), "gateway", f.openclaw.url, "state", dir)
 	err = n.Run(ctx)
 	_ = service.NotifyStopping()

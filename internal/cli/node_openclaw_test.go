@@ -8,13 +8,13 @@ import (
 
 // TestOpenClawFlagConflicts: --openclaw selects a different gateway
 // protocol, so exechost-gateway flags with it are a usage error (exit 2),
-// found before anything is created or dialled.
+// found before anything is created or dialled. (--approvals-route
+// gateway|both is accepted: it takes approvals through OpenClaw's gateway.)
 func TestOpenClawFlagConflicts(t *testing.T) {
 	for _, args := range [][]string{
 		{"--gateway", "ws://127.0.0.1:1"},
 		{"--join-key", "k"},
 		{"--exec-host", "app"},
-		{"--approvals-route", "gateway"},
 	} {
 		dir := t.TempDir()
 		all := append([]string{"--state-dir", dir, "node", "run", "--openclaw", "ws://127.0.0.1:1"}, args...)

@@ -130,7 +130,7 @@ func TestGatewayAudit(t *testing.T) {
 		return n
 	}
 	alpha := pair("alpha", policyOnMiss, "--approvals-route", "gateway")
-	beta := pair("beta", policyFull)
+	beta := pair("beta", policyFull, "--allow-remote-widening") // its edit below adds a pattern
 	gamma := c.startNode("gamma", "Gamma", policyFull)
 	waitFor(t, "gamma to be pending", func() bool { return c.isPending(gamma.id) })
 	if r := c.cli("nodes", "reject", gamma.id); r.code != 0 {

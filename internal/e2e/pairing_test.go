@@ -221,11 +221,24 @@ func TestBindingReloadRestartApprovals(t *testing.T) {
 		if got := localSocketToken(t, laptop.dir); got != localToken {
 			t.Error("remote set changed the node's socket token")
 		}
-		// The CLI path (base = the node's current file) works too.
+		// The CLI path (base = the node's current file): the gateway may
+		// not widen the node's policy back (the node did not opt in and
+		// has no approver to confirm); the node itself may.
 		f := filepath.Join(t.TempDir(), "p.json")
 		writeFile(t, f, policyAllowlist)
-		if r := c.cli("approvals", "set", "--node", "laptop", "--file", f); r.code != 0 {
-			t.Fatalf("approvals set --node: %s", r)
+		r = c.cli("approvals", "set", "--node", "laptop", "--file", f)
+		if r.code == 0 || !strings.Contains(r.stderr, "may only tighten") || !strings.Contains(r.stderr, "agents.*.security deny→allowlist") ||
+			!strings.Contains(r.stderr, "--allow-remote-widening") {
+			t.Fatalf("approvals set --node that widens: %s", r)
+		}
+		if r := c.cli("approvals", "get", "--node", "laptop", "--json"); !strings.Contains(r.stdout, `"deny"`) || strings.Contains(r.stdout, "/usr/bin/true") {
+			t.Fatalf("a refused widening changed the node's file: %s", r)
+		}
+		if _, r := c.execJSON("--host", "node", "--node", "laptop", "/usr/bin/true"); r.code != 126 {
+			t.Fatalf("exec after a refused widening: %s", r)
+		}
+		if r := run(t, laptop.dir, "approvals", "set", "--file", f); r.code != 0 {
+			t.Fatalf("approvals set on the node itself: %s", r)
 		}
 		if _, r := c.execJSON("--host", "node", "--node", "laptop", "/usr/bin/true"); r.code != 0 {
 			t.Fatalf("exec after approvals set --node: %s", r)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
@@ -71,6 +72,13 @@ type Options struct {
 	// MaxRuns bounds the system.run invokes in flight; more are answered
 	// BUSY (admission.go). DefaultMaxRuns when 0.
 	MaxRuns int
+	// AllowRemoteWidening lets the gateway's `approvals set --node` widen
+	// this node's exec-approvals.json (approvals.RemoteWideningFlag); off,
+	// a widening needs ConfirmWidening's answer.
+	AllowRemoteWidening bool
+	// ConfirmWidening asks this machine's approver to confirm a remote
+	// widening (nil: nobody can, and every widening is refused).
+	ConfirmWidening approvals.Asker
 }
 
 // Client is the node's side of its gateway connection: it pairs, keeps

@@ -175,7 +175,7 @@ func (c *Client) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 	case req.Command == bridge.CmdExecApprovalsGet:
 		res = c.approvalsGet()
 	case req.Command == bridge.CmdExecApprovalsSet:
-		res = c.approvalsSet(req.Params)
+		res = c.approvalsSet(ctx, req.Params)
 	default:
 		res = fail(bridge.Errorf(bridge.CodeNotFound, "unknown node command %q (this node offers %v)", req.Command, bridge.NodeCommands))
 	}
@@ -247,8 +247,12 @@ func (c *Client) approvalsGet() bridge.InvokeResult {
 // approvalsSet replaces the node's approvals file with the one sent, if
 // the file is still what the editor saw (baseHash). The socket section
 // (path and token) always stays the node's own: a remote editor must not
-// be able to redirect prompts to another socket or learn the key.
-func (c *Client) approvalsSet(params json.RawMessage) bridge.InvokeResult {
+// be able to redirect prompts to another socket or learn the key. The
+// gateway may only tighten: a file that allows more than the node's is
+// written only with the node's consent (Options.AllowRemoteWidening, or
+// this machine's approver confirming it), else refused FORBIDDEN naming
+// each widening and how to apply it.
+func (c *Client) approvalsSet(ctx context.Context, params json.RawMessage) bridge.InvokeResult {
 	var p bridge.ApprovalsSetParams
 	if err := bridge.Unmarshal(params, &p); err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "bad system.execApprovals.set params: %v", err))
@@ -261,16 +265,15 @@ func (c *Client) approvalsSet(params json.RawMessage) bridge.InvokeResult {
 	if err != nil {
 		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "%v", err))
 	}
-	f, err := st.UpdateIf(p.BaseHash, func(f *approvals.File) error {
-		sock := f.Socket
-		*f = *next.Clone()
-		f.Socket = sock
-		return nil
-	})
-	if errors.Is(err, approvals.ErrStale) {
+	consent := approvals.RemoteConsent(ctx, c.opts.AllowRemoteWidening, c.opts.ConfirmWidening, "the gateway", c.NodeID())
+	f, err := st.ReplaceRemote(p.BaseHash, next, consent)
+	switch {
+	case errors.Is(err, approvals.ErrStale):
 		return fail(bridge.Errorf(bridge.CodeStale, "%v", err))
-	}
-	if err != nil {
+	case errors.Is(err, approvals.ErrWidening):
+		c.log.Warn("refused a remote approvals change that widens this node's policy", "err", err)
+		return fail(bridge.Errorf(bridge.CodeForbidden, "%v", err))
+	case err != nil:
 		return fail(bridge.Errorf(bridge.CodeInternal, "%v", err))
 	}
 	data, err := f.Redacted().Marshal()

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/nodekey"
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 func TestIdentityRoundTrip(t *testing.T) {
@@ -125,7 +130,10 @@ func TestApprovalsGetSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Client{opts: Options{StateDir: dir}}
+	r, err := New(Options{StateDir: dir, GatewayURL: "ws://127.0.0.1:1", AllowRemoteWidening: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := r.approvalsGet()
 	if !got.OK {
 		t.Fatalf("get: %+v", got.Error)
@@ -139,7 +147,7 @@ func TestApprovalsGetSet(t *testing.T) {
 	}
 	set := func(file, base string) bridge.InvokeResult {
 		p, _ := json.Marshal(bridge.ApprovalsSetParams{File: json.RawMessage(file), BaseHash: base})
-		return r.approvalsSet(p)
+		return r.approvalsSet(context.Background(), p)
 	}
 	evil := `{"version":1,"socket":{"path":"/tmp/evil.sock","token":"stolen"},"defaults":{"security":"full"}}`
 	if res := set(evil, "not-the-hash"); res.OK || res.Error.Code != bridge.CodeStale {
@@ -160,6 +168,103 @@ func TestApprovalsGetSet(t *testing.T) {
 	}
 	if res := set(`{"version":1,`, view.Hash); res.OK || res.Error.Code != bridge.CodeInvalidRequest {
 		t.Errorf("set of a broken file = %+v", res)
+	}
+}
+
+// TestApprovalsSetOnlyTightens: the gateway may tighten a node's policy,
+// but a change that allows more is written only with the node's consent
+// (AllowRemoteWidening, or its approver confirming), and the refusal
+// names each widening and how to apply it; nothing is written.
+func TestApprovalsSetOnlyTightens(t *testing.T) {
+	const (
+		start   = `{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`
+		tighter = `{"version":1,"defaults":{"security":"allowlist","ask":"always","askFallback":"deny"},"agents":{}}`
+		wider   = `{"version":1,"defaults":{"security":"full","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"},{"pattern":"/usr/bin/curl"}]}}}`
+	)
+	type asked struct{ req prompt.Request }
+	tests := []struct {
+		name     string
+		allow    bool
+		answer   policy.Approval // "" = no approver; "unreachable" = it cannot be asked
+		file     string
+		wantOK   bool
+		wantText []string
+		wantAsk  bool
+	}{
+		{name: "tighten", file: tighter, wantOK: true},
+		{name: "widen without consent", file: wider, wantText: []string{
+			"may only tighten", "agents.*.security allowlist→full", `agents.*.allowlist +"/usr/bin/curl"`,
+			"--allow-remote-widening", "exechost approvals set --file F", "exechost approver"}},
+		{name: "widen, node opted in", allow: true, file: wider, wantOK: true},
+		{name: "widen, approver confirms", answer: policy.AllowOnce, file: wider, wantOK: true, wantAsk: true},
+		{name: "widen, approver denies", answer: policy.Reject, file: wider, wantAsk: true, wantText: []string{"denied it", "approver (tui)"}},
+		{name: "widen, approver unreachable", answer: "unreachable", file: wider, wantAsk: true, wantText: []string{"could not confirm", "no approver", "--allow-remote-widening"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st := approvals.NewStore(dir)
+			if _, err := st.Ensure(); err != nil {
+				t.Fatal(err)
+			}
+			base, err := st.Update(func(f *approvals.File) error {
+				next, err := approvals.Parse("start", []byte(start))
+				f.Replace(next)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []asked
+			opts := Options{StateDir: dir, GatewayURL: "ws://127.0.0.1:1", AllowRemoteWidening: tt.allow}
+			if tt.answer != "" {
+				opts.ConfirmWidening = func(_ context.Context, req prompt.Request) (policy.Approval, string, error) {
+					got = append(got, asked{req})
+					if tt.answer == "unreachable" {
+						return "", "", errors.New("no approver on the socket")
+					}
+					return tt.answer, "tui", nil
+				}
+			}
+			r, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := json.Marshal(bridge.ApprovalsSetParams{File: json.RawMessage(tt.file), BaseHash: base.Hash()})
+			res := r.approvalsSet(context.Background(), p)
+			if res.OK != tt.wantOK {
+				t.Fatalf("ok = %v, want %v: %+v", res.OK, tt.wantOK, res.Error)
+			}
+			now, err := st.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.wantOK {
+				if res.Error.Code != bridge.CodeForbidden {
+					t.Errorf("code = %s, want %s", res.Error.Code, bridge.CodeForbidden)
+				}
+				for _, w := range tt.wantText {
+					if !strings.Contains(res.Error.Message, w) {
+						t.Errorf("refusal %q does not say %q", res.Error.Message, w)
+					}
+				}
+				if now.Hash() != base.Hash() {
+					t.Error("a refused change was written")
+				}
+			} else if now.Hash() == base.Hash() {
+				t.Error("an accepted change was not written")
+			}
+			if (len(got) > 0) != tt.wantAsk {
+				t.Fatalf("approver asked %d times, want asked=%v", len(got), tt.wantAsk)
+			}
+			if tt.wantAsk {
+				req := got[0].req
+				if req.Reason != approvals.ReasonPolicyWidening || !strings.Contains(req.Command, "agents.*.security allowlist→full") ||
+					!slices.Equal(req.Choices, []string{"allow-once", "deny"}) {
+					t.Errorf("prompt = %+v", req)
+				}
+			}
+		})
 	}
 }
 

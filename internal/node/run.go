@@ -44,6 +44,10 @@ type RunOptions struct {
 	// MaxRuns is Options.MaxRuns: system.run invokes in flight before
 	// more are answered BUSY.
 	MaxRuns int
+	// AllowRemoteWidening is Options.AllowRemoteWidening
+	// (approvals.RemoteWideningFlag); without it this machine's approver
+	// confirms each remote widening.
+	AllowRemoteWidening bool
 }
 
 // Run runs a node daemon until ctx ends: it builds this machine's host
@@ -77,6 +81,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	r, err = New(Options{
 		StateDir: opts.StateDir, GatewayURL: opts.GatewayURL, DisplayName: opts.DisplayName, JoinKey: opts.JoinKey,
 		TLSFingerprint: opts.TLSFingerprint, GatewayKey: opts.GatewayKey, Logger: log, Version: opts.Version, MaxRuns: opts.MaxRuns,
+		AllowRemoteWidening: opts.AllowRemoteWidening, ConfirmWidening: asksock.LocalPrompter(opts.StateDir).Prompt,
 		OnPending: func(id string) {
 			if opts.OnPending != nil {
 				opts.OnPending(id, r.Fingerprint())

@@ -36,6 +36,9 @@ type Plan struct {
 	// did not resolve); AnalysisOK is false when the analysis failed.
 	ResolvedPaths []string
 	AnalysisOK    bool
+	// Hash is the canonical command tree's sha256 (what an approval binds;
+	// "" when the analysis vouched for nothing).
+	Hash string
 }
 
 // EngineRunner adapts exechost's engine to Runner.
@@ -65,6 +68,6 @@ func (r engineRunner) Plan(req host.Request) (Plan, error) {
 		Argv: argv, Cwd: p.Cwd, CommandText: p.Text,
 		Security: string(p.Effective.Security), Ask: string(p.Effective.Ask),
 		Decision:      string(p.Decision.Outcome),
-		ResolvedPaths: p.Analysis.Paths(), AnalysisOK: p.Analysis.OK,
+		ResolvedPaths: p.Analysis.Paths(), AnalysisOK: p.Analysis.OK, Hash: p.Analysis.Hash,
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -68,23 +69,10 @@ type harness struct {
 // (protocol v4, token auth, loopback). One gateway serves every subtest:
 // its cold start dominates the cost.
 func TestRealGateway(t *testing.T) {
-	in, err := octest.Find()
-	if err != nil {
-		testdep.Missing(t, "openclaw", err.Error())
-	}
-	tmp := t.TempDir()
-	bin, err := testproc.Build(tmp, os.Getenv("EXECHOST_E2E_RACE") != "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Bound to all interfaces so that one subtest can connect from a
 	// non-loopback address, which OpenClaw pairs only with an operator's
 	// approval; everything else uses loopback. Token auth throughout.
-	gw, err := octest.StartGateway(in, filepath.Join(tmp, "gateway"), "lan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
+	tmp, bin, gw := startGateway(t, "lan")
 	t.Logf("openclaw gateway listening after %s", gw.Started)
 
 	nodeDir := filepath.Join(tmp, "node")
@@ -95,6 +83,7 @@ func TestRealGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, gw: gw, name: "exechost-e2e"}
+	var err error
 	h.node, err = testproc.Start([]string{bin, "--state-dir", nodeDir, "node", "run",
 		"--openclaw", gw.URL, "--openclaw-token", gw.Token, "--display-name", h.name})
 	if err != nil {
@@ -173,29 +162,64 @@ func TestRealGateway(t *testing.T) {
 		}
 	})
 
-	t.Run("execApprovals get/set round-trips and is enforced", func(t *testing.T) {
-		var snap struct {
+	t.Run("execApprovals get/set: the gateway may tighten, only the node widens", func(t *testing.T) {
+		type snapshot struct {
 			Path   string         `json:"path"`
 			Exists bool           `json:"exists"`
 			Hash   string         `json:"hash"`
 			File   map[string]any `json:"file"`
 		}
-		if err := h.call("exec.approvals.node.get", map[string]any{"nodeId": h.devID}, &snap); err != nil {
-			t.Fatal(err)
+		get := func() snapshot {
+			t.Helper()
+			var snap snapshot
+			if err := h.call("exec.approvals.node.get", map[string]any{"nodeId": h.devID}, &snap); err != nil {
+				t.Fatal(err)
+			}
+			return snap
 		}
+		snap := get()
 		if !snap.Exists || snap.Hash == "" || snap.Path != filepath.Join(nodeDir, "exec-approvals.json") {
 			t.Fatalf("snapshot %+v", snap)
 		}
 		if sock, _ := snap.File["socket"].(map[string]any); sock != nil && sock["token"] != nil && sock["token"] != "" {
 			t.Fatalf("socket token leaked: %v", sock)
 		}
-		agents := snap.File["agents"].(map[string]any)
-		star := agents["*"].(map[string]any)
-		star["allowlist"] = append(star["allowlist"].([]any), map[string]any{"pattern": "/usr/bin/id"})
-		var after struct {
-			Hash string         `json:"hash"`
-			File map[string]any `json:"file"`
+		star := func(f map[string]any) map[string]any { return f["agents"].(map[string]any)["*"].(map[string]any) }
+		before, _ := os.ReadFile(filepath.Join(nodeDir, "exec-approvals.json"))
+
+		// Widening (a new pattern) from the gateway: refused, nothing written.
+		star(snap.File)["allowlist"] = append(star(snap.File)["allowlist"].([]any), map[string]any{"pattern": "/usr/bin/id"})
+		err := h.call("exec.approvals.node.set", map[string]any{"nodeId": h.devID, "file": snap.File, "baseHash": snap.Hash}, nil)
+		if err == nil || !strings.Contains(err.Error(), "may only tighten") || !strings.Contains(err.Error(), `+"/usr/bin/id"`) ||
+			!strings.Contains(err.Error(), "--allow-remote-widening") {
+			t.Fatalf("widening set: want a refusal naming the pattern and the setting, got %v", err)
 		}
+		if after, _ := os.ReadFile(filepath.Join(nodeDir, "exec-approvals.json")); string(after) != string(before) {
+			t.Fatalf("a refused set changed the file:\n%s", after)
+		}
+		if _, err := h.run([]string{"/usr/bin/id", "-u"}, 20000); err == nil {
+			t.Fatal("id ran after a refused widening")
+		}
+
+		// The node itself may widen: its own CLI.
+		if out, err := exec.Command(bin, "--state-dir", nodeDir, "approvals", "allowlist", "add", "/usr/bin/id").CombinedOutput(); err != nil {
+			t.Fatalf("local allowlist add: %v\n%s", err, out)
+		}
+		if res, err := h.run([]string{"/usr/bin/id", "-u"}, 20000); err != nil || res.ExitCode != 0 {
+			t.Fatalf("id after allowlisting on the node: %+v %v", res, err)
+		}
+
+		// Tightening from the gateway (drop that pattern again) is applied
+		// and enforced; the socket token stays the node's own.
+		snap = get()
+		var kept []any
+		for _, e := range star(snap.File)["allowlist"].([]any) {
+			if e.(map[string]any)["pattern"] != "/usr/bin/id" {
+				kept = append(kept, e)
+			}
+		}
+		star(snap.File)["allowlist"] = kept
+		var after snapshot
 		if err := h.call("exec.approvals.node.set", map[string]any{"nodeId": h.devID, "file": snap.File, "baseHash": snap.Hash}, &after); err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +227,7 @@ func TestRealGateway(t *testing.T) {
 			t.Fatal("hash unchanged after set")
 		}
 		data, err := os.ReadFile(filepath.Join(nodeDir, "exec-approvals.json"))
-		if err != nil || !strings.Contains(string(data), "/usr/bin/id") || !strings.Contains(string(data), `"token"`) {
+		if err != nil || strings.Contains(string(data), "/usr/bin/id") || !strings.Contains(string(data), `"token"`) {
 			t.Fatalf("file after set (err %v):\n%s", err, data)
 		}
 		// A stale editor loses and changes nothing.
@@ -211,9 +235,8 @@ func TestRealGateway(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "changed") {
 			t.Fatalf("stale set: want a reload error, got %v", err)
 		}
-		res, err := h.run([]string{"/usr/bin/id", "-u"}, 20000)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("id after allowlisting: %+v %v", res, err)
+		if _, err := h.run([]string{"/usr/bin/id", "-u"}, 20000); err == nil || !strings.Contains(err.Error(), "SYSTEM_RUN_DENIED") {
+			t.Fatalf("id after the gateway removed it: want SYSTEM_RUN_DENIED, got %v", err)
 		}
 	})
 
@@ -288,6 +311,26 @@ func TestRealGateway(t *testing.T) {
 			t.Fatalf("after restart: %+v %v", res, err)
 		}
 	})
+}
+
+// startGateway builds exechost and starts a real OpenClaw gateway bound as
+// bind says, in a temporary directory it returns; without OpenClaw
+// installed the test skips loudly.
+func startGateway(t *testing.T, bind string) (tmp, bin string, gw *octest.Gateway) {
+	t.Helper()
+	in, err := octest.Find()
+	if err != nil {
+		testdep.Missing(t, "openclaw", err.Error())
+	}
+	tmp = t.TempDir()
+	if bin, err = testproc.Build(tmp, os.Getenv("EXECHOST_E2E_RACE") != ""); err != nil {
+		t.Fatal(err)
+	}
+	if gw, err = octest.StartGateway(in, filepath.Join(tmp, "gateway"), bind); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	return tmp, bin, gw
 }
 
 func (h *harness) connectOperator() {

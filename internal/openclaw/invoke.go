@@ -5,9 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/host"
@@ -19,9 +26,9 @@ import (
 const maxWhichBins = 256
 
 // runParams is OpenClaw's system.run / system.run.prepare params. Fields
-// exechost does not act on (needsScreenRecording, approved, …) are
-// ignored; approval flags in particular never settle anything here, since
-// this host decides with its own policy and approver.
+// exechost does not act on (needsScreenRecording, …) are ignored. The
+// approval flags settle a prompt only on a node that accepts gateway
+// approvals, and only for the exact plan it prepared (approve.go).
 type runParams struct {
 	Command              []string          `json:"command"`
 	RawCommand           *string           `json:"rawCommand"`
@@ -35,6 +42,8 @@ type runParams struct {
 	Ask                  string            `json:"ask"`
 	SuppressNotifyOnExit bool              `json:"suppressNotifyOnExit"`
 	SystemRunPlan        *runPlan          `json:"systemRunPlan"`
+	Approved             bool              `json:"approved"`
+	ApprovalDecision     string            `json:"approvalDecision"`
 }
 
 // runPlan is the canonical plan system.run.prepare returns and the gateway
@@ -85,7 +94,7 @@ func strPtr(s string) *string {
 // request turns OpenClaw's params into the engine's request. A plan the
 // gateway forwards wins over the loose fields: it is what was prepared
 // (and possibly approved).
-func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request {
+func (p runParams) request(invokeTimeout int64) host.Request {
 	req := host.Request{
 		Argv: p.Command, RawCommand: str(p.RawCommand), Cwd: str(p.Cwd), Env: p.Env,
 		AgentID: str(p.AgentID), SessionKey: str(p.SessionKey), RunID: str(p.RunID),
@@ -101,7 +110,12 @@ func (p runParams) request(sessionKey string, invokeTimeout int64) host.Request 
 	}
 	req.Argv = canonicalArgv(req.Argv)
 	if req.SessionKey == "" {
-		req.SessionKey = sessionKey
+		// OpenClaw's node host: the request's sessionKey, else "node"
+		// (never the invoke's); its gateway routes events by it.
+		req.SessionKey = defaultSessionKey
+	}
+	if req.RunID == "" {
+		req.RunID = uuid.NewString() // as OpenClaw's host does: events need one
 	}
 	if p.TimeoutMs != nil && *p.TimeoutMs > 0 {
 		req.TimeoutMs = *p.TimeoutMs
@@ -174,7 +188,7 @@ func (n *Node) invoke(ctx context.Context, req invokeRequest) invokeResult {
 	case CmdApprovalsGet:
 		return n.approvalsGet()
 	case CmdApprovalsSet:
-		return n.approvalsSet(req)
+		return n.approvalsSet(ctx, req)
 	}
 	return failure(CodeUnavailable, "command not supported")
 }
@@ -190,12 +204,135 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	if n.opts.Runner == nil {
 		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
 	}
-	hreq := p.request(req.SessionKey, req.TimeoutMs)
+	hreq := p.request(req.TimeoutMs)
+	if blocked := blockedEnv(hreq.Env); len(blocked) > 0 {
+		// OpenClaw's wording and code for the same refusal, before policy.
+		return failure(CodeInvalidRequest, "SYSTEM_RUN_DENIED: environment override rejected (blocked override keys: %s)", strings.Join(blocked, ", "))
+	}
+	text := hreq.RawCommand
+	if text == "" {
+		text = strings.Join(hreq.Argv, " ")
+	}
+	approved := p.Approved || p.ApprovalDecision != ""
+	if approved && n.opts.GatewayApprovals {
+		a, msg := n.bindApproval(p, hreq)
+		if a == nil {
+			n.deniedEvent(hreq, text, "execution-plan-miss", p.SuppressNotifyOnExit)
+			return failure(CodeDenied, "SYSTEM_RUN_DENIED: execution plan mismatch (%s; request approval again)", msg)
+		}
+		ctx = withGatewayApproval(ctx, a)
+	}
+	run := n.track(hreq.RunID, p.SuppressNotifyOnExit)
+	defer n.untrack(hreq.RunID)
+	if msg := badCwd(hreq.Cwd); msg != "" {
+		// OpenClaw's node host reports a working directory it cannot
+		// enter as a run that failed to start, not as a protocol error:
+		// its exec tool must not report "outcome unknown".
+		res := runResult{Success: false, Error: &msg}
+		n.finished(hreq, text, run, res, msg)
+		return success(res)
+	}
 	res, err := n.opts.Runner.Run(ctx, hreq)
 	if err != nil {
-		return runFailure(err)
+		r := runFailure(err)
+		if approved && !n.opts.GatewayApprovals && r.Error != nil && r.Error.Code == CodeDenied {
+			r.Error.Message += " (hint: an approval given through the OpenClaw gateway came with this run, but this node does not accept them; start it with `exechost node run --openclaw URL --approvals-route both` (or gateway) to accept them for exactly the plan it prepared)"
+		}
+		return r
 	}
-	return success(res.Wire())
+	out := resultOf(res)
+	command, tail := text, res.Tail
+	if fin := run.finishedEvent(); fin != nil {
+		command, tail = fin.Command, fin.Tail
+	}
+	n.finished(hreq, command, run, out, eventOutput(tail, out.Error))
+	return success(out)
+}
+
+// defaultSessionKey is the session OpenClaw's node host names in its
+// events when the request names none.
+const defaultSessionKey = "node"
+
+// blockedEnv lists the env names a request may not set, sorted.
+func blockedEnv(env map[string]string) []string {
+	var out []string
+	for k := range env {
+		if policy.DangerousEnv(k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// badCwd says, in OpenClaw's words, why an absolute cwd cannot be the
+// working directory ("" when it can, or when it is not absolute: the
+// engine refuses that itself).
+func badCwd(cwd string) string {
+	if cwd == "" || !filepath.IsAbs(cwd) {
+		return ""
+	}
+	fi, err := os.Stat(cwd)
+	switch {
+	case err == nil && fi.IsDir():
+		return ""
+	case err == nil || errors.Is(err, syscall.ENOTDIR):
+		return fmt.Sprintf("node exec working directory is not a directory on the node host: %s", cwd)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("node exec working directory does not exist on the node host: %s", cwd)
+	}
+	return fmt.Sprintf("node exec working directory is inaccessible on the node host: %s (%v)", cwd, err)
+}
+
+// runResult is system.run's payload as OpenClaw's node host sends it:
+// exitCode only when the process exited by itself (124 when its timeout
+// killed it, as OpenClaw's runner reports), error null unless it never
+// ran to an exit of its own, truncated only when output was cut.
+type runResult struct {
+	ExitCode  *int    `json:"exitCode,omitempty"`
+	TimedOut  bool    `json:"timedOut"`
+	Success   bool    `json:"success"`
+	Stdout    string  `json:"stdout"`
+	Stderr    string  `json:"stderr"`
+	Error     *string `json:"error"`
+	Truncated bool    `json:"truncated,omitempty"` // OpenClaw's host sends it only when true
+}
+
+// timeoutExitCode is the exit code OpenClaw's runner reports for a
+// command its timeout killed (the coreutils timeout(1) convention).
+const timeoutExitCode = 124
+
+// resultOf converts the engine's result. runner.Result.Error is empty
+// exactly when the process exited by itself; otherwise (never started,
+// killed by a signal, cancelled) OpenClaw reports no exit code.
+func resultOf(r host.Result) runResult {
+	out := runResult{TimedOut: r.TimedOut, Success: r.Success, Stdout: r.Stdout, Stderr: r.Stderr, Truncated: r.Truncated}
+	switch {
+	case r.TimedOut:
+		code := timeoutExitCode
+		out.ExitCode = &code
+	case r.Error == "":
+		code := r.ExitCode
+		out.ExitCode = &code
+	}
+	if r.Error != "" {
+		e := r.Error
+		out.Error = &e
+	}
+	return out
+}
+
+// eventOutput is exec.finished's output: the combined output's tail, then
+// the error, as OpenClaw's host joins them.
+func eventOutput(tail string, errText *string) string {
+	var parts []string
+	if t := strings.TrimSpace(tail); t != "" {
+		parts = append(parts, t)
+	}
+	if errText != nil && *errText != "" {
+		parts = append(parts, *errText)
+	}
+	return strings.Join(parts, "\n")
 }
 
 // runFailure maps the engine's refusal to OpenClaw's codes and texts:
@@ -209,7 +346,9 @@ func runFailure(err error) invokeResult {
 		}
 	}
 	if errors.Is(err, runner.ErrDangerousEnv) {
-		return failure(CodeDenied, "SYSTEM_RUN_DENIED: environment override rejected (%v)", err)
+		// OpenClaw's code for it; the engine's text does not repeat the
+		// SYSTEM_RUN_DENIED prefix.
+		return failure(CodeInvalidRequest, "SYSTEM_RUN_DENIED: environment override rejected (%v)", err)
 	}
 	return failure(CodeInvalidRequest, "%v", err)
 }
@@ -225,7 +364,7 @@ func (n *Node) prepare(req invokeRequest) invokeResult {
 	if n.opts.Runner == nil {
 		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
 	}
-	hreq := p.request(req.SessionKey, req.TimeoutMs)
+	hreq := p.request(req.TimeoutMs)
 	hreq.Argv, hreq.Cwd, hreq.RawCommand = canonicalArgv(p.Command), str(p.Cwd), str(p.RawCommand)
 	plan, err := n.opts.Runner.Plan(hreq)
 	if err != nil {
@@ -245,6 +384,10 @@ func (n *Node) prepare(req invokeRequest) invokeResult {
 	}
 	if raw := str(p.RawCommand); raw != "" && raw != text {
 		out.Plan.CommandPreview = &raw
+	}
+	if n.opts.GatewayApprovals {
+		key := planKey(plan.Argv, plan.Cwd, text, str(p.AgentID), str(p.SessionKey), p.Env)
+		n.prepared.add(key, preparedPlan{hash: plan.Hash, cwd: plan.Cwd, at: time.Now()})
 	}
 	return success(out)
 }
@@ -315,10 +458,16 @@ func (n *Node) approvalsGet() invokeResult {
 }
 
 // approvalsSet replaces exec-approvals.json with the sent file when the
-// file is still what the editor saw (baseHash). The socket section (path
-// and token) always stays this host's own: a remote editor must not be
-// able to redirect prompts to another socket or learn or set its key.
-func (n *Node) approvalsSet(req invokeRequest) invokeResult {
+// file is still what the editor saw (baseHash). The document is read as
+// OpenClaw means it (openclawDocument); the file keeps exechost's schema.
+// The socket section (path and token) always stays this host's own: a
+// remote editor must not be able to redirect prompts to another socket or
+// learn or set its key. A change that allows more than the current file is
+// written only with this host's consent (Options.AllowRemoteWidening, or
+// its approver confirming it), else refused INVALID_REQUEST (the code
+// OpenClaw's own host uses for a refused set) naming each widening and how
+// to apply it.
+func (n *Node) approvalsSet(ctx context.Context, req invokeRequest) invokeResult {
 	var p struct {
 		File     json.RawMessage `json:"file"`
 		BaseHash string          `json:"baseHash"`
@@ -333,21 +482,119 @@ func (n *Node) approvalsSet(req invokeRequest) invokeResult {
 	if _, err := os.Stat(st.Path); err == nil && p.BaseHash == "" {
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals base hash required; reload and retry")
 	}
-	next, err := approvals.Parse("(sent file)", p.File)
+	next, err := openclawDocument(p.File)
 	if err != nil {
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
 	}
-	f, err := st.UpdateIf(p.BaseHash, func(f *approvals.File) error {
-		sock := f.Socket
-		*f = *next.Clone()
-		f.Socket = sock
-		return nil
-	})
-	if errors.Is(err, approvals.ErrStale) {
+	consent := approvals.RemoteConsent(ctx, n.opts.AllowRemoteWidening, n.opts.ConfirmWidening, "the OpenClaw gateway", n.DeviceID())
+	f, err := st.ReplaceRemote(p.BaseHash, next, consent)
+	switch {
+	case errors.Is(err, approvals.ErrStale):
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals changed; reload and retry")
-	}
-	if err != nil {
+	case errors.Is(err, approvals.ErrWidening):
+		n.log.Warn("refused a remote approvals change that widens this node's policy", "err", err)
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
+	case err != nil:
 		return failure(CodeUnavailable, "%v", err)
 	}
 	return n.snapshot(st, f, true)
+}
+
+// OpenClaw's node host reads a missing defaults.security as full, a
+// missing ask as off and a missing askFallback as deny (its
+// resolveExecApprovalsFromFile); exechost's built-ins are deny, on-miss,
+// deny. A document from OpenClaw is given OpenClaw's meaning before it
+// becomes an exechost file, where every default is then written out.
+var openclawDefaults = approvals.Defaults{
+	Security:    string(policy.SecurityFull),
+	Ask:         string(policy.AskOff),
+	AskFallback: string(policy.FallbackDeny),
+}
+
+// openclawDocument parses an exec approvals document OpenClaw sent:
+// exechost's schema v1 (the same as OpenClaw's), missing defaults filled
+// with OpenClaw's, and every value checked: an invalid security, ask or
+// askFallback, or an empty pattern, is refused with where it is and what
+// is accepted (exechost's own file would skip an invalid value to the next
+// level; a remote editor gets an error instead of a silent fallback).
+func openclawDocument(data []byte) (*approvals.File, error) {
+	f, err := approvals.Parse("(sent file)", data)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	check := func(where, security, ask, fallback string) {
+		for _, c := range []struct {
+			field, v string
+			parse    func(string) error
+		}{
+			{"security", security, func(s string) error { _, err := policy.ParseSecurity(s); return err }},
+			{"ask", ask, func(s string) error { _, err := policy.ParseAsk(s); return err }},
+			{"askFallback", fallback, func(s string) error { _, err := policy.ParseFallback(s); return err }},
+		} {
+			if c.v == "" {
+				continue
+			}
+			if err := c.parse(c.v); err != nil {
+				bad = append(bad, fmt.Sprintf("%s.%s: %v", where, c.field, err))
+			}
+		}
+	}
+	d := &f.Defaults
+	check("defaults", d.Security, d.Ask, d.AskFallback)
+	for _, id := range f.AgentIDs() {
+		a := f.Agents[id]
+		check("agents."+id, a.Security, a.Ask, a.AskFallback)
+		for i, e := range a.Allowlist {
+			if strings.TrimSpace(e.Pattern) == "" {
+				bad = append(bad, fmt.Sprintf("agents.%s.allowlist[%d].pattern: empty", id, i))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("exec approvals file: %s", strings.Join(bad, "; "))
+	}
+	fill := func(s *string, v string) {
+		if strings.TrimSpace(*s) == "" {
+			*s = v
+		}
+	}
+	fill(&d.Security, openclawDefaults.Security)
+	fill(&d.Ask, openclawDefaults.Ask)
+	fill(&d.AskFallback, openclawDefaults.AskFallback)
+	return f, nil
+}
+
+// bindApproval matches a system.run that carries a gateway approval to
+// the plan this node prepared: the forwarded systemRunPlan and the loose
+// fields must agree (as OpenClaw's own host requires), and plan plus env
+// must be exactly one this node returned from system.run.prepare. The
+// plan is consumed. It returns nil and why when nothing matches.
+func (n *Node) bindApproval(p runParams, hreq host.Request) (*gatewayApproval, string) {
+	decision, err := policy.ParseApproval(p.ApprovalDecision)
+	if p.ApprovalDecision == "" {
+		decision, err = policy.AllowOnce, nil // approved: true alone
+	}
+	if err != nil || decision == policy.Reject {
+		return nil, fmt.Sprintf("approvalDecision %q is not an allow", p.ApprovalDecision)
+	}
+	pl := p.SystemRunPlan
+	if pl == nil || len(pl.Argv) == 0 {
+		return nil, "an approval needs the systemRunPlan this node prepared"
+	}
+	argv := canonicalArgv(pl.Argv)
+	if len(p.Command) > 0 && !slices.Equal(canonicalArgv(p.Command), argv) || str(p.Cwd) != str(pl.Cwd) ||
+		str(p.AgentID) != str(pl.AgentID) || str(p.SessionKey) != str(pl.SessionKey) {
+		return nil, "the command, cwd, agent or session differ from the approved plan"
+	}
+	key := planKey(argv, str(pl.Cwd), pl.CommandText, str(pl.AgentID), str(pl.SessionKey), hreq.Env)
+	prep, ok := n.prepared.take(key, time.Now())
+	if !ok {
+		return nil, "this node prepared no such plan, or already ran it: the text, cwd or environment differ from what was approved"
+	}
+	id := str(p.RunID)
+	if id == "" {
+		id = "without an id"
+	}
+	return &gatewayApproval{decision: decision, plan: prep, id: id}, ""
 }

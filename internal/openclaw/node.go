@@ -10,12 +10,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
+	"github.com/exechost/exechost/internal/policy"
 )
 
 // Reconnect backoff, as OpenClaw's own client does it: 1 s doubling to
@@ -79,6 +82,19 @@ type Options struct {
 	// MaxInvokes bounds the invokes in flight; more are refused at once
 	// with UNAVAILABLE "BUSY: …". DefaultMaxInvokes when 0.
 	MaxInvokes int
+	// GatewayApprovals accepts an operator's approval that OpenClaw's
+	// gateway forwards with a system.run, for exactly the plan this node
+	// returned from system.run.prepare (`--approvals-route gateway|both`;
+	// set the engine's prompter to ApprovalPrompter). Off, such approvals
+	// are ignored and the denial says how to turn this on.
+	GatewayApprovals bool
+	// AllowRemoteWidening lets OpenClaw's system.execApprovals.set widen
+	// this host's exec-approvals.json (approvals.RemoteWideningFlag); off,
+	// a widening needs ConfirmWidening's answer.
+	AllowRemoteWidening bool
+	// ConfirmWidening asks this machine's approver to confirm a remote
+	// widening (nil: nobody can, and every widening is refused).
+	ConfirmWidening approvals.Asker
 }
 
 // Node is exechost serving an OpenClaw gateway as a node.
@@ -93,7 +109,10 @@ type Node struct {
 	invokes  inflight.Limiter // invokes being served (Options.MaxInvokes)
 	refusals inflight.Limiter // BUSY replies being delivered (maxBusyReplies)
 	pairMsg  string
-	hinted   bool // the command-surface hint was printed
+	hinted   bool                 // the command-surface hint was printed
+	served   bool                 // an invoke arrived (noteServed)
+	runs     map[string]*runState // system.run in flight, by run id
+	prepared preparedPlans        // what system.run.prepare returned (approve.go)
 }
 
 // New loads (or creates) the device key and returns a node ready to Run.
@@ -133,7 +152,7 @@ func New(opts Options) (*Node, error) {
 	if opts.Jitter == nil {
 		opts.Jitter = func(d time.Duration) time.Duration { return d + rand.N(d/4+1) }
 	}
-	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]*activeInvoke{}}, nil
+	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]*activeInvoke{}, runs: map[string]*runState{}}, nil
 }
 
 // DeviceID is the id OpenClaw knows this node by (hex SHA-256 of its
@@ -232,9 +251,10 @@ func (n *Node) connected(c *bridge.Conn, hello helloOK) {
 	}
 	n.log.Info("connected to OpenClaw gateway", "url", n.opts.GatewayURL, "device", n.id.DeviceID(), "server", hello.Server.Version)
 	fmt.Fprintf(n.opts.Stderr, "exechost: connected to OpenClaw gateway %s as node %s\n", n.opts.GatewayURL, n.id.DeviceID())
-	if !n.hinted {
+	if !n.hinted && !servedBy(n.opts.StateDir, n.opts.GatewayURL) {
 		// The gateway withholds a new node's commands until an operator
-		// approves its command surface, and does not tell the node.
+		// approves its command surface, and does not tell the node. Once
+		// an invoke arrived from it (markServed), it was approved.
 		n.hinted = true
 		fmt.Fprintf(n.opts.Stderr, "exechost: a new node's commands wait for approval on the gateway host: `openclaw nodes pending`, then `openclaw nodes approve <requestId>`\n")
 	}
@@ -330,6 +350,7 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 		case <-ctx.Done():
 			return
 		}
+		n.noteServed()
 		res := n.invoke(ctx, req)
 		n.mu.Lock()
 		if n.active[req.ID] == me {
@@ -339,6 +360,21 @@ func (n *Node) startInvoke(s *session, req invokeRequest) {
 		res.ID, res.NodeID = req.ID, req.NodeID
 		n.send(s.conn, MethodInvokeResult, res)
 	}()
+}
+
+// noteServed records, once per process, that this gateway sends invokes
+// (its command surface was approved). It runs on an invoke's goroutine,
+// never the read loop: it writes a file.
+func (n *Node) noteServed() {
+	n.mu.Lock()
+	first := !n.served
+	n.served = true
+	n.mu.Unlock()
+	if first && !servedBy(n.opts.StateDir, n.opts.GatewayURL) {
+		if err := markServed(n.opts.StateDir, n.opts.GatewayURL); err != nil {
+			n.log.Warn("could not record that the OpenClaw gateway approved this node's commands", "err", err)
+		}
+	}
 }
 
 // refuseBusy answers req UNAVAILABLE "BUSY: …" without running it. The
@@ -391,41 +427,121 @@ func (n *Node) send(c *bridge.Conn, method string, params any) {
 	}
 }
 
-// HostEvent forwards one engine lifecycle event to the gateway as the node
-// event OpenClaw's own node host sends (exec.started, exec.finished,
-// exec.denied), so agents get the same system events. Set it as the
-// engine's OnEvent. It blocks for at most one bounded call, so the event
-// reaches the gateway before the invoke's result does.
+// runState is what the node tracks of one system.run while it runs: the
+// caller's suppressNotifyOnExit (the engine does not carry it) and the
+// engine's exec.finished event, which systemRun sends itself once it has
+// the whole result.
+type runState struct {
+	suppress bool
+	mu       sync.Mutex
+	finished *host.Event
+}
+
+func (r *runState) finishedEvent() *host.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.finished
+}
+
+func (n *Node) track(runID string, suppress bool) *runState {
+	r := &runState{suppress: suppress}
+	n.mu.Lock()
+	n.runs[runID] = r
+	n.mu.Unlock()
+	return r
+}
+
+func (n *Node) untrack(runID string) {
+	n.mu.Lock()
+	delete(n.runs, runID)
+	n.mu.Unlock()
+}
+
+// HostEvent takes the engine's lifecycle events (set it as the engine's
+// OnEvent) and sends what OpenClaw's own node host sends: exec.denied
+// with one of its reason codes, at once; exec.finished later from
+// systemRun, with the result's fields; never exec.started, which
+// OpenClaw's host does not send (its gateway would turn each into an
+// "Exec started" message in the agent's session and wake the agent). It
+// blocks for at most one bounded call, so an event reaches the gateway
+// before the invoke's result does.
 func (n *Node) HostEvent(ev host.Event) {
 	n.mu.Lock()
 	c := n.conn
+	run := n.runs[ev.RunID]
 	n.mu.Unlock()
+	switch ev.Kind {
+	case host.EventFinished:
+		if run != nil {
+			e := ev
+			run.mu.Lock()
+			run.finished = &e
+			run.mu.Unlock()
+		}
+	case host.EventDenied:
+		suppress := run != nil && run.suppress
+		n.event(c, host.EventDenied, map[string]any{
+			"sessionKey": ev.SessionKey, "runId": ev.RunID, "host": "node", "command": ev.Command,
+			"reason": deniedReason(ev.Reason), "suppressNotifyOnExit": suppress,
+		})
+	}
+}
+
+// deniedEvent sends exec.denied for a run refused before the engine saw
+// it.
+func (n *Node) deniedEvent(req host.Request, command, reason string, suppress bool) {
+	n.mu.Lock()
+	c := n.conn
+	n.mu.Unlock()
+	n.event(c, host.EventDenied, map[string]any{
+		"sessionKey": req.SessionKey, "runId": req.RunID, "host": "node", "command": command,
+		"reason": reason, "suppressNotifyOnExit": suppress,
+	})
+}
+
+// finished sends exec.finished for a run, shaped as OpenClaw's host
+// builds it.
+func (n *Node) finished(req host.Request, command string, run *runState, res runResult, output string) {
+	n.mu.Lock()
+	c := n.conn
+	n.mu.Unlock()
+	p := map[string]any{
+		"sessionKey": req.SessionKey, "runId": req.RunID, "host": "node", "command": command,
+		"timedOut": res.TimedOut, "success": res.Success, "suppressNotifyOnExit": run.suppress,
+	}
+	if res.ExitCode != nil {
+		p["exitCode"] = *res.ExitCode
+	}
+	if output != "" {
+		p["output"] = output
+	}
+	n.event(c, host.EventFinished, p)
+}
+
+func (n *Node) event(c *bridge.Conn, name string, payload map[string]any) {
 	if c == nil {
 		return
 	}
-	p := map[string]any{"runId": ev.RunID, "host": "node", "command": ev.Command}
-	if ev.SessionKey != "" {
-		p["sessionKey"] = ev.SessionKey
-	}
-	switch ev.Kind {
-	case host.EventStarted:
-	case host.EventFinished:
-		if ev.ExitCode != nil {
-			p["exitCode"] = *ev.ExitCode
-			p["success"] = *ev.ExitCode == 0 && !ev.TimedOut
-		}
-		p["timedOut"] = ev.TimedOut
-		if ev.Tail != "" {
-			p["output"] = ev.Tail
-		}
-	case host.EventDenied:
-		p["reason"] = ev.Reason
-	default:
-		return
-	}
-	js, err := jsonString(p)
+	js, err := jsonString(payload)
 	if err != nil {
 		return
 	}
-	n.send(c, MethodNodeEvent, nodeEvent{Event: ev.Kind, PayloadJSON: js})
+	n.send(c, MethodNodeEvent, nodeEvent{Event: name, PayloadJSON: js})
+}
+
+// deniedReason maps the engine's decision reason to the codes OpenClaw's
+// gateway knows for exec.denied (its normalizeDeniedReason): a miss, or
+// what the analysis could not vouch for, is allowlist-miss; security=deny
+// is itself; anything else (no answer, a human's no) is
+// approval-required. The head of a reason is machine-readable
+// (policy.ReasonCode); the engine's event appends "; detail".
+func deniedReason(reason string) string {
+	head, _, _ := strings.Cut(reason, ";")
+	switch policy.ReasonCode(head) {
+	case policy.ReasonSecurityDeny:
+		return "security=deny"
+	case policy.ReasonAllowlistMiss, policy.ReasonAnalysisFailed, policy.ReasonFallbackList:
+		return "allowlist-miss"
+	}
+	return "approval-required"
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -360,11 +361,11 @@ func TestDenialsUseOpenClawTexts(t *testing.T) {
 		{fmt.Errorf("%w: /usr/bin/id matched no pattern", policy.ErrAllowlistMiss), "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: allowlist miss"},
 		{policy.ErrDisabled, "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DISABLED: security=deny"},
 		{policy.ErrUserDenied, "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: user denied"},
-		{fmt.Errorf("env %q: %w", "LD_PRELOAD", runner.ErrDangerousEnv), "SYSTEM_RUN_DENIED", "SYSTEM_RUN_DENIED: environment override rejected"},
+		{fmt.Errorf("%w: env LD_PRELOAD cannot be set", runner.ErrDangerousEnv), "INVALID_REQUEST", "SYSTEM_RUN_DENIED: environment override rejected"},
 		{errors.New("empty command"), "INVALID_REQUEST", "empty command"},
 	} {
 		r := runFailure(tc.err)
-		if r.OK || r.Error.Code != tc.code || !strings.HasPrefix(r.Error.Message, tc.text) {
+		if r.OK || r.Error.Code != tc.code || !strings.HasPrefix(r.Error.Message, tc.text) || strings.Count(r.Error.Message, "SYSTEM_RUN_") > 1 {
 			t.Errorf("%v: got %+v", tc.err, r.Error)
 		}
 	}
@@ -393,9 +394,17 @@ func TestCancelEndsTheCommand(t *testing.T) {
 			}
 		}
 		c.send(map[string]any{"type": "event", "event": "node.invoke.cancel", "payload": map[string]any{"invokeId": "inv-9", "nodeId": "n"}})
-		m := c.read()
-		c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
-		result <- m["params"].(map[string]any)
+		for {
+			m := c.read()
+			if m == nil {
+				return
+			}
+			c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
+			if m["method"] == MethodInvokeResult {
+				result <- m["params"].(map[string]any)
+				return
+			}
+		}
 	})
 	startNode(t, g, fr, nil)
 	select {
@@ -470,7 +479,7 @@ func TestApprovalsGetSet(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"socket":{"path":"/x.sock","token":"secret"},"defaults":{"security":"allowlist"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{opts: Options{StateDir: dir}}
+	n := newTestNode(t, Options{StateDir: dir, AllowRemoteWidening: true})
 	get := n.approvalsGet()
 	var snap approvalsSnapshot
 	if !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil || strings.Contains(string(snap.File), "secret") {
@@ -479,7 +488,7 @@ func TestApprovalsGetSet(t *testing.T) {
 	set := func(file, base string) invokeResult {
 		pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(file), "baseHash": base})
 		s := string(pj)
-		return n.approvalsSet(invokeRequest{ParamsJSON: &s})
+		return n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &s})
 	}
 	// The sent socket section never replaces the host's own.
 	r := set(`{"version":1,"socket":{"path":"/evil.sock","token":"mine"},"defaults":{"security":"full"}}`, snap.Hash)
@@ -502,6 +511,92 @@ func TestApprovalsGetSet(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json")); !bytes.Equal(before, after) {
 		t.Fatal("a malformed set changed the file")
+	}
+}
+
+// newTestNode is a Node that is not connected, with its device key in
+// opts.StateDir.
+func newTestNode(t *testing.T, opts Options) *Node {
+	t.Helper()
+	opts.GatewayURL = "ws://127.0.0.1:1"
+	n, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestApprovalsSetAsOpenClawMeansIt: a document from OpenClaw is read
+// with OpenClaw's meaning (a missing ask is off, a missing security full),
+// invalid values are refused with where they are, and the result is still
+// only written when it does not widen this host's policy or the host
+// consented.
+func TestApprovalsSetAsOpenClawMeansIt(t *testing.T) {
+	const start = `{"version":1,"defaults":{"security":"full","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`
+	tests := []struct {
+		name    string
+		allow   bool
+		doc     string
+		want    string // the defaults written, "" when refused
+		wantErr []string
+	}{
+		{name: "a plain allowlist: ask off, as OpenClaw reads it",
+			doc:  `{"version":1,"defaults":{"security":"allowlist"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`,
+			want: "allowlist off deny"},
+		{name: "no defaults at all: OpenClaw's full, off, deny",
+			doc:  `{"version":1,"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"}]}}}`,
+			want: "full off deny"},
+		{name: "invalid values are refused, each named",
+			doc:     `{"version":1,"defaults":{"security":"allowlist","ask":"sometimes"},"agents":{"ci":{"askFallback":"maybe","allowlist":[{"pattern":" "}]}}}`,
+			wantErr: []string{`defaults.ask: invalid value: ask "sometimes" (accepted: off, on-miss, always)`, `agents.ci.askFallback: invalid value`, "agents.ci.allowlist[0].pattern: empty"}},
+		{name: "a widening is refused without consent",
+			doc:     `{"version":1,"defaults":{"security":"full","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/git"},{"pattern":"/usr/bin/curl"}]}}}`,
+			wantErr: []string{"may only tighten", `agents.*.allowlist +"/usr/bin/curl"`, "--allow-remote-widening"}},
+		{name: "a widening with the node opted in", allow: true,
+			doc:  `{"version":1,"defaults":{"ask":"off","askFallback":"full"}}`,
+			want: "full off full"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "exec-approvals.json")
+			if err := os.WriteFile(path, []byte(start), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			n := newTestNode(t, Options{StateDir: dir, AllowRemoteWidening: tt.allow})
+			var snap approvalsSnapshot
+			if get := n.approvalsGet(); !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil {
+				t.Fatalf("get: %+v", get)
+			}
+			before, _ := os.ReadFile(path)
+			pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(tt.doc), "baseHash": snap.Hash})
+			ps := string(pj)
+			r := n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &ps})
+			if tt.want == "" {
+				if r.OK || r.Error.Code != CodeInvalidRequest {
+					t.Fatalf("set = %+v, want INVALID_REQUEST", r)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(r.Error.Message, w) {
+						t.Errorf("error %q does not say %q", r.Error.Message, w)
+					}
+				}
+				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+					t.Errorf("a refused set changed the file:\n%s", after)
+				}
+				return
+			}
+			if !r.OK {
+				t.Fatalf("set: %+v", r.Error)
+			}
+			f, err := approvals.NewStore(dir).Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Defaults.Security + " " + f.Defaults.Ask + " " + f.Defaults.AskFallback; got != tt.want {
+				t.Errorf("defaults written = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -544,36 +639,125 @@ func TestPrepareWithRealEngine(t *testing.T) {
 	}
 }
 
-func TestEventsReachTheGatewayBeforeTheResult(t *testing.T) {
+// TestEventsAndResultsAsOpenClawSendsThem runs the real engine and checks
+// each system.run's result and the node.events the gateway receives
+// before it against what OpenClaw's own node host sends: no exec.started,
+// suppressNotifyOnExit carried, sessionKey "node" when the request names
+// none, its denial reason codes, exit code 124 on timeout, no exit code
+// for a program that never started or a signal, a bad cwd as a failed
+// result, and a rejected env name refused once-prefixed before anything
+// runs.
+func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},
+		"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"},{"pattern":"/bin/sleep"},{"pattern":"/usr/bin/sleep"}]},"full":{"security":"full"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	eng := host.NewEngine(dir, policy.HostNode, "n")
 	defer eng.Close()
-	var events []map[string]any
-	got := make(chan map[string]any, 2)
+	type call struct {
+		name   string
+		params map[string]any
+		result map[string]any // the invoke result
+		events []map[string]any
+	}
+	calls := []*call{
+		{name: "allowed, suppressed", params: map[string]any{"command": []string{"echo", "x"}, "sessionKey": "s", "runId": "r1", "suppressNotifyOnExit": true}},
+		{name: "miss without a session", params: map[string]any{"command": []string{"id"}, "runId": "r2"}},
+		{name: "bad cwd", params: map[string]any{"command": []string{"echo", "x"}, "cwd": filepath.Join(dir, "missing"), "runId": "r3"}},
+		{name: "timeout", params: map[string]any{"command": []string{"sleep", "60"}, "timeoutMs": 300, "runId": "r4"}},
+		{name: "missing program", params: map[string]any{"command": []string{filepath.Join(dir, "no-such-program")}, "agentId": "full", "runId": "r5"}},
+		{name: "signal", params: map[string]any{"command": []string{"/bin/sh", "-c", "kill -9 $$"}, "agentId": "full", "runId": "r6"}},
+		{name: "dangerous env", params: map[string]any{"command": []string{"echo", "x"}, "env": map[string]string{"LD_PRELOAD": "/x.so"}, "runId": "r7"}},
+	}
+	done := make(chan struct{})
 	g := newFakeGateway(t, func(c *gwConn) {
+		defer close(done)
 		c.handshake(nil)
-		got <- c.invoke("i1", "system.run", map[string]any{"command": []string{"echo", "x"}, "sessionKey": "s", "runId": "r"}, &events)
-		got <- c.invoke("i2", "system.run", map[string]any{"command": []string{"id"}, "sessionKey": "s", "runId": "r2"}, &events)
+		for i, cl := range calls {
+			cl.result = c.invoke(fmt.Sprintf("i%d", i), "system.run", cl.params, &cl.events)
+		}
 	})
 	startNode(t, g, EngineRunner(eng), nil, func(n *Node) { eng.OnEvent = n.HostEvent })
-	for range 2 {
-		select {
-		case <-got:
-		case <-time.After(testLimit):
-			t.Fatal("no result")
+	select {
+	case <-done:
+	case <-time.After(testLimit):
+		t.Fatal("calls did not finish")
+	}
+	payload := func(m map[string]any, key string) map[string]any {
+		var p map[string]any
+		if s, ok := m[key].(string); ok {
+			_ = json.Unmarshal([]byte(s), &p)
+		}
+		return p
+	}
+	type ev struct {
+		Event   string
+		Payload map[string]any
+	}
+	events := func(cl *call) []ev {
+		var out []ev
+		for _, e := range cl.events {
+			out = append(out, ev{e["event"].(string), payload(e, "payloadJSON")})
+		}
+		return out
+	}
+	byName := map[string]*call{}
+	for _, cl := range calls {
+		byName[cl.name] = cl
+		for _, e := range events(cl) {
+			if e.Event == "exec.started" {
+				t.Errorf("%s: exec.started sent; OpenClaw's node host never sends it", cl.name)
+			}
 		}
 	}
-	var kinds []string
-	for _, e := range events {
-		var p map[string]any
-		_ = json.Unmarshal([]byte(e["payloadJSON"].(string)), &p)
-		kinds = append(kinds, fmt.Sprintf("%s %s %v", e["event"], p["runId"], p["host"]))
+
+	cl := byName["allowed, suppressed"]
+	if diff := cmp.Diff([]ev{{"exec.finished", map[string]any{"sessionKey": "s", "runId": "r1", "host": "node", "command": "echo x",
+		"exitCode": float64(0), "timedOut": false, "success": true, "output": "x", "suppressNotifyOnExit": true}}}, events(cl)); diff != "" {
+		t.Errorf("allowed run's events (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"exec.started r node", "exec.finished r node", "exec.denied r2 node"}, kinds); diff != "" {
-		t.Fatalf("events (-want +got):\n%s", diff)
+	if diff := cmp.Diff(map[string]any{"exitCode": float64(0), "timedOut": false, "success": true, "stdout": "x\n", "stderr": "", "error": nil},
+		payload(cl.result, "payloadJSON")); diff != "" {
+		t.Errorf("allowed run's result (-want +got):\n%s", diff)
+	}
+
+	cl = byName["miss without a session"]
+	if e := events(cl); len(e) != 1 || e[0].Event != "exec.denied" || e[0].Payload["reason"] != "allowlist-miss" ||
+		e[0].Payload["sessionKey"] != "node" || e[0].Payload["suppressNotifyOnExit"] != false || e[0].Payload["runId"] != "r2" {
+		t.Errorf("denied run's events: %+v", e)
+	}
+	if cl.result["ok"] != false || cl.result["error"].(map[string]any)["code"] != CodeDenied {
+		t.Errorf("denied run's result: %v", cl.result)
+	}
+
+	for _, name := range []string{"bad cwd", "missing program", "signal"} {
+		cl := byName[name]
+		res := payload(cl.result, "payloadJSON")
+		if cl.result["ok"] != true || res["success"] != false || res["error"] == nil || res["exitCode"] != nil {
+			t.Errorf("%s: result %v, want ok with success=false, an error and no exitCode", name, cl.result)
+		}
+		if e := events(cl); len(e) != 1 || e[0].Event != "exec.finished" || e[0].Payload["exitCode"] != nil || e[0].Payload["success"] != false ||
+			!strings.Contains(fmt.Sprint(e[0].Payload["output"]), fmt.Sprint(res["error"])) {
+			t.Errorf("%s: events %+v", name, e)
+		}
+	}
+	if res := payload(byName["bad cwd"].result, "payloadJSON"); !strings.Contains(fmt.Sprint(res["error"]), "working directory does not exist on the node host") {
+		t.Errorf("bad cwd error: %v", res["error"])
+	}
+
+	cl = byName["timeout"]
+	if res := payload(cl.result, "payloadJSON"); res["exitCode"] != float64(124) || res["timedOut"] != true || res["success"] != false {
+		t.Errorf("timeout result %v", res)
+	}
+	if e := events(cl); len(e) != 1 || e[0].Payload["exitCode"] != float64(124) || e[0].Payload["timedOut"] != true {
+		t.Errorf("timeout events %+v", e)
+	}
+
+	cl = byName["dangerous env"]
+	e, _ := cl.result["error"].(map[string]any)
+	if cl.result["ok"] != false || e["code"] != CodeInvalidRequest || e["message"] != "SYSTEM_RUN_DENIED: environment override rejected (blocked override keys: LD_PRELOAD)" || len(cl.events) != 0 {
+		t.Errorf("dangerous env: %v, events %v", cl.result, cl.events)
 	}
 }
 
@@ -589,7 +773,7 @@ func FuzzRunParams(f *testing.F) {
 		if json.Unmarshal([]byte(s), &p) != nil {
 			return
 		}
-		req := p.request("sk", 1000)
+		req := p.request(1000)
 		if p.Security != "" && !req.Security.Valid() {
 			t.Fatalf("security %q mapped to %q", p.Security, req.Security)
 		}
@@ -728,4 +912,187 @@ func TestBusyInvokes(t *testing.T) {
 	if len(fr.reqs) != 3 {
 		t.Errorf("runner saw %d requests, want 3 (the refused one must not run)", len(fr.reqs))
 	}
+}
+
+// TestCommandsHintOnlyUntilServed: the hint that a new node's commands
+// wait for an operator's approval is printed until the gateway has sent
+// this node an invoke, not on every start.
+func TestCommandsHintOnlyUntilServed(t *testing.T) {
+	const hint = "commands wait for approval"
+	served := make(chan struct{})
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(nil)
+		c.invoke("i1", "system.which", map[string]any{"bins": []string{"sh"}}, nil)
+		close(served)
+		<-c.ctx.Done()
+	}, func(c *gwConn) {
+		c.handshake(nil)
+		<-c.ctx.Done()
+	})
+	first := startNode(t, g, &fakeRunner{}, nil)
+	select {
+	case <-served:
+	case <-time.After(testLimit):
+		t.Fatal("no invoke served")
+	}
+	first.cancel()
+	first.wait(t)
+	if !strings.Contains(first.stderr.String(), hint) {
+		t.Fatalf("first start printed no hint:\n%s", first.stderr)
+	}
+	connected := make(chan struct{})
+	var once sync.Once
+	second := startNode(t, g, &fakeRunner{}, func() { once.Do(func() { close(connected) }) },
+		func(n *Node) { n.opts.StateDir = first.n.opts.StateDir })
+	select {
+	case <-connected:
+	case <-time.After(testLimit):
+		t.Fatal("second start never connected")
+	}
+	second.cancel()
+	second.wait(t)
+	if out := second.stderr.String(); strings.Contains(out, hint) || !strings.Contains(out, "connected to OpenClaw gateway") {
+		t.Errorf("restart after the gateway served this node:\n%s", out)
+	}
+}
+
+// TestGatewayApprovalsBoundToThePreparedPlan runs the real engine behind
+// a node that accepts approvals through the OpenClaw gateway: an
+// operator's allow-once runs exactly the plan the node prepared, once,
+// and is in the audit with who approved; other text, cwd or environment,
+// a replay, or a plan the node never prepared is refused; allow-always
+// adds nothing to the allowlist unless the node lets its gateway widen
+// its policy; a node that does not accept gateway approvals says how to.
+func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
+	const file = `{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`
+	type node struct {
+		n     *Node
+		dir   string
+		audit []host.AuditRecord
+		mu    sync.Mutex
+	}
+	newNode := func(t *testing.T, opts Options) *node {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		eng := host.NewEngine(dir, policy.HostNode, "n")
+		t.Cleanup(func() { eng.Close() })
+		nd := &node{dir: dir}
+		eng.OnAudit = func(r host.AuditRecord) {
+			nd.mu.Lock()
+			nd.audit = append(nd.audit, r)
+			nd.mu.Unlock()
+		}
+		opts.StateDir, opts.Runner = dir, EngineRunner(eng)
+		nd.n = newTestNode(t, opts)
+		eng.Prompter = nd.n.ApprovalPrompter(nil)
+		eng.OnEvent = nd.n.HostEvent
+		return nd
+	}
+	invoke := func(t *testing.T, call func(invokeRequest) invokeResult, params map[string]any) invokeResult {
+		t.Helper()
+		pj, _ := json.Marshal(params)
+		s := string(pj)
+		return call(invokeRequest{ParamsJSON: &s})
+	}
+	// prepare asks the node for a plan and returns the system.run params
+	// OpenClaw's gateway forwards after an operator approved it.
+	prepare := func(t *testing.T, nd *node, env map[string]string, decision string) map[string]any {
+		t.Helper()
+		params := map[string]any{"command": []string{"/bin/sh", "-lc", "id -u"}, "rawCommand": "id -u", "cwd": nd.dir, "agentId": "main", "sessionKey": "s", "env": env}
+		r := invoke(t, nd.n.prepare, params)
+		if !r.OK {
+			t.Fatalf("prepare: %+v", r.Error)
+		}
+		var out prepareResult
+		if err := json.Unmarshal([]byte(*r.PayloadJSON), &out); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]any{"command": out.Plan.Argv, "rawCommand": out.Plan.CommandText, "cwd": str(out.Plan.Cwd),
+			"agentId": "main", "sessionKey": "s", "env": env, "runId": "approval-1", "systemRunPlan": out.Plan,
+			"approved": true, "approvalDecision": decision}
+	}
+	run := func(t *testing.T, nd *node, params map[string]any) invokeResult {
+		t.Helper()
+		return invoke(t, func(r invokeRequest) invokeResult { return nd.n.systemRun(context.Background(), r) }, params)
+	}
+	denied := func(t *testing.T, r invokeResult, want string) {
+		t.Helper()
+		if r.OK || r.Error.Code != CodeDenied || !strings.Contains(r.Error.Message, want) {
+			t.Fatalf("want SYSTEM_RUN_DENIED containing %q, got %+v", want, r)
+		}
+	}
+
+	t.Run("allow-once runs the prepared plan once, audited with who approved", func(t *testing.T) {
+		nd := newNode(t, Options{GatewayApprovals: true})
+		params := prepare(t, nd, nil, "allow-once")
+		r := run(t, nd, params)
+		if !r.OK {
+			t.Fatalf("approved run: %+v", r.Error)
+		}
+		var res runResult
+		if err := json.Unmarshal([]byte(*r.PayloadJSON), &res); err != nil || !res.Success || strings.TrimSpace(res.Stdout) != fmt.Sprint(os.Getuid()) {
+			t.Fatalf("approved run's result %+v (%v)", res, err)
+		}
+		nd.mu.Lock()
+		var by []string
+		for _, a := range nd.audit {
+			if a.Approval != "" && a.Event == "decision" {
+				by = append(by, string(a.Approval)+" "+a.DecidedBy)
+			}
+		}
+		nd.mu.Unlock()
+		if diff := cmp.Diff([]string{"allow-once OpenClaw gateway operator (approval approval-1)"}, by); diff != "" {
+			t.Errorf("audited approvals (-want +got):\n%s", diff)
+		}
+		denied(t, run(t, nd, params), "execution plan mismatch")
+	})
+
+	t.Run("other text, cwd or environment is refused", func(t *testing.T) {
+		nd := newNode(t, Options{GatewayApprovals: true})
+		for name, change := range map[string]func(p map[string]any){
+			"text": func(p map[string]any) {
+				pl := p["systemRunPlan"].(runPlan)
+				pl.CommandText, pl.Argv = "id -u; touch x", []string{"/bin/sh", "-c", "id -u; touch x"}
+				p["systemRunPlan"], p["command"], p["rawCommand"] = pl, pl.Argv, pl.CommandText
+			},
+			"cwd": func(p map[string]any) {
+				pl := p["systemRunPlan"].(runPlan)
+				other := t.TempDir()
+				pl.Cwd = &other
+				p["systemRunPlan"], p["cwd"] = pl, other
+			},
+			"loose cwd": func(p map[string]any) { p["cwd"] = "/" },
+			"env":       func(p map[string]any) { p["env"] = map[string]string{"A": "2"} },
+		} {
+			t.Run(name, func(t *testing.T) {
+				params := prepare(t, nd, map[string]string{"A": "1"}, "allow-once")
+				change(params)
+				denied(t, run(t, nd, params), "execution plan mismatch")
+			})
+		}
+		if b, _ := os.ReadFile(filepath.Join(nd.dir, "x")); b != nil {
+			t.Fatal("the changed text ran")
+		}
+	})
+
+	t.Run("allow-always adds nothing unless the node allows remote widening", func(t *testing.T) {
+		for _, widen := range []bool{false, true} {
+			nd := newNode(t, Options{GatewayApprovals: true, AllowRemoteWidening: widen})
+			if r := run(t, nd, prepare(t, nd, nil, "allow-always")); !r.OK {
+				t.Fatalf("widen=%v: approved run: %+v", widen, r.Error)
+			}
+			data, _ := os.ReadFile(filepath.Join(nd.dir, "exec-approvals.json"))
+			if got := strings.Contains(string(data), "/id"); got != widen {
+				t.Errorf("widen=%v: id allowlisted = %v:\n%s", widen, got, data)
+			}
+		}
+	})
+
+	t.Run("a node that does not accept gateway approvals says how", func(t *testing.T) {
+		nd := newNode(t, Options{})
+		r := run(t, nd, prepare(t, nd, nil, "allow-once"))
+		denied(t, r, "--approvals-route both")
+	})
 }

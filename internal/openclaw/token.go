@@ -17,6 +17,10 @@ const TokenFile = "openclaw-token.json"
 type tokenFile struct {
 	Version int               `json:"version"`
 	Tokens  map[string]string `json:"tokens"`
+	// Served lists the gateways that have sent this node an invoke: its
+	// command surface was approved there, so the hint about approving it
+	// is not printed again on the next start.
+	Served map[string]bool `json:"served,omitempty"`
 }
 
 func loadTokens(dir string) tokenFile {
@@ -37,6 +41,23 @@ func loadDeviceToken(dir, url string) string { return loadTokens(dir).Tokens[url
 // saveDeviceToken records the device token for url. A file that cannot be
 // parsed is left alone and reported.
 func saveDeviceToken(dir, url, token string) error {
+	return updateTokens(dir, func(f *tokenFile) { f.Tokens[url] = token })
+}
+
+// servedBy reports whether the gateway at url has sent this node an invoke.
+func servedBy(dir, url string) bool { return loadTokens(dir).Served[url] }
+
+// markServed records that the gateway at url sent this node an invoke.
+func markServed(dir, url string) error {
+	return updateTokens(dir, func(f *tokenFile) {
+		if f.Served == nil {
+			f.Served = map[string]bool{}
+		}
+		f.Served[url] = true
+	})
+}
+
+func updateTokens(dir string, change func(*tokenFile)) error {
 	path := filepath.Join(dir, TokenFile)
 	if data, err := os.ReadFile(path); err == nil {
 		var probe tokenFile
@@ -45,7 +66,7 @@ func saveDeviceToken(dir, url, token string) error {
 		}
 	}
 	f := loadTokens(dir)
-	f.Tokens[url] = token
+	change(&f)
 	out, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err

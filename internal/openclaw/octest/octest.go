@@ -182,8 +182,14 @@ type NodeHost struct {
 // StartNodeHost runs `openclaw node run` against g with its own state in
 // dir. Its exec approvals default to OpenClaw's (security full, ask off).
 func StartNodeHost(g *Gateway, dir, name string) (*NodeHost, error) {
+	return StartNodeHostVia(g, dir, name, g.Port)
+}
+
+// StartNodeHostVia is StartNodeHost connecting to port on loopback
+// instead of the gateway's own (a recording proxy in front of it).
+func StartNodeHostVia(g *Gateway, dir, name string, port int) (*NodeHost, error) {
 	c := g.In.cmd(dir, []string{"OPENCLAW_GATEWAY_TOKEN=" + g.Token}, "node", "run", "--host", "127.0.0.1",
-		"--port", strconv.Itoa(g.Port), "--display-name", name, "--no-tls")
+		"--port", strconv.Itoa(port), "--display-name", name, "--no-tls")
 	p, err := testproc.StartCmd(c)
 	if err != nil {
 		return nil, err
