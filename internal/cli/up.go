@@ -19,9 +19,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/atomicfile"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/node"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -116,6 +118,10 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	}
 	defer lock.Unlock()
 	fresh, err := ensureUpApprovals(dir)
+	if err != nil {
+		return err
+	}
+	cfgState, err := ensureUpConfig(dir)
 	if err != nil {
 		return err
 	}
@@ -234,7 +240,12 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 			return nil
 		}
 	}
-	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, noApprover: noApprover, exe: exechostCommand()})
+	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, config: cfgState, noApprover: noApprover, exe: exechostCommand()})
+	// The explanation of the created defaults has been shown: a later
+	// run keeps the file and says so.
+	if err := os.Remove(filepath.Join(dir, upFreshMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(err)
+	}
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -297,14 +308,26 @@ func gatewayErr(err error) error {
 	return nil
 }
 
+// upFreshMarker in the state directory says exec-approvals.json was
+// created by an `up` that has not yet printed its summary: a run that
+// fails before the summary leaves it, so the next run still explains the
+// created defaults instead of calling them "kept".
+const upFreshMarker = "up-created-approvals"
+
 // ensureUpApprovals creates exec-approvals.json for a fresh state directory
 // with allowlist + ask on miss + askFallback deny. An existing file is never
-// touched.
+// touched; created is also true when an earlier `up` created it but failed
+// before saying so.
 func ensureUpApprovals(dir string) (created bool, err error) {
+	marker := filepath.Join(dir, upFreshMarker)
 	s := approvals.NewStore(dir)
 	if _, err := os.Lstat(s.Path); err == nil {
-		return false, nil
+		_, merr := os.Lstat(marker)
+		return merr == nil, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		return false, err
 	}
 	_, err = s.Update(func(f *approvals.File) error {
@@ -316,10 +339,69 @@ func ensureUpApprovals(dir string) (created bool, err error) {
 	return err == nil, err
 }
 
+// How `up` found exechost.json (upSummary.config).
+const (
+	upConfigWritten = "written" // absent: written with the local node as tools.exec.defaultNode
+	upConfigKept    = "kept"    // present with a default node or binding
+	upConfigNoDef   = "nodef"   // present without either: a second node makes plain exec NODE_REQUIRED
+)
+
+// upConfigText is the exechost.json `up` writes: its embedded settings
+// (upConfig) plus the local node as the default node, so an exec without
+// a node keeps going to this machine after a second node is paired
+// (without restricting agents to it, as tools.exec.node would).
+const upConfigText = `// Written by ` + "`exechost up`" + ` (docs/gateway.md). Edit freely; SIGHUP or
+// restarting up applies it. defaultNode is where an exec without a node
+// goes when several nodes are paired (this machine's node).
+{
+  "tools": {
+    "exec": {"host": "node", "security": "allowlist", "ask": "on-miss", "defaultNode": %q}
+  }
+}
+`
+
+// ensureUpConfig writes <dir>/exechost.json when it is absent, naming the
+// local node as the default node; the gateway then starts on it. The
+// node's id is known before it connects: its pairing's id, else the id its
+// key gives a first pairing. An existing file is never touched.
+func ensureUpConfig(dir string) (string, error) {
+	path := filepath.Join(dir, state.ConfigFile)
+	if _, err := os.Lstat(path); err == nil {
+		cfg, err := config.Load(path, false)
+		if err != nil {
+			return "", err
+		}
+		if cfg.Tools.Exec.DefaultNode != "" || cfg.Tools.Exec.Node != "" {
+			return upConfigKept, nil
+		}
+		return upConfigNoDef, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	id, err := node.LoadIdentity(dir)
+	if err != nil {
+		return "", err
+	}
+	nodeID := id.NodeID
+	if id.Token == "" || nodeID == "" {
+		key, _, err := nodekey.LoadOrCreate(dir)
+		if err != nil {
+			return "", err
+		}
+		nodeID = key.DeviceID()
+	}
+	if err := atomicfile.WriteFile(path, fmt.Appendf(nil, upConfigText, nodeID), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return upConfigWritten, nil
+}
+
 // upSummary is what `up` prints once everything serves.
 type upSummary struct {
 	dir, url, approverURL, nodeID string
 	fresh, noApprover             bool
+	// config is how exechost.json was found (upConfigWritten, …).
+	config string
 	// exe is how to call exechost from another terminal (exechostCommand).
 	exe string
 }
@@ -355,13 +437,26 @@ func printUpNext(g *globals, s upSummary) {
 	} else {
 		fmt.Fprintf(w, "  policy    %s (kept as it is)\n", approvals.DefaultPath(s.dir))
 	}
+	cfgPath := filepath.Join(s.dir, state.ConfigFile)
+	switch s.config {
+	case upConfigWritten:
+		fmt.Fprintf(w, "  config    %s created: exec without a node goes to this node (tools.exec.defaultNode)\n", cfgPath)
+	case upConfigKept:
+		fmt.Fprintf(w, "  config    %s (kept as it is)\n", cfgPath)
+	case upConfigNoDef:
+		fmt.Fprintf(w, "  config    %s (kept as it is; it names no default node: once a second node is paired, exec needs --node, or set tools.exec.defaultNode)\n", cfgPath)
+	}
 	exe := s.exe
 	if strings.ContainsAny(exe, " '\"") {
 		exe = "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
 	}
 	cmd := exe + " --state-dir " + s.dir
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
-	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # asks the approver, then runs on the node\n", cmd, s.url)
+	how := "asks the approver, then runs on the node"
+	if s.noApprover {
+		how = "denied until allowlisted (no approver: askFallback decides)"
+	}
+	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # %s\n", cmd, s.url, how)
 	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # never ask for it again\n", cmd)
 	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
