@@ -15,11 +15,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/gofrs/flock"
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/atomicfile"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/node"
@@ -243,7 +245,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, config: cfgState, noApprover: noApprover, exe: exechostCommand()})
 	// The explanation of the created defaults has been shown: a later
 	// run keeps the file and says so.
-	if err := os.Remove(filepath.Join(dir, upFreshMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := upShown(dir); err != nil {
 		return fail(err)
 	}
 	select {
@@ -297,8 +299,23 @@ func (g *globals) upGatewayErr(ctx context.Context, listen string, err error) er
 	if c, derr := g.dialGateway(pctx, "ws://"+listen, "operator"); derr == nil {
 		c.Close("probe")
 		what = "an exechost gateway of this state directory (another `exechost up`, or `exechost gateway`)"
+	} else if isExechostGateway(pctx, "ws://"+listen) {
+		what = "another exechost gateway, of another state directory (another `exechost up --state-dir …` or `exechost gateway`)"
 	}
 	return fmt.Errorf("%s is already in use by %s (hint: stop it, or use what is running there; to run a second one, `exechost up --state-dir OTHER --listen 127.0.0.1:0 --web 127.0.0.1:0`)", listen, what)
+}
+
+// isExechostGateway reports whether an exechost gateway serves url: it
+// speaks first, with a connect.challenge event, to anyone (no credential
+// is sent, so one of another state directory is recognised too).
+func isExechostGateway(ctx context.Context, url string) bool {
+	ws, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return false
+	}
+	defer ws.CloseNow()
+	f, err := bridge.ReadFrame(ctx, ws)
+	return err == nil && f.Type == bridge.TypeEvent && f.Event == bridge.EventConnectChallenge
 }
 
 func gatewayErr(err error) error {
@@ -308,20 +325,19 @@ func gatewayErr(err error) error {
 	return nil
 }
 
-// upFreshMarker in the state directory says exec-approvals.json was
-// created by an `up` that has not yet printed its summary: a run that
-// fails before the summary leaves it, so the next run still explains the
-// created defaults instead of calling them "kept".
-const upFreshMarker = "up-created-approvals"
+// upCreatedMarker names the marker file, in the state directory, saying
+// that file was created by an `up` that has not yet printed its summary:
+// a run that fails before the summary leaves it, so the next run still
+// explains the created file instead of calling it "kept".
+func upCreatedMarker(dir, file string) string {
+	return filepath.Join(dir, "up-created-"+file)
+}
 
-// ensureUpApprovals creates exec-approvals.json for a fresh state directory
-// with allowlist + ask on miss + askFallback deny. An existing file is never
-// touched; created is also true when an earlier `up` created it but failed
-// before saying so.
-func ensureUpApprovals(dir string) (created bool, err error) {
-	marker := filepath.Join(dir, upFreshMarker)
-	s := approvals.NewStore(dir)
-	if _, err := os.Lstat(s.Path); err == nil {
+// upCreate creates path with create unless it exists; created is also
+// true when an earlier `up` created it but failed before saying so.
+func upCreate(dir, path string, create func() error) (created bool, err error) {
+	marker := upCreatedMarker(dir, filepath.Base(path))
+	if _, err := os.Lstat(path); err == nil {
 		_, merr := os.Lstat(marker)
 		return merr == nil, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -330,13 +346,34 @@ func ensureUpApprovals(dir string) (created bool, err error) {
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		return false, err
 	}
-	_, err = s.Update(func(f *approvals.File) error {
-		f.Defaults.Security = string(policy.SecurityAllowlist)
-		f.Defaults.Ask = string(policy.AskOnMiss)
-		f.Defaults.AskFallback = string(policy.FallbackDeny)
-		return nil
+	return true, create()
+}
+
+// upShown removes the markers of upCreate once the summary has said what
+// was created.
+func upShown(dir string) error {
+	for _, f := range []string{approvals.DefaultPath(dir), filepath.Join(dir, state.ConfigFile)} {
+		if err := os.Remove(upCreatedMarker(dir, filepath.Base(f))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureUpApprovals creates exec-approvals.json for a fresh state directory
+// with allowlist + ask on miss + askFallback deny. An existing file is never
+// touched.
+func ensureUpApprovals(dir string) (created bool, err error) {
+	s := approvals.NewStore(dir)
+	return upCreate(dir, s.Path, func() error {
+		_, err := s.Update(func(f *approvals.File) error {
+			f.Defaults.Security = string(policy.SecurityAllowlist)
+			f.Defaults.Ask = string(policy.AskOnMiss)
+			f.Defaults.AskFallback = string(policy.FallbackDeny)
+			return nil
+		})
+		return err
 	})
-	return err == nil, err
 }
 
 // How `up` found exechost.json (upSummary.config).
@@ -366,34 +403,35 @@ const upConfigText = `// Written by ` + "`exechost up`" + ` (docs/gateway.md). E
 // key gives a first pairing. An existing file is never touched.
 func ensureUpConfig(dir string) (string, error) {
 	path := filepath.Join(dir, state.ConfigFile)
-	if _, err := os.Lstat(path); err == nil {
-		cfg, err := config.Load(path, false)
+	created, err := upCreate(dir, path, func() error {
+		id, err := node.LoadIdentity(dir)
 		if err != nil {
-			return "", err
+			return err
 		}
-		if cfg.Tools.Exec.DefaultNode != "" || cfg.Tools.Exec.Node != "" {
-			return upConfigKept, nil
+		nodeID := id.NodeID
+		if id.Token == "" || nodeID == "" {
+			key, _, err := nodekey.LoadOrCreate(dir)
+			if err != nil {
+				return err
+			}
+			nodeID = key.DeviceID()
 		}
-		return upConfigNoDef, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		if err := atomicfile.WriteFile(path, fmt.Appendf(nil, upConfigText, nodeID), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil || created {
+		return upConfigWritten, err
 	}
-	id, err := node.LoadIdentity(dir)
+	cfg, err := config.Load(path, false)
 	if err != nil {
 		return "", err
 	}
-	nodeID := id.NodeID
-	if id.Token == "" || nodeID == "" {
-		key, _, err := nodekey.LoadOrCreate(dir)
-		if err != nil {
-			return "", err
-		}
-		nodeID = key.DeviceID()
+	if cfg.Tools.Exec.DefaultNode != "" || cfg.Tools.Exec.Node != "" {
+		return upConfigKept, nil
 	}
-	if err := atomicfile.WriteFile(path, fmt.Appendf(nil, upConfigText, nodeID), 0o600); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	return upConfigWritten, nil
+	return upConfigNoDef, nil
 }
 
 // upSummary is what `up` prints once everything serves.
@@ -452,12 +490,13 @@ func printUpNext(g *globals, s upSummary) {
 	}
 	cmd := exe + " --state-dir " + s.dir
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
-	how := "asks the approver, then runs on the node"
+	how, add := "asks the approver, then runs on the node", "never ask for it again"
 	if s.noApprover {
-		how = "denied until allowlisted (no approver: askFallback decides)"
+		// Nobody is asked: askFallback (deny in up's defaults) decides.
+		how, add = "denied until allowlisted (askFallback decides)", "then it runs"
 	}
 	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # %s\n", cmd, s.url, how)
-	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # never ask for it again\n", cmd)
+	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # %s\n", cmd, add)
 	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
 	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--state-dir\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.dir, s.url)

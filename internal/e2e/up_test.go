@@ -72,7 +72,7 @@ func TestUpRestarts(t *testing.T) {
 		out := u.p.Out.String()
 		wants := []string{"exechost is up", "(connected, this machine)", "exec --gateway " + u.url, "Next, in another terminal"}
 		if i == 0 {
-			wants = append(wants, "security=allowlist ask=on-miss askFallback=deny")
+			wants = append(wants, "security=allowlist ask=on-miss askFallback=deny", "exec without a node goes to this node (tools.exec.defaultNode)")
 		} else {
 			wants = append(wants, "(kept as it is)")
 		}
@@ -130,16 +130,40 @@ func TestUpPortTaken(t *testing.T) {
 		!strings.Contains(r.stderr, "hint:") {
 		t.Fatalf("second up on a taken port: %s", r)
 	}
+	// Another state directory's gateway (no token for it here): still
+	// recognised as an exechost gateway.
+	r = run(t, newStateDir(t, "stranger"), "up", "--listen", listen, "--web", "127.0.0.1:0", "--no-approver")
+	if r.code != 1 || !strings.Contains(r.stderr, listen+" is already in use by another exechost gateway, of another state directory") {
+		t.Fatalf("up on a port another state directory's gateway holds: %s", r)
+	}
 	// The approver's web port taken (by anything): said so, with the fix.
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	r = run(t, newStateDir(t, "third"), "up", "--listen", "127.0.0.1:0", "--web", held.Addr().String())
+	third := newStateDir(t, "third")
+	r = run(t, third, "up", "--listen", "127.0.0.1:0", "--web", held.Addr().String())
 	if r.code != 1 || !strings.Contains(r.stderr, "the approver web UI's address "+held.Addr().String()+" is already in use") {
 		t.Fatalf("up with its web port taken: %s", r)
 	}
+	// That failed run created exec-approvals.json but never showed its
+	// summary: the next run still explains the created defaults, and
+	// under --no-approver its "Next" text promises no approver.
+	u3 := startUp(t, third, "--no-approver")
+	out := u3.p.Out.String()
+	if !strings.Contains(out, "created: security=allowlist ask=on-miss askFallback=deny") || !strings.Contains(out, "exechost.json created") {
+		t.Errorf("the run after a failed up does not explain the created defaults:\n%s", out)
+	}
+	if _, next, _ := strings.Cut(out, "Next"); strings.Contains(next, "approver") || strings.Contains(next, " ask") {
+		t.Errorf("--no-approver: the Next text mentions an approver:\n%s", out)
+	}
+	u3.stop(t)
+	u3 = startUp(t, third, "--no-approver")
+	if out := u3.p.Out.String(); !strings.Contains(out, "(kept as it is)") {
+		t.Errorf("the run after a summary still calls the defaults created:\n%s", out)
+	}
+	u3.stop(t)
 	// The same state directory: refused at once, whatever the ports.
 	r = run(t, dir, "up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--no-approver")
 	if r.code != 1 || !strings.Contains(r.stderr, "another `exechost up` is already running on "+dir) {
