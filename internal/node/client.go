@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
@@ -67,6 +68,15 @@ type Options struct {
 	// MaxRuns bounds the system.run invokes in flight; more are answered
 	// BUSY (admission.go). DefaultMaxRuns when 0.
 	MaxRuns int
+	// Audit, when set, records the system.runs the node refuses before
+	// its engine sees them (BUSY); *audit.Recorder implements it.
+	Audit AuditRecorder
+}
+
+// AuditRecorder is where a node records its own refusals;
+// *audit.Recorder implements it.
+type AuditRecorder interface {
+	Record(audit.Record) error
 }
 
 // Client is the node's side of its gateway connection: it pairs, keeps
