@@ -101,6 +101,10 @@ func upListenDefault() string {
 }
 
 func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web string, noApprover bool, lf logFlags) error {
+	tmp := upTempBuild()
+	if tmp != nil {
+		printTempBuild(g, tmp)
+	}
 	dir, err := g.dir()
 	if err != nil {
 		return err
@@ -242,7 +246,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 			return nil
 		}
 	}
-	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, config: cfgState, noApprover: noApprover, exe: exechostCommand()})
+	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, config: cfgState, noApprover: noApprover, exe: exechostCommand(tmp), tmp: tmp != nil})
 	// The explanation of the created defaults has been shown: a later
 	// run keeps the file and says so.
 	if err := upShown(dir); err != nil {
@@ -442,11 +446,21 @@ type upSummary struct {
 	config string
 	// exe is how to call exechost from another terminal (exechostCommand).
 	exe string
+	// tmp is set when this binary is a temporary `go run` build (already
+	// said at the start).
+	tmp bool
 }
 
 // exechostCommand is how the "Next" lines call exechost: plainly when
-// `exechost` on PATH is this binary, else this binary's absolute path.
-func exechostCommand() string {
+// `exechost` on PATH is this binary, else this binary's absolute path; for
+// a temporary build (tmp), the path `go install` will give it.
+func exechostCommand(tmp *tempBuild) string {
+	if tmp != nil {
+		if onPath, err := exec.LookPath("exechost"); err == nil && onPath == tmp.installed {
+			return "exechost"
+		}
+		return tmp.installed
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return "exechost"
@@ -460,6 +474,74 @@ func exechostCommand() string {
 		}
 	}
 	return self
+}
+
+// tempBuild describes a binary `go run` built into a temporary directory,
+// which is deleted when it exits: what `up` prints must not point there.
+type tempBuild struct {
+	self      string // the temporary binary
+	install   string // the command that installs exechost for good
+	installed string // where that puts the binary
+}
+
+// detectTempBuild returns a tempBuild when self lies in a `go run` work
+// directory ($GOTMPDIR or $TMPDIR/go-build…/b001/exe/exechost), else nil.
+// cwd decides the install line: a checkout installs ./cmd/exechost.
+func detectTempBuild(self, cwd string) *tempBuild {
+	dir := filepath.Dir(self)
+	if filepath.Base(dir) != "exe" {
+		return nil
+	}
+	found := false
+	for d := filepath.Dir(dir); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if strings.HasPrefix(filepath.Base(d), "go-build") {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	t := &tempBuild{self: self, install: "go install github.com/exechost/exechost/cmd/exechost@latest"}
+	if fi, err := os.Stat(filepath.Join(cwd, "cmd", "exechost")); err == nil && fi.IsDir() {
+		t.install = "go install ./cmd/exechost"
+	}
+	t.installed = filepath.Join(goBinDir(), "exechost")
+	return t
+}
+
+// goBinDir is where `go install` puts binaries: $GOBIN, else the first
+// $GOPATH entry's bin, else ~/go/bin (Go's defaults, without running go).
+func goBinDir() string {
+	if b := os.Getenv("GOBIN"); b != "" {
+		return b
+	}
+	if p := filepath.SplitList(os.Getenv("GOPATH")); len(p) > 0 && p[0] != "" {
+		return filepath.Join(p[0], "bin")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join("~", "go", "bin")
+	}
+	return filepath.Join(home, "go", "bin")
+}
+
+// upTempBuild is the tempBuild of this process, or nil.
+func upTempBuild() *tempBuild {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	cwd, _ := os.Getwd()
+	return detectTempBuild(self, cwd)
+}
+
+// printTempBuild says, before anything else, that this binary disappears
+// when `up` stops, and how to install it.
+func printTempBuild(g *globals, t *tempBuild) {
+	fmt.Fprintf(g.stdout, "note: this exechost is a temporary build of `go run` (%s), deleted when it stops;\n", t.self)
+	fmt.Fprintf(g.stdout, "  the commands and MCP config below name the installed binary instead. Install it with:\n")
+	fmt.Fprintf(g.stdout, "  %s    # puts it at %s\n\n", t.install, t.installed)
 }
 
 func printUpNext(g *globals, s upSummary) {
@@ -500,7 +582,10 @@ func printUpNext(g *globals, s upSummary) {
 	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
 	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--state-dir\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.dir, s.url)
-	if s.exe != "exechost" {
+	if s.tmp {
+		fmt.Fprintf(w, "(these name %s: run the `go install` line printed at the start first)\n", s.exe)
+	}
+	if s.exe != "exechost" && !s.tmp {
 		fmt.Fprintf(w, "(exechost is not on PATH; install it with `go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
 	}
 }

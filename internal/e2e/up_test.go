@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 var (
@@ -350,5 +351,42 @@ func isDone(p *proc) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestUpFromGoRun runs `up` from where `go run` puts its binary (a
+// go-build work directory, deleted when it exits): up says so first, with
+// the install line and the installed path, and its "Next" commands and MCP
+// config name that path, never the temporary one.
+func TestUpFromGoRun(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "go-build1234", "b001", "exe")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tmpBin := filepath.Join(work, "exechost")
+	if err := os.WriteFile(tmpBin, mustRead(t, bin), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gobin := t.TempDir()
+	t.Setenv("GOBIN", gobin)
+	dir := newStateDir(t, "up")
+	tp, err := testproc.Start([]string{tmpBin, "--state-dir", dir, "up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--no-approver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{tp}
+	t.Cleanup(func() { p.kill(t) })
+	waitFor(t, "up to print its summary", func() bool {
+		return strings.Contains(p.Out.String(), "Next, in another terminal") || isDone(p)
+	})
+	out := p.Out.String()
+	installed := filepath.Join(gobin, "exechost")
+	if !strings.HasPrefix(out, "note: this exechost is a temporary build of `go run` ("+tmpBin+")") ||
+		!strings.Contains(out, "go install github.com/exechost/exechost/cmd/exechost@latest    # puts it at "+installed) {
+		t.Errorf("up from a go run build does not say so first, with the install line and path:\n%s", out)
+	}
+	_, next, _ := strings.Cut(out, "Next, in another terminal")
+	if strings.Contains(next, tmpBin) || !strings.Contains(next, installed+" --state-dir") || !strings.Contains(next, `"command": "`+installed+`"`) {
+		t.Errorf("Next and MCP config should name %s, not the temporary build:\n%s", installed, out)
 	}
 }
