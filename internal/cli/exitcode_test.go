@@ -58,7 +58,8 @@ func TestUsageIsTyped(t *testing.T) {
 		{"exec", "--timeout", "-1", "true"},
 		{"exec", "--timeout", "soon", "true"},
 		{"run", "--timeout", "-1", "true"},
-		{"run", "a", "b"},
+		{"run"},
+		{"exec"},
 		{"gateway", "join-key", "--ttl", "0s"},
 		{"version", "extra"},
 	} {

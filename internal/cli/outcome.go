@@ -79,19 +79,6 @@ func hintOf(msg string) string {
 	return h
 }
 
-// failJSON prints err as the one JSON object and returns the error that
-// exits with its status (its message still goes to stderr).
-func (g *globals) failJSON(err error) error {
-	code := ExitCode(err)
-	if code == ExitFailure {
-		code = wireExitCode(err)
-	}
-	if perr := g.printJSON(errorObject(err, code)); perr != nil {
-		return perr
-	}
-	return withCode(code, err)
-}
-
 // denied prints a denial for a person: the message, then what explain
 // knows, indented; it returns the error that exits ExitDenied.
 func (g *globals) denied(msg string, d *bridge.Denial) error {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -64,6 +65,9 @@ type globals struct {
 	// onWebURL, when set, is told the approver web UI's full URL (with
 	// its secret) once it serves; `exechost up` prints it.
 	onWebURL func(url string)
+	// connectTimeout bounds dialling the gateway and its handshake
+	// (clientTimeout when 0; tests set it short).
+	connectTimeout time.Duration
 }
 
 // dir returns the resolved state directory (not created).
@@ -79,8 +83,11 @@ func (g *globals) printJSON(v any) error {
 // NewRoot builds the command tree. Each constructor lives in its own file.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command { return newRoot(stdout, stderr, nil) }
 
-func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
+func newRoot(stdout, stderr io.Writer, args []string, tune ...func(*globals)) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr, args: args}
+	for _, f := range tune {
+		f(g)
+	}
 	root := &cobra.Command{
 		Use:           "exechost",
 		Short:         "Run AI agents' shell commands safely on sandboxes, the gateway host and paired nodes",
@@ -91,13 +98,8 @@ func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $"+state.EnvDir+" or ~/.openclaw)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		err = usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
-		if jsonOnStdout(c, g.args) {
-			// Flags did not parse, so --json was never read: keep the
-			// promise of one JSON object on stdout anyway.
-			return g.failJSON(err)
-		}
-		return err
+		// With --json, run prints the error as the one JSON object.
+		return usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
 	})
 	for _, mk := range commands {
 		root.AddCommand(mk(g))
@@ -113,11 +115,16 @@ func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 	return root
 }
 
-// jsonOnStdout reports whether c is `run` or `exec` and args ask for
-// --json (before any "--"), which promises one JSON object on stdout.
+// jsonOnStdout reports whether c has a --json flag and it was asked for:
+// set, or (when flags did not parse, so it was never read) present in args
+// before any "--". It promises one JSON object on stdout.
 func jsonOnStdout(c *cobra.Command, args []string) bool {
-	if c.Name() != "exec" && c.Name() != "run" {
+	f := c.Flags().Lookup("json")
+	if f == nil {
 		return false
+	}
+	if f.Changed {
+		return f.Value.String() == "true"
 	}
 	for _, a := range args {
 		if a == "--" {
@@ -128,6 +135,19 @@ func jsonOnStdout(c *cobra.Command, args []string) bool {
 		}
 	}
 	return false
+}
+
+// countingWriter counts what a command wrote, so run knows whether a
+// --json command printed its object before failing.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // commands lists every subcommand constructor; each file appends its own in
@@ -141,13 +161,29 @@ func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
 }
 
-// run is Main with its streams, for tests.
-func run(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr, args)
+// run is Main with its streams, for tests; tune adjusts the globals
+// (tests shorten deadlines).
+func run(args []string, stdout, stderr io.Writer, tune ...func(*globals)) int {
+	out := &countingWriter{w: stdout}
+	root := newRoot(out, stderr, args, tune...)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK
+	}
+	if cmd != nil && out.n == 0 && jsonOnStdout(cmd, args) {
+		// Every command with --json prints exactly one JSON object,
+		// errors included (usage errors, unreachable gateways, …):
+		// one that failed before printing gets the error object.
+		code := ExitCode(err)
+		if code == ExitFailure {
+			code = wireExitCode(err)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if enc.Encode(errorObject(err, code)) == nil {
+			err = withCode(code, err)
+		}
 	}
 	var ee exitError
 	if !errors.As(err, &ee) {

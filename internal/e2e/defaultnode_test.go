@@ -24,6 +24,12 @@ func TestDefaultNode(t *testing.T) {
 	if r.code != 0 || res.NodeID != laptop.id {
 		t.Fatalf("agent with defaultNode, no node: want node %s, got %+v\n%s", laptop.id, res, r)
 	}
+	// Several words are one command's words, each kept one word, as
+	// `exechost run` reads them (json_and_words.txtar).
+	res, r = c.execJSON("--agent", "def", "--host", "node", "echo", "a    b")
+	if r.code != 0 || res.Stdout != "a    b\n" {
+		t.Fatalf("exec echo 'a    b' as two words: %+v\n%s", res, r)
+	}
 	res, r = c.execJSON("--agent", "def", "--host", "node", "--node", "build-box", "echo x")
 	if r.code != 0 || res.NodeID != build.id {
 		t.Fatalf("agent with defaultNode, --node build-box: want node %s, got %+v\n%s", build.id, res, r)
