@@ -249,7 +249,7 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 			fmt.Fprintf(g.stderr, "exechost: command timed out; its process group was killed\n")
 		}
 		if res.Error != "" && !res.TimedOut {
-			fmt.Fprintf(g.stderr, "exechost: %s\n", res.Error)
+			fmt.Fprintln(g.stderr, prefixed(res.Error))
 		}
 	}
 	switch {

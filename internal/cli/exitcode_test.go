@@ -77,3 +77,16 @@ func TestUsageIsTyped(t *testing.T) {
 		t.Errorf("a bare group: exit %d, want its help and 0; stdout: %s", code, out.String())
 	}
 }
+
+func TestPrefixedOnce(t *testing.T) {
+	for in, want := range map[string]string{
+		"denied":                 "exechost: denied",
+		"exechost: denied":       "exechost: denied",
+		"exechost: exechost: x":  "exechost: x",
+		"exechost up is running": "exechost: exechost up is running",
+	} {
+		if got := prefixed(in); got != want {
+			t.Errorf("prefixed(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

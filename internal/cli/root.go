@@ -19,7 +19,8 @@ import (
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
-// Version is set at build time with -ldflags "-X …/cli.Version=…".
+// Version is set at build time with -ldflags "-X …/cli.Version=…";
+// without it, from the binary's build info (version.go).
 var Version = "dev"
 
 // DefaultGateway is the gateway URL client commands use without --gateway
@@ -93,7 +94,9 @@ func newRoot(stdout, stderr io.Writer, args []string, tune ...func(*globals)) *c
 		Short:         "Run AI agents' shell commands safely on sandboxes, the gateway host and paired nodes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       Version, // --version
 	}
+	root.SetVersionTemplate("exechost {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $"+state.EnvDir+" or ~/.openclaw)")
@@ -189,7 +192,20 @@ func run(args []string, stdout, stderr io.Writer, tune ...func(*globals)) int {
 	if !errors.As(err, &ee) {
 		// Errors can echo host-supplied text: shown through the one sanitiser.
 		msg := textsafe.Line(strings.ReplaceAll(err.Error(), "\n", " "))
-		fmt.Fprintln(stderr, "exechost:", msg)
+		fmt.Fprintln(stderr, prefixed(msg))
 	}
 	return ExitCode(err)
+}
+
+// prefixed returns msg with exactly one leading "exechost: ": messages
+// from other layers (a node's fallback note, the interpreter's refusal)
+// may carry their own, which must not double.
+func prefixed(msg string) string {
+	for {
+		rest, ok := strings.CutPrefix(msg, "exechost: ")
+		if !ok {
+			return "exechost: " + msg
+		}
+		msg = rest
+	}
 }
