@@ -15,13 +15,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/gofrs/flock"
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/atomicfile"
-	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/node"
@@ -307,19 +305,6 @@ func (g *globals) upGatewayErr(ctx context.Context, listen string, err error) er
 		what = "another exechost gateway, of another state directory (another `exechost up --state-dir …` or `exechost gateway`)"
 	}
 	return fmt.Errorf("%s is already in use by %s (hint: stop it, or use what is running there; to run a second one, `exechost up --state-dir OTHER --listen 127.0.0.1:0 --web 127.0.0.1:0`)", listen, what)
-}
-
-// isExechostGateway reports whether an exechost gateway serves url: it
-// speaks first, with a connect.challenge event, to anyone (no credential
-// is sent, so one of another state directory is recognised too).
-func isExechostGateway(ctx context.Context, url string) bool {
-	ws, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		return false
-	}
-	defer ws.CloseNow()
-	f, err := bridge.ReadFrame(ctx, ws)
-	return err == nil && f.Type == bridge.TypeEvent && f.Event == bridge.EventConnectChallenge
 }
 
 func gatewayErr(err error) error {
