@@ -245,10 +245,15 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		if res.Truncated {
 			g.truncationNote(res.DroppedBytes)
 		}
-		if res.TimedOut {
+		switch {
+		case res.TimedOut && res.Error != "":
+			// The host says what happened at the timeout (a sandbox that
+			// could not kill the command says so): never claim a kill
+			// that did not happen.
+			fmt.Fprintln(g.stderr, prefixed(res.Error))
+		case res.TimedOut:
 			fmt.Fprintf(g.stderr, "exechost: command timed out; its process group was killed\n")
-		}
-		if res.Error != "" && !res.TimedOut {
+		case res.Error != "":
 			fmt.Fprintln(g.stderr, prefixed(res.Error))
 		}
 	}
