@@ -487,9 +487,11 @@ func detectTempBuild(self, cwd string) *tempBuild {
 	if !found {
 		return nil
 	}
-	t := &tempBuild{self: self, install: "go install github.com/exechost/exechost/cmd/exechost@latest"}
+	// CGO_ENABLED=0: a static binary, which the sandbox's resident agent
+	// needs (README "Install").
+	t := &tempBuild{self: self, install: "CGO_ENABLED=0 go install github.com/exechost/exechost/cmd/exechost@latest"}
 	if fi, err := os.Stat(filepath.Join(cwd, "cmd", "exechost")); err == nil && fi.IsDir() {
-		t.install = "go install ./cmd/exechost"
+		t.install = "CGO_ENABLED=0 go install ./cmd/exechost"
 	}
 	t.installed = filepath.Join(goBinDir(), "exechost")
 	return t
@@ -571,6 +573,6 @@ func printUpNext(g *globals, s upSummary) {
 		fmt.Fprintf(w, "(these name %s: run the `go install` line printed at the start first)\n", s.exe)
 	}
 	if s.exe != "exechost" && !s.tmp {
-		fmt.Fprintf(w, "(exechost is not on PATH; install it with `go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
+		fmt.Fprintf(w, "(exechost is not on PATH; install it with `CGO_ENABLED=0 go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
 	}
 }
