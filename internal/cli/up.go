@@ -553,11 +553,7 @@ func printUpNext(g *globals, s upSummary) {
 	case upConfigNoDef:
 		fmt.Fprintf(w, "  config    %s (kept as it is; it names no default node: once a second node is paired, exec needs --node, or set tools.exec.defaultNode)\n", cfgPath)
 	}
-	exe := s.exe
-	if strings.ContainsAny(exe, " '\"") {
-		exe = "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
-	}
-	cmd := exe + " --state-dir " + s.dir
+	cmd := shellWord(s.exe) + " --state-dir " + s.dir
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
 	how, add := "asks the approver, then runs on the node", "never ask for it again"
 	if s.noApprover {
