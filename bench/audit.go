@@ -18,8 +18,8 @@ import (
 	"github.com/exechost/exechost/internal/state"
 )
 
-// auditRows compares audit.Log.Append (group commit, fdatasync inside a
-// preallocated file) with the design it replaced, kept here only as the
+// auditRows compares audit.Log.Append (group commit, fdatasync into blocks
+// reserved past the end) with the design it replaced, kept here only as the
 // baseline: every append takes the mutex and the file lock, writes with
 // O_APPEND and fsyncs before releasing them. Both encode, hash and write the
 // same record to files on the same disk.
@@ -60,7 +60,7 @@ func (b *bench) auditRows() {
 	b.add(row{section: sec, what: ops[0].name, s: s[0], err: errs[0],
 		note: "the replaced design: mutex + flock held across write(O_APPEND) + fsync, one line per call"})
 	b.add(row{section: sec, what: ops[1].name, s: s[1], baseline: &s[0], err: errs[1],
-		note: "group commit of one: pwrite into the preallocated tail, lock released, fdatasync (no metadata)"})
+		note: "group commit of one: pwrite at the end into reserved blocks (fallocate KEEP_SIZE), lock released, fdatasync (data and the new size)"})
 	b.add(row{section: sec, what: ops[2].name, s: s[2], baseline: &s[0], err: errs[2],
 		note: "a run's finished record: returns once the pwrite is done (by the caller when no group is in flight); its fdatasync follows on another goroutine"})
 

@@ -1,7 +1,7 @@
 // Package audit keeps exechost's audit log: one JSON line per exec decision
 // and outcome on an execution host, in <state>/audit.jsonl (0600). Lines are
 // group-committed (concurrent appends share one fdatasync) at the end of the
-// data, inside a preallocated zero tail, under a file lock, so the gateway
+// file, into disk blocks reserved past it, under a file lock, so the gateway
 // and a local `exechost run` can share the file (docs/audit-durability.md
 // says what is on disk when); the file is rotated by size
 // (audit.jsonl.1 … audit.jsonl.N). Every line carries the hash of the line

@@ -491,8 +491,8 @@ func TestInterruptedAppendIsCut(t *testing.T) {
 	}
 	more, _, _ := encodeLine(rec("x", 99))
 	partial := []byte(`{"time":"2026-01-01T00:00:00Z","event":"deci`)
-	// writeAtEnd writes b at the end of the data, inside the preallocated
-	// tail, where an append of this version writes.
+	// writeAtEnd writes b at the end of the data, where an append of this
+	// version writes.
 	writeAtEnd := func(t *testing.T, path string, b []byte) {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
@@ -529,11 +529,12 @@ func TestInterruptedAppendIsCut(t *testing.T) {
 			}, -1,
 		},
 		{
-			"unterminated line after the preallocated tail", true, func(t *testing.T, path string) {
+			"unterminated line after a zero tail an earlier version left", true, func(t *testing.T, path string) {
 				f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
+				f.Write(make([]byte, 4096))
 				f.Write(partial)
 				f.Close()
 			}, 3,

@@ -134,8 +134,8 @@ func (fw *follower) drain() error {
 	if fi.Size() < fw.off { // cut back (an interrupted append was removed)
 		fw.off, fw.pending = fi.Size(), nil
 	}
-	// Read up to the end of the data, not into the preallocated zero tail
-	// that the next append overwrites.
+	// Read up to the end of the data, not into a zero tail an earlier
+	// version preallocated (the next append cuts it).
 	end, err := dataEnd(fw.f, fi.Size())
 	if err != nil {
 		return fmt.Errorf("follow audit log: %w", err)

@@ -1,9 +1,13 @@
 package audit
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -86,11 +90,13 @@ func waitQueued(l *Log, want int, bound time.Duration) error {
 	return errors.New("appenders did not queue while a sync was in progress")
 }
 
-// TestPreallocatedTail checks the file's shape: the first preallocAfter
-// groups (a one-shot CLI run) are written past the end as before; later
-// ones land in a preallocated zero tail that readers do not see; Close cuts
-// the file back to plain JSON lines.
-func TestPreallocatedTail(t *testing.T) {
+// TestFileIsJSONLinesAtEveryMoment checks the file's shape while a Log
+// has it open: after every append, before and after blocks are reserved,
+// the file is exactly its lines (no zero tail), so `tail -f`, grep and
+// JSON-lines readers work on it; past preallocAfter groups, blocks are
+// reserved beyond its end (on Linux) without changing its size; Close
+// releases them.
+func TestFileIsJSONLinesAtEveryMoment(t *testing.T) {
 	path := logPath(t)
 	l, err := OpenOptions(path, Options{})
 	if err != nil {
@@ -102,36 +108,96 @@ func TestPreallocatedTail(t *testing.T) {
 	// The first line's prev is empty; every later one carries a 64-digit
 	// hash.
 	linesLen := func(n int) int64 { return int64(n*len(first) + (n-1)*64) }
-	size := func() int64 {
-		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	for i := range preallocAfter {
+	const n = preallocAfter + 3
+	for i := range n {
 		if err := l.Append(r); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := size(), linesLen(i+1); got != want {
-			t.Fatalf("after %d appends the file is %d bytes, want %d (no preallocation yet)", i+1, got, want)
+		mustBeJSONLines(t, path, linesLen(i+1))
+	}
+	if runtime.GOOS == "linux" {
+		if got := allocated(t, path); got < PreallocBytes {
+			t.Errorf("open log has %d bytes of blocks, want at least %d reserved", got, PreallocBytes)
 		}
 	}
-	if err := l.Append(r); err != nil {
-		t.Fatal(err)
-	}
-	if got := size(); got != PreallocBytes {
-		t.Errorf("open log is %d bytes, want preallocated %d", got, PreallocBytes)
-	}
-	mustVerify(t, path, preallocAfter+1)
+	mustVerify(t, path, n)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := os.ReadFile(path)
-	if want := linesLen(preallocAfter + 1); int64(len(data)) != want || data[len(data)-1] != '\n' {
-		t.Errorf("closed log is %d bytes ending %q, want %d bytes of lines", len(data), data[len(data)-1:], want)
+	mustBeJSONLines(t, path, linesLen(n))
+	if got := allocated(t, path); got >= PreallocBytes {
+		t.Errorf("closed log still has %d bytes of blocks", got)
 	}
-	mustVerify(t, path, preallocAfter+1)
+	mustVerify(t, path, n)
+}
+
+// TestLegacyZeroTailIsCut: a file an earlier version left with a
+// preallocated zero tail (a writer that crashed) is cut at its data by the
+// first append, so it is plain JSON lines from then on.
+func TestLegacyZeroTailIsCut(t *testing.T) {
+	path := logPath(t)
+	l := openLog(t, path, Options{})
+	if err := l.Append(rec("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(data, make([]byte, 4096)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, path, Filter{}); len(got) != 1 {
+		t.Fatalf("read %d records past a zero tail, want 1", len(got))
+	}
+	l = openLog(t, path, Options{})
+	if err := l.Append(rec("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	more, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustBeJSONLines(t, path, int64(len(more)))
+	mustVerify(t, path, 2)
+}
+
+// mustBeJSONLines fails unless the file at path is size bytes of
+// newline-terminated lines that each parse as JSON.
+func mustBeJSONLines(t *testing.T, path string, size int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(data)) != size || len(data) == 0 || data[len(data)-1] != '\n' {
+		t.Fatalf("log is %d bytes, want %d bytes of newline-terminated lines", len(data), size)
+	}
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		t.Fatalf("log has a NUL byte at %d of %d", i, len(data))
+	}
+	for line := range bytes.Lines(data) {
+		if !json.Valid(line) {
+			t.Fatalf("line is not JSON: %q", line)
+		}
+	}
+}
+
+// allocated is how many bytes of disk blocks the file at path holds.
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		t.Skip("no block count on this platform")
+	}
+	return st.Blocks * 512
 }
 
 // TestSubmitIsDurableByClose queues records without waiting; Close commits

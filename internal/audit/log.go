@@ -46,11 +46,14 @@ func (o Options) withDefaults() Options {
 
 // Bounds of the group commit.
 const (
-	// PreallocBytes is how far ahead of the last line the file is extended
-	// with written zeros (and fsynced once), so that the fdatasync of each
-	// group commit inside that region flushes only data, not the file's
-	// size or block map (etcd's wal does the same with its segments).
-	// Readers treat the zero tail as the end of the log.
+	// PreallocBytes is how far ahead of the last line disk blocks are
+	// reserved for the file (fallocate with FALLOC_FL_KEEP_SIZE, where the
+	// platform has it), so a group commit's fdatasync need not allocate
+	// blocks and grow the block map. The file's size is not changed: it
+	// always ends at its last line, so `tail -f`, grep and JSON-lines
+	// readers see a plain JSON-lines file at every moment (an earlier
+	// version wrote a zero tail instead; a file that still has one is cut
+	// at its data by the first append, and readers skip it).
 	PreallocBytes = 512 << 10
 	// MaxSyncWait bounds how long an appender waits, beyond LockTimeout,
 	// for the group commit carrying its record; a disk that takes longer
@@ -104,6 +107,9 @@ type Log struct {
 	groups int
 	// key keys the chain (chainkey.go); loaded or created on first write.
 	key *chainKey
+	// reserved is the offset up to which blocks were reserved past f's
+	// end (see PreallocBytes); 0 after f is (re)opened.
+	reserved int64
 }
 
 // pending is one queued record and where its outcome goes.
@@ -137,7 +143,7 @@ func OpenOptions(path string, opts Options) (*Log, error) {
 }
 
 // openLogFile opens path read-write (not O_APPEND: lines are written at
-// the end of the data, inside the preallocated zero tail), creating it 0600,
+// explicit offsets, at the end of the data), creating it 0600,
 // and refuses a file owned by another user. A looser mode is tightened.
 func openLogFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, 0o600)
@@ -170,8 +176,9 @@ func openLogFile(path string) (*os.File, error) {
 func (l *Log) Path() string { return l.path }
 
 // Close waits (at most LockTimeout + MaxSyncWait) for queued records to be
-// committed, cuts the preallocated zero tail off the file so that it ends
-// at its last line again, and releases the file and the lock handle.
+// committed, releases the blocks reserved past the file's end (and cuts a
+// zero tail an earlier version left), and releases the file and the lock
+// handle.
 // Appends after Close fail with ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
@@ -202,9 +209,9 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
-// trimTail truncates the zero tail of the current file under the lock, so
-// a log nobody writes to is a plain JSON-lines file. Not fsynced: after a
-// crash the tail is back, which readers ignore.
+// trimTail truncates the current file at its data under the lock: that
+// frees the blocks reserved past its end, and cuts a zero tail an earlier
+// version left. Not fsynced: it changes no line.
 func (l *Log) trimTail() error {
 	if err := l.lockFile(); err != nil {
 		return err
@@ -221,10 +228,8 @@ func (l *Log) trimTail() error {
 	if err != nil {
 		return fmt.Errorf("audit close %s: %w", l.path, err)
 	}
-	if de < fi.Size() {
-		if err := l.f.Truncate(de); err != nil {
-			return fmt.Errorf("audit close %s: cut preallocated tail: %w", l.path, err)
-		}
+	if err := l.f.Truncate(de); err != nil {
+		return fmt.Errorf("audit close %s: release reserved blocks: %w", l.path, err)
 	}
 	return nil
 }
@@ -520,18 +525,20 @@ func (l *Log) writeLocked(batch []*pending) error {
 	return nil
 }
 
-// writeAt writes buf at off, inside space preallocated first (or past
-// the end, see ensureAllocated). On failure it puts the file back as it
-// was, so a partial line never follows the good ones.
+// writeAt writes buf at off, the end of the file's data, into blocks
+// reserved first where it can (see reserve). On failure it puts the file
+// back as it was, so a partial line never follows the good ones.
 func (l *Log) writeAt(buf []byte, off int64) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	size, err := l.ensureAllocated(off + int64(len(buf)))
+	fi, err := l.f.Stat()
 	if err != nil {
 		l.headValid = false
 		return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
 	}
+	size := fi.Size()
+	l.reserve(size, off+int64(len(buf)))
 	_, err = l.f.WriteAt(buf, off)
 	l.groups++
 	if err == nil {
@@ -546,8 +553,8 @@ func (l *Log) writeAt(buf []byte, off int64) error {
 
 // unwrite undoes a failed write of [from, to) to a file that was size
 // bytes long (File.WriteAt does not say how much of a failed write landed):
-// what lay past size is cut off, what lay inside the preallocated zeros is
-// zeroed again. When zeroing fails too (the disk that refused the line may
+// what lay past size is cut off, what lay inside size (a zero tail an
+// earlier version left) is zeroed again. When zeroing fails too (the disk that refused the line may
 // refuse the zeros) and bytes remain past from, the file is cut at from.
 func (l *Log) unwrite(from, to, size int64) error {
 	if to > size {
@@ -569,54 +576,31 @@ func (l *Log) unwrite(from, to, size int64) error {
 	return l.f.Truncate(from)
 }
 
-// preallocAfter is how many groups a Log writes before it preallocates:
-// a one-shot `exechost run` (a decision and a finished record) should not
-// pay for half a megabyte of zeros. Until then, and on a disk too full for
-// a whole chunk, a group is written past the end of the file, and its
-// fdatasync also flushes the new size — the old cost, still durable.
+// preallocAfter is how many groups a Log writes before it reserves
+// blocks: a one-shot `exechost run` (a decision and a finished record)
+// should not reserve half a megabyte.
 const preallocAfter = 2
 
-// ensureAllocated returns the file's size, first extending it, when need
-// lies past the end and this Log is past preallocAfter groups, with written
-// zeros to the next PreallocBytes boundary (capped at MaxBytes) and
-// fsyncing once, so the appends that land inside need only fdatasync their
-// data. A failed extension is cut back, leaving the file as it was, and the
-// write then extends the file itself.
-func (l *Log) ensureAllocated(need int64) (int64, error) {
-	fi, err := l.f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	size := fi.Size()
-	if need <= size || l.groups < preallocAfter {
-		return size, nil
+// reserve makes sure, once this Log is past preallocAfter groups, that
+// blocks are reserved up to need (a file of size bytes): when need lies
+// past what was reserved, it reserves up to the next PreallocBytes
+// boundary (capped at MaxBytes) without changing the file's size. A
+// failure (a full disk, a file system without the call) only means the
+// write allocates its own blocks, as it would without reserving.
+func (l *Log) reserve(size, need int64) {
+	if l.groups < preallocAfter || need <= l.reserved {
+		return
 	}
 	target := max(min((need+PreallocBytes-1)/PreallocBytes*PreallocBytes, l.opts.MaxBytes), need)
-	if target > need && l.extend(size, target) == nil {
-		return target, nil
+	if target > size && reserveBlocks(l.f, size, target-size) == nil {
+		l.reserved = target
 	}
-	return size, nil
-}
-
-// extend grows the file from size to target bytes of zeros and fsyncs it
-// (size and block map included); on failure the file is cut back to size.
-func (l *Log) extend(size, target int64) error {
-	err := writeZeros(l.f, size, target)
-	if err == nil {
-		err = l.f.Sync()
-	}
-	if err != nil {
-		if terr := l.f.Truncate(size); terr != nil {
-			err = errors.Join(err, fmt.Errorf("undo preallocation: %w", terr))
-		}
-	}
-	return err
 }
 
 // syncData is datasync, replaceable by tests that count or stall syncs.
 var syncData = datasync
 
-// zeros is the source of preallocation and undo writes.
+// zeros is the source of undo writes.
 var zeros [64 << 10]byte
 
 // writeZeros writes zero bytes over [from, to) of f.
@@ -709,7 +693,7 @@ func (l *Log) followRotation() error {
 	}
 	l.f.Close()
 	l.f = f
-	l.headValid, l.checked = false, false
+	l.headValid, l.checked, l.reserved = false, false, 0
 	return nil
 }
 
@@ -737,7 +721,7 @@ func (l *Log) chainHead() (end int64, prev string, err error) {
 	if err != nil {
 		return 0, "", fmt.Errorf("audit append %s: find end of data: %w", l.path, err)
 	}
-	full := de
+	full := fi.Size()
 	if !l.checked {
 		if de, err = tornEnd(l.f, de); err != nil {
 			return 0, "", fmt.Errorf("audit append %s: check for a torn write: %w", l.path, err)
@@ -750,7 +734,8 @@ func (l *Log) chainHead() (end int64, prev string, err error) {
 	}
 	if end != full {
 		// Truncate (not zero) so a follower sees the file shrink past its
-		// offset and rereads from the cut.
+		// offset and rereads from the cut. This also cuts a zero tail an
+		// earlier version preallocated, so the file ends at its last line.
 		if err := l.f.Truncate(end); err != nil {
 			return 0, "", fmt.Errorf("audit append %s: cut interrupted line: %w", l.path, err)
 		}
@@ -840,12 +825,12 @@ func lastLine(r io.ReaderAt, size int64) (line []byte, end int64, err error) {
 // rotatedName returns the name of the n-th rotated file (n ≥ 1).
 func rotatedName(path string, n int) string { return path + "." + strconv.Itoa(n) }
 
-// rotate cuts the current file at end (dropping its zero tail) and makes it
+// rotate cuts the current file at end (releasing its reserved blocks) and makes it
 // durable, shifts path.N-1 → path.N … path → path.1 and opens a fresh path,
 // whose first line will carry head as prev. The caller holds the lock.
 func (l *Log) rotate(end int64, head string) error {
 	if err := l.f.Truncate(end); err != nil {
-		return fmt.Errorf("audit rotate %s: cut preallocated tail: %w", l.path, err)
+		return fmt.Errorf("audit rotate %s: release reserved blocks: %w", l.path, err)
 	}
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("audit rotate %s: sync: %w", l.path, err)
@@ -869,7 +854,7 @@ func (l *Log) rotate(end int64, head string) error {
 	}
 	l.f.Close()
 	l.f = f
-	l.end, l.head, l.headValid, l.checked = 0, head, true, true
+	l.end, l.head, l.headValid, l.checked, l.reserved = 0, head, true, true, 0
 	if err := syncDir(filepath.Dir(l.path)); err != nil {
 		l.headValid = false
 		return fmt.Errorf("audit rotate %s: sync directory: %w", l.path, err)

@@ -103,8 +103,8 @@ func snapshot(path string) ([]segment, error) {
 			closeSegments(segs)
 			return nil, fmt.Errorf("stat audit log: %w", err)
 		}
-		// The newest file ends in a preallocated zero tail while a writer
-		// has it open (see PreallocBytes); the log ends at its data.
+		// A file an earlier version preallocated may end in a zero tail
+		// (see PreallocBytes); the log ends at its data.
 		size, err := dataEnd(f, fi.Size())
 		if err != nil {
 			f.Close()

@@ -30,7 +30,9 @@ type Denial struct {
 
 // DenialSource is the provenance of the setting that decided a denial.
 type DenialSource struct {
-	// Host is the execution host: "gateway" or the node's id.
+	// Host is the execution host: "gateway", "this machine", or the node
+	// by its display name and a short id ("build-box (3f2a9c01…)"; the
+	// id when it has no display name).
 	Host string `json:"host"`
 	// File is the policy file on that host (exec-approvals.json, or the
 	// gateway's exechost.json for a deny requested by the gateway).

@@ -213,6 +213,7 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 func newAllowlistCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "allowlist", Short: "Add or remove allowlist patterns (here, or on a paired node with --node)"}
 	var agent, node, gw string
+	var yes bool
 	mk := func(use, short string, add bool) *cobra.Command {
 		c := &cobra.Command{
 			Use:   use + " PATTERN",
@@ -222,6 +223,11 @@ func newAllowlistCmd(g *globals) *cobra.Command {
 				pattern := strings.TrimSpace(args[0])
 				if add && !policy.CanMatch(pattern) {
 					return usagef("refusing to add a pattern that can never match: %s", policy.LintPattern(pattern))
+				}
+				if add {
+					if err := g.confirmAllowlist(cmd.InOrStdin(), pattern, allowlistWarnings(pattern), yes); err != nil {
+						return err
+					}
 				}
 				changed := false
 				edit := func(f *approvals.File) error {
@@ -259,15 +265,15 @@ func newAllowlistCmd(g *globals) *cobra.Command {
 				default:
 					return fmt.Errorf("pattern %q is not in agent %s's allowlist%s (hint: `exechost approvals get` lists them)", pattern, agent, on)
 				}
-				if w := policy.LintPattern(pattern); w != "" && add {
-					fmt.Fprintf(g.stderr, "WARNING: %s\n", w)
-				}
 				return nil
 			},
 		}
 		c.Flags().StringVar(&agent, "agent", "*", "agent `ID` (\"*\" applies to every agent)")
 		c.Flags().StringVar(&node, "node", "", "edit a paired `NODE`'s allowlist (through the gateway)")
 		c.Flags().StringVar(&gw, "gateway", DefaultGateway, "gateway `URL` (with --node)")
+		if add {
+			c.Flags().BoolVar(&yes, "yes", false, "add a pattern that can run anything (a shell, an interpreter, a wrapper, a broad glob) without asking; needed when stdin is not a terminal")
+		}
 		return c
 	}
 	cmd.AddCommand(mk("add", "Add a path glob to an agent's allowlist", true), mk("remove", "Remove a pattern (or entry id) from an agent's allowlist", false))

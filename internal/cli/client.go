@@ -131,7 +131,11 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 	if a.credential != nil {
 		opts.Credential = a.credential
 	}
-	dctx, cancel := context.WithTimeout(ctx, clientTimeout)
+	limit := g.connectTimeout
+	if limit <= 0 {
+		limit = clientTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	c, _, err := bridge.Dial(dctx, url, bridge.ConnectParams{
 		Role:   role,
@@ -145,6 +149,12 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*bridge.Co
 		var be *bridge.Error
 		if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) || errors.Is(err, bridge.ErrGatewayKey) {
 			return nil, err
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// Something accepted the connection (or the network holds
+			// it) but no handshake came back in time: a timeout (124),
+			// as docs/cli.md says, not "unavailable".
+			return nil, withCode(ExitTimeout, fmt.Errorf("no answer from the gateway at %s within %s (hint: something accepts connections there but does not answer as an exechost gateway: is it overloaded, stopped in a debugger, or another program? --gateway or $%s sets the URL)", url, limit, EnvGateway))
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			// Instead of the five nested layers of a refused dial.

@@ -12,6 +12,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 func init() { register(newExecCmd) }
@@ -63,7 +64,7 @@ code, reason and hint. This call's system events are printed to stderr
 	}
 	fl := cmd.Flags()
 	// Everything after the command's first word belongs to the command:
-	// `exechost exec --host node ls -la` runs "ls -la".
+	// `exechost exec --host node ls -la` runs "ls -la" (commandText).
 	fl.SetInterspersed(false)
 	fl.StringVar(&f.url, "gateway", DefaultGateway, "gateway URL")
 	fl.StringVar(&f.session, "session", "", "session key (default main)")
@@ -130,16 +131,10 @@ func (f execFlags) validate(args []string) (map[string]string, error) {
 	return env, nil
 }
 
+// runExec runs exec once; with --json, an error that printed nothing is
+// printed as the one JSON object by run (root.go).
 func (g *globals) runExec(ctx context.Context, f execFlags, args []string) error {
-	err := g.execOnce(ctx, f, args)
-	if err == nil || !f.asJSON {
-		return err
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		return err // a result was printed; its exit status stands
-	}
-	return g.failJSON(err)
+	return g.execOnce(ctx, f, args)
 }
 
 func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) error {
@@ -204,8 +199,12 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		fmt.Fprintln(g.stdout, res.Reply)
 		return nil
 	}
+	text, err := commandText(args)
+	if err != nil {
+		return err
+	}
 	p := bridge.ExecParams{
-		Command: strings.Join(args, " "), Host: f.host, Security: f.security, Ask: f.ask, Node: f.node,
+		Command: text, Host: f.host, Security: f.security, Ask: f.ask, Node: f.node,
 		Cwd: f.cwd, TimeoutSec: f.timeout, SessionKey: f.session, AgentID: f.agent, YieldMs: f.yieldMs,
 		IdempotencyKey: f.idem,
 	}
@@ -252,11 +251,16 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		if res.Truncated {
 			g.truncationNote(res.DroppedBytes)
 		}
-		if res.TimedOut {
+		switch {
+		case res.TimedOut && res.Error != "":
+			// The host says what happened at the timeout (a sandbox that
+			// could not kill the command says so): never claim a kill
+			// that did not happen.
+			fmt.Fprintln(g.stderr, prefixed(res.Error))
+		case res.TimedOut:
 			fmt.Fprintf(g.stderr, "exechost: command timed out; its process group was killed\n")
-		}
-		if res.Error != "" && !res.TimedOut {
-			fmt.Fprintf(g.stderr, "exechost: %s\n", res.Error)
+		case res.Error != "":
+			fmt.Fprintln(g.stderr, prefixed(res.Error))
 		}
 	}
 	switch {
@@ -272,4 +276,20 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		return exitError{code: res.ExitCode}
 	}
 	return nil
+}
+
+// commandText is the command of `run`'s and `exec`'s arguments, the same
+// for both: one argument is shell text as given ('uname -a && id'); several
+// are the words of one command, each kept one word (quoted), so
+// `exec rm 'my file'` removes one file and `exec 'uname -a' x` runs a
+// program named "uname -a" rather than silently joining the words.
+func commandText(args []string) (string, error) {
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	text, err := shellcmd.QuoteArgv(args)
+	if err != nil {
+		return "", usagef("%w", err)
+	}
+	return text, nil
 }

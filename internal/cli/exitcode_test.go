@@ -58,7 +58,8 @@ func TestUsageIsTyped(t *testing.T) {
 		{"exec", "--timeout", "-1", "true"},
 		{"exec", "--timeout", "soon", "true"},
 		{"run", "--timeout", "-1", "true"},
-		{"run", "a", "b"},
+		{"run"},
+		{"exec"},
 		{"gateway", "join-key", "--ttl", "0s"},
 		{"version", "extra"},
 	} {
@@ -74,5 +75,18 @@ func TestUsageIsTyped(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"--state-dir", dir, "approvals"}, &out, &errb); code != ExitOK || !strings.Contains(out.String(), "Available Commands") {
 		t.Errorf("a bare group: exit %d, want its help and 0; stdout: %s", code, out.String())
+	}
+}
+
+func TestPrefixedOnce(t *testing.T) {
+	for in, want := range map[string]string{
+		"denied":                 "exechost: denied",
+		"exechost: denied":       "exechost: denied",
+		"exechost: exechost: x":  "exechost: x",
+		"exechost up is running": "exechost: exechost up is running",
+	} {
+		if got := prefixed(in); got != want {
+			t.Errorf("prefixed(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -130,6 +130,7 @@ func newJoinKeyCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stderr, " --tls-fingerprint %s", res.Fingerprint)
 			}
 			fmt.Fprintln(g.stderr)
+			g.pairingNote()
 			return nil
 		},
 	}

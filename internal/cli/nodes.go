@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/state"
 )
 
 func init() { register(newNodesCmd) }
@@ -61,6 +64,9 @@ func newNodesCmd(g *globals) *cobra.Command {
 					name += ", key fingerprint " + res.Fingerprint
 				}
 				fmt.Fprintf(g.stdout, "%s %s\n", verb, name)
+				if method == bridge.MethodNodesApprove {
+					g.pairingNote()
+				}
 				return nil
 			},
 		}
@@ -120,4 +126,28 @@ func trunc(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// pairingNote tells stderr what pairing one more node changes for an exec
+// that names no node: with several nodes paired it needs a node, unless
+// exechost.json (this state directory's, which is the gateway's when it
+// runs here) names a default node or a binding.
+func (g *globals) pairingNote() {
+	dir, err := g.dir()
+	if err != nil {
+		return
+	}
+	path := filepath.Join(dir, state.ConfigFile)
+	cfg, err := config.Load(path, true)
+	if err != nil {
+		return
+	}
+	switch {
+	case cfg.Tools.Exec.Node != "":
+		fmt.Fprintf(g.stderr, "note: agents stay bound to node %s by tools.exec.node in %s; a request for another node is denied until that binding changes\n", cfg.Tools.Exec.Node, path)
+	case cfg.Tools.Exec.DefaultNode != "":
+		fmt.Fprintf(g.stderr, "note: an exec without --node keeps going to node %s (tools.exec.defaultNode in %s); reach the new node with --node NAME\n", cfg.Tools.Exec.DefaultNode, path)
+	default:
+		fmt.Fprintf(g.stderr, "note: with more than one node paired, an exec without --node fails with NODE_REQUIRED: pass --node NAME, or set tools.exec.defaultNode in %s\n", path)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -79,22 +80,16 @@ func hintOf(msg string) string {
 	return h
 }
 
-// failJSON prints err as the one JSON object and returns the error that
-// exits with its status (its message still goes to stderr).
-func (g *globals) failJSON(err error) error {
-	code := ExitCode(err)
-	if code == ExitFailure {
-		code = wireExitCode(err)
-	}
-	if perr := g.printJSON(errorObject(err, code)); perr != nil {
-		return perr
-	}
-	return withCode(code, err)
-}
-
 // denied prints a denial for a person: the message, then what explain
 // knows, indented; it returns the error that exits ExitDenied.
 func (g *globals) denied(msg string, d *bridge.Denial) error {
+	if line := decisionLine(d); line != "" {
+		// The lines below say what was missing, which policy decided
+		// and the exact command that fixes it: the first line needs
+		// only the decision, not the nested hints the message carries
+		// for readers that get nothing else.
+		msg = line
+	}
 	fmt.Fprintf(g.stderr, "exechost: denied: %s\n", msg)
 	for line := range strings.SplitSeq(strings.TrimRight(explain.Text(d), "\n"), "\n") {
 		if line != "" {
@@ -113,4 +108,18 @@ func (g *globals) truncationNote(dropped int64) {
 		how = fmt.Sprintf("%d more bytes were dropped", dropped)
 	}
 	fmt.Fprintf(g.stderr, "exechost: output truncated: stdout and stderr together are capped at %d bytes; %s (hint: write large output to a file on the host and read it in parts)\n", runner.MaxOutput, how)
+}
+
+// decisionLine is the design's error for d's reason ("SYSTEM_RUN_DENIED:
+// approval required") when d also has the exact fixing command, else "".
+func decisionLine(d *bridge.Denial) string {
+	if d == nil || d.Fix == "" || d.Reason == "" {
+		return ""
+	}
+	for _, e := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
+		if _, reason, _ := strings.Cut(e.Error(), ": "); reason == d.Reason {
+			return e.Error()
+		}
+	}
+	return ""
 }

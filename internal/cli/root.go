@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,7 +19,8 @@ import (
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
-// Version is set at build time with -ldflags "-X …/cli.Version=…".
+// Version is set at build time with -ldflags "-X …/cli.Version=…";
+// without it, from the binary's build info (version.go).
 var Version = "dev"
 
 // DefaultGateway is the gateway URL client commands use without --gateway
@@ -67,6 +69,9 @@ type globals struct {
 	// credential is --credential: the client credential file to connect
 	// with (client.go).
 	credential string
+	// connectTimeout bounds dialling the gateway and its handshake
+	// (clientTimeout when 0; tests set it short).
+	connectTimeout time.Duration
 }
 
 // dir returns the resolved state directory (not created).
@@ -82,26 +87,26 @@ func (g *globals) printJSON(v any) error {
 // NewRoot builds the command tree. Each constructor lives in its own file.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command { return newRoot(stdout, stderr, nil) }
 
-func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
+func newRoot(stdout, stderr io.Writer, args []string, tune ...func(*globals)) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr, args: args}
+	for _, f := range tune {
+		f(g)
+	}
 	root := &cobra.Command{
 		Use:           "exechost",
 		Short:         "Run AI agents' shell commands safely on sandboxes, the gateway host and paired nodes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       Version, // --version
 	}
+	root.SetVersionTemplate("exechost {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "state directory (default $"+state.EnvDir+" or ~/.openclaw)")
 	root.PersistentFlags().StringVar(&g.credential, "credential", "", "client credential file to connect to the gateway with (default $"+EnvCredential+", else the state directory's gateway token)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		err = usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
-		if jsonOnStdout(c, g.args) {
-			// Flags did not parse, so --json was never read: keep the
-			// promise of one JSON object on stdout anyway.
-			return g.failJSON(err)
-		}
-		return err
+		// With --json, run prints the error as the one JSON object.
+		return usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
 	})
 	for _, mk := range commands {
 		root.AddCommand(mk(g))
@@ -117,11 +122,16 @@ func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 	return root
 }
 
-// jsonOnStdout reports whether c is `run` or `exec` and args ask for
-// --json (before any "--"), which promises one JSON object on stdout.
+// jsonOnStdout reports whether c has a --json flag and it was asked for:
+// set, or (when flags did not parse, so it was never read) present in args
+// before any "--". It promises one JSON object on stdout.
 func jsonOnStdout(c *cobra.Command, args []string) bool {
-	if c.Name() != "exec" && c.Name() != "run" {
+	f := c.Flags().Lookup("json")
+	if f == nil {
 		return false
+	}
+	if f.Changed {
+		return f.Value.String() == "true"
 	}
 	for _, a := range args {
 		if a == "--" {
@@ -132,6 +142,19 @@ func jsonOnStdout(c *cobra.Command, args []string) bool {
 		}
 	}
 	return false
+}
+
+// countingWriter counts what a command wrote, so run knows whether a
+// --json command printed its object before failing.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // commands lists every subcommand constructor; each file appends its own in
@@ -145,19 +168,48 @@ func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
 }
 
-// run is Main with its streams, for tests.
-func run(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr, args)
+// run is Main with its streams, for tests; tune adjusts the globals
+// (tests shorten deadlines).
+func run(args []string, stdout, stderr io.Writer, tune ...func(*globals)) int {
+	out := &countingWriter{w: stdout}
+	root := newRoot(out, stderr, args, tune...)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK
+	}
+	if cmd != nil && out.n == 0 && jsonOnStdout(cmd, args) {
+		// Every command with --json prints exactly one JSON object,
+		// errors included (usage errors, unreachable gateways, …):
+		// one that failed before printing gets the error object.
+		code := ExitCode(err)
+		if code == ExitFailure {
+			code = wireExitCode(err)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if enc.Encode(errorObject(err, code)) == nil {
+			err = withCode(code, err)
+		}
 	}
 	var ee exitError
 	if !errors.As(err, &ee) {
 		// Errors can echo host-supplied text: shown through the one sanitiser.
 		msg := textsafe.Line(strings.ReplaceAll(err.Error(), "\n", " "))
-		fmt.Fprintln(stderr, "exechost:", msg)
+		fmt.Fprintln(stderr, prefixed(msg))
 	}
 	return ExitCode(err)
+}
+
+// prefixed returns msg with exactly one leading "exechost: ": messages
+// from other layers (a node's fallback note, the interpreter's refusal)
+// may carry their own, which must not double.
+func prefixed(msg string) string {
+	for {
+		rest, ok := strings.CutPrefix(msg, "exechost: ")
+		if !ok {
+			return "exechost: " + msg
+		}
+		msg = rest
+	}
 }

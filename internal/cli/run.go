@@ -24,7 +24,7 @@ func init() { register(newRunCmd) }
 func newRunCmd(g *globals) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run [--agent ID] [--cwd D] [--timeout SEC] [--json] 'COMMAND TEXT'",
+		Use:   "run [--agent ID] [--cwd D] [--timeout SEC] [--json] 'COMMAND TEXT' | WORD…",
 		Short: "Run a command on this machine through its local approvals policy",
 		Long: "Run analyses the command, applies this machine's exec-approvals.json, asks the\n" +
 			"approver (exechost approver) when the policy says so — or applies askFallback\n" +
@@ -32,19 +32,20 @@ func newRunCmd(g *globals) *cobra.Command {
 			"126 denied (what was missing, which policy decided and the fixing command go\n" +
 			"to stderr), 124 timed out, 2 usage, 1 any other failure. With --json, stdout\n" +
 			"carries exactly one JSON object: the result, or the error.",
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := g.runLocal(cmd, f, args[0])
-			if err == nil || !f.asJSON {
+			text, err := commandText(args) // as exec reads them
+			if err != nil {
 				return err
 			}
-			var ee exitError
-			if errors.As(err, &ee) {
-				return err // a result was printed; its exit status stands
-			}
-			return g.failJSON(err)
+			// With --json, an error that printed nothing is printed as
+			// the one JSON object by run (root.go).
+			return g.runLocal(cmd, f, text)
 		},
 	}
+	// As for exec: everything from the command's first word on belongs
+	// to the command (`exechost run ls -la`).
+	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&f.agent, "agent", defaultAgent, "agent `ID` whose approvals apply (as for exec and mcp)")
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working `DIR` (default: the current directory)")
 	cmd.Flags().StringVar(&f.security, "security", "", "request a stricter security (`deny|allowlist|full`); the host's own file still applies")

@@ -19,9 +19,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/atomicfile"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/node"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -98,6 +100,10 @@ func upListenDefault() string {
 }
 
 func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web string, noApprover bool, lf logFlags) error {
+	tmp := upTempBuild()
+	if tmp != nil {
+		printTempBuild(g, tmp)
+	}
 	dir, err := g.dir()
 	if err != nil {
 		return err
@@ -117,6 +123,10 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	}
 	defer lock.Unlock()
 	fresh, err := ensureUpApprovals(dir)
+	if err != nil {
+		return err
+	}
+	cfgState, err := ensureUpConfig(dir)
 	if err != nil {
 		return err
 	}
@@ -242,7 +252,12 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 			return nil
 		}
 	}
-	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, noApprover: noApprover, exe: exechostCommand(), mcpCredential: mcpCred})
+	printUpNext(g, upSummary{dir: dir, url: url, approverURL: approverURL, nodeID: nodeID, fresh: fresh, config: cfgState, noApprover: noApprover, exe: exechostCommand(tmp), tmp: tmp != nil, mcpCredential: mcpCred})
+	// The explanation of the created defaults has been shown: a later
+	// run keeps the file and says so.
+	if err := upShown(dir); err != nil {
+		return fail(err)
+	}
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -294,6 +309,8 @@ func (g *globals) upGatewayErr(ctx context.Context, listen string, err error) er
 	if c, derr := g.dialGateway(pctx, "ws://"+listen, "operator"); derr == nil {
 		c.Close("probe")
 		what = "an exechost gateway of this state directory (another `exechost up`, or `exechost gateway`)"
+	} else if isExechostGateway(pctx, "ws://"+listen) {
+		what = "another exechost gateway, of another state directory (another `exechost up --state-dir …` or `exechost gateway`)"
 	}
 	return fmt.Errorf("%s is already in use by %s (hint: stop it, or use what is running there; to run a second one, `exechost up --state-dir OTHER --listen 127.0.0.1:0 --web 127.0.0.1:0`)", listen, what)
 }
@@ -305,38 +322,140 @@ func gatewayErr(err error) error {
 	return nil
 }
 
+// upCreatedMarker names the marker file, in the state directory, saying
+// that file was created by an `up` that has not yet printed its summary:
+// a run that fails before the summary leaves it, so the next run still
+// explains the created file instead of calling it "kept".
+func upCreatedMarker(dir, file string) string {
+	return filepath.Join(dir, "up-created-"+file)
+}
+
+// upCreate creates path with create unless it exists; created is also
+// true when an earlier `up` created it but failed before saying so.
+func upCreate(dir, path string, create func() error) (created bool, err error) {
+	marker := upCreatedMarker(dir, filepath.Base(path))
+	if _, err := os.Lstat(path); err == nil {
+		_, merr := os.Lstat(marker)
+		return merr == nil, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		return false, err
+	}
+	return true, create()
+}
+
+// upShown removes the markers of upCreate once the summary has said what
+// was created.
+func upShown(dir string) error {
+	for _, f := range []string{approvals.DefaultPath(dir), filepath.Join(dir, state.ConfigFile)} {
+		if err := os.Remove(upCreatedMarker(dir, filepath.Base(f))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // ensureUpApprovals creates exec-approvals.json for a fresh state directory
 // with allowlist + ask on miss + askFallback deny. An existing file is never
 // touched.
 func ensureUpApprovals(dir string) (created bool, err error) {
 	s := approvals.NewStore(dir)
-	if _, err := os.Lstat(s.Path); err == nil {
-		return false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
-	_, err = s.Update(func(f *approvals.File) error {
-		f.Defaults.Security = string(policy.SecurityAllowlist)
-		f.Defaults.Ask = string(policy.AskOnMiss)
-		f.Defaults.AskFallback = string(policy.FallbackDeny)
+	return upCreate(dir, s.Path, func() error {
+		_, err := s.Update(func(f *approvals.File) error {
+			f.Defaults.Security = string(policy.SecurityAllowlist)
+			f.Defaults.Ask = string(policy.AskOnMiss)
+			f.Defaults.AskFallback = string(policy.FallbackDeny)
+			return nil
+		})
+		return err
+	})
+}
+
+// How `up` found exechost.json (upSummary.config).
+const (
+	upConfigWritten = "written" // absent: written with the local node as tools.exec.defaultNode
+	upConfigKept    = "kept"    // present with a default node or binding
+	upConfigNoDef   = "nodef"   // present without either: a second node makes plain exec NODE_REQUIRED
+)
+
+// upConfigText is the exechost.json `up` writes: its embedded settings
+// (upConfig) plus the local node as the default node, so an exec without
+// a node keeps going to this machine after a second node is paired
+// (without restricting agents to it, as tools.exec.node would).
+const upConfigText = `// Written by ` + "`exechost up`" + ` (docs/gateway.md). Edit freely; SIGHUP or
+// restarting up applies it. defaultNode is where an exec without a node
+// goes when several nodes are paired (this machine's node).
+{
+  "tools": {
+    "exec": {"host": "node", "security": "allowlist", "ask": "on-miss", "defaultNode": %q}
+  }
+}
+`
+
+// ensureUpConfig writes <dir>/exechost.json when it is absent, naming the
+// local node as the default node; the gateway then starts on it. The
+// node's id is known before it connects: its pairing's id, else the id its
+// key gives a first pairing. An existing file is never touched.
+func ensureUpConfig(dir string) (string, error) {
+	path := filepath.Join(dir, state.ConfigFile)
+	created, err := upCreate(dir, path, func() error {
+		id, err := node.LoadIdentity(dir)
+		if err != nil {
+			return err
+		}
+		nodeID := id.NodeID
+		if id.Token == "" || nodeID == "" {
+			key, _, err := nodekey.LoadOrCreate(dir)
+			if err != nil {
+				return err
+			}
+			nodeID = key.DeviceID()
+		}
+		if err := atomicfile.WriteFile(path, fmt.Appendf(nil, upConfigText, nodeID), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
 		return nil
 	})
-	return err == nil, err
+	if err != nil || created {
+		return upConfigWritten, err
+	}
+	cfg, err := config.Load(path, false)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Tools.Exec.DefaultNode != "" || cfg.Tools.Exec.Node != "" {
+		return upConfigKept, nil
+	}
+	return upConfigNoDef, nil
 }
 
 // upSummary is what `up` prints once everything serves.
 type upSummary struct {
 	dir, url, approverURL, nodeID string
 	fresh, noApprover             bool
+	// config is how exechost.json was found (upConfigWritten, …).
+	config string
 	// exe is how to call exechost from another terminal (exechostCommand).
 	exe string
 	// mcpCredential is the agent credential file for MCP clients.
 	mcpCredential string
+	// tmp is set when this binary is a temporary `go run` build (already
+	// said at the start).
+	tmp bool
 }
 
 // exechostCommand is how the "Next" lines call exechost: plainly when
-// `exechost` on PATH is this binary, else this binary's absolute path.
-func exechostCommand() string {
+// `exechost` on PATH is this binary, else this binary's absolute path; for
+// a temporary build (tmp), the path `go install` will give it.
+func exechostCommand(tmp *tempBuild) string {
+	if tmp != nil {
+		if onPath, err := exec.LookPath("exechost"); err == nil && onPath == tmp.installed {
+			return "exechost"
+		}
+		return tmp.installed
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return "exechost"
@@ -352,6 +471,76 @@ func exechostCommand() string {
 	return self
 }
 
+// tempBuild describes a binary `go run` built into a temporary directory,
+// which is deleted when it exits: what `up` prints must not point there.
+type tempBuild struct {
+	self      string // the temporary binary
+	install   string // the command that installs exechost for good
+	installed string // where that puts the binary
+}
+
+// detectTempBuild returns a tempBuild when self lies in a `go run` work
+// directory ($GOTMPDIR or $TMPDIR/go-build…/b001/exe/exechost), else nil.
+// cwd decides the install line: a checkout installs ./cmd/exechost.
+func detectTempBuild(self, cwd string) *tempBuild {
+	dir := filepath.Dir(self)
+	if filepath.Base(dir) != "exe" {
+		return nil
+	}
+	found := false
+	for d := filepath.Dir(dir); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if strings.HasPrefix(filepath.Base(d), "go-build") {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	// CGO_ENABLED=0: a static binary, which the sandbox's resident agent
+	// needs (README "Install").
+	t := &tempBuild{self: self, install: "CGO_ENABLED=0 go install github.com/exechost/exechost/cmd/exechost@latest"}
+	if fi, err := os.Stat(filepath.Join(cwd, "cmd", "exechost")); err == nil && fi.IsDir() {
+		t.install = "CGO_ENABLED=0 go install ./cmd/exechost"
+	}
+	t.installed = filepath.Join(goBinDir(), "exechost")
+	return t
+}
+
+// goBinDir is where `go install` puts binaries: $GOBIN, else the first
+// $GOPATH entry's bin, else ~/go/bin (Go's defaults, without running go).
+func goBinDir() string {
+	if b := os.Getenv("GOBIN"); b != "" {
+		return b
+	}
+	if p := filepath.SplitList(os.Getenv("GOPATH")); len(p) > 0 && p[0] != "" {
+		return filepath.Join(p[0], "bin")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join("~", "go", "bin")
+	}
+	return filepath.Join(home, "go", "bin")
+}
+
+// upTempBuild is the tempBuild of this process, or nil.
+func upTempBuild() *tempBuild {
+	self, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	cwd, _ := os.Getwd()
+	return detectTempBuild(self, cwd)
+}
+
+// printTempBuild says, before anything else, that this binary disappears
+// when `up` stops, and how to install it.
+func printTempBuild(g *globals, t *tempBuild) {
+	fmt.Fprintf(g.stdout, "note: this exechost is a temporary build of `go run` (%s), deleted when it stops;\n", t.self)
+	fmt.Fprintf(g.stdout, "  the commands and MCP config below name the installed binary instead. Install it with:\n")
+	fmt.Fprintf(g.stdout, "  %s    # puts it at %s\n\n", t.install, t.installed)
+}
+
 func printUpNext(g *globals, s upSummary) {
 	w := g.stdout
 	fmt.Fprintf(w, "exechost is up (Ctrl-C stops everything)\n")
@@ -365,18 +554,31 @@ func printUpNext(g *globals, s upSummary) {
 	} else {
 		fmt.Fprintf(w, "  policy    %s (kept as it is)\n", approvals.DefaultPath(s.dir))
 	}
-	exe := s.exe
-	if strings.ContainsAny(exe, " '\"") {
-		exe = "'" + strings.ReplaceAll(exe, "'", `'\''`) + "'"
+	cfgPath := filepath.Join(s.dir, state.ConfigFile)
+	switch s.config {
+	case upConfigWritten:
+		fmt.Fprintf(w, "  config    %s created: exec without a node goes to this node (tools.exec.defaultNode)\n", cfgPath)
+	case upConfigKept:
+		fmt.Fprintf(w, "  config    %s (kept as it is)\n", cfgPath)
+	case upConfigNoDef:
+		fmt.Fprintf(w, "  config    %s (kept as it is; it names no default node: once a second node is paired, exec needs --node, or set tools.exec.defaultNode)\n", cfgPath)
 	}
-	cmd := exe + " --state-dir " + s.dir
+	cmd := shellWord(s.exe) + " --state-dir " + s.dir
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
-	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # asks the approver, then runs on the node\n", cmd, s.url)
-	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # never ask for it again\n", cmd)
+	how, add := "asks the approver, then runs on the node", "never ask for it again"
+	if s.noApprover {
+		// Nobody is asked: askFallback (deny in up's defaults) decides.
+		how, add = "denied until allowlisted (askFallback decides)", "then it runs"
+	}
+	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # %s\n", cmd, s.url, how)
+	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # %s\n", cmd, add)
 	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
 	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--credential\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.mcpCredential, s.url)
-	if s.exe != "exechost" {
-		fmt.Fprintf(w, "(exechost is not on PATH; install it with `go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
+	if s.tmp {
+		fmt.Fprintf(w, "(these name %s: run the `go install` line printed at the start first)\n", s.exe)
+	}
+	if s.exe != "exechost" && !s.tmp {
+		fmt.Fprintf(w, "(exechost is not on PATH; install it with `CGO_ENABLED=0 go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
 	}
 }

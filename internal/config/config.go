@@ -35,6 +35,12 @@ type Exec struct {
 	Security string `json:"security,omitempty"`
 	Ask      string `json:"ask,omitempty"`
 	Node     string `json:"node,omitempty"`
+	// DefaultNode is the node an exec without a node goes to when several
+	// are paired. Unlike Node it restricts nothing: a request naming
+	// another node is served. `exechost up` writes its local node here, so
+	// pairing a second node does not turn every plain exec into
+	// NODE_REQUIRED.
+	DefaultNode string `json:"defaultNode,omitempty"`
 }
 
 // Settings returns e as a policy layer.
@@ -173,6 +179,15 @@ func (c *Config) Binding(agentID string) string {
 		return a.Tools.Exec.Node
 	}
 	return c.Tools.Exec.Node
+}
+
+// DefaultNode returns the node an exec without a node goes to when
+// several are paired (tools.exec.defaultNode, the agent's own wins), or "".
+func (c *Config) DefaultNode(agentID string) string {
+	if a, ok := c.Agent(agentID); ok && a.Tools.Exec.DefaultNode != "" {
+		return a.Tools.Exec.DefaultNode
+	}
+	return c.Tools.Exec.DefaultNode
 }
 
 // Load reads path. A missing file is not an error when missingOK: the
@@ -319,5 +334,6 @@ func validateExec(where string, e *Exec) error {
 		e.Ask = string(a)
 	}
 	e.Node = strings.TrimSpace(e.Node)
+	e.DefaultNode = strings.TrimSpace(e.DefaultNode)
 	return errors.Join(errs...)
 }

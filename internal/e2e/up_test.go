@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 var (
@@ -72,7 +73,7 @@ func TestUpRestarts(t *testing.T) {
 		out := u.p.Out.String()
 		wants := []string{"exechost is up", "(connected, this machine)", "exec --gateway " + u.url, "Next, in another terminal"}
 		if i == 0 {
-			wants = append(wants, "security=allowlist ask=on-miss askFallback=deny")
+			wants = append(wants, "security=allowlist ask=on-miss askFallback=deny", "exec without a node goes to this node (tools.exec.defaultNode)")
 		} else {
 			wants = append(wants, "(kept as it is)")
 		}
@@ -134,16 +135,40 @@ func TestUpPortTaken(t *testing.T) {
 		!strings.Contains(r.stderr, "hint:") {
 		t.Fatalf("second up on a taken port: %s", r)
 	}
+	// Another state directory's gateway (no token for it here): still
+	// recognised as an exechost gateway.
+	r = run(t, newStateDir(t, "stranger"), "up", "--listen", listen, "--web", "127.0.0.1:0", "--no-approver")
+	if r.code != 1 || !strings.Contains(r.stderr, listen+" is already in use by another exechost gateway, of another state directory") {
+		t.Fatalf("up on a port another state directory's gateway holds: %s", r)
+	}
 	// The approver's web port taken (by anything): said so, with the fix.
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	r = run(t, newStateDir(t, "third"), "up", "--listen", "127.0.0.1:0", "--web", held.Addr().String())
+	third := newStateDir(t, "third")
+	r = run(t, third, "up", "--listen", "127.0.0.1:0", "--web", held.Addr().String())
 	if r.code != 1 || !strings.Contains(r.stderr, "the approver web UI's address "+held.Addr().String()+" is already in use") {
 		t.Fatalf("up with its web port taken: %s", r)
 	}
+	// That failed run created exec-approvals.json but never showed its
+	// summary: the next run still explains the created defaults, and
+	// under --no-approver its "Next" text promises no approver.
+	u3 := startUp(t, third, "--no-approver")
+	out := u3.p.Out.String()
+	if !strings.Contains(out, "created: security=allowlist ask=on-miss askFallback=deny") || !strings.Contains(out, "exechost.json created") {
+		t.Errorf("the run after a failed up does not explain the created defaults:\n%s", out)
+	}
+	if _, next, _ := strings.Cut(out, "Next"); strings.Contains(next, "approver") || strings.Contains(next, " ask") {
+		t.Errorf("--no-approver: the Next text mentions an approver:\n%s", out)
+	}
+	u3.stop(t)
+	u3 = startUp(t, third, "--no-approver")
+	if out := u3.p.Out.String(); !strings.Contains(out, "(kept as it is)") {
+		t.Errorf("the run after a summary still calls the defaults created:\n%s", out)
+	}
+	u3.stop(t)
 	// The same state directory: refused at once, whatever the ports.
 	r = run(t, dir, "up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--no-approver")
 	if r.code != 1 || !strings.Contains(r.stderr, "another `exechost up` is already running on "+dir) {
@@ -330,5 +355,42 @@ func isDone(p *proc) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestUpFromGoRun runs `up` from where `go run` puts its binary (a
+// go-build work directory, deleted when it exits): up says so first, with
+// the install line and the installed path, and its "Next" commands and MCP
+// config name that path, never the temporary one.
+func TestUpFromGoRun(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "go-build1234", "b001", "exe")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tmpBin := filepath.Join(work, "exechost")
+	if err := os.WriteFile(tmpBin, mustRead(t, bin), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gobin := t.TempDir()
+	t.Setenv("GOBIN", gobin)
+	dir := newStateDir(t, "up")
+	tp, err := testproc.Start([]string{tmpBin, "--state-dir", dir, "up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0", "--no-approver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{tp}
+	t.Cleanup(func() { p.kill(t) })
+	waitFor(t, "up to print its summary", func() bool {
+		return strings.Contains(p.Out.String(), "Next, in another terminal") || isDone(p)
+	})
+	out := p.Out.String()
+	installed := filepath.Join(gobin, "exechost")
+	if !strings.HasPrefix(out, "note: this exechost is a temporary build of `go run` ("+tmpBin+")") ||
+		!strings.Contains(out, "CGO_ENABLED=0 go install github.com/exechost/exechost/cmd/exechost@latest    # puts it at "+installed) {
+		t.Errorf("up from a go run build does not say so first, with the install line and path:\n%s", out)
+	}
+	_, next, _ := strings.Cut(out, "Next, in another terminal")
+	if strings.Contains(next, tmpBin) || !strings.Contains(next, installed+" --state-dir") || !strings.Contains(next, `"command": "`+installed+`"`) {
+		t.Errorf("Next and MCP config should name %s, not the temporary build:\n%s", installed, out)
 	}
 }

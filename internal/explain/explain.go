@@ -130,8 +130,10 @@ func ConstructOf(analysisError string) (construct, position string) {
 
 // Host is the execution host a denial came from, as Complete needs it.
 type Host struct {
-	// Name is "gateway" or the node's id; Node is what `--node` should
-	// say for it ("" for the gateway or this machine).
+	// Name is "gateway", "this machine" or the node as a person names it
+	// (its display name and a short id; the id when it has none); Node is
+	// what `--node` should say for it ("" for the gateway or this
+	// machine).
 	Name, Node string
 	// Path is the host's exec-approvals.json and File its contents (nil
 	// when it could not be read: the provenance is then left out).

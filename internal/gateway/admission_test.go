@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/node"
+	"github.com/exechost/exechost/internal/state"
 )
 
 // blocker is a command the test holds: it waits on a FIFO until the test
@@ -175,10 +177,21 @@ func TestGatewayAdmission(t *testing.T) {
 
 // TestNodeAdmission fills a node's --max-runs with a command held on a
 // FIFO: the next system.run is BUSY from the node, through the gateway,
-// and succeeds once the held one finishes.
+// recorded in the node's audit log, and succeeds once the held one
+// finishes.
 func TestNodeAdmission(t *testing.T) {
 	e := newEnv(t, `{"tools": {"exec": {"security": "full", "ask": "off", "host": "node"}}}`)
-	e.addNode(t, "small", policyFull, func(o *node.Options) { o.MaxRuns = 1 })
+	var nodeDir string
+	e.addNode(t, "small", policyFull, func(o *node.Options) {
+		o.MaxRuns = 1
+		nodeDir = o.StateDir
+		rec, err := audit.OpenRecorder(o.StateDir, func(err error) { t.Error(err) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rec.Close() })
+		o.Audit = rec
+	})
 	agent := e.client(t, bridge.RoleAgent)
 	op := e.client(t, bridge.RoleOperator)
 	held := newBlocker(t, "held")
@@ -188,6 +201,19 @@ func TestNodeAdmission(t *testing.T) {
 	// already running its one command, refuses.
 	_, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "echo no", AgentID: "bob"})
 	wantBusy(t, err, "--max-runs")
+	var busy []audit.Record
+	if err := audit.Read(filepath.Join(nodeDir, state.AuditFile), audit.Filter{}, func(r audit.Record) error {
+		if r.ReasonCode == audit.ReasonBusy {
+			busy = append(busy, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(busy) != 1 || busy[0].Event != audit.EventDenied || busy[0].AgentID != "bob" || busy[0].Command != "echo no" ||
+		busy[0].Host != "node" || !strings.Contains(busy[0].Reason, "--max-runs") {
+		t.Fatalf("the node's BUSY refusal in its audit log = %+v, want one denied record of bob's \"echo no\"", busy)
+	}
 
 	held.release(t)
 	if st := waitFinished(t, op, run); st.Status != bridge.ExecCompleted {

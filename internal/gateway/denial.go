@@ -38,9 +38,9 @@ func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Se
 	// the session key's agent).
 	h := explain.Host{Name: "gateway", Agent: session.NewKey(p.AgentID, p.SessionKey).Agent, Requested: eff.Security}
 	if nc != nil {
-		h.Name, h.Node = nc.id, p.Node
+		h.Name, h.Node = g.nodeLabel(nc.id), p.Node
 		if h.Node == "" {
-			h.Node = nc.id
+			h.Node = g.nodeQuery(nc.id)
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), explainTimeout)
 		defer cancel()
@@ -72,4 +72,30 @@ func (g *Gateway) configDenial(level string) *bridge.Denial {
 		Policy: &bridge.DenialSource{Host: "gateway", File: file, Level: "request (" + level + ")", Setting: "security=deny"},
 		Hint:   "set tools.exec.security in the gateway's exechost.json, or `/exec security=allowlist` for the session",
 	}
+}
+
+// nodeLabel names a node for a person: its display name with a short id
+// ("build-box (3f2a9c01…)"), or the id when it has no display name.
+func (g *Gateway) nodeLabel(id string) string {
+	for _, c := range g.candidates() {
+		if c.ID == id && c.DisplayName != "" {
+			return c.DisplayName + " (" + id[:min(len(id), 8)] + "…)"
+		}
+	}
+	return id
+}
+
+// nodeQuery is what `--node` should say for the node: its display name
+// when that selects exactly this node, else its id.
+func (g *Gateway) nodeQuery(id string) string {
+	cands := g.candidates()
+	for _, c := range cands {
+		if c.ID != id || c.DisplayName == "" {
+			continue
+		}
+		if sel, err := Select(cands, c.DisplayName); err == nil && sel.ID == id {
+			return c.DisplayName
+		}
+	}
+	return id
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
+	"github.com/exechost/exechost/internal/state"
 )
 
 // Command timeouts.
@@ -328,6 +330,15 @@ func selectError(err error) error {
 	}
 }
 
+// configPath is where cfg came from, or where exechost.json would be read
+// from when the built-in or embedded configuration is in effect.
+func configPath(cfg *config.Config, stateDir string) string {
+	if cfg.Path != "" {
+		return cfg.Path
+	}
+	return filepath.Join(stateDir, state.ConfigFile)
+}
+
 // pickNode applies node selection and the agent's binding: with
 // tools.exec.node set (agent or global), the agent may only use that node.
 func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, error) {
@@ -370,5 +381,15 @@ func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, erro
 	case 1:
 		return g.connected(cands[0])
 	}
-	return nil, selectError(fmt.Errorf("%w: %d nodes are paired (%s); name one with node (--node) or bind one with tools.exec.node", ErrNodeRequired, len(cands), list(cands)))
+	// Several nodes and none named: tools.exec.defaultNode picks one
+	// without restricting the agent (a binding would).
+	if def := cfg.DefaultNode(agent); def != "" {
+		c, err := Select(cands, def)
+		if err != nil {
+			return nil, selectError(fmt.Errorf("tools.exec.defaultNode of agent %q is %q: %w", agent, def, err))
+		}
+		return g.connected(c)
+	}
+	return nil, selectError(fmt.Errorf("%w: %d nodes are paired and none is named: %s (hint: name one with --node NAME (the MCP tool's node), or make one the default with \"tools\": {\"exec\": {\"defaultNode\": \"NAME\"}} in %s, then SIGHUP the gateway)",
+		ErrNodeRequired, len(cands), list(cands), configPath(cfg, g.opts.StateDir)))
 }

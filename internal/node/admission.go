@@ -1,7 +1,11 @@
 package node
 
 import (
+	"encoding/json"
+
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/policy"
 )
 
 // DefaultMaxRuns is a node's default limit on system.run invokes in
@@ -27,4 +31,24 @@ func (c *Client) admitRun() (release func(), busy *bridge.Error) {
 			"node %s already runs %d commands, its limit; retry when one finishes (hint: raise it with `exechost node run --max-runs N`)", c.NodeID(), full.InFlight)
 	}
 	return release, nil
+}
+
+// auditBusy records a system.run refused BUSY in this node's audit log
+// (when it has one), with what the request would have run: a refusal is a
+// decision like any other. A failed record is logged; the refusal stands.
+func (c *Client) auditBusy(params json.RawMessage, busy *bridge.Error) {
+	if c.opts.Audit == nil {
+		return
+	}
+	var p bridge.SystemRunParams
+	_ = bridge.Unmarshal(params, &p) // a bad request is still recorded, without its fields
+	rec := audit.Record{
+		Event: audit.EventDenied, RunID: p.RunID, SessionKey: p.SessionKey, AgentID: p.AgentID,
+		Host: string(policy.HostNode), NodeID: c.NodeID(), Argv: p.Command, Command: p.RawCommand, Cwd: p.Cwd,
+		Decision: audit.DecisionDeny, Reason: busy.Message, DecidedBy: "node",
+		GatewayFields: audit.GatewayFields{Action: audit.ActionExec, ReasonCode: audit.ReasonBusy},
+	}
+	if err := c.opts.Audit.Record(rec); err != nil {
+		c.log.Error("audit record failed", "event", rec.Event, "reason", rec.ReasonCode, "err", err)
+	}
 }

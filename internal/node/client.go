@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
@@ -79,6 +80,15 @@ type Options struct {
 	// ConfirmWidening asks this machine's approver to confirm a remote
 	// widening (nil: nobody can, and every widening is refused).
 	ConfirmWidening approvals.Asker
+	// Audit, when set, records the system.runs the node refuses before
+	// its engine sees them (BUSY); *audit.Recorder implements it.
+	Audit AuditRecorder
+}
+
+// AuditRecorder is where a node records its own refusals;
+// *audit.Recorder implements it.
+type AuditRecorder interface {
+	Record(audit.Record) error
 }
 
 // Client is the node's side of its gateway connection: it pairs, keeps

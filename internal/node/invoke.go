@@ -141,6 +141,7 @@ func (c *Client) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 	case req.Command == bridge.CmdSystemRun:
 		var busy *bridge.Error
 		if release, busy = c.admitRun(); busy != nil {
+			c.auditBusy(req.Params, busy)
 			res = fail(busy)
 			break
 		}

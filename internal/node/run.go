@@ -118,6 +118,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 		fw.NodeID, fw.OnEvent, fw.Logger = r.NodeID, r.HostEvent, log
 	}
 	r.opts.Executor = exe // before Run: no system.run arrives earlier
+	if rec != nil {       // a nil *Recorder must stay a nil interface
+		r.opts.Audit = rec
+	}
 	log.Info("node starting", "node", r.NodeID(), "gateway", opts.GatewayURL, "state", opts.StateDir)
 	err = r.Run(ctx)
 	_ = service.NotifyStopping()

@@ -184,6 +184,35 @@ func TestTimeoutKillsTheCommandNotTheContainer(t *testing.T) {
 	}
 }
 
+// TestTimeoutWithoutWritableTmp: the kill of a timed-out command writes
+// nothing into the container, so it works when /tmp is full (as when an
+// image's /tmp is not writable by the sandbox user), and the result
+// reports a kill only when one happened.
+func TestTimeoutWithoutWritableTmp(t *testing.T) {
+	b, _ := open(t, func(c *sandbox.Config) { c.Docker.TmpfsSize = "64k" })
+	run(t, b, sandbox.Request{Command: "head -c 1048576 /dev/zero > /tmp/fill; echo x > /tmp/probe || echo full"})
+	if got := run(t, b, sandbox.Request{Command: "echo x > /tmp/probe2 2>/dev/null || echo full"}).Stdout; got != "full\n" {
+		t.Fatalf("/tmp is not full: %q", got)
+	}
+	// Another command's process in the same container must survive the
+	// kill (an empty pid file once made it `kill -KILL -1`: everything).
+	run(t, b, sandbox.Request{Command: "setsid sleep 999 </dev/null >/dev/null 2>&1 &"})
+	res := run(t, b, sandbox.Request{Command: "sleep 1000 & sleep 1001; echo unreachable", Timeout: time.Second})
+	if !res.TimedOut || res.Success || strings.Contains(res.Stdout, "unreachable") || strings.Contains(res.Error, "could not be killed") {
+		t.Fatalf("timed-out result = %+v, want TimedOut and killed", res)
+	}
+	if strings.Contains(res.Stderr, "can't create") {
+		t.Errorf("the sandbox wrote into the container to run the command: %q", res.Stderr)
+	}
+	ps := run(t, b, sandbox.Request{Command: "ps -o pid,args"})
+	if strings.Contains(ps.Stdout, "sleep 100") {
+		t.Errorf("processes left after timeout:\n%s", ps.Stdout)
+	}
+	if !strings.Contains(ps.Stdout, "sleep 999") {
+		t.Errorf("the timeout's kill also killed another command's process:\n%s", ps.Stdout)
+	}
+}
+
 func TestOutputCap(t *testing.T) {
 	b, _ := open(t, nil)
 	res := run(t, b, sandbox.Request{Command: "head -c 1048576 /dev/zero | tr '\\0' x; echo tail >&2"})
@@ -493,6 +522,7 @@ func TestExecMode(t *testing.T) {
 		"ExecOutputAndExitCode":                 TestExecOutputAndExitCode,
 		"MissingProgram":                        TestMissingProgram,
 		"TimeoutKillsTheCommandNotTheContainer": TestTimeoutKillsTheCommandNotTheContainer,
+		"TimeoutWithoutWritableTmp":             TestTimeoutWithoutWritableTmp,
 		"OutputCap":                             TestOutputCap,
 		"NetworkNone":                           TestNetworkNone,
 		"Filesystem":                            TestFilesystem,

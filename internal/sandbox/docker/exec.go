@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -21,20 +22,31 @@ import (
 // Docker has no "kill exec" endpoint, and killing the container would take
 // every other command of the scope with it. But runc starts every exec'd
 // process as a session and process-group leader, and children inherit its
-// group. So each command runs under a tiny /bin/sh wrapper that writes its
-// own pid — the group id — to a per-exec file in /tmp and then runs the
-// command. On timeout the backend starts a second exec, as the same user,
-// that runs `kill -KILL -<pgid>`: the command and every child that did not
-// start a new session die; the container and other commands keep running.
-// A process that calls setsid() escapes the group; the exec's stream is
-// closed anyway, so the caller is never held up, and the container's idle
+// group. So each command runs with a per-exec marker in its environment
+// (execMarker=NONCE), which its children inherit; nothing is written into
+// the container (an image's /tmp may not be writable by the sandbox user,
+// or full). On timeout the backend starts a second exec, as the same user,
+// that finds the processes carrying the marker in /proc and kills each
+// one's process group (the command's leader's group is the command): the
+// command and every child that did not start a new session die; the
+// container and other commands keep running. A process that calls
+// setsid() and drops the marker escapes; the exec's stream is closed
+// anyway, so the caller is never held up, the result says the command
+// could not be killed when the exec still runs, and the container's idle
 // removal ends it. (Job control, `set -m`, is not an option: busybox sh
 // refuses it without a terminal.)
-const wrapperScript = `f=$1; shift; echo $$ >"$f"; "$@"; r=$?; rm -f "$f"; exit $r`
+const execMarker = "EXECHOST_SANDBOX_EXEC"
 
-// killScript kills the group recorded by wrapperScript; it exits 3 when the
-// file is not written yet, so the caller retries.
-const killScript = `read g <"$1" 2>/dev/null || exit 3; kill -KILL -"$g" 2>/dev/null; rm -f "$1"; exit 0`
+// wrapperScript runs the command under /bin/sh, which leads its group (the
+// status is kept in r so the shell does not exec the command in its place).
+const wrapperScript = `"$@"; r=$?; exit $r`
+
+// killScript kills every process group whose processes carry the marker
+// "$1" in their environment; it exits 3 when it found none (not started
+// yet, or already gone), so the caller retries while the exec runs. It
+// only reads /proc (environ is NUL-separated, which busybox grep does not
+// search across, hence tr).
+const killScript = `n=0; for d in /proc/[0-9]*; do tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qxF "$1" || continue; p=${d#/proc/}; kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; n=1; done; [ $n = 1 ] || exit 3`
 
 // killGrace is how long after the kill the output stream may take to end
 // before it is closed from this side.
@@ -97,18 +109,20 @@ func (b *Backend) execRetry(ctx context.Context, bx *box, ws string, req sandbox
 
 // execIn runs one command in container id.
 func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, env []string) (runner.Result, error) {
-	pidfile := "/tmp/.exechost-" + nonce() + ".pid"
+	marker := execMarker + "=" + nonce()
 	argv := req.Argv
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh", "-c", req.Command}
 	}
-	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "sh", pidfile}, argv...)
+	// Under a shell, as a command typed there runs: a missing program is
+	// the shell's 127 "not found", a signal its "Killed".
+	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "sh"}, argv...)
 	start := time.Now()
 	created, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
 		User:         b.cfg.Docker.User,
 		AttachStdout: true,
 		AttachStderr: true,
-		Env:          env,
+		Env:          append(slices.Clip(env), marker),
 		WorkingDir:   sandbox.ContainerCwd(req.Cwd),
 		Cmd:          cmd,
 	})
@@ -146,7 +160,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 		ctxErr = ctx.Err()
 	}
 	if timedOut || ctxErr != nil {
-		b.killExec(context.WithoutCancel(ctx), id, pidfile, created.ID)
+		b.killExec(context.WithoutCancel(ctx), id, marker, created.ID)
 		select {
 		case <-copied:
 		case <-time.After(killGrace):
@@ -167,8 +181,13 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 		// ran: if the container itself is gone, that is the cause.
 		return runner.Result{}, fmt.Errorf("%w while the command ran (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied)
 	}
+	notKilled := ""
 	if running {
 		code = -1
+		if timedOut {
+			// Never report a kill that did not happen.
+			notKilled = "timed out, but the command could not be killed: it keeps running in the sandbox container until it exits or the container is removed (hint: a process that started its own session or cleared its environment escapes the kill)"
+		}
 	}
 	stdout, stderr, truncated := capture.Result()
 	return runner.Result{
@@ -178,6 +197,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 		Stdout:    stdout,
 		Stderr:    stderr,
 		Truncated: truncated,
+		Error:     notKilled,
 		Tail:      capture.Tail(),
 		Duration:  time.Since(start),
 	}, nil
@@ -212,15 +232,15 @@ func (b *Backend) exitCode(ctx context.Context, execID string) (code int, runnin
 	}
 }
 
-// killExec kills the process group of a timed-out command (see
-// wrapperScript), retrying while the wrapper has not yet recorded it.
-func (b *Backend) killExec(ctx context.Context, containerID, pidfile, execID string) {
+// killExec kills the process groups of a timed-out command (see
+// execMarker), retrying while none of its processes is found yet.
+func (b *Backend) killExec(ctx context.Context, containerID, marker, execID string) {
 	ctx, cancel := context.WithTimeout(ctx, killGrace)
 	defer cancel()
 	for ctx.Err() == nil {
 		created, err := b.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
 			User: b.cfg.Docker.User,
-			Cmd:  []string{"/bin/sh", "-c", killScript, "sh", pidfile},
+			Cmd:  []string{"/bin/sh", "-c", killScript, "sh", marker},
 		})
 		if err != nil {
 			return
@@ -232,7 +252,7 @@ func (b *Backend) killExec(ctx context.Context, containerID, pidfile, execID str
 		if err != nil || code != 3 {
 			return
 		}
-		// Not recorded yet; if the command already ended, there is
+		// None found yet; if the command already ended, there is
 		// nothing to kill.
 		if ins, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err != nil || !ins.Running {
 			return
