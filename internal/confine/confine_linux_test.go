@@ -120,7 +120,6 @@ func TestLauncherNetworkNone(t *testing.T) {
 	}
 }
 
-
 // TestAroundProtected checks the rules built around a protected
 // directory: none of its ancestors is granted read beneath it, its
 // siblings are, and a writable root containing it is split the same way.

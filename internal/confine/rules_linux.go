@@ -126,7 +126,8 @@ func (c *Confinement) config(abi int) (landlock.Config, []landlock.Rule, error) 
 	}
 	rules := make([]landlock.Rule, 0, len(gs))
 	for _, g := range gs {
-		rules = append(rules, landlock.PathAccess(g.rights&handled, g.path))
+		// An entry listed but gone by now (a temporary file) is skipped.
+		rules = append(rules, landlock.PathAccess(g.rights&handled, g.path).IgnoreIfMissing())
 	}
 	if c.network() == NetworkNone {
 		cfg.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP

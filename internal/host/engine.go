@@ -46,6 +46,14 @@ type Engine struct {
 	Home string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// LandlockABI probes the kernel's Landlock ABI for confining runs
+	// (confine.KernelABI when nil); tests inject a kernel without it.
+	LandlockABI func() int
+
+	// noConfine turns confinement off: only the escape tests' controls
+	// set it, to show that what the confined run was kept from happens
+	// without it.
+	noConfine bool
 
 	store *approvals.Store
 	// closeAudit closes the audit log the engine owns (Options.CloseAudit).
@@ -119,7 +127,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	unvouched := p.Effective.Security == policy.SecurityFull ||
 		(rec.Fallback && p.Effective.Fallback == policy.FallbackFull)
 	how := p.runsAs(unvouched)
-	spec, err := e.spec(p, how, req)
+	spec, done, err := e.spec(p, how, req)
 	if err != nil {
 		rec.Event = "denied"
 		e.audit(rec)
@@ -134,6 +142,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		spec.Timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
 	rr, runErr := runner.Run(ctx, spec)
+	done()
 	if runErr != nil && rr.Error == "" {
 		rr.Error = runErr.Error()
 	}

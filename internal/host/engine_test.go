@@ -48,7 +48,10 @@ func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fal
 			t.Fatal(err)
 		}
 	}
-	f := &fixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(dir)}
+	// The state directory is apart from the work directory and the
+	// programs: runs are confined away from it (internal/confine).
+	stateDir := filepath.Join(dir, "state")
+	f := &fixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(stateDir)}
 	_, err := f.store.Update(func(file *approvals.File) error {
 		file.Defaults.Security, file.Defaults.Ask, file.Defaults.AskFallback = string(sec), string(ask), string(fb)
 		for _, p := range allow {
@@ -59,7 +62,7 @@ func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fal
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewEngine(dir, policy.HostGateway, "gw")
+	e := NewEngine(stateDir, policy.HostGateway, "gw")
 	e.PATH = bin + ":/usr/bin:/bin"
 	e.Home = dir
 	e.OnEvent = func(ev Event) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }

@@ -53,19 +53,35 @@ func (p *Prepared) RunsAs() string {
 	return p.runsAs(p.Effective.Security == policy.SecurityFull)
 }
 
-// spec returns the runner spec that runs p as runsAs says.
-func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error) {
-	spec := runner.Spec{Cwd: p.Cwd, Env: req.Env, PTY: req.PTY, BaseEnv: e.baseEnv()}
+// spec returns the runner spec that runs p as runsAs says, confined as
+// e.confinement says, and the function that removes the run's private
+// temporary directory once it has ended.
+func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func(), error) {
+	tmp, env, done, err := runTemp(req.Env)
+	if err != nil {
+		return runner.Spec{}, nil, err
+	}
+	spec := runner.Spec{Cwd: p.Cwd, Env: env, PTY: req.PTY, BaseEnv: e.baseEnv()}
+	conf := e.confinement(p, tmp)
+	if spec.Confine, err = e.confineSpec(conf, how); err != nil {
+		done()
+		return spec, nil, err
+	}
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
 	case RunsInterpreted, RunsUnchecked:
-		argv, err := shellrun.Argv(shellrun.Plan{
+		plan := shellrun.Plan{
 			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
 			Executables: p.Analysis.Executables(), PATH: e.runPATH(), Home: e.Home,
-		})
+		}
+		if !e.noConfine && conf.Active() {
+			plan.Confine = conf
+		}
+		argv, err := shellrun.Argv(plan)
 		if err != nil {
-			return spec, err
+			done()
+			return spec, nil, err
 		}
 		spec.Argv = argv
 	default:
@@ -75,7 +91,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error)
 			spec.Command = p.Text
 		}
 	}
-	return spec, nil
+	return spec, done, nil
 }
 
 // directArgv returns the argv to start directly when starting it is exactly

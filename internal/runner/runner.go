@@ -83,6 +83,11 @@ type Spec struct {
 	// that it started, while it runs rather than before. It must not
 	// block for long. It is not called when nothing started.
 	OnStart func()
+	// Confine, when set, rewrites the argv about to start (after Command
+	// became the shell's argv) so that the command starts confined: the
+	// execution host passes confine.Wrap with the run's confinement. An
+	// error starts nothing.
+	Confine func(argv []string) ([]string, error)
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -160,6 +165,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	argv, err := commandArgv(spec)
 	if err != nil {
 		return fail(err)
+	}
+	if spec.Confine != nil {
+		if argv, err = spec.Confine(argv); err != nil {
+			return fail(err)
+		}
 	}
 	env, err := buildEnv(spec.BaseEnv, spec.Env)
 	if err != nil {

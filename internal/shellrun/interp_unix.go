@@ -41,6 +41,10 @@ func Main(planJSON string) int {
 		fmt.Fprintf(os.Stderr, "exechost: interpreter: bad plan: %v\n", err)
 		return DeniedExit
 	}
+	if err := applyConfinement(p); err != nil {
+		fmt.Fprintf(os.Stderr, "exechost: interpreter: %v\n", err)
+		return DeniedExit
+	}
 	code, err := Run(context.Background(), p, os.Stdin, os.Stdout, os.Stderr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "exechost: %v\n", err)

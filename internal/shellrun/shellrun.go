@@ -34,6 +34,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/exechost/exechost/internal/confine"
 )
 
 // arg makes the exechost binary (or a test binary linking this package) run
@@ -68,6 +70,9 @@ type Plan struct {
 	// did; the request never supplies them.
 	PATH string `json:"path"`
 	Home string `json:"home"`
+	// Confine is the run's confinement, applied to this whole process
+	// before it runs anything (confine.go); nil confines nothing.
+	Confine *confine.Confinement `json:"confine,omitempty"`
 }
 
 // Argv returns the argv that runs plan: this binary in interpreter mode.

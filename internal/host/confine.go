@@ -1,0 +1,76 @@
+package host
+
+import (
+	"fmt"
+	"maps"
+	"os"
+
+	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// confinement returns the kernel confinement a run of p gets (see
+// docs/policy.md, "Confinement"), with tmp as its private temporary
+// directory ("" before one exists, for `approvals check` and prompts):
+//
+//   - security=allowlist: writes only in the run's cwd and tmp, the
+//     protected set (the state directory) neither readable nor writable,
+//     no network; on a kernel without Landlock it warns and runs.
+//   - security=full: only the protected set is out of reach.
+//
+// The state directory is protected whatever the policy says.
+func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
+	c := &confine.Confinement{Protected: []string{e.StateDir}, Unsupported: confine.UnsupportedWarn}
+	switch p.Effective.Security {
+	case policy.SecurityFull:
+		c.Writable, c.Network = []string{"/"}, confine.NetworkAll
+	default:
+		c.Writable, c.Network = []string{p.Cwd}, confine.NetworkNone
+		if tmp != "" {
+			c.Writable = append(c.Writable, tmp)
+		}
+	}
+	r, _ := c.Resolve()
+	return &r
+}
+
+// kernelABI is the Landlock ABI runs are confined with.
+func (e *Engine) kernelABI() int {
+	if e.LandlockABI != nil {
+		return e.LandlockABI()
+	}
+	return confine.KernelABI()
+}
+
+// confineSpec makes spec start confined as c says: the interpreter applies
+// it itself (plan), anything else starts through the launcher. It
+// refuses a run the kernel cannot confine when c says deny.
+func (e *Engine) confineSpec(c *confine.Confinement, how string) (func([]string) ([]string, error), error) {
+	if e.noConfine || !c.Active() {
+		return nil, nil
+	}
+	if _, err := c.Check(e.kernelABI()); err != nil {
+		return nil, err
+	}
+	if !confine.Supported || how == RunsInterpreted || how == RunsUnchecked {
+		return nil, nil
+	}
+	return func(argv []string) ([]string, error) { return confine.Wrap(c, argv) }, nil
+}
+
+// runTemp creates the run's private temporary directory (0700, removed by
+// the returned function after the run) and returns env with TMPDIR set to
+// it: the command's temporary files go where it may write, and never into
+// a directory the request named.
+func runTemp(env map[string]string) (string, map[string]string, func(), error) {
+	dir, err := os.MkdirTemp("", "exechost-run-")
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("create the run's temporary directory: %w (hint: check that the host's temporary directory is writable)", err)
+	}
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["TMPDIR"] = dir
+	return dir, env, func() { _ = os.RemoveAll(dir) }, nil
+}
