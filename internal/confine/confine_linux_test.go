@@ -12,12 +12,13 @@ import (
 	"testing"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/testdep"
 )
 
 // needLandlock skips (loudly) on a kernel without the ABI the test needs.
-func needLandlock(t *testing.T, abi int) {
+func needLandlock(t testing.TB, abi int) {
 	t.Helper()
 	if got := KernelABI(); got < abi {
 		testdep.Missing(t, "landlock", fmt.Sprintf("this test needs Landlock ABI %d (the kernel offers %d)", abi, got))
@@ -28,7 +29,7 @@ func needLandlock(t *testing.T, abi int) {
 // directory holding a secret, and an outside directory.
 type layout struct{ root, work, state, outside, secret string }
 
-func newLayout(t *testing.T) layout {
+func newLayout(t testing.TB) layout {
 	t.Helper()
 	root := t.TempDir()
 	l := layout{root: root, work: filepath.Join(root, "work"), state: filepath.Join(root, "state"), outside: filepath.Join(root, "outside")}
@@ -177,5 +178,11 @@ func TestCheckFallback(t *testing.T) {
 		if err != nil && (!errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "hint:")) {
 			t.Errorf("abi %d: error %v is not actionable ErrUnsupported", tc.abi, err)
 		}
+	}
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		_ = unix.Close(fd)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // fixture is a state directory with an approvals file, a bin directory of
 // tiny scripts used as the host PATH, and an engine over both.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	bin    string
 	store  *approvals.Store
@@ -32,7 +32,7 @@ type fixture struct {
 	audits []AuditRecord
 }
 
-func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *fixture {
+func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
