@@ -73,7 +73,9 @@ type Defaults struct {
 	Security    string
 	Ask         string
 	AskFallback string
-	Extra       Extra
+	// Confine is the "confine" member (confine.go); nil when absent.
+	Confine *Confine
+	Extra   Extra
 }
 
 // Agent is one agent's settings; empty fields defer to WildcardAgent, then
@@ -83,7 +85,9 @@ type Agent struct {
 	Ask         string
 	AskFallback string
 	Allowlist   []Entry
-	Extra       Extra
+	// Confine is the "confine" member (confine.go); nil when absent.
+	Confine *Confine
+	Extra   Extra
 }
 
 // Entry is one allowlist pattern and what it last allowed, so a human can

@@ -31,8 +31,8 @@ type parser struct {
 var (
 	knownTop      = []string{"version", "socket", "defaults", "agents"}
 	knownSocket   = []string{"path", "token"}
-	knownDefaults = []string{"security", "ask", "askFallback"}
-	knownAgent    = []string{"security", "ask", "askFallback", "allowlist"}
+	knownDefaults = []string{"security", "ask", "askFallback", "confine"}
+	knownAgent    = []string{"security", "ask", "askFallback", "allowlist", "confine"}
 	knownEntry    = []string{"id", "pattern", "lastUsedAt", "lastUsedCommand", "lastResolvedPath"}
 )
 
@@ -73,6 +73,8 @@ func (p *parser) file() (*File, error) {
 					return p.str(&d.Ask, "defaults.ask", off)
 				case "askFallback":
 					return p.str(&d.AskFallback, "defaults.askFallback", off)
+				case "confine":
+					return p.confine(&d.Confine, "defaults.confine", off)
 				}
 				return p.extra(&d.Extra, "defaults", key, knownDefaults)
 			})
@@ -118,6 +120,8 @@ func (p *parser) agent(where string) (*Agent, error) {
 			return p.str(&a.AskFallback, where+".askFallback", off)
 		case "allowlist":
 			return p.allowlist(&a.Allowlist, where+".allowlist", off)
+		case "confine":
+			return p.confine(&a.Confine, where+".confine", off)
 		}
 		return p.extra(&a.Extra, where, key, knownAgent)
 	})

@@ -37,6 +37,7 @@ func (f *File) Marshal() ([]byte, error) {
 	d.str("security", f.Defaults.Security)
 	d.str("ask", f.Defaults.Ask)
 	d.str("askFallback", f.Defaults.AskFallback)
+	d.confine(f.Defaults.Confine)
 	d.extra(f.Defaults.Extra, knownDefaults)
 	d.close()
 
@@ -107,6 +108,7 @@ func (w *writer) agent(a *Agent) {
 		}
 		w.buf.WriteByte(']')
 	}
+	o.confine(a.Confine)
 	o.extra(a.Extra, knownAgent)
 	o.close()
 }

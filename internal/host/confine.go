@@ -13,21 +13,34 @@ import (
 // docs/policy.md, "Confinement"), with tmp as its private temporary
 // directory ("" before one exists, for `approvals check` and prompts):
 //
-//   - security=allowlist: writes only in the run's cwd and tmp, the
-//     protected set (the state directory) neither readable nor writable,
-//     no network; on a kernel without Landlock it warns and runs.
-//   - security=full: only the protected set is out of reach.
+//   - security=allowlist, or any "confine" member in exec-approvals.json:
+//     writes only in the run's cwd, tmp and confine.writable, network as
+//     confine.network says (none by default);
+//   - security=full without a "confine" member: only the protected set is
+//     out of reach.
 //
-// The state directory is protected whatever the policy says.
+// The state directory is protected whatever the policy says. A kernel that
+// cannot enforce it refuses the run when a "confine" member asks for
+// confinement (unless it says unsupported=warn) and warns otherwise.
 func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
+	asked := p.Resolved.Confine
 	c := &confine.Confinement{Protected: []string{e.StateDir}, Unsupported: confine.UnsupportedWarn}
-	switch p.Effective.Security {
-	case policy.SecurityFull:
+	if asked == nil && p.Effective.Security == policy.SecurityFull {
 		c.Writable, c.Network = []string{"/"}, confine.NetworkAll
-	default:
+	} else {
 		c.Writable, c.Network = []string{p.Cwd}, confine.NetworkNone
 		if tmp != "" {
 			c.Writable = append(c.Writable, tmp)
+		}
+	}
+	if asked != nil {
+		c.Writable = append(c.Writable, asked.Writable...)
+		c.Unsupported = confine.UnsupportedDeny
+		if asked.Network != "" {
+			c.Network = asked.Network
+		}
+		if asked.Unsupported != "" {
+			c.Unsupported = asked.Unsupported
 		}
 	}
 	r, _ := c.Resolve()

@@ -34,10 +34,16 @@ type fixture struct {
 
 func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
+	// The work directory (the runs' cwd), the programs and the state
+	// directory are siblings: runs are confined away from the state
+	// directory (internal/confine), and cannot create entries directly
+	// in a directory that contains it.
+	root := t.TempDir()
+	dir, bin := filepath.Join(root, "work"), filepath.Join(root, "bin")
+	for _, d := range []string{dir, bin} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, name := range []string{"hello", "other", "marker"} {
 		script := "#!/bin/sh\necho " + name + " \"$@\"\n"
@@ -48,9 +54,7 @@ func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fal
 			t.Fatal(err)
 		}
 	}
-	// The state directory is apart from the work directory and the
-	// programs: runs are confined away from it (internal/confine).
-	stateDir := filepath.Join(dir, "state")
+	stateDir := filepath.Join(root, "state")
 	f := &fixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(stateDir)}
 	_, err := f.store.Update(func(file *approvals.File) error {
 		file.Defaults.Security, file.Defaults.Ask, file.Defaults.AskFallback = string(sec), string(ask), string(fb)
