@@ -50,6 +50,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 		ResolvedPaths: p.Analysis.Paths(), Reason: p.Decision.Reason, Allowlisted: allowlisted,
 		Choices: choices, ExpiresAtMs: e.now().Add(timeout).UnixMilli(), Fallback: string(p.Effective.Fallback),
 		Canonical: p.Analysis.Canonical, PlanHash: p.Analysis.Hash, RunsAs: p.runsAs(false),
+		Confinement: e.ConfinementText(p),
 	}
 	for _, s := range p.Analysis.Segments {
 		pr.Executables = append(pr.Executables, s.Runs)

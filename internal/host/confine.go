@@ -87,3 +87,22 @@ func runTemp(env map[string]string) (string, map[string]string, func(), error) {
 	env["TMPDIR"] = dir
 	return dir, env, func() { _ = os.RemoveAll(dir) }, nil
 }
+
+// ConfinementText says in one line what the kernel will let a run of p
+// touch, for prompts, `approvals check` and the audit log ("$TMPDIR" is the
+// run's private temporary directory), and whether this kernel enforces it.
+func (e *Engine) ConfinementText(p *Prepared) string {
+	c := e.confinement(p, "$TMPDIR")
+	text := c.Describe()
+	if !c.Active() {
+		return text
+	}
+	warning, err := c.Check(e.kernelABI())
+	switch {
+	case err != nil:
+		return text + " — refused on this host: " + err.Error()
+	case warning != "":
+		return text + " — " + warning
+	}
+	return text
+}

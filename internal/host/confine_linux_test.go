@@ -61,6 +61,14 @@ func TestConfinementFromPolicy(t *testing.T) {
 			if got := statErr == nil; got != tc.want {
 				t.Errorf("wrote outside the cwd = %v, want %v (%+v)", got, tc.want, res.Result)
 			}
+			// The audit records say what the run was confined to.
+			f.mu.Lock()
+			for _, r := range f.audits {
+				if !strings.Contains(r.Confinement, "no access to "+f.engine.StateDir) || !strings.Contains(r.Line().Confinement, "writes ") {
+					t.Errorf("%s record's confinement %q does not say what the run could touch", r.Event, r.Confinement)
+				}
+			}
+			f.mu.Unlock()
 			// Inside the cwd a write always works.
 			inside := filepath.Join(f.dir, "inside")
 			if _, err := f.engine.Run(context.Background(), Request{RawCommand: "marker " + inside, Cwd: f.dir}); err != nil {

@@ -78,6 +78,8 @@ type AuditRecord struct {
 	Approval      policy.Approval
 	Fallback      bool
 	Result        *runner.Result
+	// Confinement describes the run's kernel confinement (confine.go).
+	Confinement string
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -127,6 +129,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	unvouched := p.Effective.Security == policy.SecurityFull ||
 		(rec.Fallback && p.Effective.Fallback == policy.FallbackFull)
 	how := p.runsAs(unvouched)
+	rec.Confinement = e.ConfinementText(p)
 	spec, done, err := e.spec(p, how, req)
 	if err != nil {
 		rec.Event = "denied"

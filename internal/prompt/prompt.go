@@ -37,6 +37,9 @@ type Request struct {
 	PlanHash    string   `json:"canonicalSha256,omitempty"`
 	RunsAs      string   `json:"runsAs,omitempty"`
 	Executables []string `json:"executables,omitempty"`
+	// Confinement says what the kernel will let the run touch: where it
+	// may write, what it can never read, its network.
+	Confinement string `json:"confinement,omitempty"`
 	// AllowAlways says exactly what an allow-always answer would add to
 	// the allowlist and what it would leave out; nil when the execution
 	// host did not say (the UIs then say so rather than guess).
