@@ -30,7 +30,7 @@ func launch(confJSON string, argv []string) int {
 		return 126
 	}
 	runtime.LockOSThread() // never unlocked: this thread execs or the process exits
-	warning, err := applyThread(&c, KernelABI())
+	warning, err := ApplyThread(&c, KernelABI())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "exechost: %v\n", err)
 		return 126

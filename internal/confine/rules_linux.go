@@ -22,9 +22,12 @@ const (
 	writeDir = ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar |
 		ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo |
 		ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSRefer
-	fileRights = readFile | writeFile
-	readRights = readFile
-	allRights  = readFile | ll.AccessFSReadDir | writeFile | writeDir
+	// resolveUnix lets a run connect to pathname unix sockets beneath a
+	// directory (ABI 9; before it such connects are not restricted).
+	resolveUnix = ll.AccessFSResolveUnix
+	fileRights  = readFile | writeFile
+	readRights  = readFile
+	allRights   = readFile | ll.AccessFSReadDir | writeFile | writeDir | resolveUnix
 )
 
 // devWritable are device files every run may write (and use the ioctls
@@ -158,10 +161,11 @@ func ApplyProcess(c *Confinement, abi int) (string, error) {
 	})
 }
 
-// applyThread restricts the calling thread, which must be locked to its
-// goroutine for good and must execve(2) next (the launcher): the new
-// program inherits the thread's Landlock domain and no_new_privs.
-func applyThread(c *Confinement, abi int) (string, error) {
+// ApplyThread restricts the calling thread, which must be locked to its
+// goroutine for good and must execve(2) next (the launcher, the bubblewrap
+// sandbox's helper): the new program inherits the thread's Landlock domain
+// and no_new_privs, while the process's other threads stay unrestricted.
+func ApplyThread(c *Confinement, abi int) (string, error) {
 	return apply(c, abi, func(cfg landlock.Config, rules []landlock.Rule) error {
 		fd, flags, err := cfg.NewRulesetFD(rules...)
 		if err != nil || fd < 0 {
