@@ -1,7 +1,6 @@
 package confine
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -155,31 +154,6 @@ func TestAroundProtected(t *testing.T) {
 	}
 }
 
-// TestCheckFallback runs Check against injected kernel ABIs: no Landlock,
-// too old for network none, and enough.
-func TestCheckFallback(t *testing.T) {
-	for _, tc := range []struct {
-		abi     int
-		c       Confinement
-		wantErr bool
-		warn    bool
-	}{
-		{0, Confinement{Protected: []string{"/s"}}, true, false},
-		{0, Confinement{Protected: []string{"/s"}, Unsupported: UnsupportedWarn}, false, true},
-		{3, Confinement{Writable: []string{"/w"}, Network: NetworkNone}, true, false},
-		{3, Confinement{Writable: []string{"/w"}}, false, false},
-		{7, Confinement{Writable: []string{"/w"}, Network: NetworkNone}, false, false},
-		{0, Confinement{Writable: []string{"/"}}, false, false}, // nothing to enforce
-	} {
-		warn, err := tc.c.Check(tc.abi)
-		if (err != nil) != tc.wantErr || (warn != "") != tc.warn {
-			t.Errorf("abi %d %+v: warn=%q err=%v", tc.abi, tc.c, warn, err)
-		}
-		if err != nil && (!errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "hint:")) {
-			t.Errorf("abi %d: error %v is not actionable ErrUnsupported", tc.abi, err)
-		}
-	}
-}
 
 func closeFD(fd int) {
 	if fd >= 0 {
