@@ -154,7 +154,6 @@ func TestAroundProtected(t *testing.T) {
 	}
 }
 
-
 func closeFD(fd int) {
 	if fd >= 0 {
 		_ = unix.Close(fd)
