@@ -69,7 +69,7 @@ type escapeLayout struct {
 	before                                          []byte
 }
 
-func newEscapeLayout(t *testing.T, allow []string, files map[string]string) escapeLayout {
+func newEscapeLayout(t *testing.T, sec policy.Security, allow []string, files map[string]string) escapeLayout {
 	t.Helper()
 	root := t.TempDir()
 	l := escapeLayout{root: root, state: filepath.Join(root, "state"), work: filepath.Join(root, "work"), home: filepath.Join(root, "home")}
@@ -80,7 +80,7 @@ func newEscapeLayout(t *testing.T, allow []string, files map[string]string) esca
 	}
 	store := approvals.NewStore(l.state)
 	if _, err := store.Update(func(f *approvals.File) error {
-		f.Defaults.Security, f.Defaults.Ask, f.Defaults.AskFallback = string(policy.SecurityAllowlist), string(policy.AskOff), string(policy.FallbackDeny)
+		f.Defaults.Security, f.Defaults.Ask, f.Defaults.AskFallback = string(sec), string(policy.AskOff), string(policy.FallbackDeny)
 		for _, p := range allow {
 			f.AddPattern("*", p)
 		}
@@ -148,22 +148,34 @@ func TestConfinedEscapes(t *testing.T) {
 		// see it); inwork whether the run's write in its cwd must exist.
 		effect func(l escapeLayout) bool
 		inwork bool
+		// full runs under security=full, where only the protected set
+		// is out of reach: writes elsewhere are allowed.
+		full bool
 	}{
-		{"find -exec", `find . -name trigger -exec /bin/sh ./evil.sh \;`, []string{"/usr/bin/find"}, widened, true},
-		{"sort -o", `sort -o ` + "$HOME" + `/.bashrc ./input`, []string{"/usr/bin/sort"}, bashrcChanged, false},
-		{"sort -o policy", `sort -o ` + "$STATE" + `/exec-approvals.json ./input`, []string{"/usr/bin/sort"}, policyChanged, false},
-		{"awk system", `awk 'BEGIN{system("/bin/sh ./evil.sh")}'`, awk, widened, true},
+		{"find -exec", `find . -name trigger -exec /bin/sh ./evil.sh \;`, []string{"/usr/bin/find"}, widened, true, false},
+		// The same in the interpreter, which confines its own process.
+		{"find -exec, interpreted", `true && find . -name trigger -exec /bin/sh ./evil.sh \;`, []string{"/usr/bin/find"}, widened, true, false},
+		// security=full: any text runs as /bin/sh -c through the
+		// launcher; only the state directory is out of reach.
+		{"full, shell text", `/bin/sh ./evil.sh`, nil, policyChanged, true, true},
+		{"sort -o", `sort -o ` + "$HOME" + `/.bashrc ./input`, []string{"/usr/bin/sort"}, bashrcChanged, false, false},
+		{"sort -o policy", `sort -o ` + "$STATE" + `/exec-approvals.json ./input`, []string{"/usr/bin/sort"}, policyChanged, false, false},
+		{"awk system", `awk 'BEGIN{system("/bin/sh ./evil.sh")}'`, awk, widened, true, false},
 		// xargs appends run-time arguments to an allowed program.
-		{"xargs", `xargs -a ./args find`, []string{"/usr/bin/xargs", "/usr/bin/find"}, widened, true},
+		{"xargs", `xargs -a ./args find`, []string{"/usr/bin/xargs", "/usr/bin/find"}, widened, true, false},
 		{"tcp connect", `find . -name trigger -exec /bin/bash ./net.sh \;`, []string{"/usr/bin/find"}, func(l escapeLayout) bool {
 			b, _ := os.ReadFile(filepath.Join(l.work, "net"))
 			return strings.Contains(string(b), "connected")
-		}, true},
+		}, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, confined := range []bool{true, false} {
-				l := newEscapeLayout(t, tc.allow, files)
+				sec := policy.SecurityAllowlist
+				if tc.full {
+					sec = policy.SecurityFull
+				}
+				l := newEscapeLayout(t, sec, tc.allow, files)
 				text := strings.NewReplacer("$STATE", l.state, "$HOME", l.home).Replace(tc.text)
 				trace := filepath.Join(l.root, "trace")
 				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined})
@@ -177,7 +189,7 @@ func TestConfinedEscapes(t *testing.T) {
 					}
 					// The trace check must see the unconfined escape too,
 					// or its silence on the confined run means nothing.
-					if len(checkTrace(t, trace, l)) == 0 {
+					if len(checkTrace(t, trace, l, tc.full)) == 0 {
 						t.Errorf("control (no confinement): the strace check saw nothing of the escape")
 					}
 					continue
@@ -194,7 +206,10 @@ func TestConfinedEscapes(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(l.work, "inwork")); tc.inwork && err != nil {
 					t.Errorf("confined: a write in the cwd failed: %v\n%s", err, out)
 				}
-				for _, v := range checkTrace(t, trace, l) {
+				if tc.full && !bashrcChanged(l) {
+					t.Errorf("confined under security=full: a write outside the cwd was refused")
+				}
+				for _, v := range checkTrace(t, trace, l, tc.full) {
 					t.Errorf("confined, strace: %s", v)
 				}
 			}
@@ -254,8 +269,9 @@ var (
 // the run (every process but the helper's own) did that confinement
 // forbids: a successful open of anything in the state directory, a
 // successful write-open or change of a path outside the cwd, the run's
-// temporary directory and the terminal devices, and any TCP connect.
-func checkTrace(t *testing.T, trace string, l escapeLayout) []string {
+// temporary directory and the terminal devices (unless writeAnywhere),
+// and any TCP connect.
+func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) []string {
 	t.Helper()
 	f, err := os.Open(trace)
 	if err != nil {
@@ -322,7 +338,7 @@ func checkTrace(t *testing.T, trace string, l escapeLayout) []string {
 	}
 	tmp := os.TempDir()
 	writable := func(p string) bool {
-		return within(p, l.work) || (strings.HasPrefix(p, filepath.Join(tmp, "exechost-run-"))) ||
+		return writeAnywhere && !within(p, l.state) || within(p, l.work) || (strings.HasPrefix(p, filepath.Join(tmp, "exechost-run-"))) ||
 			strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "pipe:") || strings.HasPrefix(p, "socket:") || strings.HasPrefix(p, "anon_inode:")
 	}
 	var bad []string
