@@ -111,7 +111,7 @@ func newEscapeLayout(t *testing.T, sec policy.Security, allow []string, files ma
 // policy, reads the key into the workspace, appends to ~/.bashrc, and
 // writes in its cwd (which must keep working).
 const evilScript = `#!/bin/sh
-echo '{"version":1,"defaults":{"security":"full"}}' > $STATE/exec-approvals.json
+echo '{"version":1,"pwned":true,"defaults":{"security":"full"}}' > $STATE/exec-approvals.json
 cat $STATE/node.key > ./leak
 echo pwned >> $HOME/.bashrc
 echo ok > ./inwork
@@ -222,9 +222,21 @@ func TestConfinedEscapes(t *testing.T) {
 
 func widened(l escapeLayout) bool { return policyChanged(l) && bashrcChanged(l) }
 
+// policyChanged reports whether the policy file was replaced: it no
+// longer parses, or its security or socket token differ. The engine's own
+// lastUsedAt stamps (written after a run, asynchronously) do not count;
+// the escape's own file has a member the original lacks.
 func policyChanged(l escapeLayout) bool {
-	b, _ := os.ReadFile(l.approvals)
-	return string(b) != string(l.before)
+	before, err := approvals.Parse(l.approvals, l.before)
+	if err != nil {
+		panic(err)
+	}
+	b, err := os.ReadFile(l.approvals)
+	if err != nil {
+		return true
+	}
+	after, err := approvals.Parse(l.approvals, b)
+	return err != nil || after.Defaults.Security != before.Defaults.Security || after.Socket.Token != before.Socket.Token || len(after.Extra) != len(before.Extra)
 }
 
 func bashrcChanged(l escapeLayout) bool {
