@@ -223,10 +223,9 @@ func TestConfinedEscapes(t *testing.T) {
 func widened(l escapeLayout) bool { return policyChanged(l) && bashrcChanged(l) }
 
 // policyChanged reports whether the policy file was replaced: it no
-// longer parses, or its security, socket token or unknown members differ.
-// The engine's own
-// lastUsedAt stamps (written after a run, asynchronously) do not count;
-// the escape's own file has a member the original lacks.
+// longer parses, or its security, socket token or unknown members differ
+// (the escape's own file has a member the original lacks). The engine's
+// own lastUsedAt stamps, written after a run, asynchronously, do not count.
 func policyChanged(l escapeLayout) bool {
 	before, err := approvals.Parse(l.approvals, l.before)
 	if err != nil {
