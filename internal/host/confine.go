@@ -55,20 +55,27 @@ func (e *Engine) kernelABI() int {
 	return confine.KernelABI()
 }
 
-// confineSpec makes spec start confined as c says: the interpreter applies
-// it itself (plan), anything else starts through the launcher. It
-// refuses a run the kernel cannot confine when c says deny.
-func (e *Engine) confineSpec(c *confine.Confinement, how string) (func([]string) ([]string, error), error) {
+// confineSpec says how a run starts confined as c says: enforce is false
+// when there is nothing to enforce here (no confinement, or no Landlock at
+// all and c says warn: the warning is in the run's description, not on
+// its stderr); otherwise the interpreter applies c itself (its plan) and
+// anything else starts through the launcher (wrap). It refuses a run the
+// kernel cannot confine when c says deny.
+func (e *Engine) confineSpec(c *confine.Confinement, how string) (wrap func([]string) ([]string, error), enforce bool, err error) {
 	if e.noConfine || !c.Active() {
-		return nil, nil
+		return nil, false, nil
 	}
-	if _, err := c.Check(e.kernelABI()); err != nil {
-		return nil, err
+	abi := e.kernelABI()
+	if _, err := c.Check(abi); err != nil {
+		return nil, false, err
 	}
-	if !confine.Supported || how == RunsInterpreted || how == RunsUnchecked {
-		return nil, nil
+	if !confine.Supported || abi == 0 {
+		return nil, false, nil
 	}
-	return func(argv []string) ([]string, error) { return confine.Wrap(c, argv) }, nil
+	if how == RunsInterpreted || how == RunsUnchecked {
+		return nil, true, nil
+	}
+	return func(argv []string) ([]string, error) { return confine.Wrap(c, argv) }, true, nil
 }
 
 // runTemp creates the run's private temporary directory (0700, removed by

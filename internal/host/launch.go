@@ -63,10 +63,12 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 	}
 	spec := runner.Spec{Cwd: p.Cwd, Env: env, PTY: req.PTY, BaseEnv: e.baseEnv()}
 	conf := e.confinement(p, tmp)
-	if spec.Confine, err = e.confineSpec(conf, how); err != nil {
+	wrap, enforce, err := e.confineSpec(conf, how)
+	if err != nil {
 		done()
 		return spec, nil, err
 	}
+	spec.Confine = wrap
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
@@ -75,7 +77,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
 			Executables: p.Analysis.Executables(), PATH: e.runPATH(), Home: e.Home,
 		}
-		if !e.noConfine && conf.Active() {
+		if enforce {
 			plan.Confine = conf
 		}
 		argv, err := shellrun.Argv(plan)
