@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -157,5 +158,20 @@ func TestAroundProtected(t *testing.T) {
 func closeFD(fd int) {
 	if fd >= 0 {
 		_ = unix.Close(fd)
+	}
+}
+
+// TestLauncherFailsClosed: a confinement the launcher cannot apply (a bad
+// value) starts nothing and exits 126 saying why.
+func TestLauncherFailsClosed(t *testing.T) {
+	l := newLayout(t)
+	marker := filepath.Join(l.work, "ran")
+	out, err := runWrapped(t, &Confinement{Writable: []string{l.work}, Network: "lan"}, l.work, "/bin/sh", "-c", "touch "+marker)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 126 || !strings.Contains(out, "confine.network") {
+		t.Errorf("bad confinement: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the program ran under a confinement that could not be applied")
 	}
 }

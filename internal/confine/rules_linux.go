@@ -183,6 +183,9 @@ func apply(c *Confinement, abi int, restrict func(landlock.Config, []landlock.Ru
 	if !c.Active() {
 		return "", nil
 	}
+	if err := c.Validate(); err != nil {
+		return "", err
+	}
 	warning, err := c.Check(abi)
 	if err != nil {
 		return "", err
