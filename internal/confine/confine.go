@@ -259,6 +259,18 @@ func (c *Confinement) Describe() string {
 	if len(c.Protected) > 0 {
 		parts = append(parts, "no access to "+strings.Join(c.Protected, ", "))
 	}
+	for _, w := range c.Writable {
+		for _, p := range c.Protected {
+			if p != w && within(p, w) && w != "/" {
+				// Granted around the protected path (package doc).
+				where := w
+				if d := filepath.Dir(p); d != w {
+					where += " or the directories down to " + d
+				}
+				parts = append(parts, fmt.Sprintf("no new entries directly in %s (it contains the protected %s; use a subdirectory)", where, p))
+			}
+		}
+	}
 	switch c.network() {
 	case NetworkNone:
 		parts = append(parts, "no network (TCP)")

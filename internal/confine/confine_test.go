@@ -48,3 +48,12 @@ func TestValidateAndDescribe(t *testing.T) {
 		t.Errorf("an inactive confinement is described as %q", got)
 	}
 }
+
+// TestDescribeAncestor says plainly that a writable root containing the
+// protected set gets no new entries directly in it.
+func TestDescribeAncestor(t *testing.T) {
+	c := &Confinement{Writable: []string{"/home/u"}, Protected: []string{"/home/u/.openclaw"}}
+	if got := c.Describe(); !strings.Contains(got, "no new entries directly in /home/u ") {
+		t.Errorf("Describe = %q", got)
+	}
+}
