@@ -76,7 +76,9 @@ type Defaults struct {
 	// EnvAllowlist names the variables (NAME or PREFIX*) a command may give
 	// its programs beyond policy's built-in safe set, for every agent.
 	EnvAllowlist []string
-	Extra        Extra
+	// Confine is the "confine" member (confine.go); nil when absent.
+	Confine *Confine
+	Extra   Extra
 }
 
 // Agent is one agent's settings; empty fields defer to WildcardAgent, then
@@ -88,7 +90,9 @@ type Agent struct {
 	Allowlist   []Entry
 	// EnvAllowlist adds to the defaults' and the wildcard agent's.
 	EnvAllowlist []string
-	Extra        Extra
+	// Confine is the "confine" member (confine.go); nil when absent.
+	Confine *Confine
+	Extra   Extra
 }
 
 // Entry is one allowlist pattern and what it last allowed, so a human can

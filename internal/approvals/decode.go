@@ -31,8 +31,8 @@ type parser struct {
 var (
 	knownTop      = []string{"version", "socket", "defaults", "agents"}
 	knownSocket   = []string{"path", "token"}
-	knownDefaults = []string{"security", "ask", "askFallback", "envAllowlist"}
-	knownAgent    = []string{"security", "ask", "askFallback", "allowlist", "envAllowlist"}
+	knownDefaults = []string{"security", "ask", "askFallback", "envAllowlist", "confine"}
+	knownAgent    = []string{"security", "ask", "askFallback", "allowlist", "envAllowlist", "confine"}
 	knownEntry    = []string{"id", "pattern", "lastUsedAt", "lastUsedCommand", "lastResolvedPath", "sha256"}
 )
 
@@ -75,6 +75,8 @@ func (p *parser) file() (*File, error) {
 					return p.str(&d.AskFallback, "defaults.askFallback", off)
 				case "envAllowlist":
 					return p.strings(&d.EnvAllowlist, "defaults.envAllowlist", off)
+				case "confine":
+					return p.confine(&d.Confine, "defaults.confine", off)
 				}
 				return p.extra(&d.Extra, "defaults", key, knownDefaults)
 			})
@@ -122,6 +124,8 @@ func (p *parser) agent(where string) (*Agent, error) {
 			return p.allowlist(&a.Allowlist, where+".allowlist", off)
 		case "envAllowlist":
 			return p.strings(&a.EnvAllowlist, where+".envAllowlist", off)
+		case "confine":
+			return p.confine(&a.Confine, where+".confine", off)
 		}
 		return p.extra(&a.Extra, where, key, knownAgent)
 	})
@@ -305,28 +309,6 @@ func (p *parser) str(dst *string, where string, off int) error {
 		return p.typeError(off, where, "a string")
 	}
 	return p.dec.Decode(dst)
-}
-
-// strings decodes an array of strings (null is none).
-func (p *parser) strings(dst *[]string, where string, off int) error {
-	if p.null(off) {
-		return p.skipValue()
-	}
-	if p.data[off] != '[' {
-		return p.typeError(off, where, "an array of strings")
-	}
-	var raw []json.RawMessage
-	if err := p.dec.Decode(&raw); err != nil {
-		return p.errAt(off, "%s: %v", where, err)
-	}
-	for i, r := range raw {
-		var s string
-		if err := json.Unmarshal(r, &s); err != nil {
-			return p.errAt(off, "%s[%d]: not a string (hint: write each name as \"NAME\" or \"PREFIX*\")", where, i)
-		}
-		*dst = append(*dst, s)
-	}
-	return nil
 }
 
 func (p *parser) number(where string, off int) (string, error) {

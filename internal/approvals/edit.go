@@ -220,6 +220,7 @@ func (f *File) Clone() *File {
 	c := *f
 	c.Socket.Extra = f.Socket.Extra.clone()
 	c.Defaults.Extra = f.Defaults.Extra.clone()
+	c.Defaults.Confine = f.Defaults.Confine.clone()
 	c.Extra = f.Extra.clone()
 	c.warnings = slices.Clone(f.warnings)
 	if f.Agents != nil {
@@ -231,6 +232,7 @@ func (f *File) Clone() *File {
 			}
 			ac := *a
 			ac.Extra = a.Extra.clone()
+			ac.Confine = a.Confine.clone()
 			if a.Allowlist != nil {
 				ac.Allowlist = make([]Entry, len(a.Allowlist))
 				for i, e := range a.Allowlist {

@@ -38,6 +38,7 @@ func (f *File) Marshal() ([]byte, error) {
 	d.str("ask", f.Defaults.Ask)
 	d.str("askFallback", f.Defaults.AskFallback)
 	d.strings("envAllowlist", f.Defaults.EnvAllowlist)
+	d.confine(f.Defaults.Confine)
 	d.extra(f.Defaults.Extra, knownDefaults)
 	d.close()
 
@@ -110,6 +111,7 @@ func (w *writer) agent(a *Agent) {
 		}
 		w.buf.WriteByte(']')
 	}
+	o.confine(a.Confine)
 	o.extra(a.Extra, knownAgent)
 	o.close()
 }

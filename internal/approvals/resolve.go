@@ -35,6 +35,9 @@ type Resolved struct {
 	// set (policy.SafeEnvNames). Invalid entries are left out, with a
 	// warning.
 	EnvAllowlist []string `json:"envAllowlist,omitempty"`
+	// Confine is what the agent's "confine" members ask for (confine.go);
+	// nil when none has one.
+	Confine *ResolvedConfine `json:"confine,omitempty"`
 	// Warnings are problems that do not stop the file from loading but
 	// probably do not do what the user meant: a missing version, patterns
 	// that can never match, patterns covering directories other users can
@@ -74,6 +77,15 @@ func (f *File) ResolvePolicy(agentID string) Resolved {
 	return f.resolve(agentID, "", false)
 }
 
+// confineHome is the home "~/" expands to in confine.writable: Resolve's,
+// or the host user's when ResolvePolicy passes none.
+func confineHome(home string) string {
+	if home != "" {
+		return home
+	}
+	return state.Home()
+}
+
 type level struct {
 	name                   string
 	security, ask, fallbck string
@@ -84,23 +96,31 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 		agentID = WildcardAgent
 	}
 	var levels []level
+	var cl []confineLevel
 	var chain []string // agents whose allowlists apply, in match order
 	if w := f.Agents[WildcardAgent]; w != nil {
 		chain = append(chain, WildcardAgent)
 	}
 	if a := f.Agents[agentID]; a != nil && agentID != WildcardAgent {
 		levels = append(levels, level{"agents." + agentID, a.Security, a.Ask, a.AskFallback})
+		cl = append(cl, confineLevel{"agents." + agentID, a.Confine})
 		chain = append(chain, agentID)
 	}
 	if w := f.Agents[WildcardAgent]; w != nil {
 		levels = append(levels, level{"agents." + WildcardAgent, w.Security, w.Ask, w.AskFallback})
+		cl = append(cl, confineLevel{"agents." + WildcardAgent, w.Confine})
 	}
 	levels = append(levels, level{SourceDefaults, f.Defaults.Security, f.Defaults.Ask, f.Defaults.AskFallback})
+	cl = append(cl, confineLevel{SourceDefaults, f.Defaults.Confine})
 
 	r := Resolved{Sources: make(map[string]string, 3)}
 	r.Local.Security = pick(&r, levels, "security", func(l level) string { return l.security }, policy.ParseSecurity, policy.DefaultSecurity, policy.Securities)
 	r.Local.Ask = pick(&r, levels, "ask", func(l level) string { return l.ask }, policy.ParseAsk, policy.DefaultAsk, policy.Asks)
 	r.Local.Fallback = pick(&r, levels, "askFallback", func(l level) string { return l.fallbck }, policy.ParseFallback, policy.DefaultFallback, policy.Fallbacks)
+	if home == "" && statDirs {
+		home = state.Home()
+	}
+	r.resolveConfine(cl, confineHome(home))
 
 	if f.versionMissing {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("version missing; assuming %d (the next write adds it)", Version))

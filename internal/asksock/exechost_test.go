@@ -325,8 +325,11 @@ func TestPolicyAtApprover(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, _ := stateDir(t, tt.sec, tt.ask, policy.FallbackDeny, tt.allow...)
 			c := startInProcess(t, dir, tt.auto)
-			marker := filepath.Join(dir, "marker")
-			res, err := c.Exec(context.Background(), bridge.SystemRunParams{Command: []string{"/usr/bin/touch", marker}, AgentID: "main", NodeID: "node-1"})
+			// The marker is in the run's cwd: runs are confined away from
+			// the state directory and, under allowlist, to their cwd.
+			work := t.TempDir()
+			marker := filepath.Join(work, "marker")
+			res, err := c.Exec(context.Background(), bridge.SystemRunParams{Command: []string{"/usr/bin/touch", marker}, Cwd: work, AgentID: "main", NodeID: "node-1"})
 			_, statErr := os.Stat(marker)
 			if ran := statErr == nil; ran != tt.wantRun {
 				t.Errorf("ran = %v, want %v (err %v)", ran, tt.wantRun, err)
@@ -416,7 +419,8 @@ func (re *rawExec) frame(req bridge.SystemRunParams, tamper func(*asksock.Reques
 func TestForgedFramesRunNothing(t *testing.T) {
 	dir, _ := stateDir(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	c := startInProcess(t, dir, "")
-	marker := filepath.Join(dir, "marker")
+	work := t.TempDir() // not the state directory, which runs cannot write
+	marker := filepath.Join(work, "marker")
 	req := bridge.SystemRunParams{Command: []string{"/usr/bin/touch", marker}}
 	tests := []struct {
 		name   string
@@ -456,7 +460,7 @@ func TestForgedFramesRunNothing(t *testing.T) {
 	})
 	t.Run("replayed nonce", func(t *testing.T) {
 		re := dialExec(t, c)
-		count := filepath.Join(dir, "count")
+		count := filepath.Join(work, "count")
 		once := bridge.SystemRunParams{Command: []string{"/bin/sh", "-c", `echo run >> "$0"`, count}}
 		frame := re.frame(once, nil)
 		re.c.Write(frame)
@@ -486,7 +490,7 @@ func TestForgedFramesRunNothing(t *testing.T) {
 func TestApproverKilledMidRun(t *testing.T) {
 	dir, f := stateDir(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
 	h := startHelper(t, dir, "", nil)
-	started := filepath.Join(dir, "started")
+	started := filepath.Join(t.TempDir(), "started") // not in the state directory, which runs cannot write
 	c := &asksock.ExecClient{SocketPath: approvals.NewStore(dir).SocketPath(f), Token: []byte(f.Socket.Token)}
 
 	go func() {

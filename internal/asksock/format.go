@@ -37,6 +37,9 @@ func Describe(p Pending, now time.Time) []Field {
 	if c := strings.TrimSuffix(r.Canonical, "\n"); c != "" && c != strings.TrimSpace(r.Command) {
 		fs = append(fs, Field{"canonical", Printable(c)})
 	}
+	if r.Confinement != "" {
+		fs = append(fs, Field{"confined", Printable(r.Confinement)})
+	}
 	if r.RunsAs != "" {
 		fs = append(fs, Field{"runs as", Printable(RunsAsText(r.RunsAs))})
 	}

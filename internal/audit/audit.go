@@ -85,6 +85,9 @@ type Record struct {
 	Truncated  bool  `json:"truncated,omitempty"`
 	// Error is a failure to start or run the command.
 	Error string `json:"error,omitempty"`
+	// Confinement says what the kernel let the run touch (host runs;
+	// internal/confine's description).
+	Confinement string `json:"confinement,omitempty"`
 	// GatewayFields carry the gateway's own decisions (events.go); they
 	// are flattened into the line and empty on execution hosts' records.
 	GatewayFields

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -44,6 +45,9 @@ type agentView struct {
 	Skipped     []string                  `json:"skipped,omitempty"`
 	Allowlist   []approvals.ResolvedEntry `json:"allowlist"`
 	Warnings    []string                  `json:"warnings,omitempty"`
+	// Confine is what the "confine" members ask for, with sources; nil:
+	// the security mode's built-in confinement.
+	Confine *approvals.ResolvedConfine `json:"confine,omitempty"`
 }
 
 // approvalsView is the output of `approvals get --json`.
@@ -74,7 +78,7 @@ func buildView(path string, f *approvals.File) (approvalsView, error) {
 		r := f.Resolve(id)
 		v.Agents[id] = agentView{
 			Security: r.Local.Security, Ask: r.Local.Ask, AskFallback: r.Local.Fallback,
-			Sources: r.Sources, Skipped: r.Skipped, Allowlist: r.Allowlist, Warnings: r.Warnings,
+			Sources: r.Sources, Skipped: r.Skipped, Allowlist: r.Allowlist, Warnings: r.Warnings, Confine: r.Confine,
 		}
 	}
 	return v, nil
@@ -133,6 +137,7 @@ func printView(g *globals, v approvalsView) {
 		fmt.Fprintf(w, "  security     %-10s (from %s)\n", a.Security, a.Sources["security"])
 		fmt.Fprintf(w, "  ask          %-10s (from %s)\n", a.Ask, a.Sources["ask"])
 		fmt.Fprintf(w, "  askFallback  %-10s (from %s)\n", a.AskFallback, a.Sources["askFallback"])
+		printConfine(w, a)
 		for _, s := range a.Skipped {
 			fmt.Fprintf(w, "  note: %s\n", s)
 		}
@@ -313,6 +318,8 @@ type checkOutput struct {
 	CanonicalSha256 string   `json:"canonicalSha256,omitempty"`
 	RunsAs          string   `json:"runsAs"`
 	Builtins        []string `json:"builtins,omitempty"`
+	// Confinement says what the kernel would let the run touch.
+	Confinement string `json:"confinement"`
 }
 
 func newApprovalsCheckCmd(g *globals) *cobra.Command {
@@ -342,7 +349,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				Security: p.Effective.Security, Ask: p.Effective.Ask, AskFallback: p.Effective.Fallback,
 				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
 				Segments: []checkSegment{}, Canonical: p.Analysis.Canonical, CanonicalSha256: p.Analysis.Hash,
-				RunsAs: p.RunsAs(), Builtins: p.Analysis.Builtins,
+				RunsAs: p.RunsAs(), Builtins: p.Analysis.Builtins, Confinement: e.ConfinementText(p),
 			}
 			for i, s := range p.Analysis.Segments {
 				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via,
@@ -365,6 +372,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "analysis failed: %s\n", out.AnalysisError)
 			}
 			fmt.Fprintf(g.stdout, "runs as: %s\n", out.RunsAs)
+			fmt.Fprintf(g.stdout, "confined: %s\n", out.Confinement)
 			for _, b := range out.Builtins {
 				fmt.Fprintf(g.stdout, "  %-40s interpreter builtin\n", b)
 			}
@@ -389,4 +397,27 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory for resolving ./names (default: the current directory)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
+}
+
+// printConfine shows an agent's confinement policy and where each value
+// came from (docs/policy.md, "Confinement").
+func printConfine(w io.Writer, a agentView) {
+	c := a.Confine
+	if c == nil {
+		fmt.Fprintf(w, "  confine      built-in for security=%s (no \"confine\" member)\n", a.Security)
+		return
+	}
+	writable := "cwd, run temp"
+	if len(c.Writable) > 0 {
+		writable += ", " + strings.Join(c.Writable, ", ")
+	}
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	fmt.Fprintf(w, "  confine      writable: %s (from %s)\n", writable, c.Sources["writable"])
+	fmt.Fprintf(w, "               network: %s (from %s)\n", or(string(c.Network), "none"), c.Sources["network"])
+	fmt.Fprintf(w, "               unsupported: %s (from %s)\n", or(string(c.Unsupported), "deny"), c.Sources["unsupported"])
 }

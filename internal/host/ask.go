@@ -51,6 +51,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 		Choices: choices, ExpiresAtMs: e.now().Add(timeout).UnixMilli(), Fallback: string(p.Effective.Fallback),
 		Canonical: p.Analysis.Canonical, PlanHash: p.Analysis.Hash, RunsAs: p.runsAs(false),
 		Env: p.Env, EnvMissing: p.EnvMissing, ExecutableSHA256: e.sha256s(p), Changed: p.Changed,
+		Confinement: e.ConfinementText(p),
 	}
 	for _, s := range p.Analysis.Segments {
 		pr.Executables = append(pr.Executables, s.Runs)

@@ -60,6 +60,7 @@ func (r AuditRecord) Line() audit.Record {
 		DecidedBy:      r.DecidedBy,
 		Approval:       string(r.Approval),
 		Fallback:       r.Fallback,
+		Confinement:    r.Confinement,
 	}
 	switch {
 	case r.Fallback:

@@ -14,7 +14,7 @@ import (
 // analysis, matches, environment, decision — must be equal.
 func TestCachesChangeNothing(t *testing.T) {
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny, "$BIN/hello", "$BIN/other")
-	fresh := NewEngine(f.dir, policy.HostGateway, "gw")
+	fresh := NewEngine(f.engine.StateDir, policy.HostGateway, "gw")
 	fresh.PATH, fresh.Home, fresh.NoCache = f.engine.PATH, f.engine.Home, true
 	reqs := []Request{
 		{RawCommand: "hello"}, {RawCommand: "hello | other x"}, {RawCommand: "marker x"},

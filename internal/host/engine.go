@@ -61,6 +61,14 @@ type Engine struct {
 	// Analyzer is the analysis with its caches; built on first use
 	// (uncached with NoCache) when nil.
 	Analyzer *shellcmd.Analyzer
+	// LandlockABI probes the kernel's Landlock ABI for confining runs
+	// (confine.KernelABI when nil); tests inject a kernel without it.
+	LandlockABI func() int
+
+	// noConfine turns confinement off: only the escape tests' controls
+	// set it, to show that what the confined run was kept from happens
+	// without it.
+	noConfine bool
 
 	store *approvals.Store
 	// closeAudit closes the audit log the engine owns (Options.CloseAudit).
@@ -94,6 +102,8 @@ type AuditRecord struct {
 	Approval  policy.Approval
 	Fallback  bool
 	Result    *runner.Result
+	// Confinement describes the run's kernel confinement (confine.go).
+	Confinement string
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -152,7 +162,8 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	unvouched := p.Effective.Security == policy.SecurityFull ||
 		(rec.Fallback && p.Effective.Fallback == policy.FallbackFull)
 	how := p.runsAs(unvouched)
-	spec, err := e.spec(p, how, req)
+	rec.Confinement = e.ConfinementText(p)
+	spec, done, err := e.spec(p, how, req)
 	if err != nil {
 		rec.Event = "denied"
 		e.audit(rec)
@@ -167,6 +178,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		spec.Timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
 	rr, runErr := runner.Run(ctx, spec)
+	done()
 	if runErr != nil && rr.Error == "" {
 		rr.Error = runErr.Error()
 	}

@@ -22,7 +22,7 @@ import (
 // fixture is a state directory with an approvals file, a bin directory of
 // tiny scripts used as the host PATH, and an engine over both.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	bin    string
 	store  *approvals.Store
@@ -32,12 +32,18 @@ type fixture struct {
 	audits []AuditRecord
 }
 
-func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *fixture {
+func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
+	// The work directory (the runs' cwd), the programs and the state
+	// directory are siblings: runs are confined away from the state
+	// directory (internal/confine), and cannot create entries directly
+	// in a directory that contains it.
+	root := t.TempDir()
+	dir, bin := filepath.Join(root, "work"), filepath.Join(root, "bin")
+	for _, d := range []string{dir, bin} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, name := range []string{"hello", "other", "marker"} {
 		script := "#!/bin/sh\necho " + name + " \"$@\"\n"
@@ -48,7 +54,8 @@ func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fal
 			t.Fatal(err)
 		}
 	}
-	f := &fixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(dir)}
+	stateDir := filepath.Join(root, "state")
+	f := &fixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(stateDir)}
 	_, err := f.store.Update(func(file *approvals.File) error {
 		file.Defaults.Security, file.Defaults.Ask, file.Defaults.AskFallback = string(sec), string(ask), string(fb)
 		for _, p := range allow {
@@ -59,7 +66,7 @@ func newFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fal
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewEngine(dir, policy.HostGateway, "gw")
+	e := NewEngine(stateDir, policy.HostGateway, "gw")
 	e.PATH = bin + ":/usr/bin:/bin"
 	e.Home = dir
 	e.OnEvent = func(ev Event) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }

@@ -54,34 +54,55 @@ func (p *Prepared) RunsAs() string {
 	return p.runsAs(p.Effective.Security == policy.SecurityFull)
 }
 
-// spec returns the runner spec that runs p as runsAs says.
-func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error) {
-	spec := runner.Spec{Cwd: p.Cwd, Env: req.Env, PTY: req.PTY, BaseEnv: e.baseEnv()}
+// spec returns the runner spec that runs p as runsAs says, confined as
+// e.confinement says, and the function that removes the run's private
+// temporary directory once it has ended.
+func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func(), error) {
+	tmp, env, done, err := runTemp(req.Env)
+	if err != nil {
+		return runner.Spec{}, nil, err
+	}
+	spec := runner.Spec{Cwd: p.Cwd, Env: env, PTY: req.PTY, BaseEnv: e.baseEnv()}
+	conf := e.confinement(p, tmp)
+	wrap, enforce, err := e.confineSpec(conf, how)
+	if err != nil {
+		done()
+		return spec, nil, err
+	}
+	spec.Confine = wrap
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
 		if runner.FileIDsSupported {
 			id, ok := p.files[spec.Argv[0]]
 			if !ok {
-				return spec, fmt.Errorf("%w: %s could not be found when it was decided on", runner.ErrStart, spec.Argv[0])
+				done()
+				return spec, nil, fmt.Errorf("%w: %s could not be found when it was decided on", runner.ErrStart, spec.Argv[0])
 			}
 			spec.Executable = &id
 		}
 	case RunsInterpreted, RunsUnchecked:
 		if err := runner.CheckEnv(req.Env); err != nil {
-			return spec, err
+			done()
+			return spec, nil, err
 		}
-		argv, err := shellrun.Argv(shellrun.Plan{
+		plan := shellrun.Plan{
 			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
 			Executables: e.planExecutables(p), PATH: e.runPATH(), Home: e.Home,
 			Env: req.Env, EnvAllow: p.envAllow, Files: p.files,
-		})
+		}
+		if enforce {
+			plan.Confine = conf
+		}
+		argv, err := shellrun.Argv(plan)
 		if err != nil {
-			return spec, err
+			done()
+			return spec, nil, err
 		}
 		// The request's env travels in the plan: the interpreter process
-		// itself runs in the host's environment.
-		spec.Argv, spec.Env = argv, nil
+		// itself runs in the host's environment, with the run's private
+		// TMPDIR (the host's, not the command's).
+		spec.Argv, spec.Env = argv, map[string]string{"TMPDIR": tmp}
 	default:
 		if len(p.argv) > 0 {
 			spec.Argv = p.argv
@@ -89,7 +110,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, error)
 			spec.Command = p.Text
 		}
 	}
-	return spec, nil
+	return spec, done, nil
 }
 
 // directArgv returns the argv to start directly when starting it is exactly

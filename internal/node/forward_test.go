@@ -186,7 +186,7 @@ func TestForwardFallback(t *testing.T) {
 		t.Run(tt.fallback, func(t *testing.T) {
 			dir := fwdStateDir(t, policy.SecurityFull, policy.AskOff) // no approver serves it
 			fw, ev := forwarder(t, dir, dir, tt.fallback)
-			marker := filepath.Join(dir, "marker")
+			marker := filepath.Join(t.TempDir(), "marker") // not in the state directory, which runs cannot write
 			r := &Client{opts: Options{Executor: fw}}
 			params, _ := json.Marshal(host.Request{Argv: []string{"/bin/sh", "-c", `touch "$0"; echo ran`, marker}, RunID: "r3"}.Wire(""))
 			out := r.systemRun(context.Background(), params, 10_000)

@@ -48,6 +48,9 @@ type Request struct {
 	// Changed lists executables that differ from the file an allow-always
 	// recorded for their allowlist entry (its sha256).
 	Changed []string `json:"changedSinceAllowAlways,omitempty"`
+	// Confinement says what the kernel will let the run touch: where it
+	// may write, what it can never read, its network.
+	Confinement string `json:"confinement,omitempty"`
 	// AllowAlways says exactly what an allow-always answer would add to
 	// the allowlist and what it would leave out; nil when the execution
 	// host did not say (the UIs then say so rather than guess).

@@ -88,6 +88,13 @@ type Spec struct {
 	// is another file, and starts the open file by its descriptor (Pin),
 	// so a file swapped in at the path after the decision never runs.
 	Executable *FileID
+	// Confine, when set, rewrites the argv about to start (after Command
+	// became the shell's argv) so that the command starts confined: the
+	// execution host passes confine.Wrap with the run's confinement. An
+	// error starts nothing.
+	// execPath is what the wrapped program is to be exec'd by: the
+	// pinned executable's descriptor path (Executable), or "" for argv[0].
+	Confine func(argv []string, execPath string) ([]string, error)
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -166,6 +173,27 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// The decided file is opened before anything else: with a confining
+	// launcher in front, the launcher execs the descriptor it inherits.
+	var pin *pinned
+	if spec.Executable != nil {
+		f, path, err := Pin(argv[0], *spec.Executable)
+		if err != nil {
+			res.ExitCode = startExitCode(err)
+			return fail(err)
+		}
+		defer f.Close()
+		pin = &pinned{file: f, path: path}
+	}
+	if spec.Confine != nil {
+		execPath := ""
+		if pin != nil {
+			execPath, pin.path = pin.path, "" // the launcher starts first, by its own path
+		}
+		if argv, err = spec.Confine(argv, execPath); err != nil {
+			return fail(err)
+		}
+	}
 	env, err := buildEnv(spec.BaseEnv, spec.Env)
 	if err != nil {
 		return fail(err)
@@ -181,16 +209,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	ls := launchSpec{Spec: spec, argv: argv, env: env}
-	if spec.Executable != nil {
-		f, path, err := Pin(argv[0], *spec.Executable)
-		if err != nil {
-			res.ExitCode = startExitCode(err)
-			return fail(err)
-		}
-		defer f.Close()
-		ls.pinned = &pinned{file: f, path: path}
-	}
+	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
 	launch := launchWithGoroutines

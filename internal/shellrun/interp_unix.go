@@ -46,6 +46,10 @@ func Main(planJSON string) int {
 		fmt.Fprintf(os.Stderr, "exechost: interpreter: bad plan: %v\n", err)
 		return DeniedExit
 	}
+	if err := applyConfinement(p); err != nil {
+		fmt.Fprintf(os.Stderr, "exechost: interpreter: %v\n", err)
+		return DeniedExit
+	}
 	watchBounds(p, func(why string) {
 		fmt.Fprintf(os.Stderr, "exechost: interpreter: %s; the run was stopped (hint: bound the loop or the output captured in variables)\n", why)
 		// The programs it started are killed with it; what they started in

@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -103,6 +104,9 @@ type Plan struct {
 	// DefaultGoroutineBound when positive (tests use small ones).
 	MemoryBound    int64 `json:"memoryBound,omitempty"`
 	GoroutineBound int   `json:"goroutineBound,omitempty"`
+	// Confine is the run's confinement, applied to this whole process
+	// before it runs anything (confine.go); nil confines nothing.
+	Confine *confine.Confinement `json:"confine,omitempty"`
 }
 
 // The interpreter's own bounds: a text with no program in it still costs

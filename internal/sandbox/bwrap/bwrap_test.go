@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/testdep"
@@ -282,14 +283,14 @@ func TestOutputCap(t *testing.T) {
 func TestLandlock(t *testing.T) {
 	b, _ := open(t, nil)
 	rep := b.Report()
-	if landlockABI() == 0 {
+	if confine.KernelABI() == 0 {
 		if !strings.HasPrefix(rep.Landlock, "unavailable") {
 			t.Errorf("report without kernel landlock: %q", rep.Landlock)
 		}
 		return
 	}
 	if !strings.HasPrefix(rep.Landlock, "enforced") {
-		t.Fatalf("landlock not enforced on a kernel with ABI %d: %q", landlockABI(), rep.Landlock)
+		t.Fatalf("landlock not enforced on a kernel with ABI %d: %q", confine.KernelABI(), rep.Landlock)
 	}
 	req, _ := open(t, func(c *sandbox.Config) { c.Bwrap.Landlock = sandbox.LandlockRequire })
 	if res := run(t, req, sandbox.Request{Argv: []string{"true"}}); !res.Success {

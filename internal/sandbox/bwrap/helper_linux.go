@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/sandbox"
 )
 
@@ -146,7 +147,7 @@ func restrict(spec helperSpec) (Report, error) {
 	}
 	rep.NoNewPrivs = true
 
-	abi := landlockABI()
+	abi := confine.KernelABI()
 	rep.LandlockABI = abi
 	switch {
 	case spec.Landlock == sandbox.LandlockOff:
@@ -161,7 +162,8 @@ func restrict(spec helperSpec) (Report, error) {
 	// Everything the kernel's ABI can deny is denied except as granted
 	// here: filesystem writes, TCP (ABI 4+), signals and abstract sockets
 	// beyond the sandbox (ABI 6+), pathname unix socket connects (ABI 9+).
-	if err := landlockRestrict(abi, []string{sandbox.WorkspaceDir, "/tmp", "/dev"}); err != nil {
+	box := confine.Confinement{Writable: []string{sandbox.WorkspaceDir, "/tmp", "/dev"}, Network: confine.NetworkNone, Unsupported: confine.UnsupportedWarn}
+	if _, err := confine.ApplyThread(&box, abi); err != nil {
 		return rep, fmt.Errorf("apply landlock: %w", err)
 	}
 	rep.Landlock = fmt.Sprintf("enforced (ABI %d): writes only in /workspace, /tmp and /dev; no TCP", abi)

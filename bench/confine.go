@@ -1,0 +1,88 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellcmd"
+	"github.com/exechost/exechost/internal/shellrun"
+)
+
+// confineRows: what kernel confinement costs per run, for a command that
+// starts directly (through the re-exec launcher) and for an interpreted one
+// (the interpreter restricts its own process), each beside the same run
+// unconfined, through runner.Run, interleaved. The confinement is the
+// built-in one of security=allowlist with the state directory where it
+// normally is, in the home directory: the rules are built around it.
+func (b *bench) confineRows() {
+	sec := "Kernel confinement per run (Landlock)"
+	if abi := confine.KernelABI(); abi < 4 {
+		b.add(row{section: sec, what: "confined", err: fmt.Errorf("not available: this kernel offers Landlock ABI %d, confinement needs 4", abi)})
+		return
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		b.add(row{section: sec, what: "confined", err: err})
+		return
+	}
+	stateDir, err := os.MkdirTemp(home, ".exechost-bench-state-")
+	if err != nil {
+		b.add(row{section: sec, what: "confined", err: err})
+		return
+	}
+	defer os.RemoveAll(stateDir)
+	cwd := filepath.Join(b.tmp, "confine-work")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		b.add(row{section: sec, what: "confined", err: err})
+		return
+	}
+	c := &confine.Confinement{Writable: []string{cwd}, Protected: []string{stateDir}, Network: confine.NetworkNone}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	env := []string{"PATH=" + path, "HOME=" + home}
+	text := "true && true"
+	a := shellcmd.Analyze(text, shellcmd.Env{Cwd: cwd, PATH: path, Home: home})
+	plan := shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), PATH: path, Home: home}
+	interp, err := shellrun.Argv(plan)
+	if err != nil || !a.OK {
+		b.add(row{section: sec, what: "confined", err: fmt.Errorf("interpreter: %v %s", err, a.Error)})
+		return
+	}
+	plan.Confine = c
+	interpConfined, err := shellrun.Argv(plan)
+	if err != nil {
+		b.add(row{section: sec, what: "confined", err: err})
+		return
+	}
+	run := func(spec runner.Spec) func() error {
+		return func() error {
+			res, err := runner.Run(context.Background(), spec)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			return err
+		}
+	}
+	wrap := func(argv []string, _ string) ([]string, error) { return confine.Wrap(c, argv) }
+	ops := []op{
+		{name: "direct /bin/true (baseline)", how: "runner.Run of /bin/true", run: run(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env})},
+		{name: "direct /bin/true, confined", how: "through the launcher (this binary re-executed: rules around the state directory, Landlock, execve)", run: run(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env, Confine: wrap})},
+		{name: "interpreted `" + text + "` (baseline)", how: "runner.Run of the interpreter", run: run(runner.Spec{Argv: interp, Cwd: cwd, BaseEnv: env})},
+		{name: "interpreted `" + text + "`, confined", how: "the interpreter restricts every thread of its process before it runs anything", run: run(runner.Spec{Argv: interpConfined, Cwd: cwd, BaseEnv: env})},
+	}
+	s, errs := interleave(5, b.iters(200, 40), ops)
+	for i, o := range ops {
+		r := row{section: sec, what: o.name, s: s[i], note: o.how, err: errs[i]}
+		if i%2 == 1 {
+			r.baseline, r.target = &s[i-1], "≤ +0.3 ms p50"
+			r.met = metDur(s[i].pct(0.5)-s[i-1].pct(0.5), 300*time.Microsecond, errs[i])
+		}
+		b.add(r)
+	}
+}

@@ -1,0 +1,307 @@
+// Package confine is the one seam between a run's confinement and the
+// kernel: it turns a Confinement (writable roots, a protected set that is
+// neither readable nor writable, the network a run may use, what to do on a
+// kernel that cannot enforce it, resource limits) into a Landlock ruleset
+// (github.com/landlock-lsm/go-landlock) and applies it in the process that
+// starts the command, before its first exec. Everything a confined process
+// starts inherits the restriction; nothing it runs can lift it.
+//
+// Two apply points use it:
+//
+//   - the interpreter process (internal/shellrun) calls ApplyProcess at its
+//     entry, restricting every thread of that Go process, before it runs
+//     anything;
+//   - a command that starts directly (and /bin/sh -c text) starts through
+//     the launcher: Wrap prefixes its argv with this binary and Arg, and
+//     the launcher's init restricts its one locked thread and execve(2)s
+//     the command, so the command's image starts confined.
+//
+// Landlock grants access beneath paths; it cannot subtract. The protected
+// set is kept out of reach by granting read and execute (and, for
+// writable roots, write) on the directory tree *around* it: a root that
+// contains a protected path is not granted itself; its entries are, each
+// one recursively the same way, except the protected path. Symbolic links
+// met on the way are not granted (their targets are granted where they
+// really are). Listing directories (READ_DIR) is granted on the whole tree,
+// so the protected directory's file names can be listed; its files cannot
+// be opened, executed, written, truncated, renamed, linked or removed.
+// Without that grant `ls /` and `ls ~` would fail for every confined run.
+//
+// The minimum Landlock ABI each part needs (MinABI reports the most a
+// Confinement needs):
+//
+//   - file system rules (read, write, execute beneath paths): ABI 1
+//     (Linux 5.13); renames and links between directories of a writable
+//     root need ABI 2 (REFER, 5.19; on ABI 1 they are always refused);
+//     truncate(2) of a file outside the writable roots is refused only
+//     from ABI 3 (6.2), so the protected set needs ABI 3 to stay unchanged;
+//   - network none (no TCP bind or connect): ABI 4 (6.7); UDP and other
+//     protocols are not restricted before ABI 10;
+//   - ioctl on devices: ABI 5 (6.10);
+//   - abstract unix sockets and signals to processes outside the run:
+//     ABI 6 (6.12); connecting to pathname unix sockets: ABI 9.
+package confine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Network is what network a confined run may use.
+type Network string
+
+// Network values.
+const (
+	// NetworkNone refuses TCP bind and connect (Landlock ABI 4).
+	NetworkNone Network = "none"
+	// NetworkLoopback is asked for by a policy that wants local services
+	// only. Landlock filters TCP by port, not by address, so it cannot be
+	// enforced as asked: it runs as NetworkAll, and Describe says so.
+	NetworkLoopback Network = "loopback"
+	// NetworkAll leaves the network unrestricted.
+	NetworkAll Network = "all"
+)
+
+// Unsupported says what happens when the kernel cannot enforce a
+// Confinement (no Landlock, or an ABI older than MinABI).
+type Unsupported string
+
+// Unsupported values.
+const (
+	// UnsupportedDeny refuses the run (the default).
+	UnsupportedDeny Unsupported = "deny"
+	// UnsupportedWarn runs it with what the kernel can enforce and says
+	// what is missing.
+	UnsupportedWarn Unsupported = "warn"
+)
+
+// ErrUnsupported is the error of a Confinement the kernel cannot enforce
+// under UnsupportedDeny.
+var ErrUnsupported = errors.New("confinement not supported by this kernel")
+
+// Confinement is what one run may touch. The zero value confines nothing
+// (Active is false).
+type Confinement struct {
+	// Writable are the roots beneath which the run may write (absolute,
+	// symbolic links resolved by Resolve). "/" writes everywhere except
+	// the protected set.
+	Writable []string `json:"writable,omitempty"`
+	// Protected are paths the run can neither read nor write, whatever
+	// Writable says.
+	Protected []string `json:"protected,omitempty"`
+	// Network is the network the run may use; "" is NetworkAll.
+	Network Network `json:"network,omitempty"`
+	// Unsupported is what happens on a kernel that cannot enforce this;
+	// "" is UnsupportedDeny.
+	Unsupported Unsupported `json:"unsupported,omitempty"`
+	// Limits are resource limits set before the command starts.
+	Limits Limits `json:"limits,omitzero"`
+	// Exec is the path the launcher gives execve when it is not the
+	// program's argv[0]: the runner's descriptor path of the file decided
+	// on (runner.Pin), inherited by the launcher. Not policy: set per run.
+	Exec string `json:"exec,omitempty"`
+}
+
+// Limits are resource limits (setrlimit(2)); zero leaves one unchanged.
+// Each is set as both the soft and the hard limit, so the command cannot
+// raise it again.
+type Limits struct {
+	// Procs bounds the processes of the host user (RLIMIT_NPROC).
+	Procs uint64 `json:"procs,omitempty"`
+	// Files bounds open descriptors (RLIMIT_NOFILE).
+	Files uint64 `json:"files,omitempty"`
+	// FileSize bounds the size of a file the command writes (RLIMIT_FSIZE).
+	FileSize uint64 `json:"fileSize,omitempty"`
+}
+
+// Active reports whether c restricts anything.
+func (c *Confinement) Active() bool {
+	return c != nil && (len(c.Protected) > 0 || !c.writesAll() || c.network() == NetworkNone || c.Limits != Limits{})
+}
+
+func (c *Confinement) writesAll() bool { return slices.Contains(c.Writable, "/") }
+
+func (c *Confinement) network() Network {
+	if c.Network == "" {
+		return NetworkAll
+	}
+	return c.Network
+}
+
+func (c *Confinement) unsupported() Unsupported {
+	if c.Unsupported == "" {
+		return UnsupportedDeny
+	}
+	return c.Unsupported
+}
+
+// Validate checks c's values; its errors name the field.
+func (c *Confinement) Validate() error {
+	switch c.Network {
+	case "", NetworkNone, NetworkLoopback, NetworkAll:
+	default:
+		return fmt.Errorf("confine.network %q: must be none, loopback or all", c.Network)
+	}
+	switch c.Unsupported {
+	case "", UnsupportedDeny, UnsupportedWarn:
+	default:
+		return fmt.Errorf("confine.unsupported %q: must be deny or warn", c.Unsupported)
+	}
+	for _, p := range c.Writable {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("confine.writable %q: must be an absolute path (or start with ~/)", p)
+		}
+	}
+	for _, p := range c.Protected {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("confine protected path %q: must be absolute", p)
+		}
+	}
+	return nil
+}
+
+// Resolve returns c with every path cleaned and its symbolic links
+// resolved (a path that does not exist yet is kept as cleaned), so the
+// rules compare real paths: a protected directory reached through a link
+// is still protected. Writable roots inside the protected set are dropped
+// and reported, because no policy can grant them.
+func (c Confinement) Resolve() (Confinement, []string) {
+	c.Protected = realPaths(c.Protected)
+	var dropped []string
+	var w []string
+	for _, p := range realPaths(c.Writable) {
+		if under(p, c.Protected) {
+			dropped = append(dropped, p)
+			continue
+		}
+		w = append(w, p)
+	}
+	c.Writable = w
+	return c, dropped
+}
+
+func realPaths(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		p = filepath.Clean(p)
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// under reports whether p is one of roots or beneath one.
+func under(p string, roots []string) bool {
+	for _, r := range roots {
+		if within(p, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is root or beneath it (both clean, absolute).
+func within(p, root string) bool {
+	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
+}
+
+// MinABI is the Landlock ABI c needs to be enforced as described: 3 for
+// any file system rule (so truncate(2) outside the writable roots is
+// refused too), 4 for network none, 0 when c restricts nothing.
+func (c *Confinement) MinABI() int {
+	switch {
+	case !c.Active():
+		return 0
+	case c.network() == NetworkNone:
+		return 4
+	}
+	return 3
+}
+
+// Check says whether a kernel offering Landlock ABI abi can enforce c: nil
+// when it can; an error wrapping ErrUnsupported (with a hint) when it
+// cannot and c says deny; for warn, a nil error and the warning to show.
+func (c *Confinement) Check(abi int) (warning string, err error) {
+	need := c.MinABI()
+	if abi >= need {
+		return "", nil
+	}
+	what := fmt.Sprintf("this kernel offers Landlock ABI %d, the run's confinement needs %d", abi, need)
+	if abi == 0 {
+		what = fmt.Sprintf("this kernel has no Landlock (the run's confinement needs ABI %d)", need)
+	}
+	if c.unsupported() == UnsupportedWarn {
+		return "confinement not fully enforced: " + what, nil
+	}
+	return "", fmt.Errorf("%w: %s (hint: run on Linux 6.7 or later with Landlock enabled (lsm=landlock), or set \"confine\": {\"unsupported\": \"warn\"} in exec-approvals.json to run with what the kernel enforces)", ErrUnsupported, what)
+}
+
+// Describe says in one line what c lets a run do, for prompts, `approvals
+// check` and the audit log.
+func (c *Confinement) Describe() string {
+	if !c.Active() {
+		return "none"
+	}
+	var parts []string
+	switch {
+	case c.writesAll():
+		parts = append(parts, "writes anywhere")
+	case len(c.Writable) == 0:
+		parts = append(parts, "writes nowhere")
+	default:
+		parts = append(parts, "writes only in "+strings.Join(c.Writable, ", "))
+	}
+	if len(c.Protected) > 0 {
+		parts = append(parts, "no access to "+strings.Join(c.Protected, ", "))
+	}
+	for _, w := range c.Writable {
+		for _, p := range c.Protected {
+			if p != w && within(p, w) && w != "/" {
+				// Granted around the protected path (package doc).
+				where := w
+				if d := filepath.Dir(p); d != w {
+					where += " or the directories down to " + d
+				}
+				parts = append(parts, fmt.Sprintf("no new entries directly in %s (it contains the protected %s; use a subdirectory)", where, p))
+			}
+		}
+	}
+	switch c.network() {
+	case NetworkNone:
+		parts = append(parts, "no network (TCP)")
+	case NetworkLoopback:
+		parts = append(parts, "network loopback asked for, not enforceable by Landlock (TCP to any address allowed)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Arg makes the binary run as the launcher: os.Args is [exe, Arg,
+// confinement JSON, program, args...].
+const Arg = "--exechost-confine=v1"
+
+// Wrap returns the argv that starts argv confined by c through the
+// launcher (this binary re-executed). argv[0] must be an absolute path.
+// Only where Supported is the launcher there.
+func Wrap(c *Confinement, argv []string) ([]string, error) {
+	if len(argv) == 0 || !filepath.IsAbs(argv[0]) {
+		return nil, fmt.Errorf("confine: program %q must be an absolute path", strings.Join(argv[:min(len(argv), 1)], ""))
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("confine: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("confine: find this executable for the launcher: %w", err)
+	}
+	return append([]string{exe, Arg, string(b)}, argv...), nil
+}

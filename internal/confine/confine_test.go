@@ -1,0 +1,59 @@
+package confine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestCheckFallback runs Check against injected kernel ABIs: no Landlock,
+// too old for network none, and enough.
+func TestCheckFallback(t *testing.T) {
+	for _, tc := range []struct {
+		abi     int
+		c       Confinement
+		wantErr bool
+		warn    bool
+	}{
+		{0, Confinement{Protected: []string{"/s"}}, true, false},
+		{0, Confinement{Protected: []string{"/s"}, Unsupported: UnsupportedWarn}, false, true},
+		{3, Confinement{Writable: []string{"/w"}, Network: NetworkNone}, true, false},
+		{3, Confinement{Writable: []string{"/w"}}, false, false},
+		{7, Confinement{Writable: []string{"/w"}, Network: NetworkNone}, false, false},
+		{0, Confinement{Writable: []string{"/"}}, false, false}, // nothing to enforce
+	} {
+		warn, err := tc.c.Check(tc.abi)
+		if (err != nil) != tc.wantErr || (warn != "") != tc.warn {
+			t.Errorf("abi %d %+v: warn=%q err=%v", tc.abi, tc.c, warn, err)
+		}
+		if err != nil && (!errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "hint:")) {
+			t.Errorf("abi %d: error %v is not actionable ErrUnsupported", tc.abi, err)
+		}
+	}
+}
+
+// TestValidateAndDescribe refuses bad values naming the field, and
+// describes what a confinement lets a run do.
+func TestValidateAndDescribe(t *testing.T) {
+	for _, c := range []Confinement{{Network: "lan"}, {Unsupported: "maybe"}, {Writable: []string{"rel"}}} {
+		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "confine") {
+			t.Errorf("%+v: error %v", c, err)
+		}
+	}
+	c := &Confinement{Writable: []string{"/w"}, Protected: []string{"/s"}, Network: NetworkNone}
+	if got, want := c.Describe(), "writes only in /w; no access to /s; no network (TCP)"; got != want {
+		t.Errorf("Describe = %q, want %q", got, want)
+	}
+	if got := (&Confinement{Writable: []string{"/"}}).Describe(); got != "none" {
+		t.Errorf("an inactive confinement is described as %q", got)
+	}
+}
+
+// TestDescribeAncestor says plainly that a writable root containing the
+// protected set gets no new entries directly in it.
+func TestDescribeAncestor(t *testing.T) {
+	c := &Confinement{Writable: []string{"/home/u"}, Protected: []string{"/home/u/.openclaw"}}
+	if got := c.Describe(); !strings.Contains(got, "no new entries directly in /home/u ") {
+		t.Errorf("Describe = %q", got)
+	}
+}

@@ -1,0 +1,59 @@
+package confine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+)
+
+// The launcher: the binary re-executed as [exe, Arg, confinement JSON,
+// program, args...]. Its init runs before the binary's heavier package
+// inits where the import graph allows (this package imports only the
+// standard library, x/sys and go-landlock), restricts its locked thread
+// and execs the program, so the program's first instruction already runs
+// confined. It never returns to the binary's main.
+func init() {
+	if len(os.Args) >= 4 && os.Args[1] == Arg {
+		os.Exit(launch(os.Args[2], os.Args[3:]))
+	}
+}
+
+// launch applies confinement JSON to this thread and execs argv; it
+// returns only on failure, with the status a shell would report.
+func launch(confJSON string, argv []string) int {
+	var c Confinement
+	if err := json.Unmarshal([]byte(confJSON), &c); err != nil {
+		fmt.Fprintf(os.Stderr, "exechost: confine: bad confinement: %v\n", err)
+		return 126
+	}
+	runtime.LockOSThread() // never unlocked: this thread execs or the process exits
+	warning, err := ApplyThread(&c, KernelABI())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "exechost: %v\n", err)
+		return 126
+	}
+	if warning != "" {
+		fmt.Fprintf(os.Stderr, "exechost: %s\n", warning)
+	}
+	path := argv[0]
+	if c.Exec != "" {
+		path = c.Exec // the inherited descriptor of the file decided on
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "exechost: confine: exec %s: %v%s\n", argv[0], err, denialHint(err))
+	if errors.Is(err, syscall.ENOENT) {
+		return 127
+	}
+	return 126
+}
+
+// denialHint makes a refusal Landlock may have caused actionable.
+func denialHint(err error) string {
+	if errors.Is(err, syscall.EACCES) {
+		return " (hint: the run's confinement lets it execute nothing in the protected set; see `exechost approvals check`)"
+	}
+	return ""
+}

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package confine
+
+// Supported is false: Landlock is Linux's, so Wrap is not used here.
+const Supported = false
+
+// KernelABI is 0 here: Landlock is Linux's.
+func KernelABI() int { return 0 }
+
+// ApplyProcess enforces nothing here (there is no Landlock): it refuses an
+// active Confinement that says deny and warns for one that says warn, as
+// Check says.
+func ApplyProcess(c *Confinement, abi int) (string, error) {
+	if !c.Active() {
+		return "", nil
+	}
+	return c.Check(0)
+}

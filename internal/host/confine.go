@@ -1,0 +1,119 @@
+package host
+
+import (
+	"fmt"
+	"maps"
+	"os"
+
+	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// confinement returns the kernel confinement a run of p gets (see
+// docs/policy.md, "Confinement"), with tmp as its private temporary
+// directory ("" before one exists, for `approvals check` and prompts):
+//
+//   - security=allowlist, or any "confine" member in exec-approvals.json:
+//     writes only in the run's cwd, tmp and confine.writable, network as
+//     confine.network says (none by default);
+//   - security=full without a "confine" member: only the protected set is
+//     out of reach.
+//
+// The state directory is protected whatever the policy says. A kernel that
+// cannot enforce it refuses the run when a "confine" member asks for
+// confinement (unless it says unsupported=warn) and warns otherwise.
+func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
+	asked := p.Resolved.Confine
+	c := &confine.Confinement{Protected: []string{e.StateDir}, Unsupported: confine.UnsupportedWarn}
+	if asked == nil && p.Effective.Security == policy.SecurityFull {
+		c.Writable, c.Network = []string{"/"}, confine.NetworkAll
+	} else {
+		c.Writable, c.Network = []string{p.Cwd}, confine.NetworkNone
+		if tmp != "" {
+			c.Writable = append(c.Writable, tmp)
+		}
+	}
+	if asked != nil {
+		c.Writable = append(c.Writable, asked.Writable...)
+		c.Unsupported = confine.UnsupportedDeny
+		if asked.Network != "" {
+			c.Network = asked.Network
+		}
+		if asked.Unsupported != "" {
+			c.Unsupported = asked.Unsupported
+		}
+	}
+	r, _ := c.Resolve()
+	return &r
+}
+
+// kernelABI is the Landlock ABI runs are confined with.
+func (e *Engine) kernelABI() int {
+	if e.LandlockABI != nil {
+		return e.LandlockABI()
+	}
+	return confine.KernelABI()
+}
+
+// confineSpec says how a run starts confined as c says: enforce is false
+// when there is nothing to enforce here (no confinement, or no Landlock at
+// all and c says warn: the warning is in the run's description, not on
+// its stderr); otherwise the interpreter applies c itself (its plan) and
+// anything else starts through the launcher (wrap). It refuses a run the
+// kernel cannot confine when c says deny.
+func (e *Engine) confineSpec(c *confine.Confinement, how string) (wrap func([]string, string) ([]string, error), enforce bool, err error) {
+	if e.noConfine || !c.Active() {
+		return nil, false, nil
+	}
+	abi := e.kernelABI()
+	if _, err := c.Check(abi); err != nil {
+		return nil, false, err
+	}
+	if !confine.Supported || abi == 0 {
+		return nil, false, nil
+	}
+	if how == RunsInterpreted || how == RunsUnchecked {
+		return nil, true, nil
+	}
+	return func(argv []string, execPath string) ([]string, error) {
+		run := *c
+		run.Exec = execPath
+		return confine.Wrap(&run, argv)
+	}, true, nil
+}
+
+// runTemp creates the run's private temporary directory (0700, removed by
+// the returned function after the run) and returns env with TMPDIR set to
+// it: the command's temporary files go where it may write, and never into
+// a directory the request named.
+func runTemp(env map[string]string) (string, map[string]string, func(), error) {
+	dir, err := os.MkdirTemp("", "exechost-run-")
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("create the run's temporary directory: %w (hint: check that the host's temporary directory is writable)", err)
+	}
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env["TMPDIR"] = dir
+	return dir, env, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// ConfinementText says in one line what the kernel will let a run of p
+// touch, for prompts, `approvals check` and the audit log ("$TMPDIR" is the
+// run's private temporary directory), and whether this kernel enforces it.
+func (e *Engine) ConfinementText(p *Prepared) string {
+	c := e.confinement(p, "$TMPDIR")
+	text := c.Describe()
+	if !c.Active() {
+		return text
+	}
+	warning, err := c.Check(e.kernelABI())
+	switch {
+	case err != nil:
+		return text + " — refused on this host: " + err.Error()
+	case warning != "":
+		return text + " — " + warning
+	}
+	return text
+}
