@@ -44,6 +44,23 @@ var attackCorpus = []string{
 	"env GCONV_PATH=/tmp cat here.txt",
 	// A refusal inside a command substitution; wrappers around a nested shell.
 	"cat \"$(rm x)\"; cat here.txt", "timeout 5 sh -c 'rm x'", "nice sh -c 'cat here.txt; rm x'",
+	// A second round written from outside the corpus above, with only
+	// harmless stand-ins allowed: functions, aliases, dynamic names,
+	// positional and read-in names, files the interpreter might write,
+	// wrappers with file-writing options, shells reading scripts.
+	"f() { rm x; }; f", "alias cat=rm; cat x", "PATH=/tmp:$PATH cat here.txt", "cd sub && ./build",
+	"exec rm x", "command -p rm x", "hash -p /bin/rm cat; cat x", "set -o posix; rm x",
+	"trap 'rm x' EXIT; cat here.txt", "cat here.txt & rm y; wait", "${x:-rm} y", "\"r\"\"m\" x", "\\rm x",
+	"cat $(printf 'rm') x", "x=rm; $x y", "IFS=/; cat here.txt", "set -- rm x; \"$@\"", "read -r x <<< rm; $x",
+	"printf -v x rm; $x", "eval \"$(printf 'rm x')\"", "cat /dev/null > /tmp/pwned", "cat here.txt >> ~/.bashrc",
+	"cat here.txt 1>/tmp/x", "exec 3>/tmp/x; cat here.txt >&3", "BASH_ENV=/tmp/x bash -c cat", "LD_AUDIT=/tmp/x.so cat here.txt",
+	"GCONV_PATH=. cat here.txt", "env -S 'rm x'", "time -o /tmp/x cat here.txt", "timeout --foreground 1 rm x",
+	"nice -n -20 cat here.txt", "nohup cat here.txt", "sh -c 'rm x' sh", "sh -s <<< 'rm x'", "sh /tmp/script",
+	"env sh -c 'rm x'", "cat <<-EOF\n\t$(rm x)\nEOF", ": ${x:=$(rm x)}", ": $((x[$(rm x)]))", "test -v 'a[$(rm x)]'",
+	"cat here.txt\nrm y", "cat here.txt;rm y", "cat 'here.txt' # ; rm y", "cat here.txt \\\nrm y",
+	"LANG=C cat here.txt | sort | rm -f x", "cat here.txt | xargs rm", "find . -name x -exec rm {} \\;",
+	"git -c core.pager='rm x' log", "make -f /dev/stdin <<< 'x:;rm x'", "sed -n '1e rm x' here.txt",
+	"export TMPDIR=/tmp; cat here.txt > $TMPDIR/sh-interp-1", "TERM=xterm LC_ALL=C TZ=UTC cat here.txt",
 }
 
 // commandGenerator makes allowlist-able commands of the shapes agents send

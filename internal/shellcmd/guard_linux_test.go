@@ -148,7 +148,7 @@ var (
 	envName = regexp.MustCompile(`"([A-Za-z_][A-Za-z0-9_]*)=`)
 	// createOK matches a successful call that creates a name in the file
 	// system; the path is the first quoted argument.
-	createOK = regexp.MustCompile(`^(creat|mkdir|mkdirat|mknod|mknodat|link|linkat|symlink|symlinkat|rename|renameat|renameat2|open|openat)\((?:AT_FDCWD, |\d+, )?"((?:[^"\\]|\\.)*)"(.*)\) = \d+`)
+	createOK = regexp.MustCompile(`^(creat|mkdir|mkdirat|mknod|mknodat|link|linkat|symlink|symlinkat|rename|renameat|renameat2|open|openat)\((?:AT_FDCWD(?:<[^>]*>)?, |\d+(?:<[^>]*>)?, )?"((?:[^"\\]|\\.)*)"(.*)\) = \d+`)
 )
 
 // traceGuard runs one text through `exechost run` under strace, with
@@ -168,8 +168,8 @@ func traceGuard(straceBin, bin, state, work, path, text string, allowed map[stri
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, straceBin, "-ff", "-qq", "-v", "-s", "512", "--seccomp-bpf",
-		"-e", "trace=execve,creat,open,openat,mkdir,mkdirat,mknod,mknodat,link,linkat,symlink,symlinkat,rename,renameat,renameat2",
+	cmd := exec.CommandContext(ctx, straceBin, "-ff", "-qq", "-y", "-v", "-s", "512", "--seccomp-bpf",
+		"-e", "trace=execve,dup2,dup3,fcntl,creat,open,openat,mkdir,mkdirat,mknod,mknodat,link,linkat,symlink,symlinkat,rename,renameat,renameat2",
 		"-e", "signal=none", "-o", filepath.Join(dir, "t"), bin, "run", "--state-dir", state, "--cwd", work, "--timeout", "10", "--", text)
 	cmd.Dir = work
 	cmd.Env = []string{"PATH=" + path, "HOME=" + work, "LC_ALL=C", "TMPDIR=" + tmp}
@@ -189,10 +189,18 @@ func traceGuard(straceBin, bin, state, work, path, text string, allowed map[stri
 			o.err = err
 			return o
 		}
+		fd3 := ""
 		for _, line := range strings.Split(string(b), "\n") {
 			line = strings.TrimSpace(line)
+			if m := dupTo3.FindStringSubmatch(line); m != nil {
+				fd3 = fd3Of(m)
+				continue
+			}
 			if m := execveOK.FindStringSubmatch(line); m != nil {
 				p := m[1]
+				if p == "/proc/self/fd/3" {
+					p = fd3 // the file decided on, handed over as descriptor 3
+				}
 				switch {
 				case !allowed[p]:
 					o.bad = append(o.bad, "started "+p)

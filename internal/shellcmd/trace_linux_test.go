@@ -62,6 +62,45 @@ func writeStub(t *testing.T, dir, name string) {
 // execveOK matches a successful execve in strace's output.
 var execveOK = regexp.MustCompile(`^execve\("((?:[^"\\]|\\.)*)", .*\) = 0$`)
 
+// dupTo3 matches, under strace -y, a duplication onto descriptor 3 with
+// the file it names: how the runner and the interpreter hand a child the
+// executable they decided on (runner.ChildFD), which it then starts as
+// /proc/self/fd/3.
+// (When the file already is descriptor 3, the child only clears its
+// close-on-exec flag: fcntl F_SETFD.)
+var dupTo3 = regexp.MustCompile(`^(?:dup[23]\(\d+<((?:[^>\\]|\\.)*)>, 3[,)<]|fcntl\(3<((?:[^>\\]|\\.)*)>, F_SETFD)`)
+
+// fd3Of returns the file a dupTo3 match names.
+func fd3Of(m []string) string { return m[1] + m[2] }
+
+// executed returns the file each successful execve of one traced process
+// started: its path, or for /proc/self/fd/3 the file the process had on
+// descriptor 3 (strace -y names it on the dup that put it there).
+func executed(trace string) []string {
+	var out []string
+	fd3 := ""
+	for _, line := range strings.Split(trace, "\n") {
+		line = strings.TrimSpace(line)
+		if m := dupTo3.FindStringSubmatch(line); m != nil {
+			fd3 = fd3Of(m)
+			continue
+		}
+		m := execveOK.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		p := m[1]
+		if p == "/proc/self/fd/3" {
+			p = fd3
+			if p == "" {
+				p = "/proc/self/fd/3 (unknown file)"
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // TestAllowedTextsStartOnlyAllowlisted runs every text of the project's
 // corpora (the differential corpus, the bypass classes of pitfalls.md, the
 // attacks of issue 11 and 500 generated commands) through the real
@@ -187,7 +226,7 @@ func traceOne(straceBin, bin, state, work string, env []string, text string, all
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, straceBin, "-ff", "-qq", "--seccomp-bpf", "-e", "trace=execve", "-e", "signal=none",
+	cmd := exec.CommandContext(ctx, straceBin, "-ff", "-qq", "-y", "--seccomp-bpf", "-e", "trace=execve,dup2,dup3,fcntl", "-e", "signal=none",
 		"-o", filepath.Join(dir, "t"), bin, "run", "--state-dir", state, "--cwd", work, "--timeout", "10", "--", text)
 	cmd.Dir, cmd.Env = work, env
 	out, err := cmd.CombinedOutput()
@@ -203,12 +242,7 @@ func traceOne(straceBin, bin, state, work string, env []string, text string, all
 			o.err = err
 			return o
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			m := execveOK.FindStringSubmatch(strings.TrimSpace(line))
-			if m == nil {
-				continue
-			}
-			p := m[1]
+		for _, p := range executed(string(b)) {
 			if !allowed[p] {
 				o.bad = append(o.bad, p)
 			} else if p != bin {
