@@ -20,15 +20,6 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 		// allow-always would be meaningless: the next run asks anyway.
 		choices = []string{string(policy.AllowOnce), string(policy.Reject)}
 	}
-	// An answer obtained elsewhere binds the canonical form it was given
-	// for: a different tree (or none) is asked about afresh.
-	if req.ApprovalDecision != "" && e.TrustApprovalDecision && p.Analysis.Hash != "" && req.PlanHash == p.Analysis.Hash {
-		a, err := policy.ParseApproval(req.ApprovalDecision)
-		if err == nil {
-			rec.Approval, rec.DecidedBy = a, "gateway"
-			return e.applyAnswer(a, "gateway", p, choices), rec
-		}
-	}
 	if e.Prompter == nil {
 		rec.Fallback = true
 		return policy.NoAnswer(in, errNoPrompter.Error()), rec

@@ -32,11 +32,6 @@ type Engine struct {
 	Prompter Prompter
 	// PromptTimeout bounds a prompt; DefaultPromptTimeout when zero.
 	PromptTimeout time.Duration
-	// TrustApprovalDecision lets Request.ApprovalDecision (an answer the
-	// gateway obtained from an operator) settle an ask. Off by default: a
-	// host only trusts answers it verified itself unless configured to
-	// route approvals through the gateway.
-	TrustApprovalDecision bool
 	// OnEvent receives lifecycle events; it must not block for long.
 	OnEvent func(Event)
 	// OnAudit receives one record per decision and per finished run; it

@@ -50,21 +50,24 @@ type Event struct {
 // bridge.SystemRunParams (RequestOf, Wire) with typed policy values, plus
 // what only a local run may set.
 type Request struct {
-	Argv             []string
-	RawCommand       string
-	Cwd              string
-	Env              map[string]string
-	TimeoutMs        int64
-	AgentID          string
-	SessionKey       string
-	RunID            string
+	Argv       []string
+	RawCommand string
+	Cwd        string
+	Env        map[string]string
+	TimeoutMs  int64
+	AgentID    string
+	SessionKey string
+	RunID      string
+	// ApprovalDecision and PlanHash are an answer a gateway says it
+	// obtained, and the canonical form's sha256 it was given for. The
+	// engine never acts on them: a host asks its own approver (or the
+	// one its approvals route names), and the OpenClaw node checks a
+	// gateway approval against the plan it prepared itself
+	// (internal/openclaw). They travel for the audit and the wire.
 	ApprovalDecision string
-	// PlanHash is the canonical form's sha256 that ApprovalDecision was
-	// given for (PromptRequest.PlanHash); a decision for another tree is
-	// not applied.
-	PlanHash string
-	Security policy.Security
-	Ask      policy.Ask
+	PlanHash         string
+	Security         policy.Security
+	Ask              policy.Ask
 	// PTY runs the command attached to a pseudo-terminal. Only local runs
 	// (`exechost run --pty`) may set it; the wire never carries it.
 	PTY bool
