@@ -68,6 +68,8 @@ type row struct {
 
 func fmtDur(d time.Duration) string {
 	switch {
+	case d < 0:
+		return "−" + fmtDur(-d) // a difference of two p50s (noise can make it negative)
 	case d >= time.Second:
 		return fmt.Sprintf("%.2f s", d.Seconds())
 	case d >= time.Millisecond:

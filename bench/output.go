@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/runner"
 )
 
 // outputFile writes a text file of size bytes (lines of hex digits, as a
@@ -27,10 +29,36 @@ func outputFile(dir string, size int) (string, error) {
 
 // outputRows: exec of `cat` of a 100 KB and a 1 MB file through gateway →
 // node, each next to a direct spawn of the same `cat` whose output Go
-// reads into memory (the floor any caller pays).
+// reads into memory (the floor any caller pays), and next to the same two
+// paths catting an empty file: the difference is what the output itself
+// costs on each path, the same program started on both sides.
 func (b *bench) outputRows(c *cluster, nodeID string) {
 	ctx := context.Background()
 	sec := "Large outputs (host=node, loopback)"
+	empty, err := outputFile(b.tmp, 0)
+	if err != nil {
+		b.add(row{section: sec, what: "cat", err: err})
+		return
+	}
+	direct := func(file string, size int) func() error {
+		return func() error {
+			out, err := exec.Command("/bin/cat", file).Output()
+			if err == nil && len(out) != size {
+				err = fmt.Errorf("read %d bytes, want %d", len(out), size)
+			}
+			return err
+		}
+	}
+	node := func(file string, size int) func() error {
+		return func() error {
+			var res bridge.ExecResult
+			err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "cat " + file, Host: "node", Node: nodeID, SessionKey: "out"}, &res)
+			if err == nil && (!res.Success || len(res.Stdout) < min(size, runner.MaxOutput)) {
+				err = fmt.Errorf("exit %d, %d bytes of stdout: %s", res.ExitCode, len(res.Stdout), res.Error)
+			}
+			return err
+		}
+	}
 	for _, size := range []int{100_000, 1_000_000} {
 		label := fmt.Sprintf("%d KB", size/1000)
 		if size >= 1_000_000 {
@@ -42,27 +70,23 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 			continue
 		}
 		ops := []op{
-			{name: "direct spawn of cat " + label + " (baseline)", how: "os/exec Output() of `/bin/cat FILE`", run: func() error {
-				out, err := exec.Command("/bin/cat", file).Output()
-				if err == nil && len(out) != size {
-					err = fmt.Errorf("read %d bytes, want %d", len(out), size)
-				}
-				return err
-			}},
-			{name: "host=node, cat " + label, how: "agent → gateway → node → `cat FILE` started directly; result kept up to the 200,000-byte cap", run: func() error {
-				var res bridge.ExecResult
-				err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "cat " + file, Host: "node", Node: nodeID, SessionKey: "out"}, &res)
-				if err == nil && (!res.Success || len(res.Stdout) < min(size, 200_000)) {
-					err = fmt.Errorf("exit %d, %d bytes of stdout: %s", res.ExitCode, len(res.Stdout), res.Error)
-				}
-				return err
-			}},
+			{name: "direct spawn of cat " + label + " (baseline)", how: "os/exec Output() of `/bin/cat FILE`", run: direct(file, size)},
+			{name: "host=node, cat " + label, how: fmt.Sprintf("agent → gateway → node → `cat FILE` started directly; result kept up to the %d-byte cap", runner.MaxOutput), run: node(file, size)},
+			{name: "direct spawn of cat of an empty file", run: direct(empty, 0)},
+			{name: "host=node, cat of an empty file", run: node(empty, 0)},
 		}
 		s, errs := interleave(5, b.iters(200, 30), ops)
 		b.add(row{section: sec, what: ops[0].name, s: s[0], note: ops[0].how, err: errs[0]})
-		met := metRatio(s[1], s[0], 1.5, errs[1])
 		b.add(row{section: sec, what: ops[1].name, s: s[1], baseline: &s[0], note: ops[1].how, err: errs[1],
-			target: "≤ 1.5 × spawn p50", met: met})
+			target: "≤ 1.5 × spawn p50", met: metRatio(s[1], s[0], 1.5, errs[1])})
+		directAdd := s[0].pct(0.5) - s[2].pct(0.5)
+		nodeAdd := sample{durs: []time.Duration{s[1].pct(0.5) - s[3].pct(0.5)}}
+		r := row{section: sec, what: "host=node, " + label + " added over an empty output", s: nodeAdd, err: errors.Join(errs[1], errs[3]),
+			note: fmt.Sprintf("p50 of the row above − p50 of the same exec of `cat` of an empty file (%s, interleaved); a direct spawn's output adds %s", fmtDur(s[3].pct(0.5)), fmtDur(directAdd))}
+		if size == 100_000 {
+			r.target, r.met = "≤ +300 µs", metDur(nodeAdd.durs[0], 300*time.Microsecond, r.err)
+		}
+		b.add(r)
 	}
 }
 
@@ -82,7 +106,7 @@ func metRatio(s, base sample, limit float64, err error) string {
 // execs that each print 100 KB, 2 s after the load ends. The node is one
 // started for this row, so its idle figure is a fresh node's.
 func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
-	sec := "Memory (RSS, all processes of each daemon)"
+	sec := "Memory (RSS and PSS, all processes of each daemon)"
 	file, err := outputFile(b.tmp, 100_000)
 	if err != nil {
 		b.add(row{section: sec, what: "RSS", err: err})
@@ -103,15 +127,21 @@ func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 	}
 	time.Sleep(2 * time.Second) // let the last results and events settle
 	after := daemonRSS(c, n)
-	for _, who := range []string{"gateway", "node runner", "node reaper", "node total", "node total PSS"} {
+	for _, who := range []string{"gateway", "gateway PSS", "node runner", "node runner PSS", "node reaper", "node reaper PSS", "node total", "node total PSS"} {
 		unit, field := "MB RSS", "VmRSS"
-		if who == "node total PSS" {
-			unit, field = "MB PSS", "Pss (smaps_rollup, runner + reaper)"
+		if strings.HasSuffix(who, " PSS") {
+			// PSS divides shared pages (the binary's text, shared by runner
+			// and reaper) among the processes mapping them: what the
+			// daemon costs the machine, where RSS counts them in full.
+			unit, field = "MB PSS", "Pss (smaps_rollup)"
 		}
 		base := sample{value: float64(idle[who]) / 1024, unit: unit}
 		idleTarget, idleMet := "", ""
-		if who == "node total" {
+		switch who {
+		case "node total":
 			idleTarget, idleMet = "≤ 15 MB", metMax(base.value, 15)
+		case "node total PSS":
+			idleTarget, idleMet = "≤ 8 MB", metMax(base.value, 8)
 		}
 		b.add(row{section: sec, what: who + " idle (baseline)", s: base, target: idleTarget, met: idleMet,
 			note: field + " 1 s after start, before any exec on this node"})
@@ -124,24 +154,27 @@ func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 	}
 }
 
-// daemonRSS returns VmRSS (KB) of the gateway, the node runner, its reaper
-// (the runner's child re-exec with --exechost-reaper) and the node total.
+// daemonRSS returns VmRSS and Pss (KB, keys with a " PSS" suffix) of the
+// gateway, the node runner, its reaper (the runner's child re-exec with
+// --exechost-reaper) and the node total.
 func daemonRSS(c *cluster, n *clusterNode) map[string]int64 {
 	out := map[string]int64{}
-	out["gateway"], _ = rssKB(c.gw.Cmd.Process.Pid)
-	pid := n.p.Cmd.Process.Pid
-	out["node runner"], _ = rssKB(pid)
-	for _, child := range childPIDs(pid) {
-		if kb, err := rssKB(child); err == nil {
-			out["node reaper"] += kb
+	add := func(who string, pid int) {
+		if kb, err := rssKB(pid); err == nil {
+			out[who] += kb
+		}
+		if kb, err := smapsKB(pid, "Pss:"); err == nil {
+			out[who+" PSS"] += kb
 		}
 	}
-	out["node total"] = out["node runner"] + out["node reaper"]
-	// PSS shares the binary's pages between runner and reaper fairly.
-	for _, p := range append([]int{pid}, childPIDs(pid)...) {
-		if kb, err := smapsKB(p, "Pss:"); err == nil {
-			out["node total PSS"] += kb
-		}
+	add("gateway", c.gw.Cmd.Process.Pid)
+	pid := n.p.Cmd.Process.Pid
+	add("node runner", pid)
+	for _, child := range childPIDs(pid) {
+		add("node reaper", child)
+	}
+	for _, f := range []string{"", " PSS"} {
+		out["node total"+f] = out["node runner"+f] + out["node reaper"+f]
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 )
 
-func init() { register(newApprovalsCmd) }
+func init() { register("approvals", newApprovalsCmd) }
 
 func newApprovalsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{

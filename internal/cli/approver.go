@@ -18,7 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/state"
 )
 
-func init() { register(newApproverCmd) }
+func init() { register("approver", newApproverCmd) }
 
 // startWeb is the hook for `exechost approver --web ADDR`. The web UI
 // (internal/approverui/web) sets it from its own file in this package

@@ -22,7 +22,7 @@ import (
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
-func init() { register(newAuditCmd) }
+func init() { register("audit", newAuditCmd) }
 
 func newAuditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{

@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { register(newCompletionCmd) }
+func init() { register("completion", newCompletionCmd) }
 
 // newCompletionCmd replaces cobra's default completion command (cobra adds
 // none when one named "completion" exists) so its help matches ours.

@@ -11,7 +11,7 @@ import (
 	"github.com/exechost/exechost/internal/gateway"
 )
 
-func init() { register(newCredentialsCmd) }
+func init() { register("credentials", newCredentialsCmd) }
 
 // newCredentialsCmd is `exechost credentials`: issue, list and revoke the
 // per-agent and per-operator credentials of the gateway whose state

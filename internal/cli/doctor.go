@@ -25,7 +25,7 @@ import (
 	"github.com/exechost/exechost/internal/state"
 )
 
-func init() { register(newDoctorCmd) }
+func init() { register("doctor", newDoctorCmd) }
 
 // Statuses of a doctor finding. Only a problem makes doctor exit 1.
 const (

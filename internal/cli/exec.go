@@ -15,7 +15,7 @@ import (
 	"github.com/exechost/exechost/internal/shellcmd"
 )
 
-func init() { register(newExecCmd) }
+func init() { register("exec", newExecCmd) }
 
 // execFlags are `exechost exec`'s flags.
 type execFlags struct {

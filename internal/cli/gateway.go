@@ -18,7 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/service"
 )
 
-func init() { register(newGatewayCmd) }
+func init() { register("gateway", newGatewayCmd) }
 
 // logFlags are the operational flags of the daemons: logging for all, and
 // for the gateway an opt-in metrics listener and the drain timeout.

@@ -13,7 +13,7 @@ import (
 	"github.com/exechost/exechost/internal/mcpserver"
 )
 
-func init() { register(newMCPCmd) }
+func init() { register("mcp", newMCPCmd) }
 
 // Environment variables `exechost mcp` reads when the matching flag is not
 // given, so an MCP client config can set them per agent.

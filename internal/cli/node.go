@@ -16,7 +16,7 @@ import (
 	"github.com/exechost/exechost/internal/service"
 )
 
-func init() { register(newNodeCmd) }
+func init() { register("node", newNodeCmd) }
 
 // nodeRunFlags are `exechost node run`'s flags.
 type nodeRunFlags struct {

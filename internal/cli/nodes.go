@@ -13,7 +13,7 @@ import (
 	"github.com/exechost/exechost/internal/state"
 )
 
-func init() { register(newNodesCmd) }
+func init() { register("nodes", newNodesCmd) }
 
 func newNodesCmd(g *globals) *cobra.Command {
 	var url string

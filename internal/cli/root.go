@@ -108,8 +108,18 @@ func newRoot(stdout, stderr io.Writer, args []string, tune ...func(*globals)) *c
 		// With --json, run prints the error as the one JSON object.
 		return usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
 	})
-	for _, mk := range commands {
-		root.AddCommand(mk(g))
+	// Only the command called is built: the others' flag sets would be
+	// most of a short command's start (exec, run, version). Completion
+	// scripts, help and cobra's suggestions need the whole tree.
+	called := calledName(args)
+	switch c, ok := commandNamed(called); {
+	case called == "version": // added below
+	case ok && called != "completion":
+		root.AddCommand(c.mk(g))
+	default:
+		for _, c := range commands {
+			root.AddCommand(c.mk(g))
+		}
 	}
 	root.AddCommand(&cobra.Command{
 		Use:   "version",
@@ -157,11 +167,54 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// commands lists every subcommand constructor; each file appends its own in
-// an init function so files can be added without touching this one.
-var commands []func(*globals) *cobra.Command
+// command is a registered subcommand: its name (the first word of its
+// Use) and its constructor.
+type command struct {
+	name string
+	mk   func(*globals) *cobra.Command
+}
 
-func register(mk func(*globals) *cobra.Command) { commands = append(commands, mk) }
+// commands lists every subcommand; each file appends its own in an init
+// function so files can be added without touching this one.
+var commands []command
+
+// register adds a subcommand; name must be the name mk's command has
+// (TestRegisteredNames checks).
+func register(name string, mk func(*globals) *cobra.Command) {
+	if _, dup := commandNamed(name); dup {
+		panic("cli: command " + name + " registered twice")
+	}
+	commands = append(commands, command{name, mk})
+}
+
+// commandNamed returns the registered command called name.
+func commandNamed(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name && name != "" {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// calledName returns the subcommand args call, skipping the root's own
+// flags, or "" when args start with anything else (help, a flag of
+// cobra's, no command at all): those get the whole tree.
+func calledName(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--state-dir" || a == "--credential":
+			i++ // the flag's value
+		case strings.HasPrefix(a, "--state-dir=") || strings.HasPrefix(a, "--credential="):
+		case strings.HasPrefix(a, "-"):
+			return ""
+		default:
+			return a
+		}
+	}
+	return ""
+}
 
 // Main runs the CLI and returns the process exit status (see ExitCode).
 func Main(args []string) int {

@@ -16,7 +16,7 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 )
 
-func init() { register(newRunCmd) }
+func init() { register("run", newRunCmd) }
 
 // newRunCmd is `exechost run`: one command through this machine's own
 // policy, with no gateway, for scripts and for trying a policy out. It

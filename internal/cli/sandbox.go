@@ -12,7 +12,7 @@ import (
 	"github.com/exechost/exechost/internal/state"
 )
 
-func init() { register(newSandboxCmd) }
+func init() { register("sandbox", newSandboxCmd) }
 
 func newSandboxCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{

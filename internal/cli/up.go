@@ -28,7 +28,7 @@ import (
 	"github.com/exechost/exechost/internal/state"
 )
 
-func init() { register(newUpCmd) }
+func init() { register("up", newUpCmd) }
 
 // upConfig is the embedded configuration of `exechost up` when the state
 // directory has no exechost.json: commands go to the local node, whose own

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,7 @@ const MaxPendingPerAddr = 4
 
 // nodeIDPattern is what a node id may look like: it ends up in logs, events
 // and file names, so it is kept to a safe alphabet.
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var nodeIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`) })
 
 // nodeConn is one connected node (paired or pending).
 type nodeConn struct {
@@ -223,7 +224,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 }
 
 func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP, nonce string) {
-	if p.Node == nil || !nodeIDPattern.MatchString(p.Node.NodeID) {
+	if p.Node == nil || !nodeIDPattern().MatchString(p.Node.NodeID) {
 		refuse(ws, id, bridge.Errorf(bridge.CodeInvalidRequest, "a node must send node.nodeId (letters, digits, '.', '_' or '-', at most 128)"))
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -38,10 +39,10 @@ const CredentialsFile = "credentials.json"
 const CredentialsDir = "credentials"
 
 // credentialNamePattern keeps names usable as file names and in logs.
-var credentialNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var credentialNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // credentialIDPattern is what a credential id on the wire may look like.
-var credentialIDPattern = regexp.MustCompile(`^cr_[0-9a-f]{16}$`)
+var credentialIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^cr_[0-9a-f]{16}$`) })
 
 // CredentialRecord is one issued credential as the gateway knows it.
 type CredentialRecord struct {
@@ -114,7 +115,7 @@ type IssueOptions struct {
 // a new key, its public half recorded in credentials.json, the private
 // half written once to the credential file (0600), whose path it returns.
 func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, error) {
-	if !credentialNamePattern.MatchString(o.Name) {
+	if !credentialNamePattern().MatchString(o.Name) {
 		return nil, "", fmt.Errorf("credential name %q: letters, digits, '.', '_' or '-', at most 64", o.Name)
 	}
 	switch o.Role {
@@ -300,7 +301,7 @@ func ReadCredentialFile(path string) (*CredentialFile, error) {
 		return nil, fmt.Errorf("read credential %s: %w", path, err)
 	}
 	seed, err := base64.RawURLEncoding.DecodeString(cf.PrivateKey)
-	if err != nil || len(seed) != ed25519.SeedSize || !credentialIDPattern.MatchString(cf.ID) {
+	if err != nil || len(seed) != ed25519.SeedSize || !credentialIDPattern().MatchString(cf.ID) {
 		return nil, fmt.Errorf("read credential %s: not a credential file (hint: issue one with `exechost credentials issue`)", path)
 	}
 	return &cf, nil
@@ -310,7 +311,7 @@ func ReadCredentialFile(path string) (*CredentialFile, error) {
 // record, or an UNAUTHORIZED error that says nothing about which part
 // failed beyond what the holder can fix.
 func (g *Gateway) verifyCredential(p bridge.ConnectParams, nonce string) (*CredentialRecord, error) {
-	if !credentialIDPattern.MatchString(p.Auth.Ref) {
+	if !credentialIDPattern().MatchString(p.Auth.Ref) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "malformed credential id")
 	}
 	rec, err := lookupCredential(g.opts.StateDir, p.Auth.Ref)

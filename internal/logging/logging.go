@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Formats accepted by New.
@@ -106,14 +107,18 @@ func Redact(groups []string, a slog.Attr) slog.Attr {
 // inlineSecret matches a secret written inside a longer string: a key
 // naming a secret, an = or :, optional quotes and auth scheme, then the
 // value (group 2).
-var inlineSecret = regexp.MustCompile(`(?i)([\w-]*(?:token|secret|password|passwd|hmac|authorization|joinkey|join_key|join-key|apikey|api_key|cookie|credential)[\w-]*"?\s*[:=]\s*"?(?:(?:bearer|basic|token)\s+)?)(\[redacted\]|[^\s"'&,;}\]]+)`)
+var inlineSecret = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)([\w-]*(?:token|secret|password|passwd|hmac|authorization|joinkey|join_key|join-key|apikey|api_key|cookie|credential)[\w-]*"?\s*[:=]\s*"?(?:(?:bearer|basic|token)\s+)?)(\[redacted\]|[^\s"'&,;}\]]+)`)
+})
 
 // bearer matches an auth scheme followed by a credential.
-var bearer = regexp.MustCompile(`(?i)\b(bearer\s+)(\[redacted\]|[A-Za-z0-9._~+/=-]+)`)
+var bearer = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(bearer\s+)(\[redacted\]|[A-Za-z0-9._~+/=-]+)`)
+})
 
 // scrub redacts inline secrets in s and reports whether it changed it.
 func scrub(s string) (string, bool) {
-	out := inlineSecret.ReplaceAllString(s, "${1}"+Redacted)
-	out = bearer.ReplaceAllString(out, "${1}"+Redacted)
+	out := inlineSecret().ReplaceAllString(s, "${1}"+Redacted)
+	out = bearer().ReplaceAllString(out, "${1}"+Redacted)
 	return out, out != s
 }
