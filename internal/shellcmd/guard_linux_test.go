@@ -76,7 +76,9 @@ func TestGuardAloneUnderStrace(t *testing.T) {
 	texts = append(texts, shellcmd.DifferentialCorpus...)
 	texts = append(texts, shellcmd.BypassCorpus...)
 	texts = append(texts, shellcmd.AttackCorpus...)
-	texts = append(texts, shellcmd.GeneratedCommands(1, 500)...)
+	// The whole attack corpus, and a share of the generated commands
+	// (the trace test of the normal binary runs all 500).
+	texts = append(texts, shellcmd.GeneratedCommands(1, 150)...)
 
 	results := make([]guardTrace, len(texts))
 	var wg sync.WaitGroup
@@ -129,7 +131,7 @@ func TestGuardAloneUnderStrace(t *testing.T) {
 	if r.err != nil || len(r.bad) < 3 {
 		t.Errorf("control under security=full: %q (err %v); the harness must flag a program, an environment and a file", r.bad, r.err)
 	}
-	if ran < 300 || refused < 50 {
+	if ran < 150 || refused < 50 {
 		t.Errorf("only %d texts ran allowlisted programs and %d were refused; the trace proves little", ran, refused)
 	}
 }
