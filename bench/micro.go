@@ -254,7 +254,7 @@ func (b *bench) approvalRows() {
 	}
 	defer os.RemoveAll(dir)
 	token := []byte(approvals.NewToken())
-	br := asksock.NewBroker()
+	br := prompt.NewBroker()
 	srv := &asksock.Server{Path: filepath.Join(dir, "exec-approvals.sock"), Token: token, Broker: br, Rate: rate.Inf}
 	if err := srv.Listen(); err != nil {
 		b.add(row{section: sec, what: "approver prompt", err: err})

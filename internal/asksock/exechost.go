@@ -7,6 +7,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // maxEngines bounds the per-node engines one approver keeps; forwarding
@@ -37,7 +38,7 @@ type EngineExecutor struct {
 // NewEngineExecutor returns an EngineExecutor whose engines use
 // stateDir's exec-approvals.json and ask through b, the approver's own queue. configure, when not nil,
 // finishes each engine (audit log, events).
-func NewEngineExecutor(stateDir string, b *Broker, configure func(*host.Engine)) *EngineExecutor {
+func NewEngineExecutor(stateDir string, b *prompt.Broker, configure func(*host.Engine)) *EngineExecutor {
 	return &EngineExecutor{NewEngine: func(nodeID string) *host.Engine {
 		e := host.NewEngine(stateDir, policy.HostNode, nodeID)
 		e.Prompter = BrokerPrompter{Broker: b}

@@ -24,6 +24,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
@@ -68,7 +69,7 @@ func serve(ctx context.Context, dir string, auto policy.Approval) (*asksock.Serv
 	if err != nil {
 		return nil, nil, err
 	}
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(dir, b, nil)}
 	if err := srv.Listen(); err != nil {
 		return nil, nil, err
@@ -510,8 +511,8 @@ func TestApproverKilledMidRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, err := c.Exec(ctx, bridge.SystemRunParams{Command: []string{"/bin/sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, started}, TimeoutMs: 120_000})
-	if !errors.Is(err, asksock.ErrBadReply) || asksock.ExecNotRun(err) {
-		t.Fatalf("Exec with the approver killed: %v, want ErrBadReply (may have run)", err)
+	if !errors.Is(err, prompt.ErrBadReply) || asksock.ExecNotRun(err) {
+		t.Fatalf("Exec with the approver killed: %v, want prompt.ErrBadReply (may have run)", err)
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the error came only at the caller's deadline: %v", err)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -16,7 +17,7 @@ type Field struct {
 // order, as plain text (control characters escaped so a crafted command
 // cannot repaint the terminal). The line mode and the TUI both use it, so
 // every UI shows the same facts.
-func Describe(p Pending, now time.Time) []Field {
+func Describe(p prompt.Pending, now time.Time) []Field {
 	r := p.Request
 	dash := func(s string) string {
 		if s == "" {

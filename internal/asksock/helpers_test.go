@@ -34,9 +34,9 @@ func shortDir(t testing.TB) string {
 // recorded until the server stops.
 type testServer struct {
 	*Server
-	b       *Broker
+	b       *prompt.Broker
 	mu      sync.Mutex
-	changes []Change
+	changes []prompt.Change
 	done    chan struct{}
 	cancel  context.CancelFunc
 }
@@ -44,7 +44,7 @@ type testServer struct {
 // startServer serves a Server (configured by mod) in a fresh directory.
 func startServer(t testing.TB, mod func(*Server)) *testServer {
 	t.Helper()
-	b := NewBroker()
+	b := prompt.NewBroker()
 	s := &Server{Path: filepath.Join(shortDir(t), "exec-approvals.sock"), Token: testToken, Broker: b}
 	if mod != nil {
 		mod(s)
@@ -90,7 +90,7 @@ func (ts *testServer) added() []string {
 	defer ts.mu.Unlock()
 	var ids []string
 	for _, c := range ts.changes {
-		if c.Kind == ChangeAdded {
+		if c.Kind == prompt.ChangeAdded {
 			ids = append(ids, c.Pending.ID)
 		}
 	}
@@ -98,13 +98,13 @@ func (ts *testServer) added() []string {
 }
 
 // decideAll answers every prompt of b with a until the test ends.
-func decideAll(t testing.TB, b *Broker, fn func(Pending) (policy.Approval, string)) {
+func decideAll(t testing.TB, b *prompt.Broker, fn func(prompt.Pending) (policy.Approval, string)) {
 	t.Helper()
 	ch, stop := b.Subscribe()
 	t.Cleanup(stop)
 	go func() {
 		for c := range ch {
-			if c.Kind != ChangeAdded {
+			if c.Kind != prompt.ChangeAdded {
 				continue
 			}
 			a, by := fn(c.Pending)

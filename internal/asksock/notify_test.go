@@ -24,7 +24,7 @@ func TestNotifyDesktop(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("DISPLAY", ":99")
 
-	b := NewBroker()
+	b := prompt.NewBroker()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan struct{})
@@ -33,7 +33,7 @@ func TestNotifyDesktop(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
 		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		b.Submit(sctx, Pending{ID: fmt.Sprint("n", i), Request: prompt.Request{Command: "rm -rf /tmp/x\x1b[2J", AgentID: "main"}})
+		b.Submit(sctx, prompt.Pending{ID: fmt.Sprint("n", i), Request: prompt.Request{Command: "rm -rf /tmp/x\x1b[2J", AgentID: "main"}})
 		scancel()
 		got, _ := os.ReadFile(record)
 		if strings.Contains(string(got), "exechost: approval needed") {
@@ -55,6 +55,6 @@ func TestNotifyDesktopNeedsASession(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); NotifyDesktop(t.Context(), NewBroker()) }()
+	go func() { defer close(done); NotifyDesktop(t.Context(), prompt.NewBroker()) }()
 	<-done // returns at once without a desktop session
 }

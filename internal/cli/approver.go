@@ -15,6 +15,7 @@ import (
 	"github.com/exechost/exechost/internal/approverui/tui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -26,7 +27,7 @@ func init() { register(newApproverCmd) }
 // this command does not depend on it. It serves the web UI for b on addr
 // until ctx is done and returns the URL to print (with its per-run
 // secret). While nil, --web fails with "web UI not built yet".
-var startWeb func(ctx context.Context, addr string, b *asksock.Broker, stateDir string) (url string, err error)
+var startWeb func(ctx context.Context, addr string, b *prompt.Broker, stateDir string) (url string, err error)
 
 // Names the approver's UIs give themselves in decisions.
 const (
@@ -110,7 +111,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	srv := &asksock.Server{Path: store.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b}
 	if !useTUI {
 		srv.Logf = func(format string, args ...any) { fmt.Fprintf(g.stderr, format+"\n", args...) }

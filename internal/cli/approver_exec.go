@@ -6,13 +6,14 @@ import (
 
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // approverExecutor is the executor of `exechost approver --exec-host`:
 // forwarded commands go through host engines over dir's
 // exec-approvals.json, prompt in b (this approver's own queue) and are
 // audited like any other run.
-func (g *globals) approverExecutor(dir string, b *asksock.Broker) *asksock.EngineExecutor {
+func (g *globals) approverExecutor(dir string, b *prompt.Broker) *asksock.EngineExecutor {
 	onAudit := host.AuditRecorder(g.auditRecorder(dir))
 	return asksock.NewEngineExecutor(dir, b, func(e *host.Engine) { e.OnAudit = onAudit })
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -82,12 +83,12 @@ func (m model) View() string {
 
 // keysHelp lists the decisions the prompt offers; allow always is hidden
 // when the execution host did not offer it (ask=always).
-func keysHelp(p asksock.Pending) string {
+func keysHelp(p prompt.Pending) string {
 	var keys []string
-	if asksock.Offered(p.Request, policy.AllowOnce) {
+	if prompt.Offered(p.Request, policy.AllowOnce) {
 		keys = append(keys, "a allow once")
 	}
-	if asksock.Offered(p.Request, policy.AllowAlways) {
+	if prompt.Offered(p.Request, policy.AllowAlways) {
 		keys = append(keys, "A allow always (asks to confirm)")
 	}
 	keys = append(keys, "d deny", "↑/↓ move", "q quit")

@@ -1,4 +1,4 @@
-package asksock
+package prompt
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/prompt"
 )
 
 // heldPrompter holds every prompt until released, counting those inside.
@@ -20,7 +19,7 @@ type heldPrompter struct {
 	release chan struct{}
 }
 
-func (h *heldPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
+func (h *heldPrompter) Prompt(ctx context.Context, req Request) (policy.Approval, string, error) {
 	h.mu.Lock()
 	h.inside[req.AgentID]++
 	h.most[req.AgentID] = max(h.most[req.AgentID], h.inside[req.AgentID])
@@ -52,7 +51,7 @@ func TestFairPromptsPerAgent(t *testing.T) {
 	errs := make(chan error, flood+1)
 	for range flood {
 		go func() {
-			_, _, err := f.Prompt(ctx, prompt.Request{AgentID: "flood"})
+			_, _, err := f.Prompt(ctx, Request{AgentID: "flood"})
 			errs <- err
 		}()
 	}
@@ -62,7 +61,7 @@ func TestFairPromptsPerAgent(t *testing.T) {
 		}
 	}
 	go func() {
-		_, _, err := f.Prompt(ctx, prompt.Request{AgentID: "other"})
+		_, _, err := f.Prompt(ctx, Request{AgentID: "other"})
 		errs <- err
 	}()
 	select {
@@ -103,11 +102,11 @@ func TestFairWaiterGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { _, _, err := f.Prompt(ctx, prompt.Request{AgentID: "a"}); done <- err }()
+	go func() { _, _, err := f.Prompt(ctx, Request{AgentID: "a"}); done <- err }()
 	<-h.entered
 	wctx, wcancel := context.WithCancel(ctx)
 	waited := make(chan error, 1)
-	go func() { _, _, err := f.Prompt(wctx, prompt.Request{AgentID: "b"}); waited <- err }()
+	go func() { _, _, err := f.Prompt(wctx, Request{AgentID: "b"}); waited <- err }()
 	wcancel()
 	if err := <-waited; !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("a waiter whose context ended: %v, want ErrUnreachable", err)
@@ -117,7 +116,7 @@ func TestFairWaiterGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The slot is free again.
-	go func() { _, _, err := f.Prompt(ctx, prompt.Request{AgentID: "c"}); done <- err }()
+	go func() { _, _, err := f.Prompt(ctx, Request{AgentID: "c"}); done <- err }()
 	<-h.entered
 	h.release <- struct{}{}
 	if err := <-done; err != nil {

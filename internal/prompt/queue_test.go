@@ -1,4 +1,4 @@
-package asksock
+package prompt
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/prompt"
 )
 
 type result struct {
@@ -38,7 +37,7 @@ func submit(t *testing.T, b *Broker, ctx context.Context, p Pending) <-chan resu
 }
 
 func TestBrokerResolve(t *testing.T) {
-	noAlways := prompt.Request{Command: "x", Choices: []string{"allow-once", "deny"}}
+	noAlways := Request{Command: "x", Choices: []string{"allow-once", "deny"}}
 	tests := []struct {
 		name    string
 		queued  []Pending
@@ -245,4 +244,10 @@ func TestBrokerWatchConcurrent(t *testing.T) {
 			}
 		}
 	}
+}
+
+var sampleRequest = Request{
+	Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",
+	Security: "allowlist", Ask: "on-miss", AgentID: "main", SessionKey: "s1",
+	ResolvedPaths: []string{"/usr/bin/ls"}, Allowlisted: []bool{false}, Reason: "allowlist-miss",
 }
