@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -263,7 +264,7 @@ func (b *bench) approvalRows() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = srv.Serve(ctx) }()
-	go asksock.AutoDecide(ctx, br, policy.AllowOnce, "bench")
+	go approverui.AutoDecide(ctx, br, policy.AllowOnce, "bench")
 	client := &asksock.Client{SocketPath: srv.Path, Token: token}
 	req := prompt.Request{
 		Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",

@@ -28,7 +28,7 @@ var rank = map[string]int{
 	"internal/bridge": 1, "internal/nodekey": 1, "internal/audit": 1, "internal/prompt": 1,
 	"internal/runner": 1, "internal/shellcmd": 1, "internal/service": 1,
 	"internal/openclaw/octest": 1, "internal/sandbox/docker/dockertest": 1,
-	"internal/approvals": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
+	"internal/approvals": 2, "internal/approverui": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
 	"internal/session":       2,
 	"internal/sandbox/bwrap": 3, "internal/sandbox/docker": 3, "internal/config": 3, "internal/explain": 3,
 	"internal/sandbox/pick": 4,

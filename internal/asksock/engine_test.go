@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -297,7 +298,7 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go srv.Serve(ctx)
-		go asksock.AutoDecide(ctx, b, policy.AllowOnce, "auto")
+		go approverui.AutoDecide(ctx, b, policy.AllowOnce, "auto")
 		return func() { cancel(); srv.Close() }
 	}
 	stop := start()

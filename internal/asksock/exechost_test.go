@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
@@ -75,7 +76,7 @@ func serve(ctx context.Context, dir string, auto policy.Approval) (*asksock.Serv
 		return nil, nil, err
 	}
 	if auto != "" {
-		go asksock.AutoDecide(ctx, b, auto, "test auto-decide")
+		go approverui.AutoDecide(ctx, b, auto, "test auto-decide")
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()

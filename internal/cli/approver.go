@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/approverui/tui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
@@ -152,7 +153,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	if auto != "" {
 		fmt.Fprintf(g.stderr, "WARNING: auto-deciding %s for every prompt (no human is asked)\n", auto)
 	} else {
-		go asksock.NotifyDesktop(ctx, b)
+		go approverui.NotifyDesktop(ctx, b)
 	}
 	fmt.Fprintf(g.stderr, "approver: listening on %s (pid %d)\n", srv.Path, os.Getpid())
 	if execHost {
@@ -161,7 +162,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 
 	switch {
 	case auto != "":
-		go asksock.AutoDecide(ctx, b, auto, byAuto)
+		go approverui.AutoDecide(ctx, b, auto, byAuto)
 	case useTUI:
 		go func() {
 			if err := tui.Run(ctx, b, tui.Options{Title: srv.Path, Banner: banner}); err != nil {
@@ -170,7 +171,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 			cancel() // quitting the TUI stops the approver
 		}()
 	default:
-		go asksock.RunLines(ctx, b, stdin, g.stdout, byLines)
+		go approverui.RunLines(ctx, b, stdin, g.stdout, byLines)
 	}
 
 	select {

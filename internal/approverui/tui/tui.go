@@ -16,7 +16,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
@@ -198,8 +198,8 @@ func (m *model) askAlways() {
 	}
 	m.confirm = p.ID
 	var parts []string
-	for _, l := range asksock.AllowAlwaysLines(p.Request) {
-		parts = append(parts, asksock.AlwaysText(l))
+	for _, l := range approverui.AllowAlwaysLines(p.Request) {
+		parts = append(parts, approverui.AlwaysText(l))
 	}
 	// The question first: a narrow terminal clips the status line, and
 	// the patterns are listed in full under "always:" above it.

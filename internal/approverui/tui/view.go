@@ -6,7 +6,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
@@ -43,7 +43,7 @@ func (m model) View() string {
 	}
 	for _, p := range m.items[from:to] {
 		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(textsafe.Line(p.Request.AgentID), 12),
-			clip(textsafe.Line(p.Request.Command), 48), asksock.Countdown(p.ExpiresAt, m.now))
+			clip(textsafe.Line(p.Request.Command), 48), approverui.Countdown(p.ExpiresAt, m.now))
 		if p.ID == m.selected {
 			line = selStyle.Render(">" + line)
 		} else {
@@ -57,7 +57,7 @@ func (m model) View() string {
 
 	if p, ok := m.current(); ok {
 		b.WriteString("\n" + titleStyle.Render("Prompt "+p.ID) + "\n")
-		for _, f := range asksock.Describe(p, m.now) {
+		for _, f := range approverui.Describe(p, m.now) {
 			v := f.Value
 			switch {
 			case f.Label == "command":

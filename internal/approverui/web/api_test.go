@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 )
@@ -136,7 +136,7 @@ func TestDecideAPI(t *testing.T) {
 		t.Fatalf("pending = %+v, want one prompt", list)
 	}
 	want := pendingView{ID: "abc-123", AgentID: "main", Command: "ls", Ask: "always", Fallback: "askFallback",
-		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []asksock.AlwaysLine{}, Starts: []string{}}
+		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []approverui.AlwaysLine{}, Starts: []string{}}
 	got := list.Pending[0]
 	got.ReceivedAtMs = 0
 	if d := cmp.Diff(want, got); d != "" {

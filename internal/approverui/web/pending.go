@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
@@ -36,8 +36,8 @@ type pendingView struct {
 	ReceivedAtMs int64      `json:"receivedAtMs"`
 	ExpiresAtMs  int64      `json:"expiresAtMs"`
 	// AllowAlways is what answering allow-always would add and skip
-	// (asksock.AllowAlwaysLines); empty when it is not offered.
-	AllowAlways []asksock.AlwaysLine `json:"allowAlways"`
+	// (approverui.AllowAlwaysLines); empty when it is not offered.
+	AllowAlways []approverui.AlwaysLine `json:"allowAlways"`
 	// Canonical is the parsed command as it will run (empty when it equals
 	// Command), RunsAs how it runs, Starts each executable with how it
 	// starts: what the approval binds.
@@ -90,8 +90,8 @@ func viewPending(p prompt.Pending) pendingView {
 		Cwd: t(r.Cwd), Command: t(r.Command), Argv: argv, Security: t(r.Security), Ask: t(r.Ask),
 		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
-		AllowAlways: asksock.AllowAlwaysLines(r),
-		RunsAs:      t(asksock.RunsAsText(r.RunsAs)), Starts: []string{},
+		AllowAlways: approverui.AllowAlwaysLines(r),
+		RunsAs:      t(approverui.RunsAsText(r.RunsAs)), Starts: []string{},
 	}
 	if c := strings.TrimSuffix(r.Canonical, "\n"); c != strings.TrimSpace(r.Command) {
 		v.Canonical = t(c)
@@ -100,7 +100,7 @@ func viewPending(p prompt.Pending) pendingView {
 		v.Starts = append(v.Starts, t(x))
 	}
 	if v.AllowAlways == nil {
-		v.AllowAlways = []asksock.AlwaysLine{}
+		v.AllowAlways = []approverui.AlwaysLine{}
 	}
 	if !p.ExpiresAt.IsZero() {
 		v.ExpiresAtMs = p.ExpiresAt.UnixMilli()

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"github.com/exechost/exechost/internal/policy"

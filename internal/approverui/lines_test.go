@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"context"
@@ -95,4 +95,10 @@ func TestRunLines(t *testing.T) {
 	if strings.Count(out.String(), "PENDING") != 3 {
 		t.Errorf("output:\n%s", out)
 	}
+}
+
+var sampleRequest = prompt.Request{
+	Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",
+	Security: "allowlist", Ask: "on-miss", AgentID: "main", SessionKey: "s1",
+	ResolvedPaths: []string{"/usr/bin/ls"}, Allowlisted: []bool{false}, Reason: "allowlist-miss",
 }

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"context"
