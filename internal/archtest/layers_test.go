@@ -39,7 +39,7 @@ var rank = map[string]int{
 	"internal/approvalroute": 7,
 	// daemons and UIs: neither imports the other
 	"internal/gateway": 8, "internal/node": 8, "internal/openclaw": 8, "internal/mcpserver": 8,
-	"internal/approverui/tui": 8, "internal/approverui/web": 8,
+	"internal/approverui/tui": 8, "internal/approverui/web": 8, "internal/approver": 8,
 	// the composition root
 	"internal/cli": 9,
 	// programs and the suites that drive them as processes

@@ -71,7 +71,7 @@ func serve(ctx context.Context, dir string, auto policy.Approval) (*asksock.Serv
 		return nil, nil, err
 	}
 	b := prompt.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(dir, b, nil)}
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, nil, err
 	}

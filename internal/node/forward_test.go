@@ -74,7 +74,7 @@ func serveApprover(ctx context.Context, dir string) (<-chan error, error) {
 		return nil, err
 	}
 	b := prompt.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(dir, b, nil)}
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, err
 	}

@@ -244,3 +244,17 @@ func short(id string) string {
 	}
 	return id
 }
+
+// UI is the TUI as an approverui.UI: `exechost approver --tui`.
+type UI struct{}
+
+// Serve implements approverui.UI: Run with the approver's title and banner.
+func (UI) Serve(ctx context.Context, env approverui.Env) error {
+	return Run(ctx, env.Queue, Options{Title: env.Title, Banner: env.Banner})
+}
+
+// OwnsTerminal implements approverui.TerminalOwner: the TUI draws on the
+// whole terminal.
+func (UI) OwnsTerminal() bool { return true }
+
+var _ approverui.TerminalOwner = UI{}
