@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestNotifyDesktop runs NotifyDesktop against a stand-in notify-send (a
@@ -47,7 +48,7 @@ func TestNotifyDesktop(t *testing.T) {
 		}
 	}
 	cancel()
-	<-done
+	testproc.Recv(t, done, "NotifyDesktop after cancel")
 }
 
 func TestNotifyDesktopNeedsASession(t *testing.T) {
@@ -56,5 +57,5 @@ func TestNotifyDesktopNeedsASession(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); NotifyDesktop(t.Context(), prompt.NewBroker()) }()
-	<-done // returns at once without a desktop session
+	testproc.Recv(t, done, "NotifyDesktop without a session") // returns at once
 }

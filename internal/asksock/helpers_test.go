@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 var testToken = []byte("test-token-0123456789")
@@ -39,6 +40,7 @@ type testServer struct {
 	changes []prompt.Change
 	done    chan struct{}
 	cancel  context.CancelFunc
+	t       testing.TB
 }
 
 // startServer serves a Server (configured by mod) in a fresh directory.
@@ -52,7 +54,7 @@ func startServer(t testing.TB, mod func(*Server)) *testServer {
 	if err := s.Listen(); err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	ts := &testServer{Server: s, b: b, done: make(chan struct{})}
+	ts := &testServer{Server: s, b: b, done: make(chan struct{}), t: t}
 	ch, stop := b.Subscribe()
 	recDone := make(chan struct{})
 	go func() {
@@ -81,7 +83,7 @@ func startServer(t testing.TB, mod func(*Server)) *testServer {
 // prompt has finished, so recorded changes are final.
 func (ts *testServer) stop() {
 	ts.cancel()
-	<-ts.done
+	testproc.Recv(ts.t, ts.done, "the test server's shutdown")
 }
 
 // added returns the ids of every prompt that reached the queue.

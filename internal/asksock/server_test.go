@@ -19,6 +19,7 @@ import (
 
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestRequestMACGolden(t *testing.T) {
@@ -437,7 +438,7 @@ func TestServerCloseExpiresPrompts(t *testing.T) {
 		}
 	}
 	ts.stop()
-	err := <-errc
+	err := testproc.Recv(t, errc, "Prompt after the approver stopped")
 	if !errors.Is(err, prompt.ErrBadReply) && !errors.Is(err, prompt.ErrRefused) {
 		t.Fatalf("Prompt after approver stopped: %v, want prompt.ErrBadReply or prompt.ErrRefused", err)
 	}

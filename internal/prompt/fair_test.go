@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // heldPrompter holds every prompt until released, counting those inside.
@@ -56,7 +57,7 @@ func TestFairPromptsPerAgent(t *testing.T) {
 		}()
 	}
 	for range DefaultFairPerAgent {
-		if a := <-h.entered; a != "flood" {
+		if a := testproc.Recv(t, h.entered, "a flood prompt"); a != "flood" {
 			t.Fatalf("entered %q", a)
 		}
 	}
@@ -83,7 +84,7 @@ func TestFairPromptsPerAgent(t *testing.T) {
 		}
 	}()
 	for range flood + 1 {
-		if err := <-errs; err != nil {
+		if err := testproc.Recv(t, errs, "a prompt's answer"); err != nil {
 			t.Fatalf("a prompt failed instead of waiting its turn: %v", err)
 		}
 	}
@@ -103,23 +104,23 @@ func TestFairWaiterGivesUp(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { _, _, err := f.Prompt(ctx, Request{AgentID: "a"}); done <- err }()
-	<-h.entered
+	testproc.Recv(t, h.entered, "a prompt reaching the approver")
 	wctx, wcancel := context.WithCancel(ctx)
 	waited := make(chan error, 1)
 	go func() { _, _, err := f.Prompt(wctx, Request{AgentID: "b"}); waited <- err }()
 	wcancel()
-	if err := <-waited; !errors.Is(err, ErrUnreachable) {
+	if err := testproc.Recv(t, waited, "the waiter giving up"); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("a waiter whose context ended: %v, want ErrUnreachable", err)
 	}
 	h.release <- struct{}{}
-	if err := <-done; err != nil {
+	if err := testproc.Recv(t, done, "Prompt"); err != nil {
 		t.Fatal(err)
 	}
 	// The slot is free again.
 	go func() { _, _, err := f.Prompt(ctx, Request{AgentID: "c"}); done <- err }()
-	<-h.entered
+	testproc.Recv(t, h.entered, "a prompt reaching the approver")
 	h.release <- struct{}{}
-	if err := <-done; err != nil {
+	if err := testproc.Recv(t, done, "Prompt"); err != nil {
 		t.Fatal(err)
 	}
 }
