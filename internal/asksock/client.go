@@ -41,7 +41,7 @@ var errPromptTimeout = errors.New("prompt timeout")
 // Prompt asks the approver about req and returns its verified decision and
 // who gave it. Any failure — no approver, timeout, a refused request, a
 // closed connection, a reply whose hmac does not verify — is an error
-// wrapping ErrUnreachable, ErrTimeout, ErrRefused or ErrBadReply, whose
+// wrapping prompt.ErrUnreachable, prompt.ErrTimeout, prompt.ErrRefused or prompt.ErrBadReply, whose
 // message says which; it is never an approval.
 func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if len(c.Token) == 0 {
@@ -187,8 +187,8 @@ func unwrapOp(err error) error {
 // parseHello checks the approver's first frame and returns its challenge.
 // Both clients (Client.Prompt and ExecClient.Exec) use it, so a bad hello
 // is classified once: nothing has been sent yet, so an error frame is
-// ErrRefused and anything else that is not a hello of this protocol is
-// ErrUnreachable (no working approver listens there) — never "may have
+// prompt.ErrRefused and anything else that is not a hello of this protocol is
+// prompt.ErrUnreachable (no working approver listens there) — never "may have
 // run".
 func parseHello(line []byte) (challenge string, err error) {
 	var hello Hello

@@ -280,7 +280,7 @@ func (cn *conn) await(ctx context.Context, p prompt.Pending) {
 		cn.mu.Unlock()
 	}()
 	// The client's own deadline is ExpiresAt; the grace lets it time out
-	// first (and report ErrTimeout) rather than race our expiry frame.
+	// first (and report prompt.ErrTimeout) rather than race our expiry frame.
 	// Resolve refuses answers after ExpiresAt regardless.
 	wait := p.ExpiresAt.Sub(cn.s.now()) + expiryGrace
 	ctx, cancel := context.WithTimeout(ctx, wait)

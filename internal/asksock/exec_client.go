@@ -34,10 +34,10 @@ type ExecClient struct {
 
 // ExecNotRun reports whether err from ExecClient.Exec guarantees that the
 // approver did not run the command: no approver answered, or it refused
-// the frame before running anything (ErrUnreachable, ErrRefused). Only then
+// the frame before running anything (prompt.ErrUnreachable, prompt.ErrRefused). Only then
 // may a caller run the command elsewhere (execFallback local) without
 // risking running it twice. A timeout or a connection lost after the frame
-// was sent (ErrTimeout, ErrBadReply) means it may have run.
+// was sent (prompt.ErrTimeout, prompt.ErrBadReply) means it may have run.
 func ExecNotRun(err error) bool {
 	return errors.Is(err, prompt.ErrUnreachable) || errors.Is(err, prompt.ErrRefused)
 }
@@ -47,7 +47,7 @@ func ExecNotRun(err error) bool {
 // code. The approver's signed refusal (a denial, a refused env name) is the
 // *bridge.Error it sent (code, message, structured denial), to be forwarded
 // unchanged. Every other
-// failure wraps ErrUnreachable, ErrRefused, ErrTimeout or ErrBadReply; a
+// failure wraps prompt.ErrUnreachable, prompt.ErrRefused, prompt.ErrTimeout or prompt.ErrBadReply; a
 // reply whose hmac does not verify is never a result.
 //
 // Without a deadline on ctx, Exec waits for the request's timeoutMs (or
@@ -138,9 +138,9 @@ type execReply struct {
 }
 
 // verifyExecRes checks an answer to exec frame id against the
-// connection's challenge and decodes it. An error frame wraps ErrRefused
+// connection's challenge and decodes it. An error frame wraps prompt.ErrRefused
 // (skip reports one about another id, to be ignored); anything
-// unverifiable wraps ErrBadReply.
+// unverifiable wraps prompt.ErrBadReply.
 func verifyExecRes(token []byte, challenge, id string, line []byte) (_ bridge.SystemRunResult, _ error, skip bool) {
 	var f execReply
 	if err := json.Unmarshal(line, &f); err != nil {

@@ -24,7 +24,7 @@ type BrokerPrompter struct {
 
 // Prompt queues req and waits for a UI's answer until req.ExpiresAtMs
 // (DefaultPromptTimeout when unset) or ctx ends. Like Client.Prompt, every
-// failure wraps ErrTimeout or ErrBadReply and is never an approval.
+// failure wraps prompt.ErrTimeout or prompt.ErrBadReply and is never an approval.
 func (bp BrokerPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if bp.Broker == nil {
 		return "", "", fmt.Errorf("%w: no approver queue", prompt.ErrUnreachable)
