@@ -46,17 +46,32 @@ func TestRunServesTheSocketToItsUI(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
 	second := make(chan error, 1)
+	quit := make(chan struct{}) // closed once the client has its answer
 	ui := uiFunc(func(ctx context.Context, env approverui.Env) error {
 		// The socket is live by now: a second approver must not steal it.
 		second <- Run(ctx, Options{StateDir: dir, UI: uiFunc(func(context.Context, approverui.Env) error { return nil })})
 		list, ch, stop := env.Queue.Watch()
 		defer stop()
 		for len(list) == 0 {
-			if c := testproc.Recv(t, ch, "a prompt in the UI's queue"); c.Kind == prompt.ChangeAdded {
-				list = append(list, c.Pending)
+			select {
+			case c := <-ch:
+				if c.Kind == prompt.ChangeAdded {
+					list = append(list, c.Pending)
+				}
+			case <-ctx.Done(): // the test ended
+				return ctx.Err()
 			}
 		}
-		return env.Queue.Resolve(list[0].ID, policy.AllowOnce, "test ui")
+		if err := env.Queue.Resolve(list[0].ID, policy.AllowOnce, "test ui"); err != nil {
+			return err
+		}
+		// Returning at once would stop the server while it still writes
+		// the decision back; a human quits the UI later.
+		select {
+		case <-quit:
+		case <-ctx.Done():
+		}
+		return nil
 	})
 	stderr := &lockedBuffer{}
 	done := make(chan error, 1)
@@ -75,6 +90,7 @@ func TestRunServesTheSocketToItsUI(t *testing.T) {
 	if err != nil || a != policy.AllowOnce || by != "test ui" {
 		t.Fatalf("Prompt = %q by %q, %v; want allow-once by test ui", a, by, err)
 	}
+	close(quit)
 	if err := testproc.Recv(t, done, "Run after its UI returned"); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
