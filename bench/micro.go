@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -254,7 +255,7 @@ func (b *bench) approvalRows() {
 	}
 	defer os.RemoveAll(dir)
 	token := []byte(approvals.NewToken())
-	br := asksock.NewBroker()
+	br := prompt.NewBroker()
 	srv := &asksock.Server{Path: filepath.Join(dir, "exec-approvals.sock"), Token: token, Broker: br, Rate: rate.Inf}
 	if err := srv.Listen(); err != nil {
 		b.add(row{section: sec, what: "approver prompt", err: err})
@@ -263,7 +264,7 @@ func (b *bench) approvalRows() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = srv.Serve(ctx) }()
-	go asksock.AutoDecide(ctx, br, policy.AllowOnce, "bench")
+	go approverui.AutoDecide(ctx, br, policy.AllowOnce, "bench")
 	client := &asksock.Client{SocketPath: srv.Path, Token: token}
 	req := prompt.Request{
 		Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",

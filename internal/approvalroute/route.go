@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
@@ -66,7 +65,7 @@ type Race []host.Prompter
 // Prompt implements host.Prompter.
 func (r Race) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if len(r) == 0 {
-		return "", "", fmt.Errorf("%w: no prompter configured", asksock.ErrUnreachable)
+		return "", "", fmt.Errorf("%w: no prompter configured", prompt.ErrUnreachable)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

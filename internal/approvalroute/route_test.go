@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 )
@@ -55,7 +54,7 @@ func (p *answer) Prompt(ctx context.Context, _ prompt.Request) (policy.Approval,
 		return p.a, p.name, p.err
 	case <-ctx.Done():
 		close(p.gaveUp)
-		return "", "", asksock.ErrTimeout
+		return "", "", prompt.ErrTimeout
 	}
 }
 
@@ -130,7 +129,7 @@ func TestRace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "socket gone") || !strings.Contains(err.Error(), "gateway gone") {
 		t.Fatalf("race of failures = %v, want both reasons", err)
 	}
-	if _, _, err := (Race{}).Prompt(t.Context(), prompt.Request{}); !errors.Is(err, asksock.ErrUnreachable) {
+	if _, _, err := (Race{}).Prompt(t.Context(), prompt.Request{}); !errors.Is(err, prompt.ErrUnreachable) {
 		t.Fatalf("empty race = %v, want ErrUnreachable", err)
 	}
 }

@@ -20,17 +20,17 @@ const module = "github.com/exechost/exechost/"
 // placed here.
 var rank = map[string]int{
 	// leaves: the standard library only
-	"internal/policy": 0, "internal/prompt": 0, "internal/inflight": 0, "internal/idprefix": 0, "internal/state": 0,
+	"internal/policy": 0, "internal/inflight": 0, "internal/idprefix": 0, "internal/state": 0,
 	"internal/atomicfile": 0, "internal/textsafe": 0, "internal/logging": 0, "internal/reaper": 0,
 	"internal/metrics": 0, "internal/testdep": 0, "internal/testproc": 0, "internal/archtest": 0, "internal/fschange": 0,
 	"internal/confine": 0,
 	// mechanisms over the leaves
-	"internal/bridge": 1, "internal/nodekey": 1, "internal/audit": 1, "internal/approvals": 1,
+	"internal/bridge": 1, "internal/nodekey": 1, "internal/audit": 1, "internal/prompt": 1,
 	"internal/runner": 1, "internal/shellcmd": 1, "internal/service": 1,
 	"internal/openclaw/octest": 1, "internal/sandbox/docker/dockertest": 1,
-	"internal/explain": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
+	"internal/approvals": 2, "internal/approverui": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
 	"internal/session":       2,
-	"internal/sandbox/bwrap": 3, "internal/sandbox/docker": 3, "internal/config": 3,
+	"internal/sandbox/bwrap": 3, "internal/sandbox/docker": 3, "internal/config": 3, "internal/explain": 3,
 	"internal/sandbox/pick": 4,
 	// the execution host: never the approval socket or a UI
 	"internal/host": 5,
@@ -39,7 +39,7 @@ var rank = map[string]int{
 	"internal/approvalroute": 7,
 	// daemons and UIs: neither imports the other
 	"internal/gateway": 8, "internal/node": 8, "internal/openclaw": 8, "internal/mcpserver": 8,
-	"internal/approverui/tui": 8, "internal/approverui/web": 8,
+	"internal/approverui/tui": 8, "internal/approverui/web": 8, "internal/approver": 8,
 	// the composition root
 	"internal/cli": 9,
 	// programs and the suites that drive them as processes

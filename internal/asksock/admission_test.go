@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // manualTimers replaces the server's hello timer: nothing fires until the
@@ -101,7 +102,7 @@ func TestHelloTimeoutClosesSilentConnection(t *testing.T) {
 	gf := newFrame(good.challenge, sampleRequest)
 	good.send(gf.bytes())
 	for c := range ch {
-		if c.Kind == ChangeAdded && c.Pending.ID == gf.ID {
+		if c.Kind == prompt.ChangeAdded && c.Pending.ID == gf.ID {
 			break
 		}
 	}
@@ -178,7 +179,7 @@ func TestIdlePeersCannotStarveAPrompt(t *testing.T) {
 			if n := ts.Conns(); n > DefaultMaxConns {
 				t.Fatalf("%d connections open, over the limit %d", n, DefaultMaxConns)
 			}
-			decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.AllowOnce, "test" })
+			decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.AllowOnce, "test" })
 
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperPrompt$", "-test.v", "-test.count=1")
 			cmd.Env = append(os.Environ(), helperPromptEnv+"="+ts.Path)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 	ts := startServer(b, func(s *Server) { s.Rate = rate.Inf })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go AutoDecide(ctx, ts.b, policy.AllowOnce, "approver auto-decide")
+	go approverui.AutoDecide(ctx, ts.b, policy.AllowOnce, "approver auto-decide")
 	c := &Client{SocketPath: ts.Path, Token: testToken}
 	samples := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

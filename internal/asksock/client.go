@@ -41,11 +41,11 @@ var errPromptTimeout = errors.New("prompt timeout")
 // Prompt asks the approver about req and returns its verified decision and
 // who gave it. Any failure — no approver, timeout, a refused request, a
 // closed connection, a reply whose hmac does not verify — is an error
-// wrapping ErrUnreachable, ErrTimeout, ErrRefused or ErrBadReply, whose
+// wrapping prompt.ErrUnreachable, prompt.ErrTimeout, prompt.ErrRefused or prompt.ErrBadReply, whose
 // message says which; it is never an approval.
 func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if len(c.Token) == 0 {
-		return "", "", fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", ErrUnreachable)
+		return "", "", fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", prompt.ErrUnreachable)
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -66,10 +66,10 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 	}
 	timedOut := func(err error) error {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: prompt canceled: %w", ErrTimeout, context.Cause(ctx))
+			return fmt.Errorf("%w: prompt canceled: %w", prompt.ErrTimeout, context.Cause(ctx))
 		}
 		if errors.Is(context.Cause(tctx), errPromptTimeout) {
-			return fmt.Errorf("%w: no decision within %s", ErrTimeout, timeout)
+			return fmt.Errorf("%w: no decision within %s", prompt.ErrTimeout, timeout)
 		}
 		return err
 	}
@@ -80,7 +80,7 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 		if tctx.Err() != nil {
 			return "", "", timedOut(err)
 		}
-		return "", "", fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver`)", ErrUnreachable, c.SocketPath, unwrapOp(err))
+		return "", "", fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver`)", prompt.ErrUnreachable, c.SocketPath, unwrapOp(err))
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline)
@@ -98,9 +98,9 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, fmt.Errorf("%w: no decision within %s", ErrTimeout, timeout)
+			return nil, fmt.Errorf("%w: no decision within %s", prompt.ErrTimeout, timeout)
 		}
-		return nil, fmt.Errorf("%w: approver closed the connection before deciding (%v)", ErrBadReply, err)
+		return nil, fmt.Errorf("%w: approver closed the connection before deciding (%v)", prompt.ErrBadReply, err)
 	}
 
 	line, err := readFrame()
@@ -120,7 +120,7 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 		if tctx.Err() != nil {
 			return "", "", timedOut(err)
 		}
-		return "", "", fmt.Errorf("%w: send request: %v", ErrUnreachable, unwrapOp(err))
+		return "", "", fmt.Errorf("%w: send request: %v", prompt.ErrUnreachable, unwrapOp(err))
 	}
 
 	for {
@@ -132,24 +132,24 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 			if ef.ID != "" && ef.ID != id {
 				continue // not about our request
 			}
-			return "", "", fmt.Errorf("%w: %s: %s", ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
+			return "", "", fmt.Errorf("%w: %s: %s", prompt.ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
 		}
 		var df DecisionFrame
 		if err := json.Unmarshal(line, &df); err != nil || df.Type != TypeDecision {
-			return "", "", fmt.Errorf("%w: unexpected frame", ErrBadReply)
+			return "", "", fmt.Errorf("%w: unexpected frame", prompt.ErrBadReply)
 		}
 		if df.ID != id {
-			return "", "", fmt.Errorf("%w: decision for another request id", ErrBadReply)
+			return "", "", fmt.Errorf("%w: decision for another request id", prompt.ErrBadReply)
 		}
 		if !macEqual(df.HMAC, DecisionMAC(c.Token, challenge, id, df.Decision)) {
-			return "", "", fmt.Errorf("%w: decision hmac does not verify (hint: approver and host must share exec-approvals.json's token)", ErrBadReply)
+			return "", "", fmt.Errorf("%w: decision hmac does not verify (hint: approver and host must share exec-approvals.json's token)", prompt.ErrBadReply)
 		}
 		a := policy.Approval(df.Decision)
 		if !a.Valid() {
-			return "", "", fmt.Errorf("%w: unknown decision %q", ErrBadReply, textsafe.Bounded(df.Decision, 32))
+			return "", "", fmt.Errorf("%w: unknown decision %q", prompt.ErrBadReply, textsafe.Bounded(df.Decision, 32))
 		}
-		if !Offered(req, a) {
-			return "", "", fmt.Errorf("%w: decision %s was not offered", ErrBadReply, a)
+		if !prompt.Offered(req, a) {
+			return "", "", fmt.Errorf("%w: decision %s was not offered", prompt.ErrBadReply, a)
 		}
 		return a, sanitizeBy(df.By), nil
 	}
@@ -187,19 +187,19 @@ func unwrapOp(err error) error {
 // parseHello checks the approver's first frame and returns its challenge.
 // Both clients (Client.Prompt and ExecClient.Exec) use it, so a bad hello
 // is classified once: nothing has been sent yet, so an error frame is
-// ErrRefused and anything else that is not a hello of this protocol is
-// ErrUnreachable (no working approver listens there) — never "may have
+// prompt.ErrRefused and anything else that is not a hello of this protocol is
+// prompt.ErrUnreachable (no working approver listens there) — never "may have
 // run".
 func parseHello(line []byte) (challenge string, err error) {
 	var hello Hello
 	if err := json.Unmarshal(line, &hello); err != nil || hello.Type != TypeHello {
 		if ef, ok := parseError(line); ok {
-			return "", fmt.Errorf("%w: %s: %s", ErrRefused, textsafe.Bounded(ef.Code, 32), textsafe.Bounded(ef.Message, 200))
+			return "", fmt.Errorf("%w: %s: %s", prompt.ErrRefused, textsafe.Bounded(ef.Code, 32), textsafe.Bounded(ef.Message, 200))
 		}
-		return "", fmt.Errorf("%w: expected hello frame", ErrUnreachable)
+		return "", fmt.Errorf("%w: expected hello frame", prompt.ErrUnreachable)
 	}
 	if hello.V != ProtocolVersion || !isHex16(hello.Challenge) {
-		return "", fmt.Errorf("%w: hello with protocol v%d or malformed challenge", ErrUnreachable, hello.V)
+		return "", fmt.Errorf("%w: hello with protocol v%d or malformed challenge", prompt.ErrUnreachable, hello.V)
 	}
 	return hello.Challenge, nil
 }

@@ -75,27 +75,27 @@ func TestClientRejectsUnverifiableReplies(t *testing.T) {
 		{"tampered decision hmac", func(ch string, f RequestFrame) []string {
 			mac := DecisionMAC(testToken, ch, f.ID, "deny") // signed deny, sent as allow
 			return []string{decisionLine(f.ID, "allow-once", mac)}
-		}, ErrBadReply, "hmac"},
+		}, prompt.ErrBadReply, "hmac"},
 		{"hmac from another token", func(ch string, f RequestFrame) []string {
 			return []string{decisionLine(f.ID, "allow-once", DecisionMAC([]byte("nope"), ch, f.ID, "allow-once"))}
-		}, ErrBadReply, "hmac"},
+		}, prompt.ErrBadReply, "hmac"},
 		{"hmac for another challenge", func(_ string, f RequestFrame) []string {
 			return []string{decisionLine(f.ID, "allow-once", DecisionMAC(testToken, randomHex(16), f.ID, "allow-once"))}
-		}, ErrBadReply, "hmac"},
+		}, prompt.ErrBadReply, "hmac"},
 		{"missing hmac", func(_ string, f RequestFrame) []string {
 			return []string{decisionLine(f.ID, "allow-once", "")}
-		}, ErrBadReply, "hmac"},
+		}, prompt.ErrBadReply, "hmac"},
 		{"decision for another id", func(ch string, f RequestFrame) []string {
 			return []string{decisionLine("other", "allow-once", DecisionMAC(testToken, ch, "other", "allow-once"))}
-		}, ErrBadReply, "another request"},
+		}, prompt.ErrBadReply, "another request"},
 		{"unknown decision", func(ch string, f RequestFrame) []string {
 			return []string{decisionLine(f.ID, "allow-forever", DecisionMAC(testToken, ch, f.ID, "allow-forever"))}
-		}, ErrBadReply, "unknown decision"},
-		{"closed without decision", func(string, RequestFrame) []string { return []string{} }, ErrBadReply, "closed"},
-		{"garbage", func(string, RequestFrame) []string { return []string{"}{"} }, ErrBadReply, "unexpected"},
+		}, prompt.ErrBadReply, "unknown decision"},
+		{"closed without decision", func(string, RequestFrame) []string { return []string{} }, prompt.ErrBadReply, "closed"},
+		{"garbage", func(string, RequestFrame) []string { return []string{"}{"} }, prompt.ErrBadReply, "unexpected"},
 		{"error frame", func(_ string, f RequestFrame) []string {
 			return []string{`{"type":"error","id":"` + f.ID + `","code":"invalid-auth","message":"hmac mismatch"}`}
-		}, ErrRefused, "invalid-auth"},
+		}, prompt.ErrRefused, "invalid-auth"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,8 +143,8 @@ func TestClientNotOfferedAllowAlways(t *testing.T) {
 	req := sampleRequest
 	req.Choices = []string{"allow-once", "deny"}
 	c := &Client{SocketPath: path, Token: testToken}
-	if _, _, err := c.Prompt(t.Context(), req); !errors.Is(err, ErrBadReply) {
-		t.Fatalf("allow-always when not offered: %v, want ErrBadReply", err)
+	if _, _, err := c.Prompt(t.Context(), req); !errors.Is(err, prompt.ErrBadReply) {
+		t.Fatalf("allow-always when not offered: %v, want prompt.ErrBadReply", err)
 	}
 }
 
@@ -166,14 +166,14 @@ func TestClientUnreachable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Client{SocketPath: tt.path, Token: testToken, Timeout: time.Hour}
 			_, _, err := c.Prompt(t.Context(), sampleRequest)
-			if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "hint") {
-				t.Fatalf("Prompt = %v, want ErrUnreachable with a hint", err)
+			if !errors.Is(err, prompt.ErrUnreachable) || !strings.Contains(err.Error(), "hint") {
+				t.Fatalf("Prompt = %v, want prompt.ErrUnreachable with a hint", err)
 			}
 		})
 	}
 	c := &Client{SocketPath: "/nonexistent/s.sock"}
-	if _, _, err := c.Prompt(t.Context(), sampleRequest); !errors.Is(err, ErrUnreachable) {
-		t.Fatalf("no token: %v, want ErrUnreachable", err)
+	if _, _, err := c.Prompt(t.Context(), sampleRequest); !errors.Is(err, prompt.ErrUnreachable) {
+		t.Fatalf("no token: %v, want prompt.ErrUnreachable", err)
 	}
 }
 
@@ -181,16 +181,16 @@ func TestClientTimeout(t *testing.T) {
 	t.Run("no hello", func(t *testing.T) {
 		path := fakeApprover(t, false, nil)
 		c := &Client{SocketPath: path, Token: testToken, Timeout: 50 * time.Millisecond}
-		if _, _, err := c.Prompt(t.Context(), sampleRequest); !errors.Is(err, ErrTimeout) {
-			t.Fatalf("Prompt = %v, want ErrTimeout", err)
+		if _, _, err := c.Prompt(t.Context(), sampleRequest); !errors.Is(err, prompt.ErrTimeout) {
+			t.Fatalf("Prompt = %v, want prompt.ErrTimeout", err)
 		}
 	})
 	t.Run("no decision", func(t *testing.T) {
 		ts := startServer(t, nil)
 		c := &Client{SocketPath: ts.Path, Token: testToken, Timeout: 50 * time.Millisecond}
 		_, _, err := c.Prompt(t.Context(), sampleRequest)
-		if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "no decision within 50ms") {
-			t.Fatalf("Prompt = %v, want ErrTimeout", err)
+		if !errors.Is(err, prompt.ErrTimeout) || !strings.Contains(err.Error(), "no decision within 50ms") {
+			t.Fatalf("Prompt = %v, want prompt.ErrTimeout", err)
 		}
 	})
 	// Whether a 50 ms timeout fires before or after the prompt reaches the
@@ -207,8 +207,8 @@ func TestClientTimeout(t *testing.T) {
 			cancel()
 		}()
 		_, _, err := c.Prompt(ctx, sampleRequest)
-		if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "prompt canceled") {
-			t.Fatalf("Prompt = %v, want ErrTimeout (canceled)", err)
+		if !errors.Is(err, prompt.ErrTimeout) || !strings.Contains(err.Error(), "prompt canceled") {
+			t.Fatalf("Prompt = %v, want prompt.ErrTimeout (canceled)", err)
 		}
 		ts.stop()
 		ts.mu.Lock()
@@ -228,7 +228,7 @@ func TestClientHonoursExpiresAt(t *testing.T) {
 	c := &Client{SocketPath: ts.Path, Token: testToken, Timeout: time.Hour}
 	req := sampleRequest
 	req.ExpiresAtMs = time.Now().Add(50 * time.Millisecond).UnixMilli()
-	if _, _, err := c.Prompt(t.Context(), req); !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Prompt = %v, want ErrTimeout at the request's expiry", err)
+	if _, _, err := c.Prompt(t.Context(), req); !errors.Is(err, prompt.ErrTimeout) {
+		t.Fatalf("Prompt = %v, want prompt.ErrTimeout at the request's expiry", err)
 	}
 }

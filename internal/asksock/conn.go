@@ -178,12 +178,12 @@ func (cn *conn) armDeadlineLocked() {
 // verify authenticates and parses one request frame. It returns the prompt
 // to queue, or an error code and message. Authentication comes before
 // anything that changes state, so a forged frame cannot burn nonces or ids.
-func (cn *conn) verify(line []byte) (Pending, string, string) {
+func (cn *conn) verify(line []byte) (prompt.Pending, string, string) {
 	f, replyID, now, code, msg := cn.authenticate(line, TypeRequest)
 	if code != "" {
-		return Pending{ID: replyID}, code, msg
+		return prompt.Pending{ID: replyID}, code, msg
 	}
-	p := Pending{ID: f.ID}
+	p := prompt.Pending{ID: f.ID}
 	var req prompt.Request
 	if err := json.Unmarshal(f.Request, &req); err != nil {
 		return p, CodeBadRequest, "malformed request object"
@@ -272,7 +272,7 @@ func (cn *conn) admitLocked(f RequestFrame) (code, msg string) {
 }
 
 // await queues one prompt and writes its decision (or an expiry error).
-func (cn *conn) await(ctx context.Context, p Pending) {
+func (cn *conn) await(ctx context.Context, p prompt.Pending) {
 	defer func() {
 		cn.mu.Lock()
 		delete(cn.pending, p.ID)
@@ -280,21 +280,21 @@ func (cn *conn) await(ctx context.Context, p Pending) {
 		cn.mu.Unlock()
 	}()
 	// The client's own deadline is ExpiresAt; the grace lets it time out
-	// first (and report ErrTimeout) rather than race our expiry frame.
+	// first (and report prompt.ErrTimeout) rather than race our expiry frame.
 	// Resolve refuses answers after ExpiresAt regardless.
 	wait := p.ExpiresAt.Sub(cn.s.now()) + expiryGrace
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	a, by, err := cn.s.Broker.Submit(ctx, p)
 	if err != nil {
-		if errors.Is(err, ErrDuplicateID) {
+		if errors.Is(err, prompt.ErrDuplicateID) {
 			cn.refuse(p.ID, CodeBadRequest, "id already in use")
 			return
 		}
 		cn.refuse(p.ID, CodeExpired, "no decision before the prompt expired")
 		return
 	}
-	if !a.Valid() || !Offered(p.Request, a) {
+	if !a.Valid() || !prompt.Offered(p.Request, a) {
 		a = policy.Reject // never sign something the broker should not have produced
 	}
 	cn.write(DecisionFrame{

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -72,14 +73,14 @@ func newEngineFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb poli
 // withApprover starts a real approval socket whose broker answers with fn.
 // fn gets a subscription taken before anything can prompt, so no prompt can
 // arrive unseen.
-func (f *engineFixture) withApprover(fn func(ch <-chan asksock.Change, b *asksock.Broker, ctx context.Context)) *asksock.Broker {
+func (f *engineFixture) withApprover(fn func(ch <-chan prompt.Change, b *prompt.Broker, ctx context.Context)) *prompt.Broker {
 	f.t.Helper()
 	file, err := f.store.Ensure()
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	sock := filepath.Join(f.dir, "a.sock")
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	srv := &asksock.Server{Path: sock, Token: []byte(file.Socket.Token), Broker: b}
 	if err := srv.Listen(); err != nil {
 		f.t.Fatal(err)
@@ -115,20 +116,20 @@ func TestEnginePromptAnswers(t *testing.T) {
 			f := newEngineFixture(t, policy.SecurityAllowlist, tt.ask, policy.FallbackDeny)
 			var seen []prompt.Request
 			var mu sync.Mutex
-			f.withApprover(func(ch <-chan asksock.Change, b *asksock.Broker, ctx context.Context) {
+			f.withApprover(func(ch <-chan prompt.Change, b *prompt.Broker, ctx context.Context) {
 				for {
 					select {
 					case <-ctx.Done():
 						return
 					case c := <-ch:
-						if c.Kind != asksock.ChangeAdded {
+						if c.Kind != prompt.ChangeAdded {
 							continue
 						}
 						mu.Lock()
 						seen = append(seen, c.Pending.Request)
 						mu.Unlock()
 						a := tt.answer
-						if !asksock.Offered(c.Pending.Request, a) {
+						if !prompt.Offered(c.Pending.Request, a) {
 							a = policy.AllowOnce
 						}
 						_ = b.Resolve(c.Pending.ID, a, "test")
@@ -147,7 +148,7 @@ func TestEnginePromptAnswers(t *testing.T) {
 			if len(seen) != 1 || seen[0].AgentID != "dev" || seen[0].SessionKey != "s1" || seen[0].Command != tt.cmd {
 				t.Errorf("prompt = %+v", seen)
 			}
-			if tt.ask == policy.AskAlways && len(seen) == 1 && asksock.Offered(seen[0], policy.AllowAlways) {
+			if tt.ask == policy.AskAlways && len(seen) == 1 && prompt.Offered(seen[0], policy.AllowAlways) {
 				t.Error("allow-always offered with ask=always")
 			}
 			mu.Unlock()
@@ -176,13 +177,13 @@ func TestEngineAllowAlwaysThenNoPrompt(t *testing.T) {
 	f := newEngineFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny)
 	prompts := 0
 	var mu sync.Mutex
-	f.withApprover(func(ch <-chan asksock.Change, b *asksock.Broker, ctx context.Context) {
+	f.withApprover(func(ch <-chan prompt.Change, b *prompt.Broker, ctx context.Context) {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case c := <-ch:
-				if c.Kind == asksock.ChangeAdded {
+				if c.Kind == prompt.ChangeAdded {
 					mu.Lock()
 					prompts++
 					mu.Unlock()
@@ -230,7 +231,7 @@ func TestEngineFallbackMatrix(t *testing.T) {
 				case crashes:
 					file, _ := f.store.Ensure()
 					sock := filepath.Join(f.dir, "c.sock")
-					b := asksock.NewBroker()
+					b := prompt.NewBroker()
 					srv := &asksock.Server{Path: sock, Token: []byte(file.Socket.Token), Broker: b}
 					if err := srv.Listen(); err != nil {
 						t.Fatal(err)
@@ -290,14 +291,14 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := asksock.NewBroker()
+		b := prompt.NewBroker()
 		srv := &asksock.Server{Path: f.store.SocketPath(file), Token: []byte(file.Socket.Token), Broker: b}
 		if err := srv.Listen(); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go srv.Serve(ctx)
-		go asksock.AutoDecide(ctx, b, policy.AllowOnce, "auto")
+		go approverui.AutoDecide(ctx, b, policy.AllowOnce, "auto")
 		return func() { cancel(); srv.Close() }
 	}
 	stop := start()

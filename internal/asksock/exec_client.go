@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -33,12 +34,12 @@ type ExecClient struct {
 
 // ExecNotRun reports whether err from ExecClient.Exec guarantees that the
 // approver did not run the command: no approver answered, or it refused
-// the frame before running anything (ErrUnreachable, ErrRefused). Only then
+// the frame before running anything (prompt.ErrUnreachable, prompt.ErrRefused). Only then
 // may a caller run the command elsewhere (execFallback local) without
 // risking running it twice. A timeout or a connection lost after the frame
-// was sent (ErrTimeout, ErrBadReply) means it may have run.
+// was sent (prompt.ErrTimeout, prompt.ErrBadReply) means it may have run.
 func ExecNotRun(err error) bool {
-	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrRefused)
+	return errors.Is(err, prompt.ErrUnreachable) || errors.Is(err, prompt.ErrRefused)
 }
 
 // Exec sends req to the approver and returns the verified result of the
@@ -46,14 +47,14 @@ func ExecNotRun(err error) bool {
 // code. The approver's signed refusal (a denial, a refused env name) is the
 // *bridge.Error it sent (code, message, structured denial), to be forwarded
 // unchanged. Every other
-// failure wraps ErrUnreachable, ErrRefused, ErrTimeout or ErrBadReply; a
+// failure wraps prompt.ErrUnreachable, prompt.ErrRefused, prompt.ErrTimeout or prompt.ErrBadReply; a
 // reply whose hmac does not verify is never a result.
 //
 // Without a deadline on ctx, Exec waits for the request's timeoutMs (or
 // ExecDefaultTimeout) plus the approver's prompt allowance.
 func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 	if len(c.Token) == 0 {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", ErrUnreachable)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", prompt.ErrUnreachable)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		limit := ExecDefaultTimeout
@@ -69,7 +70,7 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.SocketPath)
 	if err != nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver --exec-host`)", ErrUnreachable, c.SocketPath, unwrapOp(err))
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver --exec-host`)", prompt.ErrUnreachable, c.SocketPath, unwrapOp(err))
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline)
@@ -86,7 +87,7 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 	conn.SetReadDeadline(helloBy)
 	line, err := readLine(r, MaxFrame)
 	if err != nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: no hello from the approver: %v", ErrUnreachable, unwrapOp(err))
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: no hello from the approver: %v", prompt.ErrUnreachable, unwrapOp(err))
 	}
 	conn.SetReadDeadline(deadline)
 	challenge, err := parseHello(line)
@@ -102,22 +103,22 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 		if n < len(frame) {
 			// The approver only acts on complete lines: this one never
 			// arrived whole, so nothing ran.
-			return bridge.SystemRunResult{}, fmt.Errorf("%w: send exec frame: %v", ErrUnreachable, unwrapOp(err))
+			return bridge.SystemRunResult{}, fmt.Errorf("%w: send exec frame: %v", prompt.ErrUnreachable, unwrapOp(err))
 		}
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: send exec frame: %v (the command may have run)", ErrBadReply, unwrapOp(err))
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: send exec frame: %v (the command may have run)", prompt.ErrBadReply, unwrapOp(err))
 	}
 
 	for {
 		line, err := readLine(r, MaxExecResFrame)
 		if err != nil {
 			if ctx.Err() != nil {
-				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline: %w (the command may have run; it is not retried)", ErrTimeout, context.Cause(ctx))
+				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline: %w (the command may have run; it is not retried)", prompt.ErrTimeout, context.Cause(ctx))
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline (the command may have run; it is not retried)", ErrTimeout)
+				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline (the command may have run; it is not retried)", prompt.ErrTimeout)
 			}
-			return bridge.SystemRunResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", ErrBadReply, unwrapOp(err))
+			return bridge.SystemRunResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", prompt.ErrBadReply, unwrapOp(err))
 		}
 		res, err, skip := verifyExecRes(c.Token, challenge, id, line)
 		if skip {
@@ -137,19 +138,19 @@ type execReply struct {
 }
 
 // verifyExecRes checks an answer to exec frame id against the
-// connection's challenge and decodes it. An error frame wraps ErrRefused
+// connection's challenge and decodes it. An error frame wraps prompt.ErrRefused
 // (skip reports one about another id, to be ignored); anything
-// unverifiable wraps ErrBadReply.
+// unverifiable wraps prompt.ErrBadReply.
 func verifyExecRes(token []byte, challenge, id string, line []byte) (_ bridge.SystemRunResult, _ error, skip bool) {
 	var f execReply
 	if err := json.Unmarshal(line, &f); err != nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed frame", ErrBadReply), false
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed frame", prompt.ErrBadReply), false
 	}
 	if f.Type == TypeError {
 		if f.ID != "" && f.ID != id {
 			return bridge.SystemRunResult{}, nil, true
 		}
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: %s: %s", ErrRefused, textsafe.Bounded(f.Code, 32), textsafe.Bounded(f.Message, 200)), false
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: %s: %s", prompt.ErrRefused, textsafe.Bounded(f.Code, 32), textsafe.Bounded(f.Message, 200)), false
 	}
 	res, err := verifyExecResFrame(token, challenge, id, &f.ExecResFrame)
 	return res, err, false
@@ -158,25 +159,25 @@ func verifyExecRes(token []byte, challenge, id string, line []byte) (_ bridge.Sy
 // verifyExecResFrame checks and decodes an exec-res frame.
 func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (bridge.SystemRunResult, error) {
 	if f.Type != TypeExecRes {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: unexpected frame", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: unexpected frame", prompt.ErrBadReply)
 	}
 	if f.ID != id {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result for another id", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result for another id", prompt.ErrBadReply)
 	}
 	body := f.Payload
 	if !f.OK {
 		body = f.Error
 	}
 	if len(body) == 0 || (f.OK && len(f.Error) > 0) || (!f.OK && len(f.Payload) > 0) {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result must carry exactly one of payload and error", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result must carry exactly one of payload and error", prompt.ErrBadReply)
 	}
 	if !macEqual(f.HMAC, ExecResultMAC(token, challenge, id, body)) {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", prompt.ErrBadReply)
 	}
 	if !f.OK {
 		var xe bridge.Error
 		if err := json.Unmarshal(body, &xe); err != nil || xe.Code == "" {
-			return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed exec error", ErrBadReply)
+			return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed exec error", prompt.ErrBadReply)
 		}
 		xe.Code = textsafe.Bounded(xe.Code, 64)
 		if xe.Message == "" {
@@ -189,7 +190,7 @@ func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (br
 		ExitCode *int `json:"exitCode"` // required: tells a payload from an error
 	}
 	if err := json.Unmarshal(body, &res); err != nil || res.ExitCode == nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed exec payload", ErrBadReply)
+		return bridge.SystemRunResult{}, fmt.Errorf("%w: malformed exec payload", prompt.ErrBadReply)
 	}
 	out := res.SystemRunResult
 	out.ExitCode = *res.ExitCode

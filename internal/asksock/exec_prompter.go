@@ -19,15 +19,15 @@ import (
 // It satisfies host.Prompter.
 type BrokerPrompter struct {
 	// Broker is the approver's queue.
-	Broker *Broker
+	Broker *prompt.Broker
 }
 
 // Prompt queues req and waits for a UI's answer until req.ExpiresAtMs
 // (DefaultPromptTimeout when unset) or ctx ends. Like Client.Prompt, every
-// failure wraps ErrTimeout or ErrBadReply and is never an approval.
+// failure wraps prompt.ErrTimeout or prompt.ErrBadReply and is never an approval.
 func (bp BrokerPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if bp.Broker == nil {
-		return "", "", fmt.Errorf("%w: no approver queue", ErrUnreachable)
+		return "", "", fmt.Errorf("%w: no approver queue", prompt.ErrUnreachable)
 	}
 	now := time.Now()
 	exp := now.Add(DefaultPromptTimeout)
@@ -41,15 +41,15 @@ func (bp BrokerPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 	if peer == "" {
 		peer = "in process"
 	}
-	p := Pending{ID: uuid.NewString(), Request: req, Peer: peer + " (exec host)", ReceivedAt: now, ExpiresAt: exp}
+	p := prompt.Pending{ID: uuid.NewString(), Request: req, Peer: peer + " (exec host)", ReceivedAt: now, ExpiresAt: exp}
 	ctx, cancel := context.WithDeadline(ctx, exp)
 	defer cancel()
 	a, by, err := bp.Broker.Submit(ctx, p)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %w", ErrTimeout, err)
+		return "", "", fmt.Errorf("%w: %w", prompt.ErrTimeout, err)
 	}
-	if !a.Valid() || !Offered(req, a) {
-		return "", "", fmt.Errorf("%w: decision %q was not offered", ErrBadReply, textsafe.Bounded(string(a), 32))
+	if !a.Valid() || !prompt.Offered(req, a) {
+		return "", "", fmt.Errorf("%w: decision %q was not offered", prompt.ErrBadReply, textsafe.Bounded(string(a), 32))
 	}
 	return a, sanitizeBy(by), nil
 }

@@ -262,7 +262,7 @@ func TestExecNotAnExecHost(t *testing.T) {
 	ts := startServer(t, nil)
 	c := &ExecClient{SocketPath: ts.Path, Token: testToken}
 	_, err := c.Exec(context.Background(), sampleExec)
-	if !errors.Is(err, ErrRefused) || !ExecNotRun(err) || !strings.Contains(err.Error(), "--exec-host") {
+	if !errors.Is(err, prompt.ErrRefused) || !ExecNotRun(err) || !strings.Contains(err.Error(), "--exec-host") {
 		t.Errorf("Exec on a prompt-only approver: %v, want a refusal naming --exec-host", err)
 	}
 }
@@ -279,8 +279,8 @@ func TestExecUnreachable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := tt.c.Exec(context.Background(), sampleExec)
-			if !errors.Is(err, ErrUnreachable) || !ExecNotRun(err) {
-				t.Errorf("Exec: %v, want ErrUnreachable", err)
+			if !errors.Is(err, prompt.ErrUnreachable) || !ExecNotRun(err) {
+				t.Errorf("Exec: %v, want prompt.ErrUnreachable", err)
 			}
 		})
 	}
@@ -291,7 +291,7 @@ func TestExecWrongToken(t *testing.T) {
 	ts := startServer(t, func(s *Server) { s.Exec = x })
 	c := &ExecClient{SocketPath: ts.Path, Token: []byte("another-token")}
 	_, err := c.Exec(context.Background(), sampleExec)
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), CodeInvalidAuth) {
+	if !errors.Is(err, prompt.ErrRefused) || !strings.Contains(err.Error(), CodeInvalidAuth) {
 		t.Errorf("Exec with the wrong token: %v, want refused invalid-auth", err)
 	}
 	ts.stop()
@@ -318,8 +318,8 @@ func TestExecCanceledWithCaller(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-started; cancel() }()
 	_, err := c.Exec(ctx, sampleExec)
-	if !errors.Is(err, ErrTimeout) || ExecNotRun(err) {
-		t.Errorf("Exec canceled mid-run: %v, want ErrTimeout (may have run)", err)
+	if !errors.Is(err, prompt.ErrTimeout) || ExecNotRun(err) {
+		t.Errorf("Exec canceled mid-run: %v, want prompt.ErrTimeout (may have run)", err)
 	}
 	select {
 	case err := <-ended:
@@ -376,34 +376,34 @@ func TestExecClientRejectsUnverifiable(t *testing.T) {
 	}{
 		{"wrong token", func(ch string, f RequestFrame) []byte {
 			return res(f.ID, true, payload, nil, ExecResultMAC([]byte("other"), ch, f.ID, payload))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"hmac of another id", func(ch string, f RequestFrame) []byte {
 			return res(f.ID, true, payload, nil, ExecResultMAC(testToken, ch, "other", payload))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"another id", func(ch string, f RequestFrame) []byte {
 			return res("other", true, payload, nil, ExecResultMAC(testToken, ch, "other", payload))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"signed error relabelled ok", func(ch string, f RequestFrame) []byte {
 			return res(f.ID, true, errBody, nil, ExecResultMAC(testToken, ch, f.ID, errBody))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"signed payload relabelled error", func(ch string, f RequestFrame) []byte {
 			return res(f.ID, false, nil, payload, ExecResultMAC(testToken, ch, f.ID, payload))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"payload and error", func(ch string, f RequestFrame) []byte {
 			return res(f.ID, true, payload, errBody, ExecResultMAC(testToken, ch, f.ID, payload))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"neither", func(ch string, f RequestFrame) []byte {
 			return res(f.ID, true, nil, nil, ExecResultMAC(testToken, ch, f.ID, nil))
-		}, ErrBadReply},
+		}, prompt.ErrBadReply},
 		{"a decision frame", func(ch string, f RequestFrame) []byte {
 			b, _ := json.Marshal(DecisionFrame{Type: TypeDecision, ID: f.ID, Decision: "allow-once", HMAC: DecisionMAC(testToken, ch, f.ID, "allow-once")})
 			return b
-		}, ErrBadReply},
-		{"garbage", func(string, RequestFrame) []byte { return []byte("{") }, ErrBadReply},
-		{"closed without answer", func(string, RequestFrame) []byte { return nil }, ErrBadReply},
+		}, prompt.ErrBadReply},
+		{"garbage", func(string, RequestFrame) []byte { return []byte("{") }, prompt.ErrBadReply},
+		{"closed without answer", func(string, RequestFrame) []byte { return nil }, prompt.ErrBadReply},
 		{"error frame", func(_ string, f RequestFrame) []byte {
 			return []byte(fmt.Sprintf(`{"type":"error","id":%q,"code":"replay","message":"x"}`, f.ID))
-		}, ErrRefused},
+		}, prompt.ErrRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -413,7 +413,7 @@ func TestExecClientRejectsUnverifiable(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Exec: %+v, %v; want %v", got, err, tt.want)
 			}
-			if notRun := errors.Is(tt.want, ErrRefused); ExecNotRun(err) != notRun {
+			if notRun := errors.Is(tt.want, prompt.ErrRefused); ExecNotRun(err) != notRun {
 				t.Errorf("ExecNotRun = %v, want %v", !notRun, notRun)
 			}
 		})
@@ -447,14 +447,14 @@ func TestBrokerPrompter(t *testing.T) {
 	}{
 		{name: "allow once", answer: policy.AllowOnce, req: sampleRequest, want: policy.AllowOnce},
 		{name: "deny", answer: policy.Reject, req: sampleRequest, want: policy.Reject},
-		{name: "expired", req: prompt.Request{Command: "ls", ExpiresAtMs: time.Now().Add(-time.Second).UnixMilli()}, err: ErrTimeout},
+		{name: "expired", req: prompt.Request{Command: "ls", ExpiresAtMs: time.Now().Add(-time.Second).UnixMilli()}, err: prompt.ErrTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := NewBroker()
+			b := prompt.NewBroker()
 			var peers atomic.Value
 			if tt.answer != "" {
-				decideAll(t, b, func(p Pending) (policy.Approval, string) {
+				decideAll(t, b, func(p prompt.Pending) (policy.Approval, string) {
 					peers.Store(p.Peer)
 					return tt.answer, "test ui"
 				})

@@ -2,11 +2,13 @@ package asksock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // maxEngines bounds the per-node engines one approver keeps; forwarding
@@ -25,37 +27,38 @@ const maxEngines = 64
 type EngineExecutor struct {
 	// NewEngine returns the engine for commands forwarded by nodeID (the
 	// node's id, for prompts, events and the audit log). It is called once
-	// per node id. The engine must be the approver's: its Prompter is
+	// per node id; an error is returned to that command and the next one
+	// tries again. The engine must be the approver's: its Prompter is
 	// BrokerPrompter on the approver's own queue, and its state
 	// directory holds the exec-approvals.json that decides.
-	NewEngine func(nodeID string) *host.Engine
+	NewEngine func(nodeID string) (*host.Engine, error)
 
 	mu      sync.Mutex
 	engines map[string]*host.Engine
 }
 
-// NewEngineExecutor returns an EngineExecutor whose engines use
-// stateDir's exec-approvals.json and ask through b, the approver's own queue. configure, when not nil,
-// finishes each engine (audit log, events).
-func NewEngineExecutor(stateDir string, b *Broker, configure func(*host.Engine)) *EngineExecutor {
-	return &EngineExecutor{NewEngine: func(nodeID string) *host.Engine {
-		e := host.NewEngine(stateDir, policy.HostNode, nodeID)
-		e.Prompter = BrokerPrompter{Broker: b}
-		if configure != nil {
-			configure(e)
-		}
-		return e
+// NewEngineExecutor returns an EngineExecutor whose engines host.New
+// builds from base (state directory, audit log, warnings), one per
+// forwarding node and named after it, asking through b, the approver's
+// own queue. base's Host, NodeID, Prompter and Route are set here; the
+// shared audit log stays open when an engine closes.
+func NewEngineExecutor(base host.Options, b *prompt.Broker) *EngineExecutor {
+	base.Host, base.Prompter, base.Route, base.CloseAudit = policy.HostNode, BrokerPrompter{Broker: b}, nil, false
+	return &EngineExecutor{NewEngine: func(nodeID string) (*host.Engine, error) {
+		o := base
+		o.NodeID = nodeID
+		return host.New(o)
 	}}
 }
 
-func (x *EngineExecutor) engine(nodeID string) *host.Engine {
+func (x *EngineExecutor) engine(nodeID string) (*host.Engine, error) {
 	if nodeID == "" {
 		nodeID = "node"
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if e, ok := x.engines[nodeID]; ok {
-		return e
+		return e, nil
 	}
 	if x.engines == nil {
 		x.engines = make(map[string]*host.Engine)
@@ -63,12 +66,15 @@ func (x *EngineExecutor) engine(nodeID string) *host.Engine {
 	if len(x.engines) >= maxEngines {
 		nodeID = "node"
 		if e, ok := x.engines[nodeID]; ok {
-			return e
+			return e, nil
 		}
 	}
-	e := x.NewEngine(nodeID)
+	e, err := x.NewEngine(nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("exec host engine for node %q: %w", nodeID, err)
+	}
 	x.engines[nodeID] = e
-	return e
+	return e, nil
 }
 
 // Exec runs one forwarded system.run through the engine of the forwarding
@@ -76,7 +82,11 @@ func (x *EngineExecutor) engine(nodeID string) *host.Engine {
 // applies the approvals; its denials come back as typed errors
 // (host.DenialError) that bridge.AsError maps.
 func (x *EngineExecutor) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
-	res, err := x.engine(req.NodeID).Run(ctx, host.RequestOf(req))
+	e, err := x.engine(req.NodeID)
+	if err != nil {
+		return bridge.SystemRunResult{}, err
+	}
+	res, err := e.Run(ctx, host.RequestOf(req))
 	if err != nil {
 		return bridge.SystemRunResult{}, err
 	}

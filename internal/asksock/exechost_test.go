@@ -20,10 +20,12 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
@@ -68,13 +70,13 @@ func serve(ctx context.Context, dir string, auto policy.Approval) (*asksock.Serv
 	if err != nil {
 		return nil, nil, err
 	}
-	b := asksock.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(dir, b, nil)}
+	b := prompt.NewBroker()
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, nil, err
 	}
 	if auto != "" {
-		go asksock.AutoDecide(ctx, b, auto, "test auto-decide")
+		go approverui.AutoDecide(ctx, b, auto, "test auto-decide")
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
@@ -510,8 +512,8 @@ func TestApproverKilledMidRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, err := c.Exec(ctx, bridge.SystemRunParams{Command: []string{"/bin/sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, started}, TimeoutMs: 120_000})
-	if !errors.Is(err, asksock.ErrBadReply) || asksock.ExecNotRun(err) {
-		t.Fatalf("Exec with the approver killed: %v, want ErrBadReply (may have run)", err)
+	if !errors.Is(err, prompt.ErrBadReply) || asksock.ExecNotRun(err) {
+		t.Fatalf("Exec with the approver killed: %v, want prompt.ErrBadReply (may have run)", err)
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the error came only at the caller's deadline: %v", err)

@@ -22,10 +22,10 @@ func TestBadHelloSameForBothClients(t *testing.T) {
 		hello string
 		want  error
 	}{
-		{"not a hello", `{"type":"decision"}`, ErrUnreachable},
-		{"not json", `hello there`, ErrUnreachable},
-		{"other protocol version", `{"type":"hello","v":99,"challenge":"00112233445566778899aabbccddeeff"}`, ErrUnreachable},
-		{"error frame", `{"type":"error","code":"rate-limited","message":"slow down"}`, ErrRefused},
+		{"not a hello", `{"type":"decision"}`, prompt.ErrUnreachable},
+		{"not json", `hello there`, prompt.ErrUnreachable},
+		{"other protocol version", `{"type":"hello","v":99,"challenge":"00112233445566778899aabbccddeeff"}`, prompt.ErrUnreachable},
+		{"error frame", `{"type":"error","code":"rate-limited","message":"slow down"}`, prompt.ErrRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

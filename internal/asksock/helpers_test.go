@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 var testToken = []byte("test-token-0123456789")
@@ -34,17 +35,18 @@ func shortDir(t testing.TB) string {
 // recorded until the server stops.
 type testServer struct {
 	*Server
-	b       *Broker
+	b       *prompt.Broker
 	mu      sync.Mutex
-	changes []Change
+	changes []prompt.Change
 	done    chan struct{}
 	cancel  context.CancelFunc
+	t       testing.TB
 }
 
 // startServer serves a Server (configured by mod) in a fresh directory.
 func startServer(t testing.TB, mod func(*Server)) *testServer {
 	t.Helper()
-	b := NewBroker()
+	b := prompt.NewBroker()
 	s := &Server{Path: filepath.Join(shortDir(t), "exec-approvals.sock"), Token: testToken, Broker: b}
 	if mod != nil {
 		mod(s)
@@ -52,7 +54,7 @@ func startServer(t testing.TB, mod func(*Server)) *testServer {
 	if err := s.Listen(); err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	ts := &testServer{Server: s, b: b, done: make(chan struct{})}
+	ts := &testServer{Server: s, b: b, done: make(chan struct{}), t: t}
 	ch, stop := b.Subscribe()
 	recDone := make(chan struct{})
 	go func() {
@@ -81,7 +83,7 @@ func startServer(t testing.TB, mod func(*Server)) *testServer {
 // prompt has finished, so recorded changes are final.
 func (ts *testServer) stop() {
 	ts.cancel()
-	<-ts.done
+	testproc.Recv(ts.t, ts.done, "the test server's shutdown")
 }
 
 // added returns the ids of every prompt that reached the queue.
@@ -90,7 +92,7 @@ func (ts *testServer) added() []string {
 	defer ts.mu.Unlock()
 	var ids []string
 	for _, c := range ts.changes {
-		if c.Kind == ChangeAdded {
+		if c.Kind == prompt.ChangeAdded {
 			ids = append(ids, c.Pending.ID)
 		}
 	}
@@ -98,13 +100,13 @@ func (ts *testServer) added() []string {
 }
 
 // decideAll answers every prompt of b with a until the test ends.
-func decideAll(t testing.TB, b *Broker, fn func(Pending) (policy.Approval, string)) {
+func decideAll(t testing.TB, b *prompt.Broker, fn func(prompt.Pending) (policy.Approval, string)) {
 	t.Helper()
 	ch, stop := b.Subscribe()
 	t.Cleanup(stop)
 	go func() {
 		for c := range ch {
-			if c.Kind != ChangeAdded {
+			if c.Kind != prompt.ChangeAdded {
 				continue
 			}
 			a, by := fn(c.Pending)

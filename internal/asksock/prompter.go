@@ -31,7 +31,7 @@ func (p *SocketPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 		return "", "", fmt.Errorf("read approval socket credentials: %w", err)
 	}
 	if f.Socket.Token == "" {
-		return "", "", fmt.Errorf("%w: %s has no socket token yet (hint: start `exechost approver`, which creates it)", ErrUnreachable, p.Store.Path)
+		return "", "", fmt.Errorf("%w: %s has no socket token yet (hint: start `exechost approver`, which creates it)", prompt.ErrUnreachable, p.Store.Path)
 	}
 	c := &Client{SocketPath: p.Store.SocketPath(f), Token: []byte(f.Socket.Token), Timeout: p.Timeout}
 	return c.Prompt(ctx, req)

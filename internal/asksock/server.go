@@ -1,6 +1,8 @@
 package asksock
 
 import (
+	"github.com/exechost/exechost/internal/prompt"
+
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +64,7 @@ type Server struct {
 	// keys both HMACs and never crosses the socket.
 	Token []byte
 	// Broker receives every authenticated prompt.
-	Broker *Broker
+	Broker *prompt.Broker
 	// Exec, when set, makes the approver an exec host: authenticated exec
 	// frames run through it (docs/approver-exec-host.md). nil refuses them.
 	Exec Executor
@@ -182,7 +184,7 @@ func (s *Server) Addr() string {
 // expires their pending prompts, and removes the socket.
 func (s *Server) Serve(ctx context.Context) error {
 	if s.Broker == nil {
-		return errors.New("serve approval socket: nil Broker")
+		return errors.New("serve approval socket: nil prompt.Broker")
 	}
 	s.mu.Lock()
 	ln := s.ln

@@ -19,6 +19,7 @@ import (
 
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestRequestMACGolden(t *testing.T) {
@@ -38,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, a := range policy.Approvals {
 		t.Run(string(a), func(t *testing.T) {
 			ts := startServer(t, nil)
-			decideAll(t, ts.b, func(p Pending) (policy.Approval, string) {
+			decideAll(t, ts.b, func(p prompt.Pending) (policy.Approval, string) {
 				if diff := cmp.Diff(sampleRequest.Command, p.Request.Command); diff != "" {
 					t.Errorf("queued command (-want +got):\n%s", diff)
 				}
@@ -60,8 +61,8 @@ func TestRoundTrip(t *testing.T) {
 // hmac included, and that the queued prompt carries what was sent.
 func TestRawDecisionFrame(t *testing.T) {
 	ts := startServer(t, nil)
-	var queued Pending
-	decideAll(t, ts.b, func(p Pending) (policy.Approval, string) {
+	var queued prompt.Pending
+	decideAll(t, ts.b, func(p prompt.Pending) (policy.Approval, string) {
 		queued = p
 		return policy.AllowOnce, "approver test"
 	})
@@ -86,7 +87,7 @@ func TestRawDecisionFrame(t *testing.T) {
 // sent, so a client that spaces its JSON differently still verifies.
 func TestRequestHashCoversRawBytes(t *testing.T) {
 	ts := startServer(t, nil)
-	decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.AllowOnce, "x" })
+	decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.AllowOnce, "x" })
 	rc := dialRaw(t, ts.Path)
 	f := newFrame(rc.challenge, sampleRequest)
 	f.Request = json.RawMessage(`{ "command" : "ls",  "cwd":"/" }`)
@@ -200,7 +201,7 @@ func TestRefusedFrames(t *testing.T) {
 		}, CodeTooLarge, true},
 	}
 	ts := startServer(t, func(s *Server) { s.MaxFrame = 4096 })
-	decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.Reject, "approver test" })
+	decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.Reject, "approver test" })
 	var valid []string
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,7 +236,7 @@ func TestRefusedFrames(t *testing.T) {
 
 func TestReplayedNonce(t *testing.T) {
 	ts := startServer(t, nil)
-	decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.AllowOnce, "approver test" })
+	decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.AllowOnce, "approver test" })
 	rc := dialRaw(t, ts.Path)
 	f := newFrame(rc.challenge, sampleRequest)
 	rc.send(f.bytes())
@@ -264,7 +265,7 @@ func TestRateLimit(t *testing.T) {
 	// One token an hour after a burst of 3: deterministic, whatever the
 	// machine's speed.
 	ts := startServer(t, func(s *Server) { s.Rate = rate.Every(time.Hour); s.Burst = 3 })
-	decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.AllowOnce, "approver test" })
+	decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.AllowOnce, "approver test" })
 	rc := dialRaw(t, ts.Path)
 	var codes []string
 	for range 10 {
@@ -333,7 +334,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 		t.Fatalf("stale socket file missing: %v", err)
 	}
 	ts := startServer(t, func(s *Server) { s.Path = path })
-	decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.AllowOnce, "x" })
+	decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.AllowOnce, "x" })
 	c := &Client{SocketPath: path, Token: testToken}
 	if _, _, err := c.Prompt(t.Context(), sampleRequest); err != nil {
 		t.Fatalf("Prompt through the replacing server: %v", err)
@@ -349,7 +350,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 
 func TestLiveSocketNotStolen(t *testing.T) {
 	ts := startServer(t, nil)
-	second := &Server{Path: ts.Path, Token: testToken, Broker: NewBroker()}
+	second := &Server{Path: ts.Path, Token: testToken, Broker: prompt.NewBroker()}
 	err := second.Listen()
 	if !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Listen: %v, want ErrAlreadyRunning", err)
@@ -358,7 +359,7 @@ func TestLiveSocketNotStolen(t *testing.T) {
 		t.Errorf("error %q does not contain %q", err, want)
 	}
 	// The first one still serves.
-	decideAll(t, ts.b, func(Pending) (policy.Approval, string) { return policy.Reject, "x" })
+	decideAll(t, ts.b, func(prompt.Pending) (policy.Approval, string) { return policy.Reject, "x" })
 	c := &Client{SocketPath: ts.Path, Token: testToken}
 	if a, _, err := c.Prompt(t.Context(), sampleRequest); err != nil || a != policy.Reject {
 		t.Fatalf("Prompt after refused takeover: %q, %v", a, err)
@@ -383,7 +384,7 @@ func TestLiveSocketWithoutLockNotStolen(t *testing.T) {
 			c.Close()
 		}
 	}()
-	s := &Server{Path: path, Token: testToken, Broker: NewBroker()}
+	s := &Server{Path: path, Token: testToken, Broker: prompt.NewBroker()}
 	if err := s.Listen(); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("Listen over a live socket: %v, want ErrAlreadyRunning", err)
 	}
@@ -410,7 +411,7 @@ func TestListenRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Server{Path: tt.path, Token: tt.token, Broker: NewBroker()}
+			s := &Server{Path: tt.path, Token: tt.token, Broker: prompt.NewBroker()}
 			err := s.Listen()
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Listen = %v, want error containing %q", err, tt.want)
@@ -432,14 +433,14 @@ func TestServerCloseExpiresPrompts(t *testing.T) {
 		errc <- err
 	}()
 	for c := range ch {
-		if c.Kind == ChangeAdded {
+		if c.Kind == prompt.ChangeAdded {
 			break
 		}
 	}
 	ts.stop()
-	err := <-errc
-	if !errors.Is(err, ErrBadReply) && !errors.Is(err, ErrRefused) {
-		t.Fatalf("Prompt after approver stopped: %v, want ErrBadReply or ErrRefused", err)
+	err := testproc.Recv(t, errc, "Prompt after the approver stopped")
+	if !errors.Is(err, prompt.ErrBadReply) && !errors.Is(err, prompt.ErrRefused) {
+		t.Fatalf("Prompt after approver stopped: %v, want prompt.ErrBadReply or prompt.ErrRefused", err)
 	}
 	if n := len(ts.b.List()); n != 0 {
 		t.Errorf("%d prompts left queued", n)
@@ -457,7 +458,7 @@ func TestMaxConns(t *testing.T) {
 		rc := dialRaw(t, ts.Path)
 		rc.send(newFrame(rc.challenge, sampleRequest).bytes())
 		for c := range ch {
-			if c.Kind == ChangeAdded {
+			if c.Kind == prompt.ChangeAdded {
 				break
 			}
 		}

@@ -69,9 +69,6 @@ func (q *SendQueue) Enqueue(event string, payload any) error {
 	}
 }
 
-// Backlog reports how many events wait to be written.
-func (q *SendQueue) Backlog() int { return len(q.ch) }
-
 func (q *SendQueue) run() {
 	for {
 		select {

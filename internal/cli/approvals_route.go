@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -56,8 +56,8 @@ approvals.route gateway or both) that wait for an operator. Answer one with
 					fmt.Fprintf(g.stdout, "    runs: %s (%s)\n", textsafe.Line(p), mark)
 				}
 				fmt.Fprintf(g.stdout, "    why: %s; choices: %s\n", textsafe.Line(a.Request.Reason), textsafe.Line(strings.Join(choices(a), ", ")))
-				for _, l := range asksock.AllowAlwaysLines(a.Request) {
-					fmt.Fprintf(g.stdout, "    allow-always %s\n", asksock.AlwaysText(l))
+				for _, l := range approverui.AllowAlwaysLines(a.Request) {
+					fmt.Fprintf(g.stdout, "    allow-always %s\n", approverui.AlwaysText(l))
 				}
 			}
 			return nil

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/approverui/tui"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 func init() { register("approver", newApproverCmd) }
@@ -26,7 +25,7 @@ func init() { register("approver", newApproverCmd) }
 // this command does not depend on it. It serves the web UI for b on addr
 // until ctx is done and returns the URL to print (with its per-run
 // secret). While nil, --web fails with "web UI not built yet".
-var startWeb func(ctx context.Context, addr string, b *asksock.Broker, stateDir string) (url string, err error)
+var startWeb func(ctx context.Context, addr string, b *prompt.Broker, stateDir string) (url string, err error)
 
 // Names the approver's UIs give themselves in decisions.
 const (
@@ -87,8 +86,9 @@ func runApprover(parent context.Context, g *globals, stdin io.Reader, webAddr st
 	return runApproverWith(parent, g, stdin, webAddr, useTUI, auto, false)
 }
 
-// runApproverWith is runApprover; execHost also serves forwarded
-// system.run (approver_exec.go).
+// runApproverWith turns the flags into approver.Options and runs the
+// daemon until SIGINT or SIGTERM; execHost also serves forwarded
+// system.run.
 func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAddr string, useTUI bool, auto policy.Approval, execHost bool) error {
 	if parent == nil {
 		parent = context.Background()
@@ -97,88 +97,37 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	if err != nil {
 		return err
 	}
-	if err := state.Ensure(dir); err != nil {
-		return err
+	opts := approver.Options{
+		StateDir: dir, ExecHost: execHost, Notify: auto == "", OnWebURL: g.onWebURL,
+		In: stdin, Out: g.stdout, Err: g.stderr,
 	}
-	store := approvals.NewStore(dir)
-	f, err := store.Ensure()
-	if err != nil {
-		return fmt.Errorf("approver: %w", err)
+	// The UIs, one per flag: a new UI is one more case here.
+	switch {
+	case auto != "":
+		opts.UI = approverui.Auto{Decision: auto, By: byAuto}
+	case useTUI:
+		opts.UI = tui.UI{}
+	default:
+		opts.UI = approverui.Lines{By: byLines}
 	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	b := asksock.NewBroker()
-	srv := &asksock.Server{Path: store.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b}
-	if !useTUI {
-		srv.Logf = func(format string, args ...any) { fmt.Fprintf(g.stderr, format+"\n", args...) }
-	}
-	if execHost {
-		enableReaper(g)
-	}
-	if execHost {
-		srv.Exec = g.approverExecutor(dir, b)
-	}
-	if err := srv.Listen(); err != nil {
-		return fmt.Errorf("approver: %w", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
-
-	banner := ""
 	if webAddr != "" {
 		if startWeb == nil {
 			return fmt.Errorf("approver --web: web UI not built yet (hint: run without --web, or use --tui)")
 		}
-		url, err := startWeb(ctx, webAddr, b, dir)
-		if err != nil {
-			return fmt.Errorf("approver --web %s: %w", webAddr, err)
-		}
-		banner = "web UI: " + url
-		if g.onWebURL != nil {
-			g.onWebURL(url) // `exechost up` prints it in its summary
-		}
-		if !useTUI {
-			fmt.Fprintln(g.stdout, banner)
-		}
-	}
-	if auto != "" {
-		fmt.Fprintf(g.stderr, "WARNING: auto-deciding %s for every prompt (no human is asked)\n", auto)
-	} else {
-		go asksock.NotifyDesktop(ctx, b)
-	}
-	fmt.Fprintf(g.stderr, "approver: listening on %s (pid %d)\n", srv.Path, os.Getpid())
-	if execHost {
-		fmt.Fprintf(g.stderr, "approver: exec host: forwarded system.run runs in this session (%s)\n", sessionSummary())
-	}
-
-	switch {
-	case auto != "":
-		go asksock.AutoDecide(ctx, b, auto, byAuto)
-	case useTUI:
-		go func() {
-			if err := tui.Run(ctx, b, tui.Options{Title: srv.Path, Banner: banner}); err != nil {
-				fmt.Fprintln(g.stderr, "approver:", err)
+		opts.Web = func(ctx context.Context, q *prompt.Broker) (string, error) {
+			url, err := startWeb(ctx, webAddr, q, dir)
+			if err != nil {
+				return "", fmt.Errorf("approver --web %s: %w", webAddr, err)
 			}
-			cancel() // quitting the TUI stops the approver
-		}()
-	default:
-		go asksock.RunLines(ctx, b, stdin, g.stdout, byLines)
-	}
-
-	select {
-	case err := <-served:
-		served <- err // for the deferred wait
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("approver: %w", err)
+			return url, nil
 		}
-	case <-ctx.Done():
 	}
-	return nil
+	if execHost {
+		rec := g.auditRecorder(dir)
+		defer rec.Close()
+		opts.Audit = rec
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return approver.Run(ctx, opts)
 }

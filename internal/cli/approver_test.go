@@ -18,6 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 type lockedBuffer struct {
@@ -64,7 +65,7 @@ func startApprover(t *testing.T, args ...string) *runningApprover {
 	t.Cleanup(func() {
 		cancel()
 		pw.Close()
-		<-ra.done
+		testproc.Recv(t, ra.done, "the approver after cancel")
 	})
 	waitOut(t, ra.stderr, "listening on ")
 	store := approvals.NewStore(stateDir)

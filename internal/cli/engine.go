@@ -6,7 +6,6 @@ import (
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/runner"
 )
 
 // localEngine builds the execution-host engine for commands that run on
@@ -20,13 +19,4 @@ func (g *globals) localEngine(dir string) (*host.Engine, error) {
 		Prompter: asksock.LocalPrompter(dir),
 		Warn:     func(err error) { fmt.Fprintf(g.stderr, "exechost: WARNING: %v\n", err) },
 	})
-}
-
-// enableReaper makes sure commands this process starts die with it, even
-// when it is SIGKILLed (see runner.EnableReaper); without it they still
-// die on timeout and when the process shuts down normally.
-func enableReaper(g *globals) {
-	if err := runner.EnableReaper(); err != nil {
-		fmt.Fprintf(g.stderr, "exechost: WARNING: %v; commands may outlive this process if it is killed\n", err)
-	}
 }

@@ -68,34 +68,6 @@ func FromMessage(msg string) *bridge.Denial {
 	return d
 }
 
-// Merge fills the empty fields of d from extra.
-func Merge(d, extra *bridge.Denial) {
-	if extra == nil {
-		return
-	}
-	if d.Reason == "" {
-		d.Reason = extra.Reason
-	}
-	if len(d.Missing) == 0 {
-		d.Missing = extra.Missing
-	}
-	if d.Construct == "" {
-		d.Construct, d.Position = extra.Construct, extra.Position
-	}
-	if d.Policy == nil {
-		d.Policy = extra.Policy
-	}
-	if len(d.UnknownKeys) == 0 {
-		d.UnknownKeys = extra.UnknownKeys
-	}
-	if d.Fix == "" {
-		d.Fix = extra.Fix
-	}
-	if d.Hint == "" {
-		d.Hint = extra.Hint
-	}
-}
-
 // Construct returns the shell construct in command text that no analysis
 // can see through (and its "line:column"), or "" when there is none. It
 // parses only: constructs do not depend on the host's files.

@@ -144,19 +144,6 @@ func TestComplete(t *testing.T) {
 	}
 }
 
-// TestStructuredFieldsWin: what a host sends structured is kept over what
-// the message suggests.
-func TestStructuredFieldsWin(t *testing.T) {
-	d := FromMessage("SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/a")
-	Merge(d, &bridge.Denial{Missing: []string{"/usr/bin/b"}, Fix: "custom"})
-	if diff := cmp.Diff([]string{"/usr/bin/a"}, d.Missing); diff != "" {
-		t.Errorf("Merge overwrote Missing: %s", diff)
-	}
-	if d.Fix != "custom" {
-		t.Errorf("Fix = %q, want the host's", d.Fix)
-	}
-}
-
 func TestText(t *testing.T) {
 	got := Text(&bridge.Denial{
 		Missing: []string{"/usr/bin/make"}, Construct: "eval", Position: "1:1",

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
@@ -438,7 +437,7 @@ func (g *Gateway) auditRelay(req prompt.Request, peer, id string, a policy.Appro
 	case err != nil:
 		rec.Event, rec.Decision, rec.ReasonCode, rec.Actor = audit.EventDenied, audit.DecisionDeny, audit.ReasonNoAnswer, "nobody"
 		rec.Error = err.Error()
-		if errors.Is(err, asksock.ErrTimeout) {
+		if errors.Is(err, prompt.ErrTimeout) {
 			rec.Fallback, rec.DecidedBy = true, "askFallback"
 			if req.Fallback != "" {
 				rec.DecidedBy += "=" + req.Fallback

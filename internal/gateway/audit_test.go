@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/metrics"
@@ -122,7 +121,7 @@ func TestRelayNoAnswerRecorded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id, _, _, err := g.prompts.submit(ctx, req, "node n1")
-	if !errors.Is(err, asksock.ErrTimeout) {
+	if !errors.Is(err, prompt.ErrTimeout) {
 		t.Fatalf("submit past its deadline: %v", err)
 	}
 	r := rec.last(t)

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/idprefix"
@@ -34,11 +33,11 @@ const (
 var ErrPromptWithdrawn = errors.New("prompt withdrawn by its execution host")
 
 // promptHub holds the prompts routed to the gateway (from nodes and from
-// the gateway's own engine) in one asksock.Broker, shared with the web
+// the gateway's own engine) in one prompt.Broker, shared with the web
 // UI, and mirrors the broker's changes to operator clients as
 // exec.approval.requested / exec.approval.resolved events.
 type promptHub struct {
-	broker *asksock.Broker
+	broker *prompt.Broker
 	log    func(msg string, args ...any)
 	// onAnswer hears every prompt's outcome, for the audit log (audit.go).
 	onAnswer func(req prompt.Request, peer, id string, a policy.Approval, by string, err error)
@@ -72,7 +71,7 @@ type operatorState struct {
 
 func newPromptHub(log func(string, ...any)) *promptHub {
 	h := &promptHub{
-		broker:    asksock.NewBroker(),
+		broker:    prompt.NewBroker(),
 		log:       log,
 		operators: make(map[*bridge.Conn]*operatorState),
 		nodeRefs:  make(map[string]nodePrompt),
@@ -122,10 +121,10 @@ func (h *promptHub) removeOperator(c *bridge.Conn) {
 
 // broadcast sends each queue change to every operator, in order, and the
 // current queue to each operator that joins.
-func (h *promptHub) broadcast(ch <-chan asksock.Change) {
+func (h *promptHub) broadcast(ch <-chan prompt.Change) {
 	defer close(h.done)
 	for {
-		var c asksock.Change
+		var c prompt.Change
 		select {
 		case oc := <-h.joins:
 			h.mu.Lock()
@@ -151,11 +150,11 @@ func (h *promptHub) broadcast(ch <-chan asksock.Change) {
 		var event string
 		var payload any
 		switch c.Kind {
-		case asksock.ChangeAdded:
+		case prompt.ChangeAdded:
 			event, payload = approvalroute.EventRequested, requested(c.Pending)
-		case asksock.ChangeResolved:
+		case prompt.ChangeResolved:
 			event, payload = approvalroute.EventResolved, approvalroute.Resolved{ID: c.Pending.ID, Outcome: approvalroute.OutcomeAnswered, Decision: string(c.Decision), By: c.By}
-		case asksock.ChangeExpired:
+		case prompt.ChangeExpired:
 			event, payload = approvalroute.EventResolved, approvalroute.Resolved{ID: c.Pending.ID, Outcome: approvalroute.OutcomeExpired}
 		default:
 			continue
@@ -176,7 +175,7 @@ func (h *promptHub) broadcast(ch <-chan asksock.Change) {
 				continue // its snapshot, taken later, covers this change
 			}
 			if t.st.seen[id] {
-				if c.Kind == asksock.ChangeAdded {
+				if c.Kind == prompt.ChangeAdded {
 					delete(t.st.seen, id) // announced in its snapshot
 					continue
 				}
@@ -202,7 +201,7 @@ func (h *promptHub) send(st *operatorState, event string, payload any, id string
 }
 
 // requested is the wire view of a pending prompt.
-func requested(p asksock.Pending) approvalroute.Requested {
+func requested(p prompt.Pending) approvalroute.Requested {
 	r := approvalroute.Requested{
 		ID: p.ID, Request: p.Request, Host: p.Request.Host, NodeID: p.Request.NodeID,
 		ExpiresAtMs: p.ExpiresAt.UnixMilli(), ReceivedAtMs: p.ReceivedAt.UnixMilli(),
@@ -215,7 +214,7 @@ func requested(p asksock.Pending) approvalroute.Requested {
 
 // submit queues a prompt and waits for an operator's answer, ctx's end or
 // the prompt's expiry (capped at MaxPromptWait), whichever comes first.
-// Expiry returns an error wrapping asksock.ErrTimeout.
+// Expiry returns an error wrapping prompt.ErrTimeout.
 func (h *promptHub) submit(ctx context.Context, req prompt.Request, peer string) (id string, a policy.Approval, by string, err error) {
 	now := time.Now()
 	exp := now.Add(MaxPromptWait)
@@ -228,10 +227,10 @@ func (h *promptHub) submit(ctx context.Context, req prompt.Request, peer string)
 	id = uuid.NewString()
 	wctx, cancel := context.WithDeadline(ctx, exp)
 	defer cancel()
-	a, by, err = h.broker.Submit(wctx, asksock.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
+	a, by, err = h.broker.Submit(wctx, prompt.Pending{ID: id, Request: req, Peer: peer, ReceivedAt: now, ExpiresAt: exp})
 	if err != nil {
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("%w: no operator answered prompt %s by %s", asksock.ErrTimeout, id, exp.Format(time.TimeOnly))
+			err = fmt.Errorf("%w: no operator answered prompt %s by %s", prompt.ErrTimeout, id, exp.Format(time.TimeOnly))
 		}
 		a, by = "", ""
 	}
@@ -252,7 +251,7 @@ func (h *promptHub) resolve(idOrPrefix, decision, by string) (approvalroute.Reso
 		err = h.broker.Resolve(id, a, by)
 	}
 	if err != nil {
-		if errors.Is(err, asksock.ErrExpired) {
+		if errors.Is(err, prompt.ErrExpired) {
 			// A decision for a prompt whose requester went away (or that
 			// expired): refused, and logged so the refusal is on record.
 			h.log("late decision refused", "id", id, "decision", string(a), "by", by, "err", err)
@@ -268,7 +267,7 @@ func (h *promptHub) resolve(idOrPrefix, decision, by string) (approvalroute.Reso
 func (h *promptHub) fullID(q string) (string, error) {
 	q = strings.TrimSpace(q)
 	if q == "" {
-		return "", fmt.Errorf("resolve: %w: empty id", asksock.ErrUnknownID)
+		return "", fmt.Errorf("resolve: %w: empty id", prompt.ErrUnknownID)
 	}
 	var ids []string
 	for _, p := range h.broker.List() {
@@ -285,13 +284,13 @@ func (h *promptHub) fullID(q string) (string, error) {
 func resolveError(err error) error {
 	hint := " (hint: `exechost approvals pending` lists the prompts waiting for an answer)"
 	switch {
-	case errors.Is(err, asksock.ErrAmbiguousID):
+	case errors.Is(err, prompt.ErrAmbiguousID):
 		return &bridge.Error{Code: bridge.CodeAmbiguous, Message: err.Error()}
-	case errors.Is(err, asksock.ErrExpired), errors.Is(err, asksock.ErrAnswered):
+	case errors.Is(err, prompt.ErrExpired), errors.Is(err, prompt.ErrAnswered):
 		return &bridge.Error{Code: bridge.CodeStale, Message: err.Error()}
-	case errors.Is(err, asksock.ErrNotOffered):
+	case errors.Is(err, prompt.ErrNotOffered):
 		return &bridge.Error{Code: bridge.CodeInvalidRequest, Message: err.Error()}
-	case errors.Is(err, asksock.ErrUnknownID):
+	case errors.Is(err, prompt.ErrUnknownID):
 		return &bridge.Error{Code: bridge.CodeNotFound, Message: err.Error() + hint}
 	}
 	return bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
@@ -351,7 +350,7 @@ func (h *promptHub) nodeRequest(ctx context.Context, nodeID string, p approvalro
 	switch {
 	case err == nil:
 		return approvalroute.NodeAnswer{ID: id, Decision: string(a), By: by}, nil
-	case errors.Is(err, asksock.ErrTimeout):
+	case errors.Is(err, prompt.ErrTimeout):
 		return approvalroute.NodeAnswer{}, &bridge.Error{Code: bridge.CodeTimeout, Message: err.Error()}
 	case errors.Is(context.Cause(ctx), ErrPromptWithdrawn):
 		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %v", id, ErrPromptWithdrawn)
@@ -396,10 +395,10 @@ func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 	req.Host = string(policy.HostGateway)
 	_, a, by, err := p.h.submit(ctx, req, "gateway")
 	if err != nil {
-		if errors.Is(err, asksock.ErrTimeout) {
+		if errors.Is(err, prompt.ErrTimeout) {
 			return "", "", err
 		}
-		return "", "", fmt.Errorf("%w: gateway operators: %w", asksock.ErrUnreachable, err)
+		return "", "", fmt.Errorf("%w: gateway operators: %w", prompt.ErrUnreachable, err)
 	}
 	return a, by, nil
 }
@@ -412,4 +411,4 @@ func (g *Gateway) Prompter() host.Prompter { return gatewayPrompter{g.prompts} }
 
 // Approvals returns the broker holding every prompt routed to this
 // gateway, for UIs served in-process (the web UI).
-func (g *Gateway) Approvals() *asksock.Broker { return g.prompts.broker }
+func (g *Gateway) Approvals() *prompt.Broker { return g.prompts.broker }

@@ -15,7 +15,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
@@ -155,13 +154,13 @@ func TestHubExpiry(t *testing.T) {
 	h := newTestHub(t)
 	exp := time.Now().Add(30 * time.Millisecond).UnixMilli()
 	_, _, _, err := h.submit(t.Context(), prompt.Request{Command: "x", ExpiresAtMs: exp}, "test")
-	if !errors.Is(err, asksock.ErrTimeout) {
+	if !errors.Is(err, prompt.ErrTimeout) {
 		t.Fatalf("submit = %v, want ErrTimeout", err)
 	}
 	// An expiry in the past expires at once; one beyond MaxPromptWait is
 	// capped (the listing shows the capped deadline).
 	_, _, _, err = h.submit(t.Context(), prompt.Request{ExpiresAtMs: 1}, "test")
-	if !errors.Is(err, asksock.ErrTimeout) {
+	if !errors.Is(err, prompt.ErrTimeout) {
 		t.Fatalf("submit (past expiry) = %v, want ErrTimeout", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -171,7 +170,7 @@ func TestHubExpiry(t *testing.T) {
 		t.Fatalf("pending = %+v, want expiry capped at %s", p, MaxPromptWait)
 	}
 	cancel()
-	if got := await(t, out, "the cancelled prompt's end"); got.err == nil || errors.Is(got.err, asksock.ErrTimeout) {
+	if got := await(t, out, "the cancelled prompt's end"); got.err == nil || errors.Is(got.err, prompt.ErrTimeout) {
 		t.Fatalf("cancelled submit = %+v, want a non-timeout error", got)
 	}
 	if _, err := h.resolve(id, "allow-once", "late"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "expired") {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/node"
@@ -459,7 +458,7 @@ func (p gatedPrompter) Prompt(ctx context.Context, _ prompt.Request) (policy.App
 	case a := <-p.answer:
 		return a, "local approver", nil
 	case <-ctx.Done():
-		return "", "", asksock.ErrTimeout
+		return "", "", prompt.ErrTimeout
 	}
 }
 
@@ -530,7 +529,7 @@ func TestGatewayPrompter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, _, err := e.g.Prompter().Prompt(ctx, prompt.Request{Command: "make", ExpiresAtMs: time.Now().Add(20 * time.Millisecond).UnixMilli()})
-	if !errors.Is(err, asksock.ErrTimeout) {
+	if !errors.Is(err, prompt.ErrTimeout) {
 		t.Errorf("unanswered prompt = %v, want ErrTimeout", err)
 	}
 }

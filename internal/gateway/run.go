@@ -20,6 +20,7 @@ import (
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/service"
 	"github.com/exechost/exechost/internal/state"
@@ -142,7 +143,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
-		Prompter: asksock.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
+		Prompter: prompt.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
 		Route:    approvalroute.Wrap(route, gw.Prompter()),
 		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})

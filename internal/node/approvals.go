@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/exechost/exechost/internal/approvalroute"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -28,9 +27,9 @@ const (
 // to the gateway (node.approval.request), where operators answer them
 // from anywhere. Every failure to get an answer wraps an approver
 // sentinel, so the engine applies askFallback: not connected or the
-// connection dropped → asksock.ErrUnreachable; nobody answered before
-// the prompt expired → asksock.ErrTimeout; an answer that is not one of
-// the offered decisions → asksock.ErrBadReply. Combine it with the local
+// connection dropped → prompt.ErrUnreachable; nobody answered before
+// the prompt expired → prompt.ErrTimeout; an answer that is not one of
+// the offered decisions → prompt.ErrBadReply. Combine it with the local
 // socket prompter through approvalroute.Prompter for --approvals-route.
 func (c *Client) GatewayPrompter() host.Prompter { return gatewayPrompter{c} }
 
@@ -42,7 +41,7 @@ func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 	c := p.c.conn
 	p.c.mu.Unlock()
 	if c == nil || c.Err() != nil {
-		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", asksock.ErrUnreachable)
+		return "", "", fmt.Errorf("%w: this node is not connected to the gateway", prompt.ErrUnreachable)
 	}
 	ref := uuid.NewString()
 	// The call runs under its own deadline, not ctx: a WebSocket write
@@ -77,18 +76,18 @@ func (p gatewayPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 			defer cancel()
 			_ = c.Call(wctx, approvalroute.MethodNodeCancel, approvalroute.NodeCancel{Ref: ref}, nil)
 		}()
-		return "", "", fmt.Errorf("%w: gateway prompt: %w", asksock.ErrTimeout, context.Cause(ctx))
+		return "", "", fmt.Errorf("%w: gateway prompt: %w", prompt.ErrTimeout, context.Cause(ctx))
 	}
 	if err != nil {
 		var be *bridge.Error
 		if errors.As(err, &be) && be.Code == bridge.CodeTimeout {
-			return "", "", fmt.Errorf("%w: gateway: %s", asksock.ErrTimeout, be.Message)
+			return "", "", fmt.Errorf("%w: gateway: %s", prompt.ErrTimeout, be.Message)
 		}
-		return "", "", fmt.Errorf("%w: gateway prompt: %w", asksock.ErrUnreachable, err)
+		return "", "", fmt.Errorf("%w: gateway prompt: %w", prompt.ErrUnreachable, err)
 	}
 	a, err := policy.ParseApproval(ans.Decision)
-	if err != nil || !a.Valid() || !asksock.Offered(req, a) {
-		return "", "", fmt.Errorf("%w: gateway answered %q, which this prompt did not offer", asksock.ErrBadReply, ans.Decision)
+	if err != nil || !a.Valid() || !prompt.Offered(req, a) {
+		return "", "", fmt.Errorf("%w: gateway answered %q, which this prompt did not offer", prompt.ErrBadReply, ans.Decision)
 	}
 	by := ans.By
 	if by == "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -103,7 +104,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 
 	var (
 		res bridge.SystemRunResult
-		err = fmt.Errorf("%w: no exec client configured", asksock.ErrUnreachable)
+		err = fmt.Errorf("%w: no exec client configured", prompt.ErrUnreachable)
 	)
 	if f.Client != nil {
 		res, err = f.Client.Exec(ctx, req.Wire(nid))

@@ -25,6 +25,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
@@ -72,8 +73,8 @@ func serveApprover(ctx context.Context, dir string) (<-chan error, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := asksock.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(dir, b, nil)}
+	b := prompt.NewBroker()
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ func TestForwardLostNoFallback(t *testing.T) {
 	fw, ev := forwarder(t, dir, dir, FallbackLocal)
 	marker := filepath.Join(dir, "marker")
 	_, err = fw.Run(context.Background(), host.Request{Argv: []string{"/usr/bin/touch", marker}})
-	if !errors.Is(err, ErrForward) || !errors.Is(err, asksock.ErrBadReply) {
+	if !errors.Is(err, ErrForward) || !errors.Is(err, prompt.ErrBadReply) {
 		t.Errorf("Run: %v, want ErrForward wrapping ErrBadReply", err)
 	}
 	if _, err := os.Stat(marker); err == nil {

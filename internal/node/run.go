@@ -12,6 +12,7 @@ import (
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/service"
 )
 
@@ -101,7 +102,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	defer rec.Close()
 	eng, err := host.New(host.Options{
 		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent,
-		Prompter:      asksock.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
+		Prompter:      prompt.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
 		PromptTimeout: opts.PromptTimeout,
 		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
 		Warn:          func(err error) { log.Warn("process reaper unavailable", "err", err) },

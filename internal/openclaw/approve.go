@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
@@ -143,13 +142,13 @@ func (p approvalPrompter) Prompt(ctx context.Context, req prompt.Request) (polic
 			d = policy.AllowOnce
 			by += fmt.Sprintf("; allow-always taken as allow-once: this node does not let its gateway widen its policy (%s)", approvals.RemoteWideningFlag)
 		}
-		if !asksock.Offered(req, d) {
+		if !prompt.Offered(req, d) {
 			d = policy.AllowOnce // ask=always offers no allow-always
 		}
 		return d, by, nil
 	}
 	if p.local == nil {
-		return "", "", fmt.Errorf("%w: this node takes approvals only through the OpenClaw gateway (--approvals-route gateway)", asksock.ErrUnreachable)
+		return "", "", fmt.Errorf("%w: this node takes approvals only through the OpenClaw gateway (--approvals-route gateway)", prompt.ErrUnreachable)
 	}
 	return p.local.Prompt(ctx, req)
 }

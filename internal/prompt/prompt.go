@@ -1,8 +1,12 @@
-// Package prompt holds what an execution host asks a human: the request
-// shown in the approver UIs and the allow-always plan. It is a leaf (it
-// imports nothing of this module) because three layers share it: the
-// engine that builds a prompt (host), the approval socket that carries it
-// (asksock) and the UIs that show it (approverui/...).
+// Package prompt holds what an execution host asks a human and where the
+// question waits for an answer: the request shown in the approver UIs, the
+// allow-always plan, the approver's queue (Broker) that every UI lists and
+// resolves, the fair share of prompts per agent (Fair) and the sentinel
+// errors that mean "no answer from a human". It sits just above the leaves
+// (policy, idprefix) because every layer that asks or answers shares it:
+// the engine that builds a prompt (host), the approval socket that carries
+// it (asksock), the daemons that route it (gateway, node, approvalroute)
+// and the UIs that show it (approverui/...).
 //
 // The JSON field names are the design's ("Approval socket", the request
 // object); the raw bytes a client sends are what the socket's HMAC covers.

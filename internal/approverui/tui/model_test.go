@@ -6,7 +6,6 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 )
@@ -17,7 +16,7 @@ type answer struct {
 }
 
 // queue submits prompts and waits until all are listed.
-func queue(t *testing.T, b *asksock.Broker, ps ...asksock.Pending) map[string]chan answer {
+func queue(t *testing.T, b *prompt.Broker, ps ...prompt.Pending) map[string]chan answer {
 	t.Helper()
 	ch, stop := b.Subscribe()
 	defer stop()
@@ -31,7 +30,7 @@ func queue(t *testing.T, b *asksock.Broker, ps ...asksock.Pending) map[string]ch
 		}()
 	}
 	for n := 0; n < len(ps); {
-		if c := <-ch; c.Kind == asksock.ChangeAdded {
+		if c := <-ch; c.Kind == prompt.ChangeAdded {
 			n++
 		}
 	}
@@ -72,14 +71,14 @@ func TestModelKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := asksock.NewBroker()
+			b := prompt.NewBroker()
 			res := queue(t, b,
-				asksock.Pending{ID: "p1", Request: prompt.Request{Command: "ls"}},
+				prompt.Pending{ID: "p1", Request: prompt.Request{Command: "ls"}},
 			)
 			more := queue(t, b,
-				asksock.Pending{ID: "p2", Request: prompt.Request{Command: "id"}},
+				prompt.Pending{ID: "p2", Request: prompt.Request{Command: "id"}},
 			)
-			last := queue(t, b, asksock.Pending{ID: "p3", Request: onceOnly})
+			last := queue(t, b, prompt.Pending{ID: "p3", Request: onceOnly})
 			res["p2"], res["p3"] = more["p2"], last["p3"]
 			ch, stop := b.Subscribe()
 			defer stop()
@@ -103,8 +102,8 @@ func TestModelKeys(t *testing.T) {
 }
 
 func TestViewShowsEverything(t *testing.T) {
-	b := asksock.NewBroker()
-	queue(t, b, asksock.Pending{ID: "0123456789abcdef", Peer: "uid 0 pid 1", Request: prompt.Request{
+	b := prompt.NewBroker()
+	queue(t, b, prompt.Pending{ID: "0123456789abcdef", Peer: "uid 0 pid 1", Request: prompt.Request{
 		Command: "rg -n TODO | head\x1b[2J", AgentID: "main", SessionKey: "sess-1", Host: "node", NodeID: "laptop",
 		Cwd: "/work", ResolvedPaths: []string{"/usr/bin/rg", "/usr/bin/head"}, Allowlisted: []bool{true, false},
 		Reason: "allowlist-miss", Security: "allowlist", Ask: "on-miss", Fallback: "deny",

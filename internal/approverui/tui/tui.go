@@ -3,7 +3,7 @@
 // full (agent, session, host, cwd, command, every resolved executable and
 // whether it is already allowlisted, why it was asked, the countdown to
 // askFallback) and one key per decision. It only talks to an
-// asksock.Broker, so it shows exactly what the line mode and web UI show.
+// prompt.Broker, so it shows exactly what the line mode and web UI show.
 package tui
 
 import (
@@ -16,8 +16,9 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -39,7 +40,7 @@ type Options struct {
 // Run shows the TUI until the user quits (q, ctrl+c) or ctx is done.
 // Prompts still queued when it quits stay queued (other UIs may answer
 // them) until the approver stops.
-func Run(ctx context.Context, b *asksock.Broker, o Options) error {
+func Run(ctx context.Context, b *prompt.Broker, o Options) error {
 	ch, stop := b.Subscribe()
 	defer stop()
 	m := newModel(b, ch, o)
@@ -63,10 +64,10 @@ func Run(ctx context.Context, b *asksock.Broker, o Options) error {
 // model is the bubbletea model. items mirrors b.List(); selected is kept by
 // id so the cursor stays on its prompt when others come and go.
 type model struct {
-	b        *asksock.Broker
-	changes  <-chan asksock.Change
+	b        *prompt.Broker
+	changes  <-chan prompt.Change
 	opts     Options
-	items    []asksock.Pending
+	items    []prompt.Pending
 	selected string
 	status   string
 	now      time.Time
@@ -78,13 +79,13 @@ type model struct {
 }
 
 type changeMsg struct {
-	c  asksock.Change
+	c  prompt.Change
 	ok bool
 }
 
 type tickMsg time.Time
 
-func newModel(b *asksock.Broker, ch <-chan asksock.Change, o Options) model {
+func newModel(b *prompt.Broker, ch <-chan prompt.Change, o Options) model {
 	m := model{b: b, changes: ch, opts: o, now: time.Now(), width: 100}
 	m.refresh()
 	return m
@@ -123,11 +124,11 @@ func (m model) index() int {
 	return -1
 }
 
-func (m model) current() (asksock.Pending, bool) {
+func (m model) current() (prompt.Pending, bool) {
 	if i := m.index(); i >= 0 {
 		return m.items[i], true
 	}
-	return asksock.Pending{}, false
+	return prompt.Pending{}, false
 }
 
 func (m model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -191,14 +192,14 @@ func (m *model) askAlways() {
 		m.status = "nothing to answer"
 		return
 	}
-	if !asksock.Offered(p.Request, policy.AllowAlways) {
+	if !prompt.Offered(p.Request, policy.AllowAlways) {
 		m.status = fmt.Sprintf("%s is not offered for %s", policy.AllowAlways, short(p.ID))
 		return
 	}
 	m.confirm = p.ID
 	var parts []string
-	for _, l := range asksock.AllowAlwaysLines(p.Request) {
-		parts = append(parts, asksock.AlwaysText(l))
+	for _, l := range approverui.AllowAlwaysLines(p.Request) {
+		parts = append(parts, approverui.AlwaysText(l))
 	}
 	// The question first: a narrow terminal clips the status line, and
 	// the patterns are listed in full under "always:" above it.
@@ -213,7 +214,7 @@ func (m *model) decide(a policy.Approval) {
 		m.status = "nothing to answer"
 		return
 	}
-	if !asksock.Offered(p.Request, a) {
+	if !prompt.Offered(p.Request, a) {
 		m.status = fmt.Sprintf("%s is not offered for %s", a, short(p.ID))
 		return
 	}
@@ -223,14 +224,14 @@ func (m *model) decide(a policy.Approval) {
 	m.refresh()
 }
 
-func describeChange(c asksock.Change) string {
+func describeChange(c prompt.Change) string {
 	cmd := textsafe.Line(c.Pending.Request.Command)
 	switch c.Kind {
-	case asksock.ChangeAdded:
+	case prompt.ChangeAdded:
 		return "new prompt " + short(c.Pending.ID) + ": " + cmd
-	case asksock.ChangeResolved:
+	case prompt.ChangeResolved:
 		return fmt.Sprintf("%s %s by %s: %s", short(c.Pending.ID), c.Decision, textsafe.Line(c.By), cmd)
-	case asksock.ChangeExpired:
+	case prompt.ChangeExpired:
 		return short(c.Pending.ID) + " expired (askFallback applied): " + cmd
 	}
 	return ""
@@ -243,3 +244,17 @@ func short(id string) string {
 	}
 	return id
 }
+
+// UI is the TUI as an approverui.UI: `exechost approver --tui`.
+type UI struct{}
+
+// Serve implements approverui.UI: Run with the approver's title and banner.
+func (UI) Serve(ctx context.Context, env approverui.Env) error {
+	return Run(ctx, env.Queue, Options{Title: env.Title, Banner: env.Banner})
+}
+
+// OwnsTerminal implements approverui.TerminalOwner: the TUI draws on the
+// whole terminal.
+func (UI) OwnsTerminal() bool { return true }
+
+var _ approverui.TerminalOwner = UI{}

@@ -6,8 +6,9 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -42,7 +43,7 @@ func (m model) View() string {
 	}
 	for _, p := range m.items[from:to] {
 		line := fmt.Sprintf(" %s  %-12s %-48s %8s ", short(p.ID), clip(textsafe.Line(p.Request.AgentID), 12),
-			clip(textsafe.Line(p.Request.Command), 48), asksock.Countdown(p.ExpiresAt, m.now))
+			clip(textsafe.Line(p.Request.Command), 48), approverui.Countdown(p.ExpiresAt, m.now))
 		if p.ID == m.selected {
 			line = selStyle.Render(">" + line)
 		} else {
@@ -56,7 +57,7 @@ func (m model) View() string {
 
 	if p, ok := m.current(); ok {
 		b.WriteString("\n" + titleStyle.Render("Prompt "+p.ID) + "\n")
-		for _, f := range asksock.Describe(p, m.now) {
+		for _, f := range approverui.Describe(p, m.now) {
 			v := f.Value
 			switch {
 			case f.Label == "command":
@@ -82,12 +83,12 @@ func (m model) View() string {
 
 // keysHelp lists the decisions the prompt offers; allow always is hidden
 // when the execution host did not offer it (ask=always).
-func keysHelp(p asksock.Pending) string {
+func keysHelp(p prompt.Pending) string {
 	var keys []string
-	if asksock.Offered(p.Request, policy.AllowOnce) {
+	if prompt.Offered(p.Request, policy.AllowOnce) {
 		keys = append(keys, "a allow once")
 	}
-	if asksock.Offered(p.Request, policy.AllowAlways) {
+	if prompt.Offered(p.Request, policy.AllowAlways) {
 		keys = append(keys, "A allow always (asks to confirm)")
 	}
 	keys = append(keys, "d deny", "↑/↓ move", "q quit")

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 )
@@ -84,12 +84,12 @@ func (c *apiClient) do(req *http.Request, v any) int {
 	return res.StatusCode
 }
 
-func startAPI(t *testing.T, gw GatewayBinding) (*apiClient, *asksock.Broker, *approvals.Store) {
+func startAPI(t *testing.T, gw GatewayBinding) (*apiClient, *prompt.Broker, *approvals.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	u, err := Start(ctx, Options{Addr: "127.0.0.1:0", Broker: b, StateDir: dir, Gateway: gw})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func startAPI(t *testing.T, gw GatewayBinding) (*apiClient, *asksock.Broker, *ap
 func TestStartRefuses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
 		if _, err := Start(ctx, Options{Addr: addr, Broker: b}); !errors.Is(err, ErrNotLoopback) {
 			t.Errorf("Start(%q) = %v, want ErrNotLoopback", addr, err)
@@ -122,12 +122,12 @@ func TestDecideAPI(t *testing.T) {
 	defer unsub()
 	done := make(chan result, 1)
 	go func() {
-		a, by, err := b.Submit(ctx, asksock.Pending{ID: "abc-123", Request: prompt.Request{
+		a, by, err := b.Submit(ctx, prompt.Pending{ID: "abc-123", Request: prompt.Request{
 			Command: "ls", AgentID: "main", Ask: "always", Choices: []string{"allow-once", "deny"},
 			ResolvedPaths: []string{"/usr/bin/ls"}}})
 		done <- result{a, by, err}
 	}()
-	if ch := <-changes; ch.Kind != asksock.ChangeAdded {
+	if ch := <-changes; ch.Kind != prompt.ChangeAdded {
 		t.Fatalf("first change = %s, want added", ch.Kind)
 	}
 	var list pendingList
@@ -136,7 +136,7 @@ func TestDecideAPI(t *testing.T) {
 		t.Fatalf("pending = %+v, want one prompt", list)
 	}
 	want := pendingView{ID: "abc-123", AgentID: "main", Command: "ls", Ask: "always", Fallback: "askFallback",
-		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []asksock.AlwaysLine{}, Starts: []string{}}
+		Paths: []pathView{{Path: "/usr/bin/ls"}}, Choices: []string{"allow-once", "deny"}, AllowAlways: []approverui.AlwaysLine{}, Starts: []string{}}
 	got := list.Pending[0]
 	got.ReceivedAtMs = 0
 	if d := cmp.Diff(want, got); d != "" {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // recorder is a second loopback server — a dev server an agent started,
@@ -168,7 +168,7 @@ func TestBrowserStaleBanner(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	first, err := Start(actx, Options{Addr: addr, Broker: asksock.NewBroker(), Logf: t.Logf})
+	first, err := Start(actx, Options{Addr: addr, Broker: prompt.NewBroker(), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +189,14 @@ func TestBrowserStaleBanner(t *testing.T) {
 	// pending prompt.
 	bctx, stopB := context.WithCancel(context.Background())
 	t.Cleanup(stopB)
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	second, err := Start(bctx, Options{Addr: addr, Broker: b, Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("restart on %s: %v", addr, err)
 	}
 	pctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go b.Submit(pctx, asksock.Pending{ID: "p-new-1", Request: promptReq("main", "make test", allChoices...)})
+	go b.Submit(pctx, prompt.Pending{ID: "p-new-1", Request: promptReq("main", "make test", allChoices...)})
 
 	run(t, ctx, chromedp.WaitVisible(chromedp.CSS(`body[data-stale="restarted"] #stale`)))
 	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#stale-text")))

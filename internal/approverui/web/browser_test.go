@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testdep"
@@ -54,7 +53,7 @@ func browser(t *testing.T) context.Context {
 // approvals store in a temporary state directory.
 type fixture struct {
 	url    string
-	broker *asksock.Broker
+	broker *prompt.Broker
 	store  *approvals.Store
 }
 
@@ -63,7 +62,7 @@ func startFixture(t *testing.T, gw GatewayBinding) *fixture {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	b := asksock.NewBroker()
+	b := prompt.NewBroker()
 	u, err := Start(ctx, Options{Addr: "127.0.0.1:0", Broker: b, StateDir: dir, Gateway: gw, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +86,7 @@ func (f *fixture) submit(t *testing.T, id string, req prompt.Request) (<-chan re
 	ch := make(chan result, 1)
 	now := time.Now()
 	go func() {
-		a, by, err := f.broker.Submit(ctx, asksock.Pending{ID: id, Request: req, Peer: "uid 1000 pid 4242",
+		a, by, err := f.broker.Submit(ctx, prompt.Pending{ID: id, Request: req, Peer: "uid 1000 pid 4242",
 			ReceivedAt: now, ExpiresAt: now.Add(2 * time.Minute)})
 		ch <- result{a, by, err}
 	}()
@@ -259,7 +258,7 @@ func TestBrowserDecisions(t *testing.T) {
 		card := `article[data-id="p-exp-5555"]`
 		run(t, ctx, chromedp.WaitVisible(chromedp.CSS(card)))
 		stop() // the execution host gives up and applies askFallback
-		if r := wait(t, ch); !errors.Is(r.err, asksock.ErrExpired) {
+		if r := wait(t, ch); !errors.Is(r.err, prompt.ErrExpired) {
 			t.Fatalf("Submit after the host gave up = %v, want ErrExpired", r.err)
 		}
 		run(t, ctx, chromedp.WaitNotPresent(chromedp.CSS(card)),

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
@@ -36,8 +36,8 @@ type pendingView struct {
 	ReceivedAtMs int64      `json:"receivedAtMs"`
 	ExpiresAtMs  int64      `json:"expiresAtMs"`
 	// AllowAlways is what answering allow-always would add and skip
-	// (asksock.AllowAlwaysLines); empty when it is not offered.
-	AllowAlways []asksock.AlwaysLine `json:"allowAlways"`
+	// (approverui.AllowAlwaysLines); empty when it is not offered.
+	AllowAlways []approverui.AlwaysLine `json:"allowAlways"`
 	// Canonical is the parsed command as it will run (empty when it equals
 	// Command), RunsAs how it runs, Starts each executable with how it
 	// starts: what the approval binds.
@@ -65,7 +65,7 @@ type pendingList struct {
 // choices returns the decisions a prompt offers, deny always among them:
 // refusing is never taken away from a human.
 func choices(req prompt.Request) []string {
-	out := asksock.Choices(req)
+	out := prompt.Choices(req)
 	if !slices.Contains(out, string(policy.Reject)) {
 		out = append(out, string(policy.Reject))
 	}
@@ -78,7 +78,7 @@ func choices(req prompt.Request) []string {
 // those are escaped visibly here (the whole command, unbounded: the web
 // page is where a long command can be read in full). The id is kept
 // verbatim: the page sends it back.
-func viewPending(p asksock.Pending) pendingView {
+func viewPending(p prompt.Pending) pendingView {
 	r := p.Request
 	t := textsafe.Text
 	var argv []string
@@ -90,8 +90,8 @@ func viewPending(p asksock.Pending) pendingView {
 		Cwd: t(r.Cwd), Command: t(r.Command), Argv: argv, Security: t(r.Security), Ask: t(r.Ask),
 		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
-		AllowAlways: asksock.AllowAlwaysLines(r),
-		RunsAs:      t(asksock.RunsAsText(r.RunsAs)), Starts: []string{},
+		AllowAlways: approverui.AllowAlwaysLines(r),
+		RunsAs:      t(approverui.RunsAsText(r.RunsAs)), Starts: []string{},
 	}
 	if c := strings.TrimSuffix(r.Canonical, "\n"); c != strings.TrimSpace(r.Command) {
 		v.Canonical = t(c)
@@ -100,7 +100,7 @@ func viewPending(p asksock.Pending) pendingView {
 		v.Starts = append(v.Starts, t(x))
 	}
 	if v.AllowAlways == nil {
-		v.AllowAlways = []asksock.AlwaysLine{}
+		v.AllowAlways = []approverui.AlwaysLine{}
 	}
 	if !p.ExpiresAt.IsZero() {
 		v.ExpiresAtMs = p.ExpiresAt.UnixMilli()
@@ -217,9 +217,9 @@ type decideRequest struct {
 // 404, a decision the prompt does not offer or an ambiguous id is 400.
 func decideStatus(err error) int {
 	switch {
-	case errors.Is(err, asksock.ErrUnknownID), errors.Is(err, asksock.ErrAnswered), errors.Is(err, asksock.ErrExpired):
+	case errors.Is(err, prompt.ErrUnknownID), errors.Is(err, prompt.ErrAnswered), errors.Is(err, prompt.ErrExpired):
 		return http.StatusNotFound
-	case errors.Is(err, asksock.ErrNotOffered), errors.Is(err, asksock.ErrAmbiguousID), errors.Is(err, policy.ErrInvalidValue):
+	case errors.Is(err, prompt.ErrNotOffered), errors.Is(err, prompt.ErrAmbiguousID), errors.Is(err, policy.ErrInvalidValue):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
@@ -237,7 +237,7 @@ func (s *server) handleDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.opts.Broker.Resolve(body.ID, a, s.decidedBy()); err != nil {
-		if errors.Is(err, asksock.ErrExpired) {
+		if errors.Is(err, prompt.ErrExpired) {
 			s.logf("web approver: late decision %s for %s refused: %v", a, textsafe.Line(body.ID), err)
 		}
 		writeError(w, decideStatus(err), "%v", err)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/prompt"
 )
 
@@ -20,7 +19,7 @@ func TestPendingTextIsSanitised(t *testing.T) {
 	ch, stop := b.Subscribe()
 	defer stop()
 	evil := "rm -rf /\u202e\u2066 fdp.txt\u2069\u200b\x1b[2J"
-	go b.Submit(ctx, asksock.Pending{ID: "p-bidi-1", Request: prompt.Request{
+	go b.Submit(ctx, prompt.Pending{ID: "p-bidi-1", Request: prompt.Request{
 		Command: evil, Argv: []string{"rm", evil}, AgentID: "ag\u202ent", Cwd: "/tmp/\u2067x",
 		ResolvedPaths: []string{"/usr/bin/r\u200bm"}}})
 	<-ch

@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // Options configures the web approver.
@@ -40,7 +40,7 @@ type Options struct {
 	Addr string
 	// Broker holds the pending prompts and takes the human's answers.
 	// Required.
-	Broker *asksock.Broker
+	Broker *prompt.Broker
 	// StateDir is the state directory whose exec-approvals.json the editor
 	// changes. Empty hides the editor (an operator UI without a local
 	// approvals file).

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"github.com/exechost/exechost/internal/policy"
@@ -30,7 +30,7 @@ type AlwaysLine struct {
 // anything, and each executable skipped. Nil when the prompt does not
 // offer allow-always.
 func AllowAlwaysLines(r prompt.Request) []AlwaysLine {
-	if !Offered(r, policy.AllowAlways) {
+	if !prompt.Offered(r, policy.AllowAlways) {
 		return nil
 	}
 	plan := r.AllowAlways

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -19,20 +20,20 @@ import (
 // "EXPIRED <id>", and reads answers from in as lines "ID DECISION" (ID may
 // be a unique prefix; "list" reprints the queue). It returns when ctx is
 // done; a closed input only stops answering.
-func RunLines(ctx context.Context, b *Broker, in io.Reader, out io.Writer, by string) {
+func RunLines(ctx context.Context, b *prompt.Broker, in io.Reader, out io.Writer, by string) {
 	var mu sync.Mutex
 	printf := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, format, args...)
 	}
-	show := func(p Pending) {
+	show := func(p prompt.Pending) {
 		var sb strings.Builder
 		fmt.Fprintf(&sb, "PENDING %s\n", p.ID)
 		for _, f := range Describe(p, time.Now()) {
 			fmt.Fprintf(&sb, "  %-9s %s\n", f.Label+":", f.Value)
 		}
-		fmt.Fprintf(&sb, "  answer:   %s %s\n", p.ID, strings.Join(Choices(p.Request), "|"))
+		fmt.Fprintf(&sb, "  answer:   %s %s\n", p.ID, strings.Join(prompt.Choices(p.Request), "|"))
 		printf("%s", sb.String())
 	}
 
@@ -86,11 +87,11 @@ func RunLines(ctx context.Context, b *Broker, in io.Reader, out io.Writer, by st
 				return
 			}
 			switch c.Kind {
-			case ChangeAdded:
+			case prompt.ChangeAdded:
 				show(c.Pending)
-			case ChangeResolved:
+			case prompt.ChangeResolved:
 				printf("RESOLVED %s %s by %s\n", c.Pending.ID, c.Decision, textsafe.Line(c.By))
-			case ChangeExpired:
+			case prompt.ChangeExpired:
 				printf("EXPIRED %s\n", c.Pending.ID)
 			}
 		}

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestNotifyDesktop runs NotifyDesktop against a stand-in notify-send (a
@@ -24,7 +25,7 @@ func TestNotifyDesktop(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("DISPLAY", ":99")
 
-	b := NewBroker()
+	b := prompt.NewBroker()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan struct{})
@@ -33,7 +34,7 @@ func TestNotifyDesktop(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
 		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		b.Submit(sctx, Pending{ID: fmt.Sprint("n", i), Request: prompt.Request{Command: "rm -rf /tmp/x\x1b[2J", AgentID: "main"}})
+		b.Submit(sctx, prompt.Pending{ID: fmt.Sprint("n", i), Request: prompt.Request{Command: "rm -rf /tmp/x\x1b[2J", AgentID: "main"}})
 		scancel()
 		got, _ := os.ReadFile(record)
 		if strings.Contains(string(got), "exechost: approval needed") {
@@ -47,7 +48,7 @@ func TestNotifyDesktop(t *testing.T) {
 		}
 	}
 	cancel()
-	<-done
+	testproc.Recv(t, done, "NotifyDesktop after cancel")
 }
 
 func TestNotifyDesktopNeedsASession(t *testing.T) {
@@ -55,6 +56,6 @@ func TestNotifyDesktopNeedsASession(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); NotifyDesktop(t.Context(), NewBroker()) }()
-	<-done // returns at once without a desktop session
+	go func() { defer close(done); NotifyDesktop(t.Context(), prompt.NewBroker()) }()
+	testproc.Recv(t, done, "NotifyDesktop without a session") // returns at once
 }

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func waitFor(t *testing.T, out *syncBuffer, re string) []string {
 }
 
 func TestRunLines(t *testing.T) {
-	b := NewBroker()
+	b := prompt.NewBroker()
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	out := &syncBuffer{}
@@ -50,7 +50,7 @@ func TestRunLines(t *testing.T) {
 	ask := func(id string, r prompt.Request) <-chan res {
 		ch := make(chan res, 1)
 		go func() {
-			a, by, _ := b.Submit(ctx, Pending{ID: id, Request: r, ExpiresAt: time.Now().Add(time.Hour)})
+			a, by, _ := b.Submit(ctx, prompt.Pending{ID: id, Request: r, ExpiresAt: time.Now().Add(time.Hour)})
 			ch <- res{a, by}
 		}()
 		return ch
@@ -88,11 +88,17 @@ func TestRunLines(t *testing.T) {
 	waitFor(t, out, "error: resolve aaaa1111: approval already answered")
 
 	ectx, ecancel := context.WithCancel(ctx)
-	go b.Submit(ectx, Pending{ID: "bbbb", Request: sampleRequest})
+	go b.Submit(ectx, prompt.Pending{ID: "bbbb", Request: sampleRequest})
 	waitFor(t, out, "PENDING bbbb")
 	ecancel()
 	waitFor(t, out, "EXPIRED bbbb\n")
 	if strings.Count(out.String(), "PENDING") != 3 {
 		t.Errorf("output:\n%s", out)
 	}
+}
+
+var sampleRequest = prompt.Request{
+	Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",
+	Security: "allowlist", Ask: "on-miss", AgentID: "main", SessionKey: "s1",
+	ResolvedPaths: []string{"/usr/bin/ls"}, Allowlisted: []bool{false}, Reason: "allowlist-miss",
 }

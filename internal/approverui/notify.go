@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -14,7 +15,7 @@ import (
 // (DISPLAY, WAYLAND_DISPLAY or DBUS_SESSION_BUS_ADDRESS is set) and
 // notify-send is installed. It is a courtesy: it is never required and its
 // failures are ignored.
-func NotifyDesktop(ctx context.Context, b *Broker) {
+func NotifyDesktop(ctx context.Context, b *prompt.Broker) {
 	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" && os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
 		return
 	}
@@ -32,7 +33,7 @@ func NotifyDesktop(ctx context.Context, b *Broker) {
 			if !ok {
 				return
 			}
-			if c.Kind != ChangeAdded {
+			if c.Kind != prompt.ChangeAdded {
 				continue
 			}
 			r := c.Pending.Request

@@ -1,4 +1,4 @@
-package asksock
+package prompt
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/exechost/exechost/internal/idprefix"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/prompt"
 )
 
 // Pending is one prompt waiting for a human.
@@ -19,7 +18,7 @@ type Pending struct {
 	// ID identifies the prompt; UIs accept any unique prefix of it.
 	ID string
 	// Request is what the execution host asks about.
-	Request prompt.Request
+	Request Request
 	// Peer describes the connection it came from ("uid 1000 pid 4242").
 	Peer string
 	// ReceivedAt is when the approver got it; ExpiresAt is when the
@@ -276,7 +275,7 @@ func (b *Broker) publishLocked(c Change) {
 
 // Choices returns the decisions a prompt offers: its Choices, or all three
 // when the execution host did not say. Unknown names are ignored.
-func Choices(r prompt.Request) []string {
+func Choices(r Request) []string {
 	if len(r.Choices) == 0 {
 		return []string{string(policy.AllowOnce), string(policy.AllowAlways), string(policy.Reject)}
 	}
@@ -291,7 +290,7 @@ func Choices(r prompt.Request) []string {
 
 // Offered reports whether a prompt offers decision a. Deny is always
 // offered: refusing is never taken away from a human.
-func Offered(r prompt.Request, a policy.Approval) bool {
+func Offered(r Request, a policy.Approval) bool {
 	if a == policy.Reject {
 		return true
 	}

@@ -1,4 +1,4 @@
-package asksock
+package prompt
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // heldPrompter holds every prompt until released, counting those inside.
@@ -20,7 +20,7 @@ type heldPrompter struct {
 	release chan struct{}
 }
 
-func (h *heldPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
+func (h *heldPrompter) Prompt(ctx context.Context, req Request) (policy.Approval, string, error) {
 	h.mu.Lock()
 	h.inside[req.AgentID]++
 	h.most[req.AgentID] = max(h.most[req.AgentID], h.inside[req.AgentID])
@@ -52,17 +52,17 @@ func TestFairPromptsPerAgent(t *testing.T) {
 	errs := make(chan error, flood+1)
 	for range flood {
 		go func() {
-			_, _, err := f.Prompt(ctx, prompt.Request{AgentID: "flood"})
+			_, _, err := f.Prompt(ctx, Request{AgentID: "flood"})
 			errs <- err
 		}()
 	}
 	for range DefaultFairPerAgent {
-		if a := <-h.entered; a != "flood" {
+		if a := testproc.Recv(t, h.entered, "a flood prompt"); a != "flood" {
 			t.Fatalf("entered %q", a)
 		}
 	}
 	go func() {
-		_, _, err := f.Prompt(ctx, prompt.Request{AgentID: "other"})
+		_, _, err := f.Prompt(ctx, Request{AgentID: "other"})
 		errs <- err
 	}()
 	select {
@@ -84,7 +84,7 @@ func TestFairPromptsPerAgent(t *testing.T) {
 		}
 	}()
 	for range flood + 1 {
-		if err := <-errs; err != nil {
+		if err := testproc.Recv(t, errs, "a prompt's answer"); err != nil {
 			t.Fatalf("a prompt failed instead of waiting its turn: %v", err)
 		}
 	}
@@ -103,24 +103,24 @@ func TestFairWaiterGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { _, _, err := f.Prompt(ctx, prompt.Request{AgentID: "a"}); done <- err }()
-	<-h.entered
+	go func() { _, _, err := f.Prompt(ctx, Request{AgentID: "a"}); done <- err }()
+	testproc.Recv(t, h.entered, "a prompt reaching the approver")
 	wctx, wcancel := context.WithCancel(ctx)
 	waited := make(chan error, 1)
-	go func() { _, _, err := f.Prompt(wctx, prompt.Request{AgentID: "b"}); waited <- err }()
+	go func() { _, _, err := f.Prompt(wctx, Request{AgentID: "b"}); waited <- err }()
 	wcancel()
-	if err := <-waited; !errors.Is(err, ErrUnreachable) {
+	if err := testproc.Recv(t, waited, "the waiter giving up"); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("a waiter whose context ended: %v, want ErrUnreachable", err)
 	}
 	h.release <- struct{}{}
-	if err := <-done; err != nil {
+	if err := testproc.Recv(t, done, "Prompt"); err != nil {
 		t.Fatal(err)
 	}
 	// The slot is free again.
-	go func() { _, _, err := f.Prompt(ctx, prompt.Request{AgentID: "c"}); done <- err }()
-	<-h.entered
+	go func() { _, _, err := f.Prompt(ctx, Request{AgentID: "c"}); done <- err }()
+	testproc.Recv(t, h.entered, "a prompt reaching the approver")
 	h.release <- struct{}{}
-	if err := <-done; err != nil {
+	if err := testproc.Recv(t, done, "Prompt"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package asksock
+package prompt
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 type result struct {
@@ -38,7 +38,7 @@ func submit(t *testing.T, b *Broker, ctx context.Context, p Pending) <-chan resu
 }
 
 func TestBrokerResolve(t *testing.T) {
-	noAlways := prompt.Request{Command: "x", Choices: []string{"allow-once", "deny"}}
+	noAlways := Request{Command: "x", Choices: []string{"allow-once", "deny"}}
 	tests := []struct {
 		name    string
 		queued  []Pending
@@ -82,7 +82,7 @@ func TestBrokerResolve(t *testing.T) {
 				}
 				return
 			}
-			r := <-waits[tt.want]
+			r := testproc.Recv(t, waits[tt.want], "Submit of "+tt.want)
 			if r.err != nil || r.a != tt.a || r.by != "tester" {
 				t.Errorf("Submit = %q by %q, %v; want %q by tester", r.a, r.by, r.err, tt.a)
 			}
@@ -96,14 +96,14 @@ func TestBrokerLateAnswers(t *testing.T) {
 	if err := b.Resolve("answered-1", policy.AllowOnce, "x"); err != nil {
 		t.Fatal(err)
 	}
-	<-w
+	testproc.Recv(t, w, "Submit after the answer")
 	if err := b.Resolve("answered", policy.AllowOnce, "x"); !errors.Is(err, ErrAnswered) {
 		t.Errorf("second answer: %v, want ErrAnswered (allow-once is single-use)", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	w = submit(t, b, ctx, Pending{ID: "expired-1"})
 	cancel()
-	if r := <-w; !errors.Is(r.err, ErrExpired) || r.a != "" {
+	if r := testproc.Recv(t, w, "Submit after expiry"); !errors.Is(r.err, ErrExpired) || r.a != "" {
 		t.Fatalf("Submit after cancel = %+v, want ErrExpired", r)
 	}
 	if err := b.Resolve("expired-1", policy.AllowOnce, "x"); !errors.Is(err, ErrExpired) {
@@ -133,7 +133,7 @@ func TestBrokerListOrderAndIndependence(t *testing.T) {
 	if err := b.Resolve("p0", policy.Reject, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-waits[4]; r.a != policy.Reject {
+	if r := testproc.Recv(t, waits[4], "Submit of the prompt answered first"); r.a != policy.Reject {
 		t.Errorf("p0 got %+v", r)
 	}
 	if n := len(b.List()); n != 4 {
@@ -157,7 +157,7 @@ func TestBrokerSlowSubscriber(t *testing.T) {
 		for b.Resolve(id, policy.AllowOnce, "x") != nil {
 			time.Sleep(time.Millisecond) // not yet queued
 		}
-		<-done
+		testproc.Recv(t, done, "Submit after Resolve")
 	}
 }
 
@@ -181,11 +181,11 @@ func TestBrokerWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-before
-	<-after
+	testproc.Recv(t, before, "Submit of before")
+	testproc.Recv(t, after, "Submit of after")
 	var got []string
 	for len(got) < 3 {
-		c := <-ch
+		c := testproc.Recv(t, ch, "queue change")
 		got = append(got, fmt.Sprint(c.Kind, " ", c.Pending.ID))
 	}
 	want := []string{
@@ -215,7 +215,7 @@ func TestBrokerWatchConcurrent(t *testing.T) {
 				go b.Submit(ctx, Pending{ID: fmt.Sprint("p", i), Request: sampleRequest})
 			}
 		}()
-		<-started
+		testproc.Recv(t, started, "submitters started")
 		list, ch, stop := b.Watch()
 		seen := map[string]int{}
 		for _, p := range list {
@@ -245,4 +245,10 @@ func TestBrokerWatchConcurrent(t *testing.T) {
 			}
 		}
 	}
+}
+
+var sampleRequest = Request{
+	Command: "ls -la", Argv: []string{"ls", "-la"}, Cwd: "/tmp", Host: "gateway",
+	Security: "allowlist", Ask: "on-miss", AgentID: "main", SessionKey: "s1",
+	ResolvedPaths: []string{"/usr/bin/ls"}, Allowlisted: []bool{false}, Reason: "allowlist-miss",
 }

@@ -1,22 +1,21 @@
-package asksock
+package prompt
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
-	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/prompt"
 )
 
 // Fair-share bounds of one process's prompts (Fair). The approver admits
-// DefaultMaxConnsPerPeer connections from one process; staying below it,
+// asksock.DefaultMaxConnsPerPeer (16) connections from one process
+// (asksock tests that DefaultFairTotal stays below it); staying below it,
 // and giving each agent at most a few at a time, means one agent's flood
 // of misses waits its turn instead of taking every connection so that
 // other agents' prompts fall back at once.
 const (
-	DefaultFairTotal    = DefaultMaxConnsPerPeer - 4
+	DefaultFairTotal    = 12
 	DefaultFairPerAgent = 4
 )
 
@@ -25,7 +24,7 @@ const (
 // context ends), and a freed slot goes to the agent that waited longest
 // for its turn, round robin, so a flooding agent queues behind itself.
 type Fair struct {
-	Next     host.Prompter
+	Next     Prompter
 	PerAgent int // DefaultFairPerAgent when 0
 	Total    int // DefaultFairTotal when 0
 
@@ -36,13 +35,21 @@ type Fair struct {
 	order   []string // agents with waiters, in turn order
 }
 
+// Prompter asks a human about a request. It has host.Prompter's method
+// set (host declares the engine's side; this package cannot import host,
+// which sits above it), so every host.Prompter is one and Fair is a
+// host.Prompter.
+type Prompter interface {
+	Prompt(ctx context.Context, req Request) (policy.Approval, string, error)
+}
+
 // NewFair wraps next with the default bounds.
-func NewFair(next host.Prompter) *Fair { return &Fair{Next: next} }
+func NewFair(next Prompter) *Fair { return &Fair{Next: next} }
 
-var _ host.Prompter = (*Fair)(nil)
+var _ Prompter = (*Fair)(nil)
 
-// Prompt implements host.Prompter.
-func (f *Fair) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
+// Prompt implements Prompter.
+func (f *Fair) Prompt(ctx context.Context, req Request) (policy.Approval, string, error) {
 	agent := req.AgentID
 	if err := f.acquire(ctx, agent); err != nil {
 		return "", "", err

@@ -1,9 +1,10 @@
-package asksock
+package approverui
 
 import (
 	"strings"
 	"time"
 
+	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
 
@@ -16,7 +17,7 @@ type Field struct {
 // order, as plain text (control characters escaped so a crafted command
 // cannot repaint the terminal). The line mode and the TUI both use it, so
 // every UI shows the same facts.
-func Describe(p Pending, now time.Time) []Field {
+func Describe(p prompt.Pending, now time.Time) []Field {
 	r := p.Request
 	dash := func(s string) string {
 		if s == "" {
@@ -35,16 +36,16 @@ func Describe(p Pending, now time.Time) []Field {
 		fs[4].Value = textsafe.Line(strings.Join(r.Argv, " "))
 	}
 	if c := strings.TrimSuffix(r.Canonical, "\n"); c != "" && c != strings.TrimSpace(r.Command) {
-		fs = append(fs, Field{"canonical", Printable(c)})
+		fs = append(fs, Field{"canonical", textsafe.Line(c)})
 	}
 	if r.Confinement != "" {
-		fs = append(fs, Field{"confined", Printable(r.Confinement)})
+		fs = append(fs, Field{"confined", textsafe.Line(r.Confinement)})
 	}
 	if r.RunsAs != "" {
-		fs = append(fs, Field{"runs as", Printable(RunsAsText(r.RunsAs))})
+		fs = append(fs, Field{"runs as", textsafe.Line(RunsAsText(r.RunsAs))})
 	}
 	for _, x := range r.Executables {
-		fs = append(fs, Field{"starts", Printable(x)})
+		fs = append(fs, Field{"starts", textsafe.Line(x)})
 	}
 	if len(r.ResolvedPaths) == 0 {
 		fs = append(fs, Field{"resolved", "(none: the command could not be analysed)"})
@@ -105,9 +106,3 @@ func Countdown(t, now time.Time) string {
 	}
 	return d.Round(time.Second).String()
 }
-
-// Printable is textsafe.Line under its old name, so code written against
-// it keeps building.
-//
-// Deprecated: use textsafe.Line, the one sanitiser for text a human reads.
-func Printable(s string) string { return textsafe.Line(s) }

@@ -1,4 +1,4 @@
-package asksock
+package approverui
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // allow-always lines are shown with the program that runs anything
 // flagged.
 func TestLineModeShowsNoBidiOrControl(t *testing.T) {
-	b := NewBroker()
+	b := prompt.NewBroker()
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	out := &syncBuffer{}
@@ -31,7 +31,7 @@ func TestLineModeShowsNoBidiOrControl(t *testing.T) {
 	req.ResolvedPaths = []string{"/usr/bin/l\u200bs", "/usr/bin/find"}
 	req.Allowlisted = []bool{false, false}
 	req.AllowAlways = &prompt.AllowAlwaysPlan{Add: []string{"/usr/bin/find"}, Skipped: []string{"sh -c: a shell is never recorded"}}
-	go b.Submit(ctx, Pending{ID: "bidi1111", Request: req, ExpiresAt: time.Now().Add(time.Hour)})
+	go b.Submit(ctx, prompt.Pending{ID: "bidi1111", Request: req, ExpiresAt: time.Now().Add(time.Hour)})
 	waitFor(t, out, `always:   not added: sh -c`)
 
 	got := out.String()
