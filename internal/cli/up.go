@@ -199,7 +199,11 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 				}
 			},
 		}
-		err := g.runNode(ctx, nodeRunFlags{url: url, log: lf}, hooks)
+		// up's own node shares this state directory with its gateway: the
+		// gateway widening its file is the same person editing the file
+		// here, so the denial's `--node` fix works as printed. A node on
+		// another machine must opt in itself (--allow-remote-widening).
+		err := g.runNode(ctx, nodeRunFlags{url: url, log: lf, allowRemoteWidening: true}, hooks)
 		if err != nil {
 			errc <- fmt.Errorf("local node: %w (hint: if its pairing was removed, delete %s and run `exechost up` again: it pairs a new node)", err, filepath.Join(dir, state.NodeFile))
 		}
