@@ -30,7 +30,7 @@ var rank = map[string]int{
 	"internal/explain": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
 	"internal/session":          2,
 	"internal/sandbox/agentbox": 3, "internal/config": 3,
-	"internal/sandbox/bwrap": 4, "internal/sandbox/docker": 4,
+	"internal/sandbox/bwrap": 4, "internal/sandbox/docker": 4, "internal/sandbox/kubernetes": 4,
 	"internal/sandbox/pick": 5,
 	// the execution host: never the approval socket or a UI
 	"internal/host": 5,

@@ -103,7 +103,7 @@ func TestDiagnose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Selected != "bwrap" || d.Configured != "auto" || len(d.Backends) != 2 {
+	if d.Selected != "bwrap" || d.Configured != "auto" || len(d.Backends) != 3 {
 		t.Fatalf("diagnosis = %+v", d)
 	}
 	if dk := d.Backends[0]; dk.Available || dk.Name != "docker" || dk.Detail == "" {
@@ -111,6 +111,9 @@ func TestDiagnose(t *testing.T) {
 	}
 	if bw := d.Backends[1]; !bw.Available || len(bw.Isolation) == 0 {
 		t.Errorf("bwrap status = %+v, want available with its isolation", bw)
+	}
+	if k := d.Backends[2]; k.Available || k.Name != "kubernetes" || !strings.Contains(k.Detail, "not configured") {
+		t.Errorf("kubernetes status = %+v, want not configured", k)
 	}
 
 	cfg.Backend = sandbox.BackendDocker
