@@ -7,6 +7,7 @@
 #   scripts/provision-kubernetes.sh build   build the binaries into the cache (idempotent)
 #   scripts/provision-kubernetes.sh up      build if needed, then start the cluster (idempotent)
 #   scripts/provision-kubernetes.sh down    stop the cluster and undo what the kubelet changed
+#   scripts/provision-kubernetes.sh status  exit 0 when the cluster runs and its node is Ready
 #   scripts/provision-kubernetes.sh env     print `export KUBECONFIG=…` for a running cluster
 #   scripts/provision-kubernetes.sh image REF DIR   import DIR as image REF (no registry)
 #
@@ -493,6 +494,7 @@ cmd_env() {
 
 case "${1:-}" in
 build) cmd_build ;;
+status) running kubelet && node_ready ;;
 up) cmd_up ;;
 down) cmd_down ;;
 env) cmd_env ;;
@@ -502,5 +504,5 @@ image)
 	[ $# -ge 3 ] || die "usage: $0 image REF DIR [CMD-JSON]"
 	image_import "$2" "$3" "${4:-}"
 	;;
-*) die "usage: $0 build|up|down|env|image REF DIR" ;;
+*) die "usage: $0 build|status|up|down|env|image REF DIR" ;;
 esac
