@@ -138,18 +138,22 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		owner: OwnerID(stateDir),
 		idle:  time.Duration(cfg.IdleTimeout),
 	}
-	if err := b.checkAccess(ctx); err != nil {
+	// A server that accepts connections but never answers must not hang
+	// the gateway's start.
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := b.checkAccess(cctx); err != nil {
 		return nil, err
 	}
-	if _, err := b.RemoveOrphans(ctx); err != nil {
+	if _, err := b.RemoveOrphans(cctx); err != nil {
 		return nil, err
 	}
-	if err := b.ensurePolicy(ctx); err != nil {
+	if err := b.ensurePolicy(cctx); err != nil {
 		return nil, err
 	}
 	b.boxes = agentbox.New(agentbox.Funcs[string]{Start: b.startBox, Stop: b.deletePod, Fail: agentFailure}, ErrClosed)
-	bg, cancel := context.WithCancel(context.Background())
-	b.stop = cancel
+	bg, stop := context.WithCancel(context.Background())
+	b.stop = stop
 	b.pool = newPool(b, cfg.Kubernetes.PoolSize)
 	b.done.Add(2)
 	go func() { defer b.done.Done(); b.pool.fill(bg) }()
