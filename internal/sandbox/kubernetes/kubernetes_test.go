@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
 )
 
 func run(t *testing.T, b *Backend, req sandbox.Request) runner.Result {
@@ -254,7 +254,7 @@ func TestIdleReap(t *testing.T) {
 // what is missing.
 func TestForbidden(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Kubernetes.Kubeconfig = userKubeconfig(t, "exechost-nobody")
+	cfg.Kubernetes.Kubeconfig = kubetest.UserKubeconfig(t, "exechost-nobody", "")
 	_, err := Open(context.Background(), cfg, t.TempDir())
 	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "create pods") || !strings.Contains(err.Error(), "docs/sandbox.md") {
 		t.Errorf("Open without permissions: %v, want ErrForbidden naming the verbs and the Role", err)
@@ -263,9 +263,8 @@ func TestForbidden(t *testing.T) {
 
 func TestUnreachable(t *testing.T) {
 	cfg := testConfig(t)
-	kc := userKubeconfig(t, "admin")
-	// Point the same credentials at a port nobody listens on.
-	cfg.Kubernetes.Kubeconfig = rewriteServer(t, kc, "https://127.0.0.1:1")
+	// Valid credentials, pointed at a port nobody listens on.
+	cfg.Kubernetes.Kubeconfig = kubetest.UserKubeconfig(t, "admin", "https://127.0.0.1:1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := Open(ctx, cfg, t.TempDir())
@@ -284,15 +283,4 @@ func TestBadImage(t *testing.T) {
 	if n := len(ownedPods(t, b)); n != 0 {
 		t.Errorf("pods after a failed start = %d, want 0", n)
 	}
-}
-
-func rewriteServer(t *testing.T, kubeconfig, server string) string {
-	t.Helper()
-	c := loadKubeconfig(t, kubeconfig)
-	for _, cl := range c.Clusters {
-		cl.Server = server
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	writeKubeconfig(t, c, path)
-	return path
 }
