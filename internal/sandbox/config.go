@@ -302,16 +302,6 @@ func (c Config) Validate() error {
 		bad("workspace", "%q is not an absolute path", c.Workspace)
 	}
 	d := c.Docker
-	if d.Memory != "" {
-		if _, err := ParseSize(d.Memory); err != nil {
-			bad("docker.memory", "%v", err)
-		}
-	}
-	if d.TmpfsSize != "" {
-		if _, err := ParseSize(d.TmpfsSize); err != nil {
-			bad("docker.tmpfsSize", "%v", err)
-		}
-	}
 	if strings.ContainsAny(d.User, " \t\n") {
 		bad("docker.user", "%q contains whitespace", d.User)
 	}
@@ -320,16 +310,6 @@ func (c Config) Validate() error {
 	case "", LandlockAuto, LandlockRequire, LandlockOff:
 	default:
 		bad("bwrap.landlock", "unknown mode %q (want auto, require or off)", b.Landlock)
-	}
-	if b.Memory != "" {
-		if _, err := ParseSize(b.Memory); err != nil {
-			bad("bwrap.memory", "%v", err)
-		}
-	}
-	if b.TmpfsSize != "" {
-		if _, err := ParseSize(b.TmpfsSize); err != nil {
-			bad("bwrap.tmpfsSize", "%v", err)
-		}
 	}
 	for i, p := range b.ROBind {
 		if !filepath.IsAbs(p) {
@@ -345,14 +325,16 @@ func (c Config) Validate() error {
 	if k.RunAsUser < 0 {
 		bad("kubernetes.runAsUser", "must be a non-root uid, not %d", k.RunAsUser)
 	}
-	if k.Memory != "" {
-		if _, err := ParseSize(k.Memory); err != nil {
-			bad("kubernetes.memory", "%v", err)
+	for _, sz := range []struct{ key, v string }{
+		{"docker.memory", d.Memory}, {"docker.tmpfsSize", d.TmpfsSize},
+		{"bwrap.memory", b.Memory}, {"bwrap.tmpfsSize", b.TmpfsSize},
+		{"kubernetes.memory", k.Memory}, {"kubernetes.tmpfsSize", k.TmpfsSize},
+	} {
+		if sz.v == "" {
+			continue
 		}
-	}
-	if k.TmpfsSize != "" {
-		if _, err := ParseSize(k.TmpfsSize); err != nil {
-			bad("kubernetes.tmpfsSize", "%v", err)
+		if _, err := ParseSize(sz.v); err != nil {
+			bad(sz.key, "%v", err)
 		}
 	}
 	if k.CPUs < 0 {

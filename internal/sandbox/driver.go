@@ -78,6 +78,19 @@ type Driver struct {
 	Diagnose func(ctx context.Context, cfg Config, stateDir string) Status
 }
 
+// OpenAs adapts a backend package's Open, which returns its concrete type,
+// to Driver.Open: on error the result is a nil interface, never an
+// interface holding a typed nil pointer.
+func OpenAs[B Backend](open func(context.Context, Config, string) (B, error)) func(context.Context, Config, string) (Backend, error) {
+	return func(ctx context.Context, cfg Config, stateDir string) (Backend, error) {
+		b, err := open(ctx, cfg, stateDir)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+}
+
 // Registry holds drivers by name. The zero value is empty and ready; it is
 // safe for concurrent use.
 type Registry struct {

@@ -13,14 +13,8 @@ func init() {
 		Summary:      "fresh Linux namespaces via bubblewrap",
 		Capabilities: sandbox.Capabilities{ResidentAgent: true, Daemonless: true},
 		Auto:         20,
-		Open: func(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
-			b, err := Open(ctx, cfg, stateDir)
-			if err != nil {
-				return nil, err // a nil interface, not a typed nil
-			}
-			return b, nil
-		},
-		Diagnose: diagnose,
+		Open:         sandbox.OpenAs(Open),
+		Diagnose:     diagnose,
 	})
 }
 

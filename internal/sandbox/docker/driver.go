@@ -14,14 +14,8 @@ func init() {
 		Summary:      "a Docker container per scope",
 		Capabilities: sandbox.Capabilities{ResidentAgent: true},
 		Auto:         10,
-		Open: func(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
-			b, err := Open(ctx, cfg, stateDir)
-			if err != nil {
-				return nil, err // a nil interface, not a typed nil
-			}
-			return b, nil
-		},
-		Diagnose: diagnose,
+		Open:         sandbox.OpenAs(Open),
+		Diagnose:     diagnose,
 	})
 }
 

@@ -77,14 +77,8 @@ func init() {
 		Section:      "kubernetes",
 		Summary:      "a pod per scope on a Kubernetes cluster",
 		Capabilities: sandbox.Capabilities{ResidentAgent: true, Remote: true, WarmPool: true},
-		Open: func(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
-			b, err := Open(ctx, cfg, stateDir)
-			if err != nil {
-				return nil, err // a nil interface, not a typed nil
-			}
-			return b, nil
-		},
-		Diagnose: diagnose,
+		Open:         sandbox.OpenAs(Open),
+		Diagnose:     diagnose,
 	})
 }
 
