@@ -469,11 +469,14 @@ teardown() {
 	# iptables chains and rules the kubelet (KUBE-*) and CNI (CNI-*) added.
 	if command -v iptables-save >/dev/null; then
 		local t
+		local rules chains rule chain
 		for t in filter nat mangle; do
-			iptables -t "$t" -S 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' | sed 's/^-A/-D/' | while read -r rule; do
-				eval "iptables -t $t $rule" 2>/dev/null || true
-			done
-			iptables -t "$t" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ {print $2}' | while read -r chain; do
+			rules=$(iptables -t "$t" -S 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' | sed 's/^-A/-D/' || true)
+			while IFS= read -r rule; do
+				[ -n "$rule" ] && { eval "iptables -t $t $rule" 2>/dev/null || true; }
+			done <<<"$rules"
+			chains=$(iptables -t "$t" -S 2>/dev/null | awk '/^-N (KUBE-|CNI-)/ {print $2}' || true)
+			for chain in $chains; do
 				iptables -t "$t" -F "$chain" 2>/dev/null || true
 				iptables -t "$t" -X "$chain" 2>/dev/null || true
 			done
