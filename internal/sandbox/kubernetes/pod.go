@@ -338,7 +338,7 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: pod %s not running after %s: %s (hint: `kubectl describe pod -n %s %s`)", ErrPodStart, pod.Name, startTimeout, describe(last), b.k.Namespace, pod.Name)
+			return fmt.Errorf("%w: pod %s not running (%v, at most %s): %s (hint: `kubectl describe pod -n %s %s`)", ErrPodStart, pod.Name, ctx.Err(), startTimeout, describe(last), b.k.Namespace, pod.Name)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				// The server ended the watch: look again and rewatch.
