@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -67,7 +68,9 @@ func (b *Backend) attach(ctx context.Context, name string) (*agent.Conn, error) 
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	diag := &sandbox.HeadWriter{N: 4096}
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: diag})
 		if err == nil {
 			err = io.EOF
@@ -76,9 +79,21 @@ func (b *Backend) attach(ctx context.Context, name string) (*agent.Conn, error) 
 		inR.CloseWithError(err)
 	}()
 	closeFn := func() {
+		// End of input ends the agent, and then the stream from the
+		// server's side; cutting the connection first would only make
+		// client-go log its reader's errors. A stream that does not end
+		// soon is cut.
 		inW.Close()
-		cancel()
 		outR.Close()
+		go func() {
+			t := time.NewTimer(5 * time.Second)
+			defer t.Stop()
+			select {
+			case <-ended:
+			case <-t.C:
+			}
+			cancel()
+		}()
 	}
 	conn, err := agent.Start(ctx, outR, inW, closeFn)
 	if err != nil {
