@@ -18,7 +18,6 @@ import (
 	// The built-in drivers register themselves.
 	_ "github.com/exechost/exechost/internal/sandbox/bwrap"
 	_ "github.com/exechost/exechost/internal/sandbox/docker"
-	_ "github.com/exechost/exechost/internal/sandbox/kubernetes"
 )
 
 // Isolator is implemented by backends that can describe the isolation they
