@@ -435,7 +435,8 @@ func (b *Backend) deletePod(ctx context.Context, name string) error {
 func (b *Backend) startBox(ctx context.Context, bx *box) (string, *agent.Conn, error) {
 	scope := scopeHash(bx.Key)
 	if name, conn := b.pool.take(); conn != nil {
-		b.claim(ctx, name, scope, bx.Agent)
+		// Off the command's path: the labels are not needed to run it.
+		go b.claim(name, scope, bx.Agent)
 		return name, conn, nil
 	}
 	return b.startPod(ctx, scope, bx.Agent)
@@ -443,13 +444,15 @@ func (b *Backend) startBox(ctx context.Context, bx *box) (string, *agent.Conn, e
 
 // claim relabels a warm pod for the scope that took it. The labels are
 // for people and tools; a failure only leaves it labelled "pool".
-func (b *Backend) claim(ctx context.Context, name, scope, agentID string) {
+func (b *Backend) claim(name, scope, agentID string) {
 	lbl := map[string]any{LabelScope: scope}
 	if v := labelValue(agentID); v != "" {
 		lbl[LabelAgent] = v
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":%s}}`, mustJSON(lbl))
-	_, _ = b.cs.CoreV1().Pods(b.k.Namespace).Patch(context.WithoutCancel(ctx), name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = b.cs.CoreV1().Pods(b.k.Namespace).Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
 }
 
 // diagnose checks the cluster and permissions without touching pods.
