@@ -53,7 +53,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "short run: fewer iterations and 1,000 simulated nodes")
 		out     = flag.String("out", "BENCHMARKS.md", "report to rewrite (empty: print only)")
 		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
-		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,confine,audit,startup,scale,sandbox")
+		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,confine,audit,startup,scale,sandbox,kubernetes")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
 		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
 		ocBench = flag.Bool("openclaw", false, "only the OpenClaw comparison (bench/openclaw.go): exechost vs OpenClaw's node host behind a real OpenClaw gateway")
@@ -142,6 +142,10 @@ func (b *bench) run(only string) error {
 	if want("sandbox") {
 		fmt.Fprintln(os.Stderr, "== sandbox: resident agent vs a runtime per command")
 		b.sandboxRows()
+	}
+	if want("kubernetes") {
+		fmt.Fprintln(os.Stderr, "== kubernetes: resident agent in a pod vs kubectl exec, cold pod vs warm pool")
+		b.kubernetesRows()
 	}
 	if want("scale") {
 		fmt.Fprintf(os.Stderr, "== scale: %d simulated nodes\n", b.nodes)

@@ -40,6 +40,17 @@ provision() {
 		scripts/provision-docker.sh || echo "WARNING: could not start dockerd; Docker tests will skip (and fail under CI=true)"
 	fi
 	scripts/provision-openclaw.sh || echo "WARNING: could not install OpenClaw; its tests will skip (and fail under CI=true)"
+	# A real single-node Kubernetes cluster for internal/sandbox/kubernetes
+	# (binaries built once into a cache outside the tree; later runs start
+	# in seconds). One this script started is stopped when it exits.
+	if [ "$(id -u)" = 0 ]; then
+		if ! scripts/provision-kubernetes.sh status >/dev/null 2>&1; then
+			trap 'scripts/provision-kubernetes.sh down >/dev/null 2>&1 || true' EXIT
+		fi
+		scripts/provision-kubernetes.sh up || echo "WARNING: could not start the Kubernetes test cluster; its tests will skip (and fail under CI=true)"
+	else
+		echo "WARNING: not root: no Kubernetes test cluster; its tests will skip loudly"
+	fi
 }
 
 [ "${SKIP_PROVISION:-}" = 1 ] || provision

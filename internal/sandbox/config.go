@@ -19,6 +19,9 @@ const (
 	BackendDocker = "docker"
 	// BackendBwrap runs each command in fresh namespaces via bubblewrap.
 	BackendBwrap = "bwrap"
+	// BackendKubernetes runs commands in a pod per scope on a Kubernetes
+	// cluster; never chosen by auto.
+	BackendKubernetes = "kubernetes"
 	// BackendNone disables host=sandbox: every sandbox request fails with
 	// ErrNotConfigured (never a host fallback).
 	BackendNone = "none"
@@ -101,6 +104,45 @@ type Config struct {
 	Docker DockerConfig `json:"docker"`
 	// Bwrap configures the daemonless backend.
 	Bwrap BwrapConfig `json:"bwrap"`
+	// Kubernetes configures the Kubernetes backend.
+	Kubernetes KubernetesConfig `json:"kubernetes"`
+}
+
+// KubernetesConfig is sandbox.kubernetes. Like the other sections, every
+// field has a safe default except the agent image, which only the user
+// can name.
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file; empty means in-cluster
+	// credentials when the gateway runs in a pod, else $KUBECONFIG or
+	// ~/.kube/config.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Context is the kubeconfig context; empty means its current one.
+	Context string `json:"context,omitempty"`
+	// Namespace holds the sandbox pods (default "exechost"); it must
+	// exist, and the gateway needs the Role in docs/sandbox.md there.
+	Namespace string `json:"namespace,omitempty"`
+	// Image is the pods' image; it must contain /bin/sh.
+	Image string `json:"image,omitempty"`
+	// AgentImage is an image holding the static exechost binary at
+	// /exechost; an init container copies it into the pod. Required.
+	AgentImage string `json:"agentImage,omitempty"`
+	// PullPolicy is the pods' imagePullPolicy (default IfNotPresent).
+	PullPolicy string `json:"pullPolicy,omitempty"`
+	// RunAsUser is the uid (and gid) the pod runs as (default 65534);
+	// root (0) is refused.
+	RunAsUser int64 `json:"runAsUser,omitempty"`
+	// Memory limit ("512m").
+	Memory string `json:"memory,omitempty"`
+	// CPUs limit (fractional CPUs).
+	CPUs float64 `json:"cpus,omitempty"`
+	// TmpfsSize is the size of the memory-backed /tmp and /workspace.
+	TmpfsSize string `json:"tmpfsSize,omitempty"`
+	// PoolSize is how many ready pods are kept for scopes not seen yet
+	// (default 0: a pod is created on a scope's first command).
+	PoolSize int `json:"poolSize,omitempty"`
+	// AllowEgress lets pods open network connections; by default a
+	// NetworkPolicy denies all egress (and ingress).
+	AllowEgress bool `json:"allowEgress,omitempty"`
 }
 
 // DockerConfig is sandbox.docker. Every field has a safe default, so users
@@ -203,6 +245,28 @@ func (c Config) WithDefaults() Config {
 	if b.TmpfsSize == "" {
 		b.TmpfsSize = DefaultTmpfsSize
 	}
+	k := &c.Kubernetes
+	if k.Namespace == "" {
+		k.Namespace = "exechost"
+	}
+	if k.Image == "" {
+		k.Image = DefaultImage
+	}
+	if k.PullPolicy == "" {
+		k.PullPolicy = "IfNotPresent"
+	}
+	if k.RunAsUser == 0 {
+		k.RunAsUser = 65534
+	}
+	if k.Memory == "" {
+		k.Memory = DefaultMemory
+	}
+	if k.CPUs == 0 {
+		k.CPUs = DefaultCPUs
+	}
+	if k.TmpfsSize == "" {
+		k.TmpfsSize = DefaultTmpfsSize
+	}
 	return c
 }
 
@@ -214,9 +278,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("sandbox.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	switch c.Backend {
-	case "", BackendAuto, BackendDocker, BackendBwrap, BackendNone:
+	case "", BackendAuto, BackendDocker, BackendBwrap, BackendKubernetes, BackendNone:
 	default:
-		bad("backend", "unknown backend %q (want auto, docker, bwrap or none)", c.Backend)
+		bad("backend", "unknown backend %q (want auto, docker, bwrap, kubernetes or none)", c.Backend)
 	}
 	switch c.Scope {
 	case "", ScopeSession, ScopeAgent, ScopeShared:
@@ -238,16 +302,6 @@ func (c Config) Validate() error {
 		bad("workspace", "%q is not an absolute path", c.Workspace)
 	}
 	d := c.Docker
-	if d.Memory != "" {
-		if _, err := ParseSize(d.Memory); err != nil {
-			bad("docker.memory", "%v", err)
-		}
-	}
-	if d.TmpfsSize != "" {
-		if _, err := ParseSize(d.TmpfsSize); err != nil {
-			bad("docker.tmpfsSize", "%v", err)
-		}
-	}
 	if strings.ContainsAny(d.User, " \t\n") {
 		bad("docker.user", "%q contains whitespace", d.User)
 	}
@@ -257,20 +311,43 @@ func (c Config) Validate() error {
 	default:
 		bad("bwrap.landlock", "unknown mode %q (want auto, require or off)", b.Landlock)
 	}
-	if b.Memory != "" {
-		if _, err := ParseSize(b.Memory); err != nil {
-			bad("bwrap.memory", "%v", err)
-		}
-	}
-	if b.TmpfsSize != "" {
-		if _, err := ParseSize(b.TmpfsSize); err != nil {
-			bad("bwrap.tmpfsSize", "%v", err)
-		}
-	}
 	for i, p := range b.ROBind {
 		if !filepath.IsAbs(p) {
 			bad(fmt.Sprintf("bwrap.roBind[%d]", i), "%q is not an absolute path", p)
 		}
+	}
+	k := c.Kubernetes
+	switch k.PullPolicy {
+	case "", "Always", "IfNotPresent", "Never":
+	default:
+		bad("kubernetes.pullPolicy", "unknown policy %q (want Always, IfNotPresent or Never)", k.PullPolicy)
+	}
+	if k.RunAsUser < 0 {
+		bad("kubernetes.runAsUser", "must be a non-root uid, not %d", k.RunAsUser)
+	}
+	for _, sz := range []struct{ key, v string }{
+		{"docker.memory", d.Memory}, {"docker.tmpfsSize", d.TmpfsSize},
+		{"bwrap.memory", b.Memory}, {"bwrap.tmpfsSize", b.TmpfsSize},
+		{"kubernetes.memory", k.Memory}, {"kubernetes.tmpfsSize", k.TmpfsSize},
+	} {
+		if sz.v == "" {
+			continue
+		}
+		if _, err := ParseSize(sz.v); err != nil {
+			bad(sz.key, "%v", err)
+		}
+	}
+	if k.CPUs < 0 {
+		bad("kubernetes.cpus", "must not be negative")
+	}
+	if k.PoolSize < 0 || k.PoolSize > 100 {
+		bad("kubernetes.poolSize", "%d is out of range (0 to 100)", k.PoolSize)
+	}
+	if c.Backend == BackendKubernetes && k.AgentImage == "" {
+		bad("kubernetes.agentImage", "required with sandbox.backend \"kubernetes\" (hint: an image with the static exechost binary at /exechost; see docs/sandbox.md)")
+	}
+	if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
+		bad("kubernetes.kubeconfig", "%q is not an absolute path", k.Kubeconfig)
 	}
 	return errors.Join(errs...)
 }

@@ -41,7 +41,8 @@ func TestDefaultConfig(t *testing.T) {
 func TestConfigJSON(t *testing.T) {
 	in := `{"backend":"docker","scope":"agent","idleTimeout":"90s","workspace":"/srv/ws","agent":"off","agentBinary":"/opt/exechost",
 		"docker":{"image":"img:1","readOnlyRoot":false,"memory":"1g","cpus":0.5,"pidsLimit":64},
-		"bwrap":{"landlock":"require","roBind":["/opt/tools"]}}`
+		"bwrap":{"landlock":"require","roBind":["/opt/tools"]},
+		"kubernetes":{"namespace":"sbx","agentImage":"exechost/agent:1","poolSize":2,"allowEgress":true}}`
 	var c Config
 	if err := json.Unmarshal([]byte(in), &c); err != nil {
 		t.Fatal(err)
@@ -57,6 +58,8 @@ func TestConfigJSON(t *testing.T) {
 		Docker: DockerConfig{Image: "img:1", Network: "none", User: DefaultUser, ReadOnlyRoot: &f,
 			Memory: "1g", CPUs: 0.5, PidsLimit: 64, TmpfsSize: DefaultTmpfsSize},
 		Bwrap: BwrapConfig{Landlock: LandlockRequire, PidsLimit: DefaultPidsLimit, TmpfsSize: DefaultTmpfsSize, ROBind: []string{"/opt/tools"}},
+		Kubernetes: KubernetesConfig{Namespace: "sbx", Image: DefaultImage, AgentImage: "exechost/agent:1", PullPolicy: "IfNotPresent",
+			RunAsUser: 65534, Memory: DefaultMemory, CPUs: DefaultCPUs, TmpfsSize: DefaultTmpfsSize, PoolSize: 2, AllowEgress: true},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -92,6 +95,11 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"landlock", func(c *Config) { c.Bwrap.Landlock = "maybe" }, "sandbox.bwrap.landlock:"},
 		{"bwrap memory", func(c *Config) { c.Bwrap.Memory = "lots" }, "sandbox.bwrap.memory:"},
 		{"roBind", func(c *Config) { c.Bwrap.ROBind = []string{"/ok", "rel"} }, "sandbox.bwrap.roBind[1]:"},
+		{"k8s agentImage", func(c *Config) { c.Backend = BackendKubernetes }, "sandbox.kubernetes.agentImage:"},
+		{"k8s pullPolicy", func(c *Config) { c.Kubernetes.PullPolicy = "Sometimes" }, "sandbox.kubernetes.pullPolicy:"},
+		{"k8s memory", func(c *Config) { c.Kubernetes.Memory = "lots" }, "sandbox.kubernetes.memory:"},
+		{"k8s pool", func(c *Config) { c.Kubernetes.PoolSize = -1 }, "sandbox.kubernetes.poolSize:"},
+		{"k8s kubeconfig", func(c *Config) { c.Kubernetes.Kubeconfig = "kube/config" }, "sandbox.kubernetes.kubeconfig:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

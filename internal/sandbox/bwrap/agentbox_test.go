@@ -237,10 +237,5 @@ func waitAgents(t *testing.T, n int) {
 
 // mainConn returns the agent connection of agent "main", session "".
 func mainConn(b *Backend) *agent.Conn {
-	b.mu.Lock()
-	bx := b.boxes[sandbox.ScopeKey(b.cfg.Scope, sandbox.Request{AgentID: "main"})]
-	b.mu.Unlock()
-	bx.mu.Lock()
-	defer bx.mu.Unlock()
-	return bx.conn
+	return b.boxes.Lookup(sandbox.ScopeKey(b.cfg.Scope, sandbox.Request{AgentID: "main"})).Conn()
 }

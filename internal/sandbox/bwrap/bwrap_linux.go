@@ -18,6 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
+	"github.com/exechost/exechost/internal/sandbox/agentbox"
 )
 
 // systemDirs are the host directories every sandbox sees read-only.
@@ -59,7 +60,9 @@ type Backend struct {
 
 	mu     sync.Mutex
 	closed bool
-	boxes  map[string]*abox
+	// boxes holds one resident sandbox per scope; the handle is its
+	// agent's connection, which ends the sandbox when closed.
+	boxes *agentbox.Set[*agent.Conn]
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
@@ -88,7 +91,8 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: locate the exechost binary for the sandbox helper: %v", ErrUnavailable, err)
 	}
-	b := &Backend{cfg: cfg, stateDir: stateDir, bwrap: bwPath, helper: self, agentBin: self, boxes: map[string]*abox{}}
+	b := &Backend{cfg: cfg, stateDir: stateDir, bwrap: bwPath, helper: self, agentBin: self}
+	b.boxes = agentbox.New(agentbox.Funcs[*agent.Conn]{Start: b.startBox, Fail: agentFailure}, ErrClosed)
 	if cfg.AgentBinary != "" {
 		b.agentBin = cfg.AgentBinary
 	}
@@ -213,7 +217,7 @@ func (b *Backend) Isolation() []string {
 // Close ends every resident sandbox (and the commands in them) and makes
 // later Execs fail with ErrClosed. Fresh per-command sandboxes still
 // running die with their commands' timeouts or contexts.
-func (b *Backend) Close(context.Context) error {
+func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -223,7 +227,7 @@ func (b *Backend) Close(context.Context) error {
 	b.mu.Unlock()
 	b.stopReaper()
 	<-b.reaperDone
-	b.closeBoxes()
+	_ = b.boxes.Close(ctx)
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
+	"github.com/exechost/exechost/internal/sandbox/agentbox"
 )
 
 // With sandbox.agent=auto, a scope's container does not run a sleeping
@@ -170,42 +171,31 @@ func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.Unix
 	return conn, nil
 }
 
-// execAgent runs req through the scope's agent. A dead agent found before
-// the command started is replaced (with its container) once; one that
-// dies while the command runs is ErrContainerDied, and the command is not
-// run again.
-func (b *Backend) execAgent(ctx context.Context, bx *box, ws string, req sandbox.Request, env []string) (runner.Result, error) {
+// agentFailure words an agent failure (agentbox.Funcs.Fail): a container
+// whose agent died is ErrContainerDied, with where to look.
+func agentFailure(kind agentbox.Failure, err error) error {
+	switch kind {
+	case agentbox.FailGone:
+		return fmt.Errorf("%w: %w (hint: check the memory and pids limits in sandbox.docker; sandbox.agent=off uses docker exec instead)", ErrContainerDied, err)
+	case agentbox.FailDied:
+		return fmt.Errorf("%w while the command ran: %w (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied, err)
+	default:
+		return fmt.Errorf("docker sandbox exec: %w", err)
+	}
+}
+
+// execAgent runs req through the scope's agent (see agentbox.Set.Exec); a
+// box that has no agent, because agent mode was turned off while this
+// scope had none, uses docker exec.
+func (b *Backend) execAgent(ctx context.Context, bx *box, req sandbox.Request, env []string) (runner.Result, error) {
 	argv := req.Argv
 	if len(argv) == 0 {
 		argv = []string{"/bin/sh", "-c", req.Command}
 	}
 	areq := agent.Request{Argv: argv, Env: env, Cwd: sandbox.ContainerCwd(req.Cwd), Timeout: req.Timeout}
-	for attempt := 0; ; attempt++ {
-		id, conn, err := b.ensure(ctx, bx, ws)
-		if err != nil {
-			return runner.Result{}, err
-		}
-		if conn == nil {
-			// Agent mode was turned off while this scope had none.
-			return b.execRetry(ctx, bx, ws, req, env)
-		}
-		res, err := conn.Exec(ctx, areq)
-		switch {
-		case err == nil:
-			return res, nil
-		case errors.Is(err, agent.ErrStart):
-			return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
-		case errors.Is(err, agent.ErrNotStarted) && attempt == 0:
-			b.forget(ctx, bx, id)
-			continue
-		case errors.Is(err, agent.ErrNotStarted):
-			b.forget(ctx, bx, id)
-			return runner.Result{}, fmt.Errorf("%w: %w (hint: check the memory and pids limits in sandbox.docker; sandbox.agent=off uses docker exec instead)", ErrContainerDied, err)
-		case errors.Is(err, agent.ErrDied), errors.Is(err, agent.ErrUnresponsive):
-			b.forget(ctx, bx, id)
-			return runner.Result{}, fmt.Errorf("%w while the command ran: %w (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied, err)
-		default:
-			return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
-		}
+	res, err := b.boxes.Exec(ctx, bx, areq)
+	if errors.Is(err, agentbox.ErrNoAgent) {
+		return b.execRetry(ctx, bx, req, env)
 	}
+	return res, err
 }

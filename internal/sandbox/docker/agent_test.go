@@ -177,12 +177,7 @@ func TestAgentKilledFromOutsideIsRecreated(t *testing.T) {
 
 // boxConn returns the agent connection of agent "main", session.
 func boxConn(b *Backend, session string) *agent.Conn {
-	b.mu.Lock()
-	bx := b.boxes[sandbox.ScopeKey(b.cfg.Scope, sandbox.Request{AgentID: "main", SessionKey: session})]
-	b.mu.Unlock()
-	bx.mu.Lock()
-	defer bx.mu.Unlock()
-	return bx.conn
+	return b.boxes.Lookup(sandbox.ScopeKey(b.cfg.Scope, sandbox.Request{AgentID: "main", SessionKey: session})).Conn()
 }
 
 // TestAgentReapsOrphans: the agent is the container's pid 1, so processes

@@ -26,75 +26,6 @@ import (
 // image with a POSIX userland works.
 var keepalive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}
 
-// acquire returns key's box, counting one more command in flight so the
-// idle reaper leaves it alone.
-func (b *Backend) acquire(key, agent string) (*box, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, ErrClosed
-	}
-	bx := b.boxes[key]
-	if bx == nil {
-		bx = &box{key: key, agent: agent}
-		b.boxes[key] = bx
-	}
-	bx.inflight++
-	return bx, nil
-}
-
-func (b *Backend) release(bx *box) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	bx.inflight--
-	bx.lastUsed = time.Now()
-}
-
-// ensure returns bx's running container and, in agent mode, its agent,
-// creating and starting the container first when there is none or its
-// agent died.
-func (b *Backend) ensure(ctx context.Context, bx *box, workspace string) (string, *agent.Conn, error) {
-	bx.mu.Lock()
-	defer bx.mu.Unlock()
-	if bx.id != "" && (bx.conn == nil || bx.conn.Err() == nil) {
-		return bx.id, bx.conn, nil
-	}
-	if bx.id != "" {
-		// The agent died: its container goes with it.
-		_ = b.remove(ctx, bx.id)
-		bx.id, bx.conn = "", nil
-	}
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		// Close already removed every container; one created now would
-		// be nobody's to remove.
-		return "", nil, ErrClosed
-	}
-	id, conn, err := b.create(ctx, bx, workspace)
-	if err != nil {
-		return "", nil, err
-	}
-	bx.id, bx.conn = id, conn
-	return id, conn, nil
-}
-
-// forget drops bx's container (if it is still id) and removes it, so the
-// next ensure creates a fresh one.
-func (b *Backend) forget(ctx context.Context, bx *box, id string) {
-	bx.mu.Lock()
-	var conn *agent.Conn
-	if bx.id == id {
-		bx.id, conn, bx.conn = "", bx.conn, nil
-	}
-	bx.mu.Unlock()
-	if conn != nil {
-		conn.Close()
-	}
-	_ = b.remove(ctx, id)
-}
-
 // containerName is stable per (owner, scope), so a second gateway on the
 // same state directory collides loudly instead of creating a twin.
 func (b *Backend) containerName(key string) string {
@@ -106,10 +37,12 @@ func scopeHash(key string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// create creates and starts bx's container: in agent mode with the agent
-// as its main process (falling back for good to the keepalive shell and
-// runc exec when that cannot work here), else with keepalive.
-func (b *Backend) create(ctx context.Context, bx *box, workspace string) (string, *agent.Conn, error) {
+// create creates and starts bx's container (agentbox.Funcs.Start): in
+// agent mode with the agent as its main process (falling back for good to
+// the keepalive shell and runc exec when that cannot work here), else with
+// keepalive.
+func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, error) {
+	workspace := bx.Workspace
 	bin, agentErr := b.agent.get()
 	if agentErr == nil {
 		id, conn, err := b.createContainer(ctx, bx, workspace, bin)
@@ -156,14 +89,14 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		Labels: map[string]string{
 			LabelSandbox: "1",
 			LabelOwner:   b.owner,
-			LabelScope:   scopeHash(bx.key),
-			LabelAgent:   bx.agent,
+			LabelScope:   scopeHash(bx.Key),
+			LabelAgent:   bx.Agent,
 		},
 		NetworkDisabled: d.Network == "none",
 	}
 	var ln *net.UnixListener
 	if agentBin != "" {
-		runDir, l, err := b.listenRun(bx.key)
+		runDir, l, err := b.listenRun(bx.Key)
 		if err == nil {
 			ln = l
 			defer func() {
@@ -173,7 +106,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		}
 		agentConfig(cfg, hc, agentBin, runDir)
 	}
-	name := b.containerName(bx.key)
+	name := b.containerName(bx.Key)
 	// A container of that name can only be a leftover of this owner (a
 	// forgotten box, a crash between create and start): replace it.
 	_ = b.remove(ctx, name)
@@ -221,13 +154,9 @@ func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list sandbox containers: %w", daemonError(err))
 	}
 	inUse := map[string]bool{}
-	b.mu.Lock()
-	for _, bx := range b.boxes {
-		bx.mu.Lock()
-		inUse[bx.id] = true
-		bx.mu.Unlock()
+	for _, id := range b.boxes.Handles() {
+		inUse[id] = true
 	}
-	b.mu.Unlock()
 	var errs []error
 	n := 0
 	for _, c := range list.Items {
@@ -252,29 +181,7 @@ func (b *Backend) reapLoop(ctx context.Context) {
 // reapIdle removes the containers of boxes with nothing in flight that were
 // last used more than the idle timeout before now, and returns how many.
 func (b *Backend) reapIdle(ctx context.Context, now time.Time) int {
-	var victims []*box
-	b.mu.Lock()
-	for key, bx := range b.boxes {
-		if bx.inflight == 0 && now.Sub(bx.lastUsed) > b.idle {
-			delete(b.boxes, key)
-			victims = append(victims, bx)
-		}
-	}
-	b.mu.Unlock()
-	n := 0
-	for _, bx := range victims {
-		bx.mu.Lock()
-		id, conn := bx.id, bx.conn
-		bx.id, bx.conn = "", nil
-		bx.mu.Unlock()
-		if conn != nil {
-			conn.Close()
-		}
-		if id != "" && b.remove(ctx, id) == nil {
-			n++
-		}
-	}
-	return n
+	return b.boxes.ReapIdle(ctx, now, b.idle)
 }
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

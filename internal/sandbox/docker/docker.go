@@ -26,6 +26,7 @@ import (
 
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
+	"github.com/exechost/exechost/internal/sandbox/agentbox"
 )
 
 // Errors a caller can test for with errors.Is. Each is wrapped with what
@@ -59,27 +60,20 @@ type Backend struct {
 	owner    string
 	idle     time.Duration
 
-	mu     sync.Mutex
-	boxes  map[string]*box
-	closed bool
+	// boxes holds one container per scope; the handle is its id.
+	boxes *agentbox.Set[string]
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 
 	agent agentState
+
+	closeOnce sync.Once
 }
 
-// box is one scope's container. id and conn are guarded by mu (held while
-// creating); inflight and lastUsed by Backend.mu.
-type box struct {
-	key      string
-	agent    string
-	mu       sync.Mutex
-	id       string
-	conn     *agent.Conn // the container's agent; nil in exec mode
-	inflight int
-	lastUsed time.Time
-}
+// box is one scope's container: its handle is the container id, and its
+// connection the container's agent (nil in exec mode).
+type box = agentbox.Box[string]
 
 var _ sandbox.Backend = (*Backend)(nil)
 
@@ -110,8 +104,8 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		stateDir: stateDir,
 		owner:    OwnerID(stateDir),
 		idle:     time.Duration(cfg.IdleTimeout),
-		boxes:    make(map[string]*box),
 	}
+	b.boxes = agentbox.New(agentbox.Funcs[string]{Start: b.create, Stop: b.remove, Fail: agentFailure}, ErrClosed)
 	switch {
 	case cfg.Agent == sandbox.AgentOff:
 		b.agent.err = errors.New("off (sandbox.agent=off): docker exec per command")
@@ -247,32 +241,17 @@ func Describe(cfg sandbox.Config) []string {
 // Close removes every container this backend created and stops the idle
 // reaper. Exec fails with ErrClosed afterwards.
 func (b *Backend) Close(ctx context.Context) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
-	boxes := b.boxes
-	b.boxes = map[string]*box{}
-	b.mu.Unlock()
-	b.stopReaper()
-	<-b.reaperDone
-	var errs []error
-	for _, bx := range boxes {
-		bx.mu.Lock()
-		id, conn := bx.id, bx.conn
-		bx.id, bx.conn = "", nil
-		bx.mu.Unlock()
-		if conn != nil {
-			conn.Close()
-		}
-		if id != "" {
-			errs = append(errs, b.remove(ctx, id))
-		}
-	}
-	errs = append(errs, b.cli.Close())
-	return errors.Join(errs...)
+	var err error
+	b.closeOnce.Do(func() {
+		// Close the set first, so no Exec starts a container the reaper
+		// or this Close would miss.
+		errs := []error{b.boxes.Close(ctx)}
+		b.stopReaper()
+		<-b.reaperDone
+		errs = append(errs, b.cli.Close())
+		err = errors.Join(errs...)
+	})
+	return err
 }
 
 // Client returns the Engine API client, for tests and diagnostics.

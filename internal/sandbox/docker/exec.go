@@ -70,22 +70,22 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
 	}
-	bx, err := b.acquire(sandbox.ScopeKey(b.cfg.Scope, req), req.AgentID)
+	bx, err := b.boxes.Acquire(sandbox.ScopeKey(b.cfg.Scope, req), req.AgentID, ws)
 	if err != nil {
 		return runner.Result{}, err
 	}
-	defer b.release(bx)
+	defer b.boxes.Release(bx)
 	if b.AgentErr() == nil {
-		return b.execAgent(ctx, bx, ws, req, env)
+		return b.execAgent(ctx, bx, req, env)
 	}
-	return b.execRetry(ctx, bx, ws, req, env)
+	return b.execRetry(ctx, bx, req, env)
 }
 
 // execRetry runs req with runc exec in bx's container, recreating the
 // container once when it is gone before the command started.
-func (b *Backend) execRetry(ctx context.Context, bx *box, ws string, req sandbox.Request, env []string) (runner.Result, error) {
+func (b *Backend) execRetry(ctx context.Context, bx *box, req sandbox.Request, env []string) (runner.Result, error) {
 	for attempt := 0; ; attempt++ {
-		id, _, err := b.ensure(ctx, bx, ws)
+		id, _, err := b.boxes.Ensure(ctx, bx)
 		if err != nil {
 			return runner.Result{}, err
 		}
@@ -93,14 +93,14 @@ func (b *Backend) execRetry(ctx context.Context, bx *box, ws string, req sandbox
 		if errors.Is(err, ErrContainerDied) {
 			// Died mid-command: the command may have had effects, so it
 			// is not run again; the next request gets a new container.
-			b.forget(ctx, bx, id)
+			b.boxes.Forget(ctx, bx, id)
 			return res, err
 		}
 		if !errors.Is(err, errGone) {
 			return res, err
 		}
 		// Gone before the command started: recreate once and retry.
-		b.forget(ctx, bx, id)
+		b.boxes.Forget(ctx, bx, id)
 		if attempt == 1 {
 			return runner.Result{}, fmt.Errorf("%w: %w (hint: check `docker logs` of the image's /bin/sh, memory limits, and that sandbox.docker.image runs `sleep`)", ErrContainerDied, err)
 		}

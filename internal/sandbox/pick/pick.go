@@ -1,30 +1,40 @@
 // Package pick opens the sandbox backend exechost.json asks for, and
 // explains which backends work on this machine (`exechost sandbox doctor`).
-// With sandbox.backend "auto" it prefers Docker when a daemon answers and
-// has the image, else the daemonless bwrap backend when it works on this
-// kernel; otherwise there is no sandbox, and host=sandbox fails with
-// sandbox.ErrNotConfigured — never a fallback to the host.
+// Both iterate the driver registry (sandbox.Register); this package imports
+// the built-in drivers so that every binary that chooses a sandbox has
+// them. With sandbox.backend "auto" it tries the drivers that take part in
+// auto, in their order — Docker when a daemon answers and has the image,
+// else the daemonless bwrap backend when it works on this kernel; otherwise
+// there is no sandbox, and host=sandbox fails with sandbox.ErrNotConfigured
+// — never a fallback to the host.
 package pick
 
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/exechost/exechost/internal/sandbox"
-	"github.com/exechost/exechost/internal/sandbox/bwrap"
-	"github.com/exechost/exechost/internal/sandbox/docker"
+	// The built-in drivers register themselves.
+	_ "github.com/exechost/exechost/internal/sandbox/bwrap"
+	_ "github.com/exechost/exechost/internal/sandbox/docker"
 )
 
 // Isolator is implemented by backends that can describe the isolation they
-// achieve here (both built-in backends do).
+// achieve here (every built-in backend does).
 type Isolator interface {
 	Isolation() []string
 }
 
 // Open returns the backend cfg.Backend names, or for "auto" the first that
-// works of docker and bwrap. "none", and "auto" when nothing works, return
-// an error wrapping sandbox.ErrNotConfigured that says why.
+// works of the drivers auto tries. "none", and "auto" when nothing works,
+// return an error wrapping sandbox.ErrNotConfigured that says why.
 func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
+	return OpenFrom(ctx, sandbox.Drivers(), cfg, stateDir)
+}
+
+// OpenFrom is Open over the drivers of reg.
+func OpenFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -32,51 +42,33 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Bac
 	switch cfg.Backend {
 	case sandbox.BackendNone:
 		return nil, fmt.Errorf("%w (sandbox.backend is \"none\")", sandbox.ErrNotConfigured)
-	case sandbox.BackendDocker:
-		return openDocker(ctx, cfg, stateDir)
-	case sandbox.BackendBwrap:
-		return openBwrap(ctx, cfg, stateDir)
+	case sandbox.BackendAuto:
+	default:
+		d, ok := reg.Lookup(cfg.Backend)
+		if !ok {
+			return nil, fmt.Errorf("%w: %w %q: not built into this binary (built in: %s)", sandbox.ErrNotConfigured, sandbox.ErrUnknownBackend, cfg.Backend, strings.Join(reg.Names(), ", "))
+		}
+		return d.Open(ctx, cfg, stateDir)
 	}
-	d, derr := openDocker(ctx, cfg, stateDir)
-	if derr == nil {
-		return d, nil
+	var why []string
+	for _, d := range reg.Drivers() {
+		if d.Auto <= 0 {
+			continue
+		}
+		b, err := d.Open(ctx, cfg, stateDir)
+		if err == nil {
+			return b, nil
+		}
+		why = append(why, d.Name+": "+err.Error())
 	}
-	b, berr := openBwrap(ctx, cfg, stateDir)
-	if berr == nil {
-		return b, nil
+	if len(why) == 0 {
+		return nil, fmt.Errorf("%w: no backend takes part in sandbox.backend \"auto\"", sandbox.ErrNotConfigured)
 	}
-	return nil, fmt.Errorf("%w: docker: %v; bwrap: %v", sandbox.ErrNotConfigured, derr, berr)
-}
-
-// The openers return a nil interface (not a typed nil) on error.
-func openDocker(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
-	b, err := docker.Open(ctx, cfg, stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-func openBwrap(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
-	b, err := bwrap.Open(ctx, cfg, stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return nil, fmt.Errorf("%w: %s", sandbox.ErrNotConfigured, strings.Join(why, "; "))
 }
 
 // Status is what doctor reports about one backend.
-type Status struct {
-	// Name is "docker" or "bwrap".
-	Name string `json:"name"`
-	// Available is whether the backend can run commands here.
-	Available bool `json:"available"`
-	// Detail says where it runs (daemon, image, bwrap path) when
-	// available, and why not (with a hint) otherwise.
-	Detail string `json:"detail"`
-	// Isolation lists what a sandbox gets on this machine.
-	Isolation []string `json:"isolation,omitempty"`
-}
+type Status = sandbox.Status
 
 // Diagnosis is the result of Diagnose.
 type Diagnosis struct {
@@ -84,64 +76,36 @@ type Diagnosis struct {
 	Configured string `json:"configured"`
 	// Selected is the backend Open would use, or "" when none works.
 	Selected string `json:"selected"`
-	// Backends reports each backend, docker first.
+	// Backends reports each registered backend, those auto tries first
+	// in its order (docker, bwrap), then the others by name.
 	Backends []Status `json:"backends"`
 }
 
-// Diagnose checks every backend without side effects on running gateways:
-// docker is only pinged and asked for the image (Open would also remove
-// orphan containers), bwrap runs its probe sandbox.
+// Diagnose checks every registered backend without side effects on running
+// gateways (see each driver's Diagnose).
 func Diagnose(ctx context.Context, cfg sandbox.Config, stateDir string) (Diagnosis, error) {
+	return DiagnoseFrom(ctx, sandbox.Drivers(), cfg, stateDir)
+}
+
+// DiagnoseFrom is Diagnose over the drivers of reg.
+func DiagnoseFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config, stateDir string) (Diagnosis, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Diagnosis{}, err
 	}
 	d := Diagnosis{Configured: cfg.Backend}
-	d.Backends = append(d.Backends, diagnoseDocker(ctx, cfg), diagnoseBwrap(ctx, cfg, stateDir))
-	for _, s := range d.Backends {
-		if !s.Available {
-			continue
+	for _, drv := range reg.Drivers() {
+		s := drv.Diagnose(ctx, cfg, stateDir)
+		s.Name = drv.Name
+		d.Backends = append(d.Backends, s)
+		if d.Selected == "" && s.Available && (cfg.Backend == drv.Name || cfg.Backend == sandbox.BackendAuto && drv.Auto > 0) {
+			d.Selected = drv.Name
 		}
-		if cfg.Backend == s.Name || cfg.Backend == sandbox.BackendAuto {
-			d.Selected = s.Name
-			break
+	}
+	if cfg.Backend != sandbox.BackendAuto && cfg.Backend != sandbox.BackendNone {
+		if _, ok := reg.Lookup(cfg.Backend); !ok {
+			return d, fmt.Errorf("sandbox.backend: %w %q: not built into this binary", sandbox.ErrUnknownBackend, cfg.Backend)
 		}
 	}
 	return d, nil
-}
-
-func diagnoseDocker(ctx context.Context, cfg sandbox.Config) Status {
-	s := Status{Name: sandbox.BackendDocker}
-	cli, err := docker.NewClient(cfg.Docker.Host)
-	if err != nil {
-		s.Detail = err.Error()
-		return s
-	}
-	defer cli.Close()
-	if err := docker.Ping(ctx, cli); err != nil {
-		s.Detail = err.Error()
-		return s
-	}
-	if err := docker.CheckImage(ctx, cli, cfg.Docker.Image); err != nil {
-		s.Detail = err.Error()
-		return s
-	}
-	s.Available = true
-	s.Detail = fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), cfg.Docker.Image)
-	s.Isolation = docker.Describe(cfg)
-	return s
-}
-
-func diagnoseBwrap(ctx context.Context, cfg sandbox.Config, stateDir string) Status {
-	s := Status{Name: sandbox.BackendBwrap}
-	b, err := bwrap.Open(ctx, cfg, stateDir)
-	if err != nil {
-		s.Detail = err.Error()
-		return s
-	}
-	defer b.Close(ctx)
-	s.Available = true
-	s.Detail = "bubblewrap " + b.BwrapPath()
-	s.Isolation = b.Isolation()
-	return s
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/docker"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
@@ -101,7 +103,7 @@ func TestDiagnose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Selected != "bwrap" || d.Configured != "auto" || len(d.Backends) != 2 {
+	if d.Selected != "bwrap" || d.Configured != "auto" || len(d.Backends) != 3 {
 		t.Fatalf("diagnosis = %+v", d)
 	}
 	if dk := d.Backends[0]; dk.Available || dk.Name != "docker" || dk.Detail == "" {
@@ -109,6 +111,9 @@ func TestDiagnose(t *testing.T) {
 	}
 	if bw := d.Backends[1]; !bw.Available || len(bw.Isolation) == 0 {
 		t.Errorf("bwrap status = %+v, want available with its isolation", bw)
+	}
+	if k := d.Backends[2]; k.Available || k.Name != "kubernetes" || !strings.Contains(k.Detail, "not configured") {
+		t.Errorf("kubernetes status = %+v, want not configured", k)
 	}
 
 	cfg.Backend = sandbox.BackendDocker
@@ -118,5 +123,110 @@ func TestDiagnose(t *testing.T) {
 	}
 	if d.Selected != "" {
 		t.Errorf("backend docker with no daemon: selected %q, want none", d.Selected)
+	}
+}
+
+// stub is a backend the registry tests open.
+type stub struct{ name string }
+
+func (s stub) Name() string { return s.name }
+func (stub) Exec(context.Context, sandbox.Request) (runner.Result, error) {
+	return runner.Result{}, nil
+}
+func (stub) Close(context.Context) error { return nil }
+
+// stubDriver works when err is nil, and fails with err otherwise.
+func stubDriver(name string, auto int, err error) sandbox.Driver {
+	return sandbox.Driver{
+		Name: name,
+		Auto: auto,
+		Open: func(context.Context, sandbox.Config, string) (sandbox.Backend, error) {
+			if err != nil {
+				return nil, err
+			}
+			return stub{name}, nil
+		},
+		Diagnose: func(context.Context, sandbox.Config, string) sandbox.Status {
+			if err != nil {
+				return sandbox.Status{Detail: err.Error()}
+			}
+			return sandbox.Status{Available: true, Detail: "stub"}
+		},
+	}
+}
+
+// TestOpenFromRegistry covers the chooser over a registry of stub drivers:
+// auto tries the drivers that take part in it in their order and skips
+// the others, a named driver is opened even when auto would skip it, and
+// a name nothing registered is a clear error.
+func TestOpenFromRegistry(t *testing.T) {
+	var reg sandbox.Registry
+	for _, d := range []sandbox.Driver{
+		stubDriver("docker", 10, errors.New("daemon down")),
+		stubDriver("bwrap", 20, nil),
+		stubDriver("kubernetes", 0, nil),
+	} {
+		if err := reg.Register(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(backend string) (string, error) {
+		cfg := sandbox.Config{Backend: backend}
+		cfg.Kubernetes.AgentImage = "agent:1"
+		b, err := OpenFrom(context.Background(), &reg, cfg, t.TempDir())
+		if err != nil {
+			return "", err
+		}
+		return b.Name(), nil
+	}
+	if got, err := open("auto"); err != nil || got != "bwrap" {
+		t.Errorf("auto = %q, %v; want bwrap (docker fails, kubernetes is not in auto)", got, err)
+	}
+	if got, err := open("kubernetes"); err != nil || got != "kubernetes" {
+		t.Errorf("kubernetes = %q, %v", got, err)
+	}
+	if _, err := open("docker"); err == nil || err.Error() != "daemon down" {
+		t.Errorf("docker = %v, want its own error", err)
+	}
+
+	var empty sandbox.Registry
+	if _, err := OpenFrom(context.Background(), &empty, sandbox.Config{Backend: "docker"}, t.TempDir()); !errors.Is(err, sandbox.ErrUnknownBackend) || !errors.Is(err, sandbox.ErrNotConfigured) {
+		t.Errorf("a backend not built in: %v, want ErrUnknownBackend and ErrNotConfigured", err)
+	}
+	if _, err := OpenFrom(context.Background(), &empty, sandbox.Config{}, t.TempDir()); !errors.Is(err, sandbox.ErrNotConfigured) {
+		t.Errorf("auto over no drivers: %v, want ErrNotConfigured", err)
+	}
+
+	d, err := DiagnoseFrom(context.Background(), &reg, sandbox.Config{}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range d.Backends {
+		names = append(names, s.Name)
+	}
+	if d.Selected != "bwrap" || strings.Join(names, ",") != "docker,bwrap,kubernetes" {
+		t.Errorf("diagnosis = %+v, want bwrap selected over docker,bwrap,kubernetes", d)
+	}
+	kcfg := sandbox.Config{Backend: "kubernetes"}
+	kcfg.Kubernetes.AgentImage = "agent:1"
+	d, err = DiagnoseFrom(context.Background(), &reg, kcfg, t.TempDir())
+	if err != nil || d.Selected != "kubernetes" {
+		t.Errorf("diagnosis with kubernetes named = %+v, %v", d, err)
+	}
+}
+
+// TestBuiltinDrivers: the chooser's binary registers docker and bwrap, in
+// that order of preference, each with its config section.
+func TestBuiltinDrivers(t *testing.T) {
+	names := sandbox.Drivers().Names()
+	if len(names) < 2 || names[0] != "docker" || names[1] != "bwrap" {
+		t.Fatalf("drivers = %v, want docker then bwrap first", names)
+	}
+	for _, n := range names[:2] {
+		d, _ := sandbox.Drivers().Lookup(n)
+		if d.Section != n || d.Auto <= 0 || !d.Capabilities.ResidentAgent {
+			t.Errorf("driver %s = %+v", n, d)
+		}
 	}
 }

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
+)
+
+// TestSandboxKubernetes runs host=sandbox through a real gateway whose
+// exechost.json names the kubernetes backend, on the test cluster: the
+// command runs in a pod as the sandbox user, and the events and audit
+// records are those of any sandbox run.
+func TestSandboxKubernetes(t *testing.T) {
+	env := kubetest.Cluster(t)
+	c := newCluster(t, fmt.Sprintf(`{
+		"tools": {"exec": {"host": "sandbox"}},
+		"gateway": {"listen": "127.0.0.1:0"},
+		"sandbox": {"backend": "kubernetes", "kubernetes": {
+			"kubeconfig": %q, "namespace": %q, "image": %q, "agentImage": %q,
+			"pullPolicy": "Never", "memory": "256m", "cpus": 0.5}},
+	}`, env.Kubeconfig, env.Namespace, kubetest.Image, env.AgentImage))
+	if strings.Contains(c.gw.Out.String(), "host=sandbox unavailable") {
+		t.Fatalf("the gateway did not open the kubernetes backend:\n%s", c.gw.Out.String())
+	}
+	res, r := c.execJSON("--session", "k8s", "cat /etc/hostname; id -u")
+	if r.code != 0 || res.Host != "sandbox" || !strings.HasPrefix(res.Stdout, "exechost-") || !strings.HasSuffix(res.Stdout, "\n65534\n") {
+		t.Fatalf("exec host=sandbox: %+v\n%s", res, r)
+	}
+	pod := strings.SplitN(res.Stdout, "\n", 2)[0]
+	if _, err := env.Client.CoreV1().Pods(env.Namespace).Get(context.Background(), pod, metav1.GetOptions{}); err != nil {
+		t.Errorf("the command's pod %s: %v", pod, err)
+	}
+	if !hasPrefix(texts(res.Events), "Exec finished (node=sandbox, id="+res.RunID+", code=0)") {
+		t.Errorf("events = %q", texts(res.Events))
+	}
+	found := false
+	for _, rec := range auditLog(t, c.gwDir) {
+		if rec.Event == audit.EventFinished && rec.RunID == res.RunID {
+			found = true
+			if rec.Host != "sandbox" || rec.ExitCode == nil || *rec.ExitCode != 0 {
+				t.Errorf("finished record = %+v", rec)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no finished audit record for run %s", res.RunID)
+	}
+	res, r = c.execJSON("--session", "k8s", "exit 7")
+	if res.ExitCode != 7 || res.Host != "sandbox" {
+		t.Errorf("exit 7 in the pod: %+v\n%s", res, r)
+	}
+}

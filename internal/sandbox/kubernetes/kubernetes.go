@@ -1,0 +1,323 @@
+// Package kubernetes is the Kubernetes sandbox backend: each scope
+// (session, agent or everyone) gets one pod, whose first process is the
+// resident agent (package sandbox/agent) — the static exechost binary, which
+// an init container copies out of the image sandbox.kubernetes.agentImage
+// into a volume — and commands travel to it over one long-lived attach
+// stream per pod (WebSocket, falling back to SPDY), not one exec API call
+// per command.
+//
+// Pods are hardened by default: a non-root user, read-only root filesystem,
+// every capability dropped, no privilege escalation, RuntimeDefault seccomp,
+// no service-account token, CPU and memory limits; a NetworkPolicy denies
+// their ingress and egress unless sandbox.kubernetes.allowEgress. They carry
+// labels (exechost.sandbox=1, exechost.owner=<hash of host and state
+// directory>, exechost.scope, exechost.agent) by which a restarted gateway
+// finds and deletes what its predecessor left: a pod cannot be adopted,
+// because its agent exits when the attach stream that carried its hello
+// ends. A warm pool keeps sandbox.kubernetes.poolSize pods started and
+// attached for scopes not seen yet.
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/agent"
+	"github.com/exechost/exechost/internal/sandbox/agentbox"
+)
+
+// Errors a caller can test for with errors.Is. Each is wrapped with what
+// failed and a hint.
+var (
+	// ErrUnreachable means the cluster's API server did not answer.
+	ErrUnreachable = errors.New("kubernetes cluster unreachable")
+	// ErrForbidden means the gateway's credentials lack a permission
+	// the backend needs (see the Role in docs/sandbox.md).
+	ErrForbidden = errors.New("kubernetes access forbidden")
+	// ErrPodStart means a sandbox pod did not start (image, scheduling,
+	// limits).
+	ErrPodStart = errors.New("sandbox pod did not start")
+	// ErrPodLost means the pod died, or was deleted, while a command ran.
+	ErrPodLost = errors.New("sandbox pod lost")
+	// ErrClosed is returned by Exec after Close.
+	ErrClosed = errors.New("kubernetes sandbox closed")
+)
+
+// Label and annotation keys put on every pod and policy this backend
+// creates.
+const (
+	LabelSandbox = "exechost.sandbox"
+	LabelOwner   = "exechost.owner"
+	LabelScope   = "exechost.scope"
+	LabelAgent   = "exechost.agent"
+	// poolScope is the scope label of a warm pod no scope has claimed.
+	poolScope = "pool"
+)
+
+// startTimeout bounds how long a pod may take from creation to a ready
+// agent.
+const startTimeout = 3 * time.Minute
+
+func init() {
+	sandbox.Register(sandbox.Driver{
+		Name:         sandbox.BackendKubernetes,
+		Section:      "kubernetes",
+		Summary:      "a pod per scope on a Kubernetes cluster",
+		Capabilities: sandbox.Capabilities{ResidentAgent: true, Remote: true, WarmPool: true},
+		Open:         sandbox.OpenAs(Open),
+		Diagnose:     diagnose,
+	})
+}
+
+// Backend runs commands in per-scope pods. It is safe for concurrent use.
+type Backend struct {
+	cfg   sandbox.Config
+	k     sandbox.KubernetesConfig
+	rest  *rest.Config
+	cs    kubernetes.Interface
+	owner string
+	idle  time.Duration
+
+	boxes *agentbox.Set[string]
+	pool  *pool
+
+	stop      context.CancelFunc
+	done      sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Open connects to the cluster cfg.Kubernetes names, checks that the
+// gateway may do what the backend needs in the namespace, deletes the pods
+// a previous gateway with the same owner left, puts the NetworkPolicy in
+// place and starts the warm pool and the idle reaper.
+func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Kubernetes.AgentImage == "" {
+		return nil, fmt.Errorf("sandbox.kubernetes.agentImage: not set (hint: an image with the static exechost binary at /exechost; see docs/sandbox.md)")
+	}
+	if cfg.Agent == sandbox.AgentOff {
+		return nil, errors.New("sandbox.agent: \"off\" is not supported by the kubernetes backend (hint: its commands always go through the resident agent)")
+	}
+	rc, err := restConfig(cfg.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	b := &Backend{
+		cfg:   cfg,
+		k:     cfg.Kubernetes,
+		rest:  rc,
+		cs:    cs,
+		owner: OwnerID(stateDir),
+		idle:  time.Duration(cfg.IdleTimeout),
+	}
+	// A server that accepts connections but never answers must not hang
+	// the gateway's start.
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := b.checkAccess(cctx); err != nil {
+		return nil, err
+	}
+	if _, err := b.RemoveOrphans(cctx); err != nil {
+		return nil, err
+	}
+	if err := b.ensurePolicy(cctx); err != nil {
+		return nil, err
+	}
+	b.boxes = agentbox.New(agentbox.Funcs[string]{Start: b.startBox, Stop: b.deletePod, Fail: agentFailure}, ErrClosed)
+	bg, stop := context.WithCancel(context.Background())
+	b.stop = stop
+	b.pool = newPool(b, cfg.Kubernetes.PoolSize)
+	b.done.Add(2)
+	go func() { defer b.done.Done(); b.pool.fill(bg) }()
+	go func() {
+		defer b.done.Done()
+		sandbox.IdleSweep(bg, b.idle, func(now time.Time) { b.reapIdle(bg, now) })
+	}()
+	return b, nil
+}
+
+// restConfig loads the client configuration: the kubeconfig named in the
+// config; else in-cluster credentials inside a pod; else $KUBECONFIG or
+// ~/.kube/config.
+func restConfig(k sandbox.KubernetesConfig) (*rest.Config, error) {
+	if k.Kubeconfig == "" && k.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("%w: in-cluster credentials: %v (hint: set sandbox.kubernetes.kubeconfig)", ErrUnreachable, err)
+		}
+		return tune(rc), nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if k.Kubeconfig != "" {
+		rules.ExplicitPath = k.Kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%w: load kubeconfig: %v (hint: set sandbox.kubernetes.kubeconfig, or $KUBECONFIG)", ErrUnreachable, err)
+	}
+	return tune(rc), nil
+}
+
+// tune raises client-go's default client-side rate limit (5 requests a
+// second), which a warm pool and a burst of new sessions would hit.
+func tune(rc *rest.Config) *rest.Config {
+	rc.QPS, rc.Burst = 50, 100
+	rc.UserAgent = "exechost-sandbox"
+	return rc
+}
+
+// OwnerID is the owner label value of pods created for stateDir on this
+// host: a short hash of both, so gateways on different machines (with the
+// same state directory path) never delete each other's pods.
+func OwnerID(stateDir string) string {
+	host, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(host + "\x00" + stateDir))
+	return hex.EncodeToString(sum[:6])
+}
+
+func scopeHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Name identifies the backend.
+func (b *Backend) Name() string { return sandbox.BackendKubernetes }
+
+// Isolation describes the boundary this backend's pods get, for `exechost
+// sandbox doctor`.
+func (b *Backend) Isolation() []string { return Describe(b.cfg) }
+
+// Describe lists, in words, the isolation pods created from cfg get.
+func Describe(cfg sandbox.Config) []string {
+	cfg = cfg.WithDefaults()
+	k := cfg.Kubernetes
+	net := "no ingress or egress (NetworkPolicy; needs a CNI that enforces it)"
+	if k.AllowEgress {
+		net = "egress allowed (sandbox.kubernetes.allowEgress), no ingress (NetworkPolicy)"
+	}
+	return []string{
+		fmt.Sprintf("pod per %s in namespace %s from image %s, deleted after %s idle; warm pool of %d", cfg.Scope, k.Namespace, k.Image, time.Duration(cfg.IdleTimeout), k.PoolSize),
+		"network: " + net,
+		fmt.Sprintf("user: %d (non-root), no privilege escalation, RuntimeDefault seccomp, no service-account token", k.RunAsUser),
+		"capabilities: all dropped",
+		"commands: forked by a resident agent (the exechost binary from " + k.AgentImage + ") as the pod's first process, over one attach stream",
+		"root filesystem: read-only; emptyDir /workspace and memory-backed /tmp (not the host workspace)",
+		fmt.Sprintf("limits: memory %s, cpus %g", k.Memory, k.CPUs),
+	}
+}
+
+// Exec runs req in its scope's pod.
+func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result, error) {
+	if len(req.Argv) == 0 && req.Command == "" {
+		return runner.Result{}, errors.New("kubernetes sandbox exec: empty command")
+	}
+	if b.cfg.Scope != sandbox.ScopeShared {
+		if _, err := sandbox.WorkspaceName(b.cfg.Scope, req.AgentID); err != nil {
+			return runner.Result{}, fmt.Errorf("kubernetes sandbox exec: %w", err)
+		}
+	}
+	env, err := sandbox.EnvList(req.Env)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("kubernetes sandbox exec: %w", err)
+	}
+	argv := req.Argv
+	if len(argv) == 0 {
+		argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	key := sandbox.ScopeKey(b.cfg.Scope, req)
+	bx, err := b.boxes.Acquire(key, req.AgentID, "")
+	if err != nil {
+		return runner.Result{}, err
+	}
+	defer b.boxes.Release(bx)
+	return b.boxes.Exec(ctx, bx, agent.Request{Argv: argv, Env: env, Cwd: sandbox.ContainerCwd(req.Cwd), Timeout: req.Timeout})
+}
+
+// agentFailure words an agent failure (agentbox.Funcs.Fail).
+func agentFailure(kind agentbox.Failure, err error) error {
+	switch kind {
+	case agentbox.FailStart:
+		return fmt.Errorf("kubernetes sandbox exec: %w", err)
+	case agentbox.FailGone:
+		return fmt.Errorf("%w: %w (hint: `kubectl describe pod` shows why; check sandbox.kubernetes.memory)", ErrPodLost, err)
+	case agentbox.FailDied:
+		return fmt.Errorf("%w while the command ran: %w (hint: the pod was deleted, evicted or hit its memory limit; the next command gets a new one)", ErrPodLost, err)
+	default:
+		return fmt.Errorf("kubernetes sandbox exec: %w", err)
+	}
+}
+
+// reapIdle deletes the pods of scopes idle longer than the idle timeout
+// and returns how many.
+func (b *Backend) reapIdle(ctx context.Context, now time.Time) int {
+	return b.boxes.ReapIdle(ctx, now, b.idle)
+}
+
+// Close deletes every pod this backend created, the warm pool's too, and
+// its NetworkPolicy. Exec fails with ErrClosed afterwards.
+func (b *Backend) Close(ctx context.Context) error {
+	var err error
+	b.closeOnce.Do(func() {
+		errs := []error{b.boxes.Close(ctx)}
+		b.stop()
+		b.done.Wait()
+		errs = append(errs, b.pool.close(ctx))
+		errs = append(errs, b.deletePolicy(ctx))
+		err = errors.Join(errs...)
+	})
+	return err
+}
+
+// Client returns the Kubernetes client, for tests and diagnostics.
+func (b *Backend) Client() kubernetes.Interface { return b.cs }
+
+// Namespace returns the namespace the pods live in.
+func (b *Backend) Namespace() string { return b.k.Namespace }
+
+// Owner returns the owner label value of this backend's pods.
+func (b *Backend) Owner() string { return b.owner }
+
+// apiError marks an API error for the user: unreachable, forbidden, or as
+// it is.
+func apiError(what string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%w: %s: %v (hint: the gateway's credentials need the Role in docs/sandbox.md in the sandbox namespace)", ErrForbidden, what, err)
+	case isUnreachable(err):
+		return fmt.Errorf("%w: %s: %v (hint: check sandbox.kubernetes.kubeconfig and that the API server answers; `exechost sandbox doctor`)", ErrUnreachable, what, err)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+}
+
+// isUnreachable tells a transport failure from an answer of the server.
+func isUnreachable(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,492 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	netv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/agent"
+)
+
+// Paths inside the pod.
+const (
+	// agentDir is the volume the init container copies the agent into,
+	// mounted read-only in the sandbox container.
+	agentDir = "/.exechost"
+	// agentPath is the agent binary in it.
+	agentPath = agentDir + "/exechost"
+	// imageAgentPath is where the agent image holds the binary.
+	imageAgentPath = "/exechost"
+	// containerName is the sandbox container, whose first process is
+	// the agent.
+	containerName = "sandbox"
+)
+
+// access lists what the backend does in its namespace: the minimal Role
+// (docs/sandbox.md) grants exactly these.
+var access = []authv1.ResourceAttributes{
+	{Verb: "create", Resource: "pods"},
+	{Verb: "get", Resource: "pods"},
+	{Verb: "list", Resource: "pods"},
+	{Verb: "watch", Resource: "pods"},
+	{Verb: "delete", Resource: "pods"},
+	{Verb: "patch", Resource: "pods"},
+	{Verb: "create", Resource: "pods", Subresource: "attach"},
+	{Verb: "get", Resource: "pods", Subresource: "attach"},
+	{Verb: "create", Group: "networking.k8s.io", Resource: "networkpolicies"},
+	{Verb: "get", Group: "networking.k8s.io", Resource: "networkpolicies"},
+	{Verb: "update", Group: "networking.k8s.io", Resource: "networkpolicies"},
+	{Verb: "delete", Group: "networking.k8s.io", Resource: "networkpolicies"},
+}
+
+// checkAccess asks the API server (SelfSubjectAccessReview, which every
+// authenticated user may) whether the gateway may do what the backend
+// needs, so a missing permission is one clear error at start instead of a
+// failure at some later command.
+func (b *Backend) checkAccess(ctx context.Context) error {
+	var missing []string
+	for _, a := range access {
+		a.Namespace = b.k.Namespace
+		r, err := b.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{
+			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return apiError("check permissions in namespace "+b.k.Namespace, err)
+		}
+		if !r.Status.Allowed {
+			res := a.Resource
+			if a.Subresource != "" {
+				res += "/" + a.Subresource
+			}
+			missing = append(missing, a.Verb+" "+res)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: may not %s in namespace %s (hint: bind the Role in docs/sandbox.md to the gateway's user or service account)", ErrForbidden, strings.Join(missing, ", "), b.k.Namespace)
+	}
+	return nil
+}
+
+// ownerSelector selects every object of this backend.
+func (b *Backend) ownerSelector() string {
+	return labels.Set{LabelSandbox: "1", LabelOwner: b.owner}.String()
+}
+
+// RemoveOrphans deletes every pod labelled as this owner's that this
+// Backend does not use — what a previous gateway left — and returns how
+// many. Open calls it.
+func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
+	list, err := b.cs.CoreV1().Pods(b.k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: b.ownerSelector()})
+	if err != nil {
+		return 0, apiError("list sandbox pods", err)
+	}
+	inUse := map[string]bool{}
+	if b.boxes != nil {
+		for _, name := range b.boxes.Handles() {
+			inUse[name] = true
+		}
+	}
+	if b.pool != nil {
+		for _, name := range b.pool.names() {
+			inUse[name] = true
+		}
+	}
+	var errs []error
+	n := 0
+	for _, p := range list.Items {
+		if inUse[p.Name] {
+			continue
+		}
+		if err := b.deletePod(ctx, p.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+func (b *Backend) policyName() string { return "exechost-" + b.owner }
+
+// policy denies the pods' ingress, and their egress unless allowEgress.
+func (b *Backend) policy() *netv1.NetworkPolicy {
+	p := &netv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   b.policyName(),
+			Labels: map[string]string{LabelSandbox: "1", LabelOwner: b.owner},
+		},
+		Spec: netv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelSandbox: "1", LabelOwner: b.owner}},
+			PolicyTypes: []netv1.PolicyType{netv1.PolicyTypeIngress, netv1.PolicyTypeEgress},
+		},
+	}
+	if b.k.AllowEgress {
+		p.Spec.Egress = []netv1.NetworkPolicyEgressRule{{}}
+	}
+	return p
+}
+
+// ensurePolicy creates or updates the NetworkPolicy.
+func (b *Backend) ensurePolicy(ctx context.Context) error {
+	api := b.cs.NetworkingV1().NetworkPolicies(b.k.Namespace)
+	want := b.policy()
+	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := api.Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return apiError("create the sandbox NetworkPolicy", nsHint(err, b.k.Namespace))
+		}
+		return nil
+	case err != nil:
+		return apiError("get the sandbox NetworkPolicy", err)
+	}
+	cur.Spec, cur.Labels = want.Spec, want.Labels
+	if _, err := api.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return apiError("update the sandbox NetworkPolicy", err)
+	}
+	return nil
+}
+
+func (b *Backend) deletePolicy(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := b.cs.NetworkingV1().NetworkPolicies(b.k.Namespace).Delete(dctx, b.policyName(), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apiError("delete the sandbox NetworkPolicy", err)
+	}
+	return nil
+}
+
+// nsHint adds a hint to a NotFound of the namespace itself.
+func nsHint(err error, ns string) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w (hint: create namespace %s, or set sandbox.kubernetes.namespace)", err, ns)
+	}
+	return err
+}
+
+// labelValue returns v when it is a valid label value, else "".
+func labelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) != 0 {
+		return ""
+	}
+	return v
+}
+
+// podFor returns the pod of a scope (scope, agentID) or of the warm pool
+// (scope poolScope).
+func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
+	k := b.k
+	mem, err := sandbox.ParseSize(k.Memory)
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := sandbox.ParseSize(k.TmpfsSize)
+	if err != nil {
+		return nil, err
+	}
+	limits := corev1.ResourceList{}
+	if mem > 0 {
+		limits[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	if k.CPUs > 0 {
+		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Round(k.CPUs*1000)), resource.DecimalSI)
+	}
+	// Requests are small so that a node holds many idle sandboxes; the
+	// limits bound what one can take.
+	requests := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("10m"),
+		corev1.ResourceMemory: resource.MustParse("16Mi"),
+	}
+	uid := k.RunAsUser
+	yes, no := true, false
+	grace := int64(1)
+	sec := &corev1.SecurityContext{
+		RunAsUser:                &uid,
+		RunAsGroup:               &uid,
+		RunAsNonRoot:             &yes,
+		AllowPrivilegeEscalation: &no,
+		Privileged:               &no,
+		ReadOnlyRootFilesystem:   &yes,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	lbl := map[string]string{LabelSandbox: "1", LabelOwner: b.owner, LabelScope: scope}
+	if v := labelValue(agentID); v != "" {
+		lbl[LabelAgent] = v
+	}
+	tmpLimit := resource.NewQuantity(tmp, resource.BinarySI)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			TerminationGracePeriodSeconds: &grace,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser:      &uid,
+				RunAsGroup:     &uid,
+				RunAsNonRoot:   &yes,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Volumes: []corev1.Volume{
+				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmpLimit}}},
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+			// The init container is the exechost binary of the agent
+			// image copying itself (installFlag): the image needs
+			// nothing else, not even a shell.
+			InitContainers: []corev1.Container{{
+				Name:            "agent",
+				Image:           k.AgentImage,
+				ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+				Command:         []string{imageAgentPath, installFlag, agentPath},
+				SecurityContext: sec,
+				Resources:       corev1.ResourceRequirements{Limits: limits, Requests: requests},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+			}},
+			Containers: []corev1.Container{{
+				Name:            containerName,
+				Image:           k.Image,
+				ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+				Command:         []string{agentPath, agent.Flag},
+				WorkingDir:      sandbox.WorkspaceDir,
+				// The agent's channel is this stdin (the hello, then
+				// requests) and stdout, over the attach stream; with
+				// StdinOnce its stdin closes when that stream ends, and
+				// the agent then kills its commands and exits.
+				Stdin:           true,
+				StdinOnce:       true,
+				SecurityContext: sec,
+				Resources:       corev1.ResourceRequirements{Limits: limits, Requests: requests},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "agent", MountPath: agentDir, ReadOnly: true},
+					{Name: "tmp", MountPath: "/tmp"},
+					{Name: "workspace", MountPath: sandbox.WorkspaceDir},
+				},
+			}},
+		},
+	}, nil
+}
+
+// newPodName returns a fresh pod name of this owner.
+func (b *Backend) newPodName() string {
+	var r [5]byte
+	_, _ = rand.Read(r[:])
+	return "exechost-" + b.owner + "-" + hex.EncodeToString(r[:])
+}
+
+// startPod creates a pod, waits for its sandbox container to run and
+// attaches to its agent. On failure the pod is deleted.
+func (b *Backend) startPod(ctx context.Context, scope, agentID string) (string, *agent.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	name := b.newPodName()
+	pod, err := b.podFor(name, scope, agentID)
+	if err != nil {
+		return "", nil, err
+	}
+	created, err := b.cs.CoreV1().Pods(b.k.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return "", nil, apiError("create sandbox pod", nsHint(err, b.k.Namespace))
+	}
+	if err := b.waitRunning(ctx, created); err != nil {
+		_ = b.deletePod(ctx, name)
+		return "", nil, err
+	}
+	conn, err := b.attach(ctx, name)
+	if err != nil {
+		_ = b.deletePod(ctx, name)
+		return "", nil, err
+	}
+	return name, conn, nil
+}
+
+// waitRunning watches pod until its sandbox container runs, and fails
+// early, with the reason, on what will not get better by waiting.
+func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+	if err := podState(pod); err != nil || running(pod) {
+		return err
+	}
+	w, err := b.cs.CoreV1().Pods(b.k.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
+		ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		return apiError("watch sandbox pod", err)
+	}
+	defer w.Stop()
+	last := pod
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: pod %s not running (%v, at most %s): %s (hint: `kubectl describe pod -n %s %s`)", ErrPodStart, pod.Name, ctx.Err(), startTimeout, describe(last), b.k.Namespace, pod.Name)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				// The server ended the watch: look again and rewatch.
+				cur, err := b.cs.CoreV1().Pods(b.k.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+				if err != nil {
+					return apiError("get sandbox pod", err)
+				}
+				return b.waitRunning(ctx, cur)
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return fmt.Errorf("%w: pod %s was deleted while starting", ErrPodStart, pod.Name)
+			case watch.Error:
+				return fmt.Errorf("%w: watching pod %s: %v", ErrPodStart, pod.Name, apierrors.FromObject(ev.Object))
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			last = p
+			if err := podState(p); err != nil {
+				return err
+			}
+			if running(p) {
+				return nil
+			}
+		}
+	}
+}
+
+// running reports whether the sandbox container runs.
+func running(p *corev1.Pod) bool {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == containerName && s.State.Running != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// waitingFatal are container waiting reasons that waiting does not cure.
+var waitingFatal = map[string]bool{
+	"ErrImageNeverPull": true, "InvalidImageName": true, "ImagePullBackOff": true, "ErrImagePull": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+	"CrashLoopBackOff": true,
+}
+
+// podState returns an ErrPodStart error when p cannot become running.
+func podState(p *corev1.Pod) error {
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return fmt.Errorf("%w: pod %s ended (%s): %s", ErrPodStart, p.Name, p.Status.Phase, describe(p))
+	}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := s.State.Waiting; w != nil && waitingFatal[w.Reason] {
+			return fmt.Errorf("%w: pod %s container %s: %s: %s (hint: check sandbox.kubernetes.image and agentImage, and pullPolicy)", ErrPodStart, p.Name, s.Name, w.Reason, w.Message)
+		}
+		if t := s.State.Terminated; t != nil && (t.ExitCode != 0 || s.Name == containerName) {
+			return fmt.Errorf("%w: pod %s container %s ended: %s (exit %d) %s (hint: agentImage must hold the static exechost binary at /exechost)", ErrPodStart, p.Name, s.Name, t.Reason, t.ExitCode, t.Message)
+		}
+	}
+	return nil
+}
+
+// describe says in one line where a pod is stuck.
+func describe(p *corev1.Pod) string {
+	parts := []string{"phase " + string(p.Status.Phase)}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			parts = append(parts, string(c.Type)+": "+c.Message)
+		}
+	}
+	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := s.State.Waiting; w != nil {
+			parts = append(parts, s.Name+": "+w.Reason+" "+w.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// deletePod deletes a pod at once; one already gone is not an error.
+func (b *Backend) deletePod(ctx context.Context, name string) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	zero := int64(0)
+	err := b.cs.CoreV1().Pods(b.k.Namespace).Delete(dctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apiError("delete sandbox pod "+name, err)
+	}
+	return nil
+}
+
+// startBox gives a scope its pod (agentbox.Funcs.Start): a warm one from
+// the pool when there is one, else a new one.
+func (b *Backend) startBox(ctx context.Context, bx *box) (string, *agent.Conn, error) {
+	scope := scopeHash(bx.Key)
+	if name, conn := b.pool.take(); conn != nil {
+		// Off the command's path: the labels are not needed to run it.
+		go b.claim(name, scope, bx.Agent)
+		return name, conn, nil
+	}
+	return b.startPod(ctx, scope, bx.Agent)
+}
+
+// claim relabels a warm pod for the scope that took it. The labels are
+// for people and tools; a failure only leaves it labelled "pool".
+func (b *Backend) claim(name, scope, agentID string) {
+	lbl := map[string]any{LabelScope: scope}
+	if v := labelValue(agentID); v != "" {
+		lbl[LabelAgent] = v
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":%s}}`, mustJSON(lbl))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = b.cs.CoreV1().Pods(b.k.Namespace).Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+}
+
+// diagnose checks the cluster and permissions without touching pods.
+func diagnose(ctx context.Context, cfg sandbox.Config, _ string) sandbox.Status {
+	s := sandbox.Status{Name: sandbox.BackendKubernetes}
+	cfg = cfg.WithDefaults()
+	k := cfg.Kubernetes
+	if cfg.Backend != sandbox.BackendKubernetes && k.Kubeconfig == "" && k.AgentImage == "" {
+		s.Detail = "not configured (hint: set sandbox.backend to \"kubernetes\" and sandbox.kubernetes.agentImage; see docs/sandbox.md)"
+		return s
+	}
+	rc, err := restConfig(k)
+	if err != nil {
+		s.Detail = err.Error()
+		return s
+	}
+	cs, err := kubernetesClient(rc)
+	if err != nil {
+		s.Detail = err.Error()
+		return s
+	}
+	b := &Backend{cfg: cfg, k: k, cs: cs}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := b.checkAccess(cctx); err != nil {
+		s.Detail = err.Error()
+		return s
+	}
+	if k.AgentImage == "" {
+		s.Detail = "sandbox.kubernetes.agentImage: not set (hint: an image with the static exechost binary at /exechost)"
+		return s
+	}
+	s.Available = true
+	s.Detail = fmt.Sprintf("cluster %s, namespace %s, image %s, agent image %s", rc.Host, k.Namespace, k.Image, k.AgentImage)
+	s.Isolation = Describe(cfg)
+	return s
+}
