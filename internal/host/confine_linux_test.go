@@ -115,3 +115,17 @@ func TestConfinementUnsupportedKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestConfinedPTY: a confined run on a pseudo-terminal still writes to it
+// (the terminal was opened before the restriction) and sees it as a tty.
+func TestConfinedPTY(t *testing.T) {
+	needABI(t, 4)
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	if _, err := f.store.Update(func(file *approvals.File) error { file.Defaults.Confine = &approvals.Confine{}; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "test -t 1 && echo tty-ok > /dev/tty", Cwd: f.dir, PTY: true})
+	if err != nil || !strings.Contains(res.Stdout, "tty-ok") {
+		t.Errorf("confined PTY run: %v %+v", err, res.Result)
+	}
+}
