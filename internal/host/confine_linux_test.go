@@ -129,3 +129,20 @@ func TestConfinedPTY(t *testing.T) {
 		t.Errorf("confined PTY run: %v %+v", err, res.Result)
 	}
 }
+
+// TestConfinedBareArgv: under security=full a request's own argv runs as
+// given; a bare program name is looked up in the host's PATH before the
+// launcher (which searches none) starts it, and a missing one is 127.
+func TestConfinedBareArgv(t *testing.T) {
+	needABI(t, 4)
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	t.Setenv("PATH", f.bin+":/usr/bin:/bin")
+	res, err := f.engine.Run(context.Background(), Request{Argv: []string{"hello", "x y"}, Cwd: f.dir})
+	if err != nil || res.Stdout != "hello x y\n" {
+		t.Errorf("bare argv: %v %+v", err, res.Result)
+	}
+	res, _ = f.engine.Run(context.Background(), Request{Argv: []string{"no-such-program-here"}, Cwd: f.dir})
+	if res.ExitCode != 127 || !strings.Contains(res.Error, "hint:") {
+		t.Errorf("missing program: exit %d (%q), want 127 with a hint", res.ExitCode, res.Error)
+	}
+}

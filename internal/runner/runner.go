@@ -168,6 +168,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	if spec.Confine != nil {
 		if argv, err = spec.Confine(argv); err != nil {
+			if errors.Is(err, ErrStart) {
+				res.ExitCode = startExitCode(err)
+			}
 			return fail(err)
 		}
 	}
