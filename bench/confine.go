@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,15 +59,7 @@ func (b *bench) confineRows() {
 		b.add(row{section: sec, what: "confined", err: err})
 		return
 	}
-	run := func(spec runner.Spec) func() error {
-		return func() error {
-			res, err := runner.Run(context.Background(), spec)
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
-			}
-			return err
-		}
-	}
+	run := runSpec
 	wrap := func(argv []string, _ string) ([]string, error) { return confine.Wrap(c, argv) }
 	ops := []op{
 		{name: "direct /bin/true (baseline)", how: "runner.Run of /bin/true", run: run(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env})},

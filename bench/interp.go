@@ -36,15 +36,7 @@ func (b *bench) interpRows() {
 		return
 	}
 	env := []string{"PATH=" + path, "HOME=" + os.Getenv("HOME")}
-	run := func(spec runner.Spec) func() error {
-		return func() error {
-			res, err := runner.Run(context.Background(), spec)
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
-			}
-			return err
-		}
-	}
+	run := runSpec
 	ops := []op{
 		{name: "/bin/sh -c (baseline)", how: "runner.Run of `/bin/sh -c '" + text + "'`", run: run(runner.Spec{Command: text, Cwd: cwd, BaseEnv: env})},
 		{name: "interpreter", how: "runner.Run of the analysed tree in the interpreter (exechost re-executed), run-time checks on", run: run(runner.Spec{Argv: argv, Cwd: cwd, BaseEnv: env})},
@@ -52,4 +44,16 @@ func (b *bench) interpRows() {
 	s, errs := interleave(5, b.iters(200, 40), ops)
 	b.add(row{section: sec, what: ops[0].name, s: s[0], note: ops[0].how, err: errs[0]})
 	b.add(row{section: sec, what: ops[1].name, s: s[1], baseline: &s[0], note: ops[1].how, err: errs[1]})
+}
+
+// runSpec is an op that runs spec through runner.Run; a non-zero exit is
+// an error.
+func runSpec(spec runner.Spec) func() error {
+	return func() error {
+		res, err := runner.Run(context.Background(), spec)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		return err
+	}
 }

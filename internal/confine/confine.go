@@ -289,11 +289,13 @@ func (c *Confinement) Describe() string {
 const Arg = "--exechost-confine=v1"
 
 // Wrap returns the argv that starts argv confined by c through the
-// launcher (this binary re-executed). argv[0] must be an absolute path.
-// Only where Supported is the launcher there.
+// launcher (this binary re-executed). argv[0] must be a path (it has a
+// slash; a relative one is taken from the working directory, as execve(2)
+// does): the launcher searches no PATH. Only where Supported is the
+// launcher there.
 func Wrap(c *Confinement, argv []string) ([]string, error) {
-	if len(argv) == 0 || !filepath.IsAbs(argv[0]) {
-		return nil, fmt.Errorf("confine: program %q must be an absolute path", strings.Join(argv[:min(len(argv), 1)], ""))
+	if len(argv) == 0 || !strings.Contains(argv[0], "/") {
+		return nil, fmt.Errorf("confine: program %q must be a path, not a name to look up", strings.Join(argv[:min(len(argv), 1)], ""))
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

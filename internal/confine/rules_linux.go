@@ -31,9 +31,12 @@ const (
 )
 
 // devWritable are device files every run may write (and use the ioctls
-// of), whatever its writable roots: output discarded to /dev/null, a
-// terminal. They hold no state a run could use to escape.
-var devWritable = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"}
+// of), whatever its writable roots: output discarded to /dev/null, its own
+// controlling terminal. Not /dev/pts: writing to (or pushing input into,
+// TIOCSTI) another of the user's terminals is a way out. A run started on
+// a pseudo-terminal keeps using the one it was given (descriptors opened
+// before the restriction are not checked again).
+var devWritable = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 
 // grant is one Landlock path-beneath rule.
 type grant struct {

@@ -115,3 +115,34 @@ func TestConfinementUnsupportedKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestConfinedPTY: a confined run on a pseudo-terminal still writes to it
+// (the terminal was opened before the restriction) and sees it as a tty.
+func TestConfinedPTY(t *testing.T) {
+	needABI(t, 4)
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	if _, err := f.store.Update(func(file *approvals.File) error { file.Defaults.Confine = &approvals.Confine{}; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "test -t 1 && echo tty-ok > /dev/tty", Cwd: f.dir, PTY: true})
+	if err != nil || !strings.Contains(res.Stdout, "tty-ok") {
+		t.Errorf("confined PTY run: %v %+v", err, res.Result)
+	}
+}
+
+// TestConfinedBareArgv: under security=full a request's own argv runs as
+// given; a bare program name is looked up in the host's PATH before the
+// launcher (which searches none) starts it, and a missing one is 127.
+func TestConfinedBareArgv(t *testing.T) {
+	needABI(t, 4)
+	f := newFixture(t, policy.SecurityFull, policy.AskOff, policy.FallbackDeny)
+	t.Setenv("PATH", f.bin+":/usr/bin:/bin")
+	res, err := f.engine.Run(context.Background(), Request{Argv: []string{"hello", "x y"}, Cwd: f.dir})
+	if err != nil || res.Stdout != "hello x y\n" {
+		t.Errorf("bare argv: %v %+v", err, res.Result)
+	}
+	res, _ = f.engine.Run(context.Background(), Request{Argv: []string{"no-such-program-here"}, Cwd: f.dir})
+	if res.ExitCode != 127 || !strings.Contains(res.Error, "hint:") {
+		t.Errorf("missing program: exit %d (%q), want 127 with a hint", res.ExitCode, res.Error)
+	}
+}

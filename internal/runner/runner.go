@@ -191,6 +191,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			execPath, pin.path = pin.path, "" // the launcher starts first, by its own path
 		}
 		if argv, err = spec.Confine(argv, execPath); err != nil {
+			if errors.Is(err, ErrStart) {
+				res.ExitCode = startExitCode(err)
+			}
 			return fail(err)
 		}
 	}

@@ -44,6 +44,8 @@ type pendingView struct {
 	Canonical string   `json:"canonical"`
 	RunsAs    string   `json:"runsAs"`
 	Starts    []string `json:"starts"`
+	// Confinement is what the kernel will let the run touch.
+	Confinement string `json:"confinement"`
 }
 
 // pathView is one resolved executable and whether the allowlist already
@@ -92,6 +94,7 @@ func viewPending(p prompt.Pending) pendingView {
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
 		AllowAlways: approverui.AllowAlwaysLines(r),
 		RunsAs:      t(approverui.RunsAsText(r.RunsAs)), Starts: []string{},
+		Confinement: t(r.Confinement),
 	}
 	if c := strings.TrimSuffix(r.Canonical, "\n"); c != strings.TrimSpace(r.Command) {
 		v.Canonical = t(c)

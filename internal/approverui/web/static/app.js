@@ -174,6 +174,7 @@ function renderPending() {
     canon.hidden = !p.canonical;
     card.querySelector(".canonical-title").hidden = canon.hidden;
     card.querySelector(".runs-as").textContent = p.runsAs || "—";
+    card.querySelector(".confinement").textContent = p.confinement || "—";
     const starts = card.querySelector(".starts");
     for (const x of p.starts || []) starts.append(el("li", {}, el("code", {}, x)));
     card.querySelector(".session").textContent = p.sessionKey || "—";
