@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestSandboxKubernetes runs host=sandbox through a real gateway whose
@@ -18,6 +20,15 @@ import (
 // records are those of any sandbox run.
 func TestSandboxKubernetes(t *testing.T) {
 	env := kubetest.Cluster(t)
+	// The Kubernetes driver is linked only into a binary built with
+	// -tags kubernetes (docs/sandbox.md): this test's processes run one.
+	tagged, err := testproc.Build(t.TempDir(), os.Getenv("EXECHOST_E2E_RACE") != "", "-tags", "kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := bin
+	bin = tagged
+	t.Cleanup(func() { bin = saved })
 	c := newCluster(t, fmt.Sprintf(`{
 		"tools": {"exec": {"host": "sandbox"}},
 		"gateway": {"listen": "127.0.0.1:0"},
