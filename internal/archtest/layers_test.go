@@ -29,7 +29,7 @@ var rank = map[string]int{
 	"internal/runner": 1, "internal/shellcmd": 1, "internal/service": 1,
 	"internal/openclaw/octest": 1, "internal/sandbox/docker/dockertest": 1,
 	"internal/explain": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
-	"internal/session":       2,
+	"internal/session": 2, "internal/client": 2,
 	"internal/sandbox/bwrap": 3, "internal/sandbox/docker": 3, "internal/config": 3,
 	"internal/sandbox/pick": 4,
 	// the execution host: never the approval socket or a UI

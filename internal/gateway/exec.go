@@ -24,7 +24,7 @@ import (
 
 // Command timeouts.
 const (
-	DefaultTimeout = 30 * time.Minute
+	DefaultTimeout = bridge.DefaultExecTimeout
 	MaxTimeout     = 24 * time.Hour
 )
 
