@@ -40,49 +40,44 @@ func (c *Client) Call(ctx context.Context, method string, params, out any) error
 	return c.conn.Call(ctx, method, params, out)
 }
 
+// call runs one typed request.
+func call[T any](ctx context.Context, c *Client, method string, params any) (T, error) {
+	var res T
+	err := c.conn.Call(ctx, method, params, &res)
+	return res, err
+}
+
 // Exec runs a command (method exec). The gateway may wait on a node for
 // the command's timeout plus bridge.InvokeMargin, and on an approval:
 // bound ctx accordingly.
 func (c *Client) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecResult, error) {
-	var res bridge.ExecResult
-	err := c.conn.Call(ctx, bridge.MethodExec, p, &res)
-	return res, err
+	return call[bridge.ExecResult](ctx, c, bridge.MethodExec, p)
 }
 
 // ExecStatus reports a run started with yieldMs (method exec.status).
 func (c *Client) ExecStatus(ctx context.Context, p bridge.ExecStatusParams) (bridge.ExecStatusResult, error) {
-	var res bridge.ExecStatusResult
-	err := c.conn.Call(ctx, bridge.MethodExecStatus, p, &res)
-	return res, err
+	return call[bridge.ExecStatusResult](ctx, c, bridge.MethodExecStatus, p)
 }
 
 // Events drains the session's queued system events (session.events).
 func (c *Client) Events(ctx context.Context, p bridge.SessionParams) (bridge.SessionEventsResult, error) {
-	var res bridge.SessionEventsResult
-	err := c.conn.Call(ctx, bridge.MethodSessionEvents, p, &res)
-	return res, err
+	return call[bridge.SessionEventsResult](ctx, c, bridge.MethodSessionEvents, p)
 }
 
 // SessionCommand runs a slash command such as /elevated in a session
 // (session.command).
 func (c *Client) SessionCommand(ctx context.Context, p bridge.SessionCommandParams) (bridge.SessionCommandResult, error) {
-	var res bridge.SessionCommandResult
-	err := c.conn.Call(ctx, bridge.MethodSessionCommand, p, &res)
-	return res, err
+	return call[bridge.SessionCommandResult](ctx, c, bridge.MethodSessionCommand, p)
 }
 
 // Nodes lists the nodes the session may target (nodes.list).
 func (c *Client) Nodes(ctx context.Context, p bridge.SessionParams) (bridge.NodesResult, error) {
-	var res bridge.NodesResult
-	err := c.conn.Call(ctx, bridge.MethodNodesList, p, &res)
-	return res, err
+	return call[bridge.NodesResult](ctx, c, bridge.MethodNodesList, p)
 }
 
 // JoinKey asks for a one-time node join key (operator).
 func (c *Client) JoinKey(ctx context.Context, p bridge.JoinKeyParams) (bridge.JoinKeyResult, error) {
-	var res bridge.JoinKeyResult
-	err := c.conn.Call(ctx, bridge.MethodJoinKey, p, &res)
-	return res, err
+	return call[bridge.JoinKeyResult](ctx, c, bridge.MethodJoinKey, p)
 }
 
 // NodeApprovals reads a paired node's exec-approvals.json through the

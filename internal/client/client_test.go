@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // These tests run a real gateway (host=gateway, the real host engine) in
@@ -222,37 +222,6 @@ func TestFindAuthRefusesUnpinnedStateToken(t *testing.T) {
 	}
 }
 
-// silentListener accepts TCP connections and never answers.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "ws://" + ln.Addr().String()
-}
-
 // TestDialClassifiesFailures: nothing listening is ErrUnreachable with one
 // clause; a listener that never answers is ErrNoAnswer at the connect
 // timeout; plain ws:// to another host is refused before dialing.
@@ -270,7 +239,7 @@ func TestDialClassifiesFailures(t *testing.T) {
 	if !errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrNoAnswer) || !strings.HasPrefix(err.Error(), "no gateway answers at "+closed+": connection refused") {
 		t.Errorf("refused: %v", err)
 	}
-	silent := silentListener(t)
+	silent := testproc.SilentListener(t)
 	_, err = client.Dial(ctx, silent, client.Options{Role: bridge.RoleOperator, Auth: auth, ConnectTimeout: 200 * time.Millisecond})
 	if !errors.Is(err, client.ErrNoAnswer) || errors.Is(err, client.ErrUnreachable) || !strings.Contains(err.Error(), "within 200ms") {
 		t.Errorf("silent: %v", err)
