@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/client"
 )
 
 // Policies the benchmark hosts use: an allowlist holding true, sh and cat
@@ -121,19 +121,21 @@ func startCluster(bin, root string) (*cluster, error) {
 	return c, nil
 }
 
-// dial connects a client with the gateway token, like the CLI does.
+// dial connects a client with the gateway token, pinning the gateway's
+// key, like the CLI does.
 func (c *cluster) dial(role string) (*bridge.Conn, error) {
-	tok, err := gateway.ReadToken(c.gwDir)
+	auth, err := client.StateDirAuth(c.gwDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, _, err := bridge.Dial(ctx, c.url, bridge.ConnectParams{
-		Role: role, Auth: bridge.Auth{Token: tok},
-		Client: bridge.ClientInfo{Name: "exechost-bench", Version: "bench", Platform: "linux"},
-	}, nil, bridge.Options{})
-	return conn, err
+	cl, err := client.Dial(ctx, c.url, client.Options{Role: role, Auth: auth,
+		Client: bridge.ClientInfo{Name: "exechost-bench", Version: "bench", Platform: "linux"}})
+	if err != nil {
+		return nil, err
+	}
+	return cl.Conn(), nil
 }
 
 // joinKey asks the gateway for a one-time join key (what `exechost gateway

@@ -112,15 +112,30 @@ type Error struct {
 	Message string `json:"message"`
 	// Denial explains a CodeDenied error when it is known (denial.go).
 	Denial *Denial `json:"denial,omitempty"`
+	// Cause is what Errorf's %w verbs wrapped: kept in this process for
+	// errors.Is and errors.As, never sent (the wire carries Code).
+	Cause error `json:"-"`
 }
 
 // Error returns the message, which is written for the person or agent
 // reading it.
 func (e *Error) Error() string { return e.Message }
 
-// Errorf returns an *Error with code and a formatted message.
+// Unwrap returns the errors Errorf wrapped with %w, so errors.Is and
+// errors.As see through a wire error made in this process. An *Error
+// decoded from the wire wraps nothing.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Errorf returns an *Error with code and a message formatted as
+// fmt.Errorf does; errors wrapped with %w stay reachable through Unwrap.
 func Errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	e := &Error{Code: code, Message: err.Error()}
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		e.Cause = err
+	}
+	return e
 }
 
 // Error codes used on the wire. Clients branch on them; messages are for

@@ -3,44 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-// silentListener accepts TCP connections and never answers: what a hung
-// gateway (or another program on its port) looks like to a client.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // held open, never read or written
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "ws://" + ln.Addr().String()
-}
+	"github.com/exechost/exechost/internal/testproc"
+)
 
 // TestSilentGatewayTimesOut: a gateway that accepts the connection but
 // never answers exits 124 (a timeout, docs/cli.md) once the client's
@@ -48,7 +16,7 @@ func silentListener(t *testing.T) string {
 // what was seen; with --json, one JSON object says the same.
 func TestSilentGatewayTimesOut(t *testing.T) {
 	t.Setenv(EnvGatewayToken, "some-token")
-	url := silentListener(t)
+	url := testproc.SilentListener(t)
 	short := func(g *globals) { g.connectTimeout = 200 * time.Millisecond }
 	dir := t.TempDir()
 	for _, args := range [][]string{

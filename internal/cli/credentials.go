@@ -9,6 +9,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/state"
 )
 
 func init() { register("credentials", newCredentialsCmd) }
@@ -115,8 +116,8 @@ const upAgentCredential = "agent-main"
 // its MCP clients, issuing it on the first run (and again if its file was
 // deleted).
 func ensureUpAgentCredential(dir, url string) (string, error) {
-	path := gateway.CredentialPath(dir, upAgentCredential)
-	if _, err := gateway.ReadCredentialFile(path); err == nil {
+	path := state.CredentialPath(dir, upAgentCredential)
+	if _, err := bridge.ReadCredentialFile(path); err == nil {
 		return path, nil
 	}
 	recs, err := gateway.ListCredentials(dir)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/sandbox"
@@ -215,7 +216,7 @@ func probeGateway(ctx context.Context, url string) gatewayProbe {
 	var p gatewayProbe
 	pctx, cancel := context.WithTimeout(ctx, doctorDialTimeout)
 	defer cancel()
-	ws, resp, err := websocket.Dial(pctx, url, pinnedDialOptions(os.Getenv(EnvTLSFingerprint)))
+	ws, resp, err := websocket.Dial(pctx, url, client.WebSocketOptions())
 	if resp != nil {
 		if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
 			p.date = d

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/shellcmd"
 )
@@ -158,8 +157,8 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 	sess := bridge.SessionParams{SessionKey: f.session, AgentID: f.agent}
 	switch {
 	case f.status != "":
-		var res bridge.ExecStatusResult
-		if err := c.Call(short, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: f.status, AgentID: f.agent, SessionKey: f.session}, &res); err != nil {
+		res, err := c.ExecStatus(short, bridge.ExecStatusParams{RunID: f.status, AgentID: f.agent, SessionKey: f.session})
+		if err != nil {
 			return wireError(err)
 		}
 		if f.asJSON {
@@ -176,8 +175,8 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		}
 		return nil
 	case f.events == eventsDrain:
-		var res bridge.SessionEventsResult
-		if err := c.Call(short, bridge.MethodSessionEvents, sess, &res); err != nil {
+		res, err := c.Events(short, sess)
+		if err != nil {
 			return wireError(err)
 		}
 		if f.asJSON {
@@ -188,8 +187,7 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 		}
 		return nil
 	case f.slash != "":
-		var res bridge.SessionCommandResult
-		err := c.Call(short, bridge.MethodSessionCommand, bridge.SessionCommandParams{SessionKey: f.session, AgentID: f.agent, Text: f.slash}, &res)
+		res, err := c.SessionCommand(short, bridge.SessionCommandParams{SessionKey: f.session, AgentID: f.agent, Text: f.slash})
 		if err != nil {
 			return wireError(err)
 		}
@@ -211,15 +209,14 @@ func (g *globals) execOnce(ctx context.Context, f execFlags, args []string) erro
 	if len(env) > 0 {
 		p.Env = env
 	}
-	timeout := gateway.DefaultTimeout
+	timeout := bridge.DefaultExecTimeout
 	if f.timeout > 0 {
 		timeout = time.Duration(f.timeout) * time.Second
 	}
-	cctx, ccancel := context.WithTimeout(ctx, timeout+2*gateway.InvokeMargin)
+	cctx, ccancel := context.WithTimeout(ctx, timeout+2*bridge.InvokeMargin)
 	defer ccancel()
-	var res bridge.ExecResult
 	stop := startProgress(g.stderr, "waiting for the gateway (the command runs, or an approval is pending)")
-	err = c.Call(cctx, bridge.MethodExec, p, &res)
+	res, err := c.Exec(cctx, p)
 	stop()
 	if err != nil {
 		var be *bridge.Error

@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/mcpserver"
 )
 
@@ -53,7 +53,7 @@ Logs go to stderr; stdout carries only the MCP stream.
 			}
 			srv, err := mcpserver.New(mcpserver.Options{
 				GatewayURL: url, SessionKey: sess, AgentID: agent, Logger: log, Version: Version,
-				Dial: func(ctx context.Context, role string) (*bridge.Conn, error) {
+				Dial: func(ctx context.Context, role string) (*client.Client, error) {
 					return g.dialGateway(ctx, url, role)
 				},
 			})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/service"
 )
@@ -126,7 +127,7 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 			url = DefaultGateway
 		}
 	}
-	if err := checkPlaintext(url); err != nil {
+	if err := client.CheckPlaintext(url); err != nil {
 		return err
 	}
 	joinKey, err := g.secretArg("join key", f.joinKey, "--join-key", f.joinKeyFile, EnvJoinKey)

@@ -11,7 +11,6 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
-	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -94,7 +93,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 	}
 	// The same default as exec (the gateway's): a forgotten command
 	// never runs unbounded.
-	req.TimeoutMs = gateway.DefaultTimeout.Milliseconds()
+	req.TimeoutMs = bridge.DefaultExecTimeout.Milliseconds()
 	if timeout > 0 {
 		req.TimeoutMs = (time.Duration(timeout) * time.Second).Milliseconds()
 	}

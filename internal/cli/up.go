@@ -548,7 +548,7 @@ func printTempBuild(g *globals, t *tempBuild) {
 func printUpNext(g *globals, s upSummary) {
 	w := g.stdout
 	fmt.Fprintf(w, "exechost is up (Ctrl-C stops everything)\n")
-	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", s.url, gateway.TokenPath(s.dir))
+	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", s.url, state.TokenPath(s.dir))
 	fmt.Fprintf(w, "  node      %s   (connected, this machine)\n", s.nodeID)
 	if !s.noApprover {
 		fmt.Fprintf(w, "  approver  %s   (prompts also appear here; answer \"ID allow-once\")\n", s.approverURL)

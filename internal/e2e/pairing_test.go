@@ -26,6 +26,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/gateway"
 )
 
@@ -273,21 +274,19 @@ func localSocketToken(t *testing.T, dir string) string {
 
 func dialOperator(t *testing.T, c *cluster) *bridge.Conn {
 	t.Helper()
-	tok, err := gateway.ReadToken(c.gwDir)
+	auth, err := client.StateDirAuth(c.gwDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	conn, _, err := bridge.Dial(ctx, c.url, bridge.ConnectParams{
-		Role: bridge.RoleOperator, Auth: bridge.Auth{Token: tok},
-		Client: bridge.ClientInfo{Name: "e2e", Platform: runtime.GOOS},
-	}, nil, bridge.Options{})
+	cl, err := client.Dial(ctx, c.url, client.Options{Role: bridge.RoleOperator, Auth: auth,
+		Client: bridge.ClientInfo{Name: "e2e", Platform: runtime.GOOS}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close("test done") })
-	return conn
+	t.Cleanup(func() { cl.Close("test done") })
+	return cl.Conn()
 }
 
 func TestTLSPinning(t *testing.T) {

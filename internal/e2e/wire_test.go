@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/nodekey"
 )
@@ -234,7 +235,7 @@ func replayRefused(t *testing.T, url string, frame []byte) {
 // credConn dials the cluster's gateway with an issued credential file.
 func (c *cluster) credConn(path, role string) (*bridge.Conn, bridge.ConnectResult, error) {
 	c.t.Helper()
-	cf, err := gateway.ReadCredentialFile(path)
+	cf, err := bridge.ReadCredentialFile(path)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -242,11 +243,15 @@ func (c *cluster) credConn(path, role string) (*bridge.Conn, bridge.ConnectResul
 }
 
 // credDial dials the cluster's gateway with credential cf.
-func (c *cluster) credDial(cf *gateway.CredentialFile, role string) (*bridge.Conn, bridge.ConnectResult, error) {
+func (c *cluster) credDial(cf *bridge.CredentialFile, role string) (*bridge.Conn, bridge.ConnectResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	return bridge.Dial(ctx, c.url, bridge.ConnectParams{Role: role, Client: bridge.ClientInfo{Name: "e2e"}}, nil,
-		bridge.Options{Credential: cf, GatewayKey: cf.GatewayKey})
+	cl, err := client.Dial(ctx, c.url, client.Options{Role: role, Client: bridge.ClientInfo{Name: "e2e"},
+		Auth: client.Auth{Credential: cf, GatewayKey: cf.GatewayKey}})
+	if err != nil {
+		return nil, bridge.ConnectResult{}, err
+	}
+	return cl.Conn(), cl.Connected(), nil
 }
 
 // TestAgentCredentialsSeparateAgents is issue 32's fourth door: with a
@@ -310,7 +315,7 @@ func TestAgentCredentialsSeparateAgents(t *testing.T) {
 	if _, _, err := c.credConn(paths["a"], bridge.RoleOperator); !errors.As(err, &be) || be.Code != bridge.CodeForbidden {
 		t.Fatalf("an agent credential connecting as operator: %v, want FORBIDDEN", err)
 	}
-	cfA, err := gateway.ReadCredentialFile(paths["a"])
+	cfA, err := bridge.ReadCredentialFile(paths["a"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
-	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/testproc"
 )
 
@@ -173,19 +173,21 @@ func (c *cluster) startGateway() {
 	c.url = urlRE.FindStringSubmatch(c.gw.Out.String())[1]
 }
 
-// dial connects a client with the gateway token.
+// dial connects a client with the gateway token, pinning the gateway's
+// key, as the CLI does.
 func (c *cluster) dial(role string) (*bridge.Conn, error) {
-	tok, err := gateway.ReadToken(c.gwDir)
+	auth, err := client.StateDirAuth(c.gwDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, _, err := bridge.Dial(ctx, c.url, bridge.ConnectParams{
-		Role: role, Auth: bridge.Auth{Token: tok},
-		Client: bridge.ClientInfo{Name: "faults", Version: "test", Platform: "linux"},
-	}, nil, bridge.Options{})
-	return conn, err
+	cl, err := client.Dial(ctx, c.url, client.Options{Role: role, Auth: auth,
+		Client: bridge.ClientInfo{Name: "faults", Version: "test", Platform: "linux"}})
+	if err != nil {
+		return nil, err
+	}
+	return cl.Conn(), nil
 }
 
 func (c *cluster) mustDial(role string) *bridge.Conn {

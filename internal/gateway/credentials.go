@@ -34,15 +34,8 @@ import (
 // CredentialsFile is the gateway's list of issued credentials.
 const CredentialsFile = "credentials.json"
 
-// CredentialsDir is where `exechost credentials issue` and the gateway's
-// own setup write credential files in the state directory.
-const CredentialsDir = "credentials"
-
 // credentialNamePattern keeps names usable as file names and in logs.
 var credentialNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
-
-// credentialIDPattern is what a credential id on the wire may look like.
-var credentialIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^cr_[0-9a-f]{16}$`) })
 
 // CredentialRecord is one issued credential as the gateway knows it.
 type CredentialRecord struct {
@@ -57,46 +50,6 @@ type CredentialRecord struct {
 type credentialsData struct {
 	Version     int                `json:"version"`
 	Credentials []CredentialRecord `json:"credentials"`
-}
-
-// CredentialFile is a credential as its holder keeps it: the private key
-// and the gateway it belongs to (URL and pinned public key), mode 0600.
-type CredentialFile struct {
-	Version    int    `json:"version"`
-	ID         string `json:"id"`
-	Name       string `json:"name"`
-	Role       string `json:"role"`
-	Agent      string `json:"agent,omitempty"`
-	PrivateKey string `json:"privateKey"`
-	GatewayKey string `json:"gatewayKey"`
-	GatewayURL string `json:"gatewayUrl,omitempty"`
-}
-
-// CredentialID implements bridge.CredentialSigner.
-func (f *CredentialFile) CredentialID() string { return f.ID }
-
-// Sign implements bridge.CredentialSigner.
-func (f *CredentialFile) Sign(msg []byte) string {
-	seed, _ := base64.RawURLEncoding.DecodeString(f.PrivateKey) // checked by ReadCredentialFile
-	return base64.RawURLEncoding.EncodeToString(ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg))
-}
-
-// KeyPath returns the gateway's identity key file in stateDir.
-func KeyPath(stateDir string) string { return filepath.Join(stateDir, "gateway.key") }
-
-// PublicKey returns the public key of the gateway whose state is
-// stateDir, as local clients pin it, without creating one.
-func PublicKey(stateDir string) (string, error) {
-	k, err := nodekey.Load(KeyPath(stateDir))
-	if err != nil {
-		return "", fmt.Errorf("gateway key: %w", err)
-	}
-	return k.PublicKeyString(), nil
-}
-
-// CredentialPath returns the default credential file of name in stateDir.
-func CredentialPath(stateDir, name string) string {
-	return filepath.Join(stateDir, CredentialsDir, name+".json")
 }
 
 // IssueOptions describe a credential to issue.
@@ -114,7 +67,7 @@ type IssueOptions struct {
 // IssueCredential creates a credential in the gateway's state directory:
 // a new key, its public half recorded in credentials.json, the private
 // half written once to the credential file (0600), whose path it returns.
-func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, error) {
+func IssueCredential(stateDir string, o IssueOptions) (*bridge.CredentialFile, string, error) {
 	if !credentialNamePattern().MatchString(o.Name) {
 		return nil, "", fmt.Errorf("credential name %q: letters, digits, '.', '_' or '-', at most 64", o.Name)
 	}
@@ -130,7 +83,7 @@ func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, 
 	default:
 		return nil, "", fmt.Errorf("role %q: want agent or operator", o.Role)
 	}
-	gk, _, err := nodekey.LoadOrCreateFile(KeyPath(stateDir))
+	gk, _, err := nodekey.LoadOrCreateFile(state.KeyPath(stateDir))
 	if err != nil {
 		return nil, "", err
 	}
@@ -142,17 +95,17 @@ func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, 
 	if _, err := rand.Read(idb[:]); err != nil {
 		return nil, "", fmt.Errorf("generate credential id: %w", err)
 	}
-	cf := &CredentialFile{
+	cf := &bridge.CredentialFile{
 		Version: 1, ID: "cr_" + hex.EncodeToString(idb[:]), Name: o.Name, Role: o.Role, Agent: o.Agent,
 		PrivateKey: base64.RawURLEncoding.EncodeToString(priv.Seed()),
 		GatewayKey: gk.PublicKeyString(), GatewayURL: o.GatewayURL,
 	}
 	out := o.Out
 	if out == "" {
-		if err := state.Ensure(filepath.Join(stateDir, CredentialsDir)); err != nil {
+		if err := state.Ensure(filepath.Join(stateDir, state.CredentialsDir)); err != nil {
 			return nil, "", err
 		}
-		out = CredentialPath(stateDir, o.Name)
+		out = state.CredentialPath(stateDir, o.Name)
 	}
 	if out != "-" {
 		if err := writeCredentialFile(out, cf); err != nil {
@@ -182,7 +135,7 @@ func IssueCredential(stateDir string, o IssueOptions) (*CredentialFile, string, 
 
 // writeCredentialFile creates path (0600) with cf; it never overwrites a
 // credential someone holds (O_EXCL).
-func writeCredentialFile(path string, cf *CredentialFile) error {
+func writeCredentialFile(path string, cf *bridge.CredentialFile) error {
 	data, _ := json.MarshalIndent(cf, "", "  ")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -215,7 +168,7 @@ func RevokeCredential(stateDir, idOrName string) (CredentialRecord, error) {
 		return nil
 	})
 	if err == nil {
-		_ = os.Remove(CredentialPath(stateDir, gone.Name))
+		_ = os.Remove(state.CredentialPath(stateDir, gone.Name))
 	}
 	return gone, err
 }
@@ -289,29 +242,11 @@ func updateCredentials(stateDir string, fn func(*credentialsData) error) error {
 	return atomicfile.WriteFile(credentialsPath(stateDir), append(data, '\n'), 0o600)
 }
 
-// ReadCredentialFile reads a credential file; it must be ours and not
-// readable by others.
-func ReadCredentialFile(path string) (*CredentialFile, error) {
-	data, err := readPrivate(path, "credential", "chmod 600 "+path+", and consider it leaked: revoke it and issue a new one")
-	if err != nil {
-		return nil, err
-	}
-	var cf CredentialFile
-	if err := json.Unmarshal(data, &cf); err != nil {
-		return nil, fmt.Errorf("read credential %s: %w", path, err)
-	}
-	seed, err := base64.RawURLEncoding.DecodeString(cf.PrivateKey)
-	if err != nil || len(seed) != ed25519.SeedSize || !credentialIDPattern().MatchString(cf.ID) {
-		return nil, fmt.Errorf("read credential %s: not a credential file (hint: issue one with `exechost credentials issue`)", path)
-	}
-	return &cf, nil
-}
-
 // verifyCredential checks a client's credential proof; it returns the
 // record, or an UNAUTHORIZED error that says nothing about which part
 // failed beyond what the holder can fix.
 func (g *Gateway) verifyCredential(p bridge.ConnectParams, nonce string) (*CredentialRecord, error) {
-	if !credentialIDPattern().MatchString(p.Auth.Ref) {
+	if !bridge.ValidCredentialID(p.Auth.Ref) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "malformed credential id")
 	}
 	rec, err := lookupCredential(g.opts.StateDir, p.Auth.Ref)

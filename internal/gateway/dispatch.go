@@ -266,7 +266,7 @@ func (g *Gateway) sessionCommand(ctx context.Context, c caller, method string, p
 	}
 	res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	if err != nil {
-		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%w", err)
 	}
 	if elevated {
 		g.auditElevated(ctx, p, res)

@@ -24,7 +24,7 @@ import (
 
 // Command timeouts.
 const (
-	DefaultTimeout = 30 * time.Minute
+	DefaultTimeout = bridge.DefaultExecTimeout
 	MaxTimeout     = 24 * time.Hour
 )
 
@@ -35,17 +35,17 @@ func paramLayer(p bridge.ExecParams) (policy.Settings, error) {
 	var err error
 	if p.Host != "" {
 		if s.Host, err = policy.ParseHost(p.Host); err != nil {
-			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%w", err)
 		}
 	}
 	if p.Security != "" {
 		if s.Security, err = policy.ParseSecurity(p.Security); err != nil {
-			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%w", err)
 		}
 	}
 	if p.Ask != "" {
 		if s.Ask, err = policy.ParseAsk(p.Ask); err != nil {
-			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+			return s, bridge.Errorf(bridge.CodeInvalidRequest, "%w", err)
 		}
 	}
 	s.Node = strings.TrimSpace(p.Node)

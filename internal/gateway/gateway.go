@@ -124,7 +124,7 @@ func New(opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, _, err := nodekey.LoadOrCreateFile(KeyPath(opts.StateDir))
+	key, _, err := nodekey.LoadOrCreateFile(state.KeyPath(opts.StateDir))
 	if err != nil {
 		return nil, fmt.Errorf("gateway identity: %w", err)
 	}

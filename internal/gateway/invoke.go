@@ -16,9 +16,9 @@ import (
 	"github.com/exechost/exechost/internal/session"
 )
 
-// InvokeMargin is added to a command's own timeout for the gateway's wait
-// on the node, covering transport and the node's prompt.
-const InvokeMargin = 10 * time.Second
+// InvokeMargin is bridge.InvokeMargin: the gateway waits on a node for a
+// command's own timeout plus this.
+const InvokeMargin = bridge.InvokeMargin
 
 // invokeWaiter is one node.invoke in flight.
 type invokeWaiter struct {

@@ -29,7 +29,7 @@ func decode[T any](method string, params json.RawMessage) (T, error) {
 		return v, nil
 	}
 	if err := bridge.Unmarshal(params, &v); err != nil {
-		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
+		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %w", method, err)
 	}
 	return v, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/state"
 )
 
 func TestTokenFile(t *testing.T) {
@@ -22,7 +23,7 @@ func TestTokenFile(t *testing.T) {
 	if !strings.HasPrefix(tok, "ehg_") || len(tok) < 40 {
 		t.Fatalf("token %q looks weak", tok)
 	}
-	fi, err := os.Stat(TokenPath(dir))
+	fi, err := os.Stat(state.TokenPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +34,10 @@ func TestTokenFile(t *testing.T) {
 	if err != nil || again != tok {
 		t.Fatalf("second load = %q, %v; want the same token", again, err)
 	}
-	if err := os.Chmod(TokenPath(dir), 0o644); err != nil {
+	if err := os.Chmod(state.TokenPath(dir), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := state.ReadToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("ReadToken of a world-readable file = %v, want a refusal with a hint", err)
 	}
 }

@@ -166,7 +166,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		log.Error("INSECURE: serving plain ws:// beyond loopback (--insecure-plaintext): anyone on the network path reads and rewrites every command, result and approval; only the handshake's proofs stay safe (hint: set gateway.tls.cert and .key in exechost.json)", "addr", ln.Addr().String())
 	}
 	url := scheme + "://" + ln.Addr().String()
-	log.Info("gateway listening", "url", url, "token", TokenPath(dir), "config", cfg.Path,
+	log.Info("gateway listening", "url", url, "token", state.TokenPath(dir), "config", cfg.Path,
 		"gatewayKey", gw.PublicKey(), "gatewayFingerprint", bridge.KeyFingerprint(gw.PublicKey()))
 
 	reload := opts.Reload

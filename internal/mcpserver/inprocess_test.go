@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/host"
@@ -65,18 +66,16 @@ func (g *liveGateway) shutdown() {
 
 func (g *liveGateway) url() string { return "ws://" + g.addr }
 
-// dialer returns a DialFunc presenting the gateway's token from dir.
+// dialer returns a DialFunc presenting the gateway's token from dir and
+// pinning its key, as the CLI does.
 func dialer(url, dir string) DialFunc {
-	return func(ctx context.Context, role string) (*bridge.Conn, error) {
-		tok, err := gateway.ReadToken(dir)
+	return func(ctx context.Context, role string) (*client.Client, error) {
+		auth, err := client.StateDirAuth(dir)
 		if err != nil {
 			return nil, err
 		}
-		c, _, err := bridge.Dial(ctx, url, bridge.ConnectParams{
-			Role: role, Auth: bridge.Auth{Token: tok},
-			Client: bridge.ClientInfo{Name: "mcpserver-test", Version: "test", Platform: runtime.GOOS},
-		}, nil, bridge.Options{})
-		return c, err
+		return client.Dial(ctx, url, client.Options{Role: role, Auth: auth,
+			Client: bridge.ClientInfo{Name: "mcpserver-test", Version: "test", Platform: runtime.GOOS}})
 	}
 }
 
@@ -157,7 +156,7 @@ func TestInProcessGateway(t *testing.T) {
 	gw := startLiveGateway(t, dir, "127.0.0.1:0")
 	var dials atomic.Int32
 	dial := dialer(gw.url(), dir)
-	srv, err := New(Options{GatewayURL: gw.url(), AgentID: "tester", Dial: func(ctx context.Context, role string) (*bridge.Conn, error) {
+	srv, err := New(Options{GatewayURL: gw.url(), AgentID: "tester", Dial: func(ctx context.Context, role string) (*client.Client, error) {
 		dials.Add(1)
 		return dial(ctx, role)
 	}})

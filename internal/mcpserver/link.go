@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 )
 
 // Sentinel errors of a tool call that never got the gateway's answer. The
@@ -42,8 +43,8 @@ const (
 
 // DialFunc opens an authenticated connection to the gateway with role
 // (always bridge.RoleAgent: the MCP server never acts as an operator). The
-// cli package passes one that reads the gateway token.
-type DialFunc func(ctx context.Context, role string) (*bridge.Conn, error)
+// cli package passes one that dials with client.Dial and its credential.
+type DialFunc func(ctx context.Context, role string) (*client.Client, error)
 
 // link is the server's lazily (re)connected agent connection. Its mutex
 // guards the state only and is never held across a dial: one caller dials
@@ -55,7 +56,7 @@ type link struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	conn     *bridge.Conn
+	conn     *client.Client
 	dialing  chan struct{} // non-nil while a caller dials; closed when it is done
 	fails    int
 	next     time.Time // earliest next dial after a failure
@@ -69,7 +70,7 @@ type link struct {
 // get returns the live connection, dialing when there is none. A caller
 // that waited while another caller's dial failed gets that failure rather
 // than dialing again at once.
-func (l *link) get(ctx context.Context) (*bridge.Conn, error) {
+func (l *link) get(ctx context.Context) (*client.Client, error) {
 	start := time.Now()
 	for {
 		l.mu.Lock()
@@ -116,7 +117,7 @@ func (l *link) get(ctx context.Context) (*bridge.Conn, error) {
 
 // connect waits out the backoff and dials, outside the lock; the caller
 // holds the dialing turn.
-func (l *link) connect(ctx context.Context, wait time.Duration) (*bridge.Conn, error) {
+func (l *link) connect(ctx context.Context, wait time.Duration) (*client.Client, error) {
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		select {
@@ -177,17 +178,18 @@ func backoff(n int) time.Duration {
 	return min(d, MaxBackoff)
 }
 
-// call runs one request on the agent connection with a deadline. A call
-// cut off by a dropped connection returns ErrConnectionLost and forgets
-// the connection, so the next call reconnects.
-func (l *link) call(ctx context.Context, method string, params, out any, timeout time.Duration) error {
+// do runs call (one typed request, named method in errors) on the agent
+// connection with a deadline. A call cut off by a dropped connection
+// returns ErrConnectionLost and forgets the connection, so the next call
+// reconnects.
+func (l *link) do(ctx context.Context, method string, timeout time.Duration, call func(context.Context, *client.Client) error) error {
 	c, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err = c.Call(cctx, method, params, out)
+	err = call(cctx, c)
 	switch {
 	case err == nil:
 		return nil
@@ -201,7 +203,7 @@ func (l *link) call(ctx context.Context, method string, params, out any, timeout
 }
 
 // forget drops c if it is still the current connection.
-func (l *link) forget(c *bridge.Conn) {
+func (l *link) forget(c *client.Client) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn == c {

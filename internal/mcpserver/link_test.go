@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 )
 
 // TestLinkDialsOutsideTheLock holds a dial open: the link's lock stays
@@ -20,7 +20,7 @@ func TestLinkDialsOutsideTheLock(t *testing.T) {
 	var dials atomic.Int32
 	waiting := make(chan struct{}, 1)
 	l := &link{waiting: func() { waiting <- struct{}{} }, url: "ws://127.0.0.1:1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		dial: func(ctx context.Context, role string) (*bridge.Conn, error) {
+		dial: func(ctx context.Context, role string) (*client.Client, error) {
 			if dials.Add(1) == 1 {
 				close(entered)
 			}
@@ -68,7 +68,7 @@ func TestLinkDialsOutsideTheLock(t *testing.T) {
 func TestLinkWaiterGivesUp(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	l := &link{url: "ws://127.0.0.1:1", log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		dial: func(ctx context.Context, role string) (*bridge.Conn, error) {
+		dial: func(ctx context.Context, role string) (*client.Client, error) {
 			close(entered)
 			<-release
 			return nil, errors.New("connection refused")

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/client"
 )
 
 // Tool names, as MCP clients list them.
@@ -117,7 +118,10 @@ func (s *Server) execTool(ctx context.Context, _ *mcp.CallToolRequest, in ExecIn
 		wait = min(wait, time.Duration(in.TimeoutSec)*time.Second)
 	}
 	var res bridge.ExecResult
-	if err := s.link.call(ctx, bridge.MethodExec, p, &res, wait+execMargin); err != nil {
+	if err := s.link.do(ctx, bridge.MethodExec, wait+execMargin, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = c.Exec(ctx, p)
+		return err
+	}); err != nil {
 		// The denial's own system event arrives on the next call, with
 		// the rest of the session's events.
 		return textResult(describeError(err), true), nil, nil
@@ -130,7 +134,10 @@ func (s *Server) statusTool(ctx context.Context, _ *mcp.CallToolRequest, in Stat
 		return textResult("runId is required: pass the runId an exec call returned.\n", true), nil, nil
 	}
 	var st bridge.ExecStatusResult
-	if err := s.link.call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: in.RunID, AgentID: s.opts.AgentID, SessionKey: s.opts.SessionKey}, &st, ShortCall); err != nil {
+	if err := s.link.do(ctx, bridge.MethodExecStatus, ShortCall, func(ctx context.Context, c *client.Client) (err error) {
+		st, err = c.ExecStatus(ctx, bridge.ExecStatusParams{RunID: in.RunID, AgentID: s.opts.AgentID, SessionKey: s.opts.SessionKey})
+		return err
+	}); err != nil {
 		return textResult(describeError(err), true), nil, nil
 	}
 	return textResult(s.events(ctx, st.RunID)+formatStatus(st), false), nil, nil
@@ -140,7 +147,10 @@ func (s *Server) nodesTool(ctx context.Context, _ *mcp.CallToolRequest, _ NodesI
 	// The gateway answers an agent with only the nodes that agent may
 	// target (its tools.exec.node binding, or all nodes when unbound).
 	var res bridge.NodesResult
-	if err := s.link.call(ctx, bridge.MethodNodesList, s.session(), &res, ShortCall); err != nil {
+	if err := s.link.do(ctx, bridge.MethodNodesList, ShortCall, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = c.Nodes(ctx, s.session())
+		return err
+	}); err != nil {
 		return textResult(describeError(err), true), nil, nil
 	}
 	return textResult(s.events(ctx, "")+formatNodes(res.Nodes, ""), false), nil, nil
@@ -152,7 +162,10 @@ func (s *Server) nodesTool(ctx context.Context, _ *mcp.CallToolRequest, _ NodesI
 // they stay queued for the next call.
 func (s *Server) events(ctx context.Context, runID string) string {
 	var res bridge.SessionEventsResult
-	if err := s.link.call(ctx, bridge.MethodSessionEvents, s.session(), &res, ShortCall); err != nil {
+	if err := s.link.do(ctx, bridge.MethodSessionEvents, ShortCall, func(ctx context.Context, c *client.Client) (err error) {
+		res, err = c.Events(ctx, s.session())
+		return err
+	}); err != nil {
 		s.opts.Logger.Warn("session.events failed", "err", err)
 		return ""
 	}

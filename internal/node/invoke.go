@@ -235,7 +235,7 @@ func (c *Client) approvalsGet() bridge.InvokeResult {
 	st := approvals.NewStore(c.opts.StateDir)
 	f, err := st.Load()
 	if err != nil {
-		return fail(bridge.Errorf(bridge.CodeInternal, "%v", err))
+		return fail(bridge.Errorf(bridge.CodeInternal, "%w", err))
 	}
 	data, err := f.Redacted().Marshal()
 	if err != nil {
@@ -264,18 +264,18 @@ func (c *Client) approvalsSet(ctx context.Context, params json.RawMessage) bridg
 	st := approvals.NewStore(c.opts.StateDir)
 	next, err := approvals.Parse("(sent file)", p.File)
 	if err != nil {
-		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "%v", err))
+		return fail(bridge.Errorf(bridge.CodeInvalidRequest, "%w", err))
 	}
 	consent := approvals.RemoteConsent(ctx, c.opts.AllowRemoteWidening, c.opts.ConfirmWidening, "the gateway", c.NodeID())
 	f, err := st.ReplaceRemote(p.BaseHash, next, consent)
 	switch {
 	case errors.Is(err, approvals.ErrStale):
-		return fail(bridge.Errorf(bridge.CodeStale, "%v", err))
+		return fail(bridge.Errorf(bridge.CodeStale, "%w", err))
 	case errors.Is(err, approvals.ErrWidening):
 		c.log.Warn("refused a remote approvals change that widens this node's policy", "err", err)
-		return fail(bridge.Errorf(bridge.CodeForbidden, "%v", err))
+		return fail(bridge.Errorf(bridge.CodeForbidden, "%w", err))
 	case err != nil:
-		return fail(bridge.Errorf(bridge.CodeInternal, "%v", err))
+		return fail(bridge.Errorf(bridge.CodeInternal, "%w", err))
 	}
 	data, err := f.Redacted().Marshal()
 	if err != nil {
