@@ -252,13 +252,13 @@ func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
 				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 			// The init container is the exechost binary of the agent
-			// image copying itself (installFlag): the image needs
+			// image copying itself (agent.InstallFlag): the image needs
 			// nothing else, not even a shell.
 			InitContainers: []corev1.Container{{
 				Name:            "agent",
 				Image:           k.AgentImage,
 				ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
-				Command:         []string{imageAgentPath, installFlag, agentPath},
+				Command:         []string{imageAgentPath, agent.InstallFlag, agentPath},
 				SecurityContext: sec,
 				Resources:       corev1.ResourceRequirements{Limits: limits, Requests: requests},
 				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},

@@ -1,4 +1,4 @@
-package kubernetes
+package agent
 
 import (
 	"fmt"
@@ -6,13 +6,14 @@ import (
 	"os"
 )
 
-// installFlag makes any binary that links this package (exechost itself)
-// copy itself to the path that follows and exit: the agent image's init
-// container runs it so that the image needs nothing but the binary.
-const installFlag = "--exechost-agent-install=v1"
+// InstallFlag makes any binary that links this package (exechost itself,
+// built with or without the Kubernetes driver) copy itself to the path that
+// follows and exit: a Kubernetes sandbox pod's init container runs it so
+// that the agent image needs nothing but the binary.
+const InstallFlag = "--exechost-agent-install=v1"
 
 func init() {
-	if len(os.Args) == 3 && os.Args[1] == installFlag {
+	if len(os.Args) == 3 && os.Args[1] == InstallFlag {
 		if err := install(os.Args[2]); err != nil {
 			fmt.Fprintf(os.Stderr, "exechost agent install: %v\n", err)
 			os.Exit(1)
