@@ -5,7 +5,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"strings"
 
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
@@ -79,15 +78,15 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (wrap func([]st
 		return nil, true, nil
 	}
 	return func(argv []string, execPath string) ([]string, error) {
-		if !strings.Contains(argv[0], "/") {
-			// A request's own argv under security=full: look the name
-			// up as the runner would, since the launcher searches no PATH.
-			path, err := exec.LookPath(argv[0])
-			if err != nil {
-				return nil, fmt.Errorf("%w %q: %w (hint: check the program name; bare names are looked up in the host's PATH)", runner.ErrStart, argv[0], err)
-			}
-			argv = append([]string{path}, argv[1:]...)
+		// A request's own argv under security=full: look the name up as
+		// the runner would (the launcher searches no PATH), and find a
+		// missing program here, so that it is reported as never started
+		// rather than as the launcher's exit status.
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %w (hint: check the program name; bare names are looked up in the host's PATH)", runner.ErrStart, argv[0], err)
 		}
+		argv = append([]string{path}, argv[1:]...)
 		run := *c
 		run.Exec = execPath
 		return confine.Wrap(&run, argv)
