@@ -4,7 +4,6 @@ package shellcmd_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,38 +39,7 @@ func TestGuardAloneUnderStrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stubs, planted, work, state := filepath.Join(root, "stubs"), filepath.Join(root, "planted"), filepath.Join(root, "work"), filepath.Join(root, "state")
-	for _, d := range []string{stubs, planted, filepath.Join(work, "sub"), state} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range append(append([]string{}, harmlessTools...), otherTools...) {
-		writeStub(t, stubs, n)
-	}
-	for _, n := range plantedWrappers {
-		writeStub(t, planted, n)
-	}
-	writeStub(t, filepath.Join(work, "sub"), "build")
-	if err := os.WriteFile(filepath.Join(work, "here.txt"), []byte("x\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	allowed := map[string]bool{bin: true}
-	var patterns []map[string]string
-	for _, n := range harmlessTools {
-		p := filepath.Join(stubs, n)
-		allowed[p] = true
-		patterns = append(patterns, map[string]string{"pattern": p})
-	}
-	file := map[string]any{
-		"version":  1,
-		"defaults": map[string]string{"security": "allowlist", "ask": "off", "askFallback": "deny"},
-		"agents":   map[string]any{"*": map[string]any{"allowlist": patterns}},
-	}
-	b, _ := json.Marshal(file)
-	if err := os.WriteFile(filepath.Join(state, "exec-approvals.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	stubs, planted, work, state, allowed := traceHost(t, root, bin)
 	var texts []string
 	texts = append(texts, shellcmd.DifferentialCorpus...)
 	texts = append(texts, shellcmd.BypassCorpus...)
