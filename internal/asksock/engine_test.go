@@ -66,6 +66,10 @@ func newEngineFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb poli
 	e.PATH = bin + ":/usr/bin:/bin"
 	e.Home = dir
 	e.OnAudit = func(r host.AuditRecord) { f.mu.Lock(); f.audits = append(f.audits, r); f.mu.Unlock() }
+	// Close flushes the queued lastUsedAt stamps before the temporary
+	// directory is removed (cleanups run last-registered first), so no
+	// rewrite of the file races its removal.
+	t.Cleanup(func() { _ = e.Close() })
 	f.engine = e
 	return f
 }

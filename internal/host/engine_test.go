@@ -71,6 +71,8 @@ func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fal
 	e.Home = dir
 	e.OnEvent = func(ev Event) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }
 	e.OnAudit = func(r AuditRecord) { f.mu.Lock(); f.audits = append(f.audits, r); f.mu.Unlock() }
+	// Queued lastUsedAt stamps are flushed before the directory goes.
+	t.Cleanup(func() { _ = e.Close() })
 	f.engine = e
 	return f
 }
