@@ -104,15 +104,4 @@ func (e *Engine) changedSinceRecorded(p *Prepared) []string {
 // start is: the runner and the interpreter start only that file. A path
 // that cannot be opened gets no id, and the interpreter refuses to start
 // it.
-func fileIDs(paths []string) map[string]runner.FileID {
-	if !runner.FileIDsSupported {
-		return nil
-	}
-	out := make(map[string]runner.FileID, len(paths))
-	for _, p := range paths {
-		if id, err := runner.IDOf(p); err == nil {
-			out[p] = id
-		}
-	}
-	return out
-}
+func fileIDs(paths []string) map[string]runner.FileID { return runner.IDsOf(paths) }

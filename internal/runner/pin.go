@@ -59,3 +59,19 @@ func Pin(path string, id FileID) (f *os.File, execPath string, err error) {
 // IDOf returns the FileID of the file at path, following symlinks as
 // execve does: one stat(2), cheap enough for every decision.
 func IDOf(path string) (FileID, error) { return statID(path) }
+
+// IDsOf records the file each path is now, as an execution host does when
+// it decides: a path that cannot be stat'ed gets no id (the interpreter
+// then refuses to start it). Nil where FileIDsSupported is false.
+func IDsOf(paths []string) map[string]FileID {
+	if !FileIDsSupported {
+		return nil
+	}
+	out := make(map[string]FileID, len(paths))
+	for _, p := range paths {
+		if id, err := statID(p); err == nil {
+			out[p] = id
+		}
+	}
+	return out
+}

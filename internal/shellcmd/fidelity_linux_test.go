@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/shellrun"
 	"github.com/exechost/exechost/internal/testdep"
@@ -56,7 +57,7 @@ func TestInterpreterMatchesDash(t *testing.T) {
 		if !a.OK {
 			continue
 		}
-		argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), EnvAllow: a.Env, PATH: path, Home: work})
+		argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), Files: runner.IDsOf(a.Executables()), EnvAllow: a.Env, PATH: path, Home: work})
 		if err != nil {
 			t.Fatal(err)
 		}

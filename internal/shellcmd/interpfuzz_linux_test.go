@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/shellrun"
 )
@@ -73,7 +74,7 @@ func FuzzInterpreterRunsOnlyAnalysed(f *testing.F) {
 		for _, s := range a.Segments {
 			known[path.Base(s.ResolvedPath)] = true
 		}
-		argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), EnvAllow: a.Env, PATH: logBin, Home: work})
+		argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), Files: runner.IDsOf(a.Executables()), EnvAllow: a.Env, PATH: logBin, Home: work})
 		if err != nil {
 			return // too large for one argument: refused before anything runs
 		}

@@ -343,7 +343,7 @@ func (x *executor) dispatch(ctx context.Context, hc interp.HandlerContext, args 
 		if p != "" {
 			execPath = p
 		}
-	} else if x.plan.Files != nil && x.plan.Enforce {
+	} else if x.plan.Enforce && runner.FileIDsSupported {
 		return x.refuse(fmt.Errorf("%w: %s has no file id from the decision (refused at run time)", ErrDenied, path))
 	}
 	return x.spawn(ctx, hc, execPath, pin, args, env, applied)

@@ -97,9 +97,11 @@ type Plan struct {
 	// Files are the file ids of Executables recorded when the host decided:
 	// each program starts only if the file at its path is still that file,
 	// and starts by its descriptor (runner.Pin), so a file swapped in at
-	// an allowed path after the decision never runs. The host always sends
-	// them; a plan without them (nil) starts programs by path.
-	Files map[string]runner.FileID `json:"files,omitempty"`
+	// an allowed path after the decision never runs. Where the platform has
+	// file ids (runner.FileIDsSupported), an enforced plan starts no
+	// program it has no id for: a missing or empty map refuses every start
+	// (fail closed); build it with runner.IDsOf.
+	Files map[string]runner.FileID `json:"files"`
 	// MemoryBound and GoroutineBound override DefaultMemoryBound and
 	// DefaultGoroutineBound when positive (tests use small ones).
 	MemoryBound    int64 `json:"memoryBound,omitempty"`

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/shellrun"
 )
@@ -37,7 +39,9 @@ func newHost(t *testing.T) *host {
 		}
 	}
 	for _, n := range []string{"ok", "evil", "slow", "showenv"} {
-		body := `echo "$0 $*"; : > "` + filepath.Join(root, "ran-") + n + `"`
+		// Its own path, not "$0": a pinned #! script's $0 is the
+		// descriptor it started by (runner.ChildFD).
+		body := `echo "` + filepath.Join(h.bin, n) + ` $*"; : > "` + filepath.Join(root, "ran-") + n + `"`
 		switch n {
 		case "slow":
 			body = `: > "` + filepath.Join(root, "ran-slow") + `"; exec /bin/sleep 30`
@@ -63,7 +67,7 @@ func (h *host) plan(text string) shellrun.Plan {
 	if !a.Interpretable() {
 		h.t.Fatalf("%q does not parse: %s", text, a.Error)
 	}
-	return shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), PATH: h.path, Home: h.home}
+	return shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), Files: runner.IDsOf(a.Executables()), PATH: h.path, Home: h.home}
 }
 
 // run starts the interpreter as the execution host does: this binary in
@@ -120,6 +124,27 @@ func TestEnforcementRefusesWhatTheAnalysisDidNotAllow(t *testing.T) {
 	}
 	if !strings.Contains(out, "one") || strings.Contains(out, "three") {
 		t.Fatalf("stdout %q: the run must stop at the refusal", out)
+	}
+}
+
+// TestPlanWithoutFileIDsRefuses: an enforced plan that lost its file ids
+// (absent from the JSON, or an empty map) must not fall back to starting
+// allowed programs by name: nothing starts.
+func TestPlanWithoutFileIDsRefuses(t *testing.T) {
+	if !runner.FileIDsSupported {
+		t.Skip("no file ids on " + runtime.GOOS)
+	}
+	h := newHost(t)
+	for _, files := range []map[string]runner.FileID{nil, {}} {
+		p := h.plan("ok one")
+		p.Files = files
+		_, errOut, code := h.run(p)
+		if code != shellrun.DeniedExit || !strings.Contains(errOut, "no file id") {
+			t.Fatalf("files %v: exit %d stderr %q; want %d naming the missing file id", files, code, errOut, shellrun.DeniedExit)
+		}
+		if h.ran("ok") {
+			t.Fatalf("files %v: a program without a file id ran", files)
+		}
 	}
 }
 
@@ -227,7 +252,7 @@ func (h *host) unanalysed(text string, allowed ...string) shellrun.Plan {
 	for _, n := range allowed {
 		exes = append(exes, filepath.Join(h.bin, n))
 	}
-	return shellrun.Plan{Text: canonical, Hash: shellcmd.Hash(canonical), Enforce: true, Executables: exes, PATH: h.path, Home: h.home}
+	return shellrun.Plan{Text: canonical, Hash: shellcmd.Hash(canonical), Enforce: true, Executables: exes, Files: runner.IDsOf(exes), PATH: h.path, Home: h.home}
 }
 
 // TestGuardAlone runs texts the analysis refuses through the interpreter
