@@ -3,7 +3,8 @@
 // output of every failing test (and of a package that failed outside its
 // tests, or died while a test ran: that test's output, stack dump
 // included), and at the end every skipped test with its reason, so a skip —
-// a dependency that was absent, say — is never invisible.
+// a dependency that was absent, say — is never invisible — and the slowest
+// top-level tests, so a suite that grows slow shows where.
 //
 //	go test -json ./... | go run ./scripts/testreport
 //
@@ -27,7 +28,17 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on pass/fail/skip
 }
+
+// timing is one top-level test's running time.
+type timing struct {
+	pkg, test string
+	secs      float64
+}
+
+// slowest is how many of the slowest top-level tests are listed.
+const slowest = 15
 
 // skip is one skipped test and its reason.
 type skip struct{ pkg, test, reason string }
@@ -36,20 +47,22 @@ type skip struct{ pkg, test, reason string }
 const maxLine = 16 << 20
 
 func main() {
-	skips, err := report(os.Stdin, os.Stdout)
+	skips, times, err := report(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(1)
 	}
+	printSlowest(os.Stdout, times)
 	printSkips(os.Stdout, skips)
 }
 
 // report copies the interesting output of events from r to w and returns
-// the skipped tests.
-func report(r io.Reader, w io.Writer) ([]skip, error) {
+// the skipped tests and the running time of each top-level test.
+func report(r io.Reader, w io.Writer) ([]skip, []timing, error) {
 	type key struct{ pkg, test string }
 	buf := map[key][]string{}
 	var skips []skip
+	var times []timing
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
@@ -62,6 +75,9 @@ func report(r io.Reader, w io.Writer) ([]skip, error) {
 			continue
 		}
 		k := key{e.Package, e.Test}
+		if (e.Action == "pass" || e.Action == "fail") && e.Test != "" && !strings.Contains(e.Test, "/") {
+			times = append(times, timing{e.Package, e.Test, e.Elapsed})
+		}
 		switch e.Action {
 		case "output":
 			if e.Test == "" {
@@ -98,7 +114,19 @@ func report(r io.Reader, w io.Writer) ([]skip, error) {
 			delete(buf, k)
 		}
 	}
-	return skips, sc.Err()
+	return skips, times, sc.Err()
+}
+
+// printSlowest lists the slowest top-level tests, slowest first.
+func printSlowest(w io.Writer, times []timing) {
+	sort.SliceStable(times, func(i, j int) bool { return times[i].secs > times[j].secs })
+	if len(times) > slowest {
+		times = times[:slowest]
+	}
+	fmt.Fprintf(w, "\n=== slowest tests: %d\n", len(times))
+	for _, t := range times {
+		fmt.Fprintf(w, "%7.1fs %s %s\n", t.secs, t.pkg, t.test)
+	}
 }
 
 // reason is a skipped test's own lines (t.Skip's message), without the
