@@ -2,8 +2,6 @@ package host
 
 import (
 	"fmt"
-	"maps"
-	"os"
 	"os/exec"
 
 	"github.com/exechost/exechost/internal/confine"
@@ -91,23 +89,6 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (wrap func([]st
 		run.Exec = execPath
 		return confine.Wrap(&run, argv)
 	}, true, nil
-}
-
-// runTemp creates the run's private temporary directory (0700, removed by
-// the returned function after the run) and returns env with TMPDIR set to
-// it: the command's temporary files go where it may write, and never into
-// a directory the request named.
-func runTemp(env map[string]string) (string, map[string]string, func(), error) {
-	dir, err := os.MkdirTemp("", "exechost-run-")
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("create the run's temporary directory: %w (hint: check that the host's temporary directory is writable)", err)
-	}
-	env = maps.Clone(env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	env["TMPDIR"] = dir
-	return dir, env, func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // ConfinementText says in one line what the kernel will let a run of p

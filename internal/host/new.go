@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
@@ -66,6 +67,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.PromptTimeout < 0 {
 		return nil, fmt.Errorf("prompt timeout %s is negative (hint: use a positive duration, or 0 for the default %s)", opts.PromptTimeout, DefaultPromptTimeout)
 	}
+	// What a killed predecessor left in the temporary directory goes
+	// before this engine's first run.
+	sweepRunTemps(os.TempDir())
 	if err := runner.EnableReaper(); err != nil && opts.Warn != nil {
 		opts.Warn(fmt.Errorf("%w; commands may outlive this process if it is killed", err))
 	}
