@@ -45,7 +45,7 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 		return err
 	}
 	eng, err := host.New(host.Options{
-		StateDir: dir, Host: policy.HostNode, PromptTimeout: f.route.promptTimeout, Audit: g.auditRecorder(dir), CloseAudit: true,
+		StateDir: dir, Host: policy.HostNode, PromptTimeout: f.route.promptTimeout, Audit: g.auditRecorder(dir), CloseAudit: true, SweepRunTemps: true,
 		Prompter: asksock.LocalPrompter(dir),
 		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})

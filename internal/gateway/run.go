@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return err
 	}
 	eng, err := host.New(host.Options{
-		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent,
+		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent, SweepRunTemps: true,
 		Prompter: prompt.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
 		Route:    approvalroute.Wrap(route, gw.Prompter()),
 		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },

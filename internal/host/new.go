@@ -45,6 +45,11 @@ type Options struct {
 	// Close then waits for the finished records' syncs. Daemons that
 	// record their own decisions in the same log close it themselves.
 	CloseAudit bool
+	// SweepRunTemps removes, before the first run, the run directories a
+	// killed host left in the temporary directory (sweepRunTemps). Set by
+	// long-lived daemons; a one-shot CLI run does not pay for reading the
+	// temporary directory.
+	SweepRunTemps bool
 	// Warn hears about degraded operation that must not stop the process:
 	// a reaper that could not start. Nil discards it.
 	Warn func(error)
@@ -67,9 +72,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.PromptTimeout < 0 {
 		return nil, fmt.Errorf("prompt timeout %s is negative (hint: use a positive duration, or 0 for the default %s)", opts.PromptTimeout, DefaultPromptTimeout)
 	}
-	// What a killed predecessor left in the temporary directory goes
-	// before this engine's first run.
-	sweepRunTemps(os.TempDir())
+	if opts.SweepRunTemps {
+		sweepRunTemps(os.TempDir())
+	}
 	if err := runner.EnableReaper(); err != nil && opts.Warn != nil {
 		opts.Warn(fmt.Errorf("%w; commands may outlive this process if it is killed", err))
 	}

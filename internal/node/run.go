@@ -101,7 +101,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	rec := host.OpenAudit(opts.StateDir, func(err error) { log.Error("audit", "err", err) })
 	defer rec.Close()
 	eng, err := host.New(host.Options{
-		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent,
+		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent, SweepRunTemps: true,
 		Prompter:      prompt.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
 		PromptTimeout: opts.PromptTimeout,
 		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
