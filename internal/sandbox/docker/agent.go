@@ -14,7 +14,6 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
@@ -139,11 +138,11 @@ func agentConfig(cfg *container.Config, hc *container.HostConfig, bin, runDir st
 // it, and connects to its agent: through ln (the run directory's socket)
 // when set, else over the attached stdio alone.
 func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.UnixListener) (*agent.Conn, error) {
-	att, err := b.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	att, err := b.cli.ContainerAttach(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("attach sandbox container %s: %w", name, daemonError(err))
 	}
-	if _, err := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+	if err := b.cli.ContainerStart(ctx, id); err != nil {
 		att.Close()
 		return nil, fmt.Errorf("start sandbox container %s: %w", name, daemonError(err))
 	}

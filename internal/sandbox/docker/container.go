@@ -11,10 +11,8 @@ import (
 	"os"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
@@ -110,7 +108,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 	// A container of that name can only be a leftover of this owner (a
 	// forgotten box, a crash between create and start): replace it.
 	_ = b.remove(ctx, name)
-	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
+	id, err := b.cli.ContainerCreate(ctx, name, cfg, hc)
 	if err != nil {
 		if isNotFound(err) {
 			return "", nil, imageError(d.Image, err)
@@ -118,18 +116,18 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		return "", nil, fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
 	}
 	if agentBin != "" {
-		conn, err := b.attachAgent(ctx, res.ID, name, ln)
+		conn, err := b.attachAgent(ctx, id, name, ln)
 		if err != nil {
-			_ = b.remove(context.WithoutCancel(ctx), res.ID)
+			_ = b.remove(context.WithoutCancel(ctx), id)
 			return "", nil, err
 		}
-		return res.ID, conn, nil
+		return id, conn, nil
 	}
-	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		_ = b.remove(context.WithoutCancel(ctx), res.ID)
+	if err := b.cli.ContainerStart(ctx, id); err != nil {
+		_ = b.remove(context.WithoutCancel(ctx), id)
 		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs /bin/sh and sleep)", name, daemonError(err))
 	}
-	return res.ID, nil, nil
+	return id, nil, nil
 }
 
 // remove force-removes a container; a container that is already gone is
@@ -137,7 +135,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 func (b *Backend) remove(ctx context.Context, id string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err := b.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	err := b.cli.ContainerRemove(rctx, id)
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove sandbox container %s: %w", id, daemonError(err))
 	}
@@ -148,8 +146,7 @@ func (b *Backend) remove(ctx context.Context, id string) error {
 // directory that this Backend does not use — what a crashed gateway left
 // behind — and returns how many it removed. Open calls it.
 func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
-	f := client.Filters{}.Add("label", LabelSandbox+"=1", LabelOwner+"="+b.owner)
-	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	list, err := b.cli.ContainerList(ctx, LabelSandbox+"=1", LabelOwner+"="+b.owner)
 	if err != nil {
 		return 0, fmt.Errorf("list sandbox containers: %w", daemonError(err))
 	}
@@ -159,7 +156,7 @@ func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
 	}
 	var errs []error
 	n := 0
-	for _, c := range list.Items {
+	for _, c := range list {
 		if inUse[c.ID] {
 			continue
 		}
@@ -184,12 +181,10 @@ func (b *Backend) reapIdle(ctx context.Context, now time.Time) int {
 	return b.boxes.ReapIdle(ctx, now, b.idle)
 }
 
-func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
-
 // daemonError marks connection failures with ErrDaemonUnreachable so callers
 // can tell "docker is down" from "docker refused".
 func daemonError(err error) error {
-	if client.IsErrConnectionFailed(err) {
+	if errors.Is(err, errConnectionFailed) {
 		return fmt.Errorf("%w: %w (hint: start dockerd, or check sandbox.docker.host)", ErrDaemonUnreachable, err)
 	}
 	return err
