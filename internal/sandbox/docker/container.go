@@ -11,9 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 )
@@ -56,29 +53,29 @@ func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, err
 // set, the agent is its main process and its Conn is returned.
 func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agentBin string) (string, *agent.Conn, error) {
 	d := b.cfg.Docker
-	hc := &container.HostConfig{
+	hc := &hostConfig{
 		// A structured mount, not a "src:dst:rw" bind string: a workspace
 		// path with a colon in it cannot be misparsed.
-		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: workspace, Target: sandbox.WorkspaceDir}},
-		NetworkMode:    container.NetworkMode(d.Network),
+		Mounts:         []mountSpec{{Type: "bind", Source: workspace, Target: sandbox.WorkspaceDir}},
+		NetworkMode:    d.Network,
 		ReadonlyRootfs: *d.ReadOnlyRoot,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + d.TmpfsSize},
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
+	hc.RestartPolicy.Name = "no"
 	if mem, _ := sandbox.ParseSize(d.Memory); mem > 0 {
-		hc.Resources.Memory = mem
-		hc.Resources.MemorySwap = mem // no swap beyond the limit
+		hc.Memory = mem
+		hc.MemorySwap = mem // no swap beyond the limit
 	}
 	if d.CPUs > 0 {
-		hc.Resources.NanoCPUs = int64(math.Round(d.CPUs * 1e9))
+		hc.NanoCPUs = int64(math.Round(d.CPUs * 1e9))
 	}
 	if d.PidsLimit > 0 {
 		p := d.PidsLimit
-		hc.Resources.PidsLimit = &p
+		hc.PidsLimit = &p
 	}
-	cfg := &container.Config{
+	cfg := &containerConfig{
 		Image:      d.Image,
 		Cmd:        keepalive,
 		User:       d.User,
@@ -91,6 +88,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 			LabelAgent:   bx.Agent,
 		},
 		NetworkDisabled: d.Network == "none",
+		HostConfig:      hc,
 	}
 	var ln *net.UnixListener
 	if agentBin != "" {
@@ -108,7 +106,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 	// A container of that name can only be a leftover of this owner (a
 	// forgotten box, a crash between create and start): replace it.
 	_ = b.remove(ctx, name)
-	id, err := b.cli.ContainerCreate(ctx, name, cfg, hc)
+	id, err := b.cli.ContainerCreate(ctx, name, cfg)
 	if err != nil {
 		if isNotFound(err) {
 			return "", nil, imageError(d.Image, err)

@@ -18,8 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/moby/moby/api/types/container"
 )
 
 // The Docker Engine API over plain HTTP, for the dozen calls this backend
@@ -28,7 +26,81 @@ import (
 // regular expressions, about 1.2 ms and 3,600 allocations) ran at every
 // start of the one binary — each CLI call, the interpreter, the confining
 // launcher — not only in a gateway with a Docker sandbox (issue 31).
-// The request and response shapes stay moby's own api types.
+// The request and response shapes below are the parts of moby's api
+// types this backend sets or reads, with their JSON names: the api types
+// package itself links github.com/opencontainers/go-digest (another
+// 0.2 ms of package init).
+
+// containerConfig is a container's configuration (the Engine API's
+// ContainerConfig, with its HostConfig), as far as this backend sets it.
+type containerConfig struct {
+	Hostname        string
+	User            string
+	AttachStdin     bool
+	AttachStdout    bool
+	AttachStderr    bool
+	OpenStdin       bool
+	StdinOnce       bool
+	Cmd             []string
+	Image           string
+	WorkingDir      string
+	Entrypoint      []string
+	NetworkDisabled bool `json:",omitempty"`
+	Labels          map[string]string
+	HostConfig      *hostConfig `json:",omitempty"`
+}
+
+// hostConfig is the Engine API's HostConfig, as far as this backend sets
+// it (Memory to PidsLimit are its inlined Resources).
+type hostConfig struct {
+	Mounts         []mountSpec `json:",omitempty"`
+	NetworkMode    string
+	ReadonlyRootfs bool
+	CapDrop        []string
+	SecurityOpt    []string
+	Tmpfs          map[string]string `json:",omitempty"`
+	RestartPolicy  struct{ Name string }
+	LogConfig      struct{ Type string }
+	Memory         int64
+	MemorySwap     int64
+	NanoCPUs       int64 `json:"NanoCpus"`
+	PidsLimit      *int64
+}
+
+// mountSpec is one of HostConfig's Mounts.
+type mountSpec struct {
+	Type     string `json:",omitempty"`
+	Source   string `json:",omitempty"`
+	Target   string `json:",omitempty"`
+	ReadOnly bool   `json:",omitempty"`
+}
+
+// execConfig is the Engine API's ExecConfig, as far as this backend sets
+// it.
+type execConfig struct {
+	User         string
+	AttachStdout bool
+	AttachStderr bool
+	Env          []string
+	WorkingDir   string
+	Cmd          []string
+}
+
+// execState is what this backend reads of an exec's inspection.
+type execState struct {
+	Running  bool
+	ExitCode *int
+}
+
+// containerState is what this backend reads of a container's inspection.
+type containerState struct {
+	State *struct{ Running bool }
+}
+
+// idResponse is the answer of a create call.
+type idResponse struct {
+	ID string `json:"Id"`
+}
 
 // Engine API versions: the newest this client speaks (what the moby
 // client it replaced sent) and the oldest it accepts from a daemon.
@@ -345,10 +417,9 @@ func (e *Engine) ImageInspect(ctx context.Context, image string) error {
 }
 
 // ContainerCreate creates container name and returns its id.
-func (e *Engine) ContainerCreate(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig) (string, error) {
-	var res container.CreateResponse
-	err := e.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {name}},
-		container.CreateRequest{Config: cfg, HostConfig: hc}, &res)
+func (e *Engine) ContainerCreate(ctx context.Context, name string, cfg *containerConfig) (string, error) {
+	var res idResponse
+	err := e.do(ctx, http.MethodPost, "/containers/create", url.Values{"name": {name}}, cfg, &res)
 	return res.ID, err
 }
 
@@ -364,19 +435,19 @@ func (e *Engine) ContainerRemove(ctx context.Context, id string) error {
 
 // ContainerList lists every container (running or not) carrying all of
 // the labels ("key=value").
-func (e *Engine) ContainerList(ctx context.Context, labels ...string) ([]container.Summary, error) {
+func (e *Engine) ContainerList(ctx context.Context, labels ...string) ([]idResponse, error) {
 	filters, err := json.Marshal(map[string][]string{"label": labels})
 	if err != nil {
 		return nil, err
 	}
-	var list []container.Summary
+	var list []idResponse
 	err = e.do(ctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(filters)}}, nil, &list)
 	return list, err
 }
 
 // ContainerInspect returns a container's state.
-func (e *Engine) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
-	var res container.InspectResponse
+func (e *Engine) ContainerInspect(ctx context.Context, id string) (containerState, error) {
+	var res containerState
 	err := e.do(ctx, http.MethodGet, "/containers/"+url.PathEscape(id)+"/json", nil, nil, &res)
 	return res, err
 }
@@ -388,25 +459,25 @@ func (e *Engine) ContainerAttach(ctx context.Context, id string) (hijacked, erro
 }
 
 // ExecCreate creates an exec in container id and returns its id.
-func (e *Engine) ExecCreate(ctx context.Context, id string, req container.ExecCreateRequest) (string, error) {
-	var res container.ExecCreateResponse
+func (e *Engine) ExecCreate(ctx context.Context, id string, req execConfig) (string, error) {
+	var res idResponse
 	err := e.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/exec", nil, req, &res)
 	return res.ID, err
 }
 
 // ExecAttach starts exec id attached to its output.
 func (e *Engine) ExecAttach(ctx context.Context, id string) (hijacked, error) {
-	return e.hijack(ctx, "/exec/"+url.PathEscape(id)+"/start", nil, container.ExecStartRequest{})
+	return e.hijack(ctx, "/exec/"+url.PathEscape(id)+"/start", nil, struct{ Detach, Tty bool }{})
 }
 
 // ExecStartDetached starts exec id without attaching.
 func (e *Engine) ExecStartDetached(ctx context.Context, id string) error {
-	return e.do(ctx, http.MethodPost, "/exec/"+url.PathEscape(id)+"/start", nil, container.ExecStartRequest{Detach: true}, nil)
+	return e.do(ctx, http.MethodPost, "/exec/"+url.PathEscape(id)+"/start", nil, struct{ Detach, Tty bool }{Detach: true}, nil)
 }
 
 // ExecInspect returns whether exec id runs and its exit code.
-func (e *Engine) ExecInspect(ctx context.Context, id string) (container.ExecInspectResponse, error) {
-	var res container.ExecInspectResponse
+func (e *Engine) ExecInspect(ctx context.Context, id string) (execState, error) {
+	var res execState
 	err := e.do(ctx, http.MethodGet, "/exec/"+url.PathEscape(id)+"/json", nil, nil, &res)
 	return res, err
 }

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 )
 
 // TestEngineHosts: the daemon addresses the client accepts, as
@@ -153,4 +156,73 @@ func TestVersionLess(t *testing.T) {
 	}
 }
 
-func execReq() container.ExecCreateRequest { return container.ExecCreateRequest{Cmd: []string{"true"}} }
+func execReq() execConfig { return execConfig{Cmd: []string{"true"}} }
+
+// TestConfigMatchesMoby: the container configuration this backend sends
+// encodes every field it sets exactly as moby's api types (what the
+// daemon decodes) encode the same configuration.
+func TestConfigMatchesMoby(t *testing.T) {
+	pids := int64(64)
+	ours := &containerConfig{
+		Hostname: "sandbox", User: "65534:65534", AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		OpenStdin: true, StdinOnce: true, Cmd: []string{"--agent"}, Image: "img:1", WorkingDir: "/workspace",
+		Entrypoint: []string{"/exechost"}, NetworkDisabled: true, Labels: map[string]string{"a": "b"},
+		HostConfig: &hostConfig{
+			Mounts:      []mountSpec{{Type: "bind", Source: "/w", Target: "/workspace"}, {Type: "bind", Source: "/bin/x", Target: "/exechost", ReadOnly: true}},
+			NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
+			Tmpfs: map[string]string{"/tmp": "rw"}, Memory: 1 << 30, MemorySwap: 1 << 30, NanoCPUs: 1500000000, PidsLimit: &pids,
+		},
+	}
+	ours.HostConfig.RestartPolicy.Name = "no"
+	ours.HostConfig.LogConfig.Type = "none"
+	theirs := container.CreateRequest{
+		Config: &container.Config{
+			Hostname: "sandbox", User: "65534:65534", AttachStdin: true, AttachStdout: true, AttachStderr: true,
+			OpenStdin: true, StdinOnce: true, Cmd: []string{"--agent"}, Image: "img:1", WorkingDir: "/workspace",
+			Entrypoint: []string{"/exechost"}, NetworkDisabled: true, Labels: map[string]string{"a": "b"},
+		},
+		HostConfig: &container.HostConfig{
+			Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: "/w", Target: "/workspace"}, {Type: mount.TypeBind, Source: "/bin/x", Target: "/exechost", ReadOnly: true}},
+			NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
+			Tmpfs:         map[string]string{"/tmp": "rw"},
+			RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+			LogConfig:     container.LogConfig{Type: "none"},
+			Resources:     container.Resources{Memory: 1 << 30, MemorySwap: 1 << 30, NanoCPUs: 1500000000, PidsLimit: &pids},
+		},
+	}
+	decode := func(v any) map[string]any {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	o, m := decode(ours), decode(theirs)
+	oh, mh := o["HostConfig"].(map[string]any), m["HostConfig"].(map[string]any)
+	delete(o, "HostConfig")
+	for k, v := range o {
+		if diff := cmp.Diff(m[k], v); diff != "" {
+			t.Errorf("Config.%s (-moby +ours):\n%s", k, diff)
+		}
+	}
+	for k, v := range oh {
+		want := mh[k]
+		switch k {
+		case "RestartPolicy", "LogConfig":
+			// Ours leaves out MaximumRetryCount and Config (zero in both).
+			want = map[string]any{"Name": mh[k].(map[string]any)["Name"], "Type": mh[k].(map[string]any)["Type"]}
+			for kk := range want.(map[string]any) {
+				if _, ok := v.(map[string]any)[kk]; !ok {
+					delete(want.(map[string]any), kk)
+				}
+			}
+		}
+		if diff := cmp.Diff(want, v); diff != "" {
+			t.Errorf("HostConfig.%s (-moby +ours):\n%s", k, diff)
+		}
+	}
+}

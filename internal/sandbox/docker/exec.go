@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
@@ -117,7 +116,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 	// the shell's 127 "not found", a signal its "Killed".
 	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "sh"}, argv...)
 	start := time.Now()
-	execID, err := b.cli.ExecCreate(ctx, id, container.ExecCreateRequest{
+	execID, err := b.cli.ExecCreate(ctx, id, execConfig{
 		User:         b.cfg.Docker.User,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -241,7 +240,7 @@ func (b *Backend) killExec(ctx context.Context, containerID, marker, execID stri
 	ctx, cancel := context.WithTimeout(ctx, killGrace)
 	defer cancel()
 	for ctx.Err() == nil {
-		killID, err := b.cli.ExecCreate(ctx, containerID, container.ExecCreateRequest{
+		killID, err := b.cli.ExecCreate(ctx, containerID, execConfig{
 			User: b.cfg.Docker.User,
 			Cmd:  []string{"/bin/sh", "-c", killScript, "sh", marker},
 		})
