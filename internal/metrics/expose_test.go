@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +198,40 @@ func TestHandlerIsText(t *testing.T) {
 	if got := rec.Header().Get("Content-Type"); got != contentType {
 		t.Errorf("Content-Type %q, want %q", got, contentType)
 	}
+}
+
+// TestScrapeWhileRecording: scrapes run while other goroutines record
+// (the gateway records from every connection); under -race this checks
+// the locking, and every scrape still parses.
+func TestScrapeWhileRecording(t *testing.T) {
+	m := New()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				m.ObserveExec([]string{"node", "gateway"}[j%2], "allow", OutcomeSuccess, time.Duration(i*j)*time.Millisecond)
+				m.ObserveNodeInvoke(time.Millisecond)
+				m.ObserveDecision("exec", "denied", "binding", "node")
+				m.SetConnectedNodes(j)
+				m.EventQueueDrop()
+			}
+		}()
+	}
+	for range 20 {
+		var b strings.Builder
+		if err := m.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		parse(t, b.String())
+	}
+	close(done)
+	wg.Wait()
 }
