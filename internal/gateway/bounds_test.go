@@ -90,22 +90,7 @@ func TestHandshakeLimitPerSource(t *testing.T) {
 		}
 	}
 	// Counted every time (and recorded once per source and minute).
-	fams, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var busy float64
-	for _, f := range fams {
-		for _, mt := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range mt.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if f.GetName() == "exechost_gateway_decisions_total" && labels["action"] == audit.ActionClientConnect && labels["reason"] == audit.ReasonBusy {
-				busy += mt.GetCounter().GetValue()
-			}
-		}
-	}
+	busy := m.DecisionsCounted(audit.ActionClientConnect, audit.ReasonBusy)
 	if busy != 3 {
 		t.Errorf("counted %v refused handshakes, want 3", busy)
 	}

@@ -16,7 +16,7 @@ func (m *Metrics) ObserveDecision(action, event, reason, host string) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(bounded(action), bounded(event), bounded(reason), bounded(host)).Inc()
+	m.decisions.inc(bounded(action), bounded(event), bounded(reason), bounded(host))
 }
 
 // bounded returns v when it is a short token of [a-z0-9.-], else
@@ -31,4 +31,22 @@ func bounded(v string) string {
 		}
 	}
 	return v
+}
+
+// DecisionsCounted sums the decisions counter over the series with this
+// action and, unless it is empty, this reason code (over every event and
+// host): what a scrape would add up, for tests and diagnostics.
+func (m *Metrics) DecisionsCounted(action, reason string) uint64 {
+	if m == nil {
+		return 0
+	}
+	var n uint64
+	m.decisions.mu.Lock()
+	defer m.decisions.mu.Unlock()
+	for _, s := range m.decisions.series {
+		if s.values[0] == action && (reason == "" || s.values[2] == reason) {
+			n += s.n
+		}
+	}
+	return n
 }

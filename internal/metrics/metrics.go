@@ -1,21 +1,23 @@
 // Package metrics exposes the gateway's Prometheus metrics: execs by host,
 // decision and outcome, exec duration, pending approvals, connected nodes,
-// node invoke latency and dropped events. It owns its own registry (not the
-// global default) so tests and several gateways in one process never
-// collide, and the metric names are a public contract for dashboards.
+// node invoke latency and dropped events, with the Go runtime's and the
+// process's usual go_* and process_* series. Each Metrics is its own set
+// (no global registry), so tests and several gateways in one process never
+// collide, and the metric names are a public contract for dashboards. The
+// text format is written here (expose.go), not by the Prometheus client
+// library, whose package initialisation every start of the binary paid.
 package metrics
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Outcome label values for ObserveExec.
@@ -26,59 +28,48 @@ const (
 	OutcomeDenied  = "denied"  // never ran
 )
 
-// Metrics is the gateway's set of collectors in its own registry. A nil
-// *Metrics is valid and records nothing, so callers need no "metrics
-// enabled?" checks.
+// Metrics is the gateway's set of metrics, its own (no global registry).
+// A nil *Metrics is valid and records nothing, so callers need no
+// "metrics enabled?" checks.
 type Metrics struct {
-	reg             *prometheus.Registry
-	execs           *prometheus.CounterVec
-	execDuration    *prometheus.HistogramVec
-	pendingApproval prometheus.Gauge
-	connectedNodes  prometheus.Gauge
-	invokeSeconds   prometheus.Histogram
-	eventDrops      prometheus.Counter
-	decisions       *prometheus.CounterVec
+	execs           *counterVec
+	execDuration    *histogramVec
+	pendingApproval gauge
+	connectedNodes  gauge
+	invokeSeconds   *histogramVec
+	eventDrops      *counterVec
+	decisions       *counterVec
+	process         func() []family // the Go runtime's and the process's
 }
 
-// New creates the collectors and registers them, with the Go runtime and
-// process collectors, in a fresh registry.
+// New creates the metrics, all at zero.
 func New() *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		execs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "exechost_execs_total",
-			Help: "Exec requests by execution host, final decision (allow, ask, deny) and outcome (success, failure, timeout, denied).",
-		}, []string{"host", "decision", "outcome"}),
-		execDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "exechost_exec_duration_seconds",
-			Help:    "Wall time of commands that ran, by execution host.",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800},
-		}, []string{"host"}),
-		pendingApproval: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "exechost_pending_approvals",
-			Help: "Prompts waiting for a human decision.",
-		}),
-		connectedNodes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "exechost_connected_nodes",
-			Help: "Paired nodes currently connected to the gateway.",
-		}),
-		invokeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "exechost_node_invoke_seconds",
-			Help:    "Round trip of node.invoke requests, from send to result.",
-			Buckets: prometheus.DefBuckets,
-		}),
-		eventDrops: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "exechost_event_queue_drops_total",
-			Help: "System events dropped because a session's queue was full.",
-		}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "exechost_gateway_decisions_total",
-			Help: "Decisions the gateway itself made and audited, by action (exec, node.approve, …), event (decision, denied, finished), reason code and execution host.",
-		}, []string{"action", "event", "reason", "host"}),
+	return &Metrics{
+		execs:         newCounterVec("host", "decision", "outcome"),
+		execDuration:  newHistogramVec([]float64{0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800}, "host"),
+		invokeSeconds: newHistogramVec(defBuckets),
+		eventDrops:    newCounterVec(),
+		decisions:     newCounterVec("action", "event", "reason", "host"),
+		process:       runtimeFamilies,
 	}
-	m.reg.MustRegister(m.execs, m.execDuration, m.pendingApproval, m.connectedNodes, m.invokeSeconds, m.eventDrops, m.decisions,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+}
+
+// families lists what a scrape writes, sorted by name as the client
+// library sorted them; the metric names are a public contract for
+// dashboards.
+func (m *Metrics) families() []family {
+	fs := []family{
+		{"exechost_execs_total", "Exec requests by execution host, final decision (allow, ask, deny) and outcome (success, failure, timeout, denied).", typeCounter, m.execs.write},
+		{"exechost_exec_duration_seconds", "Wall time of commands that ran, by execution host.", typeHistogram, m.execDuration.write},
+		scalar("exechost_pending_approvals", "Prompts waiting for a human decision.", typeGauge, func() float64 { return float64(m.pendingApproval.v.Load()) }),
+		scalar("exechost_connected_nodes", "Paired nodes currently connected to the gateway.", typeGauge, func() float64 { return float64(m.connectedNodes.v.Load()) }),
+		{"exechost_node_invoke_seconds", "Round trip of node.invoke requests, from send to result.", typeHistogram, m.invokeSeconds.write},
+		{"exechost_event_queue_drops_total", "System events dropped because a session's queue was full.", typeCounter, m.eventDrops.write},
+		{"exechost_gateway_decisions_total", "Decisions the gateway itself made and audited, by action (exec, node.approve, …), event (decision, denied, finished), reason code and execution host.", typeCounter, m.decisions.write},
+	}
+	fs = append(fs, m.process()...)
+	slices.SortFunc(fs, func(a, b family) int { return strings.Compare(a.name, b.name) })
+	return fs
 }
 
 // ObserveExec counts one exec request. d is the command's wall time and is
@@ -87,47 +78,60 @@ func (m *Metrics) ObserveExec(host, decision, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.execs.WithLabelValues(host, decision, outcome).Inc()
+	m.execs.inc(host, decision, outcome)
 	if outcome != OutcomeDenied {
-		m.execDuration.WithLabelValues(host).Observe(d.Seconds())
+		m.execDuration.observe(d.Seconds(), host)
 	}
 }
 
 // SetPendingApprovals sets how many prompts wait for a human.
 func (m *Metrics) SetPendingApprovals(n int) {
 	if m != nil {
-		m.pendingApproval.Set(float64(n))
+		m.pendingApproval.set(n)
 	}
 }
 
 // SetConnectedNodes sets how many nodes are connected.
 func (m *Metrics) SetConnectedNodes(n int) {
 	if m != nil {
-		m.connectedNodes.Set(float64(n))
+		m.connectedNodes.set(n)
 	}
 }
 
 // ObserveNodeInvoke records one node.invoke round trip.
 func (m *Metrics) ObserveNodeInvoke(d time.Duration) {
 	if m != nil {
-		m.invokeSeconds.Observe(d.Seconds())
+		m.invokeSeconds.observe(d.Seconds())
 	}
 }
 
 // EventQueueDrop counts one dropped system event.
 func (m *Metrics) EventQueueDrop() {
 	if m != nil {
-		m.eventDrops.Inc()
+		m.eventDrops.inc()
 	}
 }
 
-// Registry returns the registry, for components that add their own
-// collectors.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
-// Handler serves the metrics in the Prometheus exposition format.
+// Handler serves the metrics in the Prometheus text exposition format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		m.WriteText(w)
+	})
+}
+
+// WriteText writes every metric in the Prometheus text exposition format
+// (version 0.0.4) and returns the first write error.
+func (m *Metrics) WriteText(w io.Writer) error {
+	e := &expWriter{w: w}
+	for _, f := range m.families() {
+		e.header(f)
+		f.write(e, f.name)
+		if e.flush(); e.err != nil {
+			break
+		}
+	}
+	return e.err
 }
 
 // Serve listens on addr and serves /metrics until ctx is done. It returns

@@ -12,9 +12,6 @@ import (
 	"sync"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
@@ -123,27 +120,27 @@ func (b *Backend) listenRun(key string) (string, *net.UnixListener, error) {
 
 // agentConfig turns a keepalive container's configuration into an agent
 // container's; runDir, when set, is mounted for the agent's socket.
-func agentConfig(cfg *container.Config, hc *container.HostConfig, bin, runDir string) {
+func agentConfig(cfg *containerConfig, hc *hostConfig, bin, runDir string) {
 	if runDir != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: runDir, Target: runMount, ReadOnly: true})
+		hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: runDir, Target: runMount, ReadOnly: true})
 	}
 	cfg.Entrypoint = []string{agentMount}
 	cfg.Cmd = []string{agent.Flag}
 	cfg.OpenStdin, cfg.StdinOnce = true, true
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
-	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: bin, Target: agentMount, ReadOnly: true})
-	hc.LogConfig = container.LogConfig{Type: "none"}
+	hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: bin, Target: agentMount, ReadOnly: true})
+	hc.LogConfig.Type = "none"
 }
 
 // attachAgent attaches to created (not yet started) container id, starts
 // it, and connects to its agent: through ln (the run directory's socket)
 // when set, else over the attached stdio alone.
 func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.UnixListener) (*agent.Conn, error) {
-	att, err := b.cli.ContainerAttach(ctx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	att, err := b.cli.ContainerAttach(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("attach sandbox container %s: %w", name, daemonError(err))
 	}
-	if _, err := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+	if err := b.cli.ContainerStart(ctx, id); err != nil {
 		att.Close()
 		return nil, fmt.Errorf("start sandbox container %s: %w", name, daemonError(err))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
+	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
 )
 
 // The other tests of this package run with the agent by default, so their
@@ -29,7 +30,7 @@ func inspect(t *testing.T, b *Backend) client.ContainerInspectResult {
 	if len(ids) != 1 {
 		t.Fatalf("containers = %v, want one", ids)
 	}
-	ins, err := b.cli.ContainerInspect(context.Background(), ids[0], client.ContainerInspectOptions{})
+	ins, err := dockertest.Client(t).ContainerInspect(context.Background(), ids[0], client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestAgentChannelIsPrivate(t *testing.T) {
 	})
 	t.Run("forged frame from a second attachment", func(t *testing.T) {
 		id := owned(t, b)[0]
-		att, err := b.cli.ContainerAttach(context.Background(), id, client.ContainerAttachOptions{Stream: true, Stdin: true})
+		att, err := dockertest.Client(t).ContainerAttach(context.Background(), id, client.ContainerAttachOptions{Stream: true, Stdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,7 @@ func TestAgentKilledFromOutsideIsRecreated(t *testing.T) {
 	run(t, b, sandbox.Request{Command: "echo kept > /tmp/t"})
 	conn := boxConn(b, "s1")
 	// The container's init gets SIGKILL from outside its namespace.
-	if _, err := b.cli.ContainerKill(context.Background(), owned(t, b)[0], client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+	if _, err := dockertest.Client(t).ContainerKill(context.Background(), owned(t, b)[0], client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -11,11 +11,6 @@ import (
 	"os"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
-	"github.com/moby/moby/client"
-
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 )
@@ -58,29 +53,29 @@ func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, err
 // set, the agent is its main process and its Conn is returned.
 func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agentBin string) (string, *agent.Conn, error) {
 	d := b.cfg.Docker
-	hc := &container.HostConfig{
+	hc := &hostConfig{
 		// A structured mount, not a "src:dst:rw" bind string: a workspace
 		// path with a colon in it cannot be misparsed.
-		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: workspace, Target: sandbox.WorkspaceDir}},
-		NetworkMode:    container.NetworkMode(d.Network),
+		Mounts:         []mountSpec{{Type: "bind", Source: workspace, Target: sandbox.WorkspaceDir}},
+		NetworkMode:    d.Network,
 		ReadonlyRootfs: *d.ReadOnlyRoot,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + d.TmpfsSize},
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
+	hc.RestartPolicy.Name = "no"
 	if mem, _ := sandbox.ParseSize(d.Memory); mem > 0 {
-		hc.Resources.Memory = mem
-		hc.Resources.MemorySwap = mem // no swap beyond the limit
+		hc.Memory = mem
+		hc.MemorySwap = mem // no swap beyond the limit
 	}
 	if d.CPUs > 0 {
-		hc.Resources.NanoCPUs = int64(math.Round(d.CPUs * 1e9))
+		hc.NanoCPUs = int64(math.Round(d.CPUs * 1e9))
 	}
 	if d.PidsLimit > 0 {
 		p := d.PidsLimit
-		hc.Resources.PidsLimit = &p
+		hc.PidsLimit = &p
 	}
-	cfg := &container.Config{
+	cfg := &containerConfig{
 		Image:      d.Image,
 		Cmd:        keepalive,
 		User:       d.User,
@@ -93,6 +88,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 			LabelAgent:   bx.Agent,
 		},
 		NetworkDisabled: d.Network == "none",
+		HostConfig:      hc,
 	}
 	var ln *net.UnixListener
 	if agentBin != "" {
@@ -110,7 +106,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 	// A container of that name can only be a leftover of this owner (a
 	// forgotten box, a crash between create and start): replace it.
 	_ = b.remove(ctx, name)
-	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: name})
+	id, err := b.cli.ContainerCreate(ctx, name, cfg)
 	if err != nil {
 		if isNotFound(err) {
 			return "", nil, imageError(d.Image, err)
@@ -118,18 +114,18 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		return "", nil, fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
 	}
 	if agentBin != "" {
-		conn, err := b.attachAgent(ctx, res.ID, name, ln)
+		conn, err := b.attachAgent(ctx, id, name, ln)
 		if err != nil {
-			_ = b.remove(context.WithoutCancel(ctx), res.ID)
+			_ = b.remove(context.WithoutCancel(ctx), id)
 			return "", nil, err
 		}
-		return res.ID, conn, nil
+		return id, conn, nil
 	}
-	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		_ = b.remove(context.WithoutCancel(ctx), res.ID)
+	if err := b.cli.ContainerStart(ctx, id); err != nil {
+		_ = b.remove(context.WithoutCancel(ctx), id)
 		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs /bin/sh and sleep)", name, daemonError(err))
 	}
-	return res.ID, nil, nil
+	return id, nil, nil
 }
 
 // remove force-removes a container; a container that is already gone is
@@ -137,7 +133,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 func (b *Backend) remove(ctx context.Context, id string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err := b.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	err := b.cli.ContainerRemove(rctx, id)
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove sandbox container %s: %w", id, daemonError(err))
 	}
@@ -148,8 +144,7 @@ func (b *Backend) remove(ctx context.Context, id string) error {
 // directory that this Backend does not use — what a crashed gateway left
 // behind — and returns how many it removed. Open calls it.
 func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
-	f := client.Filters{}.Add("label", LabelSandbox+"=1", LabelOwner+"="+b.owner)
-	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	list, err := b.cli.ContainerList(ctx, LabelSandbox+"=1", LabelOwner+"="+b.owner)
 	if err != nil {
 		return 0, fmt.Errorf("list sandbox containers: %w", daemonError(err))
 	}
@@ -159,7 +154,7 @@ func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
 	}
 	var errs []error
 	n := 0
-	for _, c := range list.Items {
+	for _, c := range list {
 		if inUse[c.ID] {
 			continue
 		}
@@ -184,12 +179,10 @@ func (b *Backend) reapIdle(ctx context.Context, now time.Time) int {
 	return b.boxes.ReapIdle(ctx, now, b.idle)
 }
 
-func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
-
 // daemonError marks connection failures with ErrDaemonUnreachable so callers
 // can tell "docker is down" from "docker refused".
 func daemonError(err error) error {
-	if client.IsErrConnectionFailed(err) {
+	if errors.Is(err, errConnectionFailed) {
 		return fmt.Errorf("%w: %w (hint: start dockerd, or check sandbox.docker.host)", ErrDaemonUnreachable, err)
 	}
 	return err

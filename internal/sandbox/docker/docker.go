@@ -22,8 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 	"github.com/exechost/exechost/internal/sandbox/agentbox"
@@ -54,7 +52,7 @@ const (
 // Backend runs commands in per-scope Docker containers. It is safe for
 // concurrent use.
 type Backend struct {
-	cli      *client.Client
+	cli      *Engine
 	cfg      sandbox.Config
 	stateDir string
 	owner    string
@@ -145,13 +143,9 @@ func agentBinary(cfg sandbox.Config) (string, error) {
 }
 
 // NewClient returns an Engine API client for host (empty: $DOCKER_HOST or
-// the default socket) that negotiates the API version with the daemon.
-func NewClient(host string) (*client.Client, error) {
-	opts := []client.Opt{client.FromEnv}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	cli, err := client.New(opts...)
+// the default socket); Ping negotiates the API version with the daemon.
+func NewClient(host string) (*Engine, error) {
+	cli, err := newEngine(host)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", host, err)
 	}
@@ -160,10 +154,10 @@ func NewClient(host string) (*client.Client, error) {
 
 // Ping checks that the daemon answers, wrapping ErrDaemonUnreachable with a
 // hint when it does not.
-func Ping(ctx context.Context, cli *client.Client) error {
+func Ping(ctx context.Context, cli *Engine) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+	if err := cli.Ping(pctx); err != nil {
 		return fmt.Errorf("%w at %s: %v (hint: start dockerd, or set sandbox.docker.host; `exechost sandbox doctor` shows what works here)", ErrDaemonUnreachable, cli.DaemonHost(), err)
 	}
 	return nil
@@ -171,8 +165,8 @@ func Ping(ctx context.Context, cli *client.Client) error {
 
 // CheckImage returns ErrImageMissing, with how to get the image, when image
 // is not present on the daemon.
-func CheckImage(ctx context.Context, cli *client.Client, image string) error {
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
+func CheckImage(ctx context.Context, cli *Engine, image string) error {
+	if err := cli.ImageInspect(ctx, image); err != nil {
 		return imageError(image, err)
 	}
 	return nil
@@ -255,4 +249,4 @@ func (b *Backend) Close(ctx context.Context) error {
 }
 
 // Client returns the Engine API client, for tests and diagnostics.
-func (b *Backend) Client() *client.Client { return b.cli }
+func (b *Backend) Client() *Engine { return b.cli }

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
@@ -77,7 +78,7 @@ func run(t testing.TB, b *Backend, req sandbox.Request) runner.Result {
 func owned(t testing.TB, b *Backend) []string {
 	t.Helper()
 	f := client.Filters{}.Add("label", LabelOwner+"="+b.owner)
-	list, err := b.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+	list, err := dockertest.Client(t).ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatalf("list containers: %v", err)
 	}
@@ -393,7 +394,7 @@ func TestOrphanCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close(ctx)
-	if _, err := cli.ContainerInspect(ctx, orphan, client.ContainerInspectOptions{}); !isNotFound(err) {
+	if _, err := cli.ContainerInspect(ctx, orphan, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		t.Errorf("orphan still present after Open (err %v)", err)
 	}
 	if _, err := cli.ContainerInspect(ctx, other, client.ContainerInspectOptions{}); err != nil {
@@ -405,7 +406,7 @@ func TestContainerDiedIsRecreated(t *testing.T) {
 	b, _ := open(t, nil)
 	run(t, b, sandbox.Request{Argv: []string{"true"}})
 	for _, id := range owned(t, b) {
-		if _, err := b.cli.ContainerKill(context.Background(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		if _, err := dockertest.Client(t).ContainerKill(context.Background(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -433,7 +434,7 @@ func TestContainerDiedMidCommandIsNotRerun(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, id := range owned(t, b) {
-		if _, err := b.cli.ContainerKill(context.Background(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		if _, err := dockertest.Client(t).ContainerKill(context.Background(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 			t.Fatal(err)
 		}
 	}

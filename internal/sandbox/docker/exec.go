@@ -9,9 +9,7 @@ import (
 	"slices"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/client"
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
@@ -118,7 +116,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 	// the shell's 127 "not found", a signal its "Killed".
 	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "sh"}, argv...)
 	start := time.Now()
-	created, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
+	execID, err := b.cli.ExecCreate(ctx, id, execConfig{
 		User:         b.cfg.Docker.User,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -129,7 +127,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 	if err != nil {
 		return runner.Result{}, execError("create exec", err)
 	}
-	att, err := b.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	att, err := b.cli.ExecAttach(ctx, execID)
 	if err != nil {
 		return runner.Result{}, execError("start exec", err)
 	}
@@ -160,7 +158,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 		ctxErr = ctx.Err()
 	}
 	if timedOut || ctxErr != nil {
-		b.killExec(context.WithoutCancel(ctx), id, marker, created.ID)
+		b.killExec(context.WithoutCancel(ctx), id, marker, execID)
 		select {
 		case <-copied:
 		case <-time.After(killGrace):
@@ -172,7 +170,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", ctxErr)
 	}
 
-	code, running, err := b.exitCode(context.WithoutCancel(ctx), created.ID)
+	code, running, err := b.exitCode(context.WithoutCancel(ctx), execID)
 	if err != nil {
 		return runner.Result{}, err
 	}
@@ -208,8 +206,8 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 // death a moment after the exec's, so it looks for up to a second.
 func (b *Backend) containerDied(ctx context.Context, id string) bool {
 	for range 20 {
-		ins, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-		if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
+		ins, err := b.cli.ContainerInspect(ctx, id)
+		if err != nil || ins.State == nil || !ins.State.Running {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -221,12 +219,16 @@ func (b *Backend) containerDied(ctx context.Context, id string) bool {
 // ends) for the exec to be marked finished and returns its exit code.
 func (b *Backend) exitCode(ctx context.Context, execID string) (code int, running bool, err error) {
 	for i := 0; ; i++ {
-		ins, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		ins, err := b.cli.ExecInspect(ctx, execID)
 		if err != nil {
 			return 0, false, execError("inspect exec", err)
 		}
 		if !ins.Running || i >= 100 {
-			return ins.ExitCode, ins.Running, nil
+			code := 0 // not reported yet (still running), as the moby client read it
+			if ins.ExitCode != nil {
+				code = *ins.ExitCode
+			}
+			return code, ins.Running, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -238,23 +240,23 @@ func (b *Backend) killExec(ctx context.Context, containerID, marker, execID stri
 	ctx, cancel := context.WithTimeout(ctx, killGrace)
 	defer cancel()
 	for ctx.Err() == nil {
-		created, err := b.cli.ExecCreate(ctx, containerID, client.ExecCreateOptions{
+		killID, err := b.cli.ExecCreate(ctx, containerID, execConfig{
 			User: b.cfg.Docker.User,
 			Cmd:  []string{"/bin/sh", "-c", killScript, "sh", marker},
 		})
 		if err != nil {
 			return
 		}
-		if _, err := b.cli.ExecStart(ctx, created.ID, client.ExecStartOptions{Detach: true}); err != nil {
+		if err := b.cli.ExecStartDetached(ctx, killID); err != nil {
 			return
 		}
-		code, _, err := b.exitCode(ctx, created.ID)
+		code, _, err := b.exitCode(ctx, killID)
 		if err != nil || code != 3 {
 			return
 		}
 		// None found yet; if the command already ended, there is
 		// nothing to kill.
-		if ins, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err != nil || !ins.Running {
+		if ins, err := b.cli.ExecInspect(ctx, execID); err != nil || !ins.Running {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -265,7 +267,7 @@ func (b *Backend) killExec(ctx context.Context, containerID, marker, execID stri
 // container is errGone (recreate and retry), a dead daemon is
 // ErrDaemonUnreachable.
 func execError(op string, err error) error {
-	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+	if isNotFound(err) || isConflict(err) {
 		return fmt.Errorf("%s: %w: %v", op, errGone, err)
 	}
 	return fmt.Errorf("docker sandbox %s: %w", op, daemonError(err))
