@@ -108,9 +108,9 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	b.boxes = agentbox.New(agentbox.Funcs[string]{Start: b.create, Stop: b.remove, Fail: agentFailure}, ErrClosed)
 	switch {
 	case cfg.Agent == sandbox.AgentOff:
-		b.agent.err = errors.New("off (sandbox.agent=off): docker exec per command")
+		b.agent.err = errAgentOff
 	default:
-		b.agent.bin, b.agent.err = agentBinary(cfg)
+		b.agent.plan.bin, b.agent.plan.rt, b.agent.err = agentBinary(cfg)
 	}
 	if _, err := b.RemoveOrphans(ctx); err != nil {
 		cli.Close()
@@ -123,25 +123,33 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 }
 
 // agentBinary returns the agent binary for cfg (sandbox.agentBinary, or
-// this executable), or why it cannot run in a container: it must be a
-// statically linked Linux executable, since the image may have no C
-// library at all.
-func agentBinary(cfg sandbox.Config) (string, error) {
+// this executable) and, when it is dynamically linked, the loader and
+// libraries to carry into the container with it; or why it cannot run in
+// a container. The image may have no C library at all, so a dynamic binary
+// never uses the image's.
+func agentBinary(cfg sandbox.Config) (string, *runtimeLibs, error) {
 	bin := cfg.AgentBinary
 	if bin == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("off: locate the exechost binary: %w", err)
+			return "", nil, fmt.Errorf("off: locate the exechost binary: %w", err)
 		}
 		bin = self
 	}
 	if runtime.GOOS != "linux" {
-		return "", fmt.Errorf("off: the agent binary must be a Linux executable; this gateway runs on %s (set sandbox.agentBinary to a Linux build)", runtime.GOOS)
+		return "", nil, fmt.Errorf("off: the agent binary must be a Linux executable; this gateway runs on %s (set sandbox.agentBinary to a Linux build)", runtime.GOOS)
 	}
-	if err := agent.CheckStatic(bin); err != nil {
-		return "", fmt.Errorf("off: %w", err)
+	if err := agent.CheckStatic(bin); err == nil {
+		return bin, nil, nil
 	}
-	return bin, nil
+	rt, err := resolveRuntime(bin)
+	switch {
+	case errors.Is(err, errStatic):
+		return bin, nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("off: %w (hint: build exechost with CGO_ENABLED=0, or set sandbox.agentBinary to such a build)", err)
+	}
+	return bin, rt, nil
 }
 
 // NewClient returns an Engine API client for host (empty: $DOCKER_HOST or
@@ -200,15 +208,44 @@ func (b *Backend) Name() string { return sandbox.BackendDocker }
 // `exechost sandbox doctor`.
 func (b *Backend) Isolation() []string {
 	out := Describe(b.cfg)
-	if err := b.AgentErr(); err != nil {
+	for i, l := range out {
 		// Agent mode may have been turned off after a failed start.
-		for i, l := range out {
-			if strings.HasPrefix(l, "commands:") {
-				out[i] = "commands: docker exec per command; resident agent " + err.Error()
-			}
+		if strings.HasPrefix(l, "commands:") {
+			out[i] = "commands: " + b.CommandPath().String()
 		}
 	}
 	return out
+}
+
+// CommandPath says how this backend runs commands now: through resident
+// agents, or docker exec once agent mode was turned off (see agentState).
+func (b *Backend) CommandPath() sandbox.CommandPath {
+	plan, err := b.agent.get()
+	return pathOf(plan, err)
+}
+
+// commandPath says how a backend opened with cfg would run commands.
+func commandPath(cfg sandbox.Config) sandbox.CommandPath {
+	cfg = cfg.WithDefaults()
+	if cfg.Agent == sandbox.AgentOff {
+		return pathOf(agentPlan{}, errAgentOff)
+	}
+	bin, rt, err := agentBinary(cfg)
+	return pathOf(agentPlan{bin: bin, rt: rt}, err)
+}
+
+// errAgentOff is why there is no agent with sandbox.agent=off.
+var errAgentOff = errors.New("off (sandbox.agent=off)")
+
+func pathOf(plan agentPlan, err error) sandbox.CommandPath {
+	switch {
+	case err != nil:
+		return sandbox.CommandPath{Mode: sandbox.PathPerCommand, Reason: "docker exec per command (~50 ms each); resident agent " + err.Error()}
+	case plan.rt != nil:
+		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryCarriedLoader, Reason: fmt.Sprintf("forked by the exechost binary as the container's main process; it is dynamically linked, so its loader and %d libraries are mounted read-only beside it (%s)", len(plan.rt.Libs), libMount)}
+	default:
+		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryStatic, Reason: "forked by the exechost binary (statically linked, mounted read-only) as the container's main process"}
+	}
 }
 
 // Describe lists, in words, the isolation containers created from cfg get.
@@ -221,14 +258,7 @@ func Describe(cfg sandbox.Config) []string {
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
 	}
-	switch _, err := agentBinary(cfg); {
-	case cfg.Agent == sandbox.AgentOff:
-		out = append(out, "commands: docker exec per command (sandbox.agent=off)")
-	case err != nil:
-		out = append(out, "commands: docker exec per command; resident agent "+err.Error())
-	default:
-		out = append(out, "commands: forked by a resident agent (the exechost binary, mounted read-only) as the container's main process")
-	}
+	out = append(out, "commands: "+commandPath(cfg).String())
 	if *d.ReadOnlyRoot {
 		out = append(out, "root filesystem: read-only; writable /workspace and tmpfs /tmp")
 	} else {

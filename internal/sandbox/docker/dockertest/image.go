@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -193,9 +194,11 @@ func Context(busybox string) ([]byte, string, error) {
 	return buf.Bytes(), hex.EncodeToString(sum[:12]), nil
 }
 
-// agentBuild is the static exechost binary AgentBinary builds, once per
-// test process.
-var agentBuild struct {
+// agentBuild and dynamicBuild are the exechost binaries AgentBinary and
+// DynamicAgentBinary build, once per test process.
+var agentBuild, dynamicBuild build
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
@@ -208,28 +211,58 @@ var agentBuild struct {
 // runs (the Go build cache makes a rebuild cheap).
 func AgentBinary(t testing.TB) string {
 	t.Helper()
-	agentBuild.once.Do(func() {
+	return agentBuild.get(t, "static", "0", "-trimpath")
+}
+
+// DynamicAgentBinary returns a dynamically linked exechost binary — what
+// `go install` gives on a machine with a C compiler — checked to have a
+// program interpreter; without a C compiler it reports gcc missing.
+func DynamicAgentBinary(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testdep.Missing(t, "gcc", "a dynamically linked exechost needs a C compiler to build")
+	}
+	// An external link always gives a dynamic executable, even when no
+	// package of the build needs cgo.
+	bin := dynamicBuild.get(t, "dynamic", "1", "-trimpath", "-ldflags=-linkmode=external")
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return bin
+		}
+	}
+	t.Fatalf("%s has no program interpreter: the build is not dynamically linked", bin)
+	return ""
+}
+
+func (b *build) get(t testing.TB, kind, cgo string, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
 		// One directory per checkout, so parallel test runs of different
 		// trees never run each other's agent.
 		wd, _ := os.Getwd()
 		sum := sha256.Sum256([]byte(wd))
-		dir := filepath.Join(os.TempDir(), "exechost-agent-test-"+hex.EncodeToString(sum[:6]))
+		dir := filepath.Join(os.TempDir(), "exechost-agent-test-"+hex.EncodeToString(sum[:6])+"-"+kind)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			agentBuild.err = err
+			b.err = err
 			return
 		}
 		// Build in the environment of this (sequential) test binary.
 		old, had := os.LookupEnv("CGO_ENABLED")
-		os.Setenv("CGO_ENABLED", "0")
-		agentBuild.path, agentBuild.err = testproc.Build(dir, false, "-trimpath")
+		os.Setenv("CGO_ENABLED", cgo)
+		b.path, b.err = testproc.Build(dir, false, flags...)
 		if had {
 			os.Setenv("CGO_ENABLED", old)
 		} else {
 			os.Unsetenv("CGO_ENABLED")
 		}
 	})
-	if agentBuild.err != nil {
-		t.Fatalf("build the static agent binary: %v", agentBuild.err)
+	if b.err != nil {
+		t.Fatalf("build the %s agent binary: %v", kind, b.err)
 	}
-	return agentBuild.path
+	return b.path
 }
