@@ -32,6 +32,11 @@ import (
 // Image is the tag of the test image.
 const Image = "exechost-sandbox-test:busybox"
 
+// LockedTmpImage is the tag of the test image whose /tmp is root's, mode
+// 0755: docker copies that mode onto the tmpfs it mounts there, so the
+// sandbox user cannot write /tmp (as in some real images).
+const LockedTmpImage = "exechost-sandbox-test:busybox-locked-tmp"
+
 // labelDigest records what the image was built from, so a changed busybox
 // or Dockerfile rebuilds it and an unchanged one is reused.
 const labelDigest = "exechost.testimage.digest"
@@ -72,18 +77,29 @@ func Client(t testing.TB) *client.Client {
 // image built from the same inputs already has that tag.
 func BuildImage(t testing.TB, cli *client.Client) string {
 	t.Helper()
+	return buildImage(t, cli, Image, 0o1777)
+}
+
+// BuildLockedTmpImage builds LockedTmpImage (see there) like BuildImage.
+func BuildLockedTmpImage(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	return buildImage(t, cli, LockedTmpImage, 0o755)
+}
+
+func buildImage(t testing.TB, cli *client.Client, tag string, tmpMode int64) string {
+	t.Helper()
 	busybox := findBusybox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	buildCtx, digest, err := Context(busybox)
+	buildCtx, digest, err := Context(busybox, tmpMode)
 	if err != nil {
 		t.Fatalf("build context: %v", err)
 	}
-	if ins, err := cli.ImageInspect(ctx, Image); err == nil && ins.Config != nil && ins.Config.Labels[labelDigest] == digest {
-		return Image
+	if ins, err := cli.ImageInspect(ctx, tag); err == nil && ins.Config != nil && ins.Config.Labels[labelDigest] == digest {
+		return tag
 	}
 	res, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), client.ImageBuildOptions{
-		Tags:        []string{Image},
+		Tags:        []string{tag},
 		Remove:      true,
 		ForceRemove: true,
 		Labels:      map[string]string{labelDigest: digest},
@@ -95,7 +111,7 @@ func BuildImage(t testing.TB, cli *client.Client) string {
 	if err := readBuildLog(res.Body); err != nil {
 		t.Fatalf("build test image: %v", err)
 	}
-	return Image
+	return tag
 }
 
 // readBuildLog drains the JSON message stream of a build and returns the
@@ -132,10 +148,11 @@ func findBusybox(t testing.TB) string {
 }
 
 // Context returns a tar build context holding the Dockerfile, busybox at
-// rootfs/bin/busybox with a symlink per applet, and a passwd/group naming
-// nobody (65534), plus a digest of all of it. busybox must be statically
-// linked (Debian's busybox-static), since the image has no libc.
-func Context(busybox string) ([]byte, string, error) {
+// rootfs/bin/busybox with a symlink per applet, a passwd/group naming
+// nobody (65534) and /tmp with tmpMode, plus a digest of all of it.
+// busybox must be statically linked (Debian's busybox-static), since the
+// image has no libc.
+func Context(busybox string, tmpMode int64) ([]byte, string, error) {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return nil, "", fmt.Errorf("read busybox: %w", err)
@@ -169,9 +186,9 @@ func Context(busybox string) ([]byte, string, error) {
 			return nil, "", err
 		}
 	}
-	// /tmp is world-writable and sticky, as in every real image; docker
-	// copies the mode onto the tmpfs it mounts there.
-	if err := add(&tar.Header{Name: "rootfs/tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil); err != nil {
+	// /tmp is world-writable and sticky (1777) in most real images;
+	// docker copies the mode onto the tmpfs it mounts there.
+	if err := add(&tar.Header{Name: "rootfs/tmp/", Typeflag: tar.TypeDir, Mode: tmpMode}, nil); err != nil {
 		return nil, "", err
 	}
 	for _, f := range files {
