@@ -127,7 +127,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 	}
 	if _, err := b.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		_ = b.remove(context.WithoutCancel(ctx), res.ID)
-		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs /bin/sh and sleep)", name, daemonError(err))
+		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs %s)", name, daemonError(err), imageNeeds)
 	}
 	return res.ID, nil, nil
 }

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -186,9 +185,16 @@ func CheckImage(ctx context.Context, cli *client.Client, image string) error {
 	return nil
 }
 
+// imageNeeds is what an image must hold for every path of this backend:
+// shell text runs under /bin/sh; without the agent the container's main
+// process sleeps, and a timed-out command's processes are found in /proc
+// with tr and grep (nothing is written into the container, so /tmp may be
+// read-only or not the sandbox user's).
+const imageNeeds = "/bin/sh and a POSIX userland — busybox, or coreutils and grep (without the resident agent, commands need sleep, and timeouts need tr and grep to kill the command)"
+
 func imageError(image string, err error) error {
 	if isNotFound(err) {
-		return fmt.Errorf("%w: %s (hint: `docker pull %s`, or build an image with /bin/sh and tag it %s; or set sandbox.docker.image)", ErrImageMissing, image, image, image)
+		return fmt.Errorf("%w: %s (hint: `docker pull %s`, or build an image with %s and tag it %s; or set sandbox.docker.image)", ErrImageMissing, image, image, imageNeeds, image)
 	}
 	return fmt.Errorf("inspect sandbox image %s: %w", image, daemonError(err))
 }
@@ -207,14 +213,8 @@ func (b *Backend) Name() string { return sandbox.BackendDocker }
 // Isolation describes the boundary this backend's containers get, for
 // `exechost sandbox doctor`.
 func (b *Backend) Isolation() []string {
-	out := Describe(b.cfg)
-	for i, l := range out {
-		// Agent mode may have been turned off after a failed start.
-		if strings.HasPrefix(l, "commands:") {
-			out[i] = "commands: " + b.CommandPath().String()
-		}
-	}
-	return out
+	// Agent mode may have been turned off after a failed start.
+	return describe(b.cfg, b.CommandPath())
 }
 
 // CommandPath says how this backend runs commands now: through resident
@@ -250,6 +250,10 @@ func pathOf(plan agentPlan, err error) sandbox.CommandPath {
 
 // Describe lists, in words, the isolation containers created from cfg get.
 func Describe(cfg sandbox.Config) []string {
+	return describe(cfg, commandPath(cfg))
+}
+
+func describe(cfg sandbox.Config, p sandbox.CommandPath) []string {
 	cfg = cfg.WithDefaults()
 	d := cfg.Docker
 	out := []string{
@@ -258,7 +262,12 @@ func Describe(cfg sandbox.Config) []string {
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
 	}
-	out = append(out, "commands: "+commandPath(cfg).String())
+	out = append(out, "commands: "+p.String())
+	if p.Mode == sandbox.PathAgent {
+		out = append(out, "timeouts: the agent kills the command's process tree")
+	} else {
+		out = append(out, "timeouts: a second docker exec kills the process groups of the command's processes, found in /proc by a marker in their environment (the image needs tr and grep; nothing is written into it)")
+	}
 	if *d.ReadOnlyRoot {
 		out = append(out, "root filesystem: read-only; writable /workspace and tmpfs /tmp")
 	} else {
