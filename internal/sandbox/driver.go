@@ -86,6 +86,13 @@ type CommandPath struct {
 	Reason string `json:"reason"`
 }
 
+// PathReporter is implemented by backends that can say how they run
+// commands (CommandPath); the gateway tells a session's first sandbox
+// command which path it took.
+type PathReporter interface {
+	CommandPath() CommandPath
+}
+
 // String is the one line a user reads.
 func (p CommandPath) String() string {
 	if p.Mode == PathAgent {
