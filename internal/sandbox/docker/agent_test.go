@@ -291,3 +291,19 @@ func TestAgentReapsOrphans(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BenchmarkDockerAgentCarriedLoader is BenchmarkDockerExecAPI with a
+// dynamically linked exechost as the agent, started through its carried
+// loader: the same fork and pipe round trip per command.
+func BenchmarkDockerAgentCarriedLoader(b *testing.B) {
+	bin := dockertest.DynamicAgentBinary(b)
+	be, _ := open(b, func(c *sandbox.Config) { c.AgentBinary = bin })
+	req := sandbox.Request{AgentID: "main", SessionKey: "bench", Argv: []string{"true"}}
+	run(b, be, req)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := be.Exec(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
