@@ -29,15 +29,7 @@ func TestSandboxDoctor(t *testing.T) {
 	dockerOnly := write("docker.json", `{"sandbox": {"backend": "docker", "docker": {"host": "`+noSock+`"}}}`)
 	bad := write("bad.json", `{"sandbox": {"scope": "galaxy"}}`)
 
-	run := func(args ...string) (string, int) {
-		var out, errb bytes.Buffer
-		root := NewRoot(&out, &errb)
-		root.SetArgs(append([]string{"--state-dir", dir}, args...))
-		if err := root.Execute(); err != nil {
-			return out.String() + errb.String() + err.Error(), 1
-		}
-		return out.String() + errb.String(), 0
-	}
+	run := cliIn(dir)
 
 	out, code := run("sandbox", "doctor", "--json", "--config", auto)
 	var d pick.Diagnosis
@@ -68,15 +60,7 @@ func TestSandboxDoctor(t *testing.T) {
 func TestSandboxDoctorSaysHowCommandsRun(t *testing.T) {
 	image := dockertest.BuildImage(t, dockertest.Client(t))
 	dir := t.TempDir()
-	run := func(args ...string) (string, int) {
-		var out, errb bytes.Buffer
-		root := NewRoot(&out, &errb)
-		root.SetArgs(append([]string{"--state-dir", dir}, args...))
-		if err := root.Execute(); err != nil {
-			return out.String() + errb.String() + err.Error(), 1
-		}
-		return out.String() + errb.String(), 0
-	}
+	run := cliIn(dir)
 	tests := []struct {
 		name     string
 		sandbox  string
@@ -115,5 +99,19 @@ func TestSandboxDoctorSaysHowCommandsRun(t *testing.T) {
 				t.Errorf("doctor text (code %d) does not say %q:\n%s", code, tt.text, out)
 			}
 		})
+	}
+}
+
+// cliIn returns a runner of the CLI in process with state directory dir:
+// its combined output, and 1 when it failed.
+func cliIn(dir string) func(args ...string) (string, int) {
+	return func(args ...string) (string, int) {
+		var out, errb bytes.Buffer
+		root := NewRoot(&out, &errb)
+		root.SetArgs(append([]string{"--state-dir", dir}, args...))
+		if err := root.Execute(); err != nil {
+			return out.String() + errb.String() + err.Error(), 1
+		}
+		return out.String() + errb.String(), 0
 	}
 }

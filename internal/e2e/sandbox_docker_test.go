@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"debug/elf"
 	"fmt"
 	"strings"
 	"testing"
@@ -20,7 +19,7 @@ import (
 func TestSandboxDockerSaysItsPath(t *testing.T) {
 	image := dockertest.BuildImage(t, dockertest.Client(t))
 	want := sandbox.BinaryStatic
-	if dynamic(t, bin) {
+	if dockertest.Dynamic(t, bin) {
 		want = sandbox.BinaryCarriedLoader
 	}
 	t.Logf("the gateway's binary, the agent: %s", want)
@@ -54,21 +53,4 @@ func TestSandboxDockerSaysItsPath(t *testing.T) {
 	if out := c.gw.Out.String(); !strings.Contains(out, "sandbox commands") || !strings.Contains(out, "binary="+want) {
 		t.Errorf("the gateway did not log the path:\n%s", out)
 	}
-}
-
-// dynamic reports whether the ELF executable at path has a program
-// interpreter.
-func dynamic(t *testing.T, path string) bool {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return true
-		}
-	}
-	return false
 }

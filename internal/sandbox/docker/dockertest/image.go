@@ -242,18 +242,27 @@ func DynamicAgentBinary(t testing.TB) string {
 	// An external link always gives a dynamic executable, even when no
 	// package of the build needs cgo.
 	bin := dynamicBuild.get(t, "dynamic", "1", "-trimpath", "-ldflags=-linkmode=external")
-	f, err := elf.Open(bin)
+	if !Dynamic(t, bin) {
+		t.Fatalf("%s has no program interpreter: the build is not dynamically linked", bin)
+	}
+	return bin
+}
+
+// Dynamic reports whether the ELF executable at path is dynamically
+// linked (has a program interpreter).
+func Dynamic(t testing.TB, path string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return bin
+			return true
 		}
 	}
-	t.Fatalf("%s has no program interpreter: the build is not dynamically linked", bin)
-	return ""
+	return false
 }
 
 func (b *build) get(t testing.TB, kind, cgo string, flags ...string) string {
