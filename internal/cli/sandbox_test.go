@@ -39,6 +39,10 @@ func TestSandboxDoctor(t *testing.T) {
 	if d.Selected != "bwrap" || d.Backends[0].Available {
 		t.Errorf("diagnosis = %+v, want bwrap selected and docker unavailable", d)
 	}
+	// Each backend says how its commands run, the unavailable one too.
+	if dk, bw := d.Backends[0].Commands, d.Backends[1].Commands; dk == nil || bw == nil || bw.Mode != sandbox.PathAgent || bw.Reason == "" {
+		t.Errorf("commands paths: docker %+v, bwrap %+v; want both, bwrap through its agent", dk, bw)
+	}
 
 	out, code = run("sandbox", "doctor", "--config", auto)
 	if code != 0 || !strings.Contains(out, "would use: bwrap") || !strings.Contains(out, "docker: unavailable") {

@@ -80,7 +80,8 @@ type CommandPath struct {
 	// Mode is PathAgent or PathPerCommand.
 	Mode string `json:"mode"`
 	// Binary is how the agent binary runs (BinaryStatic,
-	// BinaryCarriedLoader) when Mode is PathAgent.
+	// BinaryCarriedLoader) when Mode is PathAgent and it matters (not for
+	// bwrap, whose sandbox sees the host's libraries).
 	Binary string `json:"binary,omitempty"`
 	// Reason says why, in words.
 	Reason string `json:"reason"`
@@ -95,8 +96,11 @@ type PathReporter interface {
 
 // String is the one line a user reads.
 func (p CommandPath) String() string {
-	if p.Mode == PathAgent {
+	if p.Mode == PathAgent && p.Binary != "" {
 		return "resident agent (" + p.Binary + "): " + p.Reason
+	}
+	if p.Mode == PathAgent {
+		return "resident agent: " + p.Reason
 	}
 	return "per command: " + p.Reason
 }
