@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,10 @@ func newSandboxDoctorCmd(g *globals) *cobra.Command {
 docker (is a daemon answering, is the image there) and the daemonless bwrap
 backend (does a probe sandbox come up on this kernel, what isolation did it
 get: namespaces, Landlock, limits). It changes nothing: no container is
-created or removed.
+created or removed. For each backend it says how commands run: through
+a resident agent inside the sandbox (a static exechost, or a dynamically
+linked one started through its own loader and libraries, carried in) or
+one runtime call each (docker exec), and why; --json has it as "commands".
 
 Exits 0 when the configured backend (or, for "auto", any backend) works,
 1 when host=sandbox would fail.`,
@@ -89,8 +93,14 @@ func printDiagnosis(g *globals, d pick.Diagnosis) {
 			state = "available"
 		}
 		fmt.Fprintf(g.stdout, "\n%s: %s: %s\n", s.Name, state, s.Detail)
+		said := false
 		for _, line := range s.Isolation {
 			fmt.Fprintf(g.stdout, "  - %s\n", line)
+			said = said || strings.HasPrefix(line, "commands:")
+		}
+		if s.Commands != nil && !said {
+			// How commands would run once the backend is available.
+			fmt.Fprintf(g.stdout, "  - commands: %s\n", s.Commands)
 		}
 	}
 }

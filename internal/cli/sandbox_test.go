@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/testdep"
 )
@@ -27,15 +29,7 @@ func TestSandboxDoctor(t *testing.T) {
 	dockerOnly := write("docker.json", `{"sandbox": {"backend": "docker", "docker": {"host": "`+noSock+`"}}}`)
 	bad := write("bad.json", `{"sandbox": {"scope": "galaxy"}}`)
 
-	run := func(args ...string) (string, int) {
-		var out, errb bytes.Buffer
-		root := NewRoot(&out, &errb)
-		root.SetArgs(append([]string{"--state-dir", dir}, args...))
-		if err := root.Execute(); err != nil {
-			return out.String() + errb.String() + err.Error(), 1
-		}
-		return out.String() + errb.String(), 0
-	}
+	run := cliIn(dir)
 
 	out, code := run("sandbox", "doctor", "--json", "--config", auto)
 	var d pick.Diagnosis
@@ -44,6 +38,10 @@ func TestSandboxDoctor(t *testing.T) {
 	}
 	if d.Selected != "bwrap" || d.Backends[0].Available {
 		t.Errorf("diagnosis = %+v, want bwrap selected and docker unavailable", d)
+	}
+	// Each backend says how its commands run, the unavailable one too.
+	if dk, bw := d.Backends[0].Commands, d.Backends[1].Commands; dk == nil || bw == nil || bw.Mode != sandbox.PathAgent || bw.Reason == "" {
+		t.Errorf("commands paths: docker %+v, bwrap %+v; want both, bwrap through its agent", dk, bw)
 	}
 
 	out, code = run("sandbox", "doctor", "--config", auto)
@@ -56,5 +54,68 @@ func TestSandboxDoctor(t *testing.T) {
 	}
 	if out, code = run("sandbox", "doctor", "--config", bad); code != 1 || !strings.Contains(out, "galaxy") {
 		t.Errorf("doctor with a bad config: code %d\n%s", code, out)
+	}
+}
+
+// TestSandboxDoctorSaysHowCommandsRun: doctor tells, per backend, whether
+// commands go through the resident agent — a static binary, or a dynamic
+// one with its loader carried in — or one docker exec each, and why; in
+// text and as the "commands" object of --json.
+func TestSandboxDoctorSaysHowCommandsRun(t *testing.T) {
+	image := dockertest.BuildImage(t, dockertest.Client(t))
+	dir := t.TempDir()
+	run := cliIn(dir)
+	tests := []struct {
+		name     string
+		sandbox  string
+		want     sandbox.CommandPath
+		text     string
+		inReason string
+	}{
+		{"static", `"agentBinary": "` + dockertest.AgentBinary(t) + `"`,
+			sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryStatic}, "commands: resident agent (static)", "statically linked"},
+		{"dynamic", `"agentBinary": "` + dockertest.DynamicAgentBinary(t) + `"`,
+			sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryCarriedLoader}, "commands: resident agent (carried-loader)", "its loader and"},
+		{"off", `"agent": "off"`,
+			sandbox.CommandPath{Mode: sandbox.PathPerCommand}, "commands: per command: docker exec", "sandbox.agent=off"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, tt.name+".json")
+			body := `{"sandbox": {"backend": "docker", ` + tt.sandbox + `, "docker": {"image": "` + image + `"}}}`
+			if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, code := run("sandbox", "doctor", "--json", "--config", cfg)
+			var d pick.Diagnosis
+			if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 {
+				t.Fatalf("doctor --json: code %d, %v\n%s", code, err, out)
+			}
+			got := d.Backends[0].Commands
+			if d.Backends[0].Name != "docker" || got == nil {
+				t.Fatalf("docker status = %+v, want its commands path", d.Backends[0])
+			}
+			if got.Mode != tt.want.Mode || got.Binary != tt.want.Binary || !strings.Contains(got.Reason, tt.inReason) {
+				t.Errorf("commands = %+v, want %+v with a reason naming %q", *got, tt.want, tt.inReason)
+			}
+			out, code = run("sandbox", "doctor", "--config", cfg)
+			if code != 0 || !strings.Contains(out, tt.text) {
+				t.Errorf("doctor text (code %d) does not say %q:\n%s", code, tt.text, out)
+			}
+		})
+	}
+}
+
+// cliIn returns a runner of the CLI in process with state directory dir:
+// its combined output, and 1 when it failed.
+func cliIn(dir string) func(args ...string) (string, int) {
+	return func(args ...string) (string, int) {
+		var out, errb bytes.Buffer
+		root := NewRoot(&out, &errb)
+		root.SetArgs(append([]string{"--state-dir", dir}, args...))
+		if err := root.Execute(); err != nil {
+			return out.String() + errb.String() + err.Error(), 1
+		}
+		return out.String() + errb.String(), 0
 	}
 }

@@ -34,4 +34,8 @@ func TestSandboxRouting(t *testing.T) {
 	if !hasPrefix(texts(res.Events), "Exec finished (node=sandbox, id="+res.RunID+", code=0)") {
 		t.Errorf("events = %q", texts(res.Events))
 	}
+	// The session's first sandbox command says how its commands run.
+	if !hasPrefix(texts(res.Events), "Sandbox bwrap (id="+res.RunID+"): commands: resident agent: ") {
+		t.Errorf("events = %q, want the sandbox's path", texts(res.Events))
+	}
 }

@@ -273,11 +273,28 @@ func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, t
 		g.enqueueLifecycle(r.key, name, host.EventDenied, ev)
 		return res, g.auditSandboxEnd(ctx, r, p, res, audit.ReasonSandboxError, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", g.opts.Sandbox.Name(), err))
 	}
+	g.sandboxNotice(r)
 	code := res.ExitCode
 	ev.ExitCode, ev.Tail = &code, res.Tail
 	_ = g.auditSandboxEnd(ctx, r, p, res, "", nil)
 	g.enqueueLifecycle(r.key, name, host.EventFinished, ev)
 	return res, nil
+}
+
+// sandboxNotice tells a session's first sandbox command, once, which path
+// its commands take (a resident agent, or one runtime call each, and why):
+// a system event of kind session.KindSandbox for the caller, and a log line.
+func (g *Gateway) sandboxNotice(r *run) {
+	pr, ok := g.opts.Sandbox.(sandbox.PathReporter)
+	if !ok || !g.sessions.Once(r.key, session.KindSandbox) {
+		return
+	}
+	path := pr.CommandPath()
+	g.log.Info("sandbox commands", "backend", g.opts.Sandbox.Name(), "agent", r.key.Agent, "session", r.key.Session, "mode", path.Mode, "binary", path.Binary, "reason", path.Reason)
+	text := session.SandboxText(g.opts.Sandbox.Name(), r.id, path.String())
+	if g.sessions.Enqueue(r.key, bridge.SystemEvent{Text: text, Kind: session.KindSandbox, RunID: r.id, NodeID: "sandbox"}) > 0 {
+		g.opts.Metrics.EventQueueDrop()
+	}
 }
 
 // exactLive returns the connected node whose id is exactly id, or nil.

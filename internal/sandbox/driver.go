@@ -52,6 +52,57 @@ type Status struct {
 	Detail string `json:"detail"`
 	// Isolation lists what a sandbox gets here.
 	Isolation []string `json:"isolation,omitempty"`
+	// Commands says how commands run here, when the backend tells.
+	Commands *CommandPath `json:"commands,omitempty"`
+}
+
+// How a backend runs commands (CommandPath.Mode).
+const (
+	// PathAgent: a resident agent inside the sandbox forks them.
+	PathAgent = "agent"
+	// PathPerCommand: one runtime call each (docker exec, a fresh bwrap
+	// sandbox).
+	PathPerCommand = "per-command"
+)
+
+// How the resident agent's binary runs (CommandPath.Binary).
+const (
+	// BinaryStatic: a statically linked binary, as it is.
+	BinaryStatic = "static"
+	// BinaryCarriedLoader: a dynamically linked binary, started through
+	// its own loader and libraries carried into the sandbox with it.
+	BinaryCarriedLoader = "carried-loader"
+)
+
+// CommandPath says how a backend runs commands here and why, for `exechost
+// sandbox doctor` and the notice of a sandbox's first command.
+type CommandPath struct {
+	// Mode is PathAgent or PathPerCommand.
+	Mode string `json:"mode"`
+	// Binary is how the agent binary runs (BinaryStatic,
+	// BinaryCarriedLoader) when Mode is PathAgent and it matters (not for
+	// bwrap, whose sandbox sees the host's libraries).
+	Binary string `json:"binary,omitempty"`
+	// Reason says why, in words.
+	Reason string `json:"reason"`
+}
+
+// PathReporter is implemented by backends that can say how they run
+// commands (CommandPath); the gateway tells a session's first sandbox
+// command which path it took.
+type PathReporter interface {
+	CommandPath() CommandPath
+}
+
+// String is the one line a user reads.
+func (p CommandPath) String() string {
+	if p.Mode == PathAgent && p.Binary != "" {
+		return "resident agent (" + p.Binary + "): " + p.Reason
+	}
+	if p.Mode == PathAgent {
+		return "resident agent: " + p.Reason
+	}
+	return "per command: " + p.Reason
 }
 
 // Driver is a sandbox backend as it registers itself, in the spirit of

@@ -57,6 +57,8 @@ type Session struct {
 	elevated string
 	events   []bridge.SystemEvent
 	dropped  int
+	// once holds the one-time notices already given (Store.Once).
+	once map[string]bool
 	// lru is the session's place in Store.lru.
 	lru *list.Element
 }
@@ -116,6 +118,32 @@ func (s *Store) Enqueue(k Key, ev bridge.SystemEvent) (dropped int) {
 	}
 	ss.events = append(ss.events, ev)
 	return dropped
+}
+
+// Once reports whether notice was not yet given in session k, and records
+// it as given: a notice said once per session (which path its sandbox
+// commands take), not on every command.
+func (s *Store) Once(k Key, notice string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.get(k)
+	if ss.once[notice] {
+		return false
+	}
+	if ss.once == nil {
+		ss.once = map[string]bool{}
+	}
+	ss.once[notice] = true
+	return true
+}
+
+// KindSandbox is the kind of the system event SandboxText words.
+const KindSandbox = "exec.sandbox"
+
+// SandboxText is the system event of a session's first sandbox command:
+// which backend ran it and how its commands run there.
+func SandboxText(backend, runID, path string) string {
+	return fmt.Sprintf("Sandbox %s (id=%s): commands: %s", backend, runID, path)
 }
 
 // Drain returns and removes the session's queued events. When events were

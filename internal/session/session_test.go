@@ -202,3 +202,15 @@ func BenchmarkNewSessionFull(b *testing.B) {
 		_ = s.Overrides(k)
 	}
 }
+
+func TestOnceIsPerSessionAndNotice(t *testing.T) {
+	s := NewStore()
+	a, b := NewKey("main", "a"), NewKey("main", "b")
+	got := []bool{s.Once(a, KindSandbox), s.Once(a, KindSandbox), s.Once(b, KindSandbox), s.Once(a, "other"), s.Once(b, KindSandbox)}
+	if diff := cmp.Diff([]bool{true, false, true, true, false}, got); diff != "" {
+		t.Errorf("Once (-want +got):\n%s", diff)
+	}
+	if got, want := SandboxText("docker", "r1", "resident agent (static): x"), "Sandbox docker (id=r1): commands: resident agent (static): x"; got != want {
+		t.Errorf("SandboxText = %q, want %q", got, want)
+	}
+}

@@ -155,6 +155,16 @@ func (b *Backend) probeAgent(ctx context.Context) error {
 	return err
 }
 
+// CommandPath says how this backend runs commands: through a resident
+// agent (the host's own exechost binary, which sees the host's libraries
+// read-only, so static or dynamic alike), or a fresh sandbox each.
+func (b *Backend) CommandPath() sandbox.CommandPath {
+	if b.agentErr == nil {
+		return sandbox.CommandPath{Mode: sandbox.PathAgent, Reason: "forked by the exechost binary (same restrictions) in one sandbox per " + string(b.cfg.Scope) + ", removed after " + time.Duration(b.cfg.IdleTimeout).String() + " idle"}
+	}
+	return sandbox.CommandPath{Mode: sandbox.PathPerCommand, Reason: "a fresh sandbox each; resident agent: " + b.agentErr.Error()}
+}
+
 // AgentErr says why commands do not run through resident agents here, or
 // nil when they do.
 func (b *Backend) AgentErr() error { return b.agentErr }
@@ -192,11 +202,7 @@ func (b *Backend) Isolation() []string {
 	if r.NoNewPrivs {
 		out = append(out, "no_new_privs: set")
 	}
-	if b.agentErr == nil {
-		out = append(out, "commands: forked by a resident agent (the exechost binary, same restrictions) in one sandbox per "+string(b.cfg.Scope)+", removed after "+time.Duration(b.cfg.IdleTimeout).String()+" idle")
-	} else {
-		out = append(out, "commands: a fresh sandbox each; resident agent: "+b.agentErr.Error())
-	}
+	out = append(out, "commands: "+b.CommandPath().String())
 	out = append(out, "landlock: "+r.Landlock)
 	switch {
 	case r.NProc == 0:

@@ -27,6 +27,11 @@ func (*Backend) Name() string { return sandbox.BackendBwrap }
 // Isolation reports nothing: the backend never opens here.
 func (*Backend) Isolation() []string { return nil }
 
+// CommandPath says commands never run here.
+func (*Backend) CommandPath() sandbox.CommandPath {
+	return sandbox.CommandPath{Mode: sandbox.PathPerCommand, Reason: "the backend needs Linux"}
+}
+
 // BwrapPath reports nothing: the backend never opens here.
 func (*Backend) BwrapPath() string { return "" }
 

@@ -30,5 +30,7 @@ func diagnose(ctx context.Context, cfg sandbox.Config, stateDir string) sandbox.
 	s.Available = true
 	s.Detail = "bubblewrap " + b.BwrapPath()
 	s.Isolation = b.Isolation()
+	path := b.CommandPath()
+	s.Commands = &path
 	return s
 }

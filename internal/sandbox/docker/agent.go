@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -52,18 +54,25 @@ const (
 	runSocket = "a.sock"
 )
 
-// agentState guards the backend's agent mode: agentErr is nil while
-// commands go through agents, and says why not once they do not.
-type agentState struct {
-	mu  sync.Mutex
+// agentPlan is how the agent starts in a container: the binary, and for a
+// dynamically linked one the loader and libraries carried with it.
+type agentPlan struct {
 	bin string
-	err error
+	rt  *runtimeLibs
 }
 
-func (a *agentState) get() (string, error) {
+// agentState guards the backend's agent mode: err is nil while commands go
+// through agents, and says why not once they do not.
+type agentState struct {
+	mu   sync.Mutex
+	plan agentPlan
+	err  error
+}
+
+func (a *agentState) get() (agentPlan, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.bin, a.err
+	return a.plan, a.err
 }
 
 // disable turns agent mode off for the rest of the backend's life: a
@@ -119,16 +128,25 @@ func (b *Backend) listenRun(key string) (string, *net.UnixListener, error) {
 }
 
 // agentConfig turns a keepalive container's configuration into an agent
-// container's; runDir, when set, is mounted for the agent's socket.
-func agentConfig(cfg *containerConfig, hc *hostConfig, bin, runDir string) {
+// container's; runDir, when set, is mounted for the agent's socket. A
+// dynamically linked agent gets its loader and libraries mounted read-only
+// in libMount, and starts through that loader.
+func agentConfig(cfg *containerConfig, hc *hostConfig, plan agentPlan, runDir string) {
 	if runDir != "" {
 		hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: runDir, Target: runMount, ReadOnly: true})
 	}
 	cfg.Entrypoint = []string{agentMount}
+	if plan.rt != nil {
+		cfg.Entrypoint = plan.rt.entrypoint()
+		files := plan.rt.files()
+		for _, name := range slices.Sorted(maps.Keys(files)) {
+			hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: files[name], Target: libMount + "/" + name, ReadOnly: true})
+		}
+	}
 	cfg.Cmd = []string{agent.Flag}
 	cfg.OpenStdin, cfg.StdinOnce = true, true
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
-	hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: bin, Target: agentMount, ReadOnly: true})
+	hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: plan.bin, Target: agentMount, ReadOnly: true})
 	hc.LogConfig.Type = "none"
 }
 

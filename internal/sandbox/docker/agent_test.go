@@ -1,10 +1,14 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -63,18 +67,97 @@ func TestAgentIsUsed(t *testing.T) {
 	}
 }
 
-// TestAgentFallsBackToExec: a dynamically linked binary cannot run in an
-// image without a C library, so the backend uses runc exec.
+// TestAgentDynamicBinaryCarriesItsLoader: a dynamically linked exechost
+// (a `go install` on a machine with a C compiler) still runs as the agent
+// in an image without any C library: its loader and libraries are mounted
+// read-only beside it and it starts through that loader.
+func TestAgentDynamicBinaryCarriesItsLoader(t *testing.T) {
+	bin := dockertest.DynamicAgentBinary(t)
+	b, _ := open(t, func(c *sandbox.Config) { c.AgentBinary = bin })
+	p := b.CommandPath()
+	if p.Mode != sandbox.PathAgent || p.Binary != sandbox.BinaryCarriedLoader {
+		t.Fatalf("command path = %+v, want the agent with a carried loader", p)
+	}
+	if res := run(t, b, sandbox.Request{Argv: []string{"echo", "via the agent"}}); res.Stdout != "via the agent\n" {
+		t.Fatalf("through the dynamic agent: %+v", res)
+	}
+	ins := inspect(t, b).Container
+	if len(ins.ExecIDs) != 0 {
+		t.Errorf("the container has exec sessions %v: commands went through runc exec, not the agent", ins.ExecIDs)
+	}
+	// pid 1 is the carried loader running the agent, with the container's
+	// restrictions as with a static binary.
+	res := run(t, b, sandbox.Request{Command: "tr '\\0' ' ' </proc/1/cmdline; echo; grep -E '^(Uid|CapEff|NoNewPrivs)' /proc/1/status"})
+	want := libMount + "/ld-linux-x86-64.so.2 --library-path " + libMount + " " + agentMount + " " + agent.Flag + " \nUid:\t65534\t65534\t65534\t65534\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\n"
+	if runtime.GOARCH != "amd64" {
+		want = res.Stdout // the loader's name differs; the rest is checked above
+	}
+	if diff := cmp.Diff(want, res.Stdout); diff != "" {
+		t.Errorf("agent from inside (-want +got):\n%s", diff)
+	}
+	// The carried files are read-only, and the image itself still has no
+	// C library: nothing was added to it.
+	if res := run(t, b, sandbox.Request{Command: "echo x >> " + libMount + "/libc.so.6"}); res.Success {
+		t.Errorf("a carried library is writable from inside")
+	}
+	if res := run(t, b, sandbox.Request{Command: "ls /lib /lib64 /usr/lib 2>&1 | grep -c libc"}); res.Stdout != "0\n" {
+		t.Errorf("a C library outside %s: %+v", libMount, res)
+	}
+	// Timeouts are the agent's, as with a static binary.
+	res = run(t, b, sandbox.Request{Command: "sleep 1000; echo unreachable", Timeout: time.Second})
+	if !res.TimedOut || strings.Contains(res.Stdout, "unreachable") || res.Error != "" && strings.Contains(res.Error, "could not be killed") {
+		t.Errorf("timed-out result = %+v", res)
+	}
+}
+
+// TestAgentFallsBackToExec: a dynamically linked binary whose libraries
+// are not on this host cannot be carried, so the backend uses runc exec,
+// and says why.
 func TestAgentFallsBackToExec(t *testing.T) {
 	agentMode = false
 	defer func() { agentMode = true }()
-	b, _ := open(t, func(c *sandbox.Config) { c.Agent = sandbox.AgentAuto; c.AgentBinary = "/bin/sh" })
-	if err := b.AgentErr(); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
-		t.Fatalf("AgentErr = %v, want dynamically linked", err)
+	bin := unresolvable(t)
+	b, _ := open(t, func(c *sandbox.Config) { c.Agent = sandbox.AgentAuto; c.AgentBinary = bin })
+	if err := b.AgentErr(); err == nil || !strings.Contains(err.Error(), "libq.so.9 not found") {
+		t.Fatalf("AgentErr = %v, want the missing library named", err)
+	}
+	if p := b.CommandPath(); p.Mode != sandbox.PathPerCommand || !strings.Contains(p.Reason, "libq.so.9") {
+		t.Errorf("command path = %+v", p)
 	}
 	if res := run(t, b, sandbox.Request{Argv: []string{"echo", "via exec"}}); res.Stdout != "via exec\n" {
 		t.Errorf("exec fallback: %+v", res)
 	}
+}
+
+// unresolvable returns a copy of /bin/sh whose libc dependency is renamed
+// to a library no host has.
+func unresolvable(t *testing.T) string {
+	t.Helper()
+	body, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dynstr := f.Section(".dynstr")
+	if dynstr == nil {
+		t.Fatal("/bin/sh has no .dynstr")
+	}
+	sec := body[dynstr.Offset : dynstr.Offset+dynstr.Size]
+	i := bytes.Index(sec, []byte("\x00libc.so.6\x00"))
+	if i < 0 {
+		t.Fatalf("/bin/sh does not need libc.so.6")
+	}
+	// Same length, so no offset moves.
+	copy(sec[i+1:], "libq.so.9")
+	bin := filepath.Join(t.TempDir(), "sh")
+	if err := os.WriteFile(bin, body, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // TestAgentChannelIsPrivate: commands (the same user as the agent) cannot
@@ -206,5 +289,21 @@ func TestAgentReapsOrphans(t *testing.T) {
 			t.Fatalf("zombies or orphans left:\n%s", ps)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// BenchmarkDockerAgentCarriedLoader is BenchmarkDockerExecAPI with a
+// dynamically linked exechost as the agent, started through its carried
+// loader: the same fork and pipe round trip per command.
+func BenchmarkDockerAgentCarriedLoader(b *testing.B) {
+	bin := dockertest.DynamicAgentBinary(b)
+	be, _ := open(b, func(c *sandbox.Config) { c.AgentBinary = bin })
+	req := sandbox.Request{AgentID: "main", SessionKey: "bench", Argv: []string{"true"}}
+	run(b, be, req)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := be.Exec(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

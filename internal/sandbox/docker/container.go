@@ -38,20 +38,20 @@ func scopeHash(key string) string {
 // keepalive.
 func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, error) {
 	workspace := bx.Workspace
-	bin, agentErr := b.agent.get()
+	plan, agentErr := b.agent.get()
 	if agentErr == nil {
-		id, conn, err := b.createContainer(ctx, bx, workspace, bin)
+		id, conn, err := b.createContainer(ctx, bx, workspace, &plan)
 		if err == nil || errors.Is(err, ErrDaemonUnreachable) || errors.Is(err, ErrImageMissing) || ctx.Err() != nil {
 			return id, conn, err
 		}
 		b.agent.disable(fmt.Errorf("off: a container with the agent did not start here (%v); commands use docker exec", err))
 	}
-	return b.createContainer(ctx, bx, workspace, "")
+	return b.createContainer(ctx, bx, workspace, nil)
 }
 
-// createContainer creates and starts a container for bx; with agentBin
-// set, the agent is its main process and its Conn is returned.
-func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agentBin string) (string, *agent.Conn, error) {
+// createContainer creates and starts a container for bx; with plan set,
+// the agent is its main process and its Conn is returned.
+func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string, plan *agentPlan) (string, *agent.Conn, error) {
 	d := b.cfg.Docker
 	hc := &hostConfig{
 		// A structured mount, not a "src:dst:rw" bind string: a workspace
@@ -91,7 +91,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		HostConfig:      hc,
 	}
 	var ln *net.UnixListener
-	if agentBin != "" {
+	if plan != nil {
 		runDir, l, err := b.listenRun(bx.Key)
 		if err == nil {
 			ln = l
@@ -100,7 +100,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 				os.RemoveAll(runDir)
 			}()
 		}
-		agentConfig(cfg, hc, agentBin, runDir)
+		agentConfig(cfg, hc, *plan, runDir)
 	}
 	name := b.containerName(bx.Key)
 	// A container of that name can only be a leftover of this owner (a
@@ -113,7 +113,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 		}
 		return "", nil, fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
 	}
-	if agentBin != "" {
+	if plan != nil {
 		conn, err := b.attachAgent(ctx, id, name, ln)
 		if err != nil {
 			_ = b.remove(context.WithoutCancel(ctx), id)
@@ -123,7 +123,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace, agent
 	}
 	if err := b.cli.ContainerStart(ctx, id); err != nil {
 		_ = b.remove(context.WithoutCancel(ctx), id)
-		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs /bin/sh and sleep)", name, daemonError(err))
+		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs %s)", name, daemonError(err), imageNeeds)
 	}
 	return id, nil, nil
 }

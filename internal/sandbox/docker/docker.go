@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -106,9 +105,9 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	b.boxes = agentbox.New(agentbox.Funcs[string]{Start: b.create, Stop: b.remove, Fail: agentFailure}, ErrClosed)
 	switch {
 	case cfg.Agent == sandbox.AgentOff:
-		b.agent.err = errors.New("off (sandbox.agent=off): docker exec per command")
+		b.agent.err = errAgentOff
 	default:
-		b.agent.bin, b.agent.err = agentBinary(cfg)
+		b.agent.plan.bin, b.agent.plan.rt, b.agent.err = agentBinary(cfg)
 	}
 	if _, err := b.RemoveOrphans(ctx); err != nil {
 		cli.Close()
@@ -121,25 +120,33 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 }
 
 // agentBinary returns the agent binary for cfg (sandbox.agentBinary, or
-// this executable), or why it cannot run in a container: it must be a
-// statically linked Linux executable, since the image may have no C
-// library at all.
-func agentBinary(cfg sandbox.Config) (string, error) {
+// this executable) and, when it is dynamically linked, the loader and
+// libraries to carry into the container with it; or why it cannot run in
+// a container. The image may have no C library at all, so a dynamic binary
+// never uses the image's.
+func agentBinary(cfg sandbox.Config) (string, *runtimeLibs, error) {
 	bin := cfg.AgentBinary
 	if bin == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("off: locate the exechost binary: %w", err)
+			return "", nil, fmt.Errorf("off: locate the exechost binary: %w", err)
 		}
 		bin = self
 	}
 	if runtime.GOOS != "linux" {
-		return "", fmt.Errorf("off: the agent binary must be a Linux executable; this gateway runs on %s (set sandbox.agentBinary to a Linux build)", runtime.GOOS)
+		return "", nil, fmt.Errorf("off: the agent binary must be a Linux executable; this gateway runs on %s (set sandbox.agentBinary to a Linux build)", runtime.GOOS)
 	}
-	if err := agent.CheckStatic(bin); err != nil {
-		return "", fmt.Errorf("off: %w", err)
+	if err := agent.CheckStatic(bin); err == nil {
+		return bin, nil, nil
 	}
-	return bin, nil
+	rt, err := resolveRuntime(bin)
+	switch {
+	case errors.Is(err, errStatic):
+		return bin, nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("off: %w (hint: build exechost with CGO_ENABLED=0, or set sandbox.agentBinary to such a build)", err)
+	}
+	return bin, rt, nil
 }
 
 // NewClient returns an Engine API client for host (empty: $DOCKER_HOST or
@@ -172,9 +179,16 @@ func CheckImage(ctx context.Context, cli *Engine, image string) error {
 	return nil
 }
 
+// imageNeeds is what an image must hold for every path of this backend:
+// shell text runs under /bin/sh; without the agent the container's main
+// process sleeps, and a timed-out command's processes are found in /proc
+// with tr and grep (nothing is written into the container, so /tmp may be
+// read-only or not the sandbox user's).
+const imageNeeds = "/bin/sh and a POSIX userland — busybox, or coreutils and grep (without the resident agent, commands need sleep, and timeouts need tr and grep to kill the command)"
+
 func imageError(image string, err error) error {
 	if isNotFound(err) {
-		return fmt.Errorf("%w: %s (hint: `docker pull %s`, or build an image with /bin/sh and tag it %s; or set sandbox.docker.image)", ErrImageMissing, image, image, image)
+		return fmt.Errorf("%w: %s (hint: `docker pull %s`, or build an image with %s and tag it %s; or set sandbox.docker.image)", ErrImageMissing, image, image, imageNeeds, image)
 	}
 	return fmt.Errorf("inspect sandbox image %s: %w", image, daemonError(err))
 }
@@ -193,20 +207,47 @@ func (b *Backend) Name() string { return sandbox.BackendDocker }
 // Isolation describes the boundary this backend's containers get, for
 // `exechost sandbox doctor`.
 func (b *Backend) Isolation() []string {
-	out := Describe(b.cfg)
-	if err := b.AgentErr(); err != nil {
-		// Agent mode may have been turned off after a failed start.
-		for i, l := range out {
-			if strings.HasPrefix(l, "commands:") {
-				out[i] = "commands: docker exec per command; resident agent " + err.Error()
-			}
-		}
+	// Agent mode may have been turned off after a failed start.
+	return describe(b.cfg, b.CommandPath())
+}
+
+// CommandPath says how this backend runs commands now: through resident
+// agents, or docker exec once agent mode was turned off (see agentState).
+func (b *Backend) CommandPath() sandbox.CommandPath {
+	plan, err := b.agent.get()
+	return pathOf(plan, err)
+}
+
+// commandPath says how a backend opened with cfg would run commands.
+func commandPath(cfg sandbox.Config) sandbox.CommandPath {
+	cfg = cfg.WithDefaults()
+	if cfg.Agent == sandbox.AgentOff {
+		return pathOf(agentPlan{}, errAgentOff)
 	}
-	return out
+	bin, rt, err := agentBinary(cfg)
+	return pathOf(agentPlan{bin: bin, rt: rt}, err)
+}
+
+// errAgentOff is why there is no agent with sandbox.agent=off.
+var errAgentOff = errors.New("off (sandbox.agent=off)")
+
+func pathOf(plan agentPlan, err error) sandbox.CommandPath {
+	switch {
+	case err != nil:
+		return sandbox.CommandPath{Mode: sandbox.PathPerCommand, Reason: "docker exec per command (~50 ms each); resident agent " + err.Error()}
+	case plan.rt != nil:
+		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryCarriedLoader, Reason: fmt.Sprintf("forked by the exechost binary as the container's main process; it is dynamically linked, so its loader and %d libraries are mounted read-only beside it (%s)", len(plan.rt.Libs), libMount)}
+	default:
+		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryStatic, Reason: "forked by the exechost binary (statically linked, mounted read-only) as the container's main process"}
+	}
 }
 
 // Describe lists, in words, the isolation containers created from cfg get.
 func Describe(cfg sandbox.Config) []string {
+	return describe(cfg, commandPath(cfg))
+}
+
+func describe(cfg sandbox.Config, p sandbox.CommandPath) []string {
 	cfg = cfg.WithDefaults()
 	d := cfg.Docker
 	out := []string{
@@ -215,13 +256,11 @@ func Describe(cfg sandbox.Config) []string {
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
 	}
-	switch _, err := agentBinary(cfg); {
-	case cfg.Agent == sandbox.AgentOff:
-		out = append(out, "commands: docker exec per command (sandbox.agent=off)")
-	case err != nil:
-		out = append(out, "commands: docker exec per command; resident agent "+err.Error())
-	default:
-		out = append(out, "commands: forked by a resident agent (the exechost binary, mounted read-only) as the container's main process")
+	out = append(out, "commands: "+p.String())
+	if p.Mode == sandbox.PathAgent {
+		out = append(out, "timeouts: the agent kills the command's process tree")
+	} else {
+		out = append(out, "timeouts: a second docker exec kills the process groups of the command's processes, found in /proc by a marker in their environment (the image needs tr and grep; nothing is written into it)")
 	}
 	if *d.ReadOnlyRoot {
 		out = append(out, "root filesystem: read-only; writable /workspace and tmpfs /tmp")

@@ -186,9 +186,11 @@ func TestTimeoutKillsTheCommandNotTheContainer(t *testing.T) {
 }
 
 // TestTimeoutWithoutWritableTmp: the kill of a timed-out command writes
-// nothing into the container, so it works when /tmp is full (as when an
-// image's /tmp is not writable by the sandbox user), and the result
-// reports a kill only when one happened.
+// nothing into the container, so it works when /tmp is full, and the
+// result reports a kill only when one happened. (A full tmpfs still lets
+// an empty file be created, so this passed on the pid-file kill too; the
+// image whose /tmp the sandbox user cannot write at all is
+// TestExecTimeoutWithLockedTmp.)
 func TestTimeoutWithoutWritableTmp(t *testing.T) {
 	b, _ := open(t, func(c *sandbox.Config) { c.Docker.TmpfsSize = "64k" })
 	run(t, b, sandbox.Request{Command: "head -c 1048576 /dev/zero > /tmp/fill; echo x > /tmp/probe || echo full"})
@@ -211,6 +213,48 @@ func TestTimeoutWithoutWritableTmp(t *testing.T) {
 	}
 	if !strings.Contains(ps.Stdout, "sleep 999") {
 		t.Errorf("the timeout's kill also killed another command's process:\n%s", ps.Stdout)
+	}
+}
+
+// TestExecTimeoutWithLockedTmp is the first day's report: with docker exec
+// (no agent) in an image whose /tmp the sandbox user cannot write, every
+// command printed "can't create /tmp/.exechost-….pid", a timed-out
+// command ran on, and the result said its group was killed. The timeout
+// must be enforced without writing into the container, and the command's
+// whole group must really be gone.
+func TestExecTimeoutWithLockedTmp(t *testing.T) {
+	agentMode = false
+	defer func() { agentMode = true }()
+	b, _ := open(t, func(c *sandbox.Config) {
+		c.Docker.Image = dockertest.BuildLockedTmpImage(t, dockertest.Client(t))
+	})
+	if res := run(t, b, sandbox.Request{Command: "touch /tmp/probe"}); res.Success {
+		t.Fatalf("/tmp is writable in %s; the test needs it locked: %+v", dockertest.LockedTmpImage, res)
+	}
+	if res := run(t, b, sandbox.Request{Argv: []string{"echo", "hi"}}); res.Stdout != "hi\n" || res.Stderr != "" {
+		t.Errorf("a plain command: %+v, want only its own output", res)
+	}
+	res := run(t, b, sandbox.Request{Command: "sleep 1000 & sleep 1001; echo unreachable", Timeout: time.Second})
+	if !res.TimedOut || res.Success || strings.Contains(res.Stdout, "unreachable") {
+		t.Fatalf("timed-out result = %+v", res)
+	}
+	if res.Error != "" || res.ExitCode == -1 {
+		t.Errorf("the timeout's kill did not happen: exit %d, %q", res.ExitCode, res.Error)
+	}
+	if strings.Contains(res.Stderr, "can't create") {
+		t.Errorf("the sandbox wrote into the container to run the command: %q", res.Stderr)
+	}
+	// Reaped by the container's init a moment after the kill.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps := run(t, b, sandbox.Request{Command: "ps -o stat,args"})
+		if !strings.Contains(ps.Stdout, "sleep 100") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the timed-out command's group still runs:\n%s", ps.Stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -22,7 +22,8 @@ func init() {
 // diagnose only pings the daemon and asks for the image: Open would also
 // remove orphan containers, which may be a running gateway's.
 func diagnose(ctx context.Context, cfg sandbox.Config, _ string) sandbox.Status {
-	s := sandbox.Status{Name: sandbox.BackendDocker}
+	path := commandPath(cfg)
+	s := sandbox.Status{Name: sandbox.BackendDocker, Commands: &path}
 	cli, err := NewClient(cfg.Docker.Host)
 	if err != nil {
 		s.Detail = err.Error()

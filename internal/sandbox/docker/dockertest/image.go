@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,11 @@ import (
 
 // Image is the tag of the test image.
 const Image = "exechost-sandbox-test:busybox"
+
+// LockedTmpImage is the tag of the test image whose /tmp is root's, mode
+// 0755: docker copies that mode onto the tmpfs it mounts there, so the
+// sandbox user cannot write /tmp (as in some real images).
+const LockedTmpImage = "exechost-sandbox-test:busybox-locked-tmp"
 
 // labelDigest records what the image was built from, so a changed busybox
 // or Dockerfile rebuilds it and an unchanged one is reused.
@@ -71,18 +77,29 @@ func Client(t testing.TB) *client.Client {
 // image built from the same inputs already has that tag.
 func BuildImage(t testing.TB, cli *client.Client) string {
 	t.Helper()
+	return buildImage(t, cli, Image, 0o1777)
+}
+
+// BuildLockedTmpImage builds LockedTmpImage (see there) like BuildImage.
+func BuildLockedTmpImage(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	return buildImage(t, cli, LockedTmpImage, 0o755)
+}
+
+func buildImage(t testing.TB, cli *client.Client, tag string, tmpMode int64) string {
+	t.Helper()
 	busybox := findBusybox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	buildCtx, digest, err := Context(busybox)
+	buildCtx, digest, err := Context(busybox, tmpMode)
 	if err != nil {
 		t.Fatalf("build context: %v", err)
 	}
-	if ins, err := cli.ImageInspect(ctx, Image); err == nil && ins.Config != nil && ins.Config.Labels[labelDigest] == digest {
-		return Image
+	if ins, err := cli.ImageInspect(ctx, tag); err == nil && ins.Config != nil && ins.Config.Labels[labelDigest] == digest {
+		return tag
 	}
 	res, err := cli.ImageBuild(ctx, bytes.NewReader(buildCtx), client.ImageBuildOptions{
-		Tags:        []string{Image},
+		Tags:        []string{tag},
 		Remove:      true,
 		ForceRemove: true,
 		Labels:      map[string]string{labelDigest: digest},
@@ -94,7 +111,7 @@ func BuildImage(t testing.TB, cli *client.Client) string {
 	if err := readBuildLog(res.Body); err != nil {
 		t.Fatalf("build test image: %v", err)
 	}
-	return Image
+	return tag
 }
 
 // readBuildLog drains the JSON message stream of a build and returns the
@@ -131,10 +148,11 @@ func findBusybox(t testing.TB) string {
 }
 
 // Context returns a tar build context holding the Dockerfile, busybox at
-// rootfs/bin/busybox with a symlink per applet, and a passwd/group naming
-// nobody (65534), plus a digest of all of it. busybox must be statically
-// linked (Debian's busybox-static), since the image has no libc.
-func Context(busybox string) ([]byte, string, error) {
+// rootfs/bin/busybox with a symlink per applet, a passwd/group naming
+// nobody (65534) and /tmp with tmpMode, plus a digest of all of it.
+// busybox must be statically linked (Debian's busybox-static), since the
+// image has no libc.
+func Context(busybox string, tmpMode int64) ([]byte, string, error) {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return nil, "", fmt.Errorf("read busybox: %w", err)
@@ -168,9 +186,9 @@ func Context(busybox string) ([]byte, string, error) {
 			return nil, "", err
 		}
 	}
-	// /tmp is world-writable and sticky, as in every real image; docker
-	// copies the mode onto the tmpfs it mounts there.
-	if err := add(&tar.Header{Name: "rootfs/tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil); err != nil {
+	// /tmp is world-writable and sticky (1777) in most real images;
+	// docker copies the mode onto the tmpfs it mounts there.
+	if err := add(&tar.Header{Name: "rootfs/tmp/", Typeflag: tar.TypeDir, Mode: tmpMode}, nil); err != nil {
 		return nil, "", err
 	}
 	for _, f := range files {
@@ -193,9 +211,11 @@ func Context(busybox string) ([]byte, string, error) {
 	return buf.Bytes(), hex.EncodeToString(sum[:12]), nil
 }
 
-// agentBuild is the static exechost binary AgentBinary builds, once per
-// test process.
-var agentBuild struct {
+// agentBuild and dynamicBuild are the exechost binaries AgentBinary and
+// DynamicAgentBinary build, once per test process.
+var agentBuild, dynamicBuild build
+
+type build struct {
 	once sync.Once
 	path string
 	err  error
@@ -208,28 +228,67 @@ var agentBuild struct {
 // runs (the Go build cache makes a rebuild cheap).
 func AgentBinary(t testing.TB) string {
 	t.Helper()
-	agentBuild.once.Do(func() {
+	return agentBuild.get(t, "static", "0", "-trimpath")
+}
+
+// DynamicAgentBinary returns a dynamically linked exechost binary — what
+// `go install` gives on a machine with a C compiler — checked to have a
+// program interpreter; without a C compiler it reports gcc missing.
+func DynamicAgentBinary(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testdep.Missing(t, "gcc", "a dynamically linked exechost needs a C compiler to build")
+	}
+	// An external link always gives a dynamic executable, even when no
+	// package of the build needs cgo.
+	bin := dynamicBuild.get(t, "dynamic", "1", "-trimpath", "-ldflags=-linkmode=external")
+	if !Dynamic(t, bin) {
+		t.Fatalf("%s has no program interpreter: the build is not dynamically linked", bin)
+	}
+	return bin
+}
+
+// Dynamic reports whether the ELF executable at path is dynamically
+// linked (has a program interpreter).
+func Dynamic(t testing.TB, path string) bool {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *build) get(t testing.TB, kind, cgo string, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
 		// One directory per checkout, so parallel test runs of different
 		// trees never run each other's agent.
 		wd, _ := os.Getwd()
 		sum := sha256.Sum256([]byte(wd))
-		dir := filepath.Join(os.TempDir(), "exechost-agent-test-"+hex.EncodeToString(sum[:6]))
+		dir := filepath.Join(os.TempDir(), "exechost-agent-test-"+hex.EncodeToString(sum[:6])+"-"+kind)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			agentBuild.err = err
+			b.err = err
 			return
 		}
 		// Build in the environment of this (sequential) test binary.
 		old, had := os.LookupEnv("CGO_ENABLED")
-		os.Setenv("CGO_ENABLED", "0")
-		agentBuild.path, agentBuild.err = testproc.Build(dir, false, "-trimpath")
+		os.Setenv("CGO_ENABLED", cgo)
+		b.path, b.err = testproc.Build(dir, false, flags...)
 		if had {
 			os.Setenv("CGO_ENABLED", old)
 		} else {
 			os.Unsetenv("CGO_ENABLED")
 		}
 	})
-	if agentBuild.err != nil {
-		t.Fatalf("build the static agent binary: %v", agentBuild.err)
+	if b.err != nil {
+		t.Fatalf("build the %s agent binary: %v", kind, b.err)
 	}
-	return agentBuild.path
+	return b.path
 }
