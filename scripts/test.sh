@@ -6,7 +6,7 @@
 # with its reason), then runs each fuzz target briefly. `.ci/run` runs
 # exactly this script.
 #
-#   FUZZTIME=10s   how long each fuzz target runs (default 8s)
+#   FUZZTIME=10s   how long each fuzz target runs (default 8s; two run at once)
 #   SKIP_PROVISION=1  do not install packages or start dockerd
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,16 @@ FUZZTIME="${FUZZTIME:-8s}"
 STATICCHECK="${STATICCHECK:-honnef.co/go/tools/cmd/staticcheck@v0.8.2}"
 
 step() { printf '\n=== %s\n' "$*"; }
+
+# cleanup runs at exit: the suite's own temporary directory goes, and a
+# Kubernetes cluster this script started is stopped.
+stop_cluster=
+suite_tmp=
+cleanup() {
+	[ -z "$suite_tmp" ] || rm -rf "$suite_tmp"
+	[ -z "$stop_cluster" ] || scripts/provision-kubernetes.sh down >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 
 provision() {
 	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps strace dash)
@@ -45,7 +55,7 @@ provision() {
 	# in seconds). One this script started is stopped when it exits.
 	if [ "$(id -u)" = 0 ]; then
 		if ! scripts/provision-kubernetes.sh status >/dev/null 2>&1; then
-			trap 'scripts/provision-kubernetes.sh down >/dev/null 2>&1 || true' EXIT
+			stop_cluster=1
 		fi
 		scripts/provision-kubernetes.sh up || echo "WARNING: could not start the Kubernetes test cluster; its tests will skip (and fail under CI=true)"
 	else
@@ -87,6 +97,15 @@ done
 if command -v file >/dev/null; then file bin/exechost; fi
 
 step "go test -race"
+# The tests' temporary files live in a directory of their own (removed at
+# exit), not among whatever else fills /tmp: a confined run's Landlock
+# rules list every entry beside each directory on the state directory's
+# path, so thousands of unrelated entries in /tmp would slow every
+# confined test run. Mode 1777 as /tmp, for the tests that run as another
+# user.
+suite_tmp=$(mktemp -d /tmp/eh.XXXXXX)
+chmod 1777 "$suite_tmp"
+export TMPDIR="$suite_tmp"
 # -json through scripts/testreport: package results and failing tests'
 # output as usual, then every skipped test with its reason (under CI=true a
 # missing dependency fails instead of skipping; locally it is listed here).
@@ -107,7 +126,7 @@ fuzz_one() {
 	log=$(mktemp)
 	for try in 1 2; do
 		before=$(ls "$dir" 2>/dev/null | sort || true)
-		if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg" >"$log" 2>&1; then
+		if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -parallel=1 "$pkg" >"$log" 2>&1; then
 			cat "$log"; rm -f "$log"; return 0
 		fi
 		cat "$log"
@@ -121,12 +140,38 @@ fuzz_one() {
 	rm -f "$log"
 	echo "WARNING: $name ended twice on the toolchain's deadline race without any finding; not counted as a failure"
 }
+# Two targets run at once, one fuzzing worker each (the machine's two
+# cores, as one target with two workers would use): -fuzztime is wall
+# time, so this halves the step. Each target's output is printed whole
+# when it ends.
+fuzz_lock=$(mktemp)
+fuzz_job() {
+	local out status=0
+	out=$(mktemp)
+	fuzz_one "$1" "$2" >"$out" 2>&1 || status=$?
+	{ flock 9; echo "--- $1 $2"; cat "$out"; } 9>"$fuzz_lock"
+	rm -f "$out"
+	return "$status"
+}
+fuzz_failed=0
+jobs_running=()
 while IFS= read -r line; do
 	file=${line%%:*}
 	name=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/' <<<"${line#*:}")
-	pkg=./$(dirname "$file")
-	echo "--- $pkg $name"
-	fuzz_one "$pkg" "$name"
+	fuzz_job "$(dirname "$file")" "$name" &
+	jobs_running+=($!)
+	if [ ${#jobs_running[@]} -ge 2 ]; then
+		wait "${jobs_running[0]}" || fuzz_failed=1
+		jobs_running=("${jobs_running[@]:1}")
+	fi
 done < <(grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(' . | sort)
+for job in "${jobs_running[@]}"; do
+	wait "$job" || fuzz_failed=1
+done
+rm -f "$fuzz_lock"
+if [ "$fuzz_failed" != 0 ]; then
+	echo "FUZZ FAILURES: see the targets above"
+	exit 1
+fi
 
 step "all checks passed"
