@@ -80,19 +80,18 @@ func (e *Engine) sha256s(p *Prepared) map[string]string {
 
 // changedSinceRecorded lists the executables whose matching allowlist
 // entry holds a sha256 (recorded by allow-always) that the file at the
-// path no longer has.
-func (e *Engine) changedSinceRecorded(p *Prepared) []string {
+// path no longer has. recorded is the agent's index of those digests by
+// pattern (recordedDigests): only a matched pattern with a recorded
+// digest costs a look at the file.
+func (e *Engine) changedSinceRecorded(p *Prepared, recorded map[string][]string) []string {
 	var out []string
 	segs := p.Analysis.Segments
 	for i, pat := range p.Matched {
 		if pat == "" || i >= len(segs) || segs[i].ResolvedPath == "" {
 			continue
 		}
-		for _, re := range p.Resolved.Allowlist {
-			if re.Entry.Pattern != pat || re.Entry.SHA256 == "" {
-				continue
-			}
-			if sum := e.digests.sha256Of(segs[i].ResolvedPath); sum != re.Entry.SHA256 && !slices.Contains(out, segs[i].ResolvedPath) {
+		for _, want := range recorded[pat] {
+			if sum := e.digests.sha256Of(segs[i].ResolvedPath); sum != want && !slices.Contains(out, segs[i].ResolvedPath) {
 				out = append(out, segs[i].ResolvedPath)
 			}
 		}

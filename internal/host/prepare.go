@@ -113,7 +113,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	}
 	if p.Analysis.OK {
 		p.files = fileIDs(e.planExecutables(p))
-		p.Changed = e.changedSinceRecorded(p)
+		p.Changed = e.changedSinceRecorded(p, ap.recorded)
 	}
 	p.checkEnv(req.Env)
 	if len(p.EnvMissing) > 0 {

@@ -42,7 +42,8 @@ const (
 //
 // Reading every fact again is a system call per fact. Where package
 // fschange can cover the facts' paths (local file systems), an entry also
-// holds a watch Set taken before its facts were last read; while the Set
+// holds, from its first reuse on (a text seen once costs no watch), a
+// watch Set taken before its facts were last read; while the Set
 // reports no change — nothing any lookup of those paths reads has been
 // created, removed, renamed or had its attributes changed, and no mount
 // changed — the facts still hold without being read (one poll(2) stands
@@ -273,19 +274,15 @@ func (m *analysisMemo) lookup(z *Analyzer, text string, env Env) (Analysis, bool
 }
 
 // store remembers a successful analysis whose facts were all recorded.
-func (m *analysisMemo) store(z *Analyzer, text string, env Env, out Analysis, log *factLog) {
+func (m *analysisMemo) store(text string, env Env, out Analysis, log *factLog) {
 	if !out.OK || log == nil || !log.exact || len(text) > maxCachedTextLen {
 		return
 	}
+	// Stored unwatched: most texts are never seen again, and watching
+	// costs a system call per directory on the way to each path. The first
+	// reuse watches the paths and then reads the facts again (lookup), so
+	// the Set vouches only for what is read after it.
 	e := &memoEntry{out: out.clone(), facts: log.facts}
-	// The analysis read its facts before any watch was in place: watch
-	// their paths, then read them once more, and keep the Set only if
-	// they still hold.
-	if set, ok := z.watch(e.paths()); !ok {
-		e.unwatched = unwatchableFor
-	} else if e.holds() {
-		e.watched = set
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.m) >= maxMemoEntries {
