@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync"
 
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // maxDigests bounds the executables whose digest an engine remembers.
@@ -100,7 +102,37 @@ func (e *Engine) changedSinceRecorded(p *Prepared, recorded map[string][]string)
 }
 
 // fileIDs records, at decision time, the file each executable the run may
-// start is: the runner and the interpreter start only that file. A path
-// that cannot be opened gets no id, and the interpreter refuses to start
-// it.
-func fileIDs(paths []string) map[string]runner.FileID { return runner.IDsOf(paths) }
+// start is: the runner and the interpreter start only that file. The
+// analysis names it (Segment.File: the stat that resolved the path, or on
+// a memo hit one its watch or re-read facts vouch for as unchanged), so
+// most decisions need no system call here; any other path is stat'ed
+// now. A path that cannot be stat'ed gets no id, and the interpreter
+// refuses to start it.
+func (e *Engine) fileIDs(p *Prepared) map[string]runner.FileID {
+	if !runner.FileIDsSupported {
+		return nil
+	}
+	paths := e.planExecutables(p)
+	out := make(map[string]runner.FileID, len(paths))
+	var rest []string
+	for _, path := range paths {
+		if id, ok := analysedFile(p.Analysis, path); ok {
+			out[path] = id
+		} else {
+			rest = append(rest, path)
+		}
+	}
+	maps.Copy(out, runner.IDsOf(rest))
+	return out
+}
+
+// analysedFile returns the file the analysis found at path, if it names
+// one.
+func analysedFile(a shellcmd.Analysis, path string) (runner.FileID, bool) {
+	for _, s := range a.Segments {
+		if s.ResolvedPath == path && !s.File.IsZero() {
+			return runner.FileID{Dev: s.File.Dev, Ino: s.File.Ino}, true
+		}
+	}
+	return runner.FileID{}, false
+}
