@@ -244,6 +244,7 @@ type analyzer struct {
 	canonical string
 	builtins  []string
 	stats     map[string]statResult // lstat results, per analysis
+	follows   map[string]statResult // stat results (following symlinks), per analysis
 	realDirs  map[string]string     // directory → symlink-resolved directory
 	// facts records every file-system read, for the memo (memo.go); nil
 	// records nothing.

@@ -121,9 +121,9 @@ type factResult struct {
 }
 
 // factLog records an analysis's facts, each once (the analyzer's own
-// per-analysis caches make most reads happen once anyway).
+// per-analysis caches make most reads happen once anyway). There are at
+// most maxMemoFacts, so a scan finds a repeated one.
 type factLog struct {
-	seen  map[factKey]bool
 	facts []fact
 	// exact is false once a read could not be recorded exactly (no stat
 	// data, an error without an errno, a relative path, too many facts):
@@ -131,7 +131,7 @@ type factLog struct {
 	exact bool
 }
 
-func newFactLog() *factLog { return &factLog{seen: map[factKey]bool{}, exact: true} }
+func newFactLog() *factLog { return &factLog{exact: true} }
 
 func (l *factLog) add(k factKey, res factResult, ok bool) {
 	if l == nil || !l.exact {
@@ -141,10 +141,12 @@ func (l *factLog) add(k factKey, res factResult, ok bool) {
 		l.exact = false
 		return
 	}
-	if !l.seen[k] {
-		l.seen[k] = true
-		l.facts = append(l.facts, fact{k, res})
+	for _, f := range l.facts {
+		if f.factKey == k {
+			return
+		}
 	}
+	l.facts = append(l.facts, fact{k, res})
 }
 
 // statFact converts a stat or lstat outcome; false when it cannot be

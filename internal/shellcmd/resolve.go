@@ -161,15 +161,14 @@ func (a *analyzer) noteAbsent(dir, name, c string) {
 // identity is the directory's own), or of any path, remembered for one
 // analysis.
 func (a *analyzer) statDir(dir string) (os.FileInfo, error) {
-	key := dir + "/\x00stat" // no path contains NUL
-	if r, ok := a.stats[key]; ok {
+	if r, ok := a.follows[dir]; ok {
 		return r.fi, r.err
 	}
 	fi, err := a.osStat(dir)
-	if a.stats == nil {
-		a.stats = map[string]statResult{}
+	if a.follows == nil {
+		a.follows = map[string]statResult{}
 	}
-	a.stats[key] = statResult{fi, err}
+	a.follows[dir] = statResult{fi, err}
 	return fi, err
 }
 
