@@ -123,7 +123,7 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 		// name found missing. A name that is there costs its own lstat
 		// alone.
 		if a.z.absent.lists(dir, name) {
-			dfi, err := a.statDir(dir)
+			dfi, err := a.statFollow(dir)
 			if err != nil || a.z.absent.has(dir, dfi, name) {
 				continue // gone, or still missing from a directory unchanged since
 			}
@@ -148,7 +148,7 @@ func (a *analyzer) noteAbsent(dir, name, c string) {
 	if a.z.absent == nil {
 		return
 	}
-	dfi, err := a.statDir(dir)
+	dfi, err := a.statFollow(dir)
 	if err != nil {
 		return
 	}
@@ -157,18 +157,17 @@ func (a *analyzer) noteAbsent(dir, name, c string) {
 	}
 }
 
-// statDir is os.Stat of a search directory (following symlinks, so the
-// identity is the directory's own), or of any path, remembered for one
-// analysis.
-func (a *analyzer) statDir(dir string) (os.FileInfo, error) {
-	if r, ok := a.follows[dir]; ok {
+// statFollow is os.Stat (following symlinks: a search directory's own
+// identity, an executable's own file), remembered for one analysis.
+func (a *analyzer) statFollow(p string) (os.FileInfo, error) {
+	if r, ok := a.follows[p]; ok {
 		return r.fi, r.err
 	}
-	fi, err := a.osStat(dir)
+	fi, err := a.osStat(p)
 	if a.follows == nil {
 		a.follows = map[string]statResult{}
 	}
-	a.follows[dir] = statResult{fi, err}
+	a.follows[p] = statResult{fi, err}
 	return fi, err
 }
 
@@ -283,7 +282,7 @@ func (a *analyzer) isExecutable(p string) bool {
 func (a *analyzer) followed(p string) (os.FileInfo, error) {
 	fi, err := a.lstat(p)
 	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		fi, err = a.statDir(p)
+		fi, err = a.statFollow(p)
 	}
 	return fi, err
 }
