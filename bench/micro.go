@@ -148,6 +148,9 @@ func (b *bench) decisionRows() {
 	if errs[1] == nil && (s[1].pct(0.5) > 20*time.Microsecond || b.alwaysProfile) {
 		b.cpuProfile("host.Engine.Prepare (decision target missed)", 3*time.Second, prepare)
 	}
+	if errs[2] == nil && (s[2].pct(0.5) > 50*time.Microsecond || b.alwaysProfile) {
+		b.cpuProfile("host.Engine.Prepare, first-seen text (decision target missed)", 3*time.Second, firstSeen)
+	}
 }
 
 // metDur says whether d meets limit.

@@ -16,6 +16,39 @@ import (
 // match against a 1,000-pattern allowlist and decide. Target ≤ 20 µs; compare
 // with BenchmarkBaselineSpawnTrue from the same run.
 func BenchmarkDecision(b *testing.B) {
+	e, req := decisionBench(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Prepare(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecisionFirstSeen is BenchmarkDecision with a new word in the
+// text each time: the analysis memo and the parse cache miss, as for an
+// agent's first command of a kind. Target ≤ 50 µs.
+func BenchmarkDecisionFirstSeen(b *testing.B) {
+	e, req := decisionBench(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req.RawCommand = fmt.Sprintf("cd /tmp && git status | grep -v x%d | sort | uniq -c", i)
+		p, err := e.Prepare(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Decision.Outcome != policy.Allow {
+			b.Fatalf("decision %+v, want allow", p.Decision)
+		}
+	}
+}
+
+// decisionBench is an engine with a 1,000-pattern allowlist and the
+// 5-segment command it allows.
+func decisionBench(b *testing.B) (*Engine, Request) {
+	b.Helper()
 	dir := b.TempDir()
 	store := approvals.NewStore(dir)
 	_, err := store.Update(func(f *approvals.File) error {
@@ -51,13 +84,8 @@ func BenchmarkDecision(b *testing.B) {
 	if p.Decision.Outcome != policy.Allow || len(p.Analysis.Segments) != 4 {
 		b.Fatalf("benchmark command should be allowed with 4 executables, got %+v %+v", p.Decision, p.Analysis)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := e.Prepare(req); err != nil {
-			b.Fatal(err)
-		}
-	}
+	b.Cleanup(func() { _ = e.Close() })
+	return e, req
 }
 
 // BenchmarkBaselineSpawnTrue is the baseline the decision is compared with:

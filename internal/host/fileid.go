@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync"
 
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // maxDigests bounds the executables whose digest an engine remembers.
@@ -80,19 +82,18 @@ func (e *Engine) sha256s(p *Prepared) map[string]string {
 
 // changedSinceRecorded lists the executables whose matching allowlist
 // entry holds a sha256 (recorded by allow-always) that the file at the
-// path no longer has.
-func (e *Engine) changedSinceRecorded(p *Prepared) []string {
+// path no longer has. recorded is the agent's index of those digests by
+// pattern (recordedDigests): only a matched pattern with a recorded
+// digest costs a look at the file.
+func (e *Engine) changedSinceRecorded(p *Prepared, recorded map[string][]string) []string {
 	var out []string
 	segs := p.Analysis.Segments
 	for i, pat := range p.Matched {
 		if pat == "" || i >= len(segs) || segs[i].ResolvedPath == "" {
 			continue
 		}
-		for _, re := range p.Resolved.Allowlist {
-			if re.Entry.Pattern != pat || re.Entry.SHA256 == "" {
-				continue
-			}
-			if sum := e.digests.sha256Of(segs[i].ResolvedPath); sum != re.Entry.SHA256 && !slices.Contains(out, segs[i].ResolvedPath) {
+		for _, want := range recorded[pat] {
+			if sum := e.digests.sha256Of(segs[i].ResolvedPath); sum != want && !slices.Contains(out, segs[i].ResolvedPath) {
 				out = append(out, segs[i].ResolvedPath)
 			}
 		}
@@ -101,7 +102,37 @@ func (e *Engine) changedSinceRecorded(p *Prepared) []string {
 }
 
 // fileIDs records, at decision time, the file each executable the run may
-// start is: the runner and the interpreter start only that file. A path
-// that cannot be opened gets no id, and the interpreter refuses to start
-// it.
-func fileIDs(paths []string) map[string]runner.FileID { return runner.IDsOf(paths) }
+// start is: the runner and the interpreter start only that file. The
+// analysis names it (Segment.File: the stat that resolved the path, or on
+// a memo hit one its watch or re-read facts vouch for as unchanged), so
+// most decisions need no system call here; any other path is stat'ed
+// now. A path that cannot be stat'ed gets no id, and the interpreter
+// refuses to start it.
+func (e *Engine) fileIDs(p *Prepared) map[string]runner.FileID {
+	if !runner.FileIDsSupported {
+		return nil
+	}
+	paths := e.planExecutables(p)
+	out := make(map[string]runner.FileID, len(paths))
+	var rest []string
+	for _, path := range paths {
+		if id, ok := analysedFile(p.Analysis, path); ok {
+			out[path] = id
+		} else {
+			rest = append(rest, path)
+		}
+	}
+	maps.Copy(out, runner.IDsOf(rest))
+	return out
+}
+
+// analysedFile returns the file the analysis found at path, if it names
+// one.
+func analysedFile(a shellcmd.Analysis, path string) (runner.FileID, bool) {
+	for _, s := range a.Segments {
+		if s.ResolvedPath == path && !s.File.IsZero() {
+			return runner.FileID{Dev: s.File.Dev, Ino: s.File.Ino}, true
+		}
+	}
+	return runner.FileID{}, false
+}

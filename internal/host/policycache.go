@@ -64,6 +64,25 @@ const rewatchUnwatchable = 1024
 type agentPolicy struct {
 	resolved approvals.Resolved
 	allow    *policy.Allowlist
+	// recorded maps each pattern to the sha256 digests its allowlist
+	// entries recorded (allow-always), in file order; patterns without one
+	// are absent, so a decision looks up its matched patterns only.
+	recorded map[string][]string
+}
+
+// recordedDigests indexes r's recorded sha256 digests by pattern.
+func recordedDigests(r approvals.Resolved) map[string][]string {
+	var out map[string][]string
+	for _, re := range r.Allowlist {
+		if re.Entry.SHA256 == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[re.Entry.Pattern] = append(out[re.Entry.Pattern], re.Entry.SHA256)
+	}
+	return out
 }
 
 // agentPolicy returns the cached resolution for agent in the current file.
@@ -82,7 +101,7 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	// Resolution is pure; ResolvePolicy skips the filesystem lint that
 	// `approvals get` shows, which has no say in the decision.
 	r := f.ResolvePolicy(agent)
-	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home)}
+	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), recorded: recordedDigests(r)}
 	// A pattern that matches a path only when case is ignored allows it
 	// only if both name the same file (a case-insensitive filesystem), so
 	// /x/head never allows a different /x/HEAD.

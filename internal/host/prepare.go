@@ -112,8 +112,8 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Matched = make([]string, len(p.Analysis.Segments))
 	}
 	if p.Analysis.OK {
-		p.files = fileIDs(e.planExecutables(p))
-		p.Changed = e.changedSinceRecorded(p)
+		p.files = e.fileIDs(p)
+		p.Changed = e.changedSinceRecorded(p, ap.recorded)
 	}
 	p.checkEnv(req.Env)
 	if len(p.EnvMissing) > 0 {

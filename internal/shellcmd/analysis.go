@@ -74,7 +74,20 @@ type Segment struct {
 	// Runs says how the command will run, for people: "exec /usr/bin/git",
 	// with the wrappers the runner applies, or the program that starts it.
 	Runs string `json:"runs"`
+	// File is the file ResolvedPath named when the analysis found it
+	// executable (following symlinks, as execve does): the file an
+	// execution host pins for the run. Zero when unresolved, or where the
+	// platform has no file ids. Not part of any output.
+	File FileID `json:"-"`
 }
+
+// FileID names one file by device and inode.
+type FileID struct {
+	Dev, Ino uint64
+}
+
+// IsZero reports whether id names no file.
+func (id FileID) IsZero() bool { return id == FileID{} }
 
 // add appends a segment reached in ctx.
 func (a *analyzer) add(seg Segment, ctx cmdCtx) {
@@ -231,6 +244,7 @@ type analyzer struct {
 	canonical string
 	builtins  []string
 	stats     map[string]statResult // lstat results, per analysis
+	follows   map[string]statResult // stat results (following symlinks), per analysis
 	realDirs  map[string]string     // directory → symlink-resolved directory
 	// facts records every file-system read, for the memo (memo.go); nil
 	// records nothing.

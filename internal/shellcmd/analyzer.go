@@ -80,7 +80,7 @@ func (z *Analyzer) Analyze(text string, env Env) Analysis {
 	}
 	out := z.analyze(text, env, facts)
 	if z.memo != nil {
-		z.memo.store(z, text, env, out, facts)
+		z.memo.store(text, env, out, facts)
 	}
 	return out
 }

@@ -42,7 +42,8 @@ const (
 //
 // Reading every fact again is a system call per fact. Where package
 // fschange can cover the facts' paths (local file systems), an entry also
-// holds a watch Set taken before its facts were last read; while the Set
+// holds, from its first reuse on (a text seen once costs no watch), a
+// watch Set taken before its facts were last read; while the Set
 // reports no change — nothing any lookup of those paths reads has been
 // created, removed, renamed or had its attributes changed, and no mount
 // changed — the facts still hold without being read (one poll(2) stands
@@ -120,9 +121,9 @@ type factResult struct {
 }
 
 // factLog records an analysis's facts, each once (the analyzer's own
-// per-analysis caches make most reads happen once anyway).
+// per-analysis caches make most reads happen once anyway). There are at
+// most maxMemoFacts, so a scan finds a repeated one.
 type factLog struct {
-	seen  map[factKey]bool
 	facts []fact
 	// exact is false once a read could not be recorded exactly (no stat
 	// data, an error without an errno, a relative path, too many facts):
@@ -130,7 +131,7 @@ type factLog struct {
 	exact bool
 }
 
-func newFactLog() *factLog { return &factLog{seen: map[factKey]bool{}, exact: true} }
+func newFactLog() *factLog { return &factLog{exact: true} }
 
 func (l *factLog) add(k factKey, res factResult, ok bool) {
 	if l == nil || !l.exact {
@@ -140,10 +141,12 @@ func (l *factLog) add(k factKey, res factResult, ok bool) {
 		l.exact = false
 		return
 	}
-	if !l.seen[k] {
-		l.seen[k] = true
-		l.facts = append(l.facts, fact{k, res})
+	for _, f := range l.facts {
+		if f.factKey == k {
+			return
+		}
 	}
+	l.facts = append(l.facts, fact{k, res})
 }
 
 // statFact converts a stat or lstat outcome; false when it cannot be
@@ -273,19 +276,15 @@ func (m *analysisMemo) lookup(z *Analyzer, text string, env Env) (Analysis, bool
 }
 
 // store remembers a successful analysis whose facts were all recorded.
-func (m *analysisMemo) store(z *Analyzer, text string, env Env, out Analysis, log *factLog) {
+func (m *analysisMemo) store(text string, env Env, out Analysis, log *factLog) {
 	if !out.OK || log == nil || !log.exact || len(text) > maxCachedTextLen {
 		return
 	}
+	// Stored unwatched: most texts are never seen again, and watching
+	// costs a system call per directory on the way to each path. The first
+	// reuse watches the paths and then reads the facts again (lookup), so
+	// the Set vouches only for what is read after it.
 	e := &memoEntry{out: out.clone(), facts: log.facts}
-	// The analysis read its facts before any watch was in place: watch
-	// their paths, then read them once more, and keep the Set only if
-	// they still hold.
-	if set, ok := z.watch(e.paths()); !ok {
-		e.unwatched = unwatchableFor
-	} else if e.holds() {
-		e.watched = set
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.m) >= maxMemoEntries {

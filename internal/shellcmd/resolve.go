@@ -38,6 +38,11 @@ func (a *analyzer) resolveSegment(name arg, st *cwdState, ctx cmdCtx) (Segment, 
 	if p != "" {
 		seg.ResolvedPath = p
 		seg.RealPath = a.realPath(p)
+		// The stat that found p executable names the file (a.isExecutable,
+		// remembered for this analysis): no further system call.
+		if fi, err := a.followed(p); err == nil {
+			seg.File, _ = fileIDOf(fi)
+		}
 	}
 	return seg, nil
 }
@@ -118,7 +123,7 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 		// name found missing. A name that is there costs its own lstat
 		// alone.
 		if a.z.absent.lists(dir, name) {
-			dfi, err := a.statDir(dir)
+			dfi, err := a.statFollow(dir)
 			if err != nil || a.z.absent.has(dir, dfi, name) {
 				continue // gone, or still missing from a directory unchanged since
 			}
@@ -143,7 +148,7 @@ func (a *analyzer) noteAbsent(dir, name, c string) {
 	if a.z.absent == nil {
 		return
 	}
-	dfi, err := a.statDir(dir)
+	dfi, err := a.statFollow(dir)
 	if err != nil {
 		return
 	}
@@ -152,18 +157,17 @@ func (a *analyzer) noteAbsent(dir, name, c string) {
 	}
 }
 
-// statDir is os.Stat of a search directory (following symlinks, so the
-// identity is the directory's own), remembered for one analysis.
-func (a *analyzer) statDir(dir string) (os.FileInfo, error) {
-	key := dir + "/\x00stat" // no path contains NUL
-	if r, ok := a.stats[key]; ok {
+// statFollow is os.Stat (following symlinks: a search directory's own
+// identity, an executable's own file), remembered for one analysis.
+func (a *analyzer) statFollow(p string) (os.FileInfo, error) {
+	if r, ok := a.follows[p]; ok {
 		return r.fi, r.err
 	}
-	fi, err := a.osStat(dir)
-	if a.stats == nil {
-		a.stats = map[string]statResult{}
+	fi, err := a.osStat(p)
+	if a.follows == nil {
+		a.follows = map[string]statResult{}
 	}
-	a.stats[key] = statResult{fi, err}
+	a.follows[p] = statResult{fi, err}
 	return fi, err
 }
 
@@ -269,11 +273,18 @@ func (c *absentCache) note(now time.Time, dir string, fi os.FileInfo, name strin
 // isExecutable reports whether p (following symlinks) is a regular file
 // with an execute bit.
 func (a *analyzer) isExecutable(p string) bool {
+	fi, err := a.followed(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// followed is p's stat following symlinks, as execve finds the file: its
+// lstat, and for a symlink its stat, each remembered for one analysis.
+func (a *analyzer) followed(p string) (os.FileInfo, error) {
 	fi, err := a.lstat(p)
 	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		fi, err = a.osStat(p)
+		fi, err = a.statFollow(p)
 	}
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	return fi, err
 }
 
 // lstat is os.Lstat, remembered for the duration of one analysis: a

@@ -11,6 +11,16 @@ type dirID struct {
 	mtime, ctime int64 // nanoseconds since the epoch
 }
 
+// fileIDOf returns the file fi is (device and inode), or false when fi
+// carries no stat data.
+func fileIDOf(fi os.FileInfo) (FileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return FileID{}, false
+	}
+	return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, true //nolint:unconvert // as runner's statID
+}
+
 // identity returns fi's dirID, or false when fi carries no stat data.
 func identity(fi os.FileInfo) (dirID, bool) {
 	if fi == nil {

@@ -249,6 +249,7 @@ func TestSegmentFields(t *testing.T) {
 		Via:          []string{"nice"},
 		Applied:      []string{"nice"},
 		Runs:         "exec " + filepath.Join(f.bin, "ls") + " (nice applied by the runner)",
+		File:         statFileID(t, filepath.Join(f.bin, "ls")),
 	}}}
 	want.Env = []string{"FOO"}
 	want.Canonical = `FOO=1 nice -n 2 'l'"s" -la "$HOME" *.go` + "\n"
@@ -265,5 +266,38 @@ func TestSegmentFields(t *testing.T) {
 	}
 	if _, err := os.Stat(f.work); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// statFileID is the file at p, following symlinks, as a fresh stat names
+// it (zero where the platform has no file ids).
+func statFileID(t *testing.T, p string) FileID {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := fileIDOf(fi)
+	return id
+}
+
+// TestSegmentFile: a segment names the file its path leads to, through
+// symlinks as execve follows them, and no file when it did not resolve.
+func TestSegmentFile(t *testing.T) {
+	f := newFixture(t)
+	env := f.env
+	env.PATH = filepath.Join(f.root, "opt/homebrew/bin") + ":" + f.bin
+	a := Analyze("rg x | sed p | nosuchtool", env)
+	if !a.OK || len(a.Segments) != 3 {
+		t.Fatalf("Analyze = %+v", a)
+	}
+	for i, want := range []FileID{
+		statFileID(t, filepath.Join(f.root, "opt/homebrew/Cellar/rg/bin/rg")),
+		statFileID(t, filepath.Join(f.bin, "sed")),
+		{},
+	} {
+		if got := a.Segments[i].File; got != want {
+			t.Errorf("segment %d (%s): File = %+v, want %+v", i, a.Segments[i].Name, got, want)
+		}
 	}
 }

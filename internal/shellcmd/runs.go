@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"mvdan.cc/sh/v3/interp"
@@ -22,7 +23,9 @@ import (
 // both read it: mvdan.cc/sh in its POSIX variant. Every reader of command
 // text that decides what runs goes through here.
 func Parse(src string) (*syntax.File, error) {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
+	p := parsers.Get().(*syntax.Parser)
+	f, err := p.Parse(strings.NewReader(src), "")
+	parsers.Put(p)
 	if err != nil {
 		return nil, err
 	}
@@ -61,11 +64,24 @@ func declarations(f *syntax.File) {
 // approves and whose hash an approval binds.
 func Print(f *syntax.File) (string, error) {
 	var b strings.Builder
-	if err := syntax.NewPrinter().Print(&b, f); err != nil {
+	p := printers.Get().(*syntax.Printer)
+	err := p.Print(&b, f)
+	printers.Put(p)
+	if err != nil {
 		return "", err
 	}
 	return b.String(), nil
 }
+
+// parsers and printers hold configured ones for reuse: each Parse and
+// Print starts from a reset state (the tree a parse returns is its own),
+// and a new one costs its buffers, a good part of a short text's parse.
+var (
+	parsers = sync.Pool{New: func() any {
+		return syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true))
+	}}
+	printers = sync.Pool{New: func() any { return syntax.NewPrinter() }}
+)
 
 // Canonical parses src and returns the tree the interpreter will run and
 // its canonical text: the text is printed from the parse of src, parsed
