@@ -29,8 +29,8 @@ cleanup() {
 trap cleanup EXIT
 
 provision() {
-	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps strace dash)
-	local bins=(dockerd busybox bwrap chromium tmux Xvfb dbus-run-session notify-send systemd-analyze ip setpriv ps strace dash)
+	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps strace dash gcc)
+	local bins=(dockerd busybox bwrap chromium tmux Xvfb dbus-run-session notify-send systemd-analyze ip setpriv ps strace dash gcc)
 	local missing=() i
 	for i in "${!want[@]}"; do
 		command -v "${bins[$i]}" >/dev/null 2>&1 || missing+=("${want[$i]}")
