@@ -100,7 +100,7 @@ func canonicalOf(f0 *syntax.File, src string) (*syntax.File, string, error) {
 	}
 	c2, err := Print(f)
 	if err != nil || c2 != c {
-		return nil, "", fmt.Errorf("canonical form is not stable under the parser (hint: simplify the quoting)")
+		return nil, "", failf("canonical form is not stable under the parser").hint("simplify the quoting")
 	}
 	return f, c, nil
 }
@@ -144,38 +144,45 @@ var vouchedBuiltins = map[string]bool{
 // argv (argv[0] is a builtin name), or "" when it is vouched for. The
 // analysis checks the same rules on literal words before anything runs.
 func BuiltinRefusal(argv []string) string {
+	if f := builtinRefusal(argv); f != nil {
+		return f.Error()
+	}
+	return ""
+}
+
+// builtinRefusal is BuiltinRefusal as a failure without a position (the
+// analysis adds it), or nil.
+func builtinRefusal(argv []string) *Failure {
 	name := argv[0]
 	if why, ok := failBuiltins[name]; ok {
-		return name + " " + why
+		return failf("%s %s", name, why)
 	}
 	if !vouchedBuiltins[name] {
-		return name + " is a builtin the interpreter does not vouch for"
+		return failf("%s is a builtin the interpreter does not vouch for", name)
 	}
 	switch name {
 	case "printf":
 		if len(argv) > 1 && strings.HasPrefix(argv[1], "-v") {
-			return "printf -v assigns a variable"
+			return failf("printf -v assigns a variable")
 		}
 	case "test", "[":
 		for _, a := range argv[1:] {
 			if a == "-v" || a == "-R" {
-				return name + " " + a + " evaluates variable names"
+				return failf("%s %s evaluates variable names", name, a)
 			}
 		}
 	case "wait":
 		for _, a := range argv[1:] {
 			if strings.HasPrefix(a, "-") {
-				return "wait with options"
+				return failf("wait with options")
 			}
 		}
 	case "command":
 		if len(argv) > 1 && strings.HasPrefix(argv[1], "-") && argv[1] != "-v" && argv[1] != "--" {
-			return "command " + argv[1] + " is not supported"
+			return failf("command %s is not supported", argv[1])
 		}
 	case "set":
-		if why := setRefusal(argv[1:]); why != "" {
-			return why
-		}
+		return setRefusal(argv[1:])
 	case "export", "readonly":
 		for _, a := range argv[1:] {
 			if a == "-p" {
@@ -183,37 +190,37 @@ func BuiltinRefusal(argv []string) string {
 			}
 			n, _, _ := strings.Cut(a, "=")
 			if !envName.MatchString(n) {
-				return fmt.Sprintf("%s %q is not a plain variable name", name, a)
+				return failf("%s %q is not a plain variable name", name, a)
 			}
 			if dangerousVar(n) {
-				return fmt.Sprintf("%s %s changes what runs (hint: dangerous environment variables cannot be set in a command)", name, n)
+				return failf("%s %s changes what runs", name, n).hint("dangerous environment variables cannot be set in a command")
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // setRefusal checks set's options on literal words.
-func setRefusal(args []string) string {
+func setRefusal(args []string) *Failure {
 	for i := 0; i < len(args); i++ {
 		x := args[i]
 		if x == "--" || x == "-" || len(x) < 2 || (x[0] != '-' && x[0] != '+') {
-			return "" // the rest are positional parameters: data
+			return nil // the rest are positional parameters: data
 		}
 		for _, c := range x[1:] {
 			if c == 'o' {
 				i++
 				if i >= len(args) || !interpOptions[args[i]] {
-					return "set -o with an option that is not known to be harmless"
+					return failf("set -o with an option that is not known to be harmless")
 				}
 				continue
 			}
 			if !interpOptions[string(c)] {
-				return fmt.Sprintf("set %c%c changes how the shell runs commands (hint: only -e -u -x -f -a -n and -o pipefail are allowed)", x[0], c)
+				return failf("set %c%c changes how the shell runs commands", x[0], c).hint("only -e -u -x -f -a -n and -o pipefail are allowed")
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // interpOptions are the shell options the interpreter implements that
@@ -266,7 +273,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 	i := 1
 	word := func() (string, error) {
 		if !static(i) {
-			return "", failf("run-time value %s in the options of %s (hint: write them literally)", words[i], ap.Tool)
+			return "", failf("run-time value %s in the options of %s", words[i], ap.Tool).hint("write them literally")
 		}
 		return words[i], nil
 	}
@@ -295,7 +302,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 			case strings.HasPrefix(w, "-u") && len(w) > 2:
 				ap.Unset = append(ap.Unset, w[2:])
 			case strings.HasPrefix(w, "-"):
-				return ap, failf("env %s is not applied by the runner (hint: only -i, -u NAME and NAME=VALUE are supported)", w)
+				return ap, failf("env %s is not applied by the runner", w).hint("only -i, -u NAME and NAME=VALUE are supported")
 			default:
 				break loop
 			}
@@ -310,7 +317,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 				break
 			}
 			if name == "" || dangerousVar(name) {
-				return ap, failf("env sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", name)
+				return ap, failf("env sets %s, which changes what runs", name).hint("dangerous environment variables cannot be set in a command")
 			}
 			ap.Set = append(ap.Set, w)
 		}
@@ -346,7 +353,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 				val = strings.TrimLeft(w, "-")
 				i++
 			case strings.HasPrefix(w, "-") && w != "--":
-				return ap, failf("nice %s is not applied by the runner (hint: use nice -n N)", w)
+				return ap, failf("nice %s is not applied by the runner", w).hint("use nice -n N")
 			}
 			if val != "" {
 				n, err := strconv.Atoi(val)
@@ -382,7 +389,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 				continue
 			}
 			if strings.HasPrefix(w, "-") {
-				return ap, failf("time %s is not applied by the runner (hint: use time -p)", w)
+				return ap, failf("time %s is not applied by the runner", w).hint("use time -p")
 			}
 			break
 		}
@@ -423,7 +430,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 			case "-s", "--signal":
 				sig := strings.TrimPrefix(strings.ToUpper(val), "SIG")
 				if !timeoutSignals[sig] {
-					return ap, failf("timeout signal %q is not supported (hint: use TERM, INT, HUP, KILL, QUIT or USR1/USR2)", val)
+					return ap, failf("timeout signal %q is not supported", val).hint("use TERM, INT, HUP, KILL, QUIT or USR1/USR2")
 				}
 				ap.Signal = sig
 			default:
@@ -450,7 +457,7 @@ func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 		return ap, failf("%s is not a wrapper the runner applies", ap.Tool)
 	}
 	if i >= len(words) {
-		return ap, failf("%s without a command (hint: the runner applies %s only around a command)", ap.Tool, ap.Tool)
+		return ap, failf("%s without a command", ap.Tool).hint("the runner applies %s only around a command", ap.Tool)
 	}
 	ap.Inner = i
 	return ap, nil
