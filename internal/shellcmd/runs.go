@@ -257,12 +257,18 @@ type Applied struct {
 	Inner int
 }
 
-// appliedTools are the wrappers the runner applies by name.
-var appliedTools = map[string]bool{"env": true, "nice": true, "nohup": true, "timeout": true, "time": true}
+// appliedTools are the wrappers the runner applies, by name, each with the
+// parser of its options. A parser reads the call's words from word 1,
+// fills in what the runner applies, and returns where the wrapped command
+// starts; options the runner does not implement are refused rather than
+// passed to a program. ParseApplied checks that a command follows.
+var appliedTools = map[string]func(c appliedCall, ap *Applied) (inner int, err error){
+	"env": parseEnv, "nice": parseNice, "nohup": parseNohup, "time": parseTime, "timeout": parseTimeout,
+}
 
 // IsApplied reports whether a bare command name is a wrapper the runner
 // applies itself.
-func IsApplied(name string) bool { return appliedTools[name] }
+func IsApplied(name string) bool { _, ok := appliedTools[name]; return ok }
 
 // ParseApplied parses the words of an applied wrapper call (words[0] is the
 // tool). static(i) says whether word i is known before the command runs;
@@ -270,197 +276,241 @@ func IsApplied(name string) bool { return appliedTools[name] }
 // does not implement are refused rather than passed to a program.
 func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 	ap := Applied{Tool: words[0]}
-	i := 1
-	word := func() (string, error) {
-		if !static(i) {
-			return "", failf("run-time value %s in the options of %s", words[i], ap.Tool).hint("write them literally")
-		}
-		return words[i], nil
-	}
-	switch ap.Tool {
-	case "env":
-	loop:
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			switch {
-			case w == "--":
-				i++
-				break loop
-			case w == "-i" || w == "-" || w == "--ignore-environment":
-				ap.ClearEnv = true
-			case w == "-u" || w == "--unset":
-				i++
-				if i >= len(words) || !static(i) {
-					return ap, failf("env %s without a literal name", w)
-				}
-				ap.Unset = append(ap.Unset, words[i])
-			case strings.HasPrefix(w, "--unset="):
-				ap.Unset = append(ap.Unset, strings.TrimPrefix(w, "--unset="))
-			case strings.HasPrefix(w, "-u") && len(w) > 2:
-				ap.Unset = append(ap.Unset, w[2:])
-			case strings.HasPrefix(w, "-"):
-				return ap, failf("env %s is not applied by the runner", w).hint("only -i, -u NAME and NAME=VALUE are supported")
-			default:
-				break loop
-			}
-		}
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			name, _, ok := strings.Cut(w, "=")
-			if !ok {
-				break
-			}
-			if name == "" || dangerousVar(name) {
-				return ap, failf("env sets %s, which changes what runs", name).hint("dangerous environment variables cannot be set in a command")
-			}
-			ap.Set = append(ap.Set, w)
-		}
-		for _, n := range ap.Unset {
-			if n == "" || dangerousVar(n) {
-				// Unsetting PATH would change how the command is found.
-				return ap, failf("env -u %s changes what runs", n)
-			}
-		}
-	case "nice":
-		ap.Nice = 10
-		if i < len(words) {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			val := ""
-			switch {
-			case w == "-n" || w == "--adjustment":
-				i++
-				if i >= len(words) || !static(i) {
-					return ap, failf("nice %s without a literal number", w)
-				}
-				val = words[i]
-				i++
-			case strings.HasPrefix(w, "--adjustment="):
-				val = strings.TrimPrefix(w, "--adjustment=")
-				i++
-			case strings.HasPrefix(w, "-n") && len(w) > 2:
-				val = w[2:]
-				i++
-			case legacyNice.MatchString(w):
-				val = strings.TrimLeft(w, "-")
-				i++
-			case strings.HasPrefix(w, "-") && w != "--":
-				return ap, failf("nice %s is not applied by the runner", w).hint("use nice -n N")
-			}
-			if val != "" {
-				n, err := strconv.Atoi(val)
-				if err != nil || n < -20 || n > 19 {
-					return ap, failf("nice adjustment %q is not a number from -20 to 19", val)
-				}
-				ap.Nice = n
-			}
-		}
-		if i < len(words) && static(i) && words[i] == "--" {
-			i++
-		}
-	case "nohup":
-		ap.IgnoreHUP = true
-		if i < len(words) && static(i) && words[i] == "--" {
-			i++
-		}
-		if i < len(words) && static(i) && strings.HasPrefix(words[i], "-") {
-			return ap, failf("nohup %s is not applied by the runner", words[i])
-		}
-	case "time":
-		ap.Time = true
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			if w == "--" {
-				i++
-				break
-			}
-			if w == "-p" || w == "--portability" {
-				continue
-			}
-			if strings.HasPrefix(w, "-") {
-				return ap, failf("time %s is not applied by the runner", w).hint("use time -p")
-			}
-			break
-		}
-	case "timeout":
-		ap.Signal = "TERM"
-	opts:
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			var val string
-			switch {
-			case w == "--":
-				i++
-				break opts
-			case w == "--preserve-status":
-				ap.PreserveStatus = true
-				continue
-			case w == "--foreground":
-				continue
-			case w == "-s" || w == "-k" || w == "--signal" || w == "--kill-after":
-				i++
-				if i >= len(words) || !static(i) {
-					return ap, failf("timeout %s without a literal value", w)
-				}
-				val = words[i]
-			case strings.HasPrefix(w, "--signal="), strings.HasPrefix(w, "--kill-after="):
-				w, val, _ = strings.Cut(w, "=")
-			case (strings.HasPrefix(w, "-s") || strings.HasPrefix(w, "-k")) && len(w) > 2:
-				w, val = w[:2], w[2:]
-			case strings.HasPrefix(w, "-") && len(w) > 1:
-				return ap, failf("timeout %s is not applied by the runner", w)
-			default:
-				break opts
-			}
-			switch w {
-			case "-s", "--signal":
-				sig := strings.TrimPrefix(strings.ToUpper(val), "SIG")
-				if !timeoutSignals[sig] {
-					return ap, failf("timeout signal %q is not supported", val).hint("use TERM, INT, HUP, KILL, QUIT or USR1/USR2")
-				}
-				ap.Signal = sig
-			default:
-				d, err := parseDuration(val)
-				if err != nil {
-					return ap, err
-				}
-				ap.KillAfter = d
-			}
-		}
-		if i >= len(words) {
-			return ap, failf("timeout without a duration")
-		}
-		if !static(i) {
-			return ap, failf("run-time value %s as timeout's duration", words[i])
-		}
-		d, err := parseDuration(words[i])
-		if err != nil {
-			return ap, err
-		}
-		ap.Timeout = d
-		i++
-	default:
+	parse, ok := appliedTools[ap.Tool]
+	if !ok {
 		return ap, failf("%s is not a wrapper the runner applies", ap.Tool)
+	}
+	i, err := parse(appliedCall{words: words, static: static}, &ap)
+	if err != nil {
+		return ap, err
 	}
 	if i >= len(words) {
 		return ap, failf("%s without a command", ap.Tool).hint("the runner applies %s only around a command", ap.Tool)
 	}
 	ap.Inner = i
 	return ap, nil
+}
+
+// appliedCall is the words of an applied wrapper call as its parser reads
+// them, with static as ParseApplied got it.
+type appliedCall struct {
+	words  []string
+	static func(int) bool
+}
+
+// option returns word i, refusing a run-time value among the options.
+func (c appliedCall) option(i int) (string, error) {
+	if !c.static(i) {
+		return "", failf("run-time value %s in the options of %s", c.words[i], c.words[0]).hint("write them literally")
+	}
+	return c.words[i], nil
+}
+
+// literal reports whether word i exists and is known before the run.
+func (c appliedCall) literal(i int) bool { return i < len(c.words) && c.static(i) }
+
+// parseEnv reads env's -i, -u NAME and NAME=VALUE words.
+func parseEnv(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+loop:
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		switch {
+		case w == "--":
+			i++
+			break loop
+		case w == "-i" || w == "-" || w == "--ignore-environment":
+			ap.ClearEnv = true
+		case w == "-u" || w == "--unset":
+			i++
+			if !c.literal(i) {
+				return i, failf("env %s without a literal name", w)
+			}
+			ap.Unset = append(ap.Unset, words[i])
+		case strings.HasPrefix(w, "--unset="):
+			ap.Unset = append(ap.Unset, strings.TrimPrefix(w, "--unset="))
+		case strings.HasPrefix(w, "-u") && len(w) > 2:
+			ap.Unset = append(ap.Unset, w[2:])
+		case strings.HasPrefix(w, "-"):
+			return i, failf("env %s is not applied by the runner", w).hint("only -i, -u NAME and NAME=VALUE are supported")
+		default:
+			break loop
+		}
+	}
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		name, _, ok := strings.Cut(w, "=")
+		if !ok {
+			break
+		}
+		if name == "" || dangerousVar(name) {
+			return i, failf("env sets %s, which changes what runs", name).hint("dangerous environment variables cannot be set in a command")
+		}
+		ap.Set = append(ap.Set, w)
+	}
+	for _, n := range ap.Unset {
+		if n == "" || dangerousVar(n) {
+			// Unsetting PATH would change how the command is found.
+			return i, failf("env -u %s changes what runs", n)
+		}
+	}
+	return i, nil
+}
+
+// parseNice reads nice's adjustment (-n N, --adjustment=N, -nN, -N).
+func parseNice(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+	ap.Nice = 10
+	if i < len(words) {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		val := ""
+		switch {
+		case w == "-n" || w == "--adjustment":
+			i++
+			if !c.literal(i) {
+				return i, failf("nice %s without a literal number", w)
+			}
+			val = words[i]
+			i++
+		case strings.HasPrefix(w, "--adjustment="):
+			val = strings.TrimPrefix(w, "--adjustment=")
+			i++
+		case strings.HasPrefix(w, "-n") && len(w) > 2:
+			val = w[2:]
+			i++
+		case legacyNice.MatchString(w):
+			val = strings.TrimLeft(w, "-")
+			i++
+		case strings.HasPrefix(w, "-") && w != "--":
+			return i, failf("nice %s is not applied by the runner", w).hint("use nice -n N")
+		}
+		if val != "" {
+			n, err := strconv.Atoi(val)
+			if err != nil || n < -20 || n > 19 {
+				return i, failf("nice adjustment %q is not a number from -20 to 19", val)
+			}
+			ap.Nice = n
+		}
+	}
+	if c.literal(i) && words[i] == "--" {
+		i++
+	}
+	return i, nil
+}
+
+// parseNohup takes no options (an optional "--").
+func parseNohup(c appliedCall, ap *Applied) (int, error) {
+	i := 1
+	ap.IgnoreHUP = true
+	if c.literal(i) && c.words[i] == "--" {
+		i++
+	}
+	if c.literal(i) && strings.HasPrefix(c.words[i], "-") {
+		return i, failf("nohup %s is not applied by the runner", c.words[i])
+	}
+	return i, nil
+}
+
+// parseTime reads time's -p (POSIX output, the only form).
+func parseTime(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+	ap.Time = true
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		if w == "--" {
+			i++
+			break
+		}
+		if w == "-p" || w == "--portability" {
+			continue
+		}
+		if strings.HasPrefix(w, "-") {
+			return i, failf("time %s is not applied by the runner", w).hint("use time -p")
+		}
+		break
+	}
+	return i, nil
+}
+
+// parseTimeout reads timeout's -s SIGNAL, -k DURATION, --preserve-status
+// and --foreground, then its DURATION.
+func parseTimeout(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+	ap.Signal = "TERM"
+opts:
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		var val string
+		switch {
+		case w == "--":
+			i++
+			break opts
+		case w == "--preserve-status":
+			ap.PreserveStatus = true
+			continue
+		case w == "--foreground":
+			continue
+		case w == "-s" || w == "-k" || w == "--signal" || w == "--kill-after":
+			i++
+			if !c.literal(i) {
+				return i, failf("timeout %s without a literal value", w)
+			}
+			val = words[i]
+		case strings.HasPrefix(w, "--signal="), strings.HasPrefix(w, "--kill-after="):
+			w, val, _ = strings.Cut(w, "=")
+		case (strings.HasPrefix(w, "-s") || strings.HasPrefix(w, "-k")) && len(w) > 2:
+			w, val = w[:2], w[2:]
+		case strings.HasPrefix(w, "-") && len(w) > 1:
+			return i, failf("timeout %s is not applied by the runner", w)
+		default:
+			break opts
+		}
+		switch w {
+		case "-s", "--signal":
+			sig := strings.TrimPrefix(strings.ToUpper(val), "SIG")
+			if !timeoutSignals[sig] {
+				return i, failf("timeout signal %q is not supported", val).hint("use TERM, INT, HUP, KILL, QUIT or USR1/USR2")
+			}
+			ap.Signal = sig
+		default:
+			d, err := parseDuration(val)
+			if err != nil {
+				return i, err
+			}
+			ap.KillAfter = d
+		}
+	}
+	if i >= len(words) {
+		return i, failf("timeout without a duration")
+	}
+	if !c.static(i) {
+		return i, failf("run-time value %s as timeout's duration", words[i])
+	}
+	d, err := parseDuration(words[i])
+	if err != nil {
+		return i, err
+	}
+	ap.Timeout = d
+	return i + 1, nil
 }
 
 // timeoutSignals are the signals an applied timeout may send.
