@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/client"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestLinkDialsOutsideTheLock holds a dial open: the link's lock stays
@@ -54,7 +55,7 @@ func TestLinkDialsOutsideTheLock(t *testing.T) {
 	}
 	close(release)
 	for range 2 {
-		if err := <-errs; !errors.Is(err, ErrUnreachable) {
+		if err := testproc.Recv(t, errs, "the callers' failures"); !errors.Is(err, ErrUnreachable) {
 			t.Errorf("get = %v, want the dial's failure", err)
 		}
 	}
@@ -82,7 +83,7 @@ func TestLinkWaiterGivesUp(t *testing.T) {
 		t.Errorf("waiter with an ended context = %v, want canceled", err)
 	}
 	close(release)
-	if err := <-first; !errors.Is(err, ErrUnreachable) {
+	if err := testproc.Recv(t, first, "the dialer's failure"); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("dialer = %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package testproc
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -24,4 +25,14 @@ func Recv[T any](tb testing.TB, ch <-chan T, what string) T {
 		tb.Fatalf("%s: nothing after %s", what, RecvLimit)
 		panic("unreachable")
 	}
+}
+
+// WaitGroup waits for wg like wg.Wait, failing tb (naming what it waited
+// for) when it is not done within RecvLimit: a stuck goroutine then fails
+// the test with a message instead of hanging it.
+func WaitGroup(tb testing.TB, wg *sync.WaitGroup, what string) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	Recv(tb, done, what)
 }
