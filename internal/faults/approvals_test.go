@@ -18,6 +18,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // patterns returns the wildcard agent's allowlist patterns.
@@ -74,7 +75,7 @@ func TestConcurrentAllowlistEdits(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent edits")
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func newTestHub(t *testing.T) *promptHub {
@@ -258,7 +259,7 @@ func TestHubNodeRequests(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent prompts")
 }
 
 // FuzzResolve feeds operator input (id and decision) to the hub: nothing

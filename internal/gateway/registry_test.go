@@ -188,7 +188,7 @@ func TestRegistryConcurrentWritersLoseNothing(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent writers")
 	// One more write saves the last touches.
 	if err := r.addJoinKey(hashSecret("last"), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)

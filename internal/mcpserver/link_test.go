@@ -76,7 +76,7 @@ func TestLinkWaiterGivesUp(t *testing.T) {
 		}}
 	first := make(chan error, 1)
 	go func() { _, err := l.get(context.Background()); first <- err }()
-	<-entered
+	testproc.Recv(t, entered, "the dialer's start")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := l.get(ctx); !errors.Is(err, context.Canceled) {
