@@ -18,7 +18,6 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/testdep"
-	"github.com/exechost/exechost/internal/testproc"
 )
 
 // patterns returns the wildcard agent's allowlist patterns.
@@ -75,7 +74,7 @@ func TestConcurrentAllowlistEdits(t *testing.T) {
 			}
 		}()
 	}
-	testproc.WaitGroup(t, &wg, "the concurrent edits")
+	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)

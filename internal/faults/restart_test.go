@@ -13,7 +13,6 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	noderunner "github.com/exechost/exechost/internal/node"
-	"github.com/exechost/exechost/internal/testproc"
 )
 
 // reconnectRE finds the jittered delay a node logs before reconnecting.
@@ -47,7 +46,7 @@ func TestGatewayRestartWithManyNodes(t *testing.T) {
 			nodes[i] = c.startNode(fmt.Sprintf("n%03d", i), policyFull, keys[i])
 		}()
 	}
-	testproc.WaitGroup(t, &wg, "the runs across the restart")
+	wg.Wait()
 	ids := make([]string, count)
 	for i, n := range nodes {
 		ids[i] = n.id
