@@ -8,6 +8,7 @@ import (
 
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -116,10 +117,10 @@ func TestRace(t *testing.T) {
 		ch <- err
 	}()
 	close(remote.release)
-	if err := <-ch; err != nil || a != policy.AllowOnce || by != "remote" {
+	if err := testproc.Recv(t, ch, "the race's answer"); err != nil || a != policy.AllowOnce || by != "remote" {
 		t.Fatalf("race = %q, %q, %v; want allow-once by remote", a, by, err)
 	}
-	<-local.gaveUp // the loser's prompt was cancelled
+	testproc.Recv(t, local.gaveUp, "the losing prompt's cancellation") // the loser's prompt was cancelled
 
 	bad1 := newAnswer("one", "", errors.New("socket gone"))
 	bad2 := newAnswer("two", "", errors.New("gateway gone"))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // Environment of the child processes TestConcurrentProcesses starts from
@@ -119,7 +121,7 @@ func TestConcurrentGoroutines(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent writers")
 	f, err := s.Load()
 	if err != nil {
 		t.Fatal(err)

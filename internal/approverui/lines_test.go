@@ -75,10 +75,10 @@ func TestRunLines(t *testing.T) {
 	waitFor(t, out, `error: want "ID allow-once\|allow-always\|deny"`)
 
 	io.WriteString(pw, "aaaa1 allow-always\naaaa2222 deny\n")
-	if r := <-r1; r.a != policy.AllowAlways || r.by != "approver lines" {
+	if r := testproc.Recv(t, r1, "the first prompt's answer"); r.a != policy.AllowAlways || r.by != "approver lines" {
 		t.Errorf("aaaa1111 = %+v", r)
 	}
-	if r := <-r2; r.a != policy.Reject {
+	if r := testproc.Recv(t, r2, "the second prompt's answer"); r.a != policy.Reject {
 		t.Errorf("aaaa2222 = %+v", r)
 	}
 	waitFor(t, out, "RESOLVED aaaa1111 allow-always by approver lines\n")

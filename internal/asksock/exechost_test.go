@@ -27,6 +27,7 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // Environment of the helper approver process (TestHelperApprover).
@@ -113,7 +114,7 @@ func TestHelperApprover(t *testing.T) {
 		os.Exit(1)
 	}
 	fmt.Printf("ready %s|%s\n", os.Getenv("DBUS_SESSION_BUS_ADDRESS"), os.Getenv("DISPLAY"))
-	if err := <-done; err != nil {
+	if err := testproc.Recv(t, done, "the executor's result"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

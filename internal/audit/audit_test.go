@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // helperEnv makes the test binary an appender process (see TestMain).
@@ -230,7 +231,7 @@ func TestConcurrentGoroutines(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent appenders")
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -701,7 +702,7 @@ func TestFollow(t *testing.T) {
 			return nil
 		})
 	}()
-	<-started
+	testproc.Recv(t, started, "Follow's start")
 	// Follow may start after some of these appends; wait for the first to
 	// show up before writing the rest, so none can be missed.
 	var firstSeen string

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestGroupCommitSharesOneSync stalls the first fdatasync until every other
@@ -58,11 +60,11 @@ func TestGroupCommitSharesOneSync(t *testing.T) {
 	for i := 2; i <= n; i++ {
 		go func() { errs <- l.Append(rec("w", i)) }()
 	}
-	if err := <-stallErr; err != nil {
+	if err := testproc.Recv(t, stallErr, "the stalled append's result"); err != nil {
 		t.Fatal(err)
 	}
 	for range n {
-		if err := <-errs; err != nil {
+		if err := testproc.Recv(t, errs, "the queued appends' results"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,7 +228,7 @@ func TestSubmitIsDurableByClose(t *testing.T) {
 		}
 	}
 	mustVerify(t, path, 50)
-	if err := <-l.Submit(rec("s", 50)); !errors.Is(err, ErrClosed) {
+	if err := testproc.Recv(t, l.Submit(rec("s", 50)), "Submit's result after Close"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Submit after Close = %v, want ErrClosed", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // pair returns two connected Conns over a real loopback WebSocket.
@@ -77,7 +79,7 @@ func TestCallCorrelation(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent calls")
 
 	err := cli.Call(ctx, "fail", nil, nil)
 	var we *Error
@@ -100,7 +102,7 @@ func TestDropFailsPendingCalls(t *testing.T) {
 	srv, cli := pair(t, Options{OnRequest: block}, Options{})
 	errc := make(chan error, 1)
 	go func() { errc <- cli.Call(context.Background(), "block", nil, nil) }()
-	<-entered
+	testproc.Recv(t, entered, "the blocking handler's start")
 	srv.Close("node went away")
 	select {
 	case err := <-errc:
@@ -185,7 +187,7 @@ func TestCancelledCallersKeepConnection(t *testing.T) {
 			_ = cli.Call(ctx, "echo", big, nil)
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the cancelled calls")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var got string

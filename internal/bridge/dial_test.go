@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // testSigner is a DeviceSigner over a raw Ed25519 key (the bridge does
@@ -107,7 +109,7 @@ func TestHandshake(t *testing.T) {
 		if res.Status != StatusPending || res.GatewayKey != gk.pub() {
 			t.Fatalf("result %+v", res)
 		}
-		f := <-got
+		f := testproc.Recv(t, got, "the server's view of the connect frame")
 		if strings.Contains(string(f.Params), "ehn_t") {
 			t.Fatalf("the token went on the wire: %s", f.Params)
 		}
@@ -140,7 +142,7 @@ func TestHandshake(t *testing.T) {
 		if !errors.Is(err, ErrGatewayKey) {
 			t.Fatalf("Dial to another key: %v", err)
 		}
-		if data := <-got; len(data) != 0 {
+		if data := testproc.Recv(t, got, "what the server read"); len(data) != 0 {
 			t.Fatalf("the client sent %q to a server with another key", data)
 		}
 	})

@@ -349,7 +349,10 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				Security: p.Effective.Security, Ask: p.Effective.Ask, AskFallback: p.Effective.Fallback,
 				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
 				Segments: []checkSegment{}, Canonical: p.Analysis.Canonical, CanonicalSha256: p.Analysis.Hash,
-				RunsAs: p.RunsAs(), Builtins: p.Analysis.Builtins, Confinement: e.ConfinementText(p),
+				RunsAs: p.RunsAs(), Confinement: e.ConfinementText(p),
+			}
+			for _, b := range p.Analysis.Builtins {
+				out.Builtins = append(out.Builtins, b.String()) // "name at line:col", the shape --json has always had
 			}
 			for i, s := range p.Analysis.Segments {
 				cs := checkSegment{Argv: s.Argv, ResolvedPath: s.ResolvedPath, RealPath: s.RealPath, Role: string(s.Role), Via: s.Via,

@@ -125,7 +125,7 @@ func TestApproverLineMode(t *testing.T) {
 	}()
 	id := waitOut(t, ra.stdout, `PENDING (\S+)\n`)[1]
 	fmt.Fprintf(ra.stdin, "%s deny\n", id[:8])
-	r := <-ch
+	r := testproc.Recv(t, ch, "the prompt's answer")
 	if r.err != nil || r.a != policy.Reject || r.by != "approver lines" {
 		t.Fatalf("Prompt = %+v", r)
 	}

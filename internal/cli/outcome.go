@@ -117,7 +117,7 @@ func decisionLine(d *bridge.Denial) string {
 		return ""
 	}
 	for _, e := range []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied} {
-		if _, reason, _ := strings.Cut(e.Error(), ": "); reason == d.Reason {
+		if bridge.DenialReason(e) == d.Reason {
 			return e.Error()
 		}
 	}

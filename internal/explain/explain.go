@@ -30,74 +30,28 @@ const (
 	ReasonUserDenied       = bridge.ReasonUserDenied
 )
 
-// sentinels are the policy's denial sentinels, whose texts start a
-// denial's message.
-var sentinels = []error{policy.ErrDisabled, policy.ErrAllowlistMiss, policy.ErrApprovalRequired, policy.ErrUserDenied}
-
-// notAllowlisted is how the execution host lists missing executables in
-// a denial's message (host.denialDetail) until it fills Denial.Missing.
-const notAllowlisted = "not allowlisted: "
-
 // ReasonOf returns the design's reason for a policy sentinel err wraps
 // ("allowlist miss", …), or "" when it wraps none.
 func ReasonOf(err error) string { return bridge.DenialReason(err) }
-
-// FromMessage starts a Denial from a denial's message: the reason from its
-// SYSTEM_RUN_* prefix and the missing executables the host listed. It is
-// the fallback for hosts that send only text; fields a host sends
-// structured always win (Merge).
-func FromMessage(msg string) *bridge.Denial {
-	d := &bridge.Denial{}
-	for _, s := range sentinels {
-		if strings.HasPrefix(msg, s.Error()) {
-			d.Reason = bridge.DenialReason(s)
-			break
-		}
-	}
-	if _, rest, ok := strings.Cut(msg, notAllowlisted); ok {
-		// "…; not allowlisted: /a, b (not found on PATH) (hint: …)"
-		if i := strings.Index(rest, " (hint:"); i >= 0 {
-			rest = rest[:i]
-		}
-		for name := range strings.SplitSeq(rest, ", ") {
-			if name = strings.TrimSpace(name); name != "" {
-				d.Missing = append(d.Missing, name)
-			}
-		}
-	}
-	return d
-}
 
 // Construct returns the shell construct in command text that no analysis
 // can see through (and its "line:column"), or "" when there is none. It
 // parses only: constructs do not depend on the host's files.
 func Construct(text string) (construct, position string) {
-	a := shellcmd.Analyze(text, shellcmd.Env{Cwd: "/", PATH: "/usr/bin:/bin"})
-	if a.OK || a.Error == "" {
-		return "", ""
-	}
-	return ConstructOf(a.Error)
+	return ConstructOf(shellcmd.Analyze(text, shellcmd.Env{Cwd: "/", PATH: "/usr/bin:/bin"}))
 }
 
-// ConstructOf splits an analysis error into the construct it names and
-// its "line:column" ("command substitution $(…) at 1:6").
-func ConstructOf(analysisError string) (construct, position string) {
-	// "command substitution $(…) at 1:6", "eval runs … at 1:1 (hint: …)"
-	msg := analysisError
-	if i := strings.Index(msg, " (hint:"); i >= 0 {
-		msg = msg[:i]
+// ConstructOf returns what made an analysis fail, without its position or
+// hint ("command substitution $(…)"; for a command that does not even
+// parse, or a name that does not resolve, the analysis' own words), and
+// its "line:column" ("" when it has none). Both are "" for an analysis
+// that did not fail. They come from the analysis's Failure fields, never
+// from its message.
+func ConstructOf(a shellcmd.Analysis) (construct, position string) {
+	if a.OK || a.Failure == nil {
+		return "", ""
 	}
-	if i := strings.LastIndex(msg, " at "); i >= 0 {
-		pos := msg[i+len(" at "):]
-		if j := strings.IndexByte(pos, ' '); j >= 0 {
-			// "redirection >x at 1:10 reads or writes a file"
-			return msg[:i] + pos[j:], pos[:j]
-		}
-		return msg[:i], pos
-	}
-	// A command that does not even parse, or an unresolvable name:
-	// the analysis' own words are the construct.
-	return msg, ""
+	return a.Failure.Construct(), a.Failure.Position()
 }
 
 // Host is the execution host a denial came from, as Complete needs it.

@@ -11,30 +11,20 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 )
 
-func TestFromMessage(t *testing.T) {
-	for _, tc := range []struct {
-		msg  string
-		want *bridge.Denial
-	}{
-		{"SYSTEM_RUN_DISABLED: security=deny", &bridge.Denial{Reason: ReasonDisabled}},
-		{"SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/make, nosuch (not found on PATH) (hint: `exechost approvals allowlist add <path> --agent 'main'` on the execution host, or ask a human to approve)",
-			&bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"/usr/bin/make", "nosuch (not found on PATH)"}}},
-		{"SYSTEM_RUN_DENIED: approval required; not allowlisted: /usr/bin/id", &bridge.Denial{Reason: ReasonApprovalRequired, Missing: []string{"/usr/bin/id"}}},
-		{"SYSTEM_RUN_DENIED: user denied", &bridge.Denial{Reason: ReasonUserDenied}},
-		{"something else", &bridge.Denial{}},
-	} {
-		if diff := cmp.Diff(tc.want, FromMessage(tc.msg)); diff != "" {
-			t.Errorf("FromMessage(%q) (-want +got):\n%s", tc.msg, diff)
-		}
-	}
-}
-
+// TestConstruct reads the construct and its position from the analysis's
+// fields. The last cases are ones that splitting the message on " at " and
+// " (hint:" got wrong: a comma after the position, " at " inside a quoted
+// word, and a hint before the position.
 func TestConstruct(t *testing.T) {
 	for _, tc := range []struct{ text, construct, pos string }{
 		{"echo $(id)", "command substitution $(…)", "1:6"},
 		{"git show > x", "redirection >x reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)", "1:10"},
 		{"eval ls", "eval runs its arguments as shell text", "1:1"},
+		{"sh -c 'echo `id`'", "in sh -c payload: command substitution `…`", "1:6"},
 		{"make test", "", ""},
+		{"for PATH in /tmp; do ls; done", "for loop assigns PATH, which changes what runs", "1:1"},
+		{`sh -c "$x at 1:2"`, `run-time value "$x at 1:2" in the arguments of sh`, ""},
+		{"export LD_PRELOAD=/tmp/x", "export LD_PRELOAD changes what runs", "1:1"},
 	} {
 		c, p := Construct(tc.text)
 		if c != tc.construct || p != tc.pos {
@@ -73,15 +63,16 @@ func TestComplete(t *testing.T) {
 		"agents":{"main":{"allowlst":[]},"ci":{"security":"deny"}}}`)
 	for _, tc := range []struct {
 		name      string
-		msg, cmd  string
+		start     bridge.Denial // what the execution host sent
+		cmd       string
 		host      Host
 		want      bridge.Denial
 		hintWants []string
 	}{{
-		name: "allowlist miss on a node",
-		msg:  "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: /usr/bin/make",
-		cmd:  "make test",
-		host: Host{Name: "n1", Node: "build-box", Path: "/s/exec-approvals.json", File: f, Agent: "main", Requested: policy.SecurityAllowlist},
+		name:  "allowlist miss on a node",
+		start: bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"/usr/bin/make"}},
+		cmd:   "make test",
+		host:  Host{Name: "n1", Node: "build-box", Path: "/s/exec-approvals.json", File: f, Agent: "main", Requested: policy.SecurityAllowlist},
 		want: bridge.Denial{
 			Reason: ReasonAllowlistMiss, Missing: []string{"/usr/bin/make"},
 			Policy:      &bridge.DenialSource{Host: "n1", File: "/s/exec-approvals.json", Level: "defaults", Setting: "security=allowlist ask=off"},
@@ -90,10 +81,10 @@ func TestComplete(t *testing.T) {
 		},
 		hintWants: []string{"allowlist the executables", "agents.main.allowlst"},
 	}, {
-		name: "construct",
-		msg:  "SYSTEM_RUN_DENIED: allowlist miss (hint: rewrite the command without that construct, or ask a human to approve it)",
-		cmd:  "echo $(id)",
-		host: Host{Name: "gateway", Path: "/g/exec-approvals.json", File: f, Agent: "*"},
+		name:  "construct",
+		start: bridge.Denial{Reason: ReasonAllowlistMiss},
+		cmd:   "echo $(id)",
+		host:  Host{Name: "gateway", Path: "/g/exec-approvals.json", File: f, Agent: "*"},
 		want: bridge.Denial{
 			Reason: ReasonAllowlistMiss, Construct: "command substitution $(…)", Position: "1:6",
 			Policy:      &bridge.DenialSource{Host: "gateway", File: "/g/exec-approvals.json", Level: "defaults", Setting: "security=allowlist ask=off"},
@@ -101,10 +92,10 @@ func TestComplete(t *testing.T) {
 		},
 		hintWants: []string{"rewrite the command without command substitution $(…)"},
 	}, {
-		name: "security=deny from the agent's level",
-		msg:  "SYSTEM_RUN_DISABLED: security=deny",
-		cmd:  "echo $(id)", // not why: no construct reported
-		host: Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "ci"},
+		name:  "security=deny from the agent's level",
+		start: bridge.Denial{Reason: ReasonDisabled},
+		cmd:   "echo $(id)", // not why: no construct reported
+		host:  Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "ci"},
 		want: bridge.Denial{
 			Reason:      ReasonDisabled,
 			Policy:      &bridge.DenialSource{Host: "n1", File: "/s/exec-approvals.json", Level: "agents.ci", Setting: "security=deny"},
@@ -112,9 +103,9 @@ func TestComplete(t *testing.T) {
 		},
 		hintWants: []string{"security is deny on n1", "exechost approvals set --node n1 --file F"},
 	}, {
-		name: "security=deny requested by the caller",
-		msg:  "SYSTEM_RUN_DISABLED: security=deny",
-		host: Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "main", Requested: policy.SecurityDeny},
+		name:  "security=deny requested by the caller",
+		start: bridge.Denial{Reason: ReasonDisabled},
+		host:  Host{Name: "n1", Node: "n1", Path: "/s/exec-approvals.json", File: f, Agent: "main", Requested: policy.SecurityDeny},
 		want: bridge.Denial{
 			Reason:      ReasonDisabled,
 			Policy:      &bridge.DenialSource{Host: "n1", Level: "request", Setting: "security=deny"},
@@ -122,17 +113,17 @@ func TestComplete(t *testing.T) {
 		},
 		hintWants: []string{"requested security is deny"},
 	}, {
-		name: "a name not found has no precise fix",
-		msg:  "SYSTEM_RUN_DENIED: allowlist miss; not allowlisted: nosuch (not found on PATH)",
-		host: Host{Name: "this machine"},
-		want: bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"nosuch (not found on PATH)"}},
+		name:  "a name not found has no precise fix",
+		start: bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"nosuch (not found on PATH)"}},
+		host:  Host{Name: "this machine"},
+		want:  bridge.Denial{Reason: ReasonAllowlistMiss, Missing: []string{"nosuch (not found on PATH)"}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := FromMessage(tc.msg)
-			Complete(d, tc.host, tc.cmd)
+			d := tc.start
+			Complete(&d, tc.host, tc.cmd)
 			hint := d.Hint
 			d.Hint = ""
-			if diff := cmp.Diff(&tc.want, d); diff != "" {
+			if diff := cmp.Diff(tc.want, d); diff != "" {
 				t.Errorf("Complete (-want +got):\n%s", diff)
 			}
 			for _, w := range tc.hintWants {

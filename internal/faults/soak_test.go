@@ -17,6 +17,7 @@ import (
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // policyAsk asks the node's approver for every command; without an
@@ -104,9 +105,9 @@ func TestSoak(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	wg.Wait() // each exec is bounded by answerBound (above)
 	stopChaos()
-	<-chaosDone
+	testproc.Recv(t, chaosDone, "the chaos goroutine's end")
 
 	// Tally, and check each successful run against its node's audit log.
 	finished := map[string]int{} // run id → finished records

@@ -8,6 +8,7 @@ import (
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // waitLimit bounds every wait in these tests; reaching it is a failure.
@@ -178,6 +179,6 @@ func TestConcurrentReloadAndBindingEdits(t *testing.T) {
 		}()
 	}
 	close(start)
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent edits")
 	assertBoth(t, g, "full")
 }

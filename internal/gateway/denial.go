@@ -26,13 +26,12 @@ func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Se
 	if !errors.As(err, &be) || be.Code != bridge.CodeDenied {
 		return err
 	}
-	// Nodes of this version send the denial structured; the message is
-	// read only for an older node that sends text alone.
+	// Execution hosts send the denial structured; its message is for
+	// people and is never parsed (a host that sends none gets what the
+	// command text and the host's file say).
 	d := &bridge.Denial{}
 	if be.Denial != nil {
 		*d = *be.Denial
-	} else {
-		d = explain.FromMessage(be.Message)
 	}
 	// The agent whose policy the execution host applied (Exec sends it
 	// the session key's agent).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/nodekey"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 const fullConfig = `{"tools": {"exec": {"security": "full", "ask": "off"}}}`
@@ -95,7 +96,7 @@ func TestIdempotencyKey(t *testing.T) {
 			outs[i] = res.Stdout
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent callers")
 	data, err := os.ReadFile(marker)
 	if err != nil {
 		t.Fatal(err)

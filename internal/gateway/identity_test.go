@@ -15,6 +15,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/nodekey"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // dialNode connects as role node with key signing the challenge.
@@ -217,7 +218,7 @@ func TestPendingLimitConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent connects")
 	close(conns)
 	var accepted []*bridge.Conn
 	for c := range conns {

@@ -287,13 +287,13 @@ func resolveError(err error) error {
 	case errors.Is(err, prompt.ErrAmbiguousID):
 		return &bridge.Error{Code: bridge.CodeAmbiguous, Message: err.Error()}
 	case errors.Is(err, prompt.ErrExpired), errors.Is(err, prompt.ErrAnswered):
-		return &bridge.Error{Code: bridge.CodeStale, Message: err.Error()}
+		return &bridge.Error{Code: bridge.CodeStale, Message: err.Error(), Cause: err}
 	case errors.Is(err, prompt.ErrNotOffered):
 		return &bridge.Error{Code: bridge.CodeInvalidRequest, Message: err.Error()}
 	case errors.Is(err, prompt.ErrUnknownID):
 		return &bridge.Error{Code: bridge.CodeNotFound, Message: err.Error() + hint}
 	}
-	return bridge.Errorf(bridge.CodeInvalidRequest, "%v", err)
+	return bridge.Errorf(bridge.CodeInvalidRequest, "%w", err)
 }
 
 // pending lists the prompts waiting for an answer.
@@ -322,7 +322,7 @@ func (h *promptHub) nodeRequest(ctx context.Context, nodeID string, p approvalro
 		// overtook it): nothing to ask.
 		delete(h.withdrawn, key)
 		h.mu.Unlock()
-		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %v", p.Ref, ErrPromptWithdrawn)
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %w", p.Ref, ErrPromptWithdrawn)
 	}
 	if _, dup := h.nodeRefs[key]; dup {
 		h.mu.Unlock()
@@ -353,9 +353,9 @@ func (h *promptHub) nodeRequest(ctx context.Context, nodeID string, p approvalro
 	case errors.Is(err, prompt.ErrTimeout):
 		return approvalroute.NodeAnswer{}, &bridge.Error{Code: bridge.CodeTimeout, Message: err.Error()}
 	case errors.Is(context.Cause(ctx), ErrPromptWithdrawn):
-		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %v", id, ErrPromptWithdrawn)
+		return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeStale, "prompt %s: %w", id, ErrPromptWithdrawn)
 	}
-	return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeUnavailable, "prompt %s: %v", id, err)
+	return approvalroute.NodeAnswer{}, bridge.Errorf(bridge.CodeUnavailable, "prompt %s: %w", id, err)
 }
 
 // maxWithdrawn bounds the remembered early cancels; beyond it they are

@@ -18,6 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func newTestHub(t *testing.T) *promptHub {
@@ -105,7 +106,7 @@ func TestHubResolve(t *testing.T) {
 	if got := await(t, outA, "prompt A's answer"); got.err != nil || got.a != policy.AllowAlways || got.by != "tester" || got.id != idA {
 		t.Fatalf("submit A = %+v", got)
 	}
-	if _, err := h.resolve(idA, "allow-once", "again"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "already answered") {
+	if _, err := h.resolve(idA, "allow-once", "again"); code(err) != bridge.CodeStale || !errors.Is(err, prompt.ErrAnswered) {
 		t.Fatalf("second answer = %v, want already answered", err)
 	}
 	// Deny is always offered.
@@ -173,7 +174,7 @@ func TestHubExpiry(t *testing.T) {
 	if got := await(t, out, "the cancelled prompt's end"); got.err == nil || errors.Is(got.err, prompt.ErrTimeout) {
 		t.Fatalf("cancelled submit = %+v, want a non-timeout error", got)
 	}
-	if _, err := h.resolve(id, "allow-once", "late"); code(err) != bridge.CodeStale || !strings.Contains(err.Error(), "expired") {
+	if _, err := h.resolve(id, "allow-once", "late"); code(err) != bridge.CodeStale || !errors.Is(err, prompt.ErrExpired) {
 		t.Fatalf("late answer = %v, want expired", err)
 	}
 }
@@ -219,11 +220,11 @@ func TestHubNodeRequests(t *testing.T) {
 	}
 	h.nodeCancel("n2", "r1") // another node's ref: no effect here
 	h.nodeCancel("n1", "r1")
-	if got := await(t, w, "the withdrawn request's end"); code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
+	if got := await(t, w, "the withdrawn request's end"); code(got.err) != bridge.CodeStale || !errors.Is(got.err, ErrPromptWithdrawn) {
 		t.Fatalf("withdrawn = %+v", got)
 	}
 	// A cancel that overtakes its request ends the request at once.
-	if got := await(t, start("n2", "r1"), "the overtaken request's end"); code(got.err) != bridge.CodeStale || !strings.Contains(got.err.Error(), "withdrawn") {
+	if got := await(t, start("n2", "r1"), "the overtaken request's end"); code(got.err) != bridge.CodeStale || !errors.Is(got.err, ErrPromptWithdrawn) {
 		t.Fatalf("request after its cancel = %+v", got)
 	}
 	if n := len(h.pending().Approvals); n != 0 {
@@ -258,7 +259,7 @@ func TestHubNodeRequests(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent prompts")
 }
 
 // FuzzResolve feeds operator input (id and decision) to the hub: nothing

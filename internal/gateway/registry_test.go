@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestTokenFile(t *testing.T) {
@@ -139,7 +140,7 @@ func TestRegistryReadersDoNotWaitForWrites(t *testing.T) {
 		t.Fatal("a read waited for the write")
 	}
 	close(hold)
-	if err := <-done; err != nil {
+	if err := testproc.Recv(t, done, "the held write's result"); err != nil {
 		t.Fatal(err)
 	}
 	if r.get("n2") == nil {
@@ -187,7 +188,7 @@ func TestRegistryConcurrentWritersLoseNothing(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent writers")
 	// One more write saves the last touches.
 	if err := r.addJoinKey(hashSecret("last"), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)

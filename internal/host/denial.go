@@ -39,7 +39,7 @@ func denial(p *Prepared, d policy.Decision) *DenialError {
 	e := &DenialError{err: d.Err, detail: denialDetail(p)}
 	e.Denial.Reason = explain.ReasonOf(d.Err)
 	if !p.Analysis.OK {
-		e.Denial.Construct, e.Denial.Position = explain.ConstructOf(p.Analysis.Error)
+		e.Denial.Construct, e.Denial.Position = explain.ConstructOf(p.Analysis)
 	} else if p.Effective.Security == policy.SecurityAllowlist {
 		e.Denial.Missing = missing(p)
 	}

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestLimits(t *testing.T) {
@@ -75,7 +77,7 @@ func TestConcurrent(t *testing.T) {
 			release()
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent acquirers")
 	if admitted == 0 || most > limit {
 		t.Fatalf("%d admitted, %d slots held at once; want some admitted and at most %d", admitted, most, limit)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // These tests run a real gateway (host=gateway, with the real host engine)
@@ -116,7 +117,7 @@ func connectInMemory(t *testing.T, srv *Server) *mcp.ClientSession {
 	t.Cleanup(func() {
 		cs.Close()
 		cancel()
-		if err := <-done; err != nil {
+		if err := testproc.Recv(t, done, "the server's Run after cancel"); err != nil {
 			t.Errorf("server Run: %v", err)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/client"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestLinkDialsOutsideTheLock holds a dial open: the link's lock stays
@@ -54,7 +55,7 @@ func TestLinkDialsOutsideTheLock(t *testing.T) {
 	}
 	close(release)
 	for range 2 {
-		if err := <-errs; !errors.Is(err, ErrUnreachable) {
+		if err := testproc.Recv(t, errs, "the callers' failures"); !errors.Is(err, ErrUnreachable) {
 			t.Errorf("get = %v, want the dial's failure", err)
 		}
 	}
@@ -75,14 +76,14 @@ func TestLinkWaiterGivesUp(t *testing.T) {
 		}}
 	first := make(chan error, 1)
 	go func() { _, err := l.get(context.Background()); first <- err }()
-	<-entered
+	testproc.Recv(t, entered, "the dialer's start")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := l.get(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("waiter with an ended context = %v, want canceled", err)
 	}
 	close(release)
-	if err := <-first; !errors.Is(err, ErrUnreachable) {
+	if err := testproc.Recv(t, first, "the dialer's failure"); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("dialer = %v", err)
 	}
 }

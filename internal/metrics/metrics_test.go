@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // scrape starts a real loopback server for m and returns its /metrics body.
@@ -22,7 +24,7 @@ func scrape(t *testing.T, m *Metrics) string {
 	go func() { done <- m.ServeListener(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := testproc.Recv(t, done, "ServeListener's return after cancel"); err != nil {
 			t.Errorf("ServeListener: %v", err)
 		}
 	})

@@ -208,7 +208,8 @@ func (c *Client) systemRun(ctx context.Context, params json.RawMessage, timeoutM
 		req.TimeoutMs = timeoutMs
 	}
 	if c.opts.Executor == nil {
-		return fail(&bridge.Error{Code: bridge.CodeDenied, Message: policy.ErrDisabled.Error() + " (no execution engine on this node)"})
+		return fail(&bridge.Error{Code: bridge.CodeDenied, Message: policy.ErrDisabled.Error() + " (no execution engine on this node)",
+			Denial: &bridge.Denial{Reason: bridge.DenialReason(policy.ErrDisabled)}})
 	}
 	hr, err := c.opts.Executor.Run(ctx, req)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestLoadOrCreate(t *testing.T) {
@@ -157,7 +159,7 @@ func TestConcurrentCreate(t *testing.T) {
 			ids[i] = k.DeviceID()
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent loads")
 	for _, id := range ids {
 		if id != ids[0] {
 			t.Fatalf("concurrent creation produced different identities: %v", ids)

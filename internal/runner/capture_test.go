@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // write is one Write call on a Capture: to stderr when err, else stdout.
@@ -252,7 +254,7 @@ func TestCaptureConcurrentWriters(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent writers")
 
 	var wantTotal int64
 	for i := range writes {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -442,7 +443,7 @@ func TestRunConcurrent(t *testing.T) {
 			got[i] = strings.TrimRight(res.Stdout, "\r\n")
 		})
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent runs")
 	want := make([]string, len(got))
 	for i := range want {
 		want[i] = strconv.Itoa(i)

@@ -1,7 +1,6 @@
 package shellcmd
 
 import (
-	"fmt"
 	"maps"
 	"path"
 	"slices"
@@ -120,6 +119,9 @@ type Analysis struct {
 	OK bool `json:"analysisOk"`
 	// Error says what made the analysis fail, short and actionable.
 	Error string `json:"error,omitempty"`
+	// Failure is Error in parts (the construct, its position, the hint),
+	// for a caller that needs one of them; nil when OK.
+	Failure *Failure `json:"-"`
 	// Segments are the executables that must match the allowlist. When OK is
 	// false they may be partial, and serve only for display.
 	Segments []Segment `json:"segments"`
@@ -129,9 +131,9 @@ type Analysis struct {
 	Canonical string `json:"canonical,omitempty"`
 	// Hash is the sha256 of Canonical, which an approval binds.
 	Hash string `json:"canonicalSha256,omitempty"`
-	// Builtins lists the builtins the interpreter runs itself, as
-	// "name at line:col"; they need no allowlist entry.
-	Builtins []string `json:"builtins,omitempty"`
+	// Builtins lists the builtins the interpreter runs itself and where;
+	// they need no allowlist entry.
+	Builtins []Builtin `json:"builtins,omitempty"`
 	// Env lists, sorted, the variables the command itself puts in the
 	// environment of the programs it runs (prefix assignments, export,
 	// env NAME=VALUE, sudo NAME=VALUE, and every assignment under set -a).
@@ -198,19 +200,9 @@ func nesting(src string) int {
 	return deepest
 }
 
-// failure is an analysis failure (as opposed to a miss), with a message
-// for users.
-type failure struct{ msg string }
-
-func (f *failure) Error() string { return f.msg }
-
 // parseFailure is the analysis's error for text the parser rejects.
 func parseFailure(err error) error {
-	return failf("parse error: %v (hint: bash-only syntax cannot be analysed; it can only run as shell text after a human approves it)", err)
-}
-
-func failf(format string, args ...any) error {
-	return &failure{msg: fmt.Sprintf(format, args...)}
+	return failf("parse error: %v", err).hint("bash-only syntax cannot be analysed; it can only run as shell text after a human approves it")
 }
 
 // analyze is Analyze without the memo, recording the file-system reads
@@ -228,11 +220,11 @@ func (z *Analyzer) analyze(text string, env Env, facts *factLog) (out Analysis) 
 // wrappers the runner applies and builtins mean the same in both.
 func (z *Analyzer) AnalyzeArgv(argv []string, env Env) (out Analysis) {
 	if len(argv) == 0 {
-		return Analysis{Error: "empty argv", Segments: []Segment{}}
+		return Analysis{Error: "empty argv", Failure: failf("empty argv"), Segments: []Segment{}}
 	}
 	text, err := QuoteArgv(argv)
 	if err != nil {
-		return Analysis{Error: err.Error(), Segments: []Segment{}}
+		return Analysis{Error: err.Error(), Failure: failureOf(err), Segments: []Segment{}}
 	}
 	return z.Analyze(text, env)
 }
@@ -242,7 +234,7 @@ type analyzer struct {
 	env       Env
 	segs      []Segment
 	canonical string
-	builtins  []string
+	builtins  []Builtin
 	stats     map[string]statResult // lstat results, per analysis
 	follows   map[string]statResult // stat results (following symlinks), per analysis
 	realDirs  map[string]string     // directory → symlink-resolved directory
@@ -309,7 +301,8 @@ func (a *analyzer) result(err error) Analysis {
 		out.Segments = []Segment{}
 	}
 	if err != nil {
-		out.Error = err.Error()
+		out.Failure = failureOf(err)
+		out.Error = out.Failure.Error()
 	}
 	return out
 }
@@ -337,7 +330,7 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 	if strings.ContainsRune(src, '\r') {
 		// The parser takes a backslash before CR LF for a line continuation;
 		// sh sees an escaped CR, then runs the next line as a new command.
-		return failf("command text contains a carriage return (hint: use \\n line endings)")
+		return failf("command text contains a carriage return").hint("use \\n line endings")
 	}
 	var f *syntax.File
 	if top {

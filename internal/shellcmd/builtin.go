@@ -47,14 +47,15 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (a *analyzer) builtin(args []arg, st *cwdState, ctx cmdCtx) error {
 	name := args[0].val
 	if why, ok := failBuiltins[name]; ok {
-		hint := ""
+		f := failf("%s %s", name, why).at(ctx.pos, "")
 		if name == "eval" || name == "source" || name == "." {
-			hint = " (hint: run the commands it would run directly)"
+			f.hint("run the commands it would run directly")
 		}
-		return failf("%s %s%s%s", name, why, posSuffix(ctx), hint)
+		return f
 	}
 	if !vouchedBuiltins[name] {
-		return failf("%s is a shell builtin the interpreter does not vouch for%s (hint: run a program by its absolute path instead; the builtins that run inside the interpreter are listed in docs/policy.md)", name, posSuffix(ctx))
+		return failf("%s is a shell builtin the interpreter does not vouch for", name).at(ctx.pos, "").
+			hint("run a program by its absolute path instead; the builtins that run inside the interpreter are listed in docs/policy.md")
 	}
 	for _, x := range args[1:] {
 		if x.static {
@@ -62,25 +63,25 @@ func (a *analyzer) builtin(args []arg, st *cwdState, ctx cmdCtx) error {
 		}
 		switch name {
 		case "cd", "set", "wait", "command", "exec", "type", "export", "readonly":
-			return failf("%s with a run-time argument (%s)%s (hint: write it literally)", name, x.text, posSuffix(ctx))
+			return failf("%s with a run-time argument (%s)", name, x.text).at(ctx.pos, "").hint("write it literally")
 		case "printf":
 			if !args[1].static {
-				return failf("printf with a run-time format%s (hint: give printf a literal format)", posSuffix(ctx))
+				return failf("printf with a run-time format").at(ctx.pos, "").hint("give printf a literal format")
 			}
 		case "test", "[":
 			// bash's test -v/-R evaluates array subscripts; a run-time
 			// operand could become one.
 			for _, y := range args[1:] {
 				if y.static && strings.Contains(y.val, "[") {
-					return failf("%s with run-time operands and a \"[\" in an argument%s", name, posSuffix(ctx))
+					return failf("%s with run-time operands and a \"[\" in an argument", name).at(ctx.pos, "")
 				}
 			}
 		}
 	}
-	if why := BuiltinRefusal(staticValues(args)); why != "" {
-		return failf("%s%s", why, posSuffix(ctx))
+	if f := builtinRefusal(staticValues(args)); f != nil {
+		return f.at(ctx.pos, "")
 	}
-	a.builtins = append(a.builtins, name+posSuffix(ctx))
+	a.builtins = append(a.builtins, builtinAt(name, ctx.pos))
 	switch name {
 	case "export":
 		for _, x := range args[1:] {
@@ -130,14 +131,14 @@ func (a *analyzer) cd(args []arg, st *cwdState, ctx cmdCtx) error {
 	case len(rest) == 0:
 		target = a.env.Home
 		if target == "" {
-			return failf("cd without an argument and no known home directory%s", posSuffix(ctx))
+			return failf("cd without an argument and no known home directory").at(ctx.pos, "")
 		}
 	case len(rest) > 1:
-		return failf("cd with more than one argument%s", posSuffix(ctx))
+		return failf("cd with more than one argument").at(ctx.pos, "")
 	case !rest[0].static:
-		return failf("cd to a run-time value (%s)%s (hint: cd to a literal path)", rest[0].text, posSuffix(ctx))
+		return failf("cd to a run-time value (%s)", rest[0].text).at(ctx.pos, "").hint("cd to a literal path")
 	case rest[0].val == "-" || strings.HasPrefix(rest[0].val, "-"):
-		return failf("cd %s%s depends on shell state (hint: cd to a literal path)", rest[0].val, posSuffix(ctx))
+		return failf("cd %s", rest[0].val).at(ctx.pos, " depends on shell state").hint("cd to a literal path")
 	default:
 		target = rest[0].val
 	}
@@ -157,11 +158,11 @@ func (a *analyzer) cd(args []arg, st *cwdState, ctx cmdCtx) error {
 		r1, e1 := a.evalSymlinks(raw)
 		r2, e2 := a.evalSymlinks(target)
 		if e1 != nil || e2 != nil || r1 != r2 {
-			return failf("cd %s uses \"..\" through a symlink%s (hint: cd to the directory without \"..\")", rest[0].val, posSuffix(ctx))
+			return failf("cd %s uses \"..\" through a symlink", rest[0].val).at(ctx.pos, "").hint("cd to the directory without \"..\"")
 		}
 	}
 	if fi, err := a.osStat(target); err != nil || !fi.IsDir() {
-		return failf("cd target %s is not a directory%s", target, posSuffix(ctx))
+		return failf("cd target %s is not a directory", target).at(ctx.pos, "")
 	}
 	*st = cwdState{dir: target}
 	return nil

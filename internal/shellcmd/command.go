@@ -1,7 +1,6 @@
 package shellcmd
 
 import (
-	"fmt"
 	"path"
 	"regexp"
 	"strings"
@@ -71,13 +70,13 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 		if name.why == "" {
 			name.why = "a run-time value"
 		}
-		return failf("%s in command position (%s)%s", name.why, name.text, posSuffix(ctx))
+		return failf("%s in command position (%s)", name.why, name.text).at(ctx.pos, "")
 	}
 	if name.val == "" {
-		return failf("empty command name%s", posSuffix(ctx))
+		return failf("empty command name").at(ctx.pos, "")
 	}
 	if ctx.shell && strings.IndexByte(name.val, '=') >= 0 && assignLike.MatchString(name.val) {
-		return failf("%q is an assignment in bash%s (hint: use NAME=value with a plain name)", name.val, posSuffix(ctx))
+		return failf("%q is an assignment in bash", name.val).at(ctx.pos, "").hint("use NAME=value with a plain name")
 	}
 	bare := !strings.Contains(name.val, "/")
 	if _, refused := failBuiltins[name.val]; bare && ctx.shell && (refused || IsBuiltin(name.val)) {
@@ -97,7 +96,7 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	}
 	base := path.Base(name.val)
 	if base == "busybox" || base == "toybox" {
-		return failf("%s applets cannot be allowlisted precisely (hint: run the applet's own executable by its path)", base)
+		return failf("%s applets cannot be allowlisted precisely", base).hint("run the applet's own executable by its path")
 	}
 	seg, err := a.resolveSegment(name, st, ctx)
 	if err != nil {
@@ -125,7 +124,7 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	}
 	switch kind {
 	case kindCarrier:
-		return failf("%s %s, which cannot be looked through (hint: run the command directly)", tool, carriers[tool])
+		return failf("%s %s, which cannot be looked through", tool, carriers[tool]).hint("run the command directly")
 	case kindPrivilege:
 		return a.privileged(tool, privilegeChangers[tool], seg, args, st, ctx)
 	case kindWrapper:
@@ -174,16 +173,9 @@ func (a *analyzer) interpretedShell(sc ShellCall, args []arg, st *cwdState, ctx 
 	inner.shell = true
 	positional := len(sc.Params) > 0 || sc.Index+1 < len(args) || ctx.tailOpen
 	if err := a.text(sc.Payload, *st, inner, positional, false); err != nil {
-		return failf("in %s -c payload: %v", prog, err)
+		return within("in "+prog+" -c payload: ", err)
 	}
 	return nil
-}
-
-func posSuffix(ctx cmdCtx) string {
-	if !ctx.pos.IsValid() {
-		return ""
-	}
-	return fmt.Sprintf(" at %d:%d", ctx.pos.Line(), ctx.pos.Col())
 }
 
 func lastVia(ctx cmdCtx) string {

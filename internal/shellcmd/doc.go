@@ -18,7 +18,9 @@
 //
 // The analysis fails closed: anything whose effect cannot be known from the
 // text alone makes Analysis.OK false, and callers treat that as a miss,
-// never as an allow. The rules:
+// never as an allow. Why it failed is a *Failure (Analysis.Failure): the
+// construct, its position and the hint as fields, so a caller (a denial's
+// explanation) never reads them back out of the message. The rules:
 //
 //   - Every command that would execute is a Segment: lists (; && || & and
 //     newlines), pipelines, negation, subshells, groups, and every branch of

@@ -64,7 +64,7 @@ func TestGuardAloneUnderStrace(t *testing.T) {
 		next <- i
 	}
 	close(next)
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the guarded runs")
 
 	ran, refused := 0, 0
 	for _, r := range results {

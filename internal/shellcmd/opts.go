@@ -29,7 +29,7 @@ func parseOpts(prog string, args []arg, set optSet, tailOpen bool, on func(key, 
 	for ; i < len(args); i++ {
 		x := args[i]
 		if !x.static {
-			return 0, failf("run-time value %s among the options of %s (hint: write options literally)", x.text, prog)
+			return 0, failf("run-time value %s among the options of %s", x.text, prog).hint("write options literally")
 		}
 		v := x.val
 		if v == "--" {
@@ -104,7 +104,7 @@ func parseOpts(prog string, args []arg, set optSet, tailOpen bool, on func(key, 
 				}
 				j = len(v)
 			default:
-				return 0, failf("%s: unknown option -%c (hint: options this analysis does not know fail closed)", prog, c)
+				return 0, failf("%s: unknown option -%c", prog, c).hint("options this analysis does not know fail closed")
 			}
 		}
 	}
@@ -141,5 +141,5 @@ func matchLong(prog, name string, long map[string]string) (string, error) {
 	if len(cands) > 1 {
 		return "", failf("%s: option --%s is ambiguous", prog, name)
 	}
-	return "", failf("%s: unknown option --%s (hint: options this analysis does not know fail closed)", prog, name)
+	return "", failf("%s: unknown option --%s", prog, name).hint("options this analysis does not know fail closed")
 }

@@ -57,7 +57,7 @@ func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 	}
 	canon, c, err := canonicalOf(raw, src)
 	if err != nil {
-		return nil, failf("%v", err)
+		return nil, failureOf(err)
 	}
 	p := &parsedText{canon: canon, canonical: c}
 	if len(c) > maxTextLen {

@@ -100,7 +100,7 @@ func (a *analyzer) privileged(base string, spec privilegeSpec, seg Segment, args
 				break
 			}
 			if k == "" || dangerousVar(k) {
-				return failf("%s sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", base, k)
+				return failf("%s sets %s, which changes what runs", base, k).hint("dangerous environment variables cannot be set in a command")
 			}
 			a.noteEnv(k)
 			rest = rest[1:]

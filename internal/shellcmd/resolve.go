@@ -59,7 +59,7 @@ func (a *analyzer) resolve(name string, st cwdState, ctx cmdCtx) (string, error)
 	for _, dp := range defaultPaths {
 		q, _ := a.lookPath(name, dp, cwdState{dir: "/"})
 		if q != "" && a.realPath(q) != real {
-			return "", failf("%s may run %s rather than %s: %s does not use the host PATH (hint: write the absolute path)", name, q, p, lastVia(ctx))
+			return "", failf("%s may run %s rather than %s: %s does not use the host PATH", name, q, p, lastVia(ctx)).hint("write the absolute path")
 		}
 	}
 	return p, nil
@@ -70,7 +70,7 @@ func (a *analyzer) resolveQualified(name string, st cwdState) (string, error) {
 	full := name
 	if !strings.HasPrefix(name, "/") {
 		if st.uncertain {
-			return "", failf("relative command path %s after a cd whose effect is uncertain (hint: join commands with && after cd, or use an absolute path)", name)
+			return "", failf("relative command path %s after a cd whose effect is uncertain", name).hint("join commands with && after cd, or use an absolute path")
 		}
 		if st.dir == "" {
 			return "", nil
@@ -84,7 +84,7 @@ func (a *analyzer) resolveQualified(name string, st cwdState) (string, error) {
 		r1, e1 := a.evalSymlinks(full)
 		r2, e2 := a.evalSymlinks(clean)
 		if (e1 == nil) != (e2 == nil) || r1 != r2 {
-			return "", failf("command path %s uses \"..\" through a symlink (hint: write the path without \"..\")", name)
+			return "", failf("command path %s uses \"..\" through a symlink", name).hint("write the path without \"..\"")
 		}
 	}
 	if !a.isExecutable(clean) {
@@ -110,10 +110,10 @@ func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) 
 	for _, dir := range strings.Split(pathList, ":") {
 		if !strings.HasPrefix(dir, "/") {
 			if st.uncertain || st.dir == "" {
-				return "", failf("the host PATH has the relative entry %q and the working directory is not known (hint: remove relative entries from the host PATH)", dir)
+				return "", failf("the host PATH has the relative entry %q and the working directory is not known", dir).hint("remove relative entries from the host PATH")
 			}
 			if c := path.Join(st.dir, dir, name); a.isExecutable(c) {
-				return "", failf("the shell would run %s from the relative PATH entry %q (hint: remove relative entries from the host PATH)", c, dir)
+				return "", failf("the shell would run %s from the relative PATH entry %q", c, dir).hint("remove relative entries from the host PATH")
 			}
 			continue
 		}

@@ -116,7 +116,7 @@ func canonicalOf(f0 *syntax.File, src string) (*syntax.File, string, error) {
 	}
 	c2, err := Print(f)
 	if err != nil || c2 != c {
-		return nil, "", fmt.Errorf("canonical form is not stable under the parser (hint: simplify the quoting)")
+		return nil, "", failf("canonical form is not stable under the parser").hint("simplify the quoting")
 	}
 	return f, c, nil
 }
@@ -160,38 +160,45 @@ var vouchedBuiltins = map[string]bool{
 // argv (argv[0] is a builtin name), or "" when it is vouched for. The
 // analysis checks the same rules on literal words before anything runs.
 func BuiltinRefusal(argv []string) string {
+	if f := builtinRefusal(argv); f != nil {
+		return f.Error()
+	}
+	return ""
+}
+
+// builtinRefusal is BuiltinRefusal as a failure without a position (the
+// analysis adds it), or nil.
+func builtinRefusal(argv []string) *Failure {
 	name := argv[0]
 	if why, ok := failBuiltins[name]; ok {
-		return name + " " + why
+		return failf("%s %s", name, why)
 	}
 	if !vouchedBuiltins[name] {
-		return name + " is a builtin the interpreter does not vouch for"
+		return failf("%s is a builtin the interpreter does not vouch for", name)
 	}
 	switch name {
 	case "printf":
 		if len(argv) > 1 && strings.HasPrefix(argv[1], "-v") {
-			return "printf -v assigns a variable"
+			return failf("printf -v assigns a variable")
 		}
 	case "test", "[":
 		for _, a := range argv[1:] {
 			if a == "-v" || a == "-R" {
-				return name + " " + a + " evaluates variable names"
+				return failf("%s %s evaluates variable names", name, a)
 			}
 		}
 	case "wait":
 		for _, a := range argv[1:] {
 			if strings.HasPrefix(a, "-") {
-				return "wait with options"
+				return failf("wait with options")
 			}
 		}
 	case "command":
 		if len(argv) > 1 && strings.HasPrefix(argv[1], "-") && argv[1] != "-v" && argv[1] != "--" {
-			return "command " + argv[1] + " is not supported"
+			return failf("command %s is not supported", argv[1])
 		}
 	case "set":
-		if why := setRefusal(argv[1:]); why != "" {
-			return why
-		}
+		return setRefusal(argv[1:])
 	case "export", "readonly":
 		for _, a := range argv[1:] {
 			if a == "-p" {
@@ -199,37 +206,37 @@ func BuiltinRefusal(argv []string) string {
 			}
 			n, _, _ := strings.Cut(a, "=")
 			if !envName.MatchString(n) {
-				return fmt.Sprintf("%s %q is not a plain variable name", name, a)
+				return failf("%s %q is not a plain variable name", name, a)
 			}
 			if dangerousVar(n) {
-				return fmt.Sprintf("%s %s changes what runs (hint: dangerous environment variables cannot be set in a command)", name, n)
+				return failf("%s %s changes what runs", name, n).hint("dangerous environment variables cannot be set in a command")
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // setRefusal checks set's options on literal words.
-func setRefusal(args []string) string {
+func setRefusal(args []string) *Failure {
 	for i := 0; i < len(args); i++ {
 		x := args[i]
 		if x == "--" || x == "-" || len(x) < 2 || (x[0] != '-' && x[0] != '+') {
-			return "" // the rest are positional parameters: data
+			return nil // the rest are positional parameters: data
 		}
 		for _, c := range x[1:] {
 			if c == 'o' {
 				i++
 				if i >= len(args) || !interpOptions[args[i]] {
-					return "set -o with an option that is not known to be harmless"
+					return failf("set -o with an option that is not known to be harmless")
 				}
 				continue
 			}
 			if !interpOptions[string(c)] {
-				return fmt.Sprintf("set %c%c changes how the shell runs commands (hint: only -e -u -x -f -a -n and -o pipefail are allowed)", x[0], c)
+				return failf("set %c%c changes how the shell runs commands", x[0], c).hint("only -e -u -x -f -a -n and -o pipefail are allowed")
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // interpOptions are the shell options the interpreter implements that
@@ -266,12 +273,18 @@ type Applied struct {
 	Inner int
 }
 
-// appliedTools are the wrappers the runner applies by name.
-var appliedTools = map[string]bool{"env": true, "nice": true, "nohup": true, "timeout": true, "time": true}
+// appliedTools are the wrappers the runner applies, by name, each with the
+// parser of its options. A parser reads the call's words from word 1,
+// fills in what the runner applies, and returns where the wrapped command
+// starts; options the runner does not implement are refused rather than
+// passed to a program. ParseApplied checks that a command follows.
+var appliedTools = map[string]func(c appliedCall, ap *Applied) (inner int, err error){
+	"env": parseEnv, "nice": parseNice, "nohup": parseNohup, "time": parseTime, "timeout": parseTimeout,
+}
 
 // IsApplied reports whether a bare command name is a wrapper the runner
 // applies itself.
-func IsApplied(name string) bool { return appliedTools[name] }
+func IsApplied(name string) bool { _, ok := appliedTools[name]; return ok }
 
 // ParseApplied parses the words of an applied wrapper call (words[0] is the
 // tool). static(i) says whether word i is known before the command runs;
@@ -279,197 +292,241 @@ func IsApplied(name string) bool { return appliedTools[name] }
 // does not implement are refused rather than passed to a program.
 func ParseApplied(words []string, static func(int) bool) (Applied, error) {
 	ap := Applied{Tool: words[0]}
-	i := 1
-	word := func() (string, error) {
-		if !static(i) {
-			return "", failf("run-time value %s in the options of %s (hint: write them literally)", words[i], ap.Tool)
-		}
-		return words[i], nil
-	}
-	switch ap.Tool {
-	case "env":
-	loop:
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			switch {
-			case w == "--":
-				i++
-				break loop
-			case w == "-i" || w == "-" || w == "--ignore-environment":
-				ap.ClearEnv = true
-			case w == "-u" || w == "--unset":
-				i++
-				if i >= len(words) || !static(i) {
-					return ap, failf("env %s without a literal name", w)
-				}
-				ap.Unset = append(ap.Unset, words[i])
-			case strings.HasPrefix(w, "--unset="):
-				ap.Unset = append(ap.Unset, strings.TrimPrefix(w, "--unset="))
-			case strings.HasPrefix(w, "-u") && len(w) > 2:
-				ap.Unset = append(ap.Unset, w[2:])
-			case strings.HasPrefix(w, "-"):
-				return ap, failf("env %s is not applied by the runner (hint: only -i, -u NAME and NAME=VALUE are supported)", w)
-			default:
-				break loop
-			}
-		}
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			name, _, ok := strings.Cut(w, "=")
-			if !ok {
-				break
-			}
-			if name == "" || dangerousVar(name) {
-				return ap, failf("env sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", name)
-			}
-			ap.Set = append(ap.Set, w)
-		}
-		for _, n := range ap.Unset {
-			if n == "" || dangerousVar(n) {
-				// Unsetting PATH would change how the command is found.
-				return ap, failf("env -u %s changes what runs", n)
-			}
-		}
-	case "nice":
-		ap.Nice = 10
-		if i < len(words) {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			val := ""
-			switch {
-			case w == "-n" || w == "--adjustment":
-				i++
-				if i >= len(words) || !static(i) {
-					return ap, failf("nice %s without a literal number", w)
-				}
-				val = words[i]
-				i++
-			case strings.HasPrefix(w, "--adjustment="):
-				val = strings.TrimPrefix(w, "--adjustment=")
-				i++
-			case strings.HasPrefix(w, "-n") && len(w) > 2:
-				val = w[2:]
-				i++
-			case legacyNice.MatchString(w):
-				val = strings.TrimLeft(w, "-")
-				i++
-			case strings.HasPrefix(w, "-") && w != "--":
-				return ap, failf("nice %s is not applied by the runner (hint: use nice -n N)", w)
-			}
-			if val != "" {
-				n, err := strconv.Atoi(val)
-				if err != nil || n < -20 || n > 19 {
-					return ap, failf("nice adjustment %q is not a number from -20 to 19", val)
-				}
-				ap.Nice = n
-			}
-		}
-		if i < len(words) && static(i) && words[i] == "--" {
-			i++
-		}
-	case "nohup":
-		ap.IgnoreHUP = true
-		if i < len(words) && static(i) && words[i] == "--" {
-			i++
-		}
-		if i < len(words) && static(i) && strings.HasPrefix(words[i], "-") {
-			return ap, failf("nohup %s is not applied by the runner", words[i])
-		}
-	case "time":
-		ap.Time = true
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			if w == "--" {
-				i++
-				break
-			}
-			if w == "-p" || w == "--portability" {
-				continue
-			}
-			if strings.HasPrefix(w, "-") {
-				return ap, failf("time %s is not applied by the runner (hint: use time -p)", w)
-			}
-			break
-		}
-	case "timeout":
-		ap.Signal = "TERM"
-	opts:
-		for ; i < len(words); i++ {
-			w, err := word()
-			if err != nil {
-				return ap, err
-			}
-			var val string
-			switch {
-			case w == "--":
-				i++
-				break opts
-			case w == "--preserve-status":
-				ap.PreserveStatus = true
-				continue
-			case w == "--foreground":
-				continue
-			case w == "-s" || w == "-k" || w == "--signal" || w == "--kill-after":
-				i++
-				if i >= len(words) || !static(i) {
-					return ap, failf("timeout %s without a literal value", w)
-				}
-				val = words[i]
-			case strings.HasPrefix(w, "--signal="), strings.HasPrefix(w, "--kill-after="):
-				w, val, _ = strings.Cut(w, "=")
-			case (strings.HasPrefix(w, "-s") || strings.HasPrefix(w, "-k")) && len(w) > 2:
-				w, val = w[:2], w[2:]
-			case strings.HasPrefix(w, "-") && len(w) > 1:
-				return ap, failf("timeout %s is not applied by the runner", w)
-			default:
-				break opts
-			}
-			switch w {
-			case "-s", "--signal":
-				sig := strings.TrimPrefix(strings.ToUpper(val), "SIG")
-				if !timeoutSignals[sig] {
-					return ap, failf("timeout signal %q is not supported (hint: use TERM, INT, HUP, KILL, QUIT or USR1/USR2)", val)
-				}
-				ap.Signal = sig
-			default:
-				d, err := parseDuration(val)
-				if err != nil {
-					return ap, err
-				}
-				ap.KillAfter = d
-			}
-		}
-		if i >= len(words) {
-			return ap, failf("timeout without a duration")
-		}
-		if !static(i) {
-			return ap, failf("run-time value %s as timeout's duration", words[i])
-		}
-		d, err := parseDuration(words[i])
-		if err != nil {
-			return ap, err
-		}
-		ap.Timeout = d
-		i++
-	default:
+	parse, ok := appliedTools[ap.Tool]
+	if !ok {
 		return ap, failf("%s is not a wrapper the runner applies", ap.Tool)
 	}
+	i, err := parse(appliedCall{words: words, static: static}, &ap)
+	if err != nil {
+		return ap, err
+	}
 	if i >= len(words) {
-		return ap, failf("%s without a command (hint: the runner applies %s only around a command)", ap.Tool, ap.Tool)
+		return ap, failf("%s without a command", ap.Tool).hint("the runner applies %s only around a command", ap.Tool)
 	}
 	ap.Inner = i
 	return ap, nil
+}
+
+// appliedCall is the words of an applied wrapper call as its parser reads
+// them, with static as ParseApplied got it.
+type appliedCall struct {
+	words  []string
+	static func(int) bool
+}
+
+// option returns word i, refusing a run-time value among the options.
+func (c appliedCall) option(i int) (string, error) {
+	if !c.static(i) {
+		return "", failf("run-time value %s in the options of %s", c.words[i], c.words[0]).hint("write them literally")
+	}
+	return c.words[i], nil
+}
+
+// literal reports whether word i exists and is known before the run.
+func (c appliedCall) literal(i int) bool { return i < len(c.words) && c.static(i) }
+
+// parseEnv reads env's -i, -u NAME and NAME=VALUE words.
+func parseEnv(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+loop:
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		switch {
+		case w == "--":
+			i++
+			break loop
+		case w == "-i" || w == "-" || w == "--ignore-environment":
+			ap.ClearEnv = true
+		case w == "-u" || w == "--unset":
+			i++
+			if !c.literal(i) {
+				return i, failf("env %s without a literal name", w)
+			}
+			ap.Unset = append(ap.Unset, words[i])
+		case strings.HasPrefix(w, "--unset="):
+			ap.Unset = append(ap.Unset, strings.TrimPrefix(w, "--unset="))
+		case strings.HasPrefix(w, "-u") && len(w) > 2:
+			ap.Unset = append(ap.Unset, w[2:])
+		case strings.HasPrefix(w, "-"):
+			return i, failf("env %s is not applied by the runner", w).hint("only -i, -u NAME and NAME=VALUE are supported")
+		default:
+			break loop
+		}
+	}
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		name, _, ok := strings.Cut(w, "=")
+		if !ok {
+			break
+		}
+		if name == "" || dangerousVar(name) {
+			return i, failf("env sets %s, which changes what runs", name).hint("dangerous environment variables cannot be set in a command")
+		}
+		ap.Set = append(ap.Set, w)
+	}
+	for _, n := range ap.Unset {
+		if n == "" || dangerousVar(n) {
+			// Unsetting PATH would change how the command is found.
+			return i, failf("env -u %s changes what runs", n)
+		}
+	}
+	return i, nil
+}
+
+// parseNice reads nice's adjustment (-n N, --adjustment=N, -nN, -N).
+func parseNice(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+	ap.Nice = 10
+	if i < len(words) {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		val := ""
+		switch {
+		case w == "-n" || w == "--adjustment":
+			i++
+			if !c.literal(i) {
+				return i, failf("nice %s without a literal number", w)
+			}
+			val = words[i]
+			i++
+		case strings.HasPrefix(w, "--adjustment="):
+			val = strings.TrimPrefix(w, "--adjustment=")
+			i++
+		case strings.HasPrefix(w, "-n") && len(w) > 2:
+			val = w[2:]
+			i++
+		case legacyNice.MatchString(w):
+			val = strings.TrimLeft(w, "-")
+			i++
+		case strings.HasPrefix(w, "-") && w != "--":
+			return i, failf("nice %s is not applied by the runner", w).hint("use nice -n N")
+		}
+		if val != "" {
+			n, err := strconv.Atoi(val)
+			if err != nil || n < -20 || n > 19 {
+				return i, failf("nice adjustment %q is not a number from -20 to 19", val)
+			}
+			ap.Nice = n
+		}
+	}
+	if c.literal(i) && words[i] == "--" {
+		i++
+	}
+	return i, nil
+}
+
+// parseNohup takes no options (an optional "--").
+func parseNohup(c appliedCall, ap *Applied) (int, error) {
+	i := 1
+	ap.IgnoreHUP = true
+	if c.literal(i) && c.words[i] == "--" {
+		i++
+	}
+	if c.literal(i) && strings.HasPrefix(c.words[i], "-") {
+		return i, failf("nohup %s is not applied by the runner", c.words[i])
+	}
+	return i, nil
+}
+
+// parseTime reads time's -p (POSIX output, the only form).
+func parseTime(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+	ap.Time = true
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		if w == "--" {
+			i++
+			break
+		}
+		if w == "-p" || w == "--portability" {
+			continue
+		}
+		if strings.HasPrefix(w, "-") {
+			return i, failf("time %s is not applied by the runner", w).hint("use time -p")
+		}
+		break
+	}
+	return i, nil
+}
+
+// parseTimeout reads timeout's -s SIGNAL, -k DURATION, --preserve-status
+// and --foreground, then its DURATION.
+func parseTimeout(c appliedCall, ap *Applied) (int, error) {
+	words := c.words
+	i := 1
+	ap.Signal = "TERM"
+opts:
+	for ; i < len(words); i++ {
+		w, err := c.option(i)
+		if err != nil {
+			return i, err
+		}
+		var val string
+		switch {
+		case w == "--":
+			i++
+			break opts
+		case w == "--preserve-status":
+			ap.PreserveStatus = true
+			continue
+		case w == "--foreground":
+			continue
+		case w == "-s" || w == "-k" || w == "--signal" || w == "--kill-after":
+			i++
+			if !c.literal(i) {
+				return i, failf("timeout %s without a literal value", w)
+			}
+			val = words[i]
+		case strings.HasPrefix(w, "--signal="), strings.HasPrefix(w, "--kill-after="):
+			w, val, _ = strings.Cut(w, "=")
+		case (strings.HasPrefix(w, "-s") || strings.HasPrefix(w, "-k")) && len(w) > 2:
+			w, val = w[:2], w[2:]
+		case strings.HasPrefix(w, "-") && len(w) > 1:
+			return i, failf("timeout %s is not applied by the runner", w)
+		default:
+			break opts
+		}
+		switch w {
+		case "-s", "--signal":
+			sig := strings.TrimPrefix(strings.ToUpper(val), "SIG")
+			if !timeoutSignals[sig] {
+				return i, failf("timeout signal %q is not supported", val).hint("use TERM, INT, HUP, KILL, QUIT or USR1/USR2")
+			}
+			ap.Signal = sig
+		default:
+			d, err := parseDuration(val)
+			if err != nil {
+				return i, err
+			}
+			ap.KillAfter = d
+		}
+	}
+	if i >= len(words) {
+		return i, failf("timeout without a duration")
+	}
+	if !c.static(i) {
+		return i, failf("run-time value %s as timeout's duration", words[i])
+	}
+	d, err := parseDuration(words[i])
+	if err != nil {
+		return i, err
+	}
+	ap.Timeout = d
+	return i + 1, nil
 }
 
 // timeoutSignals are the signals an applied timeout may send.

@@ -43,7 +43,7 @@ loop:
 			break loop
 		case strings.HasPrefix(v, "--"):
 			if !shellLong[v] {
-				return failf("%s %s is not supported (hint: login shells and rc files run files the analysis never sees)", prog, v)
+				return failf("%s %s is not supported", prog, v).hint("login shells and rc files run files the analysis never sees")
 			}
 		case len(v) > 1 && (v[0] == '-' || v[0] == '+'):
 			for j := 1; j < len(v); j++ {
@@ -59,7 +59,7 @@ loop:
 						return failf("%s %co with an option that is not known to be harmless", prog, v[0])
 					}
 				case c == 'l' || c == 'i':
-					return failf("%s -%c runs login or rc files the analysis never sees (hint: drop -%c)", prog, c, c)
+					return failf("%s -%c runs login or rc files the analysis never sees", prog, c).hint("drop -%c", c)
 				case strings.IndexByte(shellFlags, c) >= 0:
 				default:
 					return failf("%s option %c%c is not supported", prog, v[0], c)
@@ -82,7 +82,7 @@ loop:
 		}
 		positional := i+1 < len(args) || ctx.tailOpen
 		if err := a.text(payload.val, *st, ctx.startedBy(name.text, seg.ResolvedPath), positional, false); err != nil {
-			return failf("in %s -c payload: %v", prog, err)
+			return within("in "+prog+" -c payload: ", err)
 		}
 		return nil
 	}

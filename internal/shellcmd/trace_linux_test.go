@@ -17,6 +17,7 @@ import (
 
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // harmlessTools are allowlisted in the trace test; every other stand-in
@@ -140,7 +141,7 @@ func TestAllowedTextsStartOnlyAllowlisted(t *testing.T) {
 		next <- i
 	}
 	close(next)
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the traced runs")
 
 	ran := 0
 	for _, r := range results {

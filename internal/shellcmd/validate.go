@@ -26,14 +26,10 @@ type validator struct {
 	err        error
 }
 
-func at(n syntax.Node) string {
-	p := n.Pos()
-	return fmt.Sprintf("%d:%d", p.Line(), p.Col())
-}
-
-func (v *validator) fail(format string, args ...any) bool {
+// fail records the first failure and stops the walk.
+func (v *validator) fail(f *Failure) bool {
 	if v.err == nil {
-		v.err = failf(format, args...)
+		v.err = f
 	}
 	return false
 }
@@ -55,12 +51,12 @@ func (v *validator) visit(n syntax.Node) bool {
 		// The parser continues a comment ending in a backslash onto the next
 		// line; shells do not, and would run that line.
 		if strings.HasSuffix(n.Text, "\\") || strings.Contains(n.Text, "\n") {
-			return v.fail("comment ending in a backslash at %s (hint: remove the backslash)", at(n))
+			return v.fail(failf("comment ending in a backslash").at(n.Pos(), "").hint("remove the backslash"))
 		}
 		return true
 	case *syntax.Stmt:
 		if n.Coprocess || n.Disown {
-			return v.fail("coprocess or disown at %s", at(n))
+			return v.fail(failf("coprocess or disown").at(n.Pos(), ""))
 		}
 		return true
 	case *syntax.Subshell:
@@ -68,20 +64,20 @@ func (v *validator) visit(n syntax.Node) bool {
 		// subscripts included) but two subshells in POSIX sh.
 		if len(n.Stmts) > 0 {
 			if inner, ok := n.Stmts[0].Cmd.(*syntax.Subshell); ok && inner.Lparen.Offset() == n.Lparen.Offset()+1 {
-				return v.fail("\"((\" at %s is arithmetic in bash (hint: write \"( (\" for nested subshells)", at(n))
+				return v.fail(failf("\"((\"").at(n.Pos(), " is arithmetic in bash").hint("write \"( (\" for nested subshells"))
 			}
 		}
 		return true
 	case *syntax.ForClause:
 		if _, ok := n.Loop.(*syntax.WordIter); !ok {
-			return v.fail("unsupported for loop at %s", at(n))
+			return v.fail(failf("unsupported for loop").at(n.Pos(), ""))
 		}
 		return true
 	case *syntax.WordIter:
 		return true
 	case *syntax.Assign:
 		if n.Name == nil || n.Index != nil || n.Array != nil || n.Naked || n.Append {
-			return v.fail("unsupported assignment at %s", at(n))
+			return v.fail(failf("unsupported assignment").at(n.Pos(), ""))
 		}
 		return true
 	case *syntax.Redirect:
@@ -90,56 +86,56 @@ func (v *validator) visit(n syntax.Node) bool {
 		return true
 	case *syntax.SglQuoted:
 		if n.Dollar {
-			return v.fail("$'…' quoting at %s", at(n))
+			return v.fail(failf("$'…' quoting").at(n.Pos(), ""))
 		}
 		return true
 	case *syntax.DblQuoted:
 		if n.Dollar {
-			return v.fail("$\"…\" quoting at %s", at(n))
+			return v.fail(failf("$\"…\" quoting").at(n.Pos(), ""))
 		}
 		return v.parts(n.Parts)
 	case *syntax.ParamExp:
 		return v.param(n)
 	case *syntax.ArithmExp:
 		if n.Bracket || n.Unsigned {
-			return v.fail("unsupported arithmetic at %s", at(n))
+			return v.fail(failf("unsupported arithmetic").at(n.Pos(), ""))
 		}
 		if err := arithmConst(n.X); err != nil {
-			return v.fail("arithmetic with %v at %s (hint: bash evaluates variable contents, array subscripts included)", err, at(n))
+			return v.fail(failf("arithmetic with %v", err).at(n.Pos(), "").hint("bash evaluates variable contents, array subscripts included"))
 		}
 		return false
 	case *syntax.CmdSubst:
 		if n.Backquotes {
-			return v.fail("command substitution `…` at %s", at(n))
+			return v.fail(failf("command substitution `…`").at(n.Pos(), ""))
 		}
-		return v.fail("command substitution $(…) at %s", at(n))
+		return v.fail(failf("command substitution $(…)").at(n.Pos(), ""))
 	case *syntax.ProcSubst:
-		return v.fail("process substitution at %s", at(n))
+		return v.fail(failf("process substitution").at(n.Pos(), ""))
 	case *syntax.DeclClause:
 		// Only export and readonly, as Parse makes them from plain calls:
 		// literal names with optional values (BuiltinRefusal's rules).
 		words := []string{n.Variant.Value}
 		for _, as := range n.Args {
 			if !as.Naked || as.Value == nil || as.Name != nil {
-				return v.fail("unsupported declaration at %s", at(n))
+				return v.fail(failf("unsupported declaration").at(n.Pos(), ""))
 			}
 			val, ok := staticWord(as.Value)
 			if !ok {
-				return v.fail("%s of a run-time value (%s) at %s (hint: write NAME=value literally)", n.Variant.Value, wordText(as.Value), at(n))
+				return v.fail(failf("%s of a run-time value (%s)", n.Variant.Value, wordText(as.Value)).at(n.Pos(), "").hint("write NAME=value literally"))
 			}
 			words = append(words, val)
 		}
 		if n.Variant.Value != "export" && n.Variant.Value != "readonly" {
-			return v.fail("%s at %s", n.Variant.Value, at(n))
+			return v.fail(failf("%s", n.Variant.Value).at(n.Pos(), ""))
 		}
-		if why := BuiltinRefusal(words); why != "" {
-			return v.fail("%s at %s", why, at(n))
+		if f := builtinRefusal(words); f != nil {
+			return v.fail(f.at(n.Pos(), ""))
 		}
 		return false
 	case *syntax.FuncDecl:
-		return v.fail("function definition at %s (hint: run the commands directly)", at(n))
+		return v.fail(failf("function definition").at(n.Pos(), "").hint("run the commands directly"))
 	default:
-		return v.fail("unsupported shell syntax (%s) at %s", strings.TrimPrefix(fmt.Sprintf("%T", n), "*syntax."), at(n))
+		return v.fail(failf("unsupported shell syntax (%s)", strings.TrimPrefix(fmt.Sprintf("%T", n), "*syntax.")).at(n.Pos(), ""))
 	}
 }
 
@@ -169,7 +165,7 @@ func (v *validator) lit(s string, n syntax.Node) bool {
 			i++
 		case '$':
 			if i+1 < len(s) && s[i+1] == '[' {
-				return v.fail("$[…] arithmetic at %s", at(n))
+				return v.fail(failf("$[…] arithmetic").at(n.Pos(), ""))
 			}
 		}
 	}
@@ -181,15 +177,15 @@ func (v *validator) param(p *syntax.ParamExp) bool {
 		p.Split != syntax.OptUnset || p.GlobSubst != syntax.OptUnset || p.RcExpand != syntax.OptUnset ||
 		p.NestedParam != nil || p.Index != nil || len(p.Modifiers) > 0 || p.Slice != nil ||
 		p.Repl != nil || p.Names != 0 || p.Param == nil {
-		return v.fail("unsupported parameter expansion at %s", at(p))
+		return v.fail(failf("unsupported parameter expansion").at(p.Pos(), ""))
 	}
 	if v.positional && isPositional(p.Param.Value) {
-		return v.fail("shell payload refers to $%s at %s while arguments follow it (hint: pass values inside the payload)", p.Param.Value, at(p))
+		return v.fail(failf("shell payload refers to $%s", p.Param.Value).at(p.Pos(), " while arguments follow it").hint("pass values inside the payload"))
 	}
 	if p.Exp != nil {
 		switch p.Exp.Op {
 		case syntax.AssignUnset, syntax.AssignUnsetOrNull:
-			return v.fail("assignment expansion ${%s%s…} at %s", p.Param.Value, p.Exp.Op, at(p))
+			return v.fail(failf("assignment expansion ${%s%s…}", p.Param.Value, p.Exp.Op).at(p.Pos(), ""))
 		}
 	}
 	return true
@@ -207,26 +203,26 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 		return false
 	}
 	if r.N != nil && strings.Trim(r.N.Value, "0123456789") != "" {
-		return v.fail("named file descriptor at %s", at(r))
+		return v.fail(failf("named file descriptor").at(r.Pos(), ""))
 	}
 	switch r.Op {
 	case syntax.Hdoc, syntax.DashHdoc:
 		val, ok := staticWord(r.Word)
 		if !ok || val == "" {
-			return v.fail("here-document delimiter at %s is not a literal", at(r))
+			return v.fail(failf("here-document delimiter").at(r.Pos(), " is not a literal"))
 		}
 		if v.continuedHeredoc(r) {
-			return v.fail("here-document at %s has a line ending in a backslash (hint: shells and the parser disagree on where such a body ends)", at(r))
+			return v.fail(failf("here-document").at(r.Pos(), " has a line ending in a backslash").hint("shells and the parser disagree on where such a body ends"))
 		}
 		switch heredocQuoting(r.Word) {
 		case heredocMixed:
-			return v.fail("here-document delimiter %s at %s is partly quoted (hint: quote all of it, as <<'EOF', or none of it)", wordText(r.Word), at(r))
+			return v.fail(failf("here-document delimiter %s", wordText(r.Word)).at(r.Pos(), " is partly quoted").hint("quote all of it, as <<'EOF', or none of it"))
 		case heredocQuoted:
 			// The interpreter returns a quoted delimiter's body as it
 			// stands only when the parser made it one literal; anything
 			// else it expands, so the analysis refuses it.
 			if r.Hdoc != nil && r.Hdoc.Lit() == "" && len(r.Hdoc.Parts) > 0 {
-				return v.fail("here-document at %s has a quoted delimiter but a body the interpreter would expand", at(r))
+				return v.fail(failf("here-document").at(r.Pos(), " has a quoted delimiter but a body the interpreter would expand"))
 			}
 		default:
 			if r.Hdoc != nil {
@@ -237,17 +233,17 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 	case syntax.DplIn, syntax.DplOut:
 		val, ok := staticWord(r.Word)
 		if !ok || (val != "-" && (val == "" || strings.Trim(val, "0123456789") != "")) {
-			return v.fail("redirection %s%s at %s is not a file descriptor (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
+			return v.fail(failf("redirection %s%s", r.Op, wordText(r.Word)).at(r.Pos(), " is not a file descriptor (only /dev/null and descriptors such as 2>&1 are allowed)"))
 		}
 		return false
 	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrInOut:
 		val, ok := staticWord(r.Word)
 		if !ok || val != "/dev/null" {
-			return v.fail("redirection %s%s at %s reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)", r.Op, wordText(r.Word), at(r))
+			return v.fail(failf("redirection %s%s", r.Op, wordText(r.Word)).at(r.Pos(), " reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)"))
 		}
 		return false
 	default:
-		return v.fail("unsupported redirection %s at %s", r.Op, at(r))
+		return v.fail(failf("unsupported redirection %s", r.Op).at(r.Pos(), ""))
 	}
 }
 

@@ -88,13 +88,13 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 			return st, st, err
 		}
 		if ac != st || ab != st {
-			return st, st, failf("cd inside a loop at %s (hint: cd before the loop)", at(c))
+			return st, st, failf("cd inside a loop").at(c.Pos(), "").hint("cd before the loop")
 		}
 		return st, st, nil
 	case *syntax.ForClause:
 		if it, ok := c.Loop.(*syntax.WordIter); ok {
 			if dangerousVar(it.Name.Value) {
-				return st, st, failf("for loop assigns %s at %s, which changes what runs", it.Name.Value, at(c))
+				return st, st, failf("for loop assigns %s", it.Name.Value).at(c.Pos(), ", which changes what runs")
 			}
 			w.a.plainAssign(it.Name.Value)
 		}
@@ -103,7 +103,7 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 			return st, st, err
 		}
 		if ab != st {
-			return st, st, failf("cd inside a loop at %s (hint: cd before the loop)", at(c))
+			return st, st, failf("cd inside a loop").at(c.Pos(), "").hint("cd before the loop")
 		}
 		return st, st, nil
 	case *syntax.DeclClause:
@@ -133,7 +133,7 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 		}
 		return after, after, nil
 	default:
-		return st, st, failf("unsupported shell syntax at %s", at(c))
+		return st, st, failf("unsupported shell syntax").at(c.Pos(), "")
 	}
 }
 
@@ -173,7 +173,7 @@ func (w *walker) binary(c *syntax.BinaryCmd, st cwdState) (succ, after cwdState,
 		after = merge(st, ay)
 		return after, after, nil
 	default:
-		return st, st, failf("unsupported operator %s at %s", c.Op, at(c))
+		return st, st, failf("unsupported operator %s", c.Op).at(c.Pos(), "")
 	}
 }
 
@@ -203,7 +203,7 @@ func (w *walker) ifClause(c *syntax.IfClause, st cwdState) (succ, after cwdState
 func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, err error) {
 	for _, as := range c.Assigns {
 		if dangerousVar(as.Name.Value) {
-			return st, st, failf("assignment of %s at %s changes what runs (hint: dangerous environment variables cannot be set in a command)", as.Name.Value, at(as))
+			return st, st, failf("assignment of %s", as.Name.Value).at(as.Pos(), " changes what runs").hint("dangerous environment variables cannot be set in a command")
 		}
 		if len(c.Args) > 0 {
 			w.a.noteEnv(as.Name.Value) // in the command's environment
@@ -223,7 +223,7 @@ func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, er
 	}
 	next := st
 	ctx := w.base
-	ctx.pos = c.Pos() // formatted only for a message (posSuffix)
+	ctx.pos = c.Pos() // for messages (Failure.at) and Builtins
 	if err := w.a.command(args, &next, ctx); err != nil {
 		return st, st, err
 	}

@@ -85,14 +85,14 @@ var wrappers = map[string]wrapperSpec{
 			}
 			for ; i < len(args); i++ {
 				if !args[i].static {
-					return 0, failf("run-time value %s in the arguments of env (hint: write NAME=VALUE and the command literally)", args[i].text)
+					return 0, failf("run-time value %s in the arguments of env", args[i].text).hint("write NAME=VALUE and the command literally")
 				}
 				name, _, ok := strings.Cut(args[i].val, "=")
 				if !ok {
 					break
 				}
 				if name == "" || dangerousVar(name) {
-					return 0, failf("env sets %s, which changes what runs (hint: dangerous environment variables cannot be set in a command)", name)
+					return 0, failf("env sets %s, which changes what runs", name).hint("dangerous environment variables cannot be set in a command")
 				}
 			}
 			return i, nil

@@ -1,6 +1,7 @@
 package testproc
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -23,5 +24,26 @@ func Recv[T any](tb testing.TB, ch <-chan T, what string) T {
 	case <-t.C:
 		tb.Fatalf("%s: nothing after %s", what, RecvLimit)
 		panic("unreachable")
+	}
+}
+
+// WaitLimit is how long WaitGroup waits: a group's goroutines do real
+// work (commands, containers, traced runs), so it is longer than
+// RecvLimit. A bound against a hang, not a speed claim.
+const WaitLimit = 5 * time.Minute
+
+// WaitGroup waits for wg like wg.Wait, failing tb (naming what it waited
+// for) when it is not done within WaitLimit: a stuck goroutine then fails
+// the test with a message instead of hanging it.
+func WaitGroup(tb testing.TB, wg *sync.WaitGroup, what string) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(WaitLimit)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		tb.Fatalf("%s: not done after %s", what, WaitLimit)
 	}
 }

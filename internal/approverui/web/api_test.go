@@ -16,6 +16,7 @@ import (
 	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // apiClient is a logged-in page: the secret from the URL fragment in its
@@ -127,7 +128,7 @@ func TestDecideAPI(t *testing.T) {
 			ResolvedPaths: []string{"/usr/bin/ls"}}})
 		done <- result{a, by, err}
 	}()
-	if ch := <-changes; ch.Kind != prompt.ChangeAdded {
+	if ch := testproc.Recv(t, changes, "the prompt's arrival in the queue"); ch.Kind != prompt.ChangeAdded {
 		t.Fatalf("first change = %s, want added", ch.Kind)
 	}
 	var list pendingList
@@ -169,7 +170,7 @@ func TestDecideAPI(t *testing.T) {
 	if got := c.post("api/decide", map[string]string{"id": "abc", "decision": "allow-once"}, nil); got != 200 {
 		t.Fatalf("decide by unique prefix: status %d", got)
 	}
-	if r := <-done; r.err != nil || r.decision != policy.AllowOnce || r.by != "web" {
+	if r := testproc.Recv(t, done, "the web answer's result"); r.err != nil || r.decision != policy.AllowOnce || r.by != "web" {
 		t.Fatalf("Submit = %+v, want allow-once by web", r)
 	}
 	var e apiError

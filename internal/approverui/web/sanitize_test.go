@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/exechost/exechost/internal/prompt"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestPendingTextIsSanitised: what the page shows of a prompt carries no
@@ -22,7 +23,7 @@ func TestPendingTextIsSanitised(t *testing.T) {
 	go b.Submit(ctx, prompt.Pending{ID: "p-bidi-1", Request: prompt.Request{
 		Command: evil, Argv: []string{"rm", evil}, AgentID: "ag\u202ent", Cwd: "/tmp/\u2067x",
 		ResolvedPaths: []string{"/usr/bin/r\u200bm"}}})
-	<-ch
+	testproc.Recv(t, ch, "the prompt's result")
 	var list pendingList
 	if code := c.get("api/pending", &list); code != 200 || len(list.Pending) != 1 {
 		t.Fatalf("api/pending: %d %+v", code, list)

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // proc is an agent started from this test binary (which links the package,
@@ -145,7 +146,7 @@ func TestConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent commands")
 }
 
 func TestOutputCap(t *testing.T) {

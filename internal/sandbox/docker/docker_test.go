@@ -19,6 +19,7 @@ import (
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // agentMode makes open use the resident agent (the default, with a static
@@ -156,7 +157,7 @@ func TestConcurrentExecsInOneScope(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	testproc.WaitGroup(t, &wg, "the concurrent commands")
 	if n := len(owned(t, b)); n != 1 {
 		t.Errorf("containers for one scope = %d, want 1", n)
 	}
