@@ -64,6 +64,7 @@ const rewatchUnwatchable = 1024
 type agentPolicy struct {
 	resolved approvals.Resolved
 	allow    *policy.Allowlist
+	file     *approvals.File // resolved from (a denial lists its unknown keys)
 }
 
 // agentPolicy returns the cached resolution for agent in the current file.
@@ -82,7 +83,7 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	// Resolution is pure; ResolvePolicy skips the filesystem lint that
 	// `approvals get` shows, which has no say in the decision.
 	r := f.ResolvePolicy(agent)
-	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home)}
+	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), file: f}
 	// A pattern that matches a path only when case is ignored allows it
 	// only if both name the same file (a case-insensitive filesystem), so
 	// /x/head never allows a different /x/HEAD.
