@@ -47,9 +47,7 @@ func denial(p *Prepared, d policy.Decision, path string) *DenialError {
 	// What decided and where, from the policy this host applied: the
 	// gateway has nothing to ask the host afterwards.
 	e.Denial.Policy = source(p, d, path)
-	if p.file != nil {
-		e.Denial.UnknownKeys = explain.UnknownKeys(p.file)
-	}
+	e.Denial.UnknownKeys = p.unknownKeys
 	return e
 }
 

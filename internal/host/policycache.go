@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/shellcmd"
@@ -64,7 +65,9 @@ const rewatchUnwatchable = 1024
 type agentPolicy struct {
 	resolved approvals.Resolved
 	allow    *policy.Allowlist
-	file     *approvals.File // resolved from (a denial lists its unknown keys)
+	// unknownKeys are the file's keys this version ignores, which a
+	// denial lists (a typo may be why).
+	unknownKeys []string
 }
 
 // agentPolicy returns the cached resolution for agent in the current file.
@@ -83,7 +86,7 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	// Resolution is pure; ResolvePolicy skips the filesystem lint that
 	// `approvals get` shows, which has no say in the decision.
 	r := f.ResolvePolicy(agent)
-	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), file: f}
+	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), unknownKeys: explain.UnknownKeys(f)}
 	// A pattern that matches a path only when case is ignored allows it
 	// only if both name the same file (a case-insensitive filesystem), so
 	// /x/head never allows a different /x/HEAD.
