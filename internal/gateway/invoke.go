@@ -22,7 +22,7 @@ const InvokeMargin = bridge.InvokeMargin
 type invokeWaiter struct {
 	nodeID string
 	// run asks handleNode to decode a system.run payload straight into a
-	// runner.Result (see decodeRunResult).
+	// bridge.SystemRunResult (see decodeRunResult).
 	run bool
 	ch  chan invokeReply
 }
