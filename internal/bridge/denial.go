@@ -39,8 +39,13 @@ type DenialSource struct {
 	File string `json:"file,omitempty"`
 	// Level is where the value came from: "request" (the exec call, the
 	// session or the gateway's tools.exec), "agents.<id>", "agents.*",
-	// "defaults" or "built-in".
+	// "defaults" or "built-in". The execution host fills it (and File and
+	// Setting) from the policy it applied; the gateway names the Host.
 	Level string `json:"level"`
 	// Setting is the deciding value, e.g. "security=deny".
 	Setting string `json:"setting"`
+	// Key names the setting that decided: "security", "ask" (a miss under
+	// ask=off) or "askFallback" (no approver answered). The execution host
+	// fills it from its decision, so nobody parses Setting.
+	Key string `json:"key,omitempty"`
 }

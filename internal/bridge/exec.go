@@ -90,6 +90,41 @@ type ExecStatusParams struct {
 	SessionKey string `json:"sessionKey,omitempty"`
 }
 
+// Lifecycle event kinds: a node.event's event, an ExecEvent's Kind and a
+// SystemEvent's kind.
+const (
+	EventExecStarted  = "exec.started"
+	EventExecFinished = "exec.finished"
+	EventExecDenied   = "exec.denied"
+	// EventExecFailed ends a run that has no result because its host
+	// failed (a sandbox backend's error, a node gone mid-run, an approver
+	// exec host that cannot be reached): not a denial, nothing decided
+	// against the command. An addition to the design's three kinds; a
+	// gateway that does not know it drops it.
+	EventExecFailed = "exec.failed"
+)
+
+// ExecEvent is one lifecycle event of a run: what an execution host
+// reports (host.Engine.OnEvent), the payload of a node's node.event and
+// what the gateway's one event sink turns into a SystemEvent.
+type ExecEvent struct {
+	// Kind is the event (EventExec*); on the wire it is node.event's
+	// event, beside this payload.
+	Kind       string `json:"-"`
+	RunID      string `json:"runId"`
+	SessionKey string `json:"sessionKey,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+	NodeID     string `json:"nodeId,omitempty"`
+	Host       string `json:"host,omitempty"`
+	Command    string `json:"command,omitempty"`
+	ExitCode   *int   `json:"exitCode,omitempty"`
+	TimedOut   bool   `json:"timedOut,omitempty"`
+	// Reason is why a run was denied or failed.
+	Reason string `json:"reason,omitempty"`
+	// Tail is the end of a finished run's output.
+	Tail string `json:"tail,omitempty"`
+}
+
 // SystemEvent is one queued per-session system event. Text is exactly the
 // design's wording ("Exec started (node=…, id=…)" …).
 type SystemEvent struct {

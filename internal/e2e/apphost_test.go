@@ -137,10 +137,12 @@ func TestApproverExecHost(t *testing.T) {
 	if r.code != 125 || !strings.Contains(r.stderr, "COMPANION_APP_UNAVAILABLE: approver exec host unreachable") {
 		t.Fatalf("exec with the approver gone (fallback deny): %s", r)
 	}
-	want := fmt.Sprintf("Exec denied (node=%s, id=", desk.id)
+	// The approver being gone is a failure of the host, not a denial, and
+	// the node's own exec.failed is the one event (the gateway adds none).
+	want := fmt.Sprintf("Exec failed (node=%s, id=", desk.id)
 	evs := c.events("gone")
-	if !hasPrefix(evs, want) || !strings.Contains(strings.Join(evs, "\n"), "COMPANION_APP_UNAVAILABLE") {
-		t.Errorf("events %q, want an Exec denied event naming COMPANION_APP_UNAVAILABLE", evs)
+	if len(evs) != 1 || !hasPrefix(evs, want) || !strings.Contains(evs[0], "COMPANION_APP_UNAVAILABLE") {
+		t.Errorf("events %q, want one Exec failed event naming COMPANION_APP_UNAVAILABLE", evs)
 	}
 
 	lap := c.pairNode("lap", "Lap", policyFull, "--exec-host", "app", "--exec-fallback", "local")

@@ -369,13 +369,20 @@ func TestGatewayAudit(t *testing.T) {
 		if r.code != 0 || res.Host != "sandbox" || res.Stdout != "in-sandbox\n" {
 			t.Fatalf("exec host=sandbox: %+v\n%s", res, r)
 		}
-		// An agent id that cannot name a workspace: the backend refuses.
+		// An agent id that cannot name a workspace: the backend fails to
+		// run it, which is a failure, never a denial (nothing decided
+		// against the command).
 		if r := c.cli("exec", "--agent", "bad agent", "--session", "sb", "--host", "sandbox", "echo no"); r.code == 0 {
 			t.Fatalf("exec host=sandbox with a bad agent id succeeded: %s", r)
 		} else {
-			rec := findRecord(t, auditLog(t, c.gwDir), audit.ActionExec, audit.EventDenied, audit.ReasonSandboxError)
-			if rec.Host != "sandbox" || rec.Backend != "bwrap" || rec.AgentID != "bad agent" || !strings.Contains(r.stderr, rec.Reason) {
-				t.Errorf("sandbox refusal record = %+v\ncaller saw: %s", rec, r)
+			rec := findRecord(t, auditLog(t, c.gwDir), audit.ActionExec, audit.EventFinished, audit.ReasonSandboxError)
+			if rec.Host != "sandbox" || rec.Backend != "bwrap" || rec.AgentID != "bad agent" || rec.Decision != audit.DecisionAllow ||
+				rec.ExitCode != nil || rec.Error == "" || !strings.Contains(r.stderr, rec.Error) {
+				t.Errorf("sandbox failure record = %+v\ncaller saw: %s", rec, r)
+			}
+			evs := strings.Join(c.events("sb", "bad agent"), "\n")
+			if !strings.Contains(evs, "Exec failed (node=sandbox, id=run-") || strings.Contains(evs, "Exec denied") {
+				t.Errorf("session events after a sandbox failure:\n%s", evs)
 			}
 		}
 		recs := auditLog(t, c.gwDir)
@@ -403,7 +410,7 @@ func TestGatewayAudit(t *testing.T) {
 			// Both requests passed the gateway; the backend refused one.
 			decisionMetric(audit.ActionExec, audit.EventDecision, "sandbox", audit.ReasonAllowed, 2),
 			decisionMetric(audit.ActionExec, audit.EventFinished, "sandbox", audit.ReasonCompleted, 1),
-			decisionMetric(audit.ActionExec, audit.EventDenied, "sandbox", audit.ReasonSandboxError, 1),
+			decisionMetric(audit.ActionExec, audit.EventFinished, "sandbox", audit.ReasonSandboxError, 1),
 		} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %s", want)

@@ -82,6 +82,9 @@ func Complete(d *bridge.Denial, h Host, command string) {
 	if miss && d.Construct == "" && len(d.Missing) == 0 && command != "" {
 		d.Construct, d.Position = Construct(command)
 	}
+	if d.Policy != nil && d.Policy.Host == "" {
+		d.Policy.Host = h.Name // the execution host filled the rest
+	}
 	if h.File != nil {
 		if d.Policy == nil {
 			d.Policy = source(d.Reason, h)

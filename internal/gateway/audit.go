@@ -20,7 +20,6 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
-	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/session"
 )
 
@@ -189,18 +188,43 @@ func (g *Gateway) refused(ctx context.Context, p bridge.ExecParams, host policy.
 	if code == "" {
 		code = refusalCode(err)
 	}
+	_ = g.auditEvent(ctx, execRecord(p, host, node, audit.EventDenied, code, bridge.AsError(err).Message))
+	return err
+}
+
+// execRecord is the one shape of the gateway's records about an exec:
+// refusals before any host sees it, and the runs auditRun records.
+func execRecord(p bridge.ExecParams, host policy.Host, node, event, code, reason string) audit.Record {
 	var key session.Key
 	if checkSession(p.AgentID, p.SessionKey) == nil {
 		// The ids the run would have had; oversized ones stay out of
 		// the log (the refusal says they were too long).
 		key = session.NewKey(p.AgentID, p.SessionKey)
 	}
-	_ = g.auditEvent(ctx, audit.Record{
-		Event: audit.EventDenied, SessionKey: key.Session, AgentID: key.Agent, Host: string(host), NodeID: node,
-		Command: p.Command, Cwd: p.Cwd, Reason: bridge.AsError(err).Message, DecidedBy: "gateway",
+	return audit.Record{
+		Event: event, SessionKey: key.Session, AgentID: key.Agent, Host: string(host), NodeID: node,
+		Command: p.Command, Cwd: p.Cwd, Reason: reason, DecidedBy: "gateway",
 		GatewayFields: audit.GatewayFields{Action: audit.ActionExec, ReasonCode: code},
-	})
-	return err
+	}
+}
+
+// auditRun is the gateway's one audit path for an admitted run on target
+// t: a refusal by a target that is not available here, a boundary
+// target's start and outcome, and a run any target failed to carry out
+// (res then carries the error). reason is what the caller was told.
+func (g *Gateway) auditRun(ctx context.Context, t boundTarget, x *execution, event, code, reason string, res *bridge.SystemRunResult) {
+	rec := execRecord(x.p, x.eff.Host, x.label, event, code, reason)
+	rec.RunID = x.run.id
+	t.annotate(&rec)
+	if res != nil {
+		if res.Error == "" {
+			exit := res.ExitCode
+			rec.ExitCode = &exit
+		}
+		rec.TimedOut, rec.DurationMs = res.TimedOut, time.Since(x.run.started).Milliseconds()
+		rec.Truncated, rec.Error = res.Truncated, res.Error
+	}
+	_ = g.auditEvent(ctx, rec)
 }
 
 // refusalCode classifies a routing error by its wire code.
@@ -222,44 +246,6 @@ func refusalCode(err error) string {
 		return audit.ReasonBusy
 	}
 	return audit.ReasonOther
-}
-
-// sandboxRecord is the common part of a host=sandbox run's records.
-func (g *Gateway) sandboxRecord(r *run, p bridge.ExecParams, event string) audit.Record {
-	rec := audit.Record{
-		Event: event, RunID: r.id, SessionKey: r.key.Session, AgentID: r.key.Agent, Host: string(policy.HostSandbox),
-		Command: p.Command, Cwd: p.Cwd, DecidedBy: "gateway",
-		GatewayFields: audit.GatewayFields{Action: audit.ActionExec, Scope: string(g.Config().Sandbox.WithDefaults().Scope)},
-	}
-	if g.opts.Sandbox != nil {
-		rec.Backend = g.opts.Sandbox.Name()
-	}
-	return rec
-}
-
-// auditSandboxStart records that a host=sandbox run is about to start.
-func (g *Gateway) auditSandboxStart(ctx context.Context, r *run, p bridge.ExecParams) {
-	rec := g.sandboxRecord(r, p, audit.EventDecision)
-	rec.ReasonCode, rec.Reason = audit.ReasonAllowed, "host=sandbox: the sandbox is the boundary"
-	_ = g.auditEvent(ctx, rec)
-}
-
-// auditSandboxEnd records a host=sandbox run's outcome: finished with its
-// result, or denied with the message the caller got (err, a *bridge.Error).
-// It returns err unchanged.
-func (g *Gateway) auditSandboxEnd(ctx context.Context, r *run, p bridge.ExecParams, res runner.Result, code string, err error) error {
-	if err != nil {
-		rec := g.sandboxRecord(r, p, audit.EventDenied)
-		rec.ReasonCode, rec.Reason = code, bridge.AsError(err).Message
-		_ = g.auditEvent(ctx, rec)
-		return err
-	}
-	rec := g.sandboxRecord(r, p, audit.EventFinished)
-	exit := res.ExitCode
-	rec.ExitCode, rec.TimedOut, rec.DurationMs = &exit, res.TimedOut, res.Duration.Milliseconds()
-	rec.Truncated, rec.Error, rec.ReasonCode = res.Truncated, res.Error, audit.ReasonCompleted
-	_ = g.auditEvent(ctx, rec)
-	return nil
 }
 
 // auditNode records a pairing decision about nc (approve, reject, remove

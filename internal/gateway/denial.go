@@ -1,27 +1,19 @@
 package gateway
 
 import (
-	"context"
 	"errors"
-	"time"
 
-	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
-	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/session"
 )
 
-// explainTimeout bounds reading a node's approvals to explain a denial;
-// past it the denial goes out with what is known.
-const explainTimeout = 5 * time.Second
-
 // explainDenial adds to a denial from an execution host what the caller
-// can act on (explain.Complete): the construct or missing executables,
-// which file and level decided, unknown keys in that file and the fixing
-// command. Other errors pass through unchanged. The host's own structured
-// fields, when it sends them, win over what is worked out here.
-func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Settings, p bridge.ExecParams, err error) error {
+// can act on (explain.Complete): the host's name, the construct when the
+// host sent none, and the fixing command and a hint. The host itself sends
+// what was missing, which level of its policy decided and the unknown keys
+// of its file (host.DenialError), so nothing is asked of it afterwards.
+// Other errors pass through unchanged.
+func (g *Gateway) explainDenial(x *execution, err error) error {
 	var be *bridge.Error
 	if !errors.As(err, &be) || be.Code != bridge.CodeDenied {
 		return err
@@ -32,30 +24,21 @@ func (g *Gateway) explainDenial(ctx context.Context, nc *nodeConn, eff policy.Se
 	d := &bridge.Denial{}
 	if be.Denial != nil {
 		*d = *be.Denial
+		if d.Policy != nil {
+			p := *d.Policy
+			d.Policy = &p // the host's copy stays as it was sent
+		}
 	}
 	// The agent whose policy the execution host applied (Exec sends it
 	// the session key's agent).
-	h := explain.Host{Name: "gateway", Agent: session.NewKey(p.AgentID, p.SessionKey).Agent, Requested: eff.Security}
-	if nc != nil {
-		h.Name, h.Node = g.nodeLabel(nc.id), p.Node
+	h := explain.Host{Name: x.label, Agent: x.key.Agent, Requested: x.eff.Security}
+	if x.nc != nil {
+		h.Name, h.Node = g.nodeLabel(x.nc.id), x.p.Node
 		if h.Node == "" {
-			h.Node = g.nodeQuery(nc.id)
+			h.Node = g.nodeQuery(x.nc.id)
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), explainTimeout)
-		defer cancel()
-		if raw, err := g.invoke(cctx, nc, bridge.CmdExecApprovalsGet, struct{}{}, explainTimeout, ""); err == nil {
-			var res bridge.ApprovalsGetResult
-			if bridge.Unmarshal(raw, &res) == nil {
-				h.Path = res.Path
-				h.File, _ = approvals.Parse(res.Path, res.File)
-			}
-		}
-	} else if eff.Host == policy.HostGateway {
-		s := approvals.NewStore(g.opts.StateDir)
-		h.Path = s.Path
-		h.File, _ = s.Load()
 	}
-	explain.Complete(d, h, p.Command)
+	explain.Complete(d, h, x.p.Command)
 	return &bridge.Error{Code: be.Code, Message: be.Message, Denial: d}
 }
 

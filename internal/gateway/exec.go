@@ -16,8 +16,6 @@ import (
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/runner"
-	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -81,25 +79,24 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		timeout = min(time.Duration(p.TimeoutSec)*time.Second, MaxTimeout)
 	}
 	r := &run{id: "run-" + uuid.NewString(), key: key, host: eff.Host, started: time.Now(), done: make(chan struct{})}
-	var nc *nodeConn
-	if eff.Host == policy.HostNode {
-		if nc, err = g.pickNode(cfg, key.Agent, eff.Node); err != nil {
-			return bridge.ExecResult{}, g.refused(ctx, p, eff.Host, eff.Node, "", err)
-		}
-		r.nodeID = nc.id
+	x := &execution{g: g, run: r, key: key, p: p, eff: eff, timeout: timeout}
+	tg, ok := g.targets[eff.Host]
+	if !ok {
+		return bridge.ExecResult{}, g.refused(ctx, p, eff.Host, "", audit.ReasonInvalidRequest, bridge.Errorf(bridge.CodeInvalidRequest, "host %q has no execution target", eff.Host))
 	}
-	if eff.Host != policy.HostSandbox && eff.Security == policy.SecurityDeny {
+	if err := tg.place(cfg, x); err != nil {
+		return bridge.ExecResult{}, g.refused(ctx, p, eff.Host, eff.Node, "", err)
+	}
+	if !tg.boundary && eff.Security == policy.SecurityDeny {
 		// Nothing would run whatever the execution host allows: say
 		// which layer decided, so the caller knows what to change.
-		where := "gateway"
-		if r.nodeID != "" {
-			where = r.nodeID
-		}
 		why := fmt.Sprintf("%v (security=deny from %s; hint: set tools.exec.security in exechost.json, or /exec security=allowlist)",
 			policy.ErrDisabled, securitySource(param, sessL, agentL, globalL))
 		denied := g.refused(ctx, p, eff.Host, r.nodeID, audit.ReasonSecurityDeny,
 			&bridge.Error{Code: bridge.CodeDenied, Message: why, Denial: g.configDenial(securitySource(param, sessL, agentL, globalL))})
-		g.enqueueLifecycle(key, where, host.EventDenied, host.Event{RunID: r.id, Reason: why})
+		ev := x.event(bridge.EventExecDenied)
+		ev.Reason = why
+		x.emit(ev)
 		g.opts.Metrics.ObserveExec(string(eff.Host), string(policy.DenyRun), metrics.OutcomeDenied, 0)
 		return bridge.ExecResult{}, denied
 	}
@@ -117,8 +114,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	runCtx, cancel := context.WithTimeout(parent, limit)
 	do := func() {
 		defer cancel()
-		res, err := g.execute(runCtx, r, nc, eff, p, timeout)
-		err = g.explainDenial(runCtx, nc, eff, p, err) // denial.go
+		res, err := g.execute(runCtx, tg, x) // target.go
 		g.finishRun(r, res, err)
 	}
 	if p.YieldMs <= 0 {
@@ -147,50 +143,6 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	g.delivered(r)
 	res.Events = g.sessions.Drain(key)
 	return res, nil
-}
-
-func (g *Gateway) execute(ctx context.Context, r *run, nc *nodeConn, eff policy.Settings, p bridge.ExecParams, timeout time.Duration) (bridge.ExecResult, error) {
-	req := host.Request{
-		Argv:       []string{"/bin/sh", "-c", p.Command},
-		RawCommand: p.Command,
-		Cwd:        p.Cwd,
-		Env:        p.Env,
-		TimeoutMs:  timeout.Milliseconds(),
-		AgentID:    r.key.Agent,
-		SessionKey: r.key.Session,
-		RunID:      r.id,
-		Security:   eff.Security,
-		Ask:        eff.Ask,
-	}
-	out := bridge.ExecResult{Status: bridge.ExecCompleted, RunID: r.id, Host: string(eff.Host), NodeID: r.nodeID}
-	var res runner.Result
-	switch eff.Host {
-	case policy.HostGateway:
-		if g.opts.Executor == nil {
-			return out, g.refused(ctx, p, eff.Host, "", audit.ReasonHostUnavailable, bridge.Errorf(bridge.CodeUnavailable, "host=gateway is not available on this gateway"))
-		}
-		hr, err := g.opts.Executor.Run(ctx, req)
-		if err != nil {
-			return out, bridge.AsError(err) // the same mapping every host uses
-		}
-		res = hr.Result
-	case policy.HostNode:
-		idem := p.IdempotencyKey
-		if idem == "" {
-			idem = r.id
-		}
-		var err error
-		if res, err = g.invokeRun(ctx, nc, req, timeout, idem); err != nil {
-			return out, err
-		}
-	default:
-		var err error
-		if res, err = g.runSandbox(ctx, r, p, timeout); err != nil {
-			return out, err
-		}
-	}
-	out.SystemRunResult = host.WireResult(res)
-	return out, nil
 }
 
 // tightenOnly keeps security and ask of the exec call and the session's
@@ -251,50 +203,6 @@ func checkSession(agent, sess string) error {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "agentId (max %d bytes) or sessionKey (max %d bytes) too long", MaxAgentID, MaxSessionKey)
 	}
 	return nil
-}
-
-func (g *Gateway) runSandbox(ctx context.Context, r *run, p bridge.ExecParams, timeout time.Duration) (runner.Result, error) {
-	if g.opts.Sandbox == nil {
-		why := g.opts.SandboxError
-		if why == nil {
-			why = sandbox.ErrNotConfigured
-		}
-		return runner.Result{}, g.auditSandboxEnd(ctx, r, p, runner.Result{}, audit.ReasonHostUnavailable, bridge.Errorf(bridge.CodeUnavailable, "host=sandbox: %v", why))
-	}
-	name := "sandbox"
-	ev := host.Event{RunID: r.id, AgentID: r.key.Agent, SessionKey: r.key.Session, Host: string(policy.HostSandbox), Command: p.Command}
-	g.auditSandboxStart(ctx, r, p) // durable before the command starts
-	g.enqueueLifecycle(r.key, name, host.EventStarted, ev)
-	res, err := g.opts.Sandbox.Exec(ctx, sandbox.Request{
-		SessionKey: r.key.Session, AgentID: r.key.Agent, Command: p.Command, Cwd: p.Cwd, Env: p.Env, Timeout: timeout,
-	})
-	if err != nil {
-		ev.Reason = err.Error()
-		g.enqueueLifecycle(r.key, name, host.EventDenied, ev)
-		return res, g.auditSandboxEnd(ctx, r, p, res, audit.ReasonSandboxError, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", g.opts.Sandbox.Name(), err))
-	}
-	g.sandboxNotice(r)
-	code := res.ExitCode
-	ev.ExitCode, ev.Tail = &code, res.Tail
-	_ = g.auditSandboxEnd(ctx, r, p, res, "", nil)
-	g.enqueueLifecycle(r.key, name, host.EventFinished, ev)
-	return res, nil
-}
-
-// sandboxNotice tells a session's first sandbox command, once, which path
-// its commands take (a resident agent, or one runtime call each, and why):
-// a system event of kind session.KindSandbox for the caller, and a log line.
-func (g *Gateway) sandboxNotice(r *run) {
-	pr, ok := g.opts.Sandbox.(sandbox.PathReporter)
-	if !ok || !g.sessions.Once(r.key, session.KindSandbox) {
-		return
-	}
-	path := pr.CommandPath()
-	g.log.Info("sandbox commands", "backend", g.opts.Sandbox.Name(), "agent", r.key.Agent, "session", r.key.Session, "mode", path.Mode, "binary", path.Binary, "reason", path.Reason)
-	text := session.SandboxText(g.opts.Sandbox.Name(), r.id, path.String())
-	if g.sessions.Enqueue(r.key, bridge.SystemEvent{Text: text, Kind: session.KindSandbox, RunID: r.id, NodeID: "sandbox"}) > 0 {
-		g.opts.Metrics.EventQueueDrop()
-	}
 }
 
 // exactLive returns the connected node whose id is exactly id, or nil.

@@ -28,6 +28,7 @@ import (
 	"github.com/exechost/exechost/internal/inflight"
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/nodekey"
+	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
 	"github.com/exechost/exechost/internal/state"
@@ -110,6 +111,7 @@ type Gateway struct {
 	handshakes  handshakes       // connections still authenticating (source.go)
 	adm         inflight.Limiter // execs in flight against gateway.limits (admission.go)
 	execCalls   atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
+	targets     targets          // the execution targets by host (target.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
@@ -156,6 +158,7 @@ func New(opts Options) (*Gateway, error) {
 	g.cfg.Store(opts.Config)
 	g.prompts = newPromptHub(g.log.Debug)
 	g.prompts.onAnswer = g.auditRelay
+	g.targets = newTargets(g)
 	return g, nil
 }
 
@@ -239,6 +242,11 @@ func (g *Gateway) Close() {
 
 // HostEvent turns a lifecycle event of a host=gateway run into a system
 // event for its session. Wire it to the gateway's host.Engine OnEvent.
-func (g *Gateway) HostEvent(ev host.Event) {
-	g.enqueueLifecycle(session.NewKey(ev.AgentID, ev.SessionKey), "gateway", ev.Kind, ev)
+func (g *Gateway) HostEvent(ev bridge.ExecEvent) {
+	key := session.NewKey(ev.AgentID, ev.SessionKey)
+	r := g.hostRun(ev.RunID, policy.HostGateway)
+	if r != nil {
+		key = r.key
+	}
+	g.lifecycle(key, r, "gateway", ev)
 }

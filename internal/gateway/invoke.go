@@ -12,8 +12,6 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
-	"github.com/exechost/exechost/internal/runner"
-	"github.com/exechost/exechost/internal/session"
 )
 
 // InvokeMargin is bridge.InvokeMargin: the gateway waits on a node for a
@@ -24,7 +22,7 @@ const InvokeMargin = bridge.InvokeMargin
 type invokeWaiter struct {
 	nodeID string
 	// run asks handleNode to decode a system.run payload straight into a
-	// runner.Result (see decodeRunResult).
+	// bridge.SystemRunResult (see decodeRunResult).
 	run bool
 	ch  chan invokeReply
 }
@@ -43,20 +41,21 @@ func (g *Gateway) invoke(ctx context.Context, nc *nodeConn, command string, para
 	return r.res.Payload, err
 }
 
-// invokeRun is invoke of system.run, returning the decoded result.
-func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request, timeout time.Duration, idemKey string) (runner.Result, error) {
+// invokeRun is invoke of system.run, returning the node's result as it
+// came (no conversion: it goes back out in the exec result).
+func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request, timeout time.Duration, idemKey string) (bridge.SystemRunResult, error) {
 	r, err := g.invokeReply(ctx, nc, bridge.CmdSystemRun, req.Wire(""), timeout, idemKey, true)
 	if err != nil {
-		return runner.Result{}, err
+		return bridge.SystemRunResult{}, err
 	}
 	if r.run != nil {
-		return host.FromWire(*r.run), nil
+		return *r.run, nil
 	}
 	var res bridge.SystemRunResult
 	if err := bridge.Unmarshal(r.res.Payload, &res); err != nil {
-		return runner.Result{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
+		return bridge.SystemRunResult{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 	}
-	return host.FromWire(res), nil
+	return res, nil
 }
 
 func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string, params any, timeout time.Duration, idemKey string, run bool) (invokeReply, error) {
@@ -211,22 +210,23 @@ func (g *Gateway) nodeEvent(nc *nodeConn, params json.RawMessage) error {
 	}
 	// bridge.NodeEvent's shape, its payload decoded in the same pass (a
 	// finished event carries an output tail).
-	var he host.Event
+	var he bridge.ExecEvent
 	ev := struct {
-		Event   string      `json:"event"`
-		Payload *host.Event `json:"payload"`
+		Event   string            `json:"event"`
+		Payload *bridge.ExecEvent `json:"payload"`
 	}{Payload: &he}
 	if err := bridge.Unmarshal(params, &ev); err != nil {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", bridge.MethodNodeEvent, err)
 	}
 	// Route by the run the gateway sent to this node, never by the
 	// node's say-so, so a node cannot write into arbitrary sessions.
-	key, ok := g.runSession(he.RunID, nc.id)
-	if !ok {
+	r := g.nodeRun(he.RunID, nc.id)
+	if r == nil {
 		g.log.Debug("node event for an unknown run dropped", "node", nc.id, "event", ev.Event, "runId", he.RunID)
 		return nil
 	}
-	g.enqueueLifecycle(key, nc.id, ev.Event, he)
+	he.Kind = ev.Event
+	g.lifecycle(r.key, r, nc.id, he)
 	return nil
 }
 
@@ -234,28 +234,6 @@ func (g *Gateway) isLive(nc *nodeConn) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.live[nc.id] == nc
-}
-
-// enqueueLifecycle maps a lifecycle event to its system event text.
-func (g *Gateway) enqueueLifecycle(key session.Key, nodeID, kind string, ev host.Event) {
-	var text string
-	switch kind {
-	case host.EventStarted:
-		text = session.StartedText(nodeID, ev.RunID)
-	case host.EventFinished:
-		code := -1
-		if ev.ExitCode != nil {
-			code = *ev.ExitCode
-		}
-		text = session.FinishedText(nodeID, ev.RunID, code, ev.Tail)
-	case host.EventDenied:
-		text = session.DeniedText(nodeID, ev.RunID, ev.Reason)
-	default:
-		return
-	}
-	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: kind, RunID: ev.RunID, NodeID: nodeID}) > 0 {
-		g.opts.Metrics.EventQueueDrop()
-	}
 }
 
 // cancelInvoke tells a node that the gateway stopped waiting for invoke id

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -49,6 +50,10 @@ type run struct {
 
 	// release gives back the run's admission slot (admission.go).
 	release func()
+
+	// ended is set once an event reported the run's end (finished,
+	// denied, failed), so a failure is not reported twice.
+	ended atomic.Bool
 
 	done     chan struct{}
 	finished time.Time // set before done is closed
@@ -158,15 +163,25 @@ func (g *Gateway) pruneRunsLocked() {
 	g.finished.order = q
 }
 
-// runSession returns the session of a run the gateway sent to nodeID.
-func (g *Gateway) runSession(runID, nodeID string) (session.Key, bool) {
+// nodeRun returns the run the gateway sent to nodeID under runID, or nil.
+func (g *Gateway) nodeRun(runID, nodeID string) *run {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r := g.runs[runID]
 	if r == nil || r.nodeID != nodeID || r.host != policy.HostNode {
-		return session.Key{}, false
+		return nil
 	}
-	return r.key, true
+	return r
+}
+
+// hostRun returns the run of host h under runID, or nil.
+func (g *Gateway) hostRun(runID string, h policy.Host) *run {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r := g.runs[runID]; r != nil && r.host == h {
+		return r
+	}
+	return nil
 }
 
 func (g *Gateway) status(runID string) (bridge.ExecStatusResult, error) {

@@ -34,8 +34,9 @@ func (e *DenialError) Wire() *bridge.Error {
 	return &bridge.Error{Code: bridge.CodeDenied, Message: e.Error(), Denial: &d}
 }
 
-// denial builds the DenialError for a prepared command refused by d.
-func denial(p *Prepared, d policy.Decision) *DenialError {
+// denial builds the DenialError for a prepared command refused by d;
+// path is this host's exec-approvals.json.
+func denial(p *Prepared, d policy.Decision, path string) *DenialError {
 	e := &DenialError{err: d.Err, detail: denialDetail(p)}
 	e.Denial.Reason = explain.ReasonOf(d.Err)
 	if !p.Analysis.OK {
@@ -43,7 +44,34 @@ func denial(p *Prepared, d policy.Decision) *DenialError {
 	} else if p.Effective.Security == policy.SecurityAllowlist {
 		e.Denial.Missing = missing(p)
 	}
+	// What decided and where, from the policy this host applied: the
+	// gateway has nothing to ask the host afterwards.
+	e.Denial.Policy = source(p, d, path)
+	e.Denial.UnknownKeys = p.unknownKeys
 	return e
+}
+
+// source is the provenance of the setting that decided d (nil when none
+// did: a human's answer, a requester that went away). Host is left to
+// whoever names this host to a person.
+func source(p *Prepared, d policy.Decision, path string) *bridge.DenialSource {
+	eff, r := p.Effective, p.Resolved
+	src := &bridge.DenialSource{File: path, Key: d.Setting, Level: r.Sources[d.Setting]}
+	switch d.Setting {
+	case policy.SettingSecurity:
+		src.Setting = "security=" + string(eff.Security)
+		if eff.Security != r.Local.Security {
+			// The file allows more; the caller's request made it stricter.
+			src.Level, src.File = "request", ""
+		}
+	case policy.SettingAsk:
+		src.Setting = "security=" + string(eff.Security) + " ask=" + string(eff.Ask)
+	case policy.SettingFallback:
+		src.Setting = "askFallback=" + string(eff.Fallback)
+	default:
+		return nil
+	}
+	return src
 }
 
 // missing lists the executables no pattern matched ("name (not found on

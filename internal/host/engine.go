@@ -3,10 +3,12 @@ package host
 import (
 	"context"
 	"errors"
-	"github.com/exechost/exechost/internal/fschange"
-	"github.com/exechost/exechost/internal/shellcmd"
 	"sync"
 	"time"
+
+	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/fschange"
+	"github.com/exechost/exechost/internal/shellcmd"
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/policy"
@@ -33,7 +35,7 @@ type Engine struct {
 	// PromptTimeout bounds a prompt; DefaultPromptTimeout when zero.
 	PromptTimeout time.Duration
 	// OnEvent receives lifecycle events; it must not block for long.
-	OnEvent func(Event)
+	OnEvent func(bridge.ExecEvent)
 	// OnAudit receives one record per decision and per finished run; it
 	// must not block for long. nil disables auditing.
 	OnAudit func(AuditRecord)
@@ -145,8 +147,8 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	if d.Outcome != policy.Allow {
 		rec.Event = "denied"
 		e.audit(rec)
-		err := denial(p, d)
-		e.emit(Event{Kind: EventDenied, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, Reason: d.Reason + denialDetail(p)})
+		err := denial(p, d, e.approvalsStore().Path)
+		e.emit(bridge.ExecEvent{Kind: bridge.EventExecDenied, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, Reason: d.Reason + denialDetail(p)})
 		res.Error = err.Error()
 		res.ExitCode = -1
 		return res, err
@@ -167,7 +169,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	e.audit(rec)
 	spec.OnStart = func() {
-		e.emit(Event{Kind: EventStarted, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text})
+		e.emit(bridge.ExecEvent{Kind: bridge.EventExecStarted, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text})
 	}
 	if req.TimeoutMs > 0 {
 		spec.Timeout = time.Duration(req.TimeoutMs) * time.Millisecond
@@ -182,7 +184,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		e.recordUse(p)
 	}
 	code := rr.ExitCode
-	e.emit(Event{Kind: EventFinished, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, ExitCode: &code, TimedOut: rr.TimedOut, Tail: rr.Tail})
+	e.emit(bridge.ExecEvent{Kind: bridge.EventExecFinished, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, ExitCode: &code, TimedOut: rr.TimedOut, Tail: rr.Tail})
 	fin := rec
 	fin.Event = "finished"
 	fin.Result = &rr
@@ -190,7 +192,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
-func (e *Engine) emit(ev Event) {
+func (e *Engine) emit(ev bridge.ExecEvent) {
 	if e.OnEvent != nil {
 		e.OnEvent(ev)
 	}

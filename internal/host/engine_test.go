@@ -28,7 +28,7 @@ type fixture struct {
 	store  *approvals.Store
 	engine *Engine
 	mu     sync.Mutex
-	events []Event
+	events []bridge.ExecEvent
 	audits []AuditRecord
 }
 
@@ -69,7 +69,7 @@ func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fal
 	e := NewEngine(stateDir, policy.HostGateway, "gw")
 	e.PATH = bin + ":/usr/bin:/bin"
 	e.Home = dir
-	e.OnEvent = func(ev Event) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }
+	e.OnEvent = func(ev bridge.ExecEvent) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }
 	e.OnAudit = func(r AuditRecord) { f.mu.Lock(); f.audits = append(f.audits, r); f.mu.Unlock() }
 	// Queued lastUsedAt stamps are flushed before the directory goes.
 	t.Cleanup(func() { _ = e.Close() })
@@ -121,7 +121,7 @@ func TestEngineDecisions(t *testing.T) {
 				if res.Decision.Outcome != policy.DenyRun {
 					t.Errorf("decision %+v, want deny", res.Decision)
 				}
-				if diff := cmp.Diff([]string{EventDenied}, f.kinds()); diff != "" {
+				if diff := cmp.Diff([]string{bridge.EventExecDenied}, f.kinds()); diff != "" {
 					t.Errorf("events (-want +got):\n%s", diff)
 				}
 				return
@@ -132,7 +132,7 @@ func TestEngineDecisions(t *testing.T) {
 			if res.Stdout != tt.wantOut || res.ExitCode != 0 || !res.Success {
 				t.Errorf("result %+v, want stdout %q", res.Result, tt.wantOut)
 			}
-			if diff := cmp.Diff([]string{EventStarted, EventFinished}, f.kinds()); diff != "" {
+			if diff := cmp.Diff([]string{bridge.EventExecStarted, bridge.EventExecFinished}, f.kinds()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
@@ -240,7 +240,7 @@ func TestEngineTimeoutEvent(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	last := f.events[len(f.events)-1]
-	if last.Kind != EventFinished || !last.TimedOut {
+	if last.Kind != bridge.EventExecFinished || !last.TimedOut {
 		t.Errorf("last event %+v", last)
 	}
 }

@@ -24,28 +24,6 @@ type Prompter interface {
 	Prompt(ctx context.Context, req prompt.Request) (answer policy.Approval, by string, err error)
 }
 
-// Lifecycle event kinds, as node events and system events name them.
-const (
-	EventStarted  = "exec.started"
-	EventFinished = "exec.finished"
-	EventDenied   = "exec.denied"
-)
-
-// Event is one lifecycle event of a run.
-type Event struct {
-	Kind       string `json:"-"`
-	RunID      string `json:"runId"`
-	SessionKey string `json:"sessionKey,omitempty"`
-	AgentID    string `json:"agentId,omitempty"`
-	NodeID     string `json:"nodeId,omitempty"`
-	Host       string `json:"host,omitempty"`
-	Command    string `json:"command,omitempty"`
-	ExitCode   *int   `json:"exitCode,omitempty"`
-	TimedOut   bool   `json:"timedOut,omitempty"`
-	Reason     string `json:"reason,omitempty"`
-	Tail       string `json:"tail,omitempty"`
-}
-
 // Request is a system.run request as the engine takes it: the wire's
 // bridge.SystemRunParams (RequestOf, Wire) with typed policy values, plus
 // what only a local run may set.

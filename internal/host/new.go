@@ -7,6 +7,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/state"
@@ -36,7 +37,7 @@ type Options struct {
 	// PromptTimeout bounds a prompt; DefaultPromptTimeout when zero.
 	PromptTimeout time.Duration
 	// OnEvent receives lifecycle events (Engine.OnEvent).
-	OnEvent func(Event)
+	OnEvent func(bridge.ExecEvent)
 	// Audit receives one record per decision and finished run; nil
 	// records nothing.
 	Audit *audit.Recorder

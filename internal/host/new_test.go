@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/state"
@@ -32,7 +33,7 @@ func TestNewBuildsTheEngine(t *testing.T) {
 	var gotLocal Prompter
 	local := &stubPrompter{} // a pointer: compared by identity below
 	e, err := New(Options{
-		StateDir: dir, Host: policy.HostNode, NodeID: "n1", Audit: rec, OnEvent: func(Event) {}, Prompter: local,
+		StateDir: dir, Host: policy.HostNode, NodeID: "n1", Audit: rec, OnEvent: func(bridge.ExecEvent) {}, Prompter: local,
 		Route: func(local Prompter) (Prompter, error) { gotLocal = local; return stubPrompter{local}, nil },
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/shellcmd"
@@ -68,6 +69,9 @@ type agentPolicy struct {
 	// entries recorded (allow-always), in file order; patterns without one
 	// are absent, so a decision looks up its matched patterns only.
 	recorded map[string][]string
+	// unknownKeys are the file's keys this version ignores, which a
+	// denial lists (a typo may be why).
+	unknownKeys []string
 }
 
 // recordedDigests indexes r's recorded sha256 digests by pattern.
@@ -101,7 +105,7 @@ func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
 	// Resolution is pure; ResolvePolicy skips the filesystem lint that
 	// `approvals get` shows, which has no say in the decision.
 	r := f.ResolvePolicy(agent)
-	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), recorded: recordedDigests(r)}
+	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), recorded: recordedDigests(r), unknownKeys: explain.UnknownKeys(f)}
 	// A pattern that matches a path only when case is ignored allows it
 	// only if both name the same file (a case-insensitive filesystem), so
 	// /x/head never allows a different /x/HEAD.

@@ -51,6 +51,9 @@ type Prepared struct {
 	// argv is the request's argv, when it sent one instead of text: under
 	// security=full it runs as given.
 	argv []string
+	// unknownKeys are the keys of exec-approvals.json this version
+	// ignores, for a denial.
+	unknownKeys []string
 }
 
 func (p *Prepared) input() policy.Input {
@@ -80,7 +83,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: ap.resolved, envAllow: ap.resolved.EnvAllowlist}
+	p := &Prepared{Agent: agent, Cwd: cwd, Resolved: ap.resolved, envAllow: ap.resolved.EnvAllowlist, unknownKeys: ap.unknownKeys}
 	p.Effective = policy.Combine(req.Security, req.Ask, p.Resolved.Local)
 	env := shellcmd.Env{Cwd: cwd, PATH: e.runPATH(), Home: e.Home}
 	// An argv of exactly /bin/sh -c TEXT (what the gateway sends) is that

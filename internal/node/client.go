@@ -371,7 +371,7 @@ func (c *Client) saveToken(tok string) error {
 // Frames on one connection arrive in order and the gateway handles events
 // on its read loop, so a run's events are queued before its result is
 // processed — without a round trip per event.
-func (c *Client) HostEvent(ev host.Event) {
+func (c *Client) HostEvent(ev bridge.ExecEvent) {
 	c.mu.Lock()
 	conn := c.conn
 	nid := c.id.NodeID

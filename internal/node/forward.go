@@ -86,7 +86,7 @@ type Forwarder struct {
 	NodeID func() string
 	// OnEvent receives lifecycle events of forwarded and denied runs
 	// (wire it to Client.HostEvent, like the local engine's OnEvent).
-	OnEvent func(host.Event)
+	OnEvent func(bridge.ExecEvent)
 	// Logger receives one line per fallback; nil discards.
 	Logger *slog.Logger
 }
@@ -100,7 +100,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	if f.NodeID != nil {
 		nid = f.NodeID()
 	}
-	ev := host.Event{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: nid, Host: string(policy.HostNode), Command: commandText(req)}
+	ev := bridge.ExecEvent{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: nid, Host: string(policy.HostNode), Command: commandText(req)}
 
 	var (
 		res bridge.SystemRunResult
@@ -112,11 +112,11 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	var be *bridge.Error
 	switch {
 	case err == nil:
-		f.emit(ev, host.EventStarted)
+		f.emit(ev, bridge.EventExecStarted)
 		fin := ev
 		code := res.ExitCode
 		fin.ExitCode, fin.TimedOut, fin.Tail = &code, res.TimedOut, tail(res.Stdout, res.Stderr)
-		f.emit(fin, host.EventFinished)
+		f.emit(fin, bridge.EventExecFinished)
 		return host.Result{Result: host.FromWire(res)}, nil
 	case errors.As(err, &be):
 		// The approver decided; its answer (the bridge.Error it mapped with
@@ -125,7 +125,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 		if be.Code == bridge.CodeDenied {
 			d := ev
 			d.Reason = be.Message
-			f.emit(d, host.EventDenied)
+			f.emit(d, bridge.EventExecDenied)
 		}
 		return failed(be), be
 	case !asksock.ExecNotRun(err):
@@ -135,9 +135,11 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 
 	if f.Fallback != FallbackLocal || f.Local == nil {
 		rerr := bridge.Unavailable(fmt.Errorf("%w (%v; hint: start `exechost approver --exec-host`, or run the node with --exec-fallback local)", ErrCompanionUnavailable, err))
+		// Nothing decided against the command: the host it goes to
+		// cannot be reached, a failure, not a denial.
 		d := ev
 		d.Reason = rerr.Error()
-		f.emit(d, host.EventDenied)
+		f.emit(d, bridge.EventExecFailed)
 		return failed(rerr), rerr
 	}
 	f.logf("approver exec host unreachable; running in the node runner (execFallback=local)", "runId", req.RunID, "err", err)
@@ -151,7 +153,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	return hr, nil
 }
 
-func (f *Forwarder) emit(ev host.Event, kind string) {
+func (f *Forwarder) emit(ev bridge.ExecEvent, kind string) {
 	if f.OnEvent != nil {
 		ev.Kind = kind
 		f.OnEvent(ev)

@@ -86,10 +86,10 @@ func serveApprover(ctx context.Context, dir string) (<-chan error, error) {
 // events records lifecycle events.
 type events struct {
 	mu  sync.Mutex
-	got []host.Event
+	got []bridge.ExecEvent
 }
 
-func (e *events) add(ev host.Event) {
+func (e *events) add(ev bridge.ExecEvent) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.got = append(e.got, ev)
@@ -135,7 +135,7 @@ func TestForwardRuns(t *testing.T) {
 	if res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Success {
 		t.Errorf("result %+v", res.Result)
 	}
-	if d := cmp.Diff([]string{host.EventStarted, host.EventFinished}, ev.kinds()); d != "" {
+	if d := cmp.Diff([]string{bridge.EventExecStarted, bridge.EventExecFinished}, ev.kinds()); d != "" {
 		t.Errorf("events (-want +got):\n%s", d)
 	}
 	fin := ev.got[1]
@@ -164,7 +164,7 @@ func TestForwardDenialStands(t *testing.T) {
 	if out.OK || out.Error == nil || out.Error.Code != bridge.CodeDenied || !strings.HasPrefix(out.Error.Message, policy.ErrAllowlistMiss.Error()) {
 		t.Errorf("system.run answer %+v %+v, want %s %q", out, out.Error, bridge.CodeDenied, policy.ErrAllowlistMiss)
 	}
-	if d := cmp.Diff([]string{host.EventDenied}, ev.kinds()); d != "" {
+	if d := cmp.Diff([]string{bridge.EventExecDenied}, ev.kinds()); d != "" {
 		t.Errorf("events (-want +got):\n%s", d)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -180,8 +180,8 @@ func TestForwardFallback(t *testing.T) {
 		events   []string
 	}{
 		{fallback: FallbackLocal, wantRun: true},
-		{fallback: FallbackDeny, wantErr: ErrCompanionUnavailable, events: []string{host.EventDenied}},
-		{fallback: "bogus", wantErr: ErrCompanionUnavailable, events: []string{host.EventDenied}},
+		{fallback: FallbackDeny, wantErr: ErrCompanionUnavailable, events: []string{bridge.EventExecFailed}},
+		{fallback: "bogus", wantErr: ErrCompanionUnavailable, events: []string{bridge.EventExecFailed}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fallback, func(t *testing.T) {

@@ -434,10 +434,10 @@ func (n *Node) send(c *bridge.Conn, method string, params any) {
 type runState struct {
 	suppress bool
 	mu       sync.Mutex
-	finished *host.Event
+	finished *bridge.ExecEvent
 }
 
-func (r *runState) finishedEvent() *host.Event {
+func (r *runState) finishedEvent() *bridge.ExecEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.finished
@@ -465,22 +465,22 @@ func (n *Node) untrack(runID string) {
 // "Exec started" message in the agent's session and wake the agent). It
 // blocks for at most one bounded call, so an event reaches the gateway
 // before the invoke's result does.
-func (n *Node) HostEvent(ev host.Event) {
+func (n *Node) HostEvent(ev bridge.ExecEvent) {
 	n.mu.Lock()
 	c := n.conn
 	run := n.runs[ev.RunID]
 	n.mu.Unlock()
 	switch ev.Kind {
-	case host.EventFinished:
+	case bridge.EventExecFinished:
 		if run != nil {
 			e := ev
 			run.mu.Lock()
 			run.finished = &e
 			run.mu.Unlock()
 		}
-	case host.EventDenied:
+	case bridge.EventExecDenied:
 		suppress := run != nil && run.suppress
-		n.event(c, host.EventDenied, map[string]any{
+		n.event(c, bridge.EventExecDenied, map[string]any{
 			"sessionKey": ev.SessionKey, "runId": ev.RunID, "host": "node", "command": ev.Command,
 			"reason": deniedReason(ev.Reason), "suppressNotifyOnExit": suppress,
 		})
@@ -493,7 +493,7 @@ func (n *Node) deniedEvent(req host.Request, command, reason string, suppress bo
 	n.mu.Lock()
 	c := n.conn
 	n.mu.Unlock()
-	n.event(c, host.EventDenied, map[string]any{
+	n.event(c, bridge.EventExecDenied, map[string]any{
 		"sessionKey": req.SessionKey, "runId": req.RunID, "host": "node", "command": command,
 		"reason": reason, "suppressNotifyOnExit": suppress,
 	})
@@ -515,7 +515,7 @@ func (n *Node) finished(req host.Request, command string, run *runState, res run
 	if output != "" {
 		p["output"] = output
 	}
-	n.event(c, host.EventFinished, p)
+	n.event(c, bridge.EventExecFinished, p)
 }
 
 func (n *Node) event(c *bridge.Conn, name string, payload map[string]any) {

@@ -147,7 +147,19 @@ type Decision struct {
 	Outcome Outcome `json:"decision"`
 	Reason  string  `json:"reason"`
 	Err     error   `json:"-"`
+	// Setting names, for a denial, the setting that decided it (Setting*
+	// constants): the one to change for another outcome. Empty when no
+	// setting did (a requester that went away).
+	Setting string `json:"setting,omitempty"`
 }
+
+// The settings that can decide a denial (Decision.Setting).
+const (
+	SettingSecurity = "security"    // security=deny
+	SettingAsk      = "ask"         // security=allowlist with ask=off: a miss is denied
+	SettingFallback = "askFallback" // no approver answered an ask
+	SettingApprover = "approver"    // a human's answer
+)
 
 // Decide returns allow, ask or deny for one command on an execution host.
 // It never returns allow for a command whose analysis failed unless security
@@ -168,7 +180,7 @@ func Decide(in Input) Decision {
 			if in.satisfied() {
 				return Decision{Outcome: Allow, Reason: ReasonAllowlistMatch}
 			}
-			return deny(in.missReason(), ErrAllowlistMiss)
+			return deny(SettingAsk, in.missReason(), ErrAllowlistMiss)
 		case AskOnMiss:
 			if in.satisfied() {
 				return Decision{Outcome: Allow, Reason: ReasonAllowlistMatch}
@@ -178,12 +190,12 @@ func Decide(in Input) Decision {
 			return Decision{Outcome: AskHuman, Reason: ReasonAskAlways}
 		}
 	default: // deny, or anything unknown: fail closed
-		return deny(ReasonSecurityDeny, ErrDisabled)
+		return deny(SettingSecurity, ReasonSecurityDeny, ErrDisabled)
 	}
 }
 
-func deny(reason string, sentinel error) Decision {
-	return Decision{Outcome: DenyRun, Reason: reason, Err: fmt.Errorf("%w (%s)", sentinel, reason)}
+func deny(setting, reason string, sentinel error) Decision {
+	return Decision{Outcome: DenyRun, Reason: reason, Err: fmt.Errorf("%w (%s)", sentinel, reason), Setting: setting}
 }
 
 // Approval is a human's answer to a prompt.
@@ -221,7 +233,7 @@ func Answer(a Approval, by string) Decision {
 	case AllowOnce, AllowAlways:
 		return Decision{Outcome: Allow, Reason: ReasonUserAllowed + ": " + string(a) + suffix}
 	default:
-		return deny(ReasonUserDenied+suffix, ErrUserDenied)
+		return deny(SettingApprover, ReasonUserDenied+suffix, ErrUserDenied)
 	}
 }
 
@@ -240,9 +252,9 @@ func NoAnswer(in Input, why string) Decision {
 		if in.satisfied() {
 			return Decision{Outcome: Allow, Reason: ReasonFallbackList + ": " + ReasonAllowlistMatch + " (" + why + ")"}
 		}
-		return deny(ReasonFallbackList+": "+in.missReason()+" ("+why+")", ErrAllowlistMiss)
+		return deny(SettingFallback, ReasonFallbackList+": "+in.missReason()+" ("+why+")", ErrAllowlistMiss)
 	default:
-		return deny(ReasonApprovalRequired+" (askFallback=deny: "+why+")", ErrApprovalRequired)
+		return deny(SettingFallback, ReasonApprovalRequired+" (askFallback=deny: "+why+")", ErrApprovalRequired)
 	}
 }
 

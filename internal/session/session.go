@@ -182,6 +182,13 @@ func FinishedText(nodeID, runID string, code int, tail string) string {
 	return s
 }
 
+// FailedText is the system event for a run that ended without a result
+// because its execution host failed (not a denial: nothing decided
+// against the command).
+func FailedText(nodeID, runID, reason string) string {
+	return fmt.Sprintf("Exec failed (node=%s, id=%s, %s)", nodeID, runID, reason)
+}
+
 // DeniedText is the system event for a run the execution host refused.
 func DeniedText(nodeID, runID, reason string) string {
 	return fmt.Sprintf("Exec denied (node=%s, id=%s, %s)", nodeID, runID, reason)
