@@ -7,18 +7,19 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+
+	"github.com/exechost/exechost/internal/reexec"
 )
 
 // The launcher: the binary re-executed as [exe, Arg, confinement JSON,
-// program, args...]. Its init runs before the binary's heavier package
-// inits where the import graph allows (this package imports only the
-// standard library, x/sys and go-landlock), restricts its locked thread
-// and execs the program, so the program's first instruction already runs
-// confined. It never returns to the binary's main.
-func init() {
-	if len(os.Args) >= 4 && os.Args[1] == Arg {
-		os.Exit(launch(os.Args[2], os.Args[3:]))
-	}
+// program, args...]. It restricts its locked thread and execs the
+// program, so the program's first instruction already runs confined.
+func init() { reexec.Register(Arg, launcher) }
+
+// launcher is the launcher's entry point (see reexec.Init).
+func launcher() {
+	args := reexec.Args(2, -1, "CONFINEMENT PROGRAM [ARG...]")
+	os.Exit(launch(args[0], args[1:]))
 }
 
 // launch applies confinement JSON to this thread and execs argv; it
