@@ -20,12 +20,6 @@ import (
 	_ "github.com/exechost/exechost/internal/sandbox/docker"
 )
 
-// Isolator is implemented by backends that can describe the isolation they
-// achieve here (every built-in backend does).
-type Isolator interface {
-	Isolation() []string
-}
-
 // Open returns the backend cfg.Backend names, or for "auto" the first that
 // works of the drivers auto tries. "none", and "auto" when nothing works,
 // return an error wrapping sandbox.ErrNotConfigured that says why.
