@@ -21,24 +21,20 @@ func init() {
 
 // diagnose only pings the daemon and asks for the image: Open would also
 // remove orphan containers, which may be a running gateway's.
-func diagnose(ctx context.Context, cfg sandbox.Config, _ string) sandbox.Status {
-	s := sandbox.Status{Name: sandbox.BackendDocker}
+func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found, error) {
 	cli, err := NewClient(cfg.Docker.Host)
 	if err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
 	defer cli.Close()
 	if err := Ping(ctx, cli); err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
 	if err := CheckImage(ctx, cli, cfg.Docker.Image); err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
-	s.Available = true
-	s.Detail = fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), cfg.Docker.Image)
-	s.Isolation = Describe(cfg)
-	return s
+	return sandbox.Found{
+		Detail:    fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), cfg.Docker.Image),
+		Isolation: Describe(cfg),
+	}, nil
 }

@@ -89,8 +89,7 @@ func DiagnoseFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config
 	}
 	d := Diagnosis{Configured: cfg.Backend}
 	for _, drv := range reg.Drivers() {
-		s := drv.Diagnose(ctx, cfg, stateDir)
-		s.Name = drv.Name
+		s := drv.Status(ctx, cfg, stateDir)
 		d.Backends = append(d.Backends, s)
 		if d.Selected == "" && s.Available && (cfg.Backend == drv.Name || cfg.Backend == sandbox.BackendAuto && drv.Auto > 0) {
 			d.Selected = drv.Name
