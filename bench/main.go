@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/exechost/exechost/internal/reexec"
 )
 
 // bench holds the run's settings and collected rows.
@@ -46,6 +48,9 @@ func (b *bench) add(r row) {
 }
 
 func main() {
+	if reexec.Init() {
+		return // the interpreter, the bwrap helper, the agent: this binary re-executed
+	}
 	if helperMain() {
 		return
 	}

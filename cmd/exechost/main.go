@@ -7,6 +7,12 @@ import (
 	"os"
 
 	"github.com/exechost/exechost/internal/cli"
+	"github.com/exechost/exechost/internal/reexec"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:])) }
+func main() {
+	if reexec.Init() {
+		return
+	}
+	os.Exit(cli.Main(os.Args[1:]))
+}

@@ -7,11 +7,17 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/exechost/exechost/internal/cli"
+	"github.com/exechost/exechost/internal/reexec"
 )
 
 // TestMain lets testscript run this test binary as `exechost`, so every
-// script drives the real CLI in a real process.
+// script drives the real CLI in a real process; first, like main, it runs
+// the re-exec entry point os.Args names (the interpreter and launcher the
+// CLI's engines start are this test binary).
 func TestMain(m *testing.M) {
+	if reexec.Init() {
+		return
+	}
 	testscript.Main(m, map[string]func(){
 		"exechost": func() { os.Exit(cli.Main(os.Args[1:])) },
 	})

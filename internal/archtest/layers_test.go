@@ -19,11 +19,14 @@ const module = "github.com/exechost/exechost/"
 // cannot import a daemon. A new package fails TestLayering until it is
 // placed here.
 var rank = map[string]int{
-	// leaves: the standard library only
+	// the bottom: the re-exec registry, which every package with an entry
+	// point imports (the reaper and the launcher among the leaves)
+	"internal/reexec": -1,
+	// leaves: the standard library only (and the registry)
 	"internal/policy": 0, "internal/inflight": 0, "internal/idprefix": 0, "internal/state": 0,
 	"internal/atomicfile": 0, "internal/textsafe": 0, "internal/logging": 0, "internal/reaper": 0,
 	"internal/metrics": 0, "internal/testdep": 0, "internal/testproc": 0, "internal/archtest": 0, "internal/fschange": 0,
-	"internal/confine": 0,
+	"internal/confine": 0, "internal/reexec/reexectest": 0,
 	// mechanisms over the leaves
 	"internal/bridge": 1, "internal/nodekey": 1, "internal/audit": 1, "internal/prompt": 1,
 	"internal/runner": 1, "internal/shellcmd": 1, "internal/service": 1,

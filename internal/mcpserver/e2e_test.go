@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
@@ -35,6 +36,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if reexec.Init() {
+		return
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/exechost/exechost/internal/reexec"
 )
 
 // helperEnv selects a helper role when the test binary re-executes itself.
@@ -28,6 +30,9 @@ const floodBytes = 1 << 30
 // grandchild that escapes the process group, a runner that dies while its
 // command runs, and the measured side of the peak-RSS benchmark.
 func TestMain(m *testing.M) {
+	if reexec.Init() {
+		return // the reaper (the orphan-tree role enables it)
+	}
 	if os.Getenv(launcherEnv) == "portable" {
 		polledLaunch = nil // see TestPortableLauncher
 	}

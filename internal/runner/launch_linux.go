@@ -14,14 +14,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	// pidfd_open answers on kernels with pidfds (5.3+) where nothing
-	// (a seccomp profile) forbids them; elsewhere the portable launcher
-	// runs. os/exec makes the same check for its own pidfds.
-	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
-		unix.Close(fd)
-		polledLaunch = launchPolled
+// polledLaunch, when set, replaces launchWithGoroutines: one thread
+// waits for output and exit in poll(2), with no goroutine hand-offs
+// between the process's exit and the result. Tests set it to nil to run
+// the portable launcher.
+var polledLaunch launcher = launchIfPidfds
+
+// pidfdsWork says whether pidfd_open answers: on kernels with pidfds
+// (5.3+) where nothing (a seccomp profile) forbids them. os/exec makes the
+// same check for its own pidfds. It is asked on the first run, not at
+// package init, which every start of the binary pays.
+var pidfdsWork = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
 	}
+	unix.Close(fd)
+	return true
+})
+
+// launchIfPidfds is launchPolled where pidfds work, else the portable
+// launcher.
+func launchIfPidfds(ctx context.Context, ls launchSpec) (ran, error) {
+	if !pidfdsWork() {
+		return launchWithGoroutines(ctx, ls)
+	}
+	return launchPolled(ctx, ls)
 }
 
 // devNull is the null device, opened once: every command's stdin.

@@ -297,11 +297,6 @@ func (ls launchSpec) armTimeout(ctx context.Context) (context.Context, context.C
 // failure wraps ErrStart (see startFailed).
 type launcher func(ctx context.Context, ls launchSpec) (ran, error)
 
-// polledLaunch, when set (Linux with pidfds), replaces launchWithGoroutines:
-// one thread waits for output and exit in poll(2), with no goroutine
-// hand-offs between the process's exit and the result.
-var polledLaunch launcher
-
 // startFailed is the error of a start the operating system refused.
 func startFailed(argv0 string, err error) error {
 	return fmt.Errorf("%w %q: %w (hint: %s)", ErrStart, argv0, err, startHint(err))

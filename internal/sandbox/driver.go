@@ -40,8 +40,8 @@ func (c Capabilities) List() []string {
 	return out
 }
 
-// Status is what a driver's Diagnose reports about its backend on this
-// machine, for `exechost sandbox doctor`.
+// Status is what Driver.Status (a driver's Diagnose) reports about its
+// backend on this machine, for `exechost sandbox doctor`.
 type Status struct {
 	// Name is the driver's name.
 	Name string `json:"name"`
@@ -125,8 +125,30 @@ type Driver struct {
 	// validated), or an error saying why not, with a hint.
 	Open func(ctx context.Context, cfg Config, stateDir string) (Backend, error)
 	// Diagnose checks whether the backend works here without disturbing
-	// a running gateway's sandboxes.
-	Diagnose func(ctx context.Context, cfg Config, stateDir string) Status
+	// a running gateway's sandboxes: what it found, or why it does not
+	// work (with a hint). Status turns the answer into a Status.
+	Diagnose func(ctx context.Context, cfg Config, stateDir string) (Found, error)
+}
+
+// Found is what Diagnose reports of a backend that works here.
+type Found struct {
+	// Detail says where it runs (daemon, image, bwrap path, cluster).
+	Detail string
+	// Isolation lists what a sandbox gets here.
+	Isolation []string
+	// Commands says how commands would run (agent or one runtime call
+	// each, and why); a driver may fill it with an error too.
+	Commands *CommandPath
+}
+
+// Status runs d.Diagnose and reports it for doctor: available with what
+// it found, or unavailable with the error's text as the detail.
+func (d Driver) Status(ctx context.Context, cfg Config, stateDir string) Status {
+	found, err := d.Diagnose(ctx, cfg, stateDir)
+	if err != nil {
+		return Status{Name: d.Name, Detail: err.Error(), Commands: found.Commands}
+	}
+	return Status{Name: d.Name, Available: true, Detail: found.Detail, Isolation: found.Isolation, Commands: found.Commands}
 }
 
 // OpenAs adapts a backend package's Open, which returns its concrete type,

@@ -12,8 +12,8 @@ func fakeDriver(name string, auto int) Driver {
 		Name: name,
 		Auto: auto,
 		Open: func(context.Context, Config, string) (Backend, error) { return nil, nil },
-		Diagnose: func(context.Context, Config, string) Status {
-			return Status{Name: name}
+		Diagnose: func(context.Context, Config, string) (Found, error) {
+			return Found{}, nil
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/shellrun"
@@ -105,6 +106,9 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	if reexec.Init() {
+		return
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

@@ -25,6 +25,7 @@ import (
 	"mvdan.cc/sh/v3/interp"
 
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 )
@@ -33,9 +34,7 @@ import (
 const Supported = true
 
 func init() {
-	if len(os.Args) == 3 && os.Args[1] == arg {
-		os.Exit(Main(os.Args[2]))
-	}
+	reexec.Register(arg, func() { os.Exit(Main(reexec.Args(1, 1, "PLAN")[0])) })
 }
 
 // Main runs a JSON plan in this process and returns the exit status. It is

@@ -20,16 +20,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/runner"
 )
 
-// The agent runs before main: a binary that imports this package (exechost
-// itself, a test binary, the benchmark) becomes the agent when a backend
-// starts it with Flag, and never returns to its own main.
+// A binary that imports this package (exechost itself, a test binary
+// whose TestMain calls reexec.Init, the benchmark) becomes the agent when
+// a backend starts it with Flag.
 func init() {
-	if len(os.Args) == 2 && os.Args[1] == Flag {
+	reexec.Register(Flag, func() {
+		reexec.Args(0, 0, "")
 		os.Exit(Main(os.Stdin, os.Stdout, os.Stderr))
-	}
+	})
 }
 
 // dialTimeout bounds connecting to the gateway's socket.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/exechost/exechost/internal/reexec"
 )
 
 // InstallFlag makes any binary that links this package (exechost itself,
@@ -13,13 +15,13 @@ import (
 const InstallFlag = "--exechost-agent-install=v1"
 
 func init() {
-	if len(os.Args) == 3 && os.Args[1] == InstallFlag {
-		if err := install(os.Args[2]); err != nil {
+	reexec.Register(InstallFlag, func() {
+		if err := install(reexec.Args(1, 1, "PATH")[0]); err != nil {
 			fmt.Fprintf(os.Stderr, "exechost agent install: %v\n", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
-	}
+	})
 }
 
 // install copies the running executable to dst, readable and executable by

@@ -19,18 +19,12 @@ func init() {
 }
 
 // diagnose runs the probe sandbox Open runs, and ends it.
-func diagnose(ctx context.Context, cfg sandbox.Config, stateDir string) sandbox.Status {
-	s := sandbox.Status{Name: sandbox.BackendBwrap}
+func diagnose(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Found, error) {
 	b, err := Open(ctx, cfg, stateDir)
 	if err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
 	defer b.Close(ctx)
-	s.Available = true
-	s.Detail = "bubblewrap " + b.BwrapPath()
-	s.Isolation = b.Isolation()
 	path := b.CommandPath()
-	s.Commands = &path
-	return s
+	return sandbox.Found{Detail: "bubblewrap " + b.BwrapPath(), Isolation: b.Isolation(), Commands: &path}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/sandbox"
 )
 
@@ -42,13 +43,11 @@ type helperSpec struct {
 	Argv []string `json:"argv,omitempty"`
 }
 
-// The helper runs before main: a binary that imports this package (exechost
-// itself, or a test binary) becomes the helper when bwrap starts it with
-// helperFlag, and never returns to its own main.
+// A binary that imports this package (exechost itself, or a test binary
+// whose TestMain calls reexec.Init) becomes the helper when bwrap starts
+// it with helperFlag.
 func init() {
-	if len(os.Args) > 2 && os.Args[1] == helperFlag {
-		os.Exit(helperMain(os.Args[2]))
-	}
+	reexec.Register(helperFlag, func() { os.Exit(helperMain(reexec.Args(1, -1, "SPEC")[0])) })
 }
 
 // helperMain applies the restrictions and execs the command. It returns an

@@ -21,25 +21,22 @@ func init() {
 
 // diagnose only pings the daemon and asks for the image: Open would also
 // remove orphan containers, which may be a running gateway's.
-func diagnose(ctx context.Context, cfg sandbox.Config, _ string) sandbox.Status {
+func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found, error) {
 	path := commandPath(cfg)
-	s := sandbox.Status{Name: sandbox.BackendDocker, Commands: &path}
 	cli, err := NewClient(cfg.Docker.Host)
 	if err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{Commands: &path}, err
 	}
 	defer cli.Close()
 	if err := Ping(ctx, cli); err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{Commands: &path}, err
 	}
 	if err := CheckImage(ctx, cli, cfg.Docker.Image); err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{Commands: &path}, err
 	}
-	s.Available = true
-	s.Detail = fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), cfg.Docker.Image)
-	s.Isolation = Describe(cfg)
-	return s
+	return sandbox.Found{
+		Detail:    fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), cfg.Docker.Image),
+		Isolation: Describe(cfg),
+		Commands:  &path,
+	}, nil
 }

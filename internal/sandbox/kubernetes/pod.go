@@ -456,37 +456,31 @@ func (b *Backend) claim(name, scope, agentID string) {
 }
 
 // diagnose checks the cluster and permissions without touching pods.
-func diagnose(ctx context.Context, cfg sandbox.Config, _ string) sandbox.Status {
-	s := sandbox.Status{Name: sandbox.BackendKubernetes}
+func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found, error) {
 	cfg = cfg.WithDefaults()
 	k := cfg.Kubernetes
 	if cfg.Backend != sandbox.BackendKubernetes && k.Kubeconfig == "" && k.AgentImage == "" {
-		s.Detail = "not configured (hint: set sandbox.backend to \"kubernetes\" and sandbox.kubernetes.agentImage; see docs/sandbox.md)"
-		return s
+		return sandbox.Found{}, errors.New("not configured (hint: set sandbox.backend to \"kubernetes\" and sandbox.kubernetes.agentImage; see docs/sandbox.md)")
 	}
 	rc, err := restConfig(k)
 	if err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
 	cs, err := kubernetesClient(rc)
 	if err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
 	b := &Backend{cfg: cfg, k: k, cs: cs}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := b.checkAccess(cctx); err != nil {
-		s.Detail = err.Error()
-		return s
+		return sandbox.Found{}, err
 	}
 	if k.AgentImage == "" {
-		s.Detail = "sandbox.kubernetes.agentImage: not set (hint: an image with the static exechost binary at /exechost)"
-		return s
+		return sandbox.Found{}, errors.New("sandbox.kubernetes.agentImage: not set (hint: an image with the static exechost binary at /exechost)")
 	}
-	s.Available = true
-	s.Detail = fmt.Sprintf("cluster %s, namespace %s, image %s, agent image %s", rc.Host, k.Namespace, k.Image, k.AgentImage)
-	s.Isolation = Describe(cfg)
-	return s
+	return sandbox.Found{
+		Detail:    fmt.Sprintf("cluster %s, namespace %s, image %s, agent image %s", rc.Host, k.Namespace, k.Image, k.AgentImage),
+		Isolation: Describe(cfg),
+	}, nil
 }

@@ -20,12 +20,6 @@ import (
 	_ "github.com/exechost/exechost/internal/sandbox/docker"
 )
 
-// Isolator is implemented by backends that can describe the isolation they
-// achieve here (every built-in backend does).
-type Isolator interface {
-	Isolation() []string
-}
-
 // Open returns the backend cfg.Backend names, or for "auto" the first that
 // works of the drivers auto tries. "none", and "auto" when nothing works,
 // return an error wrapping sandbox.ErrNotConfigured that says why.
@@ -95,8 +89,7 @@ func DiagnoseFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config
 	}
 	d := Diagnosis{Configured: cfg.Backend}
 	for _, drv := range reg.Drivers() {
-		s := drv.Diagnose(ctx, cfg, stateDir)
-		s.Name = drv.Name
+		s := drv.Status(ctx, cfg, stateDir)
 		d.Backends = append(d.Backends, s)
 		if d.Selected == "" && s.Available && (cfg.Backend == drv.Name || cfg.Backend == sandbox.BackendAuto && drv.Auto > 0) {
 			d.Selected = drv.Name

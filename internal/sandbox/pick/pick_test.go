@@ -152,11 +152,8 @@ func stubDriver(name string, auto int, err error) sandbox.Driver {
 			}
 			return stub{name}, nil
 		},
-		Diagnose: func(context.Context, sandbox.Config, string) sandbox.Status {
-			if err != nil {
-				return sandbox.Status{Detail: err.Error()}
-			}
-			return sandbox.Status{Available: true, Detail: "stub"}
+		Diagnose: func(context.Context, sandbox.Config, string) (sandbox.Found, error) {
+			return sandbox.Found{Detail: "stub"}, err
 		},
 	}
 }

@@ -1,0 +1,11 @@
+package client_test
+
+import (
+	"testing"
+
+	"github.com/exechost/exechost/internal/reexec/reexectest"
+)
+
+// TestMain lets this test binary play the roles the code under test starts
+// it in (os.Executable is the test binary here).
+func TestMain(m *testing.M) { reexectest.Main(m) }

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package runner
+
+// polledLaunch is nil where the polled launcher does not exist (it needs
+// Linux's pidfds): the portable launcher runs (see launch_linux.go).
+var polledLaunch launcher
