@@ -11,8 +11,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -96,6 +98,27 @@ type Gateway struct {
 // StartGateway starts a gateway in dir on a free port, bound as bind says
 // ("" is loopback), and waits until it accepts connections on loopback.
 func StartGateway(in Install, dir, bind string) (*Gateway, error) {
+	return StartGatewayWithConfig(in, dir, bind, nil)
+}
+
+// StartGatewayWithConfig is StartGateway with config written first as the
+// gateway's openclaw.json (gateway.mode "local" added), e.g. a model
+// provider (ScriptedModel.ProviderConfig) and tools.exec settings.
+func StartGatewayWithConfig(in Install, dir, bind string, config map[string]any) (*Gateway, error) {
+	if config != nil {
+		cfg := maps.Clone(config)
+		cfg["gateway"] = map[string]any{"mode": "local"}
+		data, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "openclaw.json"), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
