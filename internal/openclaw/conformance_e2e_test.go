@@ -37,6 +37,7 @@ import (
 // both through the gateway, a tightening each must accept.
 const (
 	conformancePolicy = `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"},"agents":{}}`
+	allowlistPolicy   = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/bin/echo"}]}}}`
 	denyPolicy        = `{"version":1,"defaults":{"security":"deny","ask":"off","askFallback":"deny"},"agents":{}}`
 )
 
@@ -370,21 +371,34 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		})
 	}
 
-	// Tighten both to security=deny through the gateway (a remote change
-	// each node host accepts without consent), then compare a denial.
-	for _, h := range []*harness{ex, oc} {
-		var snap struct {
-			Hash string `json:"hash"`
-		}
-		if err := h.call("exec.approvals.node.get", map[string]any{"nodeId": h.devID}, &snap); err != nil {
-			t.Fatal(err)
-		}
-		var doc map[string]any
-		_ = json.Unmarshal([]byte(denyPolicy), &doc)
-		if err := h.call("exec.approvals.node.set", map[string]any{"nodeId": h.devID, "file": doc, "baseHash": snap.Hash}, nil); err != nil {
-			t.Fatalf("%s: tighten to deny: %v", h.name, err)
+	// Tighten both to an allowlist of echo through the gateway (a remote
+	// change each node host accepts without consent), then compare a hit
+	// and a miss.
+	setPolicy := func(policy string) {
+		for _, h := range []*harness{ex, oc} {
+			var snap struct {
+				Hash string `json:"hash"`
+			}
+			if err := h.call("exec.approvals.node.get", map[string]any{"nodeId": h.devID}, &snap); err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			_ = json.Unmarshal([]byte(policy), &doc)
+			if err := h.call("exec.approvals.node.set", map[string]any{"nodeId": h.devID, "file": doc, "baseHash": snap.Hash}, nil); err != nil {
+				t.Fatalf("%s: tighten to %s: %v", h.name, policy, err)
+			}
 		}
 	}
+	setPolicy(allowlistPolicy)
+	runCases([]conformanceCase{
+		{name: "allowlist hit", command: "system.run", params: map[string]any{"command": []string{"echo", "listed"}, "agentId": "main", "sessionKey": "agent:main:main"},
+			fields: resultFields, eventFields: []string{"sessionKey", "host", "command", "exitCode", "timedOut", "success", "output", "suppressNotifyOnExit"}},
+		{name: "allowlist miss", command: "system.run", params: map[string]any{"command": []string{"id", "-u"}, "agentId": "main", "sessionKey": "agent:main:main"},
+			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DENIED: allowlist miss", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},
+	})
+
+	// Tighten both to security=deny, then compare a denial.
+	setPolicy(denyPolicy)
 	runCases([]conformanceCase{
 		{name: "security=deny", command: "system.run", params: map[string]any{"command": []string{"echo", "no"}, "sessionKey": "agent:main:main"},
 			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DISABLED: security=deny", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},

@@ -347,7 +347,7 @@ func (h *harness) connectOperator() {
 	ctx, cancel := context.WithTimeout(context.Background(), callLimit)
 	defer cancel()
 	for {
-		op, err := openclaw.DialOperator(ctx, h.gw.URL, h.gw.Token, h.opID, "test")
+		op, err := openclaw.DialOperatorWith(ctx, h.gw.URL, h.gw.Token, h.opID, "test", bridge.Options{NoPing: true})
 		if err == nil {
 			h.op = op
 			h.t.Cleanup(func() { op.Close("test done") })
