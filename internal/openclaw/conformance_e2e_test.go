@@ -56,6 +56,7 @@ type recorder struct {
 type recordedInvoke struct {
 	Command    string
 	SessionKey string
+	RunID      string
 }
 
 type recordedEvent struct {
@@ -144,38 +145,28 @@ func (r *recorder) noteInvoke(frame []byte) {
 	}
 	var p struct {
 		SessionKey string `json:"sessionKey"`
+		RunID      string `json:"runId"`
 	}
 	_ = json.Unmarshal([]byte(f.Payload.ParamsJSON), &p)
 	r.mu.Lock()
-	r.invokes = append(r.invokes, recordedInvoke{f.Payload.Command, p.SessionKey})
+	r.invokes = append(r.invokes, recordedInvoke{f.Payload.Command, p.SessionKey, p.RunID})
 	r.mu.Unlock()
 }
 
-// commandsFor returns the commands the gateway invoked for sessionKey, in
-// order.
-func (r *recorder) commandsFor(sessionKey string) []string {
+// invokedFor returns the commands the gateway invoked for sessionKey, in
+// order, and the run id of its system.run.
+func (r *recorder) invokedFor(sessionKey string) (commands []string, runID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []string
 	for _, in := range r.invokes {
 		if in.SessionKey == sessionKey {
-			out = append(out, in.Command)
+			commands = append(commands, in.Command)
+			if in.Command == openclaw.CmdSystemRun {
+				runID = in.RunID
+			}
 		}
 	}
-	return out
-}
-
-// forSession returns the exec.* events recorded for sessionKey.
-func (r *recorder) forSession(sessionKey string) []recordedEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []recordedEvent
-	for _, e := range r.events {
-		if strings.HasPrefix(e.Event, "exec.") && e.Payload["sessionKey"] == sessionKey {
-			out = append(out, e)
-		}
-	}
-	return out
+	return commands, runID
 }
 
 // forRun returns the exec.* events recorded for runID.
@@ -579,8 +570,9 @@ func compareExecTool(t *testing.T, model *octest.ScriptedModel, args map[string]
 			}
 			// The node id is the node's own; the rest must match.
 			turn.text = strings.ReplaceAll(turn.text, n.h.devID, "<node id>")
-			turn.commands = n.rec.commandsFor(turn.session)
-			turn.events = n.rec.forSession(turn.session)
+			var runID string
+			turn.commands, runID = n.rec.invokedFor(turn.session)
+			turn.events = n.rec.forRun(runID)
 			turns[i] = turn
 		}()
 	}
@@ -598,7 +590,7 @@ func compareExecTool(t *testing.T, model *octest.ScriptedModel, args map[string]
 	if wantCmds := []string{"system.run.prepare", "system.run"}; !slices.Equal(want.commands, wantCmds) || !slices.Equal(got.commands, wantCmds) {
 		t.Errorf("invoked: exechost %v, OpenClaw %v, want %v", got.commands, want.commands, wantCmds)
 	}
-	if len(got.events) != len(want.events) {
+	if len(got.events) != len(want.events) || len(want.events) == 0 {
 		t.Fatalf("events: exechost %+v, OpenClaw %+v", got.events, want.events)
 	}
 	for i := range got.events {

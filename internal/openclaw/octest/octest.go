@@ -136,7 +136,7 @@ func StartGatewayWithConfig(in Install, dir, bind string, config map[string]any)
 // startAttempts is how many times Start tries a gateway that exits
 // before listening: on a loaded machine OpenClaw's gateway can give up on
 // its own 5 s startup deadlines (its state-lease heartbeat) and exit.
-const startAttempts = 3
+const startAttempts = 5
 
 // Start (re)starts the gateway on its port with its state.
 func (g *Gateway) Start() error {
