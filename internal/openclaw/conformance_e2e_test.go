@@ -30,11 +30,12 @@ import (
 
 // conformancePolicy is the policy both node hosts start with: OpenClaw's
 // node host's own default (security full, ask off), which exechost's node
-// gets as its file. (OpenClaw 2026.9.6's node host refuses allowlisted runs
-// with "approval state could not be persisted" in this test's isolated
-// state, so allowlist matching is not compared; exechost's is tested
-// against the real gateway in TestRealGateway.) denyPolicy is then set on
-// both through the gateway, a tightening each must accept.
+// gets as its file. allowlistPolicy is then set on both (on exechost's by
+// its own CLI: the new patterns widen), then denyPolicy through the
+// gateway, a tightening each must accept. (OpenClaw's node host runs an
+// allowlisted command only for a request with an agentId: it records the
+// entry's use per agent and refuses the run, "approval state could not be
+// persisted", when it cannot; its exec tool always sends one.)
 const (
 	conformancePolicy = `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"},"agents":{}}`
 	allowlistPolicy   = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/bin/echo"}]}}}`
@@ -362,11 +363,12 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		})
 	}
 
-	// Tighten both to an allowlist of echo through the gateway (a remote
-	// change each node host accepts without consent), then compare a hit
-	// and a miss.
-	setPolicy := func(policy string) {
-		for _, h := range []*harness{ex, oc} {
+	// Set both to an allowlist of echo, then compare a hit and a miss. The
+	// gateway may set it on OpenClaw's node host; exechost's counts the
+	// new patterns as a widening (intended difference: remote edits only
+	// tighten), so its own CLI sets it there.
+	setPolicy := func(policy string, hs ...*harness) {
+		for _, h := range hs {
 			var snap struct {
 				Hash string `json:"hash"`
 			}
@@ -380,7 +382,14 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 			}
 		}
 	}
-	setPolicy(allowlistPolicy)
+	f := filepath.Join(tmp, "allowlist.json")
+	if err := os.WriteFile(f, []byte(allowlistPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "--state-dir", exDir, "approvals", "set", "--file", f).CombinedOutput(); err != nil {
+		t.Fatalf("approvals set on the exechost node: %v\n%s", err, out)
+	}
+	setPolicy(allowlistPolicy, oc)
 	runCases([]conformanceCase{
 		{name: "allowlist hit", command: "system.run", params: map[string]any{"command": []string{"echo", "listed"}, "agentId": "main", "sessionKey": "agent:main:main"},
 			fields: resultFields, eventFields: []string{"sessionKey", "host", "command", "exitCode", "timedOut", "success", "output", "suppressNotifyOnExit"}},
@@ -388,8 +397,9 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DENIED: allowlist miss", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},
 	})
 
-	// Tighten both to security=deny, then compare a denial.
-	setPolicy(denyPolicy)
+	// Tighten both to security=deny through the gateway (a remote change
+	// each node host accepts without consent), then compare a denial.
+	setPolicy(denyPolicy, ex, oc)
 	runCases([]conformanceCase{
 		{name: "security=deny", command: "system.run", params: map[string]any{"command": []string{"echo", "no"}, "sessionKey": "agent:main:main"},
 			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DISABLED: security=deny", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},
