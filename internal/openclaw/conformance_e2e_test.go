@@ -5,7 +5,9 @@ package openclaw_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -28,23 +30,34 @@ import (
 
 // conformancePolicy is the policy both node hosts start with: OpenClaw's
 // node host's own default (security full, ask off), which exechost's node
-// gets as its file. (OpenClaw 2026.9.6's node host refuses allowlisted runs
-// with "approval state could not be persisted" in this test's isolated
-// state, so allowlist matching is not compared; exechost's is tested
-// against the real gateway in TestRealGateway.) denyPolicy is then set on
-// both through the gateway, a tightening each must accept.
+// gets as its file. allowlistPolicy is then set on both (on exechost's by
+// its own CLI: the new patterns widen), then denyPolicy through the
+// gateway, a tightening each must accept. (OpenClaw's node host runs an
+// allowlisted command only for a request with an agentId: it records the
+// entry's use per agent and refuses the run, "approval state could not be
+// persisted", when it cannot; its exec tool always sends one.)
 const (
 	conformancePolicy = `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"},"agents":{}}`
+	allowlistPolicy   = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/bin/echo"}]}}}`
 	denyPolicy        = `{"version":1,"defaults":{"security":"deny","ask":"off","askFallback":"deny"},"agents":{}}`
 )
 
 // recorder is a WebSocket proxy on loopback between one node host and the
 // gateway: it forwards every frame unchanged and records the node.event
-// requests the node sends, which is what the gateway receives.
+// requests the node sends, which is what the gateway receives, and the
+// node.invoke.request events the gateway sends the node.
 type recorder struct {
-	port   int
-	mu     sync.Mutex
-	events []recordedEvent
+	port    int
+	mu      sync.Mutex
+	events  []recordedEvent
+	invokes []recordedInvoke
+}
+
+// recordedInvoke is one node.invoke.request the node received.
+type recordedInvoke struct {
+	Command    string
+	SessionKey string
+	RunID      string
 }
 
 type recordedEvent struct {
@@ -82,6 +95,8 @@ func startRecorder(t *testing.T, gatewayURL string) *recorder {
 				}
 				if record {
 					r.note(data)
+				} else {
+					r.noteInvoke(data)
 				}
 				if dst.Write(ctx, typ, data) != nil {
 					return
@@ -115,6 +130,44 @@ func (r *recorder) note(frame []byte) {
 	r.mu.Lock()
 	r.events = append(r.events, recordedEvent{f.Params.Event, p})
 	r.mu.Unlock()
+}
+
+func (r *recorder) noteInvoke(frame []byte) {
+	var f struct {
+		Type    string `json:"type"`
+		Event   string `json:"event"`
+		Payload struct {
+			Command    string `json:"command"`
+			ParamsJSON string `json:"paramsJSON"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(frame, &f) != nil || f.Type != "event" || f.Event != "node.invoke.request" {
+		return
+	}
+	var p struct {
+		SessionKey string `json:"sessionKey"`
+		RunID      string `json:"runId"`
+	}
+	_ = json.Unmarshal([]byte(f.Payload.ParamsJSON), &p)
+	r.mu.Lock()
+	r.invokes = append(r.invokes, recordedInvoke{f.Payload.Command, p.SessionKey, p.RunID})
+	r.mu.Unlock()
+}
+
+// invokedFor returns the commands the gateway invoked for sessionKey, in
+// order, and the run id of its system.run.
+func (r *recorder) invokedFor(sessionKey string) (commands []string, runID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, in := range r.invokes {
+		if in.SessionKey == sessionKey {
+			commands = append(commands, in.Command)
+			if in.Command == openclaw.CmdSystemRun {
+				runID = in.RunID
+			}
+		}
+	}
+	return commands, runID
 }
 
 // forRun returns the exec.* events recorded for runID.
@@ -187,7 +240,21 @@ type conformanceCase struct {
 // events the gateway receives field by field, except for the intended
 // differences each case names.
 func TestConformanceWithOpenClawNodeHost(t *testing.T) {
-	tmp, bin, gw := startGateway(t, "")
+	// OpenClaw's own exec tool is driven by a scripted model provider, not a
+	// language model: the gateway's agent runs with it, exec goes to the
+	// node hosts (tools.exec.host node), and the gateway itself neither
+	// asks nor narrows (security full, ask off), so the nodes' policies
+	// decide, as in the table below.
+	model, err := octest.StartScriptedModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(model.Close)
+	tmp, bin, gw := startGatewayWith(t, "", map[string]any{
+		"models": map[string]any{"mode": "merge", "providers": map[string]any{octest.ScriptedProvider: model.ProviderConfig()}},
+		"agents": map[string]any{"defaults": map[string]any{"model": map[string]any{"primary": octest.ScriptedProvider + "/" + octest.ScriptedModelID}}},
+		"tools":  map[string]any{"exec": map[string]any{"host": "node", "security": "full", "ask": "off"}},
+	})
 
 	ex := &harness{t: t, gw: gw, name: "conf-exechost"}
 	oc := &harness{t: t, gw: gw, name: "conf-openclaw"}
@@ -225,6 +292,19 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 	oc.opID, oc.op = ex.opID, ex.op
 	ex.devID = ex.waitNode(true).NodeID
 	oc.devID = oc.waitNode(true).NodeID
+
+	// node.host.stats: both publish on connect, and the gateway keeps the
+	// same fields for each (the values are each machine's own; these are
+	// the same machine, but sampled at other moments).
+	t.Run("node.host.stats", func(t *testing.T) {
+		got, want := ex.waitHostStats(), oc.waitHostStats()
+		if diff := cmp.Diff(keys(want), keys(got)); diff != "" {
+			t.Errorf("hostStats fields (-OpenClaw +exechost):\n%s\nOpenClaw %v\nexechost %v", diff, want, got)
+		}
+		if got["cpuCount"] != want["cpuCount"] || got["memoryTotalBytes"] != want["memoryTotalBytes"] {
+			t.Errorf("hostStats totals: exechost %v, OpenClaw %v", got, want)
+		}
+	})
 
 	missing := filepath.Join(tmp, "no-such-dir")
 	resultFields := []string{"exitCode", "timedOut", "success", "stdout", "stderr", "truncated", "error"}
@@ -267,21 +347,59 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 	}
 	runCases(cases)
 
-	// Tighten both to security=deny through the gateway (a remote change
-	// each node host accepts without consent), then compare a denial.
-	for _, h := range []*harness{ex, oc} {
-		var snap struct {
-			Hash string `json:"hash"`
-		}
-		if err := h.call("exec.approvals.node.get", map[string]any{"nodeId": h.devID}, &snap); err != nil {
-			t.Fatal(err)
-		}
-		var doc map[string]any
-		_ = json.Unmarshal([]byte(denyPolicy), &doc)
-		if err := h.call("exec.approvals.node.set", map[string]any{"nodeId": h.devID, "file": doc, "baseHash": snap.Hash}, nil); err != nil {
-			t.Fatalf("%s: tighten to deny: %v", h.name, err)
+	// OpenClaw's exec tool (system.run.prepare, the gateway's approval
+	// analysis of the prepared plan, system.run), one agent turn per node
+	// host with the same scripted call. The tool result is what the model
+	// reads.
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"exec tool: stdout, stderr and exit code", map[string]any{"command": "echo out; echo err >&2; exit 3"}},
+		{"exec tool: workdir", map[string]any{"command": "pwd", "workdir": tmp}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			report = append(report, compareExecTool(t, model, tc.args, ex, oc, exRec, ocRec))
+		})
+	}
+
+	// Set both to an allowlist of echo, then compare a hit and a miss. The
+	// gateway may set it on OpenClaw's node host; exechost's counts the
+	// new patterns as a widening (intended difference: remote edits only
+	// tighten), so its own CLI sets it there.
+	setPolicy := func(policy string, hs ...*harness) {
+		for _, h := range hs {
+			var snap struct {
+				Hash string `json:"hash"`
+			}
+			if err := h.call("exec.approvals.node.get", map[string]any{"nodeId": h.devID}, &snap); err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			_ = json.Unmarshal([]byte(policy), &doc)
+			if err := h.call("exec.approvals.node.set", map[string]any{"nodeId": h.devID, "file": doc, "baseHash": snap.Hash}, nil); err != nil {
+				t.Fatalf("%s: tighten to %s: %v", h.name, policy, err)
+			}
 		}
 	}
+	f := filepath.Join(tmp, "allowlist.json")
+	if err := os.WriteFile(f, []byte(allowlistPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "--state-dir", exDir, "approvals", "set", "--file", f).CombinedOutput(); err != nil {
+		t.Fatalf("approvals set on the exechost node: %v\n%s", err, out)
+	}
+	setPolicy(allowlistPolicy, oc)
+	runCases([]conformanceCase{
+		{name: "allowlist hit", command: "system.run", params: map[string]any{"command": []string{"echo", "listed"}, "agentId": "main", "sessionKey": "agent:main:main"},
+			fields: resultFields, eventFields: []string{"sessionKey", "host", "command", "exitCode", "timedOut", "success", "output", "suppressNotifyOnExit"}},
+		{name: "allowlist miss", command: "system.run", params: map[string]any{"command": []string{"id", "-u"}, "agentId": "main", "sessionKey": "agent:main:main"},
+			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DENIED: allowlist miss", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},
+	})
+
+	// Tighten both to security=deny through the gateway (a remote change
+	// each node host accepts without consent), then compare a denial.
+	setPolicy(denyPolicy, ex, oc)
 	runCases([]conformanceCase{
 		{name: "security=deny", command: "system.run", params: map[string]any{"command": []string{"echo", "no"}, "sessionKey": "agent:main:main"},
 			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DISABLED: security=deny", eventFields: []string{"sessionKey", "host", "command", "reason", "suppressNotifyOnExit"}},
@@ -402,6 +520,131 @@ func compareCase(t *testing.T, tc conformanceCase, ex, oc *harness, exRec, ocRec
 	}
 	return fmt.Sprintf("%s: ok=%v events=%d", tc.name, got.OK, len(ge))
 }
+
+// waitHostStats waits until node.list shows the node's hostStats.
+func (h *harness) waitHostStats() map[string]any {
+	h.t.Helper()
+	deadline := time.Now().Add(waitNode)
+	for time.Now().Before(deadline) {
+		var list struct {
+			Nodes []nodeInfo `json:"nodes"`
+		}
+		if err := h.call("node.list", map[string]any{}, &list); err != nil {
+			h.t.Fatalf("node.list: %v", err)
+		}
+		for _, n := range list.Nodes {
+			if n.NodeID == h.devID && n.HostStats != nil {
+				delete(n.HostStats, "updatedAtMs")
+				return n.HostStats
+			}
+		}
+		time.Sleep(pollPeriod)
+	}
+	h.t.Fatalf("%s: no hostStats in node.list after %s", h.name, waitNode)
+	return nil
+}
+
+// execToolTurn is what one agent turn calling the exec tool produced.
+type execToolTurn struct {
+	session  string
+	text     string   // the tool result the model read
+	commands []string // what the gateway invoked on the node for the turn
+	events   []recordedEvent
+	err      error
+}
+
+// compareExecTool runs one agent turn per node host whose scripted model
+// calls exec with args (host node, that node), and compares the tool
+// results the model read, the commands the gateway invoked and the events
+// it received.
+func compareExecTool(t *testing.T, model *octest.ScriptedModel, args map[string]any, ex, oc *harness, exRec, ocRec *recorder) string {
+	turns := make([]execToolTurn, 2)
+	var wg sync.WaitGroup
+	for i, n := range []struct {
+		h   *harness
+		rec *recorder
+	}{{ex, exRec}, {oc, ocRec}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := maps.Clone(args)
+			a["host"], a["node"] = "node", n.h.devID
+			msg, marker := model.Script("exec", a)
+			turn := execToolTurn{session: "agent:main:exec-tool-" + uuid.NewString()[:8]}
+			turn.err = n.h.agentTurn(msg, turn.session)
+			if turn.err == nil {
+				var ok bool
+				if turn.text, ok = model.ToolResult(marker); !ok {
+					turn.err = errors.New("the exec tool's result never reached the model")
+				}
+			}
+			// The node id is the node's own; the rest must match.
+			turn.text = strings.ReplaceAll(turn.text, n.h.devID, "<node id>")
+			var runID string
+			turn.commands, runID = n.rec.invokedFor(turn.session)
+			turn.events = n.rec.forRun(runID)
+			turns[i] = turn
+		}()
+	}
+	wg.Wait()
+	got, want := turns[0], turns[1]
+	for name, turn := range map[string]execToolTurn{"exechost": got, "OpenClaw": want} {
+		if turn.err != nil {
+			t.Fatalf("%s: agent turn: %v", name, turn.err)
+		}
+	}
+	t.Logf("exec tool result (OpenClaw's node host):\n%s", want.text)
+	if diff := cmp.Diff(want.text, got.text); diff != "" {
+		t.Errorf("exec tool result (-OpenClaw +exechost):\n%s", diff)
+	}
+	if wantCmds := []string{"system.run.prepare", "system.run"}; !slices.Equal(want.commands, wantCmds) || !slices.Equal(got.commands, wantCmds) {
+		t.Errorf("invoked: exechost %v, OpenClaw %v, want %v", got.commands, want.commands, wantCmds)
+	}
+	if len(got.events) != len(want.events) || len(want.events) == 0 {
+		t.Fatalf("events: exechost %+v, OpenClaw %+v", got.events, want.events)
+	}
+	for i := range got.events {
+		if got.events[i].Event != want.events[i].Event {
+			t.Errorf("event %d: exechost %s, OpenClaw %s", i, got.events[i].Event, want.events[i].Event)
+		}
+		// command and output differ on purpose (docs/openclaw.md).
+		for _, f := range []string{"host", "exitCode", "timedOut", "success", "suppressNotifyOnExit"} {
+			if diff := cmp.Diff(want.events[i].Payload[f], got.events[i].Payload[f]); diff != "" {
+				t.Errorf("%s field %s (-OpenClaw +exechost):\n%s", got.events[i].Event, f, diff)
+			}
+		}
+	}
+	return fmt.Sprintf("%v: ok events=%d", args["command"], len(got.events))
+}
+
+// agentTurn runs one agent turn in session with message and waits for it
+// to end (the `agent` call answers once it is accepted).
+func (h *harness) agentTurn(message, session string) error {
+	var acc struct {
+		RunID  string `json:"runId"`
+		Status string `json:"status"`
+	}
+	if err := h.call("agent", map[string]any{"message": message, "sessionKey": session, "idempotencyKey": uuid.NewString(), "deliver": false}, &acc); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), agentTurnLimit)
+	defer cancel()
+	var done struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	if err := h.op.Call(ctx, "agent.wait", map[string]any{"runId": acc.RunID, "timeoutMs": (agentTurnLimit - 10*time.Second).Milliseconds()}, &done); err != nil {
+		return fmt.Errorf("agent.wait %s: %w", acc.RunID, err)
+	}
+	if done.Status != "ok" {
+		return fmt.Errorf("agent run %s ended %q: %s", acc.RunID, done.Status, done.Error)
+	}
+	return nil
+}
+
+// agentTurnLimit bounds one agent turn: a hang bound, not a speed claim
+// (a turn took up to 2 minutes on the loaded 2-core machine).
+const agentTurnLimit = 8 * time.Minute
 
 func keys(ms ...map[string]any) []string {
 	var out []string

@@ -53,6 +53,8 @@ type nodeInfo struct {
 	Connected        bool     `json:"connected"`
 	ApprovalState    string   `json:"approvalState"`
 	PendingRequestID string   `json:"pendingRequestId"`
+	// HostStats is the node's last node.host.stats as the gateway kept it.
+	HostStats map[string]any `json:"hostStats"`
 }
 
 type harness struct {
@@ -318,6 +320,13 @@ func TestRealGateway(t *testing.T) {
 // installed the test skips loudly.
 func startGateway(t *testing.T, bind string) (tmp, bin string, gw *octest.Gateway) {
 	t.Helper()
+	return startGatewayWith(t, bind, nil)
+}
+
+// startGatewayWith is startGateway with config as the gateway's
+// openclaw.json (octest.StartGatewayWithConfig).
+func startGatewayWith(t *testing.T, bind string, config map[string]any) (tmp, bin string, gw *octest.Gateway) {
+	t.Helper()
 	in, err := octest.Find()
 	if err != nil {
 		testdep.Missing(t, "openclaw", err.Error())
@@ -326,7 +335,7 @@ func startGateway(t *testing.T, bind string) (tmp, bin string, gw *octest.Gatewa
 	if bin, err = testproc.Build(tmp, os.Getenv("EXECHOST_E2E_RACE") != ""); err != nil {
 		t.Fatal(err)
 	}
-	if gw, err = octest.StartGateway(in, filepath.Join(tmp, "gateway"), bind); err != nil {
+	if gw, err = octest.StartGatewayWithConfig(in, filepath.Join(tmp, "gateway"), bind, config); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Stop)
@@ -338,7 +347,7 @@ func (h *harness) connectOperator() {
 	ctx, cancel := context.WithTimeout(context.Background(), callLimit)
 	defer cancel()
 	for {
-		op, err := openclaw.DialOperator(ctx, h.gw.URL, h.gw.Token, h.opID, "test")
+		op, err := openclaw.DialOperatorWith(ctx, h.gw.URL, h.gw.Token, h.opID, "test", bridge.Options{NoPing: true})
 		if err == nil {
 			h.op = op
 			h.t.Cleanup(func() { op.Close("test done") })

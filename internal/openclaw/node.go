@@ -95,6 +95,11 @@ type Options struct {
 	// ConfirmWidening asks this machine's approver to confirm a remote
 	// widening (nil: nobody can, and every widening is refused).
 	ConfirmWidening approvals.Asker
+	// SampleHostStats samples what node.host.stats reports after each
+	// connect and every HostStatsInterval (default SampleHostStats);
+	// HostStatsTick replaces that interval's ticker (tests).
+	SampleHostStats func() (HostStats, error)
+	HostStatsTick   <-chan time.Time
 }
 
 // Node is exechost serving an OpenClaw gateway as a node.
@@ -148,6 +153,9 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.MaxInvokes <= 0 {
 		opts.MaxInvokes = DefaultMaxInvokes
+	}
+	if opts.SampleHostStats == nil {
+		opts.SampleHostStats = SampleHostStats
 	}
 	if opts.Jitter == nil {
 		opts.Jitter = func(d time.Duration) time.Duration { return d + rand.N(d/4+1) }
@@ -209,6 +217,7 @@ func (n *Node) Run(ctx context.Context) error {
 		s.conn = conn
 		n.connected(conn, hello)
 		close(s.ready)
+		go n.publishHostStats(conn)
 		select {
 		case <-conn.Done():
 			n.log.Warn("openclaw gateway connection lost; reconnecting", "err", conn.Err())

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -271,6 +272,9 @@ func startNode(t *testing.T, g *fakeGateway, r Runner, onConnected func(), setup
 		},
 		Jitter:      func(d time.Duration) time.Duration { return d },
 		OnConnected: onConnected,
+		// No node.host.stats unless a test asks (TestHostStats): the
+		// scripts read the node's frames in order.
+		SampleHostStats: func() (HostStats, error) { return HostStats{}, errors.New("off in this test") },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1095,4 +1099,88 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 		r := run(t, nd, prepare(t, nd, nil, "allow-once"))
 		denied(t, r, "--approvals-route both")
 	})
+}
+
+// TestHostStats: node.host.stats goes out once the handshake is done and
+// again on every tick, in OpenClaw's schema (free within total, the disk
+// pair together or not at all, no all-zero load).
+func TestHostStats(t *testing.T) {
+	total, avail := uint64(500), uint64(900)
+	samples := []HostStats{
+		{CPUCount: 2, LoadAverage: &[3]float64{1.5, 0.5, 0.25}, MemoryTotalBytes: 1000, MemoryFreeBytes: 400, DiskTotalBytes: &total, DiskAvailableBytes: &avail},
+		{CPUCount: 0, LoadAverage: &[3]float64{}, MemoryTotalBytes: 1000, MemoryFreeBytes: 2000, DiskTotalBytes: &total},
+	}
+	want := []map[string]any{
+		{"cpuCount": float64(2), "loadAverage": []any{1.5, 0.5, 0.25}, "memoryTotalBytes": float64(1000), "memoryFreeBytes": float64(400),
+			"diskTotalBytes": float64(500), "diskAvailableBytes": float64(500)},
+		{"cpuCount": float64(1), "memoryTotalBytes": float64(1000), "memoryFreeBytes": float64(1000)},
+	}
+	tick := make(chan time.Time)
+	got := make(chan map[string]any, len(want))
+	g := newFakeGateway(t, func(c *gwConn) {
+		c.handshake(nil)
+		for i := range want {
+			m := c.read()
+			if m == nil {
+				return
+			}
+			c.send(map[string]any{"type": "res", "id": m["id"], "ok": true, "payload": map[string]any{}})
+			p, _ := m["params"].(map[string]any)
+			if m["method"] != MethodNodeEvent || p["event"] != EventHostStats {
+				t.Errorf("want node.event %s, got %v", EventHostStats, m)
+				return
+			}
+			var payload map[string]any
+			_ = json.Unmarshal([]byte(p["payloadJSON"].(string)), &payload)
+			got <- payload
+			if i < len(want)-1 {
+				tick <- time.Time{}
+			}
+		}
+		for c.read() != nil {
+		}
+	})
+	var mu sync.Mutex
+	next := 0
+	startNode(t, g, &fakeRunner{}, nil, func(n *Node) {
+		n.opts.HostStatsTick = tick
+		n.opts.SampleHostStats = func() (HostStats, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			s := samples[min(next, len(samples)-1)]
+			next++
+			return s, nil
+		}
+	})
+	for i, w := range want {
+		select {
+		case p := <-got:
+			if diff := cmp.Diff(w, p); diff != "" {
+				t.Errorf("node.host.stats %d (-want +got):\n%s", i, diff)
+			}
+		case <-time.After(testLimit):
+			t.Fatalf("node.host.stats %d never arrived", i)
+		}
+	}
+}
+
+// TestSampleHostStats: this machine's sample is one OpenClaw's gateway
+// accepts.
+func TestSampleHostStats(t *testing.T) {
+	s, err := SampleHostStats()
+	if runtime.GOOS != "linux" {
+		if err == nil {
+			t.Fatal("a sample where none is implemented")
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CPUCount < 1 || s.MemoryTotalBytes == 0 || s.MemoryFreeBytes > s.MemoryTotalBytes {
+		t.Errorf("sample %+v", s)
+	}
+	if (s.DiskTotalBytes == nil) != (s.DiskAvailableBytes == nil) || (s.DiskTotalBytes != nil && *s.DiskAvailableBytes > *s.DiskTotalBytes) {
+		t.Errorf("disk %v/%v", s.DiskAvailableBytes, s.DiskTotalBytes)
+	}
 }

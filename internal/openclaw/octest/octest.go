@@ -11,8 +11,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -96,6 +98,27 @@ type Gateway struct {
 // StartGateway starts a gateway in dir on a free port, bound as bind says
 // ("" is loopback), and waits until it accepts connections on loopback.
 func StartGateway(in Install, dir, bind string) (*Gateway, error) {
+	return StartGatewayWithConfig(in, dir, bind, nil)
+}
+
+// StartGatewayWithConfig is StartGateway with config written first as the
+// gateway's openclaw.json (gateway.mode "local" added), e.g. a model
+// provider (ScriptedModel.ProviderConfig) and tools.exec settings.
+func StartGatewayWithConfig(in Install, dir, bind string, config map[string]any) (*Gateway, error) {
+	if config != nil {
+		cfg := maps.Clone(config)
+		cfg["gateway"] = map[string]any{"mode": "local"}
+		data, err := json.MarshalIndent(cfg, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "openclaw.json"), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -113,7 +136,7 @@ func StartGateway(in Install, dir, bind string) (*Gateway, error) {
 // startAttempts is how many times Start tries a gateway that exits
 // before listening: on a loaded machine OpenClaw's gateway can give up on
 // its own 5 s startup deadlines (its state-lease heartbeat) and exit.
-const startAttempts = 3
+const startAttempts = 5
 
 // Start (re)starts the gateway on its port with its state.
 func (g *Gateway) Start() error {
