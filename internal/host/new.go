@@ -44,6 +44,14 @@ type Options struct {
 	// Close then waits for the finished records' syncs. Daemons that
 	// record their own decisions in the same log close it themselves.
 	CloseAudit bool
+	// WarmInterpreters is how many interpreter processes the engine keeps
+	// started ahead of need (Engine.WarmInterpreters): 0 keeps none.
+	// Daemons pass their setting (DefaultWarmInterpreters unless told
+	// otherwise); a one-shot `exechost run` keeps none.
+	WarmInterpreters int
+	// WarmIdle is how long a warm interpreter waits for a run before it
+	// is ended; DefaultWarmIdle when zero.
+	WarmIdle time.Duration
 	// Warn hears about degraded operation that must not stop the process:
 	// a reaper that could not start. Nil discards it.
 	Warn func(error)
@@ -77,6 +85,10 @@ func New(opts Options) (*Engine, error) {
 		e.closeAudit = opts.Audit.Close
 	}
 	e.Prompter = opts.Prompter
+	if opts.WarmInterpreters < 0 || opts.WarmIdle < 0 {
+		return nil, fmt.Errorf("warm interpreters %d, idle %s: negative (hint: 0 turns the pool off)", opts.WarmInterpreters, opts.WarmIdle)
+	}
+	e.WarmInterpreters, e.WarmIdle = opts.WarmInterpreters, opts.WarmIdle
 	if opts.Route != nil {
 		p, err := opts.Route(e.Prompter)
 		if err != nil {
@@ -84,6 +96,7 @@ func New(opts Options) (*Engine, error) {
 		}
 		e.Prompter = p
 	}
+	e.warm() // started ahead of the first run
 	return e, nil
 }
 

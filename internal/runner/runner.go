@@ -95,6 +95,13 @@ type Spec struct {
 	// execPath is what the wrapped program is to be exec'd by: the
 	// pinned executable's descriptor path (Executable), or "" for argv[0].
 	Confine func(argv []string, execPath string) ([]string, error)
+	// Warm, when set, is a process started ahead of this run
+	// (WarmStarter) that runs it instead of a fresh start: it is handed
+	// Argv, the environment and Cwd, and becomes the process a fresh
+	// start would be (warm.go). It is used once, whatever the outcome.
+	// PTY, Confine and Executable cannot be applied to it: Run refuses
+	// such a Spec (ErrStart) and the caller starts it afresh.
+	Warm *Warm
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -172,6 +179,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	argv, err := commandArgv(spec)
 	if err != nil {
 		return fail(err)
+	}
+	if spec.Warm != nil {
+		if err := checkWarm(spec); err != nil {
+			return fail(err)
+		}
 	}
 	// The decided file is opened before anything else: with a confining
 	// launcher in front, the launcher execs the descriptor it inherits.

@@ -34,6 +34,9 @@ const Supported = true
 
 func init() {
 	if len(os.Args) == 3 && os.Args[1] == arg {
+		if os.Args[2] == warmPlan {
+			os.Exit(MainWarm())
+		}
 		os.Exit(Main(os.Args[2]))
 	}
 }

@@ -55,6 +55,11 @@ import (
 // as the interpreter instead of its normal main.
 const arg = "--exechost-interp=v1"
 
+// warmPlan, in place of the plan, starts a warm interpreter (WarmArgv),
+// which receives its plan when the host hands it a run (MainWarm). A plan
+// is a JSON object, never this word.
+const warmPlan = "warm"
+
 // maxPlan bounds the plan passed on the command line: Linux refuses a
 // single argument over 128 KiB (MAX_ARG_STRLEN).
 const maxPlan = 120 << 10
@@ -145,4 +150,17 @@ func Argv(plan Plan) ([]string, error) {
 		return nil, fmt.Errorf("command too large for the interpreter (%d bytes, at most %d)", len(b), maxPlan)
 	}
 	return []string{exe, arg, string(b)}, nil
+}
+
+// WarmArgv returns the argv of a warm interpreter: this binary, waiting
+// for the run it is handed (runner.Spec.Warm with an Argv from Argv).
+func WarmArgv() ([]string, error) {
+	if !Supported || !runner.WarmSupported() {
+		return nil, errors.New("warm interpreters are not available on this platform")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this executable for the interpreter: %w", err)
+	}
+	return []string{exe, arg, warmPlan}, nil
 }
