@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/policy"
@@ -267,4 +270,56 @@ func warmChildren(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+// TestWarmChangesNothing runs a table of requests (interpreted, direct,
+// denied, refused, timed out, PTY, with environment) on an engine with
+// warm interpreters and on one without, over the same approvals: every
+// result but the pid, the duration and the private TMPDIR's name must be
+// equal. Each warm run finds a ready process (the pool is filled first).
+// (Under security=full everything is shell text and starts afresh.)
+func TestWarmChangesNothing(t *testing.T) {
+	f, pool := warmFixture(t, 1, "$BIN/*", "/usr/bin/*", "/bin/*")
+	cold := NewEngine(f.engine.StateDir, policy.HostGateway, "gw")
+	cold.PATH, cold.Home = f.engine.PATH, f.engine.Home
+	t.Cleanup(func() { _ = cold.Close() })
+	reqs := []Request{
+		{RawCommand: "hello a | other b"}, {RawCommand: "hello a && other b; hello c"},
+		{RawCommand: "cd / && pwd"}, {RawCommand: "pwd; hello"}, {RawCommand: "other x >/dev/null; hello y"},
+		{RawCommand: "hello $(other z)"}, {RawCommand: "sh -c 'hello a; other b'"},
+		{RawCommand: "printenv LC_ALL | cat", Env: map[string]string{"LC_ALL": "C"}},
+		{RawCommand: "false || hello x"}, {RawCommand: "cat | wc -c"}, {RawCommand: "hello a 1>&2; true"},
+		{RawCommand: "ls /nonexistent-exechost; hello"}, {RawCommand: "time nice hello 2>/dev/null"},
+		{RawCommand: "for i in 1 2 3; do hello $i; done"}, {RawCommand: "printenv TMPDIR | cut -c1-18"},
+		{RawCommand: "nope | hello"}, {RawCommand: "hello; nope"}, {RawCommand: "sleep 5 | sleep 6", TimeoutMs: 300},
+		{RawCommand: "hello a | other b", PTY: true}, {RawCommand: "hello", Env: map[string]string{"LD_PRELOAD": "/x"}},
+		{RawCommand: "env -i /usr/bin/printenv | wc -l"}, {RawCommand: "exit 3"}, {RawCommand: "hello | exit 4"},
+	}
+	tmp := regexp.MustCompile(`exechost-run-[0-9]+`)
+	norm := func(r Result) Result {
+		r.Pid, r.Duration = 0, 0
+		// Tail interleaves stdout and stderr as the processes of a
+		// pipeline happened to write them: compared stream by stream.
+		r.Stdout, r.Stderr, r.Tail = tmp.ReplaceAllString(r.Stdout, "TMP"), tmp.ReplaceAllString(r.Stderr, "TMP"), ""
+		return r
+	}
+	for _, req := range reqs {
+		req.Cwd = f.dir
+		want, werr := cold.Run(context.Background(), req)
+		waitWarm(t, pool, 1)
+		got, err := f.engine.Run(context.Background(), req)
+		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+			t.Errorf("%q: warm err %v, cold %v", req.RawCommand, err, werr)
+			continue
+		}
+		if diff := cmp.Diff(norm(want), norm(got), cmpopts.IgnoreFields(policy.Decision{}, "Err")); diff != "" {
+			t.Errorf("%q: (-cold +warm):\n%s", req.RawCommand, diff)
+		}
+	}
+	pool.mu.Lock()
+	handed := pool.handed
+	pool.mu.Unlock()
+	if handed < 15 {
+		t.Errorf("only %d runs were warm; the comparison proves little", handed)
+	}
 }
