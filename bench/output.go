@@ -103,8 +103,8 @@ func metRatio(s, base sample, limit float64, err error) string {
 
 // memoryRows measures the resident memory of the gateway and of a node
 // (every process of it: the runner, its reaper and its warm interpreters)
-// idle and after 1,000
-// execs that each print 100 KB, 2 s after the load ends. The node is one
+// idle and after 1,000 execs that each print 100 KB, 2 s after the load
+// ends. The node is one
 // started for this row, so its idle figure is a fresh node's.
 func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 	sec := "Memory (RSS and PSS, all processes of each daemon)"

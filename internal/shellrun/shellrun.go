@@ -35,6 +35,11 @@
 //     (DefaultMemoryBound, DefaultGoroutineBound, MaxChildren) and ends the
 //     run with BoundExit and a message naming the bound it hit.
 //
+// A daemon's host engine usually hands the plan to a warm interpreter
+// (WarmArgv, MainWarm): this binary started ahead of need and waiting for
+// its one run, which it receives with the run's environment and working
+// directory (runner.Spec.Warm) and then runs exactly as Main does.
+//
 // Running in a child process keeps everything the runner guarantees for a
 // shell: the process group that a timeout kills, the reaper, the
 // parent-death signal, the PTY, the output caps; and a script that loops or
