@@ -31,7 +31,7 @@ func (b *bench) interpRows() {
 		b.add(row{section: sec, what: "interpreter", err: fmt.Errorf("analysis: %s", a.Error)})
 		return
 	}
-	argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), PATH: path, Home: os.Getenv("HOME")})
+	argv, err := shellrun.Argv(shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), Files: runner.IDsOf(a.Executables()), PATH: path, Home: os.Getenv("HOME")})
 	if err != nil {
 		b.add(row{section: sec, what: "interpreter", err: err})
 		return
