@@ -88,11 +88,20 @@ func launchWarm(ctx context.Context, ls launchSpec) (ran, error) {
 	}
 	defer outs.close()
 	defer unix.Close(pidfd)
+	sent := false
+	defer func() {
+		if !sent { // the run failed before its hand-over
+			unix.Close(sock)
+		}
+	}()
 	// Not for the parent-death signal (the warm starter's thread forked
 	// it) but as for a fresh start: the poll loop stays on one thread.
 	unlock := lockThread()
 	defer unlock()
-	return superviseStarted(ctx, ls, time.Now(), pid, pidfd, outs, func() error { return sendHandOver(sock, ls) })
+	return superviseStarted(ctx, ls, time.Now(), pid, pidfd, outs, func() error {
+		sent = true
+		return sendHandOver(sock, ls) // closes sock
+	})
 }
 
 // superviseStarted watches the started process pid until it has exited
