@@ -98,9 +98,11 @@ type Spec struct {
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
-	// start would be (warm.go). It is used once, whatever the outcome.
-	// PTY, Confine and Executable cannot be applied to it: Run refuses
-	// such a Spec (ErrStart) and the caller starts it afresh.
+	// start would be (warm.go). Once Run has adopted it, it is used,
+	// whatever the outcome; one found dead at hand-over fails the run
+	// with ErrWarmGone before anything started. PTY, Confine and
+	// Executable cannot be applied to it: Run refuses such a Spec
+	// (ErrStart) and leaves it unused, for the caller to close.
 	Warm *Warm
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // warmHelper is a warm process (helper role "warm"): it takes its
@@ -72,6 +74,30 @@ func TestWarmHandOver(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Warm: w}); !errors.Is(err, ErrWarmGone) {
 		t.Errorf("a second run of the same warm process: %v, want ErrWarmGone", err)
+	}
+	// One that died while it waited fails its run with ErrWarmGone,
+	// before anything started (the caller then starts the run afresh).
+	dead := start()
+	fd, err := unix.PidfdOpen(dead.Pid(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := syscall.Kill(dead.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 60_000); n != 1 || err != nil {
+		t.Fatalf("the killed warm process did not exit: %v", err)
+	}
+	if dead.Alive() {
+		t.Error("a dead warm process reports itself alive")
+	}
+	started := false
+	if _, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Warm: dead, OnStart: func() { started = true }}); !errors.Is(err, ErrWarmGone) || started {
+		t.Errorf("run in a dead warm process: %v (started %v), want ErrWarmGone before any start", err, started)
+	}
+	if !gone(dead.Pid()) {
+		t.Errorf("the dead warm process %d was not reaped", dead.Pid())
 	}
 	for name, spec := range map[string]Spec{
 		"pty":        {PTY: true},
