@@ -323,3 +323,29 @@ func TestWarmChangesNothing(t *testing.T) {
 		t.Errorf("only %d runs were warm; the comparison proves little", handed)
 	}
 }
+
+// TestWarmDeadOneIsSkipped: a warm interpreter killed while it waited is
+// not handed a run: the run goes to the next one (or starts afresh), and
+// the dead one is reaped.
+func TestWarmDeadOneIsSkipped(t *testing.T) {
+	f, pool := warmFixture(t, 2, "$BIN/*")
+	pids := pool.readyPids()
+	fd, err := unix.PidfdOpen(pids[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Kill(pids[0], unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 60_000); n != 1 || err != nil {
+		t.Fatalf("the killed warm interpreter did not exit: %v", err)
+	}
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a | other b", Cwd: f.dir})
+	if err != nil || res.Stdout != "other b\n" || res.Pid != pids[1] {
+		t.Fatalf("run: %+v, %v; want it in the second warm interpreter %d", res.Result, err, pids[1])
+	}
+	if !gone(pids[0]) {
+		t.Errorf("the dead warm interpreter %d was not reaped", pids[0])
+	}
+}
