@@ -24,6 +24,20 @@ type op struct {
 	how  string
 	run  func() error
 	skip error // set when the operation cannot run here
+	// before, when set, runs untimed before each run (a warm process
+	// made ready for it, so that its start is not counted).
+	before func() error
+}
+
+// prepare runs o.before, when there is one.
+func (o op) prepare() error {
+	if o.before == nil {
+		return nil
+	}
+	if err := o.before(); err != nil {
+		return fmt.Errorf("before the run: %w", err)
+	}
+	return nil
 }
 
 // interleave runs every op once per round, n rounds after warm rounds, so
@@ -37,7 +51,9 @@ func interleave(warm, n int, ops []op) ([]sample, []error) {
 	for r := 0; r < warm; r++ {
 		for i, o := range ops {
 			if errs[i] == nil {
-				if err := o.run(); err != nil {
+				if err := o.prepare(); err != nil {
+					errs[i] = err
+				} else if err := o.run(); err != nil {
 					errs[i] = fmt.Errorf("warm-up: %w", err)
 				}
 			}
@@ -50,6 +66,10 @@ func interleave(warm, n int, ops []op) ([]sample, []error) {
 	for r := 0; r < n; r++ {
 		for i, o := range ops {
 			if errs[i] != nil {
+				continue
+			}
+			if err := o.prepare(); err != nil {
+				errs[i] = err
 				continue
 			}
 			t0 := time.Now()

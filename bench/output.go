@@ -102,8 +102,9 @@ func metRatio(s, base sample, limit float64, err error) string {
 }
 
 // memoryRows measures the resident memory of the gateway and of a node
-// (every process of it: the runner and its reaper) idle and after 1,000
-// execs that each print 100 KB, 2 s after the load ends. The node is one
+// (every process of it: the runner, its reaper and its warm interpreters)
+// idle and after 1,000 execs that each print 100 KB, 2 s after the load
+// ends. The node is one
 // started for this row, so its idle figure is a fresh node's.
 func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 	sec := "Memory (RSS and PSS, all processes of each daemon)"
@@ -127,7 +128,8 @@ func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 	}
 	time.Sleep(2 * time.Second) // let the last results and events settle
 	after := daemonRSS(c, n)
-	for _, who := range []string{"gateway", "gateway PSS", "node runner", "node runner PSS", "node reaper", "node reaper PSS", "node total", "node total PSS"} {
+	for _, who := range []string{"gateway", "gateway PSS", "node runner", "node runner PSS", "node reaper", "node reaper PSS",
+		"node warm interpreters", "node warm interpreters PSS", "node total", "node total PSS"} {
 		unit, field := "MB RSS", "VmRSS"
 		if strings.HasSuffix(who, " PSS") {
 			// PSS divides shared pages (the binary's text, shared by runner
@@ -156,7 +158,7 @@ func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 
 // daemonRSS returns VmRSS and Pss (KB, keys with a " PSS" suffix) of the
 // gateway, the node runner, its reaper (the runner's child re-exec with
-// --exechost-reaper) and the node total.
+// --exechost-reaper), its warm interpreters and the node total.
 func daemonRSS(c *cluster, n *clusterNode) map[string]int64 {
 	out := map[string]int64{}
 	add := func(who string, pid int) {
@@ -171,10 +173,16 @@ func daemonRSS(c *cluster, n *clusterNode) map[string]int64 {
 	pid := n.p.Cmd.Process.Pid
 	add("node runner", pid)
 	for _, child := range childPIDs(pid) {
-		add("node reaper", child)
+		// The runner's children: its reaper and its warm interpreters
+		// (--warm-interpreters, 2 by default), waiting for a run.
+		who := "node reaper"
+		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child)); strings.Contains(string(cmdline), "--exechost-interp=v1\x00warm") {
+			who = "node warm interpreters"
+		}
+		add(who, child)
 	}
 	for _, f := range []string{"", " PSS"} {
-		out["node total"+f] = out["node runner"+f] + out["node reaper"+f]
+		out["node total"+f] = out["node runner"+f] + out["node reaper"+f] + out["node warm interpreters"+f]
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/logging"
 	"github.com/exechost/exechost/internal/service"
 )
@@ -29,6 +30,24 @@ type logFlags struct {
 	// insecurePlaintext is --insecure-plaintext: serve ws:// beyond
 	// loopback (gateway.RunOptions.InsecurePlaintext).
 	insecurePlaintext bool
+	// warmInterpreters is --warm-interpreters: the host engine's pool
+	// of warm interpreters (host.Options.WarmInterpreters).
+	warmInterpreters int
+}
+
+// addWarm registers --warm-interpreters on a command that runs a daemon's
+// host engine.
+func (l *logFlags) addWarm(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&l.warmInterpreters, "warm-interpreters", host.DefaultWarmInterpreters,
+		"interpreter processes kept started ahead of need for commands that run in the interpreter (0: none; each serves one command)")
+}
+
+// checkWarm refuses a negative --warm-interpreters.
+func (l *logFlags) checkWarm() error {
+	if l.warmInterpreters < 0 {
+		return usagef("--warm-interpreters %d: must not be negative (0 keeps none)", l.warmInterpreters)
+	}
+	return nil
 }
 
 // addInsecure registers --insecure-plaintext on a command that runs a
@@ -78,6 +97,7 @@ logs why. SIGINT/SIGTERM stop the gateway cleanly.`,
 	cmd.Flags().StringVar(&listen, "listen", "", "listen address (default gateway.listen, else "+config.DefaultListen+")")
 	lf.add(cmd)
 	lf.addInsecure(cmd)
+	lf.addWarm(cmd)
 	cmd.Flags().StringVar(&lf.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address (opt-in; e.g. 127.0.0.1:9464)")
 	cmd.Flags().DurationVar(&lf.drainTimeout, "drain-timeout", gateway.DefaultDrainTimeout, "on SIGTERM, how long running execs may finish before everyone is disconnected")
 	cmd.AddCommand(newJoinKeyCmd(g))
@@ -92,6 +112,9 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 	if err != nil {
 		return err
 	}
+	if err := lf.checkWarm(); err != nil {
+		return err
+	}
 	dir, err := g.dir()
 	if err != nil {
 		return err
@@ -100,6 +123,7 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 		StateDir: dir, ConfigPath: cfgPath, Embedded: embedded, Listen: listen,
 		MetricsListen: lf.metricsListen, DrainTimeout: lf.drainTimeout,
 		Logger: log, Version: Version, OnStart: onStart, InsecurePlaintext: lf.insecurePlaintext,
+		WarmInterpreters: lf.warmInterpreters,
 	})
 }
 

@@ -73,6 +73,7 @@ stops when its pairing is rejected or its token revoked.`,
 		"let the gateway widen this machine's exec-approvals.json (approvals set --node); without it a widening needs this machine's approver")
 	f.route.add(run)
 	f.log.add(run)
+	f.log.addWarm(run)
 	f.openclaw.add(run)
 	f.limits.add(run)
 	cmd.AddCommand(run)
@@ -102,6 +103,9 @@ func (f nodeRunFlags) check() error {
 	}
 	if f.route.promptTimeout < 0 {
 		return usagef("--prompt-timeout must not be negative")
+	}
+	if err := f.log.checkWarm(); err != nil {
+		return err
 	}
 	return f.limits.check()
 }
@@ -145,7 +149,7 @@ func (g *globals) runNode(ctx context.Context, f nodeRunFlags, hooks nodeHooks) 
 	return node.Run(ctx, node.RunOptions{
 		StateDir: dir, GatewayURL: url, DisplayName: f.displayName, JoinKey: joinKey, TLSFingerprint: f.fingerprint, GatewayKey: f.gatewayKey,
 		ExecHost: f.execHost, ExecFallback: f.execFallback, Route: f.route.route, PromptTimeout: f.route.promptTimeout,
-		MaxRuns: f.limits.maxRuns, Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
+		MaxRuns: f.limits.maxRuns, WarmInterpreters: f.log.warmInterpreters, Logger: log, Version: Version, OnPending: pending, OnPaired: hooks.paired,
 		AllowRemoteWidening: f.allowRemoteWidening,
 	})
 }

@@ -46,8 +46,8 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostNode, PromptTimeout: f.route.promptTimeout, Audit: g.auditRecorder(dir), CloseAudit: true, SweepRunTemps: true,
-		Prompter: asksock.LocalPrompter(dir),
-		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		Prompter: asksock.LocalPrompter(dir), WarmInterpreters: f.log.warmInterpreters,
+		Warn: func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ approved. Ctrl-C stops everything.`,
 	cmd.Flags().StringVar(&web, "web", "127.0.0.1:18790", "approver web UI address (loopback)")
 	cmd.Flags().BoolVar(&noApprover, "no-approver", false, "do not start the approver (askFallback decides)")
 	lf.addInsecure(cmd)
+	lf.addWarm(cmd)
 	cmd.Flags().StringVar(&lf.format, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&lf.level, "log-level", "warn", "log level: debug, info, warn or error")
 	return cmd

@@ -61,6 +61,10 @@ type RunOptions struct {
 	// (--insecure-plaintext); without it such a listen address needs
 	// gateway.tls.
 	InsecurePlaintext bool
+	// WarmInterpreters is host.Options.WarmInterpreters for the
+	// host=gateway engine: interpreter processes kept started ahead of
+	// need (0: none).
+	WarmInterpreters int
 }
 
 // Run runs a gateway daemon until ctx ends: it loads the configuration,
@@ -143,9 +147,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	eng, err := host.New(host.Options{
 		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent, SweepRunTemps: true,
-		Prompter: prompt.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
-		Route:    approvalroute.Wrap(route, gw.Prompter()),
-		Warn:     func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		Prompter:         prompt.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
+		Route:            approvalroute.Wrap(route, gw.Prompter()),
+		WarmInterpreters: opts.WarmInterpreters,
+		Warn:             func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err

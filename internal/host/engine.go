@@ -61,6 +61,13 @@ type Engine struct {
 	// LandlockABI probes the kernel's Landlock ABI for confining runs
 	// (confine.KernelABI when nil); tests inject a kernel without it.
 	LandlockABI func() int
+	// WarmInterpreters is how many interpreter processes the engine keeps
+	// started ahead of need (warm.go); 0 keeps none and starts every run
+	// afresh. Set it before the first run.
+	WarmInterpreters int
+	// WarmIdle is how long a warm interpreter waits for a run before it
+	// is ended (DefaultWarmIdle when zero), by the engine's clock (Now).
+	WarmIdle time.Duration
 
 	// noConfine turns confinement off: only the escape tests' controls
 	// set it, to show that what the confined run was kept from happens
@@ -72,6 +79,9 @@ type Engine struct {
 	closeAudit func() error
 	mu         sync.Mutex
 	cache      cachedFile
+	warmMu     sync.Mutex // guards warmPool, warmClosed
+	warmPool   *warmPool
+	warmClosed bool
 	usage      usageQueue
 	digests    digests
 }
@@ -174,7 +184,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	if req.TimeoutMs > 0 {
 		spec.Timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	}
-	rr, runErr := runner.Run(ctx, spec)
+	rr, runErr := e.run(ctx, spec)
 	done()
 	if runErr != nil && rr.Error == "" {
 		rr.Error = runErr.Error()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,10 +72,21 @@ func newFixture(t testing.TB, sec policy.Security, ask policy.Ask, fb policy.Fal
 	e.Home = dir
 	e.OnEvent = func(ev bridge.ExecEvent) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }
 	e.OnAudit = func(r AuditRecord) { f.mu.Lock(); f.audits = append(f.audits, r); f.mu.Unlock() }
+	e.WarmInterpreters = testWarmInterpreters()
 	// Queued lastUsedAt stamps are flushed before the directory goes.
 	t.Cleanup(func() { _ = e.Close() })
 	f.engine = e
 	return f
+}
+
+// testWarmInterpreters is the pool size of the package's test engines:
+// none, unless EXECHOST_TEST_WARM_INTERPRETERS says how many, so that the
+// whole suite (the escape tests' helper too) can run with the pool on:
+//
+//	EXECHOST_TEST_WARM_INTERPRETERS=2 go test -race ./internal/host
+func testWarmInterpreters() int {
+	n, _ := strconv.Atoi(os.Getenv("EXECHOST_TEST_WARM_INTERPRETERS"))
+	return n
 }
 
 func (f *fixture) kinds() []string {

@@ -34,6 +34,8 @@ const (
 type escapeRun struct {
 	State, Work, Home, Text string
 	NoConfine               bool
+	// Warm runs it in a warm interpreter when it runs in the interpreter.
+	Warm bool
 }
 
 func init() {
@@ -52,9 +54,27 @@ func escapeHelper(spec string) int {
 	}
 	e := NewEngine(r.State, policy.HostNode, "escape")
 	e.PATH, e.Home, e.noConfine = "/usr/local/bin:/usr/bin:/bin", r.Home, r.NoConfine
-	res, err := e.Run(context.Background(), Request{RawCommand: r.Text, Cwd: r.Work})
+	req := Request{RawCommand: r.Text, Cwd: r.Work}
+	warmPid := 0
+	if r.Warm || testWarmInterpreters() > 0 {
+		e.WarmInterpreters = max(1, testWarmInterpreters())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := e.warm().waitReady(ctx, 1)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		warmPid = e.warm().readyPids()[0]
+	}
+	runsAs := ""
+	if p, err := e.Prepare(req); err == nil {
+		runsAs = p.RunsAs()
+	}
+	res, err := e.Run(context.Background(), req)
 	out, _ := json.Marshal(res)
-	fmt.Printf("%s\nerr=%v\n", out, err)
+	fmt.Printf("%s\nerr=%v\nrunsAs=%s\nwarm=%v\n", out, err, runsAs, warmPid != 0 && res.Pid == warmPid)
+	_ = e.Close()
 	if err != nil {
 		return 3
 	}
@@ -170,7 +190,14 @@ func TestConfinedEscapes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, confined := range []bool{true, false} {
+			interpreted := false
+			// Confined, then confined in a warm interpreter (when the run
+			// is interpreted), then the control without confinement.
+			for _, mode := range []struct{ confined, warm bool }{{true, false}, {true, true}, {false, false}} {
+				confined := mode.confined
+				if mode.warm && !interpreted {
+					continue // started directly: there is no warm path to test
+				}
 				sec := policy.SecurityAllowlist
 				if tc.full {
 					sec = policy.SecurityFull
@@ -178,9 +205,18 @@ func TestConfinedEscapes(t *testing.T) {
 				l := newEscapeLayout(t, sec, tc.allow, files)
 				text := strings.NewReplacer("$STATE", l.state, "$HOME", l.home).Replace(tc.text)
 				trace := filepath.Join(l.root, "trace")
-				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined})
+				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm})
 				if !strings.Contains(out, `"Decision":{"decision":"allow"`) {
 					t.Fatalf("confined=%v: the run was not allowed; the test proves nothing:\n%s", confined, out)
+				}
+				if confined && !mode.warm {
+					interpreted = strings.Contains(out, "\nrunsAs="+RunsInterpreted+"\n")
+				}
+				if mode.warm && !strings.Contains(out, "\nwarm=true\n") {
+					t.Fatalf("the run was not handed to a warm interpreter; the warm pass proves nothing:\n%s", out)
+				}
+				if mode.warm {
+					t.Logf("run in warm interpreter, confined at hand-over")
 				}
 				happened := tc.effect(l)
 				if !confined {

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,6 +105,21 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 		// itself runs in the host's environment, with the run's private
 		// TMPDIR (the host's, not the command's).
 		spec.Argv, spec.Env = argv, map[string]string{"TMPDIR": tmp}
+		// A warm interpreter, when one is ready, is handed this Argv, Env
+		// and Cwd (runner.Spec.Warm); it confines itself from the plan as a
+		// fresh one does. A PTY run starts afresh: a warm process has no
+		// terminal.
+		if pool := e.warm(); pool != nil && !req.PTY {
+			if w := pool.take(); w != nil {
+				spec.Warm = w
+				removeTemp := done
+				done = func() {
+					w.Close() // nothing once a run adopted it
+					pool.done()
+					removeTemp()
+				}
+			}
+		}
 	default:
 		if len(p.argv) > 0 {
 			spec.Argv = p.argv
@@ -111,6 +128,17 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 		}
 	}
 	return spec, done, nil
+}
+
+// run runs spec. A warm interpreter that had died before its hand-over
+// is replaced by a fresh start, as if none had been ready.
+func (e *Engine) run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
+	rr, err := runner.Run(ctx, spec)
+	if spec.Warm != nil && errors.Is(err, runner.ErrWarmGone) {
+		spec.Warm = nil
+		return runner.Run(ctx, spec)
+	}
+	return rr, err
 }
 
 // directArgv returns the argv to start directly when starting it is exactly

@@ -51,6 +51,14 @@ type Options struct {
 	// long-lived daemons; a one-shot CLI run does not pay for reading the
 	// temporary directory.
 	SweepRunTemps bool
+	// WarmInterpreters is how many interpreter processes the engine keeps
+	// started ahead of need (Engine.WarmInterpreters): 0 keeps none.
+	// Daemons pass their setting (DefaultWarmInterpreters unless told
+	// otherwise); a one-shot `exechost run` keeps none.
+	WarmInterpreters int
+	// WarmIdle is how long a warm interpreter waits for a run before it
+	// is ended; DefaultWarmIdle when zero.
+	WarmIdle time.Duration
 	// Warn hears about degraded operation that must not stop the process:
 	// a reaper that could not start. Nil discards it.
 	Warn func(error)
@@ -87,6 +95,10 @@ func New(opts Options) (*Engine, error) {
 		e.closeAudit = opts.Audit.Close
 	}
 	e.Prompter = opts.Prompter
+	if opts.WarmInterpreters < 0 || opts.WarmIdle < 0 {
+		return nil, fmt.Errorf("warm interpreters %d, idle %s: negative (hint: 0 turns the pool off)", opts.WarmInterpreters, opts.WarmIdle)
+	}
+	e.WarmInterpreters, e.WarmIdle = opts.WarmInterpreters, opts.WarmIdle
 	if opts.Route != nil {
 		p, err := opts.Route(e.Prompter)
 		if err != nil {
@@ -94,6 +106,7 @@ func New(opts Options) (*Engine, error) {
 		}
 		e.Prompter = p
 	}
+	e.warm() // started ahead of the first run
 	return e, nil
 }
 

@@ -69,10 +69,12 @@ func (e *Engine) FlushUsage() error {
 	return err
 }
 
-// Close writes pending bookkeeping and, when the engine owns its audit log
-// (Options.CloseAudit), closes it. Runs after Close go unaudited; call it
-// when the process that owns the engine stops.
+// Close ends the engine's warm interpreters (runs in flight finish),
+// writes pending bookkeeping and, when the engine owns its audit log
+// (Options.CloseAudit), closes it. Runs after Close start afresh and go
+// unaudited; call it when the process that owns the engine stops.
 func (e *Engine) Close() error {
+	e.closeWarm()
 	err := e.FlushUsage()
 	if e.closeAudit != nil {
 		err = errors.Join(err, e.closeAudit())

@@ -45,6 +45,9 @@ type RunOptions struct {
 	// MaxRuns is Options.MaxRuns: system.run invokes in flight before
 	// more are answered BUSY.
 	MaxRuns int
+	// WarmInterpreters is host.Options.WarmInterpreters: interpreter
+	// processes the engine keeps started ahead of need (0: none).
+	WarmInterpreters int
 	// AllowRemoteWidening is Options.AllowRemoteWidening
 	// (approvals.RemoteWideningFlag); without it this machine's approver
 	// confirms each remote widening.
@@ -103,9 +106,9 @@ func Run(ctx context.Context, opts RunOptions) error {
 	eng, err := host.New(host.Options{
 		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent, SweepRunTemps: true,
 		Prompter:      prompt.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
-		PromptTimeout: opts.PromptTimeout,
-		Route:         approvalroute.Wrap(route, r.GatewayPrompter()),
-		Warn:          func(err error) { log.Warn("process reaper unavailable", "err", err) },
+		PromptTimeout: opts.PromptTimeout, WarmInterpreters: opts.WarmInterpreters,
+		Route: approvalroute.Wrap(route, r.GatewayPrompter()),
+		Warn:  func(err error) { log.Warn("process reaper unavailable", "err", err) },
 	})
 	if err != nil {
 		return err

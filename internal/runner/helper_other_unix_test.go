@@ -6,3 +6,6 @@ import "errors"
 
 // vmHWM is Linux-only: other systems have no /proc/self/status.
 func vmHWM() (int, error) { return 0, errors.New("peak RSS is measured on Linux only") }
+
+// warmHelper: warm processes are Linux-only (WarmSupported).
+func warmHelper() int { return 2 }

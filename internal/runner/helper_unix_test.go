@@ -73,6 +73,8 @@ func TestMain(m *testing.M) {
 		})
 		fmt.Println(res.ExitCode, err)
 		os.Exit(3)
+	case "warm":
+		os.Exit(warmHelper())
 	case "flood":
 		os.Exit(floodHelper(true))
 	case "flood-baseline":

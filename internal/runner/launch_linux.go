@@ -56,6 +56,9 @@ var devNull = sync.OnceValues(func() (*os.File, error) {
 // process, which the loop then sees exit.
 func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	var r ran
+	if ls.Warm != nil {
+		return launchWarm(ctx, ls)
+	}
 	argv0 := ls.execPath()
 	if !strings.Contains(argv0, "/") {
 		// As os/exec does: a bare name is looked up in the runner's own
@@ -90,6 +93,43 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 		return r, startFailed(ls.argv[0], &os.PathError{Op: "fork/exec", Path: argv0, Err: err})
 	}
 	defer unix.Close(pidfd)
+	return superviseStarted(ctx, ls, start, pid, pidfd, outs, nil)
+}
+
+// launchWarm runs ls in its warm process (Spec.Warm): the process started
+// earlier is adopted, tracked by the reaper, handed ls, and supervised as
+// a fresh start is.
+func launchWarm(ctx context.Context, ls launchSpec) (ran, error) {
+	pid, pidfd, sock, outs, err := ls.Warm.adopt(ls.capture)
+	if err != nil {
+		return ran{}, err
+	}
+	defer outs.close()
+	defer unix.Close(pidfd)
+	sent := false
+	defer func() {
+		if !sent { // the run failed before its hand-over
+			unix.Close(sock)
+		}
+	}()
+	// Not for the parent-death signal (the warm starter's thread forked
+	// it) but as for a fresh start: the poll loop stays on one thread.
+	unlock := lockThread()
+	defer unlock()
+	return superviseStarted(ctx, ls, time.Now(), pid, pidfd, outs, func() error {
+		sent = true
+		return sendHandOver(sock, ls) // closes sock
+	})
+}
+
+// superviseStarted watches the started process pid until it has exited
+// and its output is drained (see launchPolled). handOver, when set, is
+// called once the group is tracked by the reaper and before anything else:
+// the warm process's hand-over, after which it runs the command; an error
+// from it kills the process and is returned.
+func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, pidfd int, outs *polledOutputs, handOver func() error) (ran, error) {
+	var r ran
+	var err error
 	r.pid = pid
 	tree := procTree{pgid: pid}
 	// exited is set, under mu, before the process is reaped: from then on
@@ -117,6 +157,12 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	if untrack, err = reaperTrack(pid); err != nil {
 		untrack = func() {}
 		return r, err
+	}
+	if handOver != nil {
+		if err := handOver(); err != nil {
+			return r, err
+		}
+		start = time.Now() // the run starts with its hand-over
 	}
 
 	// Armed once the process runs: arming a timer wakes an idle thread,

@@ -95,6 +95,15 @@ type Spec struct {
 	// execPath is what the wrapped program is to be exec'd by: the
 	// pinned executable's descriptor path (Executable), or "" for argv[0].
 	Confine func(argv []string, execPath string) ([]string, error)
+	// Warm, when set, is a process started ahead of this run
+	// (WarmStarter) that runs it instead of a fresh start: it is handed
+	// Argv, the environment and Cwd, and becomes the process a fresh
+	// start would be (warm.go). Once Run has adopted it, it is used,
+	// whatever the outcome; one found dead at hand-over fails the run
+	// with ErrWarmGone before anything started. PTY, Confine and
+	// Executable cannot be applied to it: Run refuses such a Spec
+	// (ErrStart) and leaves it unused, for the caller to close.
+	Warm *Warm
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -172,6 +181,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	argv, err := commandArgv(spec)
 	if err != nil {
 		return fail(err)
+	}
+	if spec.Warm != nil {
+		if err := checkWarm(spec); err != nil {
+			return fail(err)
+		}
 	}
 	// The decided file is opened before anything else: with a confining
 	// launcher in front, the launcher execs the descriptor it inherits.

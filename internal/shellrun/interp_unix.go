@@ -34,7 +34,16 @@ import (
 const Supported = true
 
 func init() {
-	reexec.Register(arg, func() { os.Exit(Main(reexec.Args(1, 1, "PLAN")[0])) })
+	// Early: the interpreter needs only what this package imports, so a
+	// fresh start (and a warm one's footprint) skips the rest of the
+	// binary's package initialisation.
+	reexec.RegisterEarly(arg, func() {
+		plan := reexec.Args(1, 1, "PLAN|"+warmPlan)[0]
+		if plan == warmPlan {
+			os.Exit(MainWarm())
+		}
+		os.Exit(Main(plan))
+	})
 }
 
 // Main runs a JSON plan in this process and returns the exit status. It is

@@ -35,6 +35,11 @@
 //     (DefaultMemoryBound, DefaultGoroutineBound, MaxChildren) and ends the
 //     run with BoundExit and a message naming the bound it hit.
 //
+// A daemon's host engine usually hands the plan to a warm interpreter
+// (WarmArgv, MainWarm): this binary started ahead of need and waiting for
+// its one run, which it receives with the run's environment and working
+// directory (runner.Spec.Warm) and then runs exactly as Main does.
+//
 // Running in a child process keeps everything the runner guarantees for a
 // shell: the process group that a timeout kills, the reaper, the
 // parent-death signal, the PTY, the output caps; and a script that loops or
@@ -54,6 +59,11 @@ import (
 // arg makes the exechost binary (or a test binary linking this package) run
 // as the interpreter instead of its normal main.
 const arg = "--exechost-interp=v1"
+
+// warmPlan, in place of the plan, starts a warm interpreter (WarmArgv),
+// which receives its plan when the host hands it a run (MainWarm). A plan
+// is a JSON object, never this word.
+const warmPlan = "warm"
 
 // maxPlan bounds the plan passed on the command line: Linux refuses a
 // single argument over 128 KiB (MAX_ARG_STRLEN).
@@ -145,4 +155,17 @@ func Argv(plan Plan) ([]string, error) {
 		return nil, fmt.Errorf("command too large for the interpreter (%d bytes, at most %d)", len(b), maxPlan)
 	}
 	return []string{exe, arg, string(b)}, nil
+}
+
+// WarmArgv returns the argv of a warm interpreter: this binary, waiting
+// for the run it is handed (runner.Spec.Warm with an Argv from Argv).
+func WarmArgv() ([]string, error) {
+	if !Supported || !runner.WarmSupported() {
+		return nil, errors.New("warm interpreters are not available on this platform")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this executable for the interpreter: %w", err)
+	}
+	return []string{exe, arg, warmPlan}, nil
 }

@@ -1,0 +1,38 @@
+//go:build !linux
+
+package runner
+
+import (
+	"errors"
+	"time"
+)
+
+// WarmSupported says Spec.Warm can be used here: only the polled launcher
+// (Linux with pidfds) adopts warm processes.
+func WarmSupported() bool { return false }
+
+// Warm is a warm process (warm.go); none start on this platform.
+type Warm struct{}
+
+// Pid is the process's id.
+func (w *Warm) Pid() int { return 0 }
+
+// Alive reports whether the process is still waiting.
+func (w *Warm) Alive() bool { return false }
+
+// Close ends a warm process that was never used.
+func (w *Warm) Close() {}
+
+// WarmStarter starts warm processes; none start on this platform.
+type WarmStarter struct{}
+
+// NewWarmStarter returns a starter whose every Start fails.
+func NewWarmStarter() *WarmStarter { return &WarmStarter{} }
+
+// Start fails: warm processes need the polled launcher.
+func (s *WarmStarter) Start(argv, env []string, ready time.Duration) (*Warm, error) {
+	return nil, errors.New("warm processes are not supported on this platform")
+}
+
+// Close does nothing.
+func (s *WarmStarter) Close() {}
