@@ -167,6 +167,21 @@ func (c *cluster) connectedIDs() (map[string]bool, error) {
 	return m, nil
 }
 
+// waitConnected polls the node list until id is connected, within limit.
+func (c *cluster) waitConnected(id string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ids, err := c.connectedIDs()
+		if err == nil && ids[id] {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not listed as connected within %s (last error: %v)", id, limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // readNodeID reads the node id the node runner saved in node.json.
 func readNodeID(dir string) string {
 	var n struct {

@@ -173,6 +173,11 @@ func (b *bench) scaleRows() error {
 	if err := sims[0].dial(ctx, c.url); err != nil {
 		return fmt.Errorf("first simulated node: %w", err)
 	}
+	// The gateway answers a node's connect before it lists the node as
+	// connected; wait (untimed) until it does, as an agent would see it.
+	if err := c.waitConnected(sims[0].id, 30*time.Second); err != nil {
+		return fmt.Errorf("first simulated node: %w", err)
+	}
 	m := b.iters(1000, 300)
 	base, err := invokeLatencies(c, sims, 1, m)
 	if err != nil {
