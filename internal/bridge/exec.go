@@ -119,8 +119,12 @@ type ExecEvent struct {
 	Command    string `json:"command,omitempty"`
 	ExitCode   *int   `json:"exitCode,omitempty"`
 	TimedOut   bool   `json:"timedOut,omitempty"`
-	// Reason is why a run was denied or failed.
+	// Reason is why a run was denied or failed, for people.
 	Reason string `json:"reason,omitempty"`
+	// ReasonCode is a denial's machine-readable reason (policy.DenialCode:
+	// "security=deny", "allowlist-miss", "user-denied",
+	// "approval-required"); code branches on it, never on Reason.
+	ReasonCode string `json:"reasonCode,omitempty"`
 	// Tail is the end of a finished run's output.
 	Tail string `json:"tail,omitempty"`
 }

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -491,7 +490,7 @@ func (n *Node) HostEvent(ev bridge.ExecEvent) {
 		suppress := run != nil && run.suppress
 		n.event(c, bridge.EventExecDenied, map[string]any{
 			"sessionKey": ev.SessionKey, "runId": ev.RunID, "host": "node", "command": ev.Command,
-			"reason": deniedReason(ev.Reason), "suppressNotifyOnExit": suppress,
+			"reason": deniedReason(ev.ReasonCode), "suppressNotifyOnExit": suppress,
 		})
 	}
 }
@@ -538,18 +537,16 @@ func (n *Node) event(c *bridge.Conn, name string, payload map[string]any) {
 	n.send(c, MethodNodeEvent, nodeEvent{Event: name, PayloadJSON: js})
 }
 
-// deniedReason maps the engine's decision reason to the codes OpenClaw's
-// gateway knows for exec.denied (its normalizeDeniedReason): a miss, or
-// what the analysis could not vouch for, is allowlist-miss; security=deny
-// is itself; anything else (no answer, a human's no) is
-// approval-required. The head of a reason is machine-readable
-// (policy.ReasonCode); the engine's event appends "; detail".
-func deniedReason(reason string) string {
-	head, _, _ := strings.Cut(reason, ";")
-	switch policy.ReasonCode(head) {
+// deniedReason maps the engine's denial code (policy.DenialCode) to the
+// codes OpenClaw's gateway knows for exec.denied (its
+// normalizeDeniedReason): a miss, or what the analysis could not vouch
+// for, is allowlist-miss; security=deny is itself; anything else (no
+// answer, a human's no) is approval-required.
+func deniedReason(code string) string {
+	switch code {
 	case policy.ReasonSecurityDeny:
 		return "security=deny"
-	case policy.ReasonAllowlistMiss, policy.ReasonAnalysisFailed, policy.ReasonFallbackList:
+	case policy.ReasonAllowlistMiss:
 		return "allowlist-miss"
 	}
 	return "approval-required"

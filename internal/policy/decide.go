@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Settings is one layer of exec settings (a tool parameter set, a session
@@ -258,12 +257,20 @@ func NoAnswer(in Input, why string) Decision {
 	}
 }
 
-// ReasonCode returns the machine-readable head of a reason ("allowlist-miss"
-// for "askFallback=allowlist: allowlist-miss (…)" is not stripped; only the
-// detail after the first space or colon-space is).
-func ReasonCode(reason string) string {
-	if i := strings.IndexAny(reason, " :"); i > 0 {
-		return reason[:i]
+// DenialCode is a denial's machine-readable reason, from its sentinel
+// error, never from its text: ReasonSecurityDeny, ReasonAllowlistMiss (a
+// miss, or a command the analysis could not vouch for), ReasonUserDenied
+// or ReasonApprovalRequired; "" for a decision that is not a denial.
+func DenialCode(d Decision) string {
+	switch {
+	case d.Outcome != DenyRun:
+		return ""
+	case errors.Is(d.Err, ErrDisabled):
+		return ReasonSecurityDeny
+	case errors.Is(d.Err, ErrAllowlistMiss):
+		return ReasonAllowlistMiss
+	case errors.Is(d.Err, ErrUserDenied):
+		return ReasonUserDenied
 	}
-	return reason
+	return ReasonApprovalRequired
 }
