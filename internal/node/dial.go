@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 
@@ -40,6 +41,9 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 	if strings.HasPrefix(id.Gateway.URL, "wss://") {
 		pin := id.Gateway.TLSFingerprint
 		var seen string
+		// mismatch records the pin check's verdict: the TLS stack does not
+		// keep errPin in the chain it returns, and its text is not parsed.
+		var mismatch atomic.Bool
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = &tls.Config{
 			MinVersion: tls.VersionTLS12,
@@ -53,6 +57,7 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 				sum := sha256.Sum256(cs.PeerCertificates[0].Raw)
 				seen = hex.EncodeToString(sum[:])
 				if pin != "" && seen != pin {
+					mismatch.Store(true)
 					return fmt.Errorf("%w: got %s, pinned %s (hint: if the gateway's certificate was replaced on purpose, update gateway.tlsFingerprint in node.json)", errPin, seen, pin)
 				}
 				return nil
@@ -61,7 +66,7 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 		opts.HTTPClient = bridge.BatchingClient(tr)
 		ws, resp, err := websocket.Dial(ctx, id.Gateway.URL, opts)
 		if err != nil {
-			if errors.Is(err, errPin) || strings.Contains(err.Error(), errPin.Error()) {
+			if errors.Is(err, errPin) || mismatch.Load() {
 				return nil, fmt.Errorf("dial %s: %w", id.Gateway.URL, errPin)
 			}
 			if why := bridge.UpgradeRefusal(resp); why != "" {
