@@ -173,8 +173,8 @@ func (b *bench) scaleRows() error {
 	if err := sims[0].dial(ctx, c.url); err != nil {
 		return fmt.Errorf("first simulated node: %w", err)
 	}
-	// The gateway answers a node's connect before it lists the node as
-	// connected; wait (untimed) until it does, as an agent would see it.
+	// The gateway lists a node before it answers its connect, so this
+	// returns at once; it stays as a check (untimed) that it does.
 	if err := c.waitConnected(sims[0].id, 30*time.Second); err != nil {
 		return fmt.Errorf("first simulated node: %w", err)
 	}

@@ -48,6 +48,21 @@ type nodeConn struct {
 	since    time.Time
 	// pub is the node's raw Ed25519 public key, proven on connect.
 	pub []byte
+	// ready is closed once the connect result is on the wire (or could
+	// not be written). The node is registered before it is answered, so
+	// that an exec sent the moment the node knows it is connected finds
+	// it; nothing is sent to it before its answer (notify waits).
+	ready chan struct{}
+}
+
+// notify sends event to the node once its connect result was written.
+func (nc *nodeConn) notify(ctx context.Context, event string, payload any) error {
+	select {
+	case <-nc.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nc.conn.Notify(ctx, event, payload)
 }
 
 // ServeHTTP upgrades a request to a WebSocket and runs the connect
@@ -252,7 +267,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		return
 	}
 	now := time.Now()
-	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now, pub: pub}
+	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now, pub: pub, ready: make(chan struct{})}
 	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
 	payload := bridge.DeviceAuthPayload(p.Device.ID, nid, p.Role, p.Device.SignedAt, g.keyStr, nonce, p.ClientNonce, p.Auth.Kind, p.Auth.Ref)
 	switch p.Auth.Kind {
@@ -315,10 +330,10 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		refuse(ws, id, bridge.Errorf(bridge.CodeUnauthorized, "a node proves a token, a join key or nothing (pairing), not %q", cleanText(p.Auth.Kind, 32)))
 		return
 	}
-	if err := g.accepted(ctx, ws, id, nonce, p, res); err != nil {
-		ws.CloseNow()
-		return
-	}
+	// The node sends nothing before its answer, and nothing is sent to it
+	// before that (nodeConn.notify), so the connection is read and the
+	// node registered first: once the node reads its answer, an exec
+	// routed to it finds it connected.
 	nc.conn = bridge.NewConn(ws, bridge.Options{
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return g.handleNode(ctx, nc, method, params)
@@ -346,6 +361,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		},
 		OnClose: func(err error) { g.nodeGone(nc, err) },
 	})
+	defer close(nc.ready)
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -375,6 +391,10 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		g.liveChangedLocked()
 	}
 	g.mu.Unlock()
+	if err := g.accepted(ctx, ws, id, nonce, p, res); err != nil {
+		nc.conn.Close("connect result not delivered")
+		return
+	}
 	if old != nil {
 		old.conn.Close("replaced by a newer connection of the same node")
 	}

@@ -32,7 +32,7 @@ func dialNode(t *testing.T, url, nodeID string, auth bridge.Auth, key bridge.Dev
 }
 
 // waitPending polls nodes.pending (with a deadline) until it lists n
-// entries: the gateway files a pending node right after answering it.
+// entries (a hung-up node leaves the list once its close is read).
 func waitPending(t *testing.T, op *bridge.Conn, n int) []bridge.NodeView {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -263,4 +263,44 @@ func dialNamed(t *testing.T, url string, key *nodekey.Key, name string) (*bridge
 		t.Cleanup(func() { c.Close("test done") })
 	}
 	return c, res, err
+}
+
+// TestNodeListedWhenAnswered: the gateway files a node before it answers
+// its connect, so whatever the node does once it has its answer (telling
+// an agent it is up) finds it listed. Before, an exec sent at once could
+// be refused as "not connected"; the loop gives the old order many
+// chances to show.
+func TestNodeListedWhenAnswered(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	op := e.client(t, bridge.RoleOperator)
+	for i := range 3 * gateway.MaxPendingPerAddr {
+		k, _ := nodekey.Generate()
+		c, res, err := dialNode(t, e.url, k.DeviceID(), bridge.Auth{}, k)
+		if err != nil || res.Status != bridge.StatusPending {
+			t.Fatalf("connect %d: %+v, %v", i, res, err)
+		}
+		got, err := call[bridge.NodesResult](t, op, bridge.MethodNodesPending, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Nodes) != 1 || got.Nodes[0].NodeID != k.DeviceID() {
+			t.Fatalf("connect %d answered, nodes.pending = %+v, want just %s", i, got.Nodes, k.DeviceID())
+		}
+		// Hang up and wait until it is gone, so the next one is alone.
+		c.Close("next")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := call[bridge.NodesResult](t, op, bridge.MethodNodesPending, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Nodes) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d still pending after it hung up: %+v", i, got.Nodes)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }

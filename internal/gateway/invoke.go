@@ -77,7 +77,7 @@ func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string,
 		g.mu.Unlock()
 	}()
 	req := bridge.InvokeRequest{ID: id, NodeID: nc.id, Command: command, Params: raw, TimeoutMs: timeout.Milliseconds(), IdempotencyKey: idemKey}
-	if err := nc.conn.Notify(ctx, bridge.EventInvokeRequest, req); err != nil {
+	if err := nc.notify(ctx, bridge.EventInvokeRequest, req); err != nil {
 		return invokeReply{}, bridge.Errorf(bridge.CodeUnavailable, "node %s: send %s: %v", nc.id, command, err)
 	}
 	t := time.NewTimer(timeout + InvokeMargin)
@@ -247,7 +247,7 @@ func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
 		reason = cause.Error()
 	}
 	go func() {
-		if err := nc.conn.Notify(nc.conn.Context(), bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
+		if err := nc.notify(nc.conn.Context(), bridge.EventInvokeCancel, bridge.InvokeCancel{ID: id, NodeID: nc.id, Reason: reason}); err != nil {
 			g.log.Debug("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
 		}
 	}()

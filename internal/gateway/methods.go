@@ -148,7 +148,7 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	g.live[nc.id] = nc
 	g.liveChangedLocked()
 	g.mu.Unlock()
-	err = nc.conn.Notify(ctx, bridge.EventPairApproved, bridge.PairApproved{NodeID: nc.id, Token: tok})
+	err = nc.notify(ctx, bridge.EventPairApproved, bridge.PairApproved{NodeID: nc.id, Token: tok})
 	g.mu.Lock()
 	if err != nil || nc.conn.Err() != nil {
 		// Gone (nodeGone may have run before it was live): it
@@ -182,7 +182,7 @@ func (g *Gateway) reject(ctx context.Context, id string) (bridge.NodeView, error
 		return bridge.NodeView{}, err
 	}
 	g.auditNode(ctx, audit.ActionNodeReject, audit.ReasonOperator, nc, "pairing rejected by the operator")
-	_ = nc.conn.Notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
+	_ = nc.notify(ctx, bridge.EventPairRejected, bridge.NodeIDParams{NodeID: nc.id})
 	nc.conn.Close("pairing rejected by the operator")
 	g.log.Info("node rejected", "node", nc.id)
 	return bridge.NodeView{NodeID: nc.id, DisplayName: nc.info.DisplayName, RemoteIP: nc.remoteIP, Fingerprint: nodekey.Fingerprint(nc.pub)}, nil
