@@ -177,20 +177,16 @@ func lastHashOf(path string) (string, error) {
 // that line's newline, which is less than size when an unterminated partial
 // line follows.
 func lastLine(r io.ReaderAt, size int64) (line []byte, end int64, err error) {
-	const chunk = 8 << 10
 	// Find the last newline.
 	end = -1
-	var buf []byte // bytes from some offset up to size
+	var buf []byte // bytes from off up to size
 	off := size
 	for off > 0 && end < 0 {
-		n := min(int64(chunk), off)
-		off -= n
-		b := make([]byte, n)
-		if _, err := r.ReadAt(b, off); err != nil {
+		prev := off
+		if off, buf, err = readBefore(r, off, buf); err != nil {
 			return nil, 0, err
 		}
-		buf = append(b, buf...)
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		if i := bytes.LastIndexByte(buf[:prev-off], '\n'); i >= 0 {
 			end = off + int64(i) + 1
 		}
 		if size-off > MaxLine {
@@ -212,12 +208,21 @@ func lastLine(r io.ReaderAt, size int64) (line []byte, end int64, err error) {
 		if end-off > MaxLine {
 			return nil, 0, fmt.Errorf("%w: last line longer than %d bytes", ErrCorrupt, MaxLine)
 		}
-		n := min(int64(chunk), off)
-		off -= n
-		b := make([]byte, n)
-		if _, err := r.ReadAt(b, off); err != nil {
+		if off, buf, err = readBefore(r, off, buf); err != nil {
 			return nil, 0, err
 		}
-		buf = append(b, buf...)
 	}
+}
+
+// readBefore reads the chunk of up to 8 KiB that ends at off and returns
+// its start and the chunk followed by buf.
+func readBefore(r io.ReaderAt, off int64, buf []byte) (int64, []byte, error) {
+	const chunk = 8 << 10
+	n := min(int64(chunk), off)
+	off -= n
+	b := make([]byte, n, n+int64(len(buf)))
+	if _, err := r.ReadAt(b, off); err != nil {
+		return 0, nil, err
+	}
+	return off, append(b, buf...), nil
 }
