@@ -42,9 +42,16 @@ func (b *bench) confineRows() {
 		b.add(row{section: sec, what: "confined", err: err})
 		return
 	}
-	c := &confine.Confinement{Writable: []string{cwd}, Protected: []string{stateDir}, Network: confine.NetworkNone}
+	// The run's own temporary directory, writable as a host run's is (the
+	// interpreter makes its private one beneath TMPDIR).
+	tmp := filepath.Join(b.tmp, "confine-tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		b.add(row{section: sec, what: "confined", err: err})
+		return
+	}
+	c := &confine.Confinement{Writable: []string{cwd, tmp}, Protected: []string{stateDir}, Network: confine.NetworkNone}
 	path := "/usr/local/bin:/usr/bin:/bin"
-	env := []string{"PATH=" + path, "HOME=" + home}
+	env := []string{"PATH=" + path, "HOME=" + home, "TMPDIR=" + tmp}
 	text := "true && true"
 	a := shellcmd.Analyze(text, shellcmd.Env{Cwd: cwd, PATH: path, Home: home})
 	plan := shellrun.Plan{Text: a.Canonical, Hash: a.Hash, Enforce: true, Executables: a.Executables(), PATH: path, Home: home}
