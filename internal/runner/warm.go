@@ -1,10 +1,8 @@
 package runner
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 )
 
@@ -21,8 +19,9 @@ import (
 // the start. It runs one command and exits; nothing carries over.
 //
 // Only the polled launcher (Linux with pidfds, WarmSupported) adopts a warm
-// process; no PTY, confining launcher or pinned executable can be applied
-// to one (Run refuses such a Spec, and the caller starts it afresh).
+// process; no PTY can be applied to one (Run refuses such a Spec, and the
+// caller starts it afresh). A pinned executable travels with the hand-over
+// as a descriptor and becomes the process's ChildFD, as a fresh start's.
 
 // WarmFD is the descriptor a warm process receives its hand-over on.
 const WarmFD = 3
@@ -45,35 +44,15 @@ type handOver struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
+	// Pinned says the message carries the pinned executable's descriptor
+	// (SCM_RIGHTS), which the process is to hold as ChildFD, as a fresh
+	// start's child does.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
-// AwaitHandOver is the warm process's side: it says it is ready, waits for
-// its hand-over on WarmFD, closes it, and applies the hand-over's working
-// directory and environment to this process (the environment is replaced
-// whole), then returns the argv the process is to run as. The caller must
-// run nothing before it returns. ErrNoHandOver means exit quietly.
-func AwaitHandOver() ([]string, error) {
-	f := os.NewFile(WarmFD, "exechost-warm")
-	if f == nil {
-		return nil, fmt.Errorf("warm process: no hand-over descriptor %d", WarmFD)
-	}
-	defer f.Close()
-	if _, err := f.Write([]byte{'r'}); err != nil {
-		return nil, ErrNoHandOver // the runner is gone already
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxHandOver+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("warm process: read the hand-over: %w", err)
-	case len(b) == 0:
-		return nil, ErrNoHandOver
-	case len(b) > maxHandOver:
-		return nil, fmt.Errorf("warm process: hand-over over %d bytes", maxHandOver)
-	}
-	var h handOver
-	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("warm process: bad hand-over: %w", err)
-	}
+// apply gives this process the hand-over's working directory and
+// environment (replaced whole) and returns its argv.
+func (h handOver) apply() ([]string, error) {
 	if len(h.Argv) == 0 {
 		return nil, fmt.Errorf("warm process: hand-over without argv")
 	}

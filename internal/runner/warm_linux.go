@@ -223,11 +223,102 @@ func (w *Warm) adopt(capture *Capture) (pid, pidfd, sock int, outs *polledOutput
 	return pid, pidfd, sock, outs, nil
 }
 
+// AwaitHandOver is the warm process's side: it says it is ready, waits for
+// its hand-over on WarmFD, closes it (or puts the pinned executable's
+// descriptor in its place, ChildFD), and applies the hand-over's working
+// directory and environment to this process (the environment is replaced
+// whole), then returns the argv the process is to run as. The caller must
+// run nothing before it returns. ErrNoHandOver means exit quietly.
+func AwaitHandOver() ([]string, error) {
+	if _, err := unix.Write(WarmFD, []byte{'r'}); err != nil {
+		unix.Close(WarmFD)
+		return nil, ErrNoHandOver // the runner is gone already
+	}
+	b, fds, err := readHandOver(WarmFD)
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if err != nil {
+		unix.Close(WarmFD)
+		return nil, err
+	}
+	if len(b) == 0 {
+		unix.Close(WarmFD)
+		return nil, ErrNoHandOver
+	}
+	var h handOver
+	if err := json.Unmarshal(b, &h); err != nil {
+		unix.Close(WarmFD)
+		return nil, fmt.Errorf("warm process: bad hand-over: %w", err)
+	}
+	switch {
+	case h.Pinned && len(fds) == 1:
+		// The socket's number becomes the executable's in one step
+		// (dup3 closes the socket): nothing else can take the number in
+		// between. Not close-on-exec: the launcher execs it by path.
+		if err := unix.Dup3(fds[0], ChildFD, 0); err != nil {
+			unix.Close(WarmFD)
+			return nil, fmt.Errorf("warm process: pinned executable: %w", err)
+		}
+	case h.Pinned || len(fds) > 0:
+		unix.Close(WarmFD)
+		return nil, fmt.Errorf("warm process: hand-over with %d descriptors, pinned=%v", len(fds), h.Pinned)
+	default:
+		unix.Close(WarmFD)
+	}
+	return h.apply()
+}
+
+// readHandOver reads the hand-over message from sock until the runner
+// shuts its side, and the descriptors it carries.
+func readHandOver(sock int) ([]byte, []int, error) {
+	var b []byte
+	var fds []int
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(sock, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fds, fmt.Errorf("warm process: read the hand-over: %w", err)
+		}
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return nil, fds, fmt.Errorf("warm process: hand-over descriptors: %w", err)
+			}
+			for _, m := range msgs {
+				got, err := unix.ParseUnixRights(&m)
+				if err != nil {
+					return nil, fds, fmt.Errorf("warm process: hand-over descriptors: %w", err)
+				}
+				fds = append(fds, got...)
+			}
+		}
+		if n == 0 {
+			return b, fds, nil
+		}
+		if b = append(b, buf[:n]...); len(b) > maxHandOver {
+			return nil, fds, fmt.Errorf("warm process: hand-over over %d bytes", maxHandOver)
+		}
+	}
+}
+
 // sendHandOver writes ls's argv, environment and working directory to the
 // hand-over socket and closes it: the process now runs as ls says.
 func sendHandOver(sock int, ls launchSpec) error {
 	defer unix.Close(sock)
-	b, err := json.Marshal(handOver{Argv: ls.argv, Env: ls.env, Dir: ls.Cwd})
+	h := handOver{Argv: ls.argv, Env: ls.env, Dir: ls.Cwd}
+	var rights []byte // with the first bytes: the pinned executable
+	if ls.pinned != nil {
+		h.Pinned = true
+		rights = unix.UnixRights(int(ls.pinned.file.Fd()))
+	}
+	b, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
@@ -235,14 +326,14 @@ func sendHandOver(sock int, ls launchSpec) error {
 		return fmt.Errorf("%w: hand-over of %d bytes, at most %d", ErrStart, len(b), maxHandOver)
 	}
 	for len(b) > 0 {
-		n, err := unix.SendmsgN(sock, b, nil, nil, unix.MSG_NOSIGNAL)
+		n, err := unix.SendmsgN(sock, b, rights, nil, unix.MSG_NOSIGNAL)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrWarmGone, err)
 		}
-		b = b[n:]
+		b, rights = b[n:], nil
 	}
 	if err := unix.Shutdown(sock, unix.SHUT_WR); err != nil && !errors.Is(err, unix.ENOTCONN) {
 		return fmt.Errorf("%w: %w", ErrWarmGone, err)

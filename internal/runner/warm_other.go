@@ -36,3 +36,6 @@ func (s *WarmStarter) Start(argv, env []string, ready time.Duration) (*Warm, err
 
 // Close does nothing.
 func (s *WarmStarter) Close() {}
+
+// AwaitHandOver fails: no warm process starts on this platform.
+func AwaitHandOver() ([]string, error) { return nil, ErrNoHandOver }
