@@ -23,12 +23,14 @@ func init() { reexec.RegisterEarly(Arg, launcher) }
 // launcher is the launcher's entry point (see reexec.Init).
 func launcher() {
 	args := reexec.Args(2, -1, "CONFINEMENT PROGRAM [ARG...]")
-	os.Exit(launch(args[0], args[1:]))
+	os.Exit(Launch(args[0], args[1:]))
 }
 
-// launch applies confinement JSON to this thread and execs argv; it
-// returns only on failure, with the status a shell would report.
-func launch(confJSON string, argv []string) int {
+// Launch is the launcher's work: it applies confinement JSON to this
+// thread and execs argv. It returns only on failure, with the status a
+// shell would report. A warm process handed a launcher's argv (Wrap's)
+// calls it as a fresh launcher's start does.
+func Launch(confJSON string, argv []string) int {
 	var c Confinement
 	if err := json.Unmarshal([]byte(confJSON), &c); err != nil {
 		fmt.Fprintf(os.Stderr, "exechost: confine: bad confinement: %v\n", err)

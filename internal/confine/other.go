@@ -2,6 +2,11 @@
 
 package confine
 
+import (
+	"fmt"
+	"os"
+)
+
 // Supported is false: Landlock is Linux's, so Wrap is not used here.
 const Supported = false
 
@@ -16,4 +21,10 @@ func ApplyProcess(c *Confinement, abi int) (string, error) {
 		return "", nil
 	}
 	return c.Check(0)
+}
+
+// Launch refuses: there is no launcher where there is no Landlock.
+func Launch(string, []string) int {
+	fmt.Fprintln(os.Stderr, "exechost: confine: no launcher on this platform")
+	return 126
 }

@@ -106,20 +106,8 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 		// TMPDIR (the host's, not the command's).
 		spec.Argv, spec.Env = argv, map[string]string{"TMPDIR": tmp}
 		// A warm interpreter, when one is ready, is handed this Argv, Env
-		// and Cwd (runner.Spec.Warm); it confines itself from the plan as a
-		// fresh one does. A PTY run starts afresh: a warm process has no
-		// terminal.
-		if pool := e.warm(); pool != nil && !req.PTY {
-			if w := pool.take(); w != nil {
-				spec.Warm = w
-				removeTemp := done
-				done = func() {
-					w.Close() // nothing once a run adopted it
-					pool.done()
-					removeTemp()
-				}
-			}
-		}
+		// and Cwd; it confines itself from the plan as a fresh one does.
+		done = e.takeWarm(&spec, req, done)
 	default:
 		if len(p.argv) > 0 {
 			spec.Argv = p.argv
@@ -127,7 +115,32 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			spec.Command = p.Text
 		}
 	}
+	if spec.Confine != nil {
+		// A warm process handed the launcher's argv is the launcher,
+		// without a start of this binary on the run's path.
+		done = e.takeWarm(&spec, req, done)
+	}
 	return spec, done, nil
+}
+
+// takeWarm gives spec a warm process (runner.Spec.Warm) when one is ready,
+// and returns done extended to let it go and have the pool start its
+// replacement. A PTY run starts afresh: a warm process has no terminal.
+func (e *Engine) takeWarm(spec *runner.Spec, req Request, done func()) func() {
+	pool := e.warm()
+	if pool == nil || req.PTY {
+		return done
+	}
+	w := pool.take()
+	if w == nil {
+		return done
+	}
+	spec.Warm = w
+	return func() {
+		w.Close() // nothing once a run adopted it
+		pool.done()
+		done()
+	}
 }
 
 // run runs spec. A warm interpreter that had died before its hand-over

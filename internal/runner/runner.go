@@ -100,9 +100,11 @@ type Spec struct {
 	// Argv, the environment and Cwd, and becomes the process a fresh
 	// start would be (warm.go). Once Run has adopted it, it is used,
 	// whatever the outcome; one found dead at hand-over fails the run
-	// with ErrWarmGone before anything started. PTY, Confine and
-	// Executable cannot be applied to it: Run refuses such a Spec
-	// (ErrStart) and leaves it unused, for the caller to close.
+	// with ErrWarmGone before anything started. With Confine it is handed
+	// the launcher's argv (and the pinned executable's descriptor). PTY,
+	// and Executable without Confine, cannot be applied to it: Run
+	// refuses such a Spec (ErrStart) and leaves it unused, for the caller
+	// to close.
 	Warm *Warm
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests

@@ -20,8 +20,11 @@ import (
 //
 // Only the polled launcher (Linux with pidfds, WarmSupported) adopts a warm
 // process; no PTY can be applied to one (Run refuses such a Spec, and the
-// caller starts it afresh). A pinned executable travels with the hand-over
-// as a descriptor and becomes the process's ChildFD, as a fresh start's.
+// caller starts it afresh). With Spec.Confine it is handed the launcher's
+// argv, as a fresh start would have been. A pinned executable travels with
+// the hand-over as a descriptor and becomes the process's ChildFD, as a
+// fresh start's; without a launcher in front, a pinned file cannot be
+// handed to one (a warm process cannot become another program).
 
 // WarmFD is the descriptor a warm process receives its hand-over on.
 const WarmFD = 3
@@ -93,8 +96,10 @@ func checkWarm(spec Spec) error {
 		return fmt.Errorf("%w: warm processes are not supported here", ErrStart)
 	case spec.PTY:
 		return fmt.Errorf("%w: a warm process has no terminal (start PTY runs afresh)", ErrStart)
-	case spec.Confine != nil, spec.Executable != nil:
-		return fmt.Errorf("%w: a warm process cannot start through a launcher or by a pinned file (start it afresh)", ErrStart)
+	case spec.Executable != nil && spec.Confine == nil:
+		// A warm process is this binary: it can become the confining
+		// launcher, which execs the descriptor, but not another program.
+		return fmt.Errorf("%w: a warm process starts a pinned file only through the confining launcher (start it afresh)", ErrStart)
 	}
 	return nil
 }

@@ -27,6 +27,17 @@ func warmHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if len(argv) > 1 && argv[1] == "launcher" {
+		// As the confining launcher would: argv[2] is what to exec,
+		// the pinned file's descriptor path; say which file that is.
+		var st unix.Stat_t
+		if err := unix.Stat(argv[2], &st); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("exec=%s\nfile=%d:%d\nargv=%s\n", argv[2], st.Dev, st.Ino, strings.Join(argv[3:], ","))
+		return 7
+	}
 	wd, _ := os.Getwd()
 	env := os.Environ()
 	slices.Sort(env)
@@ -100,8 +111,9 @@ func TestWarmHandOver(t *testing.T) {
 		t.Errorf("the dead warm process %d was not reaped", dead.Pid())
 	}
 	for name, spec := range map[string]Spec{
-		"pty":        {PTY: true},
-		"confine":    {Confine: func(a []string, _ string) ([]string, error) { return a, nil }},
+		"pty": {PTY: true},
+		// A pinned file without a launcher in front: a warm process
+		// cannot become another program.
 		"executable": {Executable: &FileID{}},
 	} {
 		w := start()
@@ -116,5 +128,38 @@ func TestWarmHandOver(t *testing.T) {
 		if !gone(w.Pid()) {
 			t.Errorf("%s: Close left process %d", name, w.Pid())
 		}
+	}
+}
+
+// TestWarmLauncherGetsThePinnedFile: with a launcher in front (Confine), a
+// warm process is handed the launcher's argv and the decided file's
+// descriptor, which it holds as ChildFD, so what it execs is the file
+// decided on, as for a fresh launcher start.
+func TestWarmLauncherGetsThePinnedFile(t *testing.T) {
+	if !WarmSupported() {
+		t.Skip("warm processes need the polled launcher")
+	}
+	s := NewWarmStarter()
+	defer s.Close()
+	w, err := s.Start([]string{os.Args[0]}, []string{helperEnv + "=warm"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const prog = "/bin/true"
+	id, err := IDOf(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrap := func(argv []string, execPath string) ([]string, error) {
+		return append([]string{os.Args[0], "launcher", execPath}, argv...), nil
+	}
+	res, err := Run(context.Background(), Spec{Argv: []string{prog, "x"}, Executable: &id, Confine: wrap, Warm: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("exec=%s\nfile=%d:%d\nargv=%s,x\n", pinnedExecPath, id.Dev, id.Ino, prog)
+	if res.Stdout != want || res.ExitCode != 7 || res.Pid != w.Pid() {
+		t.Fatalf("warm launcher run: %+v\nwant stdout %q, exit 7, pid %d", res, want, w.Pid())
 	}
 }

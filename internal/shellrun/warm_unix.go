@@ -14,6 +14,7 @@ import (
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/interp"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
 )
@@ -25,7 +26,9 @@ import (
 // environment and the argv a fresh start would have had (Argv's), and
 // runs that plan exactly as Main does for a fresh start: confinement
 // first, then the bounds, then the tree. One plan, then the process exits.
-// A process let go without a hand-over exits 0 quietly.
+// A process let go without a hand-over exits 0 quietly. Handed the
+// confining launcher's argv instead of a plan, it is the launcher: the
+// start of a confined direct command without a start of this binary.
 func MainWarm() int {
 	warmUp()
 	argv, err := runner.AwaitHandOver()
@@ -36,12 +39,18 @@ func MainWarm() int {
 		fmt.Fprintf(os.Stderr, "exechost: interpreter: %v\n", err)
 		return DeniedExit
 	}
-	// Only a plan: a warm interpreter never becomes anything else.
-	if len(argv) != 3 || argv[1] != arg || argv[2] == warmPlan {
-		fmt.Fprintf(os.Stderr, "exechost: interpreter: a warm interpreter was handed something other than a plan\n")
-		return DeniedExit
+	// What a fresh start of this binary may be for a run, and nothing
+	// else: the interpreter with a plan, or the confining launcher
+	// (confine.Wrap's argv), which restricts this process's thread and
+	// execs the command in place.
+	switch {
+	case len(argv) == 3 && argv[1] == arg && argv[2] != warmPlan:
+		return Main(argv[2])
+	case len(argv) >= 4 && argv[1] == confine.Arg:
+		return confine.Launch(argv[2], argv[3:])
 	}
-	return Main(argv[2])
+	fmt.Fprintf(os.Stderr, "exechost: interpreter: a warm process was handed something other than a plan or a confined start\n")
+	return DeniedExit
 }
 
 // warmUp runs, before any run is known, the first-use work of what every
