@@ -62,7 +62,8 @@ func gone(pid int) bool {
 
 // TestWarmOneRunPerProcess: each interpreted run is handed the oldest
 // ready process, a different one each time, which is gone once the run
-// has finished; the pool refills to its size.
+// has finished; the pool refills to its size. A confined direct run is
+// handed one too, as its launcher.
 func TestWarmOneRunPerProcess(t *testing.T) {
 	f, pool := warmFixture(t, 2, "$BIN/*")
 	var used []int
@@ -90,10 +91,16 @@ func TestWarmOneRunPerProcess(t *testing.T) {
 	if handed != 3 || started != 5 {
 		t.Errorf("handed %d, started %d; want 3 and 5", handed, started)
 	}
-	// A plain command starts directly, never in the pool's processes.
+	// A plain command starts directly, confined: a warm process is its
+	// launcher and execs it in place, so the command is that process, and
+	// it is gone once the run has finished.
 	ready := pool.readyPids()
-	if res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir}); err != nil || slices.Contains(ready, res.Pid) {
-		t.Errorf("a direct run used the pool: %+v, %v", res.Result, err)
+	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir})
+	if err != nil || res.Stdout != "hello\n" || !slices.Contains(ready, res.Pid) {
+		t.Errorf("a direct confined run did not start in a warm launcher %v: %+v, %v", ready, res.Result, err)
+	}
+	if !gone(res.Pid) {
+		t.Errorf("the direct run's process %d still exists after its run", res.Pid)
 	}
 }
 
