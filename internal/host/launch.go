@@ -66,12 +66,12 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 	}
 	spec := runner.Spec{Cwd: p.Cwd, Env: env, PTY: req.PTY, BaseEnv: e.baseEnv()}
 	conf := e.confinement(p, tmp)
-	wrap, enforce, err := e.confineSpec(conf, how)
+	forRunner, enforce, err := e.confineSpec(conf, how)
 	if err != nil {
 		done()
 		return spec, nil, err
 	}
-	spec.Confine = wrap
+	spec.Confine = forRunner
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()

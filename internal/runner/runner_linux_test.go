@@ -304,6 +304,7 @@ func TestRunnerDeathKillsCommand(t *testing.T) {
 	}{
 		{"direct child (parent-death signal)", "orphan", 1},
 		{"grandchildren (reaper)", "orphan-tree", 3},
+		{"direct child started in-thread confined (parent-death signal)", "orphan-confined", 1},
 	}
 	exe, err := os.Executable()
 	if err != nil {

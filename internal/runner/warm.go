@@ -114,7 +114,7 @@ func checkWarm(spec Spec) error {
 		return fmt.Errorf("%w: warm processes are not supported here", ErrStart)
 	case spec.PTY:
 		return fmt.Errorf("%w: a warm process has no terminal (start PTY runs afresh)", ErrStart)
-	case spec.Confine != nil, spec.Executable != nil:
+	case spec.Confine.Active(), spec.Executable != nil:
 		return fmt.Errorf("%w: a warm process cannot start through a launcher or by a pinned file (start it afresh)", ErrStart)
 	}
 	return nil

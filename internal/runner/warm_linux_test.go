@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/confine"
 )
 
 // warmHelper is a warm process (helper role "warm"): it takes its
@@ -101,7 +103,7 @@ func TestWarmHandOver(t *testing.T) {
 	}
 	for name, spec := range map[string]Spec{
 		"pty":        {PTY: true},
-		"confine":    {Confine: func(a []string, _ string) ([]string, error) { return a, nil }},
+		"confine":    {Confine: &confine.Confinement{Writable: []string{"/"}, Network: confine.NetworkNone}},
 		"executable": {Executable: &FileID{}},
 	} {
 		w := start()

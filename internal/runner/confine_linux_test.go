@@ -1,0 +1,263 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/testdep"
+)
+
+// needLandlock skips (loudly) on a kernel without the ABI a test needs.
+func needLandlock(t testing.TB, abi int) {
+	t.Helper()
+	if got := confine.KernelABI(); got < abi {
+		testdep.Missing(t, "landlock", fmt.Sprintf("this test needs Landlock ABI %d (the kernel offers %d)", abi, got))
+	}
+}
+
+// confineLayout is a tree with a writable work directory, a protected
+// state directory holding a secret, and an outside directory.
+type confineLayout struct{ work, state, outside, secret string }
+
+func newConfineLayout(t *testing.T) confineLayout {
+	t.Helper()
+	root := t.TempDir()
+	l := confineLayout{work: filepath.Join(root, "work"), state: filepath.Join(root, "state"), outside: filepath.Join(root, "outside")}
+	for _, d := range []string{l.work, l.state, l.outside} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.secret = filepath.Join(l.state, "secret")
+	if err := os.WriteFile(l.secret, []byte("the-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// confinement is the layout's allowlist confinement: writes only in work,
+// nothing in state, no TCP.
+func (l confineLayout) confinement() *confine.Confinement {
+	c, _ := confine.Confinement{Writable: []string{l.work}, Protected: []string{l.state}, Network: confine.NetworkNone}.Resolve()
+	return &c
+}
+
+// TestConfineInThread runs real commands started in-thread (the runner
+// restricts a thread of its own and forks the command from it) and checks
+// the kernel refuses each way out, beside the same command unconfined,
+// which gets through (so the test can tell).
+func TestConfineInThread(t *testing.T) {
+	needLandlock(t, 4)
+	l := newConfineLayout(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	catID, err := IDOf("/bin/cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		spec       Spec
+		confinedOK bool   // whether the confined run is to succeed
+		left       string // a file the run must not have left when confined
+	}{
+		{name: "read the protected state", spec: Spec{Command: "cat " + l.secret}},
+		{name: "read the protected state, pinned executable", spec: Spec{Argv: []string{"/bin/cat", l.secret}, Executable: &catID}},
+		{name: "write outside the writable roots", spec: Spec{Command: "echo x > " + filepath.Join(l.outside, "f")}, left: filepath.Join(l.outside, "f")},
+		{name: "write inside the writable roots", spec: Spec{Command: "echo x > " + filepath.Join(l.work, "f") + " && cat " + filepath.Join(l.work, "f")}, confinedOK: true},
+		{name: "connect over TCP", spec: Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "dial", "EXECHOST_RUNNER_TEST_ADDR": ln.Addr().String()}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := tt.spec
+			spec.Cwd, spec.Timeout = l.work, time.Minute
+			free, err := Run(context.Background(), spec)
+			if err != nil || !free.Success {
+				t.Fatalf("control: unconfined run = %+v, %v; want success", free, err)
+			}
+			if tt.left != "" {
+				if err := os.Remove(tt.left); err != nil {
+					t.Fatalf("control: the unconfined run left no %s: %v", tt.left, err)
+				}
+			}
+			spec.Confine, spec.confineInThread = l.confinement(), true
+			res, err := Run(context.Background(), spec)
+			if err != nil {
+				t.Fatalf("confined run: %v", err)
+			}
+			if res.Success != tt.confinedOK || strings.Contains(res.Stdout, "the-secret") || strings.Contains(res.Stdout, "connected") {
+				t.Errorf("confined run = %+v; want success %v and nothing from outside the confinement", res, tt.confinedOK)
+			}
+			if tt.left != "" {
+				if _, err := os.Stat(tt.left); err == nil {
+					t.Errorf("the confined run wrote %s", tt.left)
+				}
+			}
+		})
+	}
+}
+
+// TestConfineInThreadLeavesOtherThreadsFree starts confined commands
+// in-thread, several at once, and checks that the restriction stayed on
+// the threads that forked them: the test process can still write outside
+// the commands' writable roots from any thread, and once the runs ended
+// no thread of it is left with no_new_privs (each forking thread ended
+// with its run).
+func TestConfineInThreadLeavesOtherThreadsFree(t *testing.T) {
+	needLandlock(t, 4)
+	l := newConfineLayout(t)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), confineInThread: true})
+			if err != nil || res.Stdout != "ok\n" {
+				t.Errorf("confined run %d = %+v, %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Goroutines pinned to threads of their own, each a thread the
+	// runtime has free: none may be restricted.
+	errs := make(chan error, 16)
+	for i := range cap(errs) {
+		go func() {
+			unlock := lockThread()
+			defer unlock()
+			errs <- os.WriteFile(filepath.Join(l.outside, strconv.Itoa(i)), []byte("x"), 0o600)
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("a thread of the host is restricted after confined runs: %v", err)
+		}
+	}
+	// A thread's exit follows its goroutine's shortly after: wait for it,
+	// with a deadline.
+	var left []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if left = threadsWithNoNewPrivs(t); len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads still restricted (no_new_privs) after the runs ended: %v", left)
+		}
+	}
+}
+
+// threadsWithNoNewPrivs lists the threads of this process that have
+// no_new_privs set.
+func threadsWithNoNewPrivs(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join("/proc/self/task", e.Name(), "status"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "NoNewPrivs:"); ok && strings.TrimSpace(v) != "0" {
+				out = append(out, e.Name())
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// TestConfineInThreadTimeout: a confined command started in-thread with
+// network none (Landlock then scopes signals to its domain) is still
+// killed with its group by the timeout, which fires on a thread outside
+// that domain, and leaves nothing behind.
+func TestConfineInThreadTimeout(t *testing.T) {
+	needLandlock(t, 6)
+	l := newConfineLayout(t)
+	pidfile := filepath.Join(l.work, "pids")
+	res, err := Run(context.Background(), Spec{
+		Command:         `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
+		Cwd:             l.work,
+		Timeout:         500 * time.Millisecond,
+		Confine:         l.confinement(),
+		confineInThread: true,
+		withTimeout:     timeoutWhen(func() bool { return fileHasLine(pidfile) }),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := outcome{ExitCode: -1, TimedOut: true, Error: "timed out after 500ms: process group killed"}
+	if diff := diffOutcome(want, res); diff != "" {
+		t.Errorf("Run (-want +got):\n%s", diff)
+	}
+	requireGone(t, res.Pid, append(readPids(t, pidfile), res.Pid)...)
+}
+
+// ptraceParent is the helper role "ptrace-parent": it tries to attach
+// (PTRACE_SEIZE) every thread of its parent, the runner, and prints how
+// many it could. It exits without detaching: the kernel detaches a dead
+// tracer's tracees.
+func ptraceParent() int {
+	ppid := os.Getppid()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ppid))
+	if err != nil {
+		fmt.Println("list threads:", err)
+		return 1
+	}
+	n := 0
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
+		if unix.PtraceSeize(tid) == nil {
+			n++
+		}
+	}
+	fmt.Printf("attached %d of %d\n", n, len(ents))
+	return 0
+}
+
+// TestConfineInThreadReach is why confine.Confinement.InThread decides as
+// it does: a command forked from a restricted thread shares its Landlock
+// domain, which lets it reach that thread of the host (ptrace) unless the
+// kernel's other checks stop it. A run the runner starts as InThread
+// decides reaches no thread of the host; forced in-thread, it reaches one
+// exactly when InThread says the host is not shielded.
+func TestConfineInThreadReach(t *testing.T) {
+	needLandlock(t, 4)
+	l := newConfineLayout(t)
+	c := l.confinement()
+	c.Network = confine.NetworkAll // network none always takes the launcher
+	shielded, why := c.InThread()
+	t.Logf("InThread: %v %s", shielded, why)
+	for _, force := range []bool{false, true} {
+		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: l.work, Timeout: time.Minute, Confine: c, confineInThread: force})
+		if err != nil || !res.Success {
+			t.Fatalf("forced %v: %+v, %v", force, res, err)
+		}
+		reached := !strings.HasPrefix(res.Stdout, "attached 0 of")
+		switch {
+		case !force && reached:
+			t.Errorf("a confined run as InThread decides attached a thread of the host: %s", res.Stdout)
+		case force && reached == shielded:
+			t.Errorf("forced in-thread, InThread says shielded=%v, yet the command reached the host: %v (%s)", shielded, reached, res.Stdout)
+		}
+	}
+}
