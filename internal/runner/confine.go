@@ -88,7 +88,7 @@ func startConfined(c *confine.Confinement, start func() error) (release func(), 
 }
 
 // errConfine marks a confinement that could not be applied: nothing ran.
-var errConfine = errors.New("confine")
+var errConfine = errors.New("cannot confine the command")
 
 // confineWarning puts ApplyThread's warning where the launcher printed
 // it: first on the run's stderr (its only stream on a pty).

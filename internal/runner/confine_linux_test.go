@@ -234,30 +234,117 @@ func ptraceParent() int {
 	return 0
 }
 
-// TestConfineInThreadReach is why confine.Confinement.InThread decides as
-// it does: a command forked from a restricted thread shares its Landlock
-// domain, which lets it reach that thread of the host (ptrace) unless the
-// kernel's other checks stop it. A run the runner starts as InThread
-// decides reaches no thread of the host; forced in-thread, it reaches one
-// exactly when InThread says the host is not shielded.
-func TestConfineInThreadReach(t *testing.T) {
-	needLandlock(t, 4)
-	l := newConfineLayout(t)
-	c := l.confinement()
-	c.Network = confine.NetworkAll // network none always takes the launcher
-	shielded, why := c.InThread()
-	t.Logf("InThread: %v %s", shielded, why)
-	for _, force := range []bool{false, true} {
-		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: l.work, Timeout: time.Minute, Confine: c, confineInThread: force})
+// BenchmarkStartConfined measures a run of /bin/true unconfined, confined
+// in-thread (forced where InThread would say the launcher) and confined
+// through the launcher, with the rules built around a protected directory.
+func BenchmarkStartConfined(b *testing.B) {
+	needLandlock(b, 4)
+	root := b.TempDir()
+	work, state := filepath.Join(root, "work"), filepath.Join(root, "state")
+	for _, d := range []string{work, state} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := &confine.Confinement{Writable: []string{work}, Protected: []string{state}, Network: confine.NetworkNone}
+	for _, bc := range []struct {
+		name string
+		spec Spec
+	}{
+		{"unconfined", Spec{}},
+		{"in-thread", Spec{Confine: c, confineInThread: true}},
+		{"launcher", Spec{Confine: c}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			spec := bc.spec
+			spec.Argv, spec.Cwd = []string{"/bin/true"}, work
+			for b.Loop() {
+				if res, err := Run(context.Background(), spec); err != nil || !res.Success {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+	}
+}
+
+// shieldedReach is the helper role "shielded-reach": it runs the
+// ptrace-parent role confined, forced in-thread and as InThread decides,
+// while this process is dumpable and once it is not, and prints what
+// InThread said and what each command reached.
+func shieldedReach() int {
+	dir := os.Getenv("EXECHOST_RUNNER_TEST_DIR")
+	c := &confine.Confinement{Writable: []string{dir}, Protected: []string{filepath.Join(dir, "state")}, Network: confine.NetworkAll}
+	run := func(force bool) string {
+		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, confineInThread: force})
 		if err != nil || !res.Success {
-			t.Fatalf("forced %v: %+v, %v", force, res, err)
+			return fmt.Sprintf("run failed: %+v, %v", res, err)
 		}
-		reached := !strings.HasPrefix(res.Stdout, "attached 0 of")
-		switch {
-		case !force && reached:
-			t.Errorf("a confined run as InThread decides attached a thread of the host: %s", res.Stdout)
-		case force && reached == shielded:
-			t.Errorf("forced in-thread, InThread says shielded=%v, yet the command reached the host: %v (%s)", shielded, reached, res.Stdout)
+		return strings.TrimSpace(res.Stdout)
+	}
+	for _, dumpable := range []int{1, 0} {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(dumpable), 0, 0, 0); err != nil {
+			fmt.Println("prctl:", err)
+			return 1
 		}
+		ok, _ := c.InThread()
+		fmt.Printf("dumpable=%d InThread=%v\n", dumpable, ok)
+		fmt.Printf("dumpable=%d forced: %s\n", dumpable, run(true))
+		fmt.Printf("dumpable=%d decided: %s\n", dumpable, run(false))
+	}
+	return 0
+}
+
+// TestConfineInThreadShielded: a command started in-thread shares the
+// forking thread's Landlock domain; InThread lets a run start so only
+// where the kernel's other checks keep the command from every thread of
+// the host (not dumpable, no CAP_SYS_PTRACE). Each case runs a helper
+// process that tries it both ways: a command started as InThread decides
+// never reaches the host, and forced in-thread it reaches it exactly
+// where InThread refuses (the control that the test can see a reach).
+func TestConfineInThreadShielded(t *testing.T) {
+	needLandlock(t, 4)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		pre  []string // what starts the helper
+		caps bool     // whether it holds CAP_SYS_PTRACE
+	}{{"without CAP_SYS_PTRACE", nil, false}}
+	if os.Geteuid() == 0 {
+		// setpriv drops it from root's bounding set, so the helper starts without it.
+		cases[0].pre = []string{testdep.Binary(t, "setpriv"), "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", "--"}
+		cases = append(cases, struct {
+			name string
+			pre  []string
+			caps bool
+		}{"root with CAP_SYS_PTRACE", nil, true})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			res, err := Run(context.Background(), Spec{Argv: append(tc.pre, exe, "-test.run=^$"), Env: map[string]string{helperEnv: "shielded-reach", "EXECHOST_RUNNER_TEST_DIR": dir}, Timeout: 2 * time.Minute})
+			if err != nil || !res.Success {
+				t.Fatalf("helper: %+v, %v", res, err)
+			}
+			t.Log(res.Stdout)
+			shielded := !tc.caps
+			want := []string{
+				"dumpable=1 InThread=false", "dumpable=1 decided: attached 0 of",
+				fmt.Sprintf("dumpable=0 InThread=%v", shielded), "dumpable=0 decided: attached 0 of",
+			}
+			for _, w := range want {
+				if !strings.Contains(res.Stdout, w) {
+					t.Errorf("want %q in the helper's output", w)
+				}
+			}
+			for _, dumpable := range []int{1, 0} {
+				reached := !strings.Contains(res.Stdout, fmt.Sprintf("dumpable=%d forced: attached 0 of", dumpable))
+				if reached != (dumpable == 1 || !shielded) {
+					t.Errorf("dumpable=%d, forced in-thread: reached the host %v, want %v", dumpable, reached, !reached)
+				}
+			}
+		})
 	}
 }

@@ -12,3 +12,6 @@ func warmHelper() int { return 2 }
 
 // ptraceParent: the in-thread start is Linux-only (confine.InThread).
 func ptraceParent() int { return 2 }
+
+// shieldedReach: the in-thread start is Linux-only (confine.InThread).
+func shieldedReach() int { return 2 }

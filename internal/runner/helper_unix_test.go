@@ -101,6 +101,8 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	case "ptrace-parent":
 		os.Exit(ptraceParent())
+	case "shielded-reach":
+		os.Exit(shieldedReach())
 	case "flood":
 		os.Exit(floodHelper(true))
 	case "flood-baseline":
