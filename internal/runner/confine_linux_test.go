@@ -186,32 +186,6 @@ func threadsWithNoNewPrivs(t *testing.T) []string {
 	return out
 }
 
-// TestConfineInThreadTimeout: a confined command started in-thread with
-// network none (Landlock then scopes signals to its domain) is still
-// killed with its group by the timeout, which fires on a thread outside
-// that domain, and leaves nothing behind.
-func TestConfineInThreadTimeout(t *testing.T) {
-	needLandlock(t, 6)
-	l := newConfineLayout(t)
-	pidfile := filepath.Join(l.work, "pids")
-	res, err := Run(context.Background(), Spec{
-		Command:         `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
-		Cwd:             l.work,
-		Timeout:         500 * time.Millisecond,
-		Confine:         l.confinement(),
-		confineInThread: true,
-		withTimeout:     timeoutWhen(func() bool { return fileHasLine(pidfile) }),
-	})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	want := outcome{ExitCode: -1, TimedOut: true, Error: "timed out after 500ms: process group killed"}
-	if diff := diffOutcome(want, res); diff != "" {
-		t.Errorf("Run (-want +got):\n%s", diff)
-	}
-	requireGone(t, res.Pid, append(readPids(t, pidfile), res.Pid)...)
-}
-
 // ptraceParent is the helper role "ptrace-parent": it tries to attach
 // (PTRACE_SEIZE) every thread of its parent, the runner, and prints how
 // many it could. It exits without detaching: the kernel detaches a dead
