@@ -11,8 +11,9 @@ import (
 
 // How a confined command starts (Spec.Confine): confine.InThread decides,
 // once per run, in Run. In-thread, startConfined restricts a fresh thread
-// and the launcher forks the command from it; otherwise wrapLauncher puts
-// the launcher (this binary re-executed) in front of the argv.
+// and the run's start (launchPolled's or launchWithGoroutines') forks the
+// command from it (launchSpec.start); otherwise wrapLauncher puts the
+// confining launcher (this binary re-executed) in front of the argv.
 
 // wrapLauncher returns the argv that starts argv confined by c through
 // the launcher. A bare name is looked up here, as a start would look it
