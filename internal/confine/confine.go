@@ -11,10 +11,20 @@
 //   - the interpreter process (internal/shellrun) calls ApplyProcess at its
 //     entry, restricting every thread of that Go process, before it runs
 //     anything;
-//   - a command that starts directly (and /bin/sh -c text) starts through
-//     the launcher: Wrap prefixes its argv with this binary and Arg, and
-//     the launcher's init restricts its one locked thread and execve(2)s
-//     the command, so the command's image starts confined.
+//   - a command that starts directly (and /bin/sh -c text) starts either
+//     in-thread or through the launcher, as InThread decides (the runner
+//     asks it, runner.Spec.Confine). In-thread, the runner restricts a
+//     fresh thread of its own with ApplyThread (that thread is never
+//     unlocked from its goroutine, so it serves nothing else and ends
+//     with it) and forks the command from it: the child inherits the
+//     thread's Landlock domain and no_new_privs, the host's other threads
+//     stay unrestricted, and the thread parks until the command is
+//     reaped, because the parent-death signal fires when the forking
+//     thread exits. Through the launcher, Wrap prefixes the argv with
+//     this binary and Arg, and the launcher's init restricts its one
+//     locked thread and execve(2)s the command (about 6 ms more per run:
+//     a second start of this binary). Either way the command's image
+//     starts confined.
 //
 // Landlock grants access beneath paths; it cannot subtract. The protected
 // set is kept out of reach by granting read and execute (and, for
@@ -282,6 +292,40 @@ func (c *Confinement) Describe() string {
 		parts = append(parts, "network loopback asked for, not enforceable by Landlock (TCP to any address allowed)")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// InThread says how a command confined by c starts, the one place that
+// decides it: true when a thread of the starting process may be
+// restricted to c and fork the command (the runner's in-thread start, no
+// new program in between); false, with the reason, when the command must
+// start through the launcher (Wrap). The in-thread start leaves the
+// forking thread in the command's Landlock domain until the command is
+// reaped, and Landlock lets a process reach (ptrace, /proc/PID/task/TID/mem
+// and fd, signals) any task of its own domain, so it is used only when
+// nothing but Landlock would stop the command from reaching that thread:
+//
+//   - no resource limits (setrlimit(2) is per process: the launcher sets
+//     them in its own process, which becomes the command);
+//   - network other than none: network none also scopes signals and
+//     abstract unix sockets to the domain (ABI 6), and the command could
+//     signal (SIGKILL, SIGSTOP) the host through its forking thread;
+//   - the starting process cannot be inspected by the command: it is not
+//     dumpable (prctl(PR_SET_DUMPABLE, 0)) and holds no CAP_SYS_PTRACE
+//     (which overrides that and which a command started by root keeps),
+//     so ptrace and /proc access to the forking thread are refused by the
+//     kernel's own checks (hostShielded).
+//
+// Not Supported platforms have no Landlock: false.
+func (c *Confinement) InThread() (bool, string) {
+	switch {
+	case !Supported:
+		return false, "no Landlock on this platform"
+	case c.Limits != (Limits{}):
+		return false, "resource limits are per process: set by the launcher in the process that becomes the command"
+	case c.network() == NetworkNone:
+		return false, "network none scopes signals to the run's domain, which the forking thread would share: the command could signal the host"
+	}
+	return hostShielded()
 }
 
 // Arg makes the binary run as the launcher: os.Args is [exe, Arg,

@@ -28,3 +28,9 @@ func Launch(string, []string) int {
 	fmt.Fprintln(os.Stderr, "exechost: confine: no launcher on this platform")
 	return 126
 }
+
+// hostShielded is false here: there is no in-thread start without Landlock.
+func hostShielded() (bool, string) { return false, "no Landlock on this platform" }
+
+// ApplyThread enforces nothing here, as ApplyProcess.
+func ApplyThread(c *Confinement, abi int) (string, error) { return ApplyProcess(c, abi) }

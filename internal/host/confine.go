@@ -1,12 +1,8 @@
 package host
 
 import (
-	"fmt"
-	"os/exec"
-
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/runner"
 )
 
 // confinement returns the kernel confinement a run of p gets (see
@@ -59,9 +55,10 @@ func (e *Engine) kernelABI() int {
 // when there is nothing to enforce here (no confinement, or no Landlock at
 // all and c says warn: the warning is in the run's description, not on
 // its stderr); otherwise the interpreter applies c itself (its plan) and
-// anything else starts through the launcher (wrap). It refuses a run the
-// kernel cannot confine when c says deny.
-func (e *Engine) confineSpec(c *confine.Confinement, how string) (wrap func([]string, string) ([]string, error), enforce bool, err error) {
+// the runner confines anything else (runner.Spec.Confine: in-thread or
+// through the launcher, as confine.Confinement.InThread decides). It
+// refuses a run the kernel cannot confine when c says deny.
+func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *confine.Confinement, enforce bool, err error) {
 	if e.noConfine || !c.Active() {
 		return nil, false, nil
 	}
@@ -75,20 +72,7 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (wrap func([]st
 	if how == RunsInterpreted || how == RunsUnchecked {
 		return nil, true, nil
 	}
-	return func(argv []string, execPath string) ([]string, error) {
-		// A request's own argv under security=full: look the name up as
-		// the runner would (the launcher searches no PATH), and find a
-		// missing program here, so that it is reported as never started
-		// rather than as the launcher's exit status.
-		path, err := exec.LookPath(argv[0])
-		if err != nil {
-			return nil, fmt.Errorf("%w %q: %w (hint: check the program name; bare names are looked up in the host's PATH)", runner.ErrStart, argv[0], err)
-		}
-		argv = append([]string{path}, argv[1:]...)
-		run := *c
-		run.Exec = execPath
-		return confine.Wrap(&run, argv)
-	}, true, nil
+	return c, true, nil
 }
 
 // ConfinementText says in one line what the kernel will let a run of p

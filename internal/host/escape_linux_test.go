@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
@@ -36,6 +38,10 @@ type escapeRun struct {
 	NoConfine               bool
 	// Warm runs it in a warm process: an interpreter, or the launcher.
 	Warm bool
+	// Shielded makes the helper not dumpable, and starts it without
+	// CAP_SYS_PTRACE, so that confine.Confinement.InThread lets the
+	// runner start a direct command from a restricted thread of its own.
+	Shielded bool
 }
 
 func init() {
@@ -66,6 +72,16 @@ func escapeHelper(spec string) int {
 			return 2
 		}
 		warmPid = e.warm().readyPids()[0]
+	}
+	if r.Shielded {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		// What InThread says for a confinement of security=full (network
+		// all, no limits), the only kind it can allow.
+		ok, why := (&confine.Confinement{Writable: []string{"/"}, Protected: []string{r.State}}).InThread()
+		fmt.Printf("inThread=%v %s\n", ok, why)
 	}
 	runsAs := ""
 	if p, err := e.Prepare(req); err == nil {
@@ -192,9 +208,14 @@ func TestConfinedEscapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Confined, then confined in a warm process (an interpreted
 			// run's interpreter, or the launcher of one that starts
-			// directly), then the control without confinement.
-			for _, mode := range []struct{ confined, warm bool }{{true, false}, {true, true}, {false, false}} {
+			// directly), then confined in-thread (security=full: the only
+			// runs confine.Confinement.InThread may start so, in a
+			// shielded host), then the control without confinement.
+			for _, mode := range []struct{ confined, warm, shielded bool }{{true, false, false}, {true, true, false}, {true, false, true}, {false, false, false}} {
 				confined := mode.confined
+				if mode.shielded && !tc.full {
+					continue // network none: always through the launcher
+				}
 				sec := policy.SecurityAllowlist
 				if tc.full {
 					sec = policy.SecurityFull
@@ -202,7 +223,10 @@ func TestConfinedEscapes(t *testing.T) {
 				l := newEscapeLayout(t, sec, tc.allow, files)
 				text := strings.NewReplacer("$STATE", l.state, "$HOME", l.home).Replace(tc.text)
 				trace := filepath.Join(l.root, "trace")
-				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm})
+				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm, Shielded: mode.shielded})
+				if mode.shielded && !strings.Contains(out, "inThread=true") {
+					t.Fatalf("the shielded helper does not start in-thread; the pass proves nothing:\n%s", out)
+				}
 				if !strings.Contains(out, `"Decision":{"decision":"allow"`) {
 					t.Fatalf("confined=%v: the run was not allowed; the test proves nothing:\n%s", confined, out)
 				}
@@ -287,6 +311,11 @@ func runEscape(t *testing.T, straceBin, trace string, r escapeRun) string {
 	cmd := exec.CommandContext(ctx, straceBin, "-f", "-qq", "-y", "-s", "256", "-o", trace,
 		"-e", "trace=open,openat,openat2,creat,truncate,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,link,linkat,symlink,symlinkat,connect,clone,clone3,fork,vfork",
 		"--", os.Args[0])
+	if r.Shielded && os.Geteuid() == 0 {
+		// Root's CAP_SYS_PTRACE would keep InThread from allowing it.
+		setpriv := testdep.Binary(t, "setpriv")
+		cmd.Args = append(cmd.Args[:len(cmd.Args)-1], setpriv, "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", "--", os.Args[0])
+	}
 	cmd.Env = append(os.Environ(), escapeEnv+"="+string(spec))
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {

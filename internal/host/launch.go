@@ -66,12 +66,12 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 	}
 	spec := runner.Spec{Cwd: p.Cwd, Env: env, PTY: req.PTY, BaseEnv: e.baseEnv()}
 	conf := e.confinement(p, tmp)
-	wrap, enforce, err := e.confineSpec(conf, how)
+	forRunner, enforce, err := e.confineSpec(conf, how)
 	if err != nil {
 		done()
 		return spec, nil, err
 	}
-	spec.Confine = wrap
+	spec.Confine = forRunner
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()
@@ -117,8 +117,12 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 	}
 	if spec.Confine != nil {
 		// A warm process handed the launcher's argv is the launcher,
-		// without a start of this binary on the run's path.
-		done = e.takeWarm(&spec, req, done)
+		// without a start of this binary on the run's path. Where the
+		// runner may start the command from a restricted thread of its
+		// own, that costs less still, and no warm process is used.
+		if inThread, _ := spec.Confine.InThread(); !inThread {
+			done = e.takeWarm(&spec, req, done)
+		}
 	}
 	return spec, done, nil
 }

@@ -9,3 +9,9 @@ func vmHWM() (int, error) { return 0, errors.New("peak RSS is measured on Linux 
 
 // warmHelper: warm processes are Linux-only (WarmSupported).
 func warmHelper() int { return 2 }
+
+// ptraceParent: the in-thread start is Linux-only (confine.InThread).
+func ptraceParent() int { return 2 }
+
+// shieldedReach: the in-thread start is Linux-only (confine.InThread).
+func shieldedReach() int { return 2 }

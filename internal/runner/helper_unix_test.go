@@ -6,13 +6,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/reexec"
 )
 
@@ -75,6 +78,31 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	case "warm":
 		os.Exit(warmHelper())
+	case "dial":
+		// Connect to EXECHOST_RUNNER_TEST_ADDR over TCP and say whether
+		// it worked.
+		c, err := net.Dial("tcp", os.Getenv("EXECHOST_RUNNER_TEST_ADDR"))
+		if err != nil {
+			fmt.Println("refused:", err)
+			os.Exit(1)
+		}
+		c.Close()
+		fmt.Println("connected")
+		os.Exit(0)
+	case "orphan-confined":
+		// Like orphan, started in-thread confined (confineInThread).
+		dir := filepath.Dir(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE"))
+		res, err := Run(context.Background(), Spec{
+			Command:         `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
+			Confine:         &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone},
+			confineInThread: true,
+		})
+		fmt.Println(res.ExitCode, err)
+		os.Exit(3)
+	case "ptrace-parent":
+		os.Exit(ptraceParent())
+	case "shielded-reach":
+		os.Exit(shieldedReach())
 	case "flood":
 		os.Exit(floodHelper(true))
 	case "flood-baseline":

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,11 +88,23 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	if ls.pinned != nil {
 		files = append(files[:len(files):len(files)], ls.pinned.file.Fd()) // ChildFD
 	}
-	pid, _, err := syscall.StartProcess(argv0, ls.argv, &syscall.ProcAttr{Dir: ls.Cwd, Env: ls.env, Files: files, Sys: attr})
+	var pid int
+	release, err := ls.start(func() error {
+		var err error
+		pid, _, err = syscall.StartProcess(argv0, ls.argv, &syscall.ProcAttr{Dir: ls.Cwd, Env: ls.env, Files: files, Sys: attr})
+		if err != nil {
+			return &os.PathError{Op: "fork/exec", Path: argv0, Err: err}
+		}
+		return nil
+	})
 	outs.closeChild()
 	if err != nil {
-		return r, startFailed(ls.argv[0], &os.PathError{Op: "fork/exec", Path: argv0, Err: err})
+		if errors.Is(err, errConfine) {
+			return r, err
+		}
+		return r, startFailed(ls.argv[0], err)
 	}
+	defer release() // after superviseStarted has reaped it: see startConfined
 	defer unix.Close(pidfd)
 	return superviseStarted(ctx, ls, start, pid, pidfd, outs, nil)
 }

@@ -48,6 +48,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/exechost/exechost/internal/confine"
 )
 
 // Spec describes one process to run.
@@ -88,13 +90,14 @@ type Spec struct {
 	// is another file, and starts the open file by its descriptor (Pin),
 	// so a file swapped in at the path after the decision never runs.
 	Executable *FileID
-	// Confine, when set, rewrites the argv about to start (after Command
-	// became the shell's argv) so that the command starts confined: the
-	// execution host passes confine.Wrap with the run's confinement. An
-	// error starts nothing.
-	// execPath is what the wrapped program is to be exec'd by: the
-	// pinned executable's descriptor path (Executable), or "" for argv[0].
-	Confine func(argv []string, execPath string) ([]string, error)
+	// Confine, when set and active, confines the command (Argv, or the
+	// shell running Command) before its first exec. The runner asks
+	// Confine.InThread how: in-thread it restricts a fresh thread of its
+	// own and forks the command from it (startConfined); otherwise the
+	// command starts through the launcher (confine.Wrap), which execs the
+	// pinned Executable's descriptor it inherits. An error applying it
+	// starts nothing.
+	Confine *confine.Confinement
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
@@ -106,6 +109,11 @@ type Spec struct {
 	// refuses such a Spec (ErrStart) and leaves it unused, for the caller
 	// to close.
 	Warm *Warm
+
+	// confineInThread starts a confined command in-thread even where
+	// Confine.InThread says the launcher (not for limits), so that tests
+	// run the in-thread start on a host that is not shielded.
+	confineInThread bool
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -201,12 +209,14 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		defer f.Close()
 		pin = &pinned{file: f, path: path}
 	}
-	if spec.Confine != nil {
-		execPath := ""
-		if pin != nil {
-			execPath, pin.path = pin.path, "" // the launcher starts first, by its own path
-		}
-		if argv, err = spec.Confine(argv, execPath); err != nil {
+	var inThread *confine.Confinement
+	if spec.Confine.Active() {
+		ok, _ := spec.Confine.InThread()
+		// A warm process is handed the launcher's argv: it restricts
+		// itself and execs the command in place, which costs no more.
+		if spec.Warm == nil && (ok || spec.confineInThread && spec.Confine.Limits == (confine.Limits{})) {
+			inThread = spec.Confine
+		} else if argv, err = wrapLauncher(spec.Confine, argv, pin); err != nil {
 			if errors.Is(err, ErrStart) {
 				res.ExitCode = startExitCode(err)
 			}
@@ -228,7 +238,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin}
+	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, inThread: inThread}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
 	launch := launchWithGoroutines
@@ -273,6 +283,25 @@ type launchSpec struct {
 	argv, env []string
 	capture   *Capture
 	pinned    *pinned // the executable to start by descriptor, or nil
+	// inThread, when set, is applied to the thread that forks the
+	// command (startConfined); nil when it starts unconfined or through
+	// the launcher (argv already wrapped).
+	inThread *confine.Confinement
+}
+
+// start runs fork (which starts the command) on a thread confined as
+// ls.inThread says, or on the calling one; release is called once the
+// command has been reaped.
+func (ls launchSpec) start(fork func() error) (release func(), err error) {
+	if ls.inThread == nil {
+		return func() {}, fork()
+	}
+	release, warning, err := startConfined(ls.inThread, fork)
+	if err != nil {
+		return nil, err
+	}
+	confineWarning(ls, warning)
+	return release, nil
 }
 
 // execPath is what execve is given: argv[0], or the pinned executable's
@@ -354,11 +383,15 @@ func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 	unlock := lockThread()
 	defer unlock()
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		outs.closeWrite()
+	release, err := ls.start(cmd.Start)
+	outs.closeWrite()
+	if err != nil {
+		if errors.Is(err, errConfine) {
+			return r, err
+		}
 		return r, startFailed(argv[0], err)
 	}
-	outs.closeWrite()
+	defer release() // after the wait below: see startConfined
 	r.pid = cmd.Process.Pid
 	tree := newProcTree(cmd.Process)
 	defer tree.release()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/reaper"
 )
 
@@ -127,20 +128,33 @@ func vmHWM() (int, error) {
 }
 
 // TestRunTimeoutKillsProcessTree runs a shell with two background sleeps
-// past its timeout and checks the whole tree is dead when Run returns.
+// past its timeout and checks the whole tree is dead when Run returns:
+// also for a command confined in-thread with network none, whose
+// Landlock domain scopes signals (the kill comes from outside it).
 func TestRunTimeoutKillsProcessTree(t *testing.T) {
-	for _, withPTY := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pty=%v", withPTY), func(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		withPTY, confined bool
+	}{{"pty=false", false, false}, {"pty=true", true, false}, {"confined in-thread", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pidfile := filepath.Join(t.TempDir(), "pids")
+			dir := t.TempDir()
+			pidfile := filepath.Join(dir, "pids")
+			var c *confine.Confinement
+			if tc.confined {
+				needLandlock(t, 6)
+				c = &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone}
+			}
 			// The timeout fires once both sleeps run, however slowly the
 			// shell starts them on a loaded machine: the tree is always
 			// there to be killed.
 			res, err := Run(context.Background(), Spec{
-				Command:     `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
-				Timeout:     500 * time.Millisecond,
-				PTY:         withPTY,
-				withTimeout: timeoutWhen(func() bool { return fileHasLine(pidfile) }),
+				Command:         `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
+				Timeout:         500 * time.Millisecond,
+				PTY:             tc.withPTY,
+				Confine:         c,
+				confineInThread: tc.confined,
+				withTimeout:     timeoutWhen(func() bool { return fileHasLine(pidfile) }),
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -304,6 +318,7 @@ func TestRunnerDeathKillsCommand(t *testing.T) {
 	}{
 		{"direct child (parent-death signal)", "orphan", 1},
 		{"grandchildren (reaper)", "orphan-tree", 3},
+		{"direct child started in-thread confined (parent-death signal)", "orphan-confined", 1},
 	}
 	exe, err := os.Executable()
 	if err != nil {

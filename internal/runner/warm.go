@@ -96,7 +96,7 @@ func checkWarm(spec Spec) error {
 		return fmt.Errorf("%w: warm processes are not supported here", ErrStart)
 	case spec.PTY:
 		return fmt.Errorf("%w: a warm process has no terminal (start PTY runs afresh)", ErrStart)
-	case spec.Executable != nil && spec.Confine == nil:
+	case spec.Executable != nil && !spec.Confine.Active():
 		// A warm process is this binary: it can become the confining
 		// launcher, which execs the descriptor, but not another program.
 		return fmt.Errorf("%w: a warm process starts a pinned file only through the confining launcher (start it afresh)", ErrStart)

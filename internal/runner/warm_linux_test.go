@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/confine"
 )
 
 // warmHelper is a warm process (helper role "warm"): it takes its
@@ -27,15 +30,21 @@ func warmHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if len(argv) > 1 && argv[1] == "launcher" {
-		// As the confining launcher would: argv[2] is what to exec,
-		// the pinned file's descriptor path; say which file that is.
-		var st unix.Stat_t
-		if err := unix.Stat(argv[2], &st); err != nil {
+	if len(argv) > 3 && argv[1] == confine.Arg {
+		// The confining launcher's argv (confine.Wrap): say what the
+		// launcher would exec (the confinement's Exec, the pinned file's
+		// descriptor path) and which file that is, and what it would run.
+		var c confine.Confinement
+		if err := json.Unmarshal([]byte(argv[2]), &c); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		fmt.Printf("exec=%s\nfile=%d:%d\nargv=%s\n", argv[2], st.Dev, st.Ino, strings.Join(argv[3:], ","))
+		var st unix.Stat_t
+		if err := unix.Stat(c.Exec, &st); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("exec=%s\nfile=%d:%d\nargv=%s\n", c.Exec, st.Dev, st.Ino, strings.Join(argv[3:], ","))
 		return 7
 	}
 	wd, _ := os.Getwd()
@@ -151,10 +160,8 @@ func TestWarmLauncherGetsThePinnedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrap := func(argv []string, execPath string) ([]string, error) {
-		return append([]string{os.Args[0], "launcher", execPath}, argv...), nil
-	}
-	res, err := Run(context.Background(), Spec{Argv: []string{prog, "x"}, Executable: &id, Confine: wrap, Warm: w})
+	c := &confine.Confinement{Writable: []string{t.TempDir()}, Network: confine.NetworkNone}
+	res, err := Run(context.Background(), Spec{Argv: []string{prog, "x"}, Executable: &id, Confine: c, Warm: w})
 	if err != nil {
 		t.Fatal(err)
 	}

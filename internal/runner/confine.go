@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+
+	"github.com/exechost/exechost/internal/confine"
+)
+
+// How a confined command starts (Spec.Confine): confine.InThread decides,
+// once per run, in Run. In-thread, startConfined restricts a fresh thread
+// and the run's start (launchPolled's or launchWithGoroutines') forks the
+// command from it (launchSpec.start); otherwise wrapLauncher puts the
+// confining launcher (this binary re-executed) in front of the argv.
+
+// wrapLauncher returns the argv that starts argv confined by c through
+// the launcher. A bare name is looked up here, as a start would look it
+// up (the launcher searches no PATH), so that a missing program is
+// reported as never started rather than as the launcher's exit status.
+// pin, when set, is inherited by the launcher, which execs its
+// descriptor: its path moves to the confinement's Exec.
+func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned) ([]string, error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, startFailed(argv[0], err)
+	}
+	run := *c
+	if pin != nil {
+		run.Exec, pin.path = pin.path, "" // the launcher starts first, by its own path
+	}
+	return confine.Wrap(&run, append([]string{path}, argv[1:]...))
+}
+
+// startConfined runs start (which forks the command) on a new thread
+// restricted to c by confine.ApplyThread, so that the command inherits
+// the restriction while no other thread of this process has it. The
+// thread's goroutine never unlocks it: the Go runtime ends a thread whose
+// goroutine exits locked, so it never runs anything else. It stays alive,
+// parked, until release is called once the command has been reaped: the
+// command's parent-death signal fires when the thread that forked it
+// exits. Nothing else runs on it: the caller supervises from its own,
+// unrestricted thread (signals, the reaper, /proc, output files).
+// ApplyThread's warning, if any, is returned for the run's stderr; an
+// error means nothing started (and release is nil).
+func startConfined(c *confine.Confinement, start func() error) (release func(), warning string, err error) {
+	type started struct {
+		warning string
+		err     error
+	}
+	done := make(chan started)
+	parked := make(chan struct{})
+	confined := func() {
+		runtime.LockOSThread() // never unlocked (see above)
+		w, err := confine.ApplyThread(c, confine.KernelABI())
+		if err != nil {
+			err = fmt.Errorf("%w: %w", errConfine, err)
+		} else {
+			err = start()
+		}
+		done <- started{w, err}
+		if err == nil {
+			<-parked
+		}
+	}
+	go func() {
+		runtime.LockOSThread()
+		if !onMainThread() {
+			confined()
+			return
+		}
+		// The runtime never ends the main thread: a goroutine exiting
+		// locked on it wedges it instead, restricted for good. Hold it
+		// while another thread does the work.
+		inner := make(chan struct{})
+		go func() {
+			defer close(inner)
+			confined()
+		}()
+		<-inner
+		runtime.UnlockOSThread()
+	}()
+	s := <-done
+	if s.err != nil {
+		return nil, "", s.err
+	}
+	return func() { close(parked) }, s.warning, nil
+}
+
+// errConfine marks a confinement that could not be applied: nothing ran.
+var errConfine = errors.New("cannot confine the command")
+
+// confineWarning puts ApplyThread's warning where the launcher printed
+// it: first on the run's stderr (its only stream on a pty).
+func confineWarning(ls launchSpec, warning string) {
+	if warning == "" {
+		return
+	}
+	s := ls.capture.Stderr()
+	if ls.PTY {
+		s = ls.capture.Stdout()
+	}
+	s.Write([]byte("exechost: " + warning + "\n"))
+}
