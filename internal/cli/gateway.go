@@ -39,7 +39,7 @@ type logFlags struct {
 // host engine.
 func (l *logFlags) addWarm(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&l.warmInterpreters, "warm-interpreters", host.DefaultWarmInterpreters,
-		"interpreter processes kept started ahead of need for commands that run in the interpreter (0: none; each serves one command)")
+		"processes kept started ahead of need: each serves one command, as its interpreter or as the confining launcher of one that starts directly (0: none)")
 }
 
 // checkWarm refuses a negative --warm-interpreters.
