@@ -285,6 +285,9 @@ func (c *cluster) addNode(name, displayName, policy string) *node {
 		t.Fatalf("approve %s: %s", name, r)
 	}
 	waitFor(t, name+" to be connected", func() bool { return c.connected(n.id) })
+	// The gateway lists a node before the node has read its answer; the
+	// token (saved last) says the node has taken in what pairing gave it.
+	waitFor(t, name+" to save its token", func() bool { return readNodeJSON(t, n.dir).Token != "" })
 	return n
 }
 

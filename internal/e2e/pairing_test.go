@@ -71,10 +71,9 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 		mustJSON(t, r.stdout, &jk)
 		joined = c.startNode("joined", "Headless", policyFull, "--join-key", jk.Key)
 		waitFor(t, "joined node to connect", func() bool { return c.connected(joined.id) })
+		// Listed before it has read its answer: the token follows.
+		waitFor(t, "join key pairing to save a token", func() bool { return readNodeJSON(t, joined.dir).Token != "" })
 		tok := readNodeJSON(t, joined.dir).Token
-		if tok == "" {
-			t.Fatal("join key pairing saved no token")
-		}
 		// Tokens are stored hashed on the gateway.
 		reg, err := os.ReadFile(filepath.Join(c.gwDir, gateway.RegistryFile))
 		if err != nil {
@@ -313,6 +312,7 @@ func TestTLSPinning(t *testing.T) {
 	}
 	n := c.startNode("tls", "TLS Node", policyFull)
 	waitFor(t, "pending over wss", func() bool { return strings.Contains(c.gw.Out.String(), "node waiting for approval") })
+	waitFor(t, "the node to pin the fingerprint", func() bool { return readNodeJSON(t, n.dir).Gateway.TLSFingerprint != "" })
 	if got := readNodeJSON(t, n.dir).Gateway.TLSFingerprint; got != fp {
 		t.Fatalf("pinned fingerprint %q, want %q", got, fp)
 	}
