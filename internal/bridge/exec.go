@@ -80,6 +80,10 @@ type SystemRunResult struct {
 	// DroppedBytes is how much output the 200,000-byte cap dropped.
 	DroppedBytes int64  `json:"droppedBytes,omitempty"`
 	Error        string `json:"error,omitempty"`
+
+	// wire is Stdout and Stderr as they arrived (passthrough.go), set
+	// only by a decode through KeepingWire.
+	wire *outputWire
 }
 
 // ExecStatusParams names a background run. An agent connection sees only
