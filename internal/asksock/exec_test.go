@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
@@ -69,7 +68,7 @@ func TestExecRoundTrip(t *testing.T) {
 		t.Fatalf("Exec: %v", err)
 	}
 	want.Stdout = "out\x00\ufffd" // JSON carries strings as UTF-8
-	if d := cmp.Diff(want, got, cmpopts.IgnoreUnexported(bridge.SystemRunResult{})); d != "" {
+	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("result (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff([]bridge.SystemRunParams{sampleExec}, x.calls); d != "" {

@@ -81,9 +81,11 @@ type SystemRunResult struct {
 	DroppedBytes int64  `json:"droppedBytes,omitempty"`
 	Error        string `json:"error,omitempty"`
 
-	// wire is Stdout and Stderr as they arrived (passthrough.go), set
-	// only by a decode through KeepingWire.
-	wire *outputWire
+	// Wire is Stdout and Stderr as JSON, as they arrived: set only by a
+	// decode through KeepingWire (passthrough.go), kept in this process
+	// and never sent itself (as Error.Cause). Unexported inside, so a
+	// comparison of results sees only whether it is set.
+	Wire *outputWire `json:"-"`
 }
 
 // ExecStatusParams names a background run. An agent connection sees only

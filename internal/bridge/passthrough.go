@@ -26,19 +26,15 @@ type outputWire struct {
 // Unmarshal so that r keeps its stdout and stderr as they arrived, for an
 // ExecResult built from r to send on without escaping them again. A
 // result read this way holds its output twice (text and JSON) until
-// DropWire.
+// its Wire is cleared.
 func KeepingWire(r *SystemRunResult) any {
-	r.wire = &outputWire{}
+	r.Wire = &outputWire{}
 	return &runResultIn{
 		SystemRunResult: r,
-		Stdout:          wireText{text: &r.Stdout, json: &r.wire.stdoutJSON, was: &r.wire.stdoutText},
-		Stderr:          wireText{text: &r.Stderr, json: &r.wire.stderrJSON, was: &r.wire.stderrText},
+		Stdout:          wireText{text: &r.Stdout, json: &r.Wire.stdoutJSON, was: &r.Wire.stdoutText},
+		Stderr:          wireText{text: &r.Stderr, json: &r.Wire.stderrJSON, was: &r.Wire.stderrText},
 	}
 }
-
-// DropWire forgets the JSON form KeepingWire kept (the result stays as
-// it is): for a result kept in memory after it was sent.
-func (r *SystemRunResult) DropWire() { r.wire = nil }
 
 // runResultIn decodes a SystemRunResult whose stdout and stderr go
 // through wireText: the outer fields win over the embedded ones of the
@@ -85,13 +81,13 @@ const outputFields = `"stdout":"","stderr":""`
 // KeepingWire decoded, the JSON it kept is spliced in rather than the
 // text escaped again.
 func (r ExecResult) appendWire(dst []byte) []byte {
-	w := r.wire
+	w := r.Wire
 	if w == nil || r.Stdout != w.stdoutText || r.Stderr != w.stderrText || w.stdoutJSON == nil || w.stderrJSON == nil {
 		b, _ := Marshal(r) // strings, numbers and bools always encode
 		return append(dst, b...)
 	}
 	shell := r
-	shell.Stdout, shell.Stderr, shell.wire = "", "", nil
+	shell.Stdout, shell.Stderr, shell.Wire = "", "", nil
 	b, _ := Marshal(shell)
 	i := bytes.Index(b, []byte(outputFields))
 	if i < 0 { // not Marshal's layout after all: take no chances
