@@ -3,6 +3,8 @@ package bridge
 import (
 	"bytes"
 	"errors"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // A system.run result's stdout and stderr are most of its bytes, and the
@@ -63,7 +65,12 @@ func (w *wireText) UnmarshalJSON(data []byte) error {
 	if len(data) == 0 || data[0] != '"' {
 		return errors.New("stdout and stderr must be strings")
 	}
-	if err := Unmarshal(data, w.text); err != nil {
+	// Unquoted into a buffer of the right size (the decoder's own grows
+	// from small); what the strict unquote refuses (an escaped lone
+	// surrogate, which Unmarshal replaces) takes Unmarshal's way.
+	if b, err := jsontext.AppendUnquote(make([]byte, 0, len(data)), data); err == nil {
+		*w.text = string(b)
+	} else if err := Unmarshal(data, w.text); err != nil {
 		return err
 	}
 	*w.json = bytes.Clone(data) // data is the decoder's, not ours to keep

@@ -102,3 +102,18 @@ func TestPassThroughOnlyUnchanged(t *testing.T) {
 		t.Error("a number for stdout was accepted")
 	}
 }
+
+// TestPassThroughDecodesAsUnmarshal: the text kept beside the JSON is
+// what Unmarshal reads, an escaped lone surrogate included.
+func TestPassThroughDecodesAsUnmarshal(t *testing.T) {
+	for _, s := range []string{`"\ud800 x"`, `"\u00e9\t\"\\"`, `""`, `"\udc00\ud800"`} {
+		var want string
+		if err := Unmarshal([]byte(s), &want); err != nil {
+			t.Fatal(err)
+		}
+		run := decodeKeeping(t, `{"stdout":`+s+`,"stderr":`+s+`}`)
+		if run.Stdout != want || run.Stderr != want {
+			t.Errorf("%s: decoded %q, %q; Unmarshal reads %q", s, run.Stdout, run.Stderr, want)
+		}
+	}
+}
