@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"reflect"
 	"strconv"
@@ -268,7 +269,7 @@ func (c *Conn) write(ctx context.Context, f Frame) error {
 
 func (c *Conn) readLoop() {
 	for {
-		_, data, err := c.ws.Read(c.ctx)
+		data, err := readMessage(c.ctx, c.ws)
 		if err != nil {
 			if why := c.localReason.Load(); why != nil {
 				err = *why
@@ -532,14 +533,72 @@ func closeReason(err error) error {
 // NewRequest, NewResult, NewEvent, NewFailure or DecodeFrame, whose Params
 // and Payload are valid JSON (see Frame.appendJSON).
 func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
-	data, err := f.appendJSON(nil)
+	bp := frameBufs.get()
+	defer frameBufs.put(bp)
+	data, err := f.appendJSON((*bp)[:0])
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
+	*bp = data // keep what appendJSON grew for the next frame
+	// The library has written or copied data when Write returns, so the
+	// buffer is free to go back to the pool.
 	if err := ws.Write(ctx, websocket.MessageText, data); err != nil {
 		return fmt.Errorf("%w: write: %v", ErrClosed, err)
 	}
 	return nil
+}
+
+// readMessage reads one message whole, like the library's Read, but into a
+// pooled scratch buffer and then one allocation of exactly its size: Read's
+// io.ReadAll grows from 512 bytes by doubling, which for a 100 KB result
+// allocates and copies the frame about twice over, on every hop. The
+// returned bytes are the caller's (decoded frames keep slices of them).
+// The read limit set on ws applies as it does to Read.
+func readMessage(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
+	_, r, err := ws.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bp := frameBufs.get()
+	defer frameBufs.put(bp)
+	buf := (*bp)[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // let append pick the growth
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*bp = buf
+			return nil, err
+		}
+	}
+	*bp = buf
+	return bytes.Clone(buf), nil
+}
+
+// frameBufPool holds the scratch buffers frames are encoded into and read
+// through. A buffer grown past keepFrameBuf (a rare multi-megabyte frame)
+// is dropped rather than kept for every later small one.
+type frameBufPool struct{ p sync.Pool }
+
+// keepFrameBuf is the largest scratch buffer the pool keeps: room for a
+// full 200,000-byte result with its JSON escaping.
+const keepFrameBuf = 1 << 20
+
+var frameBufs = &frameBufPool{p: sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}}
+
+func (fp *frameBufPool) get() *[]byte { return fp.p.Get().(*[]byte) }
+
+func (fp *frameBufPool) put(b *[]byte) {
+	if cap(*b) > keepFrameBuf {
+		return
+	}
+	*b = (*b)[:0]
+	fp.p.Put(b)
 }
 
 // ReadFrame reads and decodes one frame (used for the connect handshake,
@@ -553,7 +612,7 @@ func ReadFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
 // it is buffered. The gateway reads connect requests with a small limit.
 func ReadFrameLimit(ctx context.Context, ws *websocket.Conn, limit int64) (Frame, error) {
 	ws.SetReadLimit(limit)
-	_, data, err := ws.Read(ctx)
+	data, err := readMessage(ctx, ws)
 	if err != nil {
 		return Frame{}, closeReason(err)
 	}

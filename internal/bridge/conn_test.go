@@ -294,3 +294,48 @@ func TestInlineRequests(t *testing.T) {
 		t.Fatal("the event never arrived")
 	}
 }
+
+// TestLargeFramesIntact sends results of sizes around and far past the
+// pooled read and write buffers, one after another on one connection, so a
+// buffer reused from the pool never leaks an earlier frame's bytes into a
+// later (shorter) one.
+func TestLargeFramesIntact(t *testing.T) {
+	echo := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		var s string
+		if err := json.Unmarshal(params, &s); err != nil {
+			return nil, err
+		}
+		return s + "!", nil
+	}
+	_, cli := pair(t, Options{OnRequest: echo}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, n := range []int{3 << 20, 100, 32 << 10, 300_000, 1, keepFrameBuf + 1, 7} {
+		want := strings.Repeat(string(rune('a'+i)), n)
+		var got string
+		if err := cli.Call(ctx, "echo", want, &got); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if got != want+"!" {
+			t.Fatalf("%d bytes: got %d bytes back, not the string sent", n, len(got))
+		}
+	}
+}
+
+// TestOversizedFrameRefused: a message past MaxFrame ends the connection
+// with an error instead of being read whole.
+func TestOversizedFrameRefused(t *testing.T) {
+	srv, cli := pair(t, Options{}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := strings.Repeat("x", MaxFrame+1)
+	_ = cli.Notify(ctx, "big", big) // the write may fail once the reader hangs up
+	select {
+	case <-srv.Done():
+	case <-ctx.Done():
+		t.Fatal("server still open after an oversized frame")
+	}
+	if srv.Err() == nil {
+		t.Fatal("server closed without an error")
+	}
+}

@@ -80,6 +80,12 @@ type SystemRunResult struct {
 	// DroppedBytes is how much output the 200,000-byte cap dropped.
 	DroppedBytes int64  `json:"droppedBytes,omitempty"`
 	Error        string `json:"error,omitempty"`
+
+	// Wire is Stdout and Stderr as JSON, as they arrived: set only by a
+	// decode through KeepingWire (passthrough.go), kept in this process
+	// and never sent itself (as Error.Cause). Unexported inside, so a
+	// comparison of results sees only whether it is set.
+	Wire *outputWire `json:"-"`
 }
 
 // ExecStatusParams names a background run. An agent connection sees only

@@ -52,7 +52,7 @@ func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request,
 		return *r.run, nil
 	}
 	var res bridge.SystemRunResult
-	if err := bridge.Unmarshal(r.res.Payload, &res); err != nil {
+	if err := bridge.Unmarshal(r.res.Payload, bridge.KeepingWire(&res)); err != nil {
 		return bridge.SystemRunResult{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 	}
 	return res, nil
@@ -129,6 +129,7 @@ func peekInvokeID(params []byte) (id string, ok bool) {
 // id decoded must be the one peeked.
 func decodeRunResult(params []byte, id string) (invokeReply, error) {
 	run := new(bridge.SystemRunResult)
+	into := bridge.KeepingWire(run) // the output goes on to the agent as it came
 	var r struct {
 		ID      string        `json:"id"`
 		NodeID  string        `json:"nodeId"`
@@ -136,7 +137,7 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 		Payload any           `json:"payload,omitempty"`
 		Error   *bridge.Error `json:"error,omitempty"`
 	}
-	r.Payload = run // decoded into, not replaced: it holds a non-nil pointer
+	r.Payload = into // decoded into, not replaced: it holds a non-nil pointer
 	if err := bridge.Unmarshal(params, &r); err != nil {
 		return invokeReply{}, err
 	}
@@ -149,7 +150,7 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 	}
 	// null empties the field; a missing payload leaves run untouched, which
 	// must not pass for a result (an escaped key in a string cannot match).
-	if p, ok := r.Payload.(*bridge.SystemRunResult); !ok || p != run || !bytes.Contains(params, []byte(`,"payload":`)) {
+	if r.Payload != into || !bytes.Contains(params, []byte(`,"payload":`)) {
 		return invokeReply{}, errors.New("system.run answered ok without a result object")
 	}
 	return invokeReply{res: res, run: run}, nil

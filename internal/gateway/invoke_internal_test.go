@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/exechost/exechost/internal/bridge"
 )
@@ -33,7 +34,7 @@ func TestDecodeRunResult(t *testing.T) {
 	if r.run == nil || !r.res.OK || r.res.NodeID != "n1" {
 		t.Fatalf("decodeRunResult = %+v", r)
 	}
-	if d := cmp.Diff(want, *r.run); d != "" {
+	if d := cmp.Diff(want, *r.run, cmpopts.IgnoreFields(bridge.SystemRunResult{}, "Wire")); d != "" {
 		t.Errorf("decoded result (-want +got):\n%s", d)
 	}
 
@@ -66,6 +67,7 @@ func FuzzDecodeRunResult(f *testing.F) {
 	f.Add([]byte(`{"id":"a","nodeId":"n","ok":true,"payload":{"exitCode":1,"stdout":"x"}}`))
 	f.Add([]byte(`{"id":"a","nodeId":"n","ok":false,"error":{"code":"DENIED","message":"m"}}`))
 	f.Add([]byte(`{"id":"a","ok":true,"payload":null}`))
+	f.Add([]byte(`{"id":"a","nodeId":"n","ok":true,"payload":{"stdout":"\u0041\n","stderr":"\ud800 \\"}}`))
 	f.Fuzz(func(t *testing.T, params []byte) {
 		id, ok := peekInvokeID(params)
 		if !ok {
@@ -92,8 +94,21 @@ func FuzzDecodeRunResult(f *testing.F) {
 		if err := json.Unmarshal(gen.Payload, &want); err != nil {
 			t.Fatalf("general path cannot decode the payload one-pass accepted: %v: %q", err, params)
 		}
-		if d := cmp.Diff(want, *r.run); d != "" {
+		if d := cmp.Diff(want, *r.run, cmpopts.IgnoreFields(bridge.SystemRunResult{}, "Wire")); d != "" {
 			t.Fatalf("payloads differ (-general +one-pass):\n%s\n%q", d, params)
+		}
+		// Passed on to the agent (the output's JSON spliced in as it
+		// came), the result reads as the general path's text.
+		out, err := bridge.NewResult("1", bridge.ExecResult{Status: bridge.ExecCompleted, SystemRunResult: *r.run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back bridge.ExecResult
+		if err := bridge.Unmarshal(out.Payload, &back); err != nil {
+			t.Fatalf("the exec result passed on does not decode: %v: %s", err, out.Payload)
+		}
+		if d := cmp.Diff(want, back.SystemRunResult, cmpopts.IgnoreFields(bridge.SystemRunResult{}, "Wire")); d != "" {
+			t.Fatalf("agent reads (-general +passed on):\n%s\n%q", d, params)
 		}
 	})
 }

@@ -10,12 +10,14 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 )
 
-// BenchmarkExecNodeOutput runs `cat` of a 100 KB and a 1 MB text file
-// through gateway → node in this process, for profiling the result path:
+// BenchmarkExecNodeOutput runs `cat` of an empty, a 100 KB and a 1 MB
+// text file through gateway → node in this process, for profiling the
+// result path (the empty file's row is the round trip the output adds to;
+// B/op is the steadiest figure on a loaded machine):
 //
-//	go test -run XXX -bench ExecNodeOutput -cpuprofile cpu.out ./internal/gateway/
+//	go test -run XXX -bench ExecNodeOutput -benchmem -cpuprofile cpu.out ./internal/gateway/
 func BenchmarkExecNodeOutput(b *testing.B) {
-	for _, size := range []int{100 << 10, 1 << 20} {
+	for _, size := range []int{0, 100 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
 			e := newEnv(b, fullConfig)
 			e.addNode(b, "n", policyFull)

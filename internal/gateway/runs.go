@@ -77,6 +77,7 @@ func (g *Gateway) deliveredLocked(r *run) {
 		return
 	}
 	r.delivered = true
+	r.result.Wire = nil // it went out; exec.status encodes the text
 	g.kept.bytes += len(r.result.Stdout) + len(r.result.Stderr)
 	g.kept.order = append(g.kept.order, r)
 	for g.kept.bytes > MaxKeptOutput && len(g.kept.order) > 0 {

@@ -1,0 +1,113 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// A system.run result's stdout and stderr are most of its bytes, and the
+// gateway only passes them on: decoded from the node's frame, they go
+// straight back out in the exec result to the agent. Escaping them again
+// for that second frame is the costliest step of the gateway's hop, so a
+// result decoded through KeepingWire also keeps the two JSON strings as
+// the node sent them, and an ExecResult carrying that result splices them
+// in unchanged — as long as its Stdout and Stderr are still the text they
+// decode to. The wire does not change: the same JSON strings, read by any
+// decoder as the same text the gateway read.
+
+// outputWire holds a result's stdout and stderr as JSON strings beside
+// the text they decoded to.
+type outputWire struct {
+	stdoutText, stderrText string
+	stdoutJSON, stderrJSON []byte
+}
+
+// KeepingWire returns the value to decode a system.run result into with
+// Unmarshal so that r keeps its stdout and stderr as they arrived, for an
+// ExecResult built from r to send on without escaping them again. A
+// result read this way holds its output twice (text and JSON) until
+// its Wire is cleared.
+func KeepingWire(r *SystemRunResult) any {
+	r.Wire = &outputWire{}
+	return &runResultIn{
+		SystemRunResult: r,
+		Stdout:          wireText{text: &r.Stdout, json: &r.Wire.stdoutJSON, was: &r.Wire.stdoutText},
+		Stderr:          wireText{text: &r.Stderr, json: &r.Wire.stderrJSON, was: &r.Wire.stderrText},
+	}
+}
+
+// runResultIn decodes a SystemRunResult whose stdout and stderr go
+// through wireText: the outer fields win over the embedded ones of the
+// same name, every other field decodes into the result as usual.
+type runResultIn struct {
+	*SystemRunResult
+	Stdout wireText `json:"stdout"`
+	Stderr wireText `json:"stderr"`
+}
+
+// wireText decodes one JSON string into text, as Unmarshal would, and
+// keeps a copy of the string's JSON.
+type wireText struct {
+	text *string
+	json *[]byte
+	was  *string // the text the JSON decoded to
+}
+
+// UnmarshalJSON implements the v1 Unmarshaler: data is one JSON value,
+// already checked by the decoder calling it; null leaves the field as it
+// is, as Unmarshal does for a string.
+func (w *wireText) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	if len(data) == 0 || data[0] != '"' {
+		return errors.New("stdout and stderr must be strings")
+	}
+	// Unquoted into a buffer of the right size (the decoder's own grows
+	// from small); what the strict unquote refuses (an escaped lone
+	// surrogate, which Unmarshal replaces) takes Unmarshal's way.
+	if b, err := jsontext.AppendUnquote(make([]byte, 0, len(data)), data); err == nil {
+		*w.text = string(b)
+	} else if err := Unmarshal(data, w.text); err != nil {
+		return err
+	}
+	*w.json = bytes.Clone(data) // data is the decoder's, not ours to keep
+	*w.was = *w.text
+	return nil
+}
+
+// outputFields is how Marshal writes an ExecResult's empty stdout and
+// stderr: the two fields are adjacent, and this text cannot occur inside
+// an encoded string (every quote there is escaped) nor, as a key pair,
+// before the result's own fields.
+const outputFields = `"stdout":"","stderr":""`
+
+// appendWire encodes r as Marshal would. When r's output is still what
+// KeepingWire decoded, the JSON it kept is spliced in rather than the
+// text escaped again.
+func (r ExecResult) appendWire(dst []byte) []byte {
+	w := r.Wire
+	if w == nil || r.Stdout != w.stdoutText || r.Stderr != w.stderrText || w.stdoutJSON == nil || w.stderrJSON == nil {
+		b, _ := Marshal(r) // strings, numbers and bools always encode
+		return append(dst, b...)
+	}
+	shell := r
+	shell.Stdout, shell.Stderr, shell.Wire = "", "", nil
+	b, _ := Marshal(shell)
+	i := bytes.Index(b, []byte(outputFields))
+	if i < 0 { // not Marshal's layout after all: take no chances
+		b, _ = Marshal(r)
+		return append(dst, b...)
+	}
+	if need := len(b) + len(w.stdoutJSON) + len(w.stderrJSON); cap(dst)-len(dst) < need {
+		dst = append(make([]byte, 0, len(dst)+need), dst...)
+	}
+	dst = append(dst, b[:i]...)
+	dst = append(dst, `"stdout":`...)
+	dst = append(dst, w.stdoutJSON...)
+	dst = append(dst, `,"stderr":`...)
+	dst = append(dst, w.stderrJSON...)
+	return append(dst, b[i+len(outputFields):]...)
+}

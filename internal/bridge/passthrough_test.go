@@ -1,0 +1,119 @@
+package bridge
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// decodeKeeping decodes a node's system.run payload as the gateway does.
+func decodeKeeping(t *testing.T, payload string) SystemRunResult {
+	t.Helper()
+	var r SystemRunResult
+	if err := Unmarshal([]byte(payload), KeepingWire(&r)); err != nil {
+		t.Fatalf("decode %s: %v", payload, err)
+	}
+	return r
+}
+
+// sent is the exec result's payload as a connection sends it.
+func sent(t *testing.T, r ExecResult) []byte {
+	t.Helper()
+	f, err := NewResult("1", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Payload
+}
+
+// TestPassThroughSameBytes: a result a node encoded with Marshal, decoded
+// keeping its output's JSON, goes out in an exec result byte for byte as
+// Marshal would write it from the decoded text.
+func TestPassThroughSameBytes(t *testing.T) {
+	node := SystemRunResult{ExitCode: 2, Stdout: strings.Repeat("line <a&b> \u2028 é \x01\n", 3000), Stderr: "warn \"x\"\n", Truncated: true, DroppedBytes: 9, Error: "e"}
+	payload, err := Marshal(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := decodeKeeping(t, string(payload))
+	if d := cmp.Diff(node, run, cmpopts.IgnoreFields(SystemRunResult{}, "Wire")); d != "" {
+		t.Fatalf("decoded (-want +got):\n%s", d)
+	}
+	res := ExecResult{Status: ExecCompleted, RunID: "run-1", Host: "node", NodeID: "n<1>", SystemRunResult: run,
+		Events: []SystemEvent{{Text: `"stdout":"","stderr":""`, TS: 1, Kind: EventExecFinished}}}
+	want, err := Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(t, res); !bytes.Equal(got, want) {
+		t.Fatalf("pass-through differs from Marshal:\n got %.300s\nwant %.300s", got, want)
+	}
+}
+
+// TestPassThroughSplices: the node's own JSON for the output is what the
+// agent gets (an escape Marshal would not write survives), and it reads
+// as the same text.
+func TestPassThroughSplices(t *testing.T) {
+	run := decodeKeeping(t, `{"exitCode":0,"success":true,"stdout":"\u0041\/b\n","stderr":"","truncated":false}`)
+	if run.Stdout != "A/b\n" {
+		t.Fatalf("stdout = %q", run.Stdout)
+	}
+	got := sent(t, ExecResult{Status: ExecCompleted, SystemRunResult: run})
+	if !bytes.Contains(got, []byte(`"stdout":"\u0041\/b\n","stderr":""`)) {
+		t.Fatalf("output escaped again instead of passed through: %s", got)
+	}
+	var back ExecResult
+	if err := Unmarshal(got, &back); err != nil || back.Stdout != "A/b\n" || !back.Success {
+		t.Fatalf("agent reads %+v, %v from %s", back, err, got)
+	}
+}
+
+// TestPassThroughOnlyUnchanged: output changed after the decode, a
+// result whose output was not both decoded, and one after DropWire are
+// encoded from their text.
+func TestPassThroughOnlyUnchanged(t *testing.T) {
+	const payload = `{"exitCode":0,"stdout":"\u0041","stderr":"\u0042"}`
+	for name, edit := range map[string]func(*SystemRunResult){
+		"stdout changed":  func(r *SystemRunResult) { r.Stdout = "C" },
+		"stderr changed":  func(r *SystemRunResult) { r.Stderr = "" },
+		"dropped":         func(r *SystemRunResult) { r.Wire = nil },
+		"copy kept, drop": func(r *SystemRunResult) { c := *r; c.Wire = nil; *r = c },
+	} {
+		run := decodeKeeping(t, payload)
+		edit(&run)
+		res := ExecResult{Status: ExecCompleted, SystemRunResult: run}
+		want, _ := Marshal(res)
+		if got := sent(t, res); !bytes.Equal(got, want) {
+			t.Errorf("%s: sent %s, want %s", name, got, want)
+		}
+	}
+	for _, partial := range []string{`{"exitCode":1,"stdout":"\u0041"}`, `{"exitCode":1}`, `{"stdout":null,"stderr":"\u0042"}`} {
+		res := ExecResult{SystemRunResult: decodeKeeping(t, partial)}
+		want, _ := Marshal(res)
+		if got := sent(t, res); !bytes.Equal(got, want) {
+			t.Errorf("%s: sent %s, want %s", partial, got, want)
+		}
+	}
+	var r SystemRunResult
+	if err := Unmarshal([]byte(`{"stdout":5}`), KeepingWire(&r)); err == nil {
+		t.Error("a number for stdout was accepted")
+	}
+}
+
+// TestPassThroughDecodesAsUnmarshal: the text kept beside the JSON is
+// what Unmarshal reads, an escaped lone surrogate included.
+func TestPassThroughDecodesAsUnmarshal(t *testing.T) {
+	for _, s := range []string{`"\ud800 x"`, `"\u00e9\t\"\\"`, `""`, `"\udc00\ud800"`} {
+		var want string
+		if err := Unmarshal([]byte(s), &want); err != nil {
+			t.Fatal(err)
+		}
+		run := decodeKeeping(t, `{"stdout":`+s+`,"stderr":`+s+`}`)
+		if run.Stdout != want || run.Stderr != want {
+			t.Errorf("%s: decoded %q, %q; Unmarshal reads %q", s, run.Stdout, run.Stderr, want)
+		}
+	}
+}
