@@ -35,6 +35,7 @@ type glob struct {
 	lower    string // lower-cased, home-expanded, cleaned glob
 	clean    string // home-expanded, cleaned glob with its own case
 	original string
+	pos      int // order[original]: where the pattern is first listed
 }
 
 // CompileAllowlist compiles patterns (in priority order) for matching on a
@@ -54,7 +55,7 @@ func CompileAllowlist(patterns []string, home string) *Allowlist {
 			a.order[orig] = i
 		}
 		clean := path.Clean(p)
-		g := glob{lower: strings.ToLower(clean), clean: clean, original: orig}
+		g := glob{lower: strings.ToLower(clean), clean: clean, original: orig, pos: a.order[orig]}
 		meta := strings.IndexAny(g.lower, "*?[{\\")
 		if meta < 0 {
 			a.exact[g.lower] = append(a.exact[g.lower], g)
@@ -109,9 +110,15 @@ func (a *Allowlist) Explain(p string) Result {
 		if ok, err := doublestar.Match(g.lower, lower); err != nil || !ok {
 			return
 		}
-		cands = append(cands, cand{g: g, pos: a.order[g.original], fold: caseVerdict(g.clean, cpath)})
+		cands = append(cands, cand{g: g, pos: g.pos, fold: caseVerdict(g.clean, cpath)})
 	}
 	for _, g := range a.exact[lower] {
+		if g.clean == cpath {
+			// A literal pattern spelled as the path: what both
+			// doublestar matches in consider would find, without them.
+			cands = append(cands, cand{g: g, pos: g.pos, fold: Fold{Matched: true}})
+			continue
+		}
 		consider(g)
 	}
 	try := func(dir string) {

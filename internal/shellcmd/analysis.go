@@ -109,6 +109,9 @@ func (a *analyzer) add(seg Segment, ctx cmdCtx) {
 	default:
 		seg.Runs = "exec " + p
 	}
+	if a.segs == nil {
+		a.segs = make([]Segment, 0, 4) // a pipeline's worth, grown once at most
+	}
 	a.segs = append(a.segs, seg)
 }
 

@@ -131,7 +131,9 @@ type factLog struct {
 	exact bool
 }
 
-func newFactLog() *factLog { return &factLog{exact: true} }
+// newFactLog sizes the log for a typical analysis (a few names, each read
+// in two or three places), so that it is not grown piecemeal.
+func newFactLog() *factLog { return &factLog{facts: make([]fact, 0, 16), exact: true} }
 
 func (l *factLog) add(k factKey, res factResult, ok bool) {
 	if l == nil || !l.exact {

@@ -36,10 +36,10 @@ type textCache struct {
 }
 
 // parseTop parses the request's own text src, derives its canonical form
-// (canonicalOf) and validates both, through the cache (for positional
-// false, the only way a request's text is analysed). A text that parses
-// but fails a check still returns its canonical form with the error, as an
-// analysis reports it.
+// (newlineShortcut or canonicalOf) and validates both, through the cache
+// (for positional false, the only way a request's text is analysed). A
+// text that parses but fails a check still returns its canonical form with
+// the error, as an analysis reports it.
 func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 	parsed := z.parsed
 	cacheable := parsed != nil && !positional && len(src) <= maxCachedTextLen
@@ -51,13 +51,21 @@ func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 			return p, nil
 		}
 	}
-	raw, err := Parse(src)
-	if err != nil {
-		return nil, parseFailure(err)
-	}
-	canon, c, err := canonicalOf(raw, src)
-	if err != nil {
-		return nil, failureOf(err)
+	// written is the text raw was parsed from: src, or src+"\n" where
+	// that is its own canonical form (newlineShortcut).
+	var raw, canon *syntax.File
+	var c string
+	written := src
+	if raw, c = newlineShortcut(src); raw != nil {
+		written, canon = c, raw
+	} else {
+		var err error
+		if raw, err = Parse(src); err != nil {
+			return nil, parseFailure(err)
+		}
+		if canon, c, err = canonicalOf(raw, src); err != nil {
+			return nil, failureOf(err)
+		}
 	}
 	p := &parsedText{canon: canon, canonical: c}
 	if len(c) > maxTextLen {
@@ -65,7 +73,7 @@ func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 	}
 	// The text as written must pass too: its comments and here-documents
 	// are where a shell reading it would disagree.
-	if err := validate(raw, src, positional); err != nil {
+	if err := validate(raw, written, positional); err != nil {
 		return p, err
 	}
 	if canon != raw {

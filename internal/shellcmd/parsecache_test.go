@@ -57,7 +57,10 @@ func TestParseCacheGivesTheUncachedAnalysis(t *testing.T) {
 // parse when the text is its own canonical form, agrees with the full
 // parse-print-parse-print check on every input.
 func FuzzCanonicalShortcut(f *testing.F) {
-	for _, s := range append(append([]string{}, differentialCorpus...), "echo a\\", "a\n", "cat <<E\nx\nE", "a # b\\") {
+	for _, s := range append(append([]string{}, differentialCorpus...), "echo a\\", "a\n", "cat <<E\nx\nE", "a # b\\",
+		// newlineShortcut's edges: a text that is canonical but for its
+		// final newline, and the texts it leaves to the long way.
+		"echo a", "ls;", "echo $", "a #c\\", "echo 'a", "a &&", "cat <<E\nx\nE\n", "f() { a; }", "a\\\\") {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -67,4 +70,38 @@ func FuzzCanonicalShortcut(f *testing.F) {
 			t.Fatalf("Canonical(%q) = %q, %v; without the shortcut %q, stable %v", src, c, err, want, ok)
 		}
 	})
+}
+
+// TestNewlineShortcut checks which texts are parsed once (newlineShortcut
+// takes them) and that the tree it returns is the canonical text's own
+// parse, as Canonical derives it the long way.
+func TestNewlineShortcut(t *testing.T) {
+	for src, once := range map[string]bool{
+		"cd /tmp && git status | grep -v x | sort | uniq -c": true,
+		"echo a":        true,
+		"a #c\\":        false, // a final backslash, even in a comment
+		"echo a\n":      false, // already its own canonical form
+		"echo  a":       false, // not canonical
+		"ls;":           false,
+		"echo a\\":      false, // a final backslash: the newline would join lines
+		"cat <<E\nx\nE": false, // here-documents take the long way
+		"echo 'a":       false,
+		"":              false,
+	} {
+		f, c := newlineShortcut(src)
+		if (f != nil) != once {
+			t.Errorf("newlineShortcut(%q) took it: %v, want %v", src, f != nil, once)
+			continue
+		}
+		if f == nil {
+			continue
+		}
+		want, ok := canonicalSlow(src)
+		if !ok || c != want || c != src+"\n" {
+			t.Errorf("newlineShortcut(%q) = %q; the long way %q (stable %v)", src, c, want, ok)
+		}
+		if p, err := Print(f); err != nil || p != c {
+			t.Errorf("newlineShortcut(%q): tree prints %q, %v; want %q", src, p, err, c)
+		}
+	}
 }
