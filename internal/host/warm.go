@@ -14,7 +14,7 @@ import (
 // initialisation. The engine keeps a few interpreter processes started
 // ahead of need (shellrun.WarmArgv: past all of that, waiting on a private
 // socket), hands the next interpreted run to one (runner.Spec.Warm) and
-// starts a replacement off the run's path. Each process runs one plan and
+// starts a replacement once that run is done. Each process runs one plan and
 // exits; nothing carries from one run to the next. What depends on the run
 // is applied at hand-over, not at start: the working directory, the
 // environment (the run's private TMPDIR), then, by the interpreter itself
@@ -23,10 +23,14 @@ import (
 // from its start, with the parent-death signal, tracked by the reaper and
 // killed with its group on timeout exactly as a fresh one.
 //
-// Fresh starts remain for PTY runs (a warm process has no terminal), runs
-// started directly or through the confining launcher (plain commands,
-// shell text), platforms without the polled launcher (runner.WarmSupported)
-// and whenever no warm process is ready.
+// A confined run that starts through the launcher is handed one too: it
+// is given the launcher's argv and becomes the command in place.
+//
+// Fresh starts remain for PTY runs (a warm process has no terminal),
+// unconfined direct starts and shell text, confined ones started from a
+// restricted thread (confine.Confinement.InThread), platforms without the
+// polled launcher (runner.WarmSupported) and whenever no warm process is
+// ready.
 
 const (
 	// DefaultWarmInterpreters is the pool size daemons use unless told
@@ -110,8 +114,12 @@ func (e *Engine) closeWarm() {
 	}
 }
 
-// take returns a ready warm process for a run, or nil, and starts its
-// replacement. The caller gives it to runner.Run and calls done after.
+// take returns a ready warm process for a run, or nil. Its replacement
+// starts when the run is done: a start of this binary takes a core for
+// milliseconds, and on a small machine one started now would take it from
+// the run that was just handed a process to be quick. When there was none
+// to hand, the pool starts refilling at once. The caller gives the process
+// to runner.Run and calls done after.
 func (p *warmPool) take() *runner.Warm {
 	p.mu.Lock()
 	var w *runner.Warm
@@ -128,8 +136,9 @@ func (p *warmPool) take() *runner.Warm {
 	if w != nil {
 		p.out++
 		p.handed++
+	} else {
+		p.fillLocked()
 	}
-	p.fillLocked()
 	p.notifyLocked()
 	p.mu.Unlock()
 	for _, d := range dead {
@@ -143,6 +152,7 @@ func (p *warmPool) take() *runner.Warm {
 func (p *warmPool) done() {
 	p.mu.Lock()
 	p.out--
+	p.fillLocked()
 	p.releaseLocked()
 	p.mu.Unlock()
 }
