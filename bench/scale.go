@@ -194,7 +194,7 @@ func (b *bench) scaleRows() error {
 	storm, dialErrs := st.last, st.dialErrs
 	ids, listErr := c.connectedIDs()
 	registered := len(ids)
-	stormNote := fmt.Sprintf("%d goroutines dial at once (bridge.Dial, role node, paired token); %d dial errors retried", b.nodes-1, dialErrs)
+	stormNote := fmt.Sprintf("%d goroutines dial (bridge.Dial, role node, paired token), at most %d handshakes in flight (the gateway's bound per source; loopback is one); %d dial errors retried", b.nodes-1, gateway.MaxHandshakesPerSource, dialErrs)
 	if st.lastErr != "" {
 		stormNote += "; last error: " + st.lastErr
 	}
@@ -253,8 +253,12 @@ type stormResult struct {
 	lastErr   string
 }
 
-// storm dials every node at once; a refused or failed dial retries with
-// jittered backoff, as the node runner does, until stormLimit.
+// storm starts every node at once; a refused or failed dial retries with
+// jittered backoff, as the node runner does, until stormLimit. At most
+// gateway.MaxHandshakesPerSource handshakes are in flight: the gateway
+// bounds them per source, and every simulated node comes from loopback,
+// which is one source (nodes spread over many addresses are not held to
+// it together).
 func storm(url string, sims []*simNode) stormResult {
 	var (
 		connected, lastDone, dialErrs atomic.Int64
@@ -263,6 +267,7 @@ func storm(url string, sims []*simNode) stormResult {
 	)
 	t0 := time.Now()
 	deadline := t0.Add(stormLimit)
+	inFlight := make(chan struct{}, gateway.MaxHandshakesPerSource)
 	for _, s := range sims {
 		wg.Add(1)
 		go func() {
@@ -270,7 +275,14 @@ func storm(url string, sims []*simNode) stormResult {
 			backoff := 50 * time.Millisecond
 			for time.Now().Before(deadline) {
 				dctx, cancel := context.WithDeadline(context.Background(), deadline)
-				err := s.dial(dctx, url)
+				var err error
+				select {
+				case inFlight <- struct{}{}:
+					err = s.dial(dctx, url)
+					<-inFlight
+				case <-dctx.Done():
+					err = dctx.Err()
+				}
 				cancel()
 				if err == nil {
 					connected.Add(1)
