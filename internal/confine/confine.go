@@ -312,6 +312,7 @@ func (c *Confinement) Describe() string {
 //   - the starting process cannot be inspected by the command: it is not
 //     dumpable (prctl(PR_SET_DUMPABLE, 0)) and holds no CAP_SYS_PTRACE
 //     (which overrides that and which a command started by root keeps),
+//     nor, as root, in its bounding set (a root command gets it at exec),
 //     so ptrace and /proc access to the forking thread are refused by the
 //     kernel's own checks (hostShielded).
 //

@@ -23,5 +23,20 @@ func hostShielded() (bool, string) {
 	if (data[bit/32].Permitted|data[bit/32].Effective|data[bit/32].Inheritable)&(1<<(bit%32)) != 0 {
 		return false, "this process holds CAP_SYS_PTRACE, which a command it starts keeps and which overrides a process's not being dumpable"
 	}
+	// A command started by root gets the bounding set's capabilities at
+	// its execve, whatever this thread dropped from its own sets.
+	if rootExec() {
+		inBound, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, bit, 0, 0, 0)
+		if err != nil || inBound != 0 {
+			return false, "this process runs as root with CAP_SYS_PTRACE in its bounding set, which a command it starts gets back at exec"
+		}
+	}
 	return true, ""
+}
+
+// rootExec reports whether an execve by this thread would run as root
+// (a real, effective or saved uid of 0), which grants the bounding set.
+func rootExec() bool {
+	r, e, s := unix.Getresuid()
+	return r == 0 || e == 0 || s == 0
 }
