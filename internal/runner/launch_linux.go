@@ -140,13 +140,16 @@ func launchWarm(ctx context.Context, ls launchSpec) (ran, error) {
 // called once the group is tracked by the reaper and before anything else:
 // the warm process's hand-over, after which it runs the command; an error
 // from it kills the process and is returned.
-func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, pidfd int, outs *polledOutputs, handOver func() error) (ran, error) {
-	var r ran
-	var err error
+func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, pidfd int, outs *polledOutputs, handOver func() error) (r ran, err error) {
 	r.pid = pid
 	tree := procTree{pgid: pid}
-	// exited is set, under mu, before the process is reaped: from then on
-	// its group id may be reused, and the kill callback must not fire.
+	// The leader is reaped last, once nothing can signal its group any
+	// more: until then it is at worst a zombie, its pid — the group's id —
+	// cannot be reused, and every kill reaches this run's group and no
+	// other (a kill after the reap could hit an unrelated group that got
+	// the id meanwhile).
+	// exited is set, under mu, once the leader's exit is seen: from then on
+	// the run has ended, and the timeout no longer kills.
 	var mu sync.Mutex // guards exited and killedBy
 	exited := false
 	var killedBy error
@@ -156,16 +159,33 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 		exited = true
 		return killedBy
 	}
-	reaped := false
+	exitSeen := false
 	untrack := func() {}
 	defer func() {
-		if !reaped { // only on a failure below: never leave a zombie
+		if !exitSeen { // only on a failure below: never leave a zombie
 			markExited()
 			tree.kill()
-			var ws syscall.WaitStatus
-			_, _ = syscall.Wait4(pid, &ws, 0, nil)
 		}
-		untrack() // last: the group stays tracked while it may live
+		// Untracked first: the reaper must not kill the group's id once
+		// it may be reused.
+		untrack()
+		if hook := ls.beforeReap; hook != nil {
+			hook(pid)
+		}
+		var ws syscall.WaitStatus
+		var err error
+		for {
+			if _, err = syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		switch {
+		case !exitSeen:
+		case err != nil:
+			r.lost = err
+		default:
+			r.code, r.why = waitStatus(ws)
+		}
 	}()
 	if untrack, err = reaperTrack(pid); err != nil {
 		untrack = func() {}
@@ -229,21 +249,11 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 			}
 		}
 		if exit.Fd >= 0 && exit.Revents != 0 {
+			// The pidfd is readable: the leader has exited. It stays a
+			// zombie until the deferred reap.
 			r.killedBy = markExited()
-			var ws syscall.WaitStatus
-			for {
-				_, err = syscall.Wait4(pid, &ws, 0, nil)
-				if err != syscall.EINTR {
-					break
-				}
-			}
-			reaped = true
+			exitSeen = true
 			r.duration = time.Since(start)
-			if err != nil {
-				r.lost = err
-			} else {
-				r.code, r.why = waitStatus(ws)
-			}
 			if r.killedBy != nil {
 				// Anything forked while the kill was in flight dies now.
 				tree.kill()

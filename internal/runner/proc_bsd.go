@@ -4,6 +4,7 @@ package runner
 
 import (
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -30,3 +31,9 @@ func newTableFile() (*os.File, error) {
 	}
 	return f, nil
 }
+
+// AwaitExit waits until cmd's started process has exited, and reaps it:
+// there is no waiting without reaping here (waitid's WNOWAIT) in the
+// system-call package, so the id of the group it led may be reused from
+// then on, and callers send that group no kill after it returns.
+func AwaitExit(cmd *exec.Cmd) (reaped bool, err error) { return true, cmd.Wait() }

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"syscall"
 
@@ -52,4 +53,23 @@ func newTableFile() (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "exechost-reaper"), nil
+}
+
+// AwaitExit waits until cmd's started process has exited. Here it leaves
+// it a zombie (waitid with WNOWAIT): its pid, and so the id of the process
+// group it leads, stays taken until the caller reaps it with cmd.Wait, and
+// a kill of that group until then reaches no one else. reaped is true when
+// it reaped the process after all (waitid failed), with cmd.Wait's error.
+func AwaitExit(cmd *exec.Cmd) (reaped bool, err error) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == nil {
+			return false, nil
+		}
+		if err != unix.EINTR {
+			break
+		}
+	}
+	return true, cmd.Wait()
 }

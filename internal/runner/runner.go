@@ -29,6 +29,11 @@
 // them. On Linux the parent-death signal also kills the command if the
 // runner itself dies. On Windows a job object stands in for the process
 // group (processes the command starts before it joins the job escape it).
+// The group's leader is reaped only after the last signal to its group and
+// after the reaper stops listing it (on Linux; AwaitExit): while it is a
+// zombie its pid, the group's id, cannot be reused, so no kill reaches a
+// group that took the id after it (another run, a warm process, a user's
+// shell job).
 //
 // How a run is watched: on Linux with pidfds (launch_linux.go) the calling
 // goroutine, pinned to its thread, waits in poll(2) on the output pipes
@@ -119,6 +124,11 @@ type Spec struct {
 	// replace it to fire the timeout at a chosen point rather than race
 	// a real timer.
 	withTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
+
+	// beforeReap, when set, is called with the leader's pid just before
+	// it is reaped, after the last signal to its group: tests check the
+	// leader is still there (a zombie) whenever the group can be killed.
+	beforeReap func(pid int)
 }
 
 // Result is the outcome of Run; its JSON shape is the design's system.run
@@ -403,45 +413,75 @@ func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 		_ = cmd.Wait()
 		return r, err
 	}
-	defer untrack()
+	tracked := true
+	stopTracking := func() {
+		if tracked {
+			tracked = false
+			untrack()
+		}
+	}
+	defer stopTracking()
 	if ls.OnStart != nil {
 		ls.OnStart()
 	}
 	copied := outs.copy()
 
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var waitErr error
+	// Where the platform can wait for the exit without reaping
+	// (AwaitExit), the leader is reaped last, as superviseStarted does:
+	// while it is a zombie its pid, the group's id, cannot be reused, so
+	// the kills below reach this run's group and no other.
+	waited := make(chan exitWait, 1)
+	go func() {
+		reaped, err := AwaitExit(cmd)
+		waited <- exitWait{reaped, err}
+	}()
+	var w exitWait
 	select {
-	case waitErr = <-waited:
+	case w = <-waited:
 	case <-ctx.Done():
 		select {
-		case waitErr = <-waited: // it exited just as the context ended
+		case w = <-waited: // it exited just as the context ended
 		default:
 			r.killedBy = ctx.Err()
 			tree.kill()
-			waitErr = <-waited
+			w = <-waited
 		}
 	}
 	r.duration = time.Since(start)
-	if r.killedBy != nil {
+	if r.killedBy != nil && !w.reaped {
 		// Anything forked while the first kill was in flight dies now.
 		tree.kill()
 	}
 	if !outs.drain(copied, OutputGrace) {
 		r.stragglers = true
-		tree.kill()
+		if !w.reaped {
+			tree.kill()
+		}
 		outs.closeRead()
 		// Closing unblocks the readers on every platform but Windows,
 		// where an abandoned reader writes into a Capture nobody reads.
 		outs.drain(copied, OutputGrace)
 	}
+	if !w.reaped {
+		stopTracking() // the reaper must not kill the id once it may be reused
+		if ls.beforeReap != nil {
+			ls.beforeReap(cmd.Process.Pid)
+		}
+		w.err = cmd.Wait()
+	}
 	if cmd.ProcessState == nil {
-		r.lost = waitErr
+		r.lost = w.err
 	} else {
 		r.code, r.why = exitStatus(cmd.ProcessState)
 	}
 	return r, nil
+}
+
+// exitWait is how AwaitExit saw a command end: reaped by cmd.Wait (with its
+// error), or still a zombie for the caller to reap.
+type exitWait struct {
+	reaped bool
+	err    error
 }
 
 // commandArgv returns the argv that runs spec: Argv itself, or the

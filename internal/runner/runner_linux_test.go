@@ -409,3 +409,117 @@ func TestRunRefusedWhenReaperTableFull(t *testing.T) {
 		requireGone(t, res.Pid, res.Pid)
 	}
 }
+
+// TestLeaderReapedAfterLastKill: every signal to a run's process group is
+// sent while its leader is unreaped (a zombie at worst), so the group's id
+// cannot have been reused by then; and the reaper no longer lists the group
+// when the leader is reaped. A kill after the reap could hit an unrelated
+// process group that took the id (a warm process, a user's shell job).
+// Both cases kill after the leader has exited: a child that left the group
+// still holds the output (the straggler kill), and a timeout whose tree is
+// killed again after the exit.
+func TestLeaderReapedAfterLastKill(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A table of its own (not parallel with other tests): the group must
+	// be listed while it runs and gone from it before the reap.
+	reaperState.mu.Lock()
+	enabled, table, free := reaperState.enabled, reaperState.table, reaperState.free
+	reaperState.enabled, reaperState.table, reaperState.free = true, make([]byte, 4*reaper.Slots), []int32{1, 2, 3, 4}
+	reaperState.mu.Unlock()
+	t.Cleanup(func() {
+		reaperState.mu.Lock()
+		reaperState.enabled, reaperState.table, reaperState.free = enabled, table, free
+		reaperState.mu.Unlock()
+	})
+	tests := []struct {
+		name string
+		spec func(t *testing.T) Spec
+		want func(t *testing.T, res Result)
+	}{
+		{"straggler outside the group", func(t *testing.T) Spec {
+			return Spec{Argv: []string{"/bin/sh", "-c", `"$0" & echo $!`, exe}, Env: map[string]string{helperEnv: "escape"}}
+		}, func(t *testing.T, res Result) {
+			if pid, err := strconv.Atoi(strings.TrimSpace(res.Stdout)); err == nil {
+				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			}
+			if !res.Stragglers {
+				t.Errorf("Stragglers = false; the escaped helper held the output (result %+v)", outcomeOf(res))
+			}
+		}},
+		{"timeout", func(t *testing.T) Spec {
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			return Spec{
+				Command:     `sleep 100 & echo $! > ` + pidfile + `; wait`,
+				Timeout:     time.Minute,
+				withTimeout: timeoutWhen(func() bool { return fileHasLine(pidfile) }),
+			}
+		}, func(t *testing.T, res Result) {
+			if !res.TimedOut {
+				t.Errorf("TimedOut = false (result %+v)", outcomeOf(res))
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec := tc.spec(t)
+			var seen []string
+			calls := 0
+			spec.OnStart = func() {
+				if !reaperListsAny() {
+					seen = append(seen, "the reaper lists no group while the run is started")
+				}
+			}
+			spec.beforeReap = func(pid int) {
+				calls++
+				st, ok := readStat(pid)
+				if !ok || st.state != 'Z' || st.ppid != os.Getpid() {
+					seen = append(seen, fmt.Sprintf("leader %d is not this process's zombie (stat %+v, found %v)", pid, st, ok))
+				}
+				if reaperLists(pid) {
+					seen = append(seen, fmt.Sprintf("the reaper still lists group %d", pid))
+				}
+			}
+			res, err := Run(context.Background(), spec)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if calls != 1 {
+				t.Fatalf("beforeReap called %d times; want once", calls)
+			}
+			for _, s := range seen {
+				t.Error(s)
+			}
+			tc.want(t, res)
+		})
+	}
+}
+
+// reaperListsAny reports whether the reaper's table holds any group.
+func reaperListsAny() bool {
+	reaperState.mu.Lock()
+	table := reaperState.table
+	reaperState.mu.Unlock()
+	for i := 1; i < len(table)/4; i++ {
+		if slot(table, i).Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reaperLists reports whether the reaper's table holds group pgid.
+func reaperLists(pgid int) bool {
+	reaperState.mu.Lock()
+	table := reaperState.table
+	reaperState.mu.Unlock()
+	for i := 1; i < len(table)/4; i++ {
+		if int(slot(table, i).Load()) == pgid {
+			return true
+		}
+	}
+	return false
+}

@@ -105,3 +105,7 @@ func lockThread() func() { return func() {} }
 
 // tunePipe does nothing on Windows.
 func tunePipe(*os.File) {}
+
+// AwaitExit waits until cmd's started process has exited, and reaps it:
+// the job object, not a group id, reaches its descendants here.
+func AwaitExit(cmd *exec.Cmd) (reaped bool, err error) { return true, cmd.Wait() }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,19 +65,32 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 	// The status pipe closes when the helper execs the agent; the ready
 	// frame is what says the agent is up.
 	go func() { _, _ = io.Copy(io.Discard, statusR); statusR.Close() }()
+	// bwrap stays unreaped (AwaitExit) until after the kill in closeFn,
+	// however long before that it exited: a kill of its group id after the
+	// reap could reach an unrelated group that took the id.
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	reaped := false
+	go func() { reaped, _ = runner.AwaitExit(cmd); close(exited) }()
+	var reap sync.Once
+	reapAfterExit := func() {
+		<-exited
+		reap.Do(func() {
+			if !reaped {
+				_ = cmd.Wait()
+			}
+		})
+	}
 	pgid := cmd.Process.Pid
 	closeFn := func() {
 		// End of input makes the agent kill its commands and exit; the
 		// kill makes sure, and the pid namespace takes the rest.
 		stdinW.Close()
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		go func() { <-exited; stdoutR.Close() }()
+		go func() { reapAfterExit(); stdoutR.Close() }()
 	}
 	conn, err := agent.Start(ctx, stdoutR, stdinW, closeFn)
 	if err != nil {
-		<-exited
+		reapAfterExit()
 		return nil, fmt.Errorf("%w: %w: %s (hint: `exechost sandbox doctor` checks bwrap; sandbox.agent=off avoids the agent)", ErrSetup, err, strings.TrimSpace(diag.String()))
 	}
 	return conn, nil

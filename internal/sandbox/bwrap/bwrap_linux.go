@@ -333,8 +333,15 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 		data, _ := io.ReadAll(io.LimitReader(statusR, 64<<10))
 		statusCh <- data
 	}()
+	// bwrap is reaped only after the last kill of its group (AwaitExit):
+	// until then the group's id cannot be reused.
 	waitCh := make(chan error, 1)
-	go func() { waitCh <- cmd.Wait() }()
+	reaped := false
+	go func() {
+		var err error
+		reaped, err = runner.AwaitExit(cmd)
+		waitCh <- err
+	}()
 
 	var timer <-chan time.Time
 	if timeout > 0 {
@@ -355,6 +362,9 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 		// namespace take every process of the sandbox with them.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		waitErr = <-waitCh
+	}
+	if !reaped {
+		waitErr = cmd.Wait()
 	}
 	status := <-statusCh
 	if ctxErr != nil {
