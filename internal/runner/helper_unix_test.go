@@ -68,10 +68,10 @@ func TestMain(m *testing.M) {
 		// The command can record its pids before Run has told the reaper
 		// of its group: say when the reaper knows, so the test kills this
 		// process only then.
-		reaperTracked = func(int) {
-			_ = os.WriteFile(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE")+".tracked", []byte("1"), 0o600)
-		}
 		res, err := Run(context.Background(), Spec{
+			tracked: func(int) {
+				_ = os.WriteFile(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE")+".tracked", []byte("1"), 0o600)
+			},
 			Command: `sleep 100 & a=$!; sleep 100 & b=$!; echo "$$ $a $b" > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE"; wait`,
 		})
 		fmt.Println(res.ExitCode, err)

@@ -191,6 +191,9 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 		untrack = func() {}
 		return r, err
 	}
+	if ls.tracked != nil {
+		ls.tracked(pid)
+	}
 	if handOver != nil {
 		if err := handOver(); err != nil {
 			return r, err

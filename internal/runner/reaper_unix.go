@@ -128,7 +128,6 @@ func reaperTrack(pgid int) (untrack func(), err error) {
 	table := reaperState.table
 	reaperState.mu.Unlock()
 	slot(table, int(i)).Store(uint32(pgid))
-	reaperTracked(pgid)
 	return func() {
 		slot(table, int(i)).Store(0)
 		reaperState.mu.Lock()
@@ -137,6 +136,3 @@ func reaperTrack(pgid int) (untrack func(), err error) {
 	}, nil
 }
 
-// reaperTracked is a test hook: called once the reaper has been told of a
-// group, so a test that kills the runner knows the reaper can act.
-var reaperTracked = func(int) {}

@@ -125,6 +125,10 @@ type Spec struct {
 	// a real timer.
 	withTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 
+	// tracked, when set, is called once the reaper lists the run's group
+	// (a test that kills the runner knows the reaper can act from then on).
+	tracked func(pgid int)
+
 	// beforeReap, when set, is called with the leader's pid just before
 	// it is reaped, after the last signal to its group: tests check the
 	// leader is still there (a zombie) whenever the group can be killed.
@@ -412,6 +416,9 @@ func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 		tree.kill()
 		_ = cmd.Wait()
 		return r, err
+	}
+	if ls.tracked != nil {
+		ls.tracked(cmd.Process.Pid)
 	}
 	tracked := true
 	stopTracking := func() {
