@@ -135,4 +135,3 @@ func reaperTrack(pgid int) (untrack func(), err error) {
 		reaperState.mu.Unlock()
 	}, nil
 }
-
