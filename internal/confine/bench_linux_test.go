@@ -50,11 +50,7 @@ func BenchmarkLauncher(b *testing.B) {
 	b.Run("rules", func(b *testing.B) {
 		abi := KernelABI()
 		for b.Loop() {
-			cfg, rules, err := c.config(abi)
-			if err != nil {
-				b.Fatal(err)
-			}
-			fd, _, err := cfg.NewRulesetFD(rules...)
+			fd, _, err := new(Builder).ruleset(c, abi)
 			if err != nil {
 				b.Fatal(err)
 			}

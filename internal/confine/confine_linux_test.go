@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
@@ -130,10 +131,7 @@ func TestAroundProtected(t *testing.T) {
 	if len(dropped) != 1 {
 		t.Errorf("a writable root inside the protected set was not dropped: %v", dropped)
 	}
-	gs, err := c.grants()
-	if err != nil {
-		t.Fatal(err)
-	}
+	gs := grantsOf(t, new(Builder), &c)
 	for _, g := range gs {
 		if g.path == "/" && g.rights != 0 && g.rights&^ll.AccessFSReadDir != 0 {
 			t.Errorf("/ granted %v beneath it", g.rights)
@@ -153,6 +151,26 @@ func TestAroundProtected(t *testing.T) {
 	if !has(l.work, allRights) || !has(l.outside, allRights) {
 		t.Errorf("the protected directory's siblings inside the writable root are not writable: %v", gs)
 	}
+}
+
+// grant is one rule Builder.grants emitted.
+type grant struct {
+	path   string
+	rights landlock.AccessFSSet
+}
+
+// grantsOf returns the rules b builds for c.
+func grantsOf(t testing.TB, b *Builder, c *Confinement) []grant {
+	t.Helper()
+	var gs []grant
+	err := b.grants(c, func(p string, _ int, rights landlock.AccessFSSet) error {
+		gs = append(gs, grant{p, rights})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gs
 }
 
 func closeFD(fd int) {

@@ -1,9 +1,12 @@
 package confine
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -38,81 +41,238 @@ const (
 // before the restriction are not checked again).
 var devWritable = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 
-// grant is one Landlock path-beneath rule.
-type grant struct {
-	path   string
-	rights landlock.AccessFSSet
+// Builder builds the Landlock rules of a Confinement and applies them.
+// The zero value is ready to use; ApplyProcess and ApplyThread use a fresh
+// one for each call.
+//
+// The rules around the protected set name files met while listing the
+// directories down to it, so the walk never opens a name twice or follows
+// one: each directory is opened from its parent's descriptor with
+// O_NOFOLLOW, each entry beside the protected path is opened from its
+// directory's descriptor with O_PATH|O_NOFOLLOW, and the rule is given
+// that descriptor, not the name. An entry whose opened type is not the one
+// the listing gave (swapped since: for a symbolic link, a file for a
+// directory) is not granted, nor is a directory that is the protected one
+// or one on the way to it (same device and inode: a bind mount of it, or
+// one moved into place). A symbolic link beside the protected path is not
+// granted (Landlock cannot grant a link itself, only where it points):
+// paths through it are refused, while its target keeps what it is granted
+// where it really is.
+type Builder struct {
+	// between, when set, runs after a directory around the protected
+	// set has been listed and before its entry name is opened: a test
+	// changes the entry there, as a racing process would.
+	between func(dir, name string)
 }
 
-// grants returns the file system rules of c (already resolved): read and
-// execute on everything but the protected set, listing everywhere, and
-// every right beneath the writable roots but the protected set.
-func (c *Confinement) grants() ([]grant, error) {
-	g := []grant{{"/", ll.AccessFSReadDir}}
-	var err error
-	if g, err = around(g, "/", readRights, c.Protected); err != nil {
-		return nil, err
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} } // Dev is narrower on some architectures
+
+// emitFunc takes one rule: the file at path, open as fd (the caller's,
+// valid until emitFunc returns), granted rights beneath it.
+type emitFunc func(path string, fd int, rights landlock.AccessFSSet) error
+
+// grants passes emit the file system rules of c (already resolved): read
+// and execute on everything but the protected set, listing everywhere,
+// and every right beneath the writable roots but the protected set.
+func (b *Builder) grants(c *Confinement, emit emitFunc) error {
+	w := &walk{b: b, protected: c.Protected, emit: emit}
+	w.identify()
+	if err := w.path("/", ll.AccessFSReadDir, false); err != nil {
+		return err
 	}
-	for _, w := range c.Writable {
-		if g, err = around(g, w, allRights, c.Protected); err != nil {
-			return nil, err
+	if err := w.around("/", readRights); err != nil {
+		return err
+	}
+	for _, r := range c.Writable {
+		if err := w.around(r, allRights); err != nil {
+			return err
 		}
 	}
 	for _, d := range devWritable {
-		if g, err = around(g, d, allRights, c.Protected); err != nil {
-			return nil, err
+		if err := w.around(d, allRights); err != nil {
+			return err
 		}
 	}
-	return g, nil
+	return nil
 }
 
-// around appends to g the rules granting rights beneath root, except
+// walk is one Builder.grants: the protected set, the identities the
+// rules must not reach, and where the rules go.
+type walk struct {
+	b         *Builder
+	protected []string
+	// guarded are the protected files' identities; onTheWay, those of
+	// the directories that contain them (from /).
+	guarded, onTheWay map[fileID]bool
+	emit              emitFunc
+}
+
+// identify records the identities of the protected paths and of the
+// directories down to them (a path missing now has none).
+func (w *walk) identify() {
+	w.guarded, w.onTheWay = map[fileID]bool{}, map[fileID]bool{}
+	var st unix.Stat_t
+	for _, p := range w.protected {
+		if unix.Stat(p, &st) == nil {
+			w.guarded[idOf(&st)] = true
+		}
+		for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+			if unix.Stat(d, &st) == nil {
+				w.onTheWay[idOf(&st)] = true
+			}
+			if d == "/" || d == "." {
+				break
+			}
+		}
+	}
+}
+
+// around passes emit the rules granting rights beneath root, except
 // beneath the protected paths: root itself when nothing protected lies
 // beneath it, else each of its entries the same way (see the package
 // documentation). A root inside the protected set gets nothing; a root
-// that does not exist is skipped.
-func around(g []grant, root string, rights landlock.AccessFSSet, protected []string) ([]grant, error) {
-	if under(root, protected) {
-		return g, nil
+// that does not exist, or is a symbolic link, is skipped.
+func (w *walk) around(root string, rights landlock.AccessFSSet) error {
+	if under(root, w.protected) {
+		return nil
 	}
-	fi, err := os.Lstat(root)
+	if !containsAny(root, w.protected) {
+		return w.path(root, rights, true)
+	}
+	// A root is a path from the policy, resolved (Confinement.Resolve);
+	// beneath it nothing is opened by name but from its directory.
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return nil
+	case err != nil:
+		return fmt.Errorf("confine: open %s around the protected set: %w", root, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("confine: %s: %w", root, err)
+	}
+	if w.guarded[idOf(&st)] {
+		return nil
+	}
+	return w.dir(fd, root, rights)
+}
+
+// path passes emit the rule granting rights beneath the root p, opened by
+// name without following a last symbolic link (a link is skipped, as is a
+// missing path); check refuses a file on the way to the protected set.
+func (w *walk) path(p string, rights landlock.AccessFSSet, check bool) error {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("confine %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("confine %s: %w", p, err)
+	}
+	t := typeOf(st.Mode)
+	if t&fs.ModeSymlink != 0 || check && (w.guarded[idOf(&st)] || w.onTheWay[idOf(&st)]) {
+		return nil
+	}
+	if !t.IsDir() {
+		rights &= fileRights
+	}
+	return w.emit(p, fd, rights)
+}
+
+// dir passes emit the rules for the entries of the directory open as dfd
+// (at path), which contains a protected path.
+func (w *walk) dir(dfd int, path string, rights landlock.AccessFSSet) error {
+	lfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return g, nil
-		}
-		return nil, fmt.Errorf("confine %s: %w", root, err)
+		return fmt.Errorf("confine: list %s around the protected set: %w", path, err)
 	}
-	if !fi.IsDir() {
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return g, nil
-		}
-		return append(g, grant{root, rights & fileRights}), nil
-	}
-	if !containsAny(root, protected) {
-		return append(g, grant{root, rights}), nil
-	}
-	entries, err := os.ReadDir(root)
+	f := os.NewFile(uintptr(lfd), path)
+	entries, err := f.ReadDir(-1)
+	f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("confine: list %s around the protected set: %w", root, err)
+		return fmt.Errorf("confine: list %s around the protected set: %w", path, err)
 	}
 	for _, e := range entries {
-		t, p := e.Type(), filepath.Join(root, e.Name())
-		switch {
-		case t&os.ModeSymlink != 0, under(p, protected):
-			// A link is granted where it points, never through it.
-		case t.IsDir() && containsAny(p, protected):
-			if g, err = around(g, p, rights, protected); err != nil {
-				return nil, err
-			}
-		case t.IsDir():
-			// The entry's type from the listing, without an lstat each:
-			// the cost of a crowded directory on the way.
-			g = append(g, grant{p, rights})
-		default:
-			g = append(g, grant{p, rights & fileRights})
+		if err := w.entry(dfd, path, e.Name(), e.Type(), rights); err != nil {
+			return err
 		}
 	}
-	return g, nil
+	return nil
+}
+
+// entry passes emit the rules for the entry name of the directory open as
+// dfd (at dir), listed with type listed.
+func (w *walk) entry(dfd int, dir, name string, listed fs.FileMode, rights landlock.AccessFSSet) error {
+	p := filepath.Join(dir, name)
+	if listed&fs.ModeSymlink != 0 || under(p, w.protected) {
+		// A link is not granted (see Builder).
+		return nil
+	}
+	if w.b.between != nil {
+		w.b.between(dir, name)
+	}
+	descend := listed.IsDir() && containsAny(p, w.protected)
+	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if descend {
+		flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
+	fd, err := unix.Openat(dfd, name, flags, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		// Gone or changed since the listing: nothing is granted.
+		return nil
+	case err != nil:
+		return fmt.Errorf("confine: open %s around the protected set: %w", p, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("confine: %s: %w", p, err)
+	}
+	id := idOf(&st)
+	switch {
+	case typeOf(st.Mode) != listed, w.guarded[id]:
+		// Swapped since the listing (a link opened as itself), or
+		// the protected file itself under another name.
+		return nil
+	case descend:
+		return w.dir(fd, p, rights)
+	case w.onTheWay[id]:
+		return nil
+	case !listed.IsDir():
+		rights &= fileRights
+	}
+	return w.emit(p, fd, rights)
+}
+
+// typeOf is the type bits of a stat(2) mode, as a listing gives them.
+func typeOf(mode uint32) fs.FileMode {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFLNK:
+		return fs.ModeSymlink
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	case unix.S_IFREG:
+		return 0
+	}
+	return fs.ModeIrregular
 }
 
 // containsAny reports whether a protected path lies strictly beneath dir.
@@ -126,8 +286,8 @@ func containsAny(dir string, protected []string) bool {
 }
 
 // config is the ruleset's handled rights (best effort: the kernel's ABI
-// drops what it does not know) and its rules.
-func (c *Confinement) config(abi int) (landlock.Config, []landlock.Rule, error) {
+// drops what it does not know).
+func (c *Confinement) config(abi int) landlock.Config {
 	handled := landlock.AccessFSSet(allRights)
 	if abi < 2 {
 		// go-landlock's best effort drops the whole ruleset for a rule
@@ -135,22 +295,67 @@ func (c *Confinement) config(abi int) (landlock.Config, []landlock.Rule, error) 
 		handled &^= ll.AccessFSRefer
 	}
 	cfg := landlock.Config{HandledAccessFS: handled}
-	gs, err := c.grants()
-	if err != nil {
-		return cfg, nil, err
-	}
-	rules := make([]landlock.Rule, 0, len(gs))
-	for _, g := range gs {
-		// An entry listed but gone by now (a temporary file) is skipped.
-		rules = append(rules, landlock.PathAccess(g.rights&handled, g.path).IgnoreIfMissing())
-	}
 	if c.network() == NetworkNone {
 		cfg.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
 		// Abstract unix sockets and signals are the other ways out of
 		// a run that may not talk to anything (ABI 6).
 		cfg.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
 	}
-	return cfg.BestEffort(), rules, nil
+	return cfg.BestEffort()
+}
+
+// ruleset returns a Landlock ruleset holding c's rules and the flags to
+// enforce it with; -1 when there is nothing to enforce. The caller closes
+// it.
+func (b *Builder) ruleset(c *Confinement, abi int) (int, uint32, error) {
+	cfg := c.config(abi)
+	fd, flags, err := cfg.NewRulesetFD()
+	if err != nil || fd < 0 {
+		return -1, 0, err
+	}
+	// The rights the ruleset handles: the ones asked for that this
+	// kernel knows (go-landlock's best effort asks the kernel, too).
+	handled := cfg.HandledAccessFS & fsRightsOf(KernelABI())
+	err = b.grants(c, func(p string, pfd int, rights landlock.AccessFSSet) error {
+		return addRule(fd, p, pfd, rights&handled)
+	})
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, err
+	}
+	return fd, flags, nil
+}
+
+// addRule adds to the ruleset rs the rule granting rights beneath the
+// file open as fd (at p, for errors).
+func addRule(rs int, p string, fd int, rights landlock.AccessFSSet) error {
+	if rights == 0 {
+		return nil
+	}
+	attr := ll.PathBeneathAttr{ParentFd: fd, AllowedAccess: uint64(rights)}
+	if err := ll.LandlockAddPathBeneathRule(rs, &attr, 0); err != nil {
+		return fmt.Errorf("confine: landlock_add_rule %s: %w", p, err)
+	}
+	return nil
+}
+
+// fsRightsOf is the file system rights Landlock ABI abi knows (as
+// go-landlock's table says).
+func fsRightsOf(abi int) landlock.AccessFSSet {
+	n := 0
+	switch {
+	case abi >= 9:
+		n = 17 // RESOLVE_UNIX
+	case abi >= 5:
+		n = 16 // IOCTL_DEV
+	case abi >= 3:
+		n = 15 // TRUNCATE
+	case abi == 2:
+		n = 14 // REFER
+	case abi == 1:
+		n = 13
+	}
+	return landlock.AccessFSSet(1<<n - 1)
 }
 
 // KernelABI returns the Landlock ABI version this kernel offers, 0 when it
@@ -168,9 +373,7 @@ func KernelABI() int {
 // the kernel's (KernelABI); a kernel c cannot be enforced on fails as
 // Check says. The returned warning is for the run's stderr.
 func ApplyProcess(c *Confinement, abi int) (string, error) {
-	return apply(c, abi, func(cfg landlock.Config, rules []landlock.Rule) error {
-		return cfg.Restrict(rules...)
-	})
+	return new(Builder).ApplyProcess(c, abi)
 }
 
 // ApplyThread restricts the calling thread, which must be locked to its
@@ -178,12 +381,17 @@ func ApplyProcess(c *Confinement, abi int) (string, error) {
 // sandbox's helper): the new program inherits the thread's Landlock domain
 // and no_new_privs, while the process's other threads stay unrestricted.
 func ApplyThread(c *Confinement, abi int) (string, error) {
-	return apply(c, abi, func(cfg landlock.Config, rules []landlock.Rule) error {
-		fd, flags, err := cfg.NewRulesetFD(rules...)
-		if err != nil || fd < 0 {
-			return err
-		}
-		defer unix.Close(fd)
+	return new(Builder).ApplyThread(c, abi)
+}
+
+// ApplyProcess is the package's ApplyProcess with rules built by b.
+func (b *Builder) ApplyProcess(c *Confinement, abi int) (string, error) {
+	return b.apply(c, abi, restrictProcess)
+}
+
+// ApplyThread is the package's ApplyThread with rules built by b.
+func (b *Builder) ApplyThread(c *Confinement, abi int) (string, error) {
+	return b.apply(c, abi, func(fd int, flags uint32) error {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 		}
@@ -191,7 +399,32 @@ func ApplyThread(c *Confinement, abi int) (string, error) {
 	})
 }
 
-func apply(c *Confinement, abi int, restrict func(landlock.Config, []landlock.Rule) error) (string, error) {
+// restrictProcess enforces the ruleset fd on every thread of this process,
+// as go-landlock's Config.Restrict does.
+func restrictProcess(fd int, flags uint32) error {
+	abi := KernelABI()
+	if abi < 8 {
+		if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		}
+		return ll.AllThreadsLandlockRestrictSelf(fd, flags)
+	}
+	flags |= ll.FlagRestrictSelfTSync
+	if abi >= 11 {
+		flags |= ll.FlagRestrictSelfNoNewPrivs
+	} else {
+		// The kernel sets no_new_privs on the other threads when the
+		// enforcement succeeds.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		}
+	}
+	return ll.LandlockRestrictSelf(fd, flags)
+}
+
+func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uint32) error) (string, error) {
 	if !c.Active() {
 		return "", nil
 	}
@@ -208,11 +441,15 @@ func apply(c *Confinement, abi int, restrict func(landlock.Config, []landlock.Ru
 	if abi == 0 {
 		return warning, nil
 	}
-	cfg, rules, err := c.config(abi)
+	fd, flags, err := b.ruleset(c, abi)
 	if err != nil {
 		return "", err
 	}
-	if err := restrict(cfg, rules); err != nil {
+	if fd < 0 {
+		return warning, nil
+	}
+	defer unix.Close(fd)
+	if err := restrict(fd, flags); err != nil {
 		return "", fmt.Errorf("confine: apply landlock: %w", err)
 	}
 	return warning, nil
