@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"sync"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -58,11 +60,31 @@ var devWritable = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 // granted (Landlock cannot grant a link itself, only where it points):
 // paths through it are refused, while its target keeps what it is granted
 // where it really is.
+//
+// A confinement is enforced as two Landlock layers, whose intersection is
+// what the run may do: the base layer grants every right around the
+// protected set (it depends on nothing else), the run's layer grants read
+// everywhere, every right beneath the writable roots and the devices, and
+// handles the network. The base layer is the costly one (a listing of
+// every directory down to each protected path and a rule per entry): a
+// Builder keeps the last one it built and reuses it while it is still
+// exact (see base), unless Afresh is set.
 type Builder struct {
+	// Afresh builds the base layer for every ruleset instead of reusing
+	// the last one.
+	Afresh bool
+
 	// between, when set, runs after a directory around the protected
 	// set has been listed and before its entry name is opened: a test
 	// changes the entry there, as a racing process would.
 	between func(dir, name string)
+	// clock reads the coarse real-time clock file times are taken from
+	// (CLOCK_REALTIME_COARSE when nil); tests fix it.
+	clock func() unix.Timespec
+
+	mu     sync.Mutex
+	last   *baseLayer // the base layer kept for reuse, nil when none
+	builds int        // base layers built (for tests)
 }
 
 // fileID is a file's identity: its device and inode.
@@ -74,33 +96,38 @@ func idOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} } // D
 // valid until emitFunc returns), granted rights beneath it.
 type emitFunc func(path string, fd int, rights landlock.AccessFSSet) error
 
-// grants passes emit the file system rules of c (already resolved): read
-// and execute on everything but the protected set, listing everywhere,
-// and every right beneath the writable roots but the protected set.
-func (b *Builder) grants(c *Confinement, emit emitFunc) error {
-	w := &walk{b: b, protected: c.Protected, emit: emit}
+// baseGrants passes emit the rules of the base layer around the protected
+// set: listing everywhere, every right on everything but the protected
+// paths (and the directories down to them, beyond their entries).
+func (w *walk) baseGrants() error {
 	w.identify()
 	if err := w.path("/", ll.AccessFSReadDir, false); err != nil {
 		return err
 	}
-	if err := w.around("/", readRights); err != nil {
+	return w.around("/", allRights)
+}
+
+// runGrants passes emit the rules of c's own layer (c already resolved):
+// listing, read and execute everywhere, every right beneath the writable
+// roots and the writable devices. With a protected set, the base layer
+// keeps them out of it; without one, this layer alone is the
+// confinement.
+func runGrants(c *Confinement, emit emitFunc) error {
+	w := &walk{emit: emit}
+	if err := w.path("/", readRights|ll.AccessFSReadDir, false); err != nil {
 		return err
 	}
-	for _, r := range c.Writable {
-		if err := w.around(r, allRights); err != nil {
-			return err
-		}
-	}
-	for _, d := range devWritable {
-		if err := w.around(d, allRights); err != nil {
+	for _, r := range append(slices.Clone(c.Writable), devWritable...) {
+		if err := w.path(r, allRights, false); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// walk is one Builder.grants: the protected set, the identities the
-// rules must not reach, and where the rules go.
+// walk is one building of rules: the protected set, the identities the
+// rules must not reach, where the rules go and, for a base layer kept for
+// reuse, the directories listed.
 type walk struct {
 	b         *Builder
 	protected []string
@@ -108,6 +135,13 @@ type walk struct {
 	// the directories that contain them (from /).
 	guarded, onTheWay map[fileID]bool
 	emit              emitFunc
+	// record keeps each directory listed in seen; racy is set when one
+	// changed too recently for its times to tell a later change (see
+	// base).
+	record bool
+	since  unix.Timespec
+	seen   []seenDir
+	racy   bool
 }
 
 // identify records the identities of the protected paths and of the
@@ -191,6 +225,13 @@ func (w *walk) path(p string, rights landlock.AccessFSSet, check bool) error {
 // dir passes emit the rules for the entries of the directory open as dfd
 // (at path), which contains a protected path.
 func (w *walk) dir(dfd int, path string, rights landlock.AccessFSSet) error {
+	if w.record {
+		// Its times before its listing: any change after this one
+		// moves them (see base).
+		if err := w.keep(dfd, path); err != nil {
+			return err
+		}
+	}
 	lfd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("confine: list %s around the protected set: %w", path, err)
@@ -304,26 +345,45 @@ func (c *Confinement) config(abi int) landlock.Config {
 	return cfg.BestEffort()
 }
 
-// ruleset returns a Landlock ruleset holding c's rules and the flags to
-// enforce it with; -1 when there is nothing to enforce. The caller closes
-// it.
-func (b *Builder) ruleset(c *Confinement, abi int) (int, uint32, error) {
+// layer is one Landlock ruleset to enforce, with its flags.
+type layer struct {
+	fd    int
+	flags uint32
+}
+
+// layers returns the rulesets that enforce c, the caller's to close: c's
+// own layer and, with a protected set, the base layer around it (see
+// Builder). None when there is nothing to enforce.
+func (b *Builder) layers(c *Confinement, abi int) ([]layer, error) {
 	cfg := c.config(abi)
 	fd, flags, err := cfg.NewRulesetFD()
 	if err != nil || fd < 0 {
-		return -1, 0, err
+		return nil, err
 	}
+	ls := []layer{{fd, flags}}
 	// The rights the ruleset handles: the ones asked for that this
 	// kernel knows (go-landlock's best effort asks the kernel, too).
 	handled := cfg.HandledAccessFS & fsRightsOf(KernelABI())
-	err = b.grants(c, func(p string, pfd int, rights landlock.AccessFSSet) error {
+	err = runGrants(c, func(p string, pfd int, rights landlock.AccessFSSet) error {
 		return addRule(fd, p, pfd, rights&handled)
 	})
-	if err != nil {
-		unix.Close(fd)
-		return -1, 0, err
+	if err == nil && len(c.Protected) > 0 {
+		var base layer
+		if base, err = b.base(c.Protected, cfg.HandledAccessFS, handled); err == nil {
+			ls = append(ls, base)
+		}
 	}
-	return fd, flags, nil
+	if err != nil {
+		closeLayers(ls)
+		return nil, err
+	}
+	return ls, nil
+}
+
+func closeLayers(ls []layer) {
+	for _, l := range ls {
+		unix.Close(l.fd)
+	}
 }
 
 // addRule adds to the ruleset rs the rule granting rights beneath the
@@ -441,16 +501,17 @@ func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uin
 	if abi == 0 {
 		return warning, nil
 	}
-	fd, flags, err := b.ruleset(c, abi)
+	ls, err := b.layers(c, abi)
 	if err != nil {
 		return "", err
 	}
-	if fd < 0 {
-		return warning, nil
-	}
-	defer unix.Close(fd)
-	if err := restrict(fd, flags); err != nil {
-		return "", fmt.Errorf("confine: apply landlock: %w", err)
+	defer closeLayers(ls)
+	for _, l := range ls {
+		// A failure after the first layer leaves this thread (or
+		// process) restricted by it: nothing runs either way.
+		if err := restrict(l.fd, l.flags); err != nil {
+			return "", fmt.Errorf("confine: apply landlock: %w", err)
+		}
 	}
 	return warning, nil
 }
