@@ -178,18 +178,11 @@ func (w *walk) around(root string, rights landlock.AccessFSSet) error {
 	}
 	// A root is a path from the policy, resolved (Confinement.Resolve);
 	// beneath it nothing is opened by name but from its directory.
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-		return nil
-	case err != nil:
-		return fmt.Errorf("confine: open %s around the protected set: %w", root, err)
+	fd, st, err := openStat(unix.AT_FDCWD, root, root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+	if err != nil || fd < 0 {
+		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("confine: %s: %w", root, err)
-	}
 	if w.guarded[idOf(&st)] {
 		return nil
 	}
@@ -200,18 +193,11 @@ func (w *walk) around(root string, rights landlock.AccessFSSet) error {
 // name without following a last symbolic link (a link is skipped, as is a
 // missing path); check refuses a file on the way to the protected set.
 func (w *walk) path(p string, rights landlock.AccessFSSet, check bool) error {
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-		return nil
-	case err != nil:
-		return fmt.Errorf("confine %s: %w", p, err)
+	fd, st, err := openStat(unix.AT_FDCWD, p, p, unix.O_PATH|unix.O_NOFOLLOW)
+	if err != nil || fd < 0 {
+		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("confine %s: %w", p, err)
-	}
 	t := typeOf(st.Mode)
 	if t&fs.ModeSymlink != 0 || check && (w.guarded[idOf(&st)] || w.onTheWay[idOf(&st)]) {
 		return nil
@@ -262,23 +248,15 @@ func (w *walk) entry(dfd int, dir, name string, listed fs.FileMode, rights landl
 		w.b.between(dir, name)
 	}
 	descend := listed.IsDir() && containsAny(p, w.protected)
-	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	flags := unix.O_PATH | unix.O_NOFOLLOW
 	if descend {
-		flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW
 	}
-	fd, err := unix.Openat(dfd, name, flags, 0)
-	switch {
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-		// Gone or changed since the listing: nothing is granted.
-		return nil
-	case err != nil:
-		return fmt.Errorf("confine: open %s around the protected set: %w", p, err)
+	fd, st, err := openStat(dfd, name, p, flags)
+	if err != nil || fd < 0 {
+		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("confine: %s: %w", p, err)
-	}
 	id := idOf(&st)
 	switch {
 	case typeOf(st.Mode) != listed, w.guarded[id]:
@@ -293,6 +271,26 @@ func (w *walk) entry(dfd int, dir, name string, listed fs.FileMode, rights landl
 		rights &= fileRights
 	}
 	return w.emit(p, fd, rights)
+}
+
+// openStat opens name relative to dfd (close-on-exec, with flags) and
+// stats it; p names it in errors. A file gone or changed to another type
+// since it was named (ENOENT, ELOOP, ENOTDIR) gives fd -1 and no error:
+// nothing is granted for it.
+func openStat(dfd int, name, p string, flags int) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Openat(dfd, name, flags|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return -1, st, nil
+	case err != nil:
+		return -1, st, fmt.Errorf("confine: open %s: %w", p, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("confine: %s: %w", p, err)
+	}
+	return fd, st, nil
 }
 
 // typeOf is the type bits of a stat(2) mode, as a listing gives them.
