@@ -27,12 +27,15 @@
 //     starts confined.
 //
 // Landlock grants access beneath paths; it cannot subtract. The protected
-// set is kept out of reach by granting read and execute (and, for
-// writable roots, write) on the directory tree *around* it: a root that
-// contains a protected path is not granted itself; its entries are, each
-// one recursively the same way, except the protected path. Symbolic links
+// set is kept out of reach by a layer of its own (Landlock layers
+// intersect) that grants every right on the directory tree *around* it:
+// / is not granted itself; its entries are, each one recursively the same
+// way, except the protected path. The run's own layer grants read and
+// execute everywhere and write beneath the writable roots. Symbolic links
 // met on the way are not granted (their targets are granted where they
-// really are). Listing directories (READ_DIR) is granted on the whole tree,
+// really are). Beneath a root nothing is opened by name: each entry is
+// opened from its directory's descriptor without following a link, and
+// its rule is given that descriptor (see Builder). Listing directories (READ_DIR) is granted on the whole tree,
 // so the protected directory's file names can be listed; its files cannot
 // be opened, executed, written, truncated, renamed, linked or removed.
 // Without that grant `ls /` and `ls ~` would fail for every confined run.

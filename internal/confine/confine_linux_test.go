@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/testdep"
 )
@@ -31,7 +31,12 @@ type layout struct{ root, work, state, outside, secret string }
 
 func newLayout(t testing.TB) layout {
 	t.Helper()
-	root := t.TempDir()
+	return newLayoutIn(t, t.TempDir())
+}
+
+// newLayoutIn makes the layout in root.
+func newLayoutIn(t testing.TB, root string) layout {
+	t.Helper()
 	l := layout{root: root, work: filepath.Join(root, "work"), state: filepath.Join(root, "state"), outside: filepath.Join(root, "outside")}
 	for _, d := range []string{l.work, l.state, l.outside} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -121,19 +126,17 @@ func TestLauncherNetworkNone(t *testing.T) {
 	}
 }
 
-// TestAroundProtected checks the rules built around a protected
-// directory: none of its ancestors is granted read beneath it, its
-// siblings are, and a writable root containing it is split the same way.
+// TestAroundProtected checks the base layer built around a protected
+// directory: none of its ancestors is granted anything beneath it but
+// listing, and its siblings get every right (the run's own layer narrows
+// writes to the writable roots).
 func TestAroundProtected(t *testing.T) {
 	l := newLayout(t)
 	c, dropped := Confinement{Writable: []string{l.root, filepath.Join(l.state, "sub")}, Protected: []string{l.state}}.Resolve()
 	if len(dropped) != 1 {
 		t.Errorf("a writable root inside the protected set was not dropped: %v", dropped)
 	}
-	gs, err := c.grants()
-	if err != nil {
-		t.Fatal(err)
-	}
+	gs := grantsOf(t, new(Builder), &c)
 	for _, g := range gs {
 		if g.path == "/" && g.rights != 0 && g.rights&^ll.AccessFSReadDir != 0 {
 			t.Errorf("/ granted %v beneath it", g.rights)
@@ -155,10 +158,25 @@ func TestAroundProtected(t *testing.T) {
 	}
 }
 
-func closeFD(fd int) {
-	if fd >= 0 {
-		_ = unix.Close(fd)
+// grant is one rule a walk emitted.
+type grant struct {
+	path   string
+	rights landlock.AccessFSSet
+}
+
+// grantsOf returns the rules of the base layer b builds around c's
+// protected set.
+func grantsOf(t testing.TB, b *Builder, c *Confinement) []grant {
+	t.Helper()
+	var gs []grant
+	w := &walk{b: b, protected: c.Protected, emit: func(p string, _ int, rights landlock.AccessFSSet) error {
+		gs = append(gs, grant{p, rights})
+		return nil
+	}}
+	if err := w.baseGrants(); err != nil {
+		t.Fatal(err)
 	}
+	return gs
 }
 
 // TestLauncherFailsClosed: a confinement the launcher cannot apply (a bad

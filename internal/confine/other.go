@@ -34,3 +34,18 @@ func hostShielded() (bool, string) { return false, "no Landlock on this platform
 
 // ApplyThread enforces nothing here, as ApplyProcess.
 func ApplyThread(c *Confinement, abi int) (string, error) { return ApplyProcess(c, abi) }
+
+// Builder builds nothing here: there is no Landlock.
+type Builder struct {
+	// Afresh is Linux's Builder.Afresh; nothing is reused here.
+	Afresh bool
+}
+
+// ApplyProcess is the package's ApplyProcess.
+func (*Builder) ApplyProcess(c *Confinement, abi int) (string, error) { return ApplyProcess(c, abi) }
+
+// ApplyThread is the package's ApplyThread.
+func (*Builder) ApplyThread(c *Confinement, abi int) (string, error) { return ApplyThread(c, abi) }
+
+// Close releases nothing.
+func (*Builder) Close() error { return nil }

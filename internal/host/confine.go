@@ -43,6 +43,14 @@ func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
 	return &r
 }
 
+// confineRules is the engine's Landlock rule builder: the rules around the
+// state directory are built once and reused by every in-thread start
+// while they are exact (confine.Builder), unless ConfineRulesAfresh.
+func (e *Engine) confineRules() *confine.Builder {
+	e.rulesOnce.Do(func() { e.rules = &confine.Builder{Afresh: e.ConfineRulesAfresh} })
+	return e.rules
+}
+
 // kernelABI is the Landlock ABI runs are confined with.
 func (e *Engine) kernelABI() int {
 	if e.LandlockABI != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/exechost/exechost/internal/shellcmd"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/state"
@@ -69,6 +70,11 @@ type Engine struct {
 	// is ended (DefaultWarmIdle when zero), by the engine's clock (Now).
 	WarmIdle time.Duration
 
+	// ConfineRulesAfresh builds the rules around the protected set for
+	// every run started in-thread instead of reusing them while they are
+	// exact (confine.Builder.Afresh). Set it before the first run.
+	ConfineRulesAfresh bool
+
 	// noConfine turns confinement off: only the escape tests' controls
 	// set it, to show that what the confined run was kept from happens
 	// without it.
@@ -79,6 +85,9 @@ type Engine struct {
 	closeAudit func() error
 	mu         sync.Mutex
 	cache      cachedFile
+	// rules builds the Landlock rules of in-thread starts (confineRules).
+	rules      *confine.Builder
+	rulesOnce  sync.Once
 	warmMu     sync.Mutex // guards warmPool, warmClosed
 	warmPool   *warmPool
 	warmClosed bool

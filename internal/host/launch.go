@@ -72,6 +72,9 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 		return spec, nil, err
 	}
 	spec.Confine = forRunner
+	if forRunner != nil {
+		spec.ConfineRules = e.confineRules()
+	}
 	switch how {
 	case RunsDirect:
 		spec.Argv, _ = p.directArgv()

@@ -76,6 +76,8 @@ func (e *Engine) FlushUsage() error {
 func (e *Engine) Close() error {
 	e.closeWarm()
 	err := e.FlushUsage()
+	// The kept rules' descriptors; a run after Close builds them anew.
+	err = errors.Join(err, e.confineRules().Close())
 	if e.closeAudit != nil {
 		err = errors.Join(err, e.closeAudit())
 		e.closeAudit = nil

@@ -34,7 +34,8 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned) ([]string,
 }
 
 // startConfined runs start (which forks the command) on a new thread
-// restricted to c by confine.ApplyThread, so that the command inherits
+// restricted to c by rules' ApplyThread (confine.ApplyThread when rules
+// is nil), so that the command inherits
 // the restriction while no other thread of this process has it. The
 // thread's goroutine never unlocks it: the Go runtime ends a thread whose
 // goroutine exits locked, so it never runs anything else. It stays alive,
@@ -44,7 +45,11 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned) ([]string,
 // unrestricted thread (signals, the reaper, /proc, output files).
 // ApplyThread's warning, if any, is returned for the run's stderr; an
 // error means nothing started (and release is nil).
-func startConfined(c *confine.Confinement, start func() error) (release func(), warning string, err error) {
+func startConfined(rules *confine.Builder, c *confine.Confinement, start func() error) (release func(), warning string, err error) {
+	apply := confine.ApplyThread
+	if rules != nil {
+		apply = rules.ApplyThread
+	}
 	type started struct {
 		warning string
 		err     error
@@ -53,7 +58,7 @@ func startConfined(c *confine.Confinement, start func() error) (release func(), 
 	parked := make(chan struct{})
 	confined := func() {
 		runtime.LockOSThread() // never unlocked (see above)
-		w, err := confine.ApplyThread(c, confine.KernelABI())
+		w, err := apply(c, confine.KernelABI())
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errConfine, err)
 		} else {

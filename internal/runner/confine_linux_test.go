@@ -82,6 +82,8 @@ func TestConfineInThread(t *testing.T) {
 		{name: "write inside the writable roots", spec: Spec{Command: "echo x > " + filepath.Join(l.work, "f") + " && cat " + filepath.Join(l.work, "f")}, confinedOK: true},
 		{name: "connect over TCP", spec: Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "dial", "EXECHOST_RUNNER_TEST_ADDR": ln.Addr().String()}}},
 	}
+	kept := new(confine.Builder)
+	defer kept.Close()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := tt.spec
@@ -96,16 +98,21 @@ func TestConfineInThread(t *testing.T) {
 				}
 			}
 			spec.Confine, spec.confineInThread = l.confinement(), true
-			res, err := Run(context.Background(), spec)
-			if err != nil {
-				t.Fatalf("confined run: %v", err)
-			}
-			if res.Success != tt.confinedOK || strings.Contains(res.Stdout, "the-secret") || strings.Contains(res.Stdout, "connected") {
-				t.Errorf("confined run = %+v; want success %v and nothing from outside the confinement", res, tt.confinedOK)
-			}
-			if tt.left != "" {
-				if _, err := os.Stat(tt.left); err == nil {
-					t.Errorf("the confined run wrote %s", tt.left)
+			// Rules built afresh, then by a Builder kept across the
+			// runs (reused from the second run of the test on).
+			for _, rules := range []*confine.Builder{nil, kept} {
+				spec.ConfineRules = rules
+				res, err := Run(context.Background(), spec)
+				if err != nil {
+					t.Fatalf("confined run (kept rules %v): %v", rules != nil, err)
+				}
+				if res.Success != tt.confinedOK || strings.Contains(res.Stdout, "the-secret") || strings.Contains(res.Stdout, "connected") {
+					t.Errorf("confined run (kept rules %v) = %+v; want success %v and nothing from outside the confinement", rules != nil, res, tt.confinedOK)
+				}
+				if tt.left != "" {
+					if _, err := os.Stat(tt.left); err == nil {
+						t.Errorf("the confined run (kept rules %v) wrote %s", rules != nil, tt.left)
+					}
 				}
 			}
 		})

@@ -103,6 +103,11 @@ type Spec struct {
 	// pinned Executable's descriptor it inherits. An error applying it
 	// starts nothing.
 	Confine *confine.Confinement
+	// ConfineRules, when set, builds the rules of an in-thread start
+	// (a Builder its owner keeps, which reuses the rules around the
+	// protected set while they are exact); nil builds them afresh. The
+	// launcher, a process of its own, always builds afresh.
+	ConfineRules *confine.Builder
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
@@ -310,7 +315,7 @@ func (ls launchSpec) start(fork func() error) (release func(), err error) {
 	if ls.inThread == nil {
 		return func() {}, fork()
 	}
-	release, warning, err := startConfined(ls.inThread, fork)
+	release, warning, err := startConfined(ls.ConfineRules, ls.inThread, fork)
 	if err != nil {
 		return nil, err
 	}

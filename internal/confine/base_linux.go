@@ -1,0 +1,170 @@
+package confine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
+)
+
+// The base layer (see Builder) depends only on the protected set and on
+// the directories listed down to it: the rules name the entries that
+// listing found, by descriptor. So it stays exact while none of those
+// directories has gained, lost or renamed an entry, and a Builder reuses
+// it until then. Each change of that kind moves the directory's change
+// time (ctime), which no user can set back, and its modification time.
+// The Builder keeps each listed directory open, notes both times before
+// listing it, and before reusing the layer compares them with the
+// directory's times now: any difference builds it again. A directory
+// whose change time is within racyMargin of the clock when the walk began
+// might change again without its times moving (the file system's
+// timestamp granularity): such a layer is used for its run and not kept.
+
+// racyMargin is how recent a listed directory's change time may be for a
+// layer to be kept: coarser than the coarsest timestamp granularity of a
+// file system Linux mounts (2 s, FAT's).
+const racyMargin = 2e9 // ns
+
+// baseLayer is a base layer kept for reuse.
+type baseLayer struct {
+	key   string // the protected set and handled rights it was built for
+	fd    int    // the ruleset
+	flags uint32
+	seen  []seenDir
+}
+
+// seenDir is a directory listed for a base layer, kept open, and its times
+// before the listing.
+type seenDir struct {
+	fd           int
+	path         string
+	ctime, mtime unix.Timespec
+}
+
+// base returns a ruleset of the base layer around protected (with
+// handledCfg asked for, handled the kernel's part of it), the caller's to
+// close: the kept one while it is still exact, else a new one (kept when
+// it can be).
+func (b *Builder) base(protected []string, handledCfg, handled landlock.AccessFSSet) (layer, error) {
+	key := fmt.Sprintf("%x\x00%s", uint64(handledCfg), strings.Join(protected, "\x00"))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last != nil && (b.Afresh || b.last.key != key || !b.last.valid()) {
+		b.last.close()
+		b.last = nil
+	}
+	if b.last == nil {
+		l, keep, err := b.buildBase(protected, handledCfg, handled, !b.Afresh)
+		if err != nil {
+			return layer{}, err
+		}
+		if !keep {
+			return layer{l.fd, l.flags}, nil
+		}
+		l.key, b.last = key, l
+	}
+	// Each run gets its own descriptor of the kept ruleset: a ruleset
+	// can be enforced any number of times, and closing one after its
+	// run leaves the kept one open.
+	fd, err := unix.FcntlInt(uintptr(b.last.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return layer{}, fmt.Errorf("confine: %w", err)
+	}
+	return layer{fd, b.last.flags}, nil
+}
+
+// buildBase walks the directories down to the protected set and returns
+// the base layer; keep says whether it may be reused (record asked for it
+// and no listed directory changed too recently).
+func (b *Builder) buildBase(protected []string, handledCfg, handled landlock.AccessFSSet, record bool) (*baseLayer, bool, error) {
+	b.builds++
+	fd, flags, err := landlock.Config{HandledAccessFS: handledCfg}.BestEffort().NewRulesetFD()
+	if err != nil {
+		return nil, false, err
+	}
+	l := &baseLayer{fd: fd, flags: flags}
+	if fd < 0 {
+		// Nothing to restrict on this kernel: an empty ruleset would
+		// not do; refuse rather than run unconfined.
+		return nil, false, fmt.Errorf("confine: no Landlock ruleset for the protected set")
+	}
+	w := &walk{b: b, protected: protected, record: record, since: b.now()}
+	w.emit = func(p string, pfd int, rights landlock.AccessFSSet) error {
+		return addRule(fd, p, pfd, rights&handled)
+	}
+	err = w.baseGrants()
+	l.seen = w.seen
+	if err != nil {
+		l.close()
+		return nil, false, err
+	}
+	keep := record && !w.racy
+	if !keep {
+		l.closeSeen()
+	}
+	return l, keep, nil
+}
+
+// keep records the directory open as dfd (at path) for the layer being
+// built, with its times now.
+func (w *walk) keep(dfd int, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return fmt.Errorf("confine: %s: %w", path, err)
+	}
+	fd, err := unix.FcntlInt(uintptr(dfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("confine: %s: %w", path, err)
+	}
+	w.seen = append(w.seen, seenDir{fd: fd, path: path, ctime: st.Ctim, mtime: st.Mtim})
+	if st.Ctim.Nano() > w.since.Nano()-racyMargin {
+		w.racy = true
+	}
+	return nil
+}
+
+// valid reports whether no directory listed for l has changed since.
+func (l *baseLayer) valid() bool {
+	var st unix.Stat_t
+	for _, d := range l.seen {
+		if unix.Fstat(d.fd, &st) != nil || st.Ctim != d.ctime || st.Mtim != d.mtime {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *baseLayer) closeSeen() {
+	for _, d := range l.seen {
+		unix.Close(d.fd)
+	}
+	l.seen = nil
+}
+
+func (l *baseLayer) close() {
+	l.closeSeen()
+	unix.Close(l.fd)
+}
+
+// now is the coarse real-time clock (what file times are set from).
+func (b *Builder) now() unix.Timespec {
+	if b.clock != nil {
+		return b.clock()
+	}
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
+	return ts
+}
+
+// Close releases the base layer b keeps (its ruleset and the directories
+// it watches). b stays usable: the next ruleset builds a new one.
+func (b *Builder) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last != nil {
+		b.last.close()
+		b.last = nil
+	}
+	return nil
+}

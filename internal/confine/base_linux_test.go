@@ -1,0 +1,178 @@
+package confine
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// probe is a script printing, for each directory named on its command
+// line, whether a confined command can read its file f (r) and append to
+// it (w). Appending changes no directory's entries.
+const probe = `for d in "$@"; do
+	r=-; w=-
+	cat "$d/f" >/dev/null 2>&1 && r=r
+	( echo x >> "$d/f" ) 2>/dev/null && w=w
+	echo "$d $r$w"
+done`
+
+// probed runs probe over dirs (relative to root), confined to c by b, and
+// returns its report.
+func probed(t *testing.T, b *Builder, c *Confinement, root string, dirs ...string) string {
+	t.Helper()
+	return runConfinedBy(t, b, c, root, append([]string{"/bin/sh", "-c", probe, "probe"}, dirs...)...)
+}
+
+// mkdirF makes the directory d with a file f in it.
+func mkdirF(t *testing.T, d string) {
+	t.Helper()
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "f"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ctime is d's change time.
+func ctime(t *testing.T, d string) unix.Timespec {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(d, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ctim
+}
+
+// stableRoot is a fresh directory for a test whose directories down to it
+// change as seldom as possible: in the home directory (where the state
+// directory normally is), not in a temporary directory other tests keep
+// changing; t.TempDir when the home directory is not writable.
+func stableRoot(t *testing.T) string {
+	if home, err := os.UserHomeDir(); err == nil {
+		if d, err := os.MkdirTemp(home, ".exechost-rules-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+// timesDownTo returns the change and modification times of the
+// directories from / down to d's parent.
+func timesDownTo(t *testing.T, d string) []unix.Timespec {
+	t.Helper()
+	var ts []unix.Timespec
+	for p := filepath.Dir(d); ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, st.Ctim, st.Mtim)
+		if p == "/" {
+			return ts
+		}
+	}
+}
+
+// TestRulesReuse runs a real confined process that probes what it may read
+// and write, with the base layer reused (a Builder kept across runs) and
+// built afresh, and compares them: unchanged (the kept layer is reused),
+// after entries are added, removed and renamed beside the protected
+// directory (it is rebuilt, and a new entry is reachable), after a change
+// deeper down (reused), and for another confinement with the same
+// protected set (reused, and its own writable roots apply). A directory
+// above the test's root changed by another process also rebuilds the
+// layer, rightly: a step expecting reuse is then tried again.
+func TestRulesReuse(t *testing.T) {
+	needLandlock(t, 3)
+	l := newLayoutIn(t, stableRoot(t))
+	for _, d := range []string{l.work, l.outside, l.state, filepath.Join(l.root, "gone")} {
+		mkdirF(t, d)
+	}
+	c, _ := Confinement{Writable: []string{l.root}, Protected: []string{l.state}}.Resolve()
+	// A clock well past every file time: nothing is too recent to keep
+	// (TestRulesRacyNotKept covers the other case). Each change below
+	// must then move its directory's change time, which the test checks.
+	future := func() unix.Timespec { return unix.NsecToTimespec(1 << 62) }
+	kept := &Builder{clock: future}
+	defer kept.Close()
+	dirs := []string{"work", "outside", "state", "gone", "added", "renamed", "work/sub"}
+	step := func(name string, c *Confinement, rebuild bool, lines ...string) {
+		t.Helper()
+		for attempt := 1; ; attempt++ {
+			above, builds := timesDownTo(t, l.root), kept.builds
+			got := probed(t, kept, c, l.root, dirs...)
+			want := probed(t, &Builder{Afresh: true}, c, l.root, dirs...)
+			if got != want {
+				t.Errorf("%s: reused rules differ from rules built afresh:\nreused:\n%s\nafresh:\n%s", name, got, want)
+			}
+			for _, line := range lines {
+				if !strings.Contains("\n"+got, "\n"+line+"\n") {
+					t.Errorf("%s: the report lacks %q:\n%s", name, line, got)
+				}
+			}
+			switch n := kept.builds - builds; {
+			case rebuild && n == 1, !rebuild && n == 0:
+				return
+			case !rebuild && attempt < 5 && !slices.Equal(above, timesDownTo(t, l.root)):
+				continue // changed above the test's root: rightly rebuilt
+			default:
+				t.Errorf("%s: %d base layers built, want %d", name, n, map[bool]int{true: 1}[rebuild])
+				return
+			}
+		}
+	}
+	step("first", &c, true, "work rw", "outside rw", "gone rw", "state --")
+	step("unchanged", &c, false, "work rw", "outside rw", "state --")
+
+	before := kept.last.seen[len(kept.last.seen)-1]
+	if before.path != l.root {
+		t.Fatalf("the last directory listed is %s, want %s", before.path, l.root)
+	}
+	mkdirF(t, filepath.Join(l.root, "added"))
+	if err := os.Rename(l.outside, filepath.Join(l.root, "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(l.root, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if ctime(t, l.root) == before.ctime {
+		t.Fatal("the directory's change time did not move with its entries (changed within one tick of a coarse file system clock): the Builder's racy check keeps no layer then, and this test's fixed clock cannot show reuse")
+	}
+	step("after add, rename and remove", &c, true, "added rw", "renamed rw", "state --")
+
+	mkdirF(t, filepath.Join(l.work, "sub"))
+	step("after a change beneath an entry", &c, false, "work/sub rw")
+
+	narrow, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.state}}.Resolve()
+	step("another confinement, same protected set", &narrow, false, "work rw", "added r-", "state --")
+}
+
+// TestRulesRacyNotKept: a base layer built while a listed directory's
+// change time is within the racy margin of the clock is used but not
+// kept; Afresh keeps none either.
+func TestRulesRacyNotKept(t *testing.T) {
+	needLandlock(t, 3)
+	l := newLayout(t)
+	c, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.state}}.Resolve()
+	for _, b := range []*Builder{
+		{clock: func() unix.Timespec { return unix.Timespec{} }}, // every change is recent
+		{Afresh: true},
+	} {
+		for range 2 {
+			ls, err := b.layers(&c, KernelABI())
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeLayers(ls)
+		}
+		if b.builds != 2 || b.last != nil {
+			t.Errorf("afresh=%v: %d base layers built for 2 rulesets (kept %v), want 2 and none kept", b.Afresh, b.builds, b.last != nil)
+		}
+	}
+}
