@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/exechost/exechost/internal/fschange"
 )
 
 // Env is the execution host's view that resolution depends on. It always
@@ -244,6 +246,10 @@ type analyzer struct {
 	// facts records every file-system read, for the memo (memo.go); nil
 	// records nothing.
 	facts *factLog
+	// watches is the analysis's one poll of the fact cache's watches,
+	// taken when polled is first set (factcache.go).
+	watches fschange.View
+	polled  bool
 	// env holds the variables the command puts in a program's
 	// environment; plain holds variables assigned without export, which
 	// set -a (allexport) exports too.

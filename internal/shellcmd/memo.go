@@ -170,30 +170,22 @@ func errFact(err error) (factResult, bool) {
 }
 
 // The analyzer's file-system reads: every stat, lstat and symlink
-// resolution it makes goes through these, so that the memo knows them all.
+// resolution it makes goes through these (and the fact cache,
+// factcache.go), so that the memo knows them all.
 
 func (a *analyzer) osStat(p string) (os.FileInfo, error) {
-	fi, err := os.Stat(p)
-	res, ok := statFact(fi, err)
-	a.facts.add(factKey{opStat, p}, res, ok)
-	return fi, err
+	v := a.fact(factKey{opStat, p})
+	return v.fi, v.err
 }
 
 func (a *analyzer) osLstat(p string) (os.FileInfo, error) {
-	fi, err := os.Lstat(p)
-	res, ok := statFact(fi, err)
-	a.facts.add(factKey{opLstat, p}, res, ok)
-	return fi, err
+	v := a.fact(factKey{opLstat, p})
+	return v.fi, v.err
 }
 
 func (a *analyzer) evalSymlinks(p string) (string, error) {
-	r, err := filepath.EvalSymlinks(p)
-	res, ok := factResult{real: r}, true
-	if err != nil {
-		res, ok = errFact(err)
-	}
-	a.facts.add(factKey{opEvalSymlinks, p}, res, ok)
-	return r, err
+	v := a.fact(factKey{opEvalSymlinks, p})
+	return v.real, v.err
 }
 
 // read performs the fact's read again.
