@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
-
-	"github.com/exechost/exechost/internal/fschange"
 )
 
 // Env is the execution host's view that resolution depends on. It always
@@ -246,10 +244,9 @@ type analyzer struct {
 	// facts records every file-system read, for the memo (memo.go); nil
 	// records nothing.
 	facts *factLog
-	// watches is the analysis's one poll of the fact cache's watches,
-	// taken when polled is first set (factcache.go).
-	watches fschange.View
-	polled  bool
+	// look is the analysis's one poll of the fact cache's watches
+	// (factcache.go).
+	look lazyView
 	// env holds the variables the command puts in a program's
 	// environment; plain holds variables assigned without export, which
 	// set -a (allexport) exports too.
@@ -274,7 +271,11 @@ func (a *analyzer) plainAssign(name string) {
 }
 
 func newAnalyzer(z *Analyzer, env Env) *analyzer {
-	return &analyzer{z: z, env: env}
+	a := &analyzer{z: z, env: env}
+	if z.polled != nil {
+		a.look = *z.polled
+	}
+	return a
 }
 
 func (a *analyzer) initialCwd() cwdState {

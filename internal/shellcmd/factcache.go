@@ -169,12 +169,53 @@ func (c *factCache) get(a *analyzer, k factKey) factValue {
 	return v
 }
 
-// view is the analysis's one poll of the watches, taken when it first
-// needs it (after the analysis started, so no fact it vouches for is
-// older than the analysis).
-func (a *analyzer) view() fschange.View {
-	if !a.polled {
-		a.polled, a.watches = true, fschange.Poll()
+// lazyView is one poll of the fact cache's watches, taken when first
+// needed: after the analysis (or decision) it serves began, so that no
+// fact it vouches for is older than that.
+type lazyView struct {
+	v      fschange.View
+	polled bool
+}
+
+func (l *lazyView) get() fschange.View {
+	if !l.polled {
+		l.polled, l.v = true, fschange.Poll()
 	}
-	return a.watches
+	return l.v
+}
+
+// view is the analysis's one poll of the watches.
+func (a *analyzer) view() fschange.View { return a.look.get() }
+
+// Polled returns an Analyzer sharing z's caches whose analyses, and Stat,
+// take v as their one poll of the fact cache's watches instead of polling
+// themselves: a caller that also checks Sets of its own for one decision
+// (exec-approvals.json's) polls once for all of them. v must have been
+// polled after the decision began, and the returned Analyzer serves that
+// decision alone.
+func (z *Analyzer) Polled(v fschange.View) *Analyzer {
+	c := *z
+	c.polled = &lazyView{v: v, polled: true}
+	return &c
+}
+
+// Stat is os.Stat of an absolute path through the fact cache: the result
+// an earlier Stat or analysis read of it while a watch vouches that
+// nothing it depends on has changed, or a read made now.
+func (z *Analyzer) Stat(p string) (os.FileInfo, error) {
+	a := analyzer{z: z}
+	if z.polled != nil {
+		a.look = *z.polled
+	}
+	v := z.facts.get(&a, factKey{opStat, p})
+	return v.fi, v.err
+}
+
+// unchanged is fschange.Unchanged, against the decision's poll if z has
+// one (Polled).
+func (z *Analyzer) unchanged(s fschange.Set) bool {
+	if z.polled != nil {
+		return z.polled.v.Unchanged(s)
+	}
+	return fschange.Unchanged(s)
 }

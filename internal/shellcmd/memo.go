@@ -233,7 +233,7 @@ func (m *analysisMemo) lookup(z *Analyzer, text string, env Env) (Analysis, bool
 		e.unwatched--
 	}
 	m.mu.Unlock()
-	if fschange.Unchanged(set) {
+	if z.unchanged(set) {
 		m.mu.Lock()
 		m.hits++
 		m.watchedHits++

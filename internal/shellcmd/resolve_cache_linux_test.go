@@ -432,6 +432,20 @@ func TestMemoKeysEveryInput(t *testing.T) {
 // replaced and re-linked — and after every change compares each text's
 // analysis through the memo with one made afresh: they must be equal.
 func TestMemoMatchesFreshAnalysis(t *testing.T) {
+	t.Parallel()
+	testMatchesFreshAnalysis(t, false)
+}
+
+// TestFactCacheMatchesFreshAnalysis is TestMemoMatchesFreshAnalysis with a
+// word no earlier text had added to every text, so that the memo misses
+// and every path an earlier text read comes from the fact cache while its
+// watch holds; an Analyzer without the fact cache must agree too.
+func TestFactCacheMatchesFreshAnalysis(t *testing.T) {
+	t.Parallel()
+	testMatchesFreshAnalysis(t, true)
+}
+
+func testMatchesFreshAnalysis(t *testing.T, firstSeen bool) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -490,21 +504,33 @@ func TestMemoMatchesFreshAnalysis(t *testing.T) {
 		},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	z := New(Options{})
+	z, noFacts := New(Options{}), New(Options{NoFactCache: true})
 	hits := z.memoHits()
 	for step := range 300 {
 		changes[r.IntN(len(changes))](r)
-		for _, text := range texts {
+		for i, text := range texts {
+			if firstSeen {
+				text = fmt.Sprintf("%s w%d.%d", text, step, i)
+			}
 			got, want := z.Analyze(text, env), uncached.analyze(text, env, nil)
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("step %d, %q: through the memo\n %+v\nafresh\n %+v", step, text, got, want)
+				t.Fatalf("step %d, %q: through the caches\n %+v\nafresh\n %+v", step, text, got, want)
+			}
+			if firstSeen {
+				if other := noFacts.Analyze(text, env); !reflect.DeepEqual(other, want) {
+					t.Fatalf("step %d, %q: without the fact cache\n %+v\nafresh\n %+v", step, text, other, want)
+				}
+				continue
 			}
 			if again := z.Analyze(text, env); !reflect.DeepEqual(again, want) { // from the memo if it held
 				t.Fatalf("step %d, %q: again through the memo\n %+v\nafresh\n %+v", step, text, again, want)
 			}
 		}
 	}
-	if z.memoHits() == hits {
+	if firstSeen && z.factHits() == 0 {
+		t.Fatal("the fact cache was never used, so this test proves nothing")
+	}
+	if !firstSeen && z.memoHits() == hits {
 		t.Fatal("the memo was never used, so this test proves nothing")
 	}
 }
