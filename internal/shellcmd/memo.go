@@ -43,11 +43,13 @@ const (
 // Reading every fact again is a system call per fact. Where package
 // fschange can cover the facts' paths (local file systems), an entry also
 // holds, from its first reuse on (a text seen once costs no watch), a
-// watch Set taken before its facts were last read; while the Set
-// reports no change — nothing any lookup of those paths reads has been
-// created, removed, renamed or had its attributes changed, and no mount
-// changed — the facts still hold without being read (one poll(2) stands
-// for all of them). Once it reports a change the facts are read again,
+// watch Set (fschange.WatchStat) taken before its facts were last read;
+// while the Set reports no change — nothing any lookup of those paths
+// reads has been created, removed, renamed or had its attributes changed,
+// no directory a path ends at has had an entry created, removed or
+// renamed (its mtime and ctime, which a stat fact holds), no file a path
+// ends at has been written, and no mount changed — the facts still hold
+// without being read (one poll(2) stands for all of them). Once it reports a change the facts are read again,
 // and the entry is dropped or, if they hold, watched afresh. An entry
 // whose Set goes stale before vouching once (its directories change all
 // the time: /tmp) is checked by reading its facts for a while instead.
