@@ -271,11 +271,7 @@ func (a *analyzer) plainAssign(name string) {
 }
 
 func newAnalyzer(z *Analyzer, env Env) *analyzer {
-	a := &analyzer{z: z, env: env}
-	if z.polled != nil {
-		a.look = *z.polled
-	}
-	return a
+	return &analyzer{z: z, env: env, look: z.polled}
 }
 
 func (a *analyzer) initialCwd() cwdState {

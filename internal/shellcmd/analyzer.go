@@ -25,9 +25,9 @@ type Analyzer struct {
 	// now is the clock the absent-name cache's racy window is measured
 	// against.
 	now func() time.Time
-	// polled, when set, is every analysis's poll of the fact cache's
-	// watches (Polled).
-	polled *lazyView
+	// polled, when polled.polled is set, is every analysis's poll of the
+	// fact cache's watches (Polled).
+	polled lazyView
 }
 
 // Options configure an Analyzer.

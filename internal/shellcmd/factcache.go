@@ -195,7 +195,7 @@ func (a *analyzer) view() fschange.View { return a.look.get() }
 // decision alone.
 func (z *Analyzer) Polled(v fschange.View) *Analyzer {
 	c := *z
-	c.polled = &lazyView{v: v, polled: true}
+	c.polled = lazyView{v: v, polled: true}
 	return &c
 }
 
@@ -203,10 +203,7 @@ func (z *Analyzer) Polled(v fschange.View) *Analyzer {
 // an earlier Stat or analysis read of it while a watch vouches that
 // nothing it depends on has changed, or a read made now.
 func (z *Analyzer) Stat(p string) (os.FileInfo, error) {
-	a := analyzer{z: z}
-	if z.polled != nil {
-		a.look = *z.polled
-	}
+	a := analyzer{z: z, look: z.polled}
 	v := z.facts.get(&a, factKey{opStat, p})
 	return v.fi, v.err
 }
@@ -214,7 +211,7 @@ func (z *Analyzer) Stat(p string) (os.FileInfo, error) {
 // unchanged is fschange.Unchanged, against the decision's poll if z has
 // one (Polled).
 func (z *Analyzer) unchanged(s fschange.Set) bool {
-	if z.polled != nil {
+	if z.polled.polled {
 		return z.polled.v.Unchanged(s)
 	}
 	return fschange.Unchanged(s)
