@@ -22,6 +22,11 @@
 // made to them from outside would not be seen.) Off Linux Watch always
 // refuses.
 //
+// WatchStat covers a path's final file or directory for everything stat(2)
+// reports of it (its entries, for a directory; its writes, for a file),
+// for callers that keep the stat result itself. A caller that checks many
+// Sets for one result polls once (Poll) and asks the View for each.
+//
 // A Set is an over-approximation: any event on any of its watches, related
 // to the caller's result or not, reports a change. It never reports "no
 // change" when one of the covered paths changed.

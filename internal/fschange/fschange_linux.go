@@ -90,6 +90,15 @@ func WatchContent(paths []string) (Set, bool) {
 	return watch(paths, selfMask|unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
 }
 
+// WatchStat is Watch for callers that depend on everything stat(2)
+// reports of each path's final file or directory, not only its type,
+// permissions and identity: entries created, removed or renamed in a final
+// directory (which change its mtime and ctime) and writes into a final
+// file (its size and mtime; not through a shared memory mapping, which
+// queues no event) are changes too. A stat or lstat result read after
+// WatchStat still holds, field for field, while the Set is unchanged.
+func WatchStat(paths []string) (Set, bool) { return watch(paths, dirMask|unix.IN_MODIFY) }
+
 func watch(paths []string, finalMask uint32) (Set, bool) {
 	w := get()
 	if w == nil || len(paths) == 0 {
@@ -152,13 +161,39 @@ func Unchanged(s Set) bool {
 	if !s.Valid() {
 		return false // nothing watched: no inotify instance is needed to say so
 	}
+	return Poll().Unchanged(s)
+}
+
+// A View is what one poll of the process's watches took in: its Unchanged
+// answers for any number of Sets without a system call each. A caller that
+// checks many Sets for one result (an analysis that reads many paths) polls
+// once, after it starts, and checks each Set against that View: each Set
+// unchanged then means unchanged at that poll, or a later one.
+type View struct{ w *watcher }
+
+// Poll takes in every event queued so far (one poll(2), and a read of the
+// queued events when there are any) and returns a View of it.
+func Poll() View {
 	w := get()
 	if w == nil {
-		return false
+		return View{}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.poll()
+	return View{w}
+}
+
+// Unchanged reports whether no watch of s had seen an event, and the mount
+// table had not changed, as of the poll that made v (or a later one). The
+// zero View reports every Set changed.
+func (v View) Unchanged(s Set) bool {
+	if !s.Valid() || v.w == nil {
+		return false
+	}
+	w := v.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if s.epoch != w.epoch {
 		return false
 	}

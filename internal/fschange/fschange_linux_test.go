@@ -165,3 +165,49 @@ func TestWatchContent(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchStat: a Set from WatchStat reports what changes a stat of the
+// final path (an entry added to a final directory, a write into a final
+// file), which a Set from Watch does not; a View from a poll made after
+// the change reports it too.
+func TestWatchStat(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, file := filepath.Join(root, "dir"), filepath.Join(root, "file")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		change     func() error
+	}{
+		{"add an entry to the directory", dir, func() error { return os.WriteFile(filepath.Join(dir, "new"), nil, 0o600) }},
+		{"remove an entry from the directory", dir, func() error { return os.Remove(filepath.Join(dir, "new")) }},
+		{"make a subdirectory", dir, func() error { return os.Mkdir(filepath.Join(dir, "sub"), 0o755) }},
+		{"write into the file", file, func() error { return os.WriteFile(file, []byte("bb"), 0o755) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ok := WatchStat([]string{tc.path})
+			if !ok {
+				t.Skip("cannot watch here")
+			}
+			if err := tc.change(); err != nil {
+				t.Fatal(err)
+			}
+			if Poll().Unchanged(s) {
+				t.Error("a View polled after the change reports no change")
+			}
+			if Unchanged(s) {
+				t.Error("the change was not reported")
+			}
+		})
+	}
+	if (View{}).Unchanged(Set{}) || Poll().Unchanged(Set{}) {
+		t.Error("the zero Set reports no change")
+	}
+}

@@ -90,8 +90,8 @@ func recordedDigests(r approvals.Resolved) map[string][]string {
 }
 
 // agentPolicy returns the cached resolution for agent in the current file.
-func (e *Engine) agentPolicy(agent string) (*agentPolicy, error) {
-	f, err := e.loadApprovals()
+func (e *Engine) agentPolicy(agent string, view fschange.View) (*agentPolicy, error) {
+	f, err := e.loadApprovalsAt(view)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,12 @@ type statKey struct {
 // Until then each decision reads the file and compares its bytes.
 const policyRacyWindow = 2 * time.Second
 
-func (e *Engine) loadApprovals() (*approvals.File, error) {
+func (e *Engine) loadApprovals() (*approvals.File, error) { return e.loadApprovalsAt(fschange.Poll()) }
+
+// loadApprovalsAt loads exec-approvals.json, trusting the cached parse
+// while its watch was unchanged at view (polled after the decision it
+// serves began).
+func (e *Engine) loadApprovalsAt(view fschange.View) (*approvals.File, error) {
 	s := e.approvalsStore()
 	e.mu.Lock()
 	current, watched, unwatchable := e.cache.file, e.cache.watched, e.cache.unwatchable
@@ -142,7 +147,7 @@ func (e *Engine) loadApprovals() (*approvals.File, error) {
 	if e.NoCache {
 		return e.readApprovals(s)
 	}
-	if current != nil && fschange.Unchanged(watched) {
+	if current != nil && view.Unchanged(watched) {
 		return current, nil
 	}
 	// Taken before the stat and the read below, so that it vouches only

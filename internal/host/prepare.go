@@ -11,6 +11,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/logging"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -75,11 +76,18 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if agent == "" {
 		agent = "*"
 	}
-	ap, err := e.agentPolicy(agent)
+	// One poll of the watches serves the whole decision: the policy
+	// file's, the analysis memo's and the fact cache's Sets.
+	var view fschange.View
+	if !e.NoCache {
+		view = fschange.Poll()
+	}
+	z := e.analyzer().Polled(view)
+	ap, err := e.agentPolicy(agent, view)
 	if err != nil {
 		return nil, err
 	}
-	cwd, err := e.cwd(req.Cwd)
+	cwd, err := e.cwd(z, req.Cwd)
 	if err != nil {
 		return nil, err
 	}
@@ -95,13 +103,13 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	switch {
 	case len(req.Argv) > 0:
 		p.argv = req.Argv
-		p.Analysis = e.analyzer().AnalyzeArgv(req.Argv, env)
+		p.Analysis = z.AnalyzeArgv(req.Argv, env)
 		p.Text = req.RawCommand
 		if p.Text == "" {
 			p.Text = strings.Join(req.Argv, " ")
 		}
 	case strings.TrimSpace(req.RawCommand) != "":
-		p.Analysis = e.analyzer().Analyze(req.RawCommand, env)
+		p.Analysis = z.Analyze(req.RawCommand, env)
 		p.Text = req.RawCommand
 	default:
 		return nil, bridge.InvalidRequest(errors.New("empty command (hint: pass command text or an argv)"))
@@ -191,7 +199,7 @@ func shellText(argv []string) (string, bool) {
 	return "", false
 }
 
-func (e *Engine) cwd(c string) (string, error) {
+func (e *Engine) cwd(z *shellcmd.Analyzer, c string) (string, error) {
 	if c == "" {
 		if e.Home != "" {
 			return e.Home, nil
@@ -202,7 +210,7 @@ func (e *Engine) cwd(c string) (string, error) {
 	if !filepath.IsAbs(c) {
 		return "", bridge.InvalidRequest(fmt.Errorf("cwd %q is not absolute (hint: pass an absolute path or ~/…)", c))
 	}
-	fi, err := os.Stat(c)
+	fi, err := z.Stat(c) // through the analysis's fact cache
 	if err != nil {
 		return "", bridge.InvalidRequest(fmt.Errorf("cwd %s: %w", c, err))
 	}

@@ -244,6 +244,9 @@ type analyzer struct {
 	// facts records every file-system read, for the memo (memo.go); nil
 	// records nothing.
 	facts *factLog
+	// look is the analysis's one poll of the fact cache's watches
+	// (factcache.go).
+	look lazyView
 	// env holds the variables the command puts in a program's
 	// environment; plain holds variables assigned without export, which
 	// set -a (allexport) exports too.
@@ -268,7 +271,7 @@ func (a *analyzer) plainAssign(name string) {
 }
 
 func newAnalyzer(z *Analyzer, env Env) *analyzer {
-	return &analyzer{z: z, env: env}
+	return &analyzer{z: z, env: env, look: z.polled}
 }
 
 func (a *analyzer) initialCwd() cwdState {

@@ -7,8 +7,9 @@ import (
 )
 
 // Analyzer is the analysis with its caches: the memo of whole analyses,
-// the cache of parsed texts and the cache of names absent from search
-// directories (each documented where it is defined). An execution host
+// the cache of parsed texts, the cache of names absent from search
+// directories and the cache of file-system facts (each documented where
+// it is defined). An execution host
 // owns one (host.Engine); two Analyzers share nothing, so tests can run in
 // parallel and compare a cached analyzer with an uncached one. Every
 // cached result is exactly what a fresh analysis returns
@@ -17,11 +18,16 @@ type Analyzer struct {
 	memo   *analysisMemo // nil: no memo
 	parsed *textCache    // nil: no parse cache
 	absent *absentCache  // nil: no absent-name cache
-	// watch covers a memo entry's paths (fschange.Watch).
+	facts  *factCache    // nil: no fact cache
+	// watch covers a memo entry's or a cached fact's paths
+	// (fschange.WatchStat).
 	watch func(paths []string) (fschange.Set, bool)
 	// now is the clock the absent-name cache's racy window is measured
 	// against.
 	now func() time.Time
+	// polled, when polled.polled is set, is every analysis's poll of the
+	// fact cache's watches (Polled).
+	polled lazyView
 }
 
 // Options configure an Analyzer.
@@ -29,9 +35,13 @@ type Options struct {
 	// NoCache turns every cache off: each analysis reads the text and the
 	// file system afresh.
 	NoCache bool
-	// Watch replaces fschange.Watch for the memo's entries; a Watch that
-	// always refuses makes the memo read its facts on every reuse, as
-	// where paths cannot be watched.
+	// NoFactCache turns the fact cache off alone: a text not in the memo
+	// reads every path afresh.
+	NoFactCache bool
+	// Watch replaces fschange.WatchStat for the memo's entries and the
+	// fact cache; a Watch that always refuses makes the memo read its
+	// facts on every reuse, and the fact cache read every path, as where
+	// paths cannot be watched.
 	Watch func(paths []string) (fschange.Set, bool)
 	// Now replaces time.Now for the absent-name cache's racy window.
 	Now func() time.Time
@@ -41,7 +51,7 @@ type Options struct {
 func New(opts Options) *Analyzer {
 	z := &Analyzer{watch: opts.Watch, now: opts.Now}
 	if z.watch == nil {
-		z.watch = fschange.Watch
+		z.watch = fschange.WatchStat
 	}
 	if z.now == nil {
 		z.now = time.Now
@@ -50,6 +60,9 @@ func New(opts Options) *Analyzer {
 		z.memo = &analysisMemo{m: map[memoKey]*memoEntry{}}
 		z.parsed = &textCache{m: map[string]*parsedText{}}
 		z.absent = &absentCache{dirs: map[string]*absentDir{}}
+		if !opts.NoFactCache {
+			z.facts = &factCache{m: map[factKey]*cachedFact{}}
+		}
 	}
 	return z
 }

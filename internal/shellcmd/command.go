@@ -82,15 +82,18 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if _, refused := failBuiltins[name.val]; bare && ctx.shell && (refused || IsBuiltin(name.val)) {
 		return a.builtin(args, st, ctx)
 	}
+	// The words' values, read (never changed) by the parsers below and
+	// kept as the segment's argv.
+	vals := values(args)
 	if ctx.interp && bare && IsApplied(name.val) {
 		// Applied when the runner can apply it; otherwise the wrapper's own
 		// program runs and is analysed like any other below.
-		if ap, err := ParseApplied(values(args), func(i int) bool { return args[i].static }); err == nil {
+		if ap, err := ParseApplied(vals, func(i int) bool { return args[i].static }); err == nil {
 			return a.applied(ap, args, st, ctx)
 		}
 	}
 	if ctx.interp {
-		if sc, ok := ParseShellCall(values(args), func(i int) bool { return args[i].static }); ok {
+		if sc, ok := ParseShellCall(vals, func(i int) bool { return args[i].static }); ok {
 			return a.interpretedShell(sc, args, st, ctx)
 		}
 	}
@@ -102,7 +105,7 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 	if err != nil {
 		return err
 	}
-	seg.Argv = values(args)
+	seg.Argv = vals
 	if ctx.tailOpen {
 		seg.Argv = append(seg.Argv, "…")
 	}

@@ -43,11 +43,13 @@ const (
 // Reading every fact again is a system call per fact. Where package
 // fschange can cover the facts' paths (local file systems), an entry also
 // holds, from its first reuse on (a text seen once costs no watch), a
-// watch Set taken before its facts were last read; while the Set
-// reports no change — nothing any lookup of those paths reads has been
-// created, removed, renamed or had its attributes changed, and no mount
-// changed — the facts still hold without being read (one poll(2) stands
-// for all of them). Once it reports a change the facts are read again,
+// watch Set (fschange.WatchStat) taken before its facts were last read;
+// while the Set reports no change — nothing any lookup of those paths
+// reads has been created, removed, renamed or had its attributes changed,
+// no directory a path ends at has had an entry created, removed or
+// renamed (its mtime and ctime, which a stat fact holds), no file a path
+// ends at has been written, and no mount changed — the facts still hold
+// without being read (one poll(2) stands for all of them). Once it reports a change the facts are read again,
 // and the entry is dropped or, if they hold, watched afresh. An entry
 // whose Set goes stale before vouching once (its directories change all
 // the time: /tmp) is checked by reading its facts for a while instead.
@@ -170,30 +172,22 @@ func errFact(err error) (factResult, bool) {
 }
 
 // The analyzer's file-system reads: every stat, lstat and symlink
-// resolution it makes goes through these, so that the memo knows them all.
+// resolution it makes goes through these (and the fact cache,
+// factcache.go), so that the memo knows them all.
 
 func (a *analyzer) osStat(p string) (os.FileInfo, error) {
-	fi, err := os.Stat(p)
-	res, ok := statFact(fi, err)
-	a.facts.add(factKey{opStat, p}, res, ok)
-	return fi, err
+	v := a.fact(factKey{opStat, p})
+	return v.fi, v.err
 }
 
 func (a *analyzer) osLstat(p string) (os.FileInfo, error) {
-	fi, err := os.Lstat(p)
-	res, ok := statFact(fi, err)
-	a.facts.add(factKey{opLstat, p}, res, ok)
-	return fi, err
+	v := a.fact(factKey{opLstat, p})
+	return v.fi, v.err
 }
 
 func (a *analyzer) evalSymlinks(p string) (string, error) {
-	r, err := filepath.EvalSymlinks(p)
-	res, ok := factResult{real: r}, true
-	if err != nil {
-		res, ok = errFact(err)
-	}
-	a.facts.add(factKey{opEvalSymlinks, p}, res, ok)
-	return r, err
+	v := a.fact(factKey{opEvalSymlinks, p})
+	return v.real, v.err
 }
 
 // read performs the fact's read again.
@@ -241,7 +235,7 @@ func (m *analysisMemo) lookup(z *Analyzer, text string, env Env) (Analysis, bool
 		e.unwatched--
 	}
 	m.mu.Unlock()
-	if fschange.Unchanged(set) {
+	if z.unchanged(set) {
 		m.mu.Lock()
 		m.hits++
 		m.watchedHits++

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // canonicalSlow is Canonical without canonicalOf's shortcut: the printed
@@ -104,4 +106,39 @@ func TestNewlineShortcut(t *testing.T) {
 			t.Errorf("newlineShortcut(%q): tree prints %q, %v; want %q", src, p, err, c)
 		}
 	}
+}
+
+// FuzzMayDeclare checks that a text mayDeclare rules out has no command
+// declarations would turn into a declaration clause: skipping its walk
+// changes no tree.
+func FuzzMayDeclare(f *testing.F) {
+	for _, s := range append(append([]string{}, differentialCorpus...), "export a=b", "readonly x", "exp\\\nort a=b",
+		"read\\\nonly a", "ex\\port a", "'export' a", "x=1 export a", "a; export b | c", "e\\\r\nxport a") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if mayDeclare(src) {
+			return
+		}
+		p := parsers.Get().(*syntax.Parser)
+		file, err := p.Parse(strings.NewReader(src), "")
+		parsers.Put(p)
+		if err != nil {
+			return
+		}
+		before, err := Print(file)
+		if err != nil {
+			return
+		}
+		declarations(file)
+		syntax.Walk(file, func(n syntax.Node) bool {
+			if _, ok := n.(*syntax.DeclClause); ok {
+				t.Fatalf("%q: mayDeclare is false, but declarations made a declaration clause", src)
+			}
+			return true
+		})
+		if after, _ := Print(file); after != before {
+			t.Fatalf("%q: mayDeclare is false, but declarations changed the tree: %q → %q", src, before, after)
+		}
+	})
 }

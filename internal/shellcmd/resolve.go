@@ -107,7 +107,7 @@ func hasDotDot(p string) bool {
 // before the match and holds the name, the shell would run that file
 // instead, so the analysis fails.
 func (a *analyzer) lookPath(name, pathList string, st cwdState) (string, error) {
-	for _, dir := range strings.Split(pathList, ":") {
+	for dir := range strings.SplitSeq(pathList, ":") {
 		if !strings.HasPrefix(dir, "/") {
 			if st.uncertain || st.dir == "" {
 				return "", failf("the host PATH has the relative entry %q and the working directory is not known", dir).hint("remove relative entries from the host PATH")

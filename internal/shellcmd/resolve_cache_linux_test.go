@@ -13,27 +13,40 @@ import (
 	"github.com/exechost/exechost/internal/fschange"
 )
 
-// TestResolutionCacheSeesEveryChange resolves a bare name twice around each
-// kind of change to the search path — adding, removing, replacing,
-// chmod-ing and re-linking files, replacing and re-linking directories and
-// their ancestors — with the absent-name cache trusted (the clock moved an
-// hour ahead) and the analysis memo holding the first analysis, and checks
-// that the second resolution always sees the change.
+// TestResolutionCacheSeesEveryChange resolves a bare name around each kind
+// of change to the search path — adding, removing, replacing, chmod-ing
+// and re-linking files, replacing and re-linking directories and their
+// ancestors — with the absent-name cache trusted (the clock moved an hour
+// ahead), and checks that the resolution after the change always sees it:
+// with the analysis memo holding the text's analysis (also when the
+// absent-name cache already knew the name was missing, so that the memo's
+// facts hold the directory's stat alone), and with a new text each time,
+// answered from the fact cache.
 func TestResolutionCacheSeesEveryChange(t *testing.T) {
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	t.Run("watched", func(t *testing.T) {
-		t.Parallel()
-		testResolutionCacheSeesEveryChange(t, Options{Now: later})
-	})
+	for _, mode := range []cacheMode{viaMemo, viaMemoAbsentFirst, viaFacts} {
+		t.Run(string(mode)+", watched", func(t *testing.T) {
+			t.Parallel()
+			testResolutionCacheSeesEveryChange(t, Options{Now: later}, mode)
+		})
+	}
 	t.Run("facts read on every reuse", func(t *testing.T) {
 		t.Parallel()
-		testResolutionCacheSeesEveryChange(t, Options{Now: later, Watch: func([]string) (fschange.Set, bool) { return fschange.Set{}, false }})
+		testResolutionCacheSeesEveryChange(t, Options{Now: later, Watch: func([]string) (fschange.Set, bool) { return fschange.Set{}, false }}, viaMemo)
 	})
 }
 
-func testResolutionCacheSeesEveryChange(t *testing.T, opts Options) {
-	type layout struct{ root, a, b string }
-	// Every case has PATH a:b with b/tool; a is where changes happen.
+// cacheMode says which cache a resolution test goes through.
+type cacheMode string
+
+const (
+	viaMemo            cacheMode = "memo"
+	viaMemoAbsentFirst cacheMode = "memo after the absent-name cache"
+	viaFacts           cacheMode = "fact cache"
+)
+
+func testResolutionCacheSeesEveryChange(t *testing.T, opts Options, mode cacheMode) {
+	type layout = resolveLayout
 	rename := func(t *testing.T, from, to string) {
 		t.Helper()
 		if err := os.Rename(from, to); err != nil {
@@ -132,67 +145,133 @@ func testResolutionCacheSeesEveryChange(t *testing.T, opts Options) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			z := New(opts)
-			root, err := filepath.EvalSymlinks(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := layout{root: root, a: filepath.Join(root, "a"), b: filepath.Join(root, "b")}
-			mkdir(t, l.a)
-			mkdir(t, l.b)
-			writeExe(t, filepath.Join(l.b, "tool"))
-			entry := l.a
-			if tc.setup != nil {
-				if e := tc.setup(t, l); e != "" {
-					entry = e
+			// An attempt proves something only if the caches' watches
+			// were quiet right before the change: anything else created
+			// in a directory on the way (the temporary directory's
+			// parents) reports a change too, and the caches then read
+			// afresh, right either way. One quiet attempt in a few is
+			// enough.
+			for range 50 {
+				if resolutionCaseQuiet(t, opts, mode, tc.setup, tc.change, tc.before, tc.after) {
+					return
 				}
 			}
-			env := Env{Cwd: root, PATH: entry + ":" + l.b, Home: root}
-			resolve := func() string {
-				a := z.Analyze("tool", env)
-				if !a.OK || len(a.Segments) != 1 {
-					t.Fatalf("Analyze(tool) = %+v", a)
-				}
-				return a.Segments[0].ResolvedPath
-			}
-			rel := func(p string) string {
-				if p == "" {
-					return ""
-				}
-				r, _ := filepath.Rel(root, p)
-				return r
-			}
-			// Let the file system's clock pass the tick of the setup, as
-			// it would have on a real host between two changes; the cache
-			// would otherwise (rightly) refuse to trust these directories.
-			waitFSTick(t, root, entry)
-			if got := rel(resolve()); got != tc.before {
-				t.Fatalf("before: resolved %q, want %q", got, tc.before)
-			}
-			dfi, err := os.Stat(entry)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.before == "b/tool" && !z.absent.has(entry, dfi, "tool") {
-				t.Fatal("the absent-name cache was not used, so this test proves nothing")
-			}
-			hits := z.memoHits()
-			if got := rel(resolve()); got != tc.before { // from the caches
-				t.Fatalf("again: resolved %q, want %q", got, tc.before)
-			}
-			if z.memoHits() != hits+1 {
-				t.Fatal("the analysis memo was not used, so this test proves nothing for it")
-			}
-			set := z.memoWatch(t, "tool", env)
-			tc.change(t, l)
-			if set.Valid() && fschange.Unchanged(set) {
-				t.Error("the memo's watch Set did not report the change")
-			}
-			if got := rel(resolve()); got != tc.after {
-				t.Errorf("after the change: resolved %q, want %q", got, tc.after)
-			}
+			t.Fatal("no attempt had quiet watches before the change, so this test proves nothing")
 		})
 	}
+}
+
+// resolutionCaseQuiet runs one attempt of a case of
+// testResolutionCacheSeesEveryChange and says whether the caches' watches
+// were quiet right before the change.
+func resolutionCaseQuiet(t *testing.T, opts Options, mode cacheMode,
+	setup func(t *testing.T, l resolveLayout) string, change func(t *testing.T, l resolveLayout), before, after string) bool {
+	t.Helper()
+	if mode != viaFacts {
+		// The fact cache's watches share inotify watches with the memo's
+		// (one per inode, its events counted for every Set holding it),
+		// and would report changes the memo's own Set misses.
+		opts.NoFactCache = true
+	}
+	z := New(opts)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := resolveLayout{root: root, a: filepath.Join(root, "a"), b: filepath.Join(root, "b")}
+	mkdir(t, l.a)
+	mkdir(t, l.b)
+	writeExe(t, filepath.Join(l.b, "tool"))
+	entry := l.a
+	if setup != nil {
+		if e := setup(t, l); e != "" {
+			entry = e
+		}
+	}
+	env := Env{Cwd: root, PATH: entry + ":" + l.b, Home: root}
+	n := 0
+	resolve := func() string {
+		text := "tool"
+		if mode == viaFacts {
+			n++
+			text = fmt.Sprintf("tool %d", n) // first seen: the memo misses
+		}
+		a := z.Analyze(text, env)
+		if !a.OK || len(a.Segments) != 1 {
+			t.Fatalf("Analyze(tool) = %+v", a)
+		}
+		return a.Segments[0].ResolvedPath
+	}
+	rel := func(p string) string {
+		if p == "" {
+			return ""
+		}
+		r, _ := filepath.Rel(root, p)
+		return r
+	}
+	// Let the file system's clock pass the tick of the setup, as it would
+	// have on a real host between two changes; the cache would otherwise
+	// (rightly) refuse to trust these directories.
+	waitFSTick(t, root, entry)
+	switch mode {
+	case viaMemoAbsentFirst:
+		z.Analyze("tool x", env) // the memo's entry then holds a's stat alone
+	case viaFacts:
+		resolve() // read once; the second read watches
+	}
+	if got := rel(resolve()); got != before {
+		t.Fatalf("before: resolved %q, want %q", got, before)
+	}
+	dfi, err := os.Stat(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before == "b/tool" && !z.absent.has(entry, dfi, "tool") {
+		t.Fatal("the absent-name cache was not used, so this test proves nothing")
+	}
+	hits, factHits := z.memoHits(), z.factHits()
+	if got := rel(resolve()); got != before { // from the caches
+		t.Fatalf("again: resolved %q, want %q", got, before)
+	}
+	if mode == viaFacts {
+		if z.factHits() == factHits || !z.factsQuiet() {
+			return false
+		}
+		change(t, l)
+	} else {
+		if z.memoHits() != hits+1 {
+			t.Fatal("the analysis memo was not used, so this test proves nothing for it")
+		}
+		set := z.memoWatch(t, "tool", env)
+		if set.Valid() && !fschange.Unchanged(set) {
+			return false
+		}
+		change(t, l)
+		if set.Valid() && fschange.Unchanged(set) {
+			t.Error("the memo's watch Set did not report the change")
+		}
+	}
+	if got := rel(resolve()); got != after {
+		t.Errorf("after the change: resolved %q, want %q", got, after)
+	}
+	return true
+}
+
+// resolveLayout is the tree of a testResolutionCacheSeesEveryChange case:
+// PATH a:b with b/tool; a is where changes happen.
+type resolveLayout struct{ root, a, b string }
+
+// factsQuiet reports whether every watched fact's Set is unchanged now.
+func (z *Analyzer) factsQuiet() bool {
+	z.facts.mu.Lock()
+	defer z.facts.mu.Unlock()
+	v := fschange.Poll()
+	for _, e := range z.facts.m {
+		if e.watched.Valid() && !v.Unchanged(e.watched) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestResolutionCacheDistrustsFreshDirectories uses the real clock: a
@@ -272,6 +351,15 @@ func (z *Analyzer) memoWatch(t *testing.T, text string, env Env) fschange.Set {
 	return e.watched
 }
 
+func (z *Analyzer) factHits() int {
+	if z.facts == nil {
+		return 0
+	}
+	z.facts.mu.Lock()
+	defer z.facts.mu.Unlock()
+	return z.facts.hits
+}
+
 func (z *Analyzer) memoHits() int {
 	z.memo.mu.Lock()
 	defer z.memo.mu.Unlock()
@@ -344,6 +432,20 @@ func TestMemoKeysEveryInput(t *testing.T) {
 // replaced and re-linked — and after every change compares each text's
 // analysis through the memo with one made afresh: they must be equal.
 func TestMemoMatchesFreshAnalysis(t *testing.T) {
+	t.Parallel()
+	testMatchesFreshAnalysis(t, false)
+}
+
+// TestFactCacheMatchesFreshAnalysis is TestMemoMatchesFreshAnalysis with a
+// word no earlier text had added to every text, so that the memo misses
+// and every path an earlier text read comes from the fact cache while its
+// watch holds; an Analyzer without the fact cache must agree too.
+func TestFactCacheMatchesFreshAnalysis(t *testing.T) {
+	t.Parallel()
+	testMatchesFreshAnalysis(t, true)
+}
+
+func testMatchesFreshAnalysis(t *testing.T, firstSeen bool) {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -402,21 +504,33 @@ func TestMemoMatchesFreshAnalysis(t *testing.T) {
 		},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	z := New(Options{})
+	z, noFacts := New(Options{}), New(Options{NoFactCache: true})
 	hits := z.memoHits()
 	for step := range 300 {
 		changes[r.IntN(len(changes))](r)
-		for _, text := range texts {
+		for i, text := range texts {
+			if firstSeen {
+				text = fmt.Sprintf("%s w%d.%d", text, step, i)
+			}
 			got, want := z.Analyze(text, env), uncached.analyze(text, env, nil)
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("step %d, %q: through the memo\n %+v\nafresh\n %+v", step, text, got, want)
+				t.Fatalf("step %d, %q: through the caches\n %+v\nafresh\n %+v", step, text, got, want)
+			}
+			if firstSeen {
+				if other := noFacts.Analyze(text, env); !reflect.DeepEqual(other, want) {
+					t.Fatalf("step %d, %q: without the fact cache\n %+v\nafresh\n %+v", step, text, other, want)
+				}
+				continue
 			}
 			if again := z.Analyze(text, env); !reflect.DeepEqual(again, want) { // from the memo if it held
 				t.Fatalf("step %d, %q: again through the memo\n %+v\nafresh\n %+v", step, text, again, want)
 			}
 		}
 	}
-	if z.memoHits() == hits {
+	if firstSeen && z.factHits() == 0 {
+		t.Fatal("the fact cache was never used, so this test proves nothing")
+	}
+	if !firstSeen && z.memoHits() == hits {
 		t.Fatal("the memo was never used, so this test proves nothing")
 	}
 }

@@ -29,8 +29,18 @@ func Parse(src string) (*syntax.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	declarations(f)
+	if mayDeclare(src) {
+		declarations(f)
+	}
 	return f, nil
+}
+
+// mayDeclare reports whether src can hold a simple command named export or
+// readonly: their letters in a row, or a backslash, since a line
+// continuation inside a word joins its halves ("exp\<newline>ort"). Any
+// other text has none for declarations to find, and skips its walk.
+func mayDeclare(src string) bool {
+	return strings.Contains(src, "export") || strings.Contains(src, "readonly") || strings.IndexByte(src, '\\') >= 0
 }
 
 // declarations turns simple commands named export or readonly into the

@@ -145,6 +145,9 @@ func (v *validator) parts(ps []syntax.WordPart) bool {
 	var b strings.Builder
 	for i, p := range ps {
 		if l, ok := p.(*syntax.Lit); ok {
+			if b.Len() == 0 && i+1 == len(ps) {
+				return v.lit(l.Value, p) // a word's only (or last) text: no copy
+			}
 			b.WriteString(l.Value)
 			if i+1 < len(ps) {
 				continue

@@ -55,6 +55,11 @@ func evalWord(w *syntax.Word, home string, tilde bool) (val, why string) {
 	if w == nil || len(w.Parts) == 0 {
 		return "", "empty word"
 	}
+	if l, ok := w.Parts[0].(*syntax.Lit); ok && len(w.Parts) == 1 && strings.IndexByte(l.Value, '\\') < 0 {
+		// Plain text: its value and its mask are the text itself, as
+		// unquoted would write them byte by byte.
+		return wordValue(l.Value, l.Value, home, tilde)
+	}
 	var v, mask strings.Builder
 	for _, p := range w.Parts {
 		switch p := p.(type) {
@@ -89,11 +94,15 @@ func evalWord(w *syntax.Word, home string, tilde bool) (val, why string) {
 			return "", "expansion"
 		}
 	}
-	m := mask.String()
+	return wordValue(v.String(), mask.String(), home, tilde)
+}
+
+// wordValue finishes evalWord for a word whose quotes are removed (s) and
+// whose mask is m.
+func wordValue(s, m, home string, tilde bool) (val, why string) {
 	if why := expansionIn(m); why != "" {
 		return "", why
 	}
-	s := v.String()
 	if strings.HasPrefix(m, "~") {
 		if !tilde {
 			return "", "tilde expansion"
