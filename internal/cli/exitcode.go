@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // The exit-code contract of every command (docs/cli.md has the table, and
@@ -154,7 +155,7 @@ func typeUsageErrors(c *cobra.Command) {
 		check := c.Args
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", cmd.CommandPath(), err, cmd.CommandPath())}
+				return usageError{hint.Wrap(fmt.Errorf("%s: %w", cmd.CommandPath(), err), fmt.Sprintf("`%s --help`", cmd.CommandPath()))}
 			}
 			return nil
 		}
