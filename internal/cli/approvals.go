@@ -170,7 +170,7 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return usagef("set needs --file F (hint: `exechost approvals get --json` shows the current file)")
+				return usageHint("`exechost approvals get --json` shows the current file", "set needs --file F")
 			}
 			data, err := os.ReadFile(file)
 			if err != nil {

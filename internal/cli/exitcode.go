@@ -47,6 +47,11 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// usageHint is usagef with a hint (internal/hint): what to do instead.
+func usageHint(h, format string, args ...any) error {
+	return usageError{hint.Wrap(fmt.Errorf(format, args...), h)}
+}
+
 // exitError carries a specific exit status (the command's own code for
 // `run`/`exec`) when everything worth saying has been printed already.
 type exitError struct{ code int }
@@ -147,7 +152,7 @@ func typeUsageErrors(c *cobra.Command) {
 			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 				msg += " (did you mean " + strings.Join(s, " or ") + "?)"
 			}
-			return usagef("%s (hint: `%s --help` lists its commands)", msg, cmd.CommandPath())
+			return usageHint(fmt.Sprintf("`%s --help` lists its commands", cmd.CommandPath()), "%s", msg)
 		}
 		return
 	}

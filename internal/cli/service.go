@@ -65,7 +65,7 @@ on the gateway), then install.`,
 		}[kind],
 		RunE: func(cmd *cobra.Command, extra []string) error {
 			if cmd.ArgsLenAtDash() < 0 && len(extra) > 0 {
-				return usagef("unexpected argument %q (hint: pass daemon arguments after --)", extra[0])
+				return usageHint("pass daemon arguments after --", "unexpected argument %q", extra[0])
 			}
 			c, err := serviceConfig(g, kind, &f, extra)
 			if err != nil {

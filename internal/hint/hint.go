@@ -31,12 +31,28 @@ func Wrap(err error, hint string) error {
 	return &Error{Err: err, Hint: hint}
 }
 
-// Of returns the hint of the outermost error in err's chain that has one,
-// or "".
+// ErrorHint returns the hint (Hinter).
+func (e *Error) ErrorHint() string { return e.Hint }
+
+// Hinter is an error that knows its hint: *Error, and error types that keep
+// it as a field of their own (a parse error, an analysis failure).
+type Hinter interface {
+	error
+	ErrorHint() string
+}
+
+// Of returns the hint of the outermost error in err's chain that has one
+// (a Hinter with a non-empty hint), or "".
 func Of(err error) string {
-	var h *Error
-	if errors.As(err, &h) {
-		return h.Hint
+	for err != nil {
+		var h Hinter
+		if !errors.As(err, &h) {
+			return ""
+		}
+		if s := h.ErrorHint(); s != "" {
+			return s
+		}
+		err = errors.Unwrap(h)
 	}
 	return ""
 }
