@@ -251,7 +251,7 @@ func Read(path string, filter Filter, fn func(Record) error) error {
 		}
 	}
 	if bad > 1 {
-		return fmt.Errorf("%w (and %d more bad lines; hint: run exechost audit verify)", firstBad, bad-1)
+		return hint.Wrap(fmt.Errorf("%w (and %d more bad lines)", firstBad, bad-1), "run exechost audit verify")
 	}
 	if firstBad != nil {
 		return hint.Wrap(fmt.Errorf("%w", firstBad), "run exechost audit verify")
