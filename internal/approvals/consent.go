@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 )
@@ -41,9 +42,9 @@ func RemoteConsent(ctx context.Context, allow bool, ask Asker, from, nodeID stri
 		if allow {
 			return nil
 		}
-		hint := fmt.Sprintf("(hint: apply it on this host itself with `exechost approvals set --file F`, confirm it in `exechost approver` running on this host, or start this node with %s to let its gateway widen its policy)", RemoteWideningFlag)
+		how := fmt.Sprintf("apply it on this host itself with `exechost approvals set --file F`, confirm it in `exechost approver` running on this host, or start this node with %s to let its gateway widen its policy", RemoteWideningFlag)
 		if ask == nil {
-			return fmt.Errorf("%w %s", ErrNotOptedIn, hint)
+			return hint.Wrap(fmt.Errorf("%w", ErrNotOptedIn), how)
 		}
 		cctx, cancel := context.WithTimeout(ctx, ConfirmTimeout)
 		defer cancel()
@@ -57,7 +58,7 @@ func RemoteConsent(ctx context.Context, allow bool, ask Asker, from, nodeID stri
 		}
 		a, by, err := ask(cctx, req)
 		if err != nil {
-			return fmt.Errorf("%w: the local approver could not confirm it: %w %s", ErrNotOptedIn, err, hint)
+			return hint.Wrap(fmt.Errorf("%w: the local approver could not confirm it: %w", ErrNotOptedIn, err), how)
 		}
 		if a != policy.AllowOnce && a != policy.AllowAlways {
 			return fmt.Errorf("%w: the local approver (%s) denied it", ErrNotOptedIn, by)

@@ -37,11 +37,15 @@ type ParseError struct {
 // Error returns "parse PATH:LINE:COL: WHAT (hint: …)", the form editors
 // and terminals turn into a link.
 func (e *ParseError) Error() string {
-	hint := "fix the JSON or move the file aside; exechost will not overwrite it"
+	return fmt.Sprintf("parse %s:%d:%d: %v (hint: %s)", e.Path, e.Line, e.Col, e.Err, e.ErrorHint())
+}
+
+// ErrorHint is what to do about it (hint.Hinter).
+func (e *ParseError) ErrorHint() string {
 	if errors.Is(e.Err, ErrUnsupportedVersion) {
-		hint = "this file was written by a newer exechost; upgrade, or move the file aside; exechost will not overwrite it"
+		return "this file was written by a newer exechost; upgrade, or move the file aside; exechost will not overwrite it"
 	}
-	return fmt.Sprintf("parse %s:%d:%d: %v (hint: %s)", e.Path, e.Line, e.Col, e.Err, hint)
+	return "fix the JSON or move the file aside; exechost will not overwrite it"
 }
 
 // Unwrap returns the underlying error.

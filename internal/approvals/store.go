@@ -13,6 +13,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/exechost/exechost/internal/atomicfile"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -69,7 +70,7 @@ func (s *Store) Load() (*File, error) {
 func (s *Store) Read() ([]byte, error) {
 	if fi, err := os.Stat(filepath.Dir(s.Path)); err == nil {
 		if err := state.CheckOwner(fi); err != nil {
-			return nil, fmt.Errorf("load approvals: directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", filepath.Dir(s.Path), ErrForeignOwner, err)
+			return nil, hint.Wrap(fmt.Errorf("load approvals: directory %s: %w: %v", filepath.Dir(s.Path), ErrForeignOwner, err), "use a state directory you own, e.g. --state-dir")
 		}
 	}
 	return s.read(os.Stat, "load")
@@ -116,7 +117,7 @@ func (s *Store) update(baseHash string, check bool, fn func(f *File) error) (*Fi
 		return nil, err
 	}
 	if check && f.Hash() != baseHash {
-		return nil, fmt.Errorf("update approvals %s: %w (hint: reload it and apply your change again)", s.Path, ErrStale)
+		return nil, hint.Wrap(fmt.Errorf("update approvals %s: %w", s.Path, ErrStale), "reload it and apply your change again")
 	}
 	if fn != nil {
 		if err := fn(f); err != nil {
@@ -156,7 +157,7 @@ func (s *Store) read(stat func(string) (fs.FileInfo, error), op string) ([]byte,
 		return nil, fmt.Errorf("%s approvals: %w", op, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s approvals %s: larger than %d bytes (hint: move the file aside; exechost will not overwrite it)", op, s.Path, MaxFileSize)
+		return nil, hint.Wrap(fmt.Errorf("%s approvals %s: larger than %d bytes", op, s.Path, MaxFileSize), "move the file aside; exechost will not overwrite it")
 	}
 	return data, nil
 }
@@ -232,12 +233,12 @@ var compareBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 func (s *Store) check(fi fs.FileInfo, op string) error {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("%s approvals %s: %w (hint: replace the link with the file it points to, or point --state-dir at the real directory)", op, s.Path, ErrSymlink)
+		return hint.Wrap(fmt.Errorf("%s approvals %s: %w", op, s.Path, ErrSymlink), "replace the link with the file it points to, or point --state-dir at the real directory")
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%s approvals %s: not a regular file (%s) (hint: move it aside)", op, s.Path, fi.Mode().Type())
+		return hint.Wrap(fmt.Errorf("%s approvals %s: not a regular file (%s)", op, s.Path, fi.Mode().Type()), "move it aside")
 	}
 	if err := state.CheckOwner(fi); err != nil {
-		return fmt.Errorf("%s approvals %s: %w: %v (hint: run exechost as that user, or chown the file)", op, s.Path, ErrForeignOwner, err)
+		return hint.Wrap(fmt.Errorf("%s approvals %s: %w: %v", op, s.Path, ErrForeignOwner, err), "run exechost as that user, or chown the file")
 	}
 	return nil
 }
@@ -251,7 +252,7 @@ func (s *Store) ensureDir() error {
 	dir := filepath.Dir(s.Path)
 	if fi, err := os.Lstat(dir); err == nil {
 		if err := state.CheckOwner(fi); err != nil {
-			return fmt.Errorf("approvals directory %s: %w: %v (hint: use a state directory you own, e.g. --state-dir)", dir, ErrForeignOwner, err)
+			return hint.Wrap(fmt.Errorf("approvals directory %s: %w: %v", dir, ErrForeignOwner, err), "use a state directory you own, e.g. --state-dir")
 		}
 	}
 	if s.StateDir != "" && filepath.Clean(dir) == filepath.Clean(s.StateDir) {
@@ -262,7 +263,7 @@ func (s *Store) ensureDir() error {
 		return fmt.Errorf("approvals directory: %w", err)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 && !isWindows {
-		return fmt.Errorf("approvals directory %s is mode %#o; the approvals file needs a directory only we can use (hint: chmod 700 %s)", dir, perm, dir)
+		return hint.Wrap(fmt.Errorf("approvals directory %s is mode %#o; the approvals file needs a directory only we can use", dir, perm), fmt.Sprintf("chmod 700 %s", dir))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -266,7 +267,7 @@ func (s *Store) ReplaceRemote(baseHash string, next *File, consent func([]Wideni
 	}
 	h := cur.Hash()
 	if baseHash != "" && h != baseHash {
-		return nil, fmt.Errorf("update approvals %s: %w (hint: reload it and apply your change again)", s.Path, ErrStale)
+		return nil, hint.Wrap(fmt.Errorf("update approvals %s: %w", s.Path, ErrStale), "reload it and apply your change again")
 	}
 	candidate := func(f *File) *File {
 		c := next.Clone()
@@ -283,7 +284,7 @@ func (s *Store) ReplaceRemote(baseHash string, next *File, consent func([]Wideni
 	return s.UpdateIf(h, func(f *File) error {
 		c := candidate(f)
 		if again := Widenings(f, c); !slices.Equal(again, ws) {
-			return fmt.Errorf("%w (hint: reload it and apply your change again)", ErrStale)
+			return hint.Wrap(fmt.Errorf("%w", ErrStale), "reload it and apply your change again")
 		}
 		*f = *c
 		return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/state"
@@ -57,7 +58,7 @@ type Options struct {
 // socket is an error wrapping asksock.ErrAlreadyRunning.
 func Run(ctx context.Context, opts Options) error {
 	if opts.UI == nil {
-		return errors.New("approver: no UI (hint: internal/cli picks one from the flags)")
+		return hint.Wrap(errors.New("approver: no UI"), "internal/cli picks one from the flags")
 	}
 	if opts.In == nil {
 		opts.In = strings.NewReader("")

@@ -22,6 +22,8 @@ var rank = map[string]int{
 	// the bottom: the re-exec registry, which every package with an entry
 	// point imports (the reaper and the launcher among the leaves)
 	"internal/reexec": -1,
+	// and the hint an error carries, which any package may attach
+	"internal/hint": -1,
 	// leaves: the standard library only (and the registry)
 	"internal/policy": 0, "internal/inflight": 0, "internal/idprefix": 0, "internal/state": 0,
 	"internal/atomicfile": 0, "internal/textsafe": 0, "internal/logging": 0, "internal/reaper": 0,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
@@ -45,7 +46,7 @@ var errPromptTimeout = errors.New("prompt timeout")
 // message says which; it is never an approval.
 func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if len(c.Token) == 0 {
-		return "", "", fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", prompt.ErrUnreachable)
+		return "", "", hint.Wrap(fmt.Errorf("%w: no socket token", prompt.ErrUnreachable), "exec-approvals.json needs socket.token")
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -80,7 +81,7 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 		if tctx.Err() != nil {
 			return "", "", timedOut(err)
 		}
-		return "", "", fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver`)", prompt.ErrUnreachable, c.SocketPath, unwrapOp(err))
+		return "", "", hint.Wrap(fmt.Errorf("%w: dial %s: %v", prompt.ErrUnreachable, c.SocketPath, unwrapOp(err)), "start `exechost approver`")
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline)
@@ -142,7 +143,7 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 			return "", "", fmt.Errorf("%w: decision for another request id", prompt.ErrBadReply)
 		}
 		if !macEqual(df.HMAC, DecisionMAC(c.Token, challenge, id, df.Decision)) {
-			return "", "", fmt.Errorf("%w: decision hmac does not verify (hint: approver and host must share exec-approvals.json's token)", prompt.ErrBadReply)
+			return "", "", hint.Wrap(fmt.Errorf("%w: decision hmac does not verify", prompt.ErrBadReply), "approver and host must share exec-approvals.json's token")
 		}
 		a := policy.Approval(df.Decision)
 		if !a.Valid() {

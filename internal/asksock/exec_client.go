@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -54,7 +55,7 @@ func ExecNotRun(err error) bool {
 // ExecDefaultTimeout) plus the approver's prompt allowance.
 func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error) {
 	if len(c.Token) == 0 {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: no socket token (hint: exec-approvals.json needs socket.token)", prompt.ErrUnreachable)
+		return bridge.SystemRunResult{}, hint.Wrap(fmt.Errorf("%w: no socket token", prompt.ErrUnreachable), "exec-approvals.json needs socket.token")
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		limit := ExecDefaultTimeout
@@ -70,7 +71,7 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.SocketPath)
 	if err != nil {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: dial %s: %v (hint: start `exechost approver --exec-host`)", prompt.ErrUnreachable, c.SocketPath, unwrapOp(err))
+		return bridge.SystemRunResult{}, hint.Wrap(fmt.Errorf("%w: dial %s: %v", prompt.ErrUnreachable, c.SocketPath, unwrapOp(err)), "start `exechost approver --exec-host`")
 	}
 	defer conn.Close()
 	conn.SetDeadline(deadline)
@@ -118,7 +119,7 @@ func (c *ExecClient) Exec(ctx context.Context, req bridge.SystemRunParams) (brid
 			if errors.As(err, &ne) && ne.Timeout() {
 				return bridge.SystemRunResult{}, fmt.Errorf("%w: no exec result before the deadline (the command may have run; it is not retried)", prompt.ErrTimeout)
 			}
-			return bridge.SystemRunResult{}, fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried (hint: check that `exechost approver --exec-host` is still running)", prompt.ErrBadReply, unwrapOp(err))
+			return bridge.SystemRunResult{}, hint.Wrap(fmt.Errorf("%w: approver connection lost while the command was pending (%v); the command may have run and is not retried", prompt.ErrBadReply, unwrapOp(err)), "check that `exechost approver --exec-host` is still running")
 		}
 		res, err, skip := verifyExecRes(c.Token, challenge, id, line)
 		if skip {
@@ -172,7 +173,7 @@ func verifyExecResFrame(token []byte, challenge, id string, f *ExecResFrame) (br
 		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result must carry exactly one of payload and error", prompt.ErrBadReply)
 	}
 	if !macEqual(f.HMAC, ExecResultMAC(token, challenge, id, body)) {
-		return bridge.SystemRunResult{}, fmt.Errorf("%w: exec result hmac does not verify (hint: approver and node must share exec-approvals.json's token)", prompt.ErrBadReply)
+		return bridge.SystemRunResult{}, hint.Wrap(fmt.Errorf("%w: exec result hmac does not verify", prompt.ErrBadReply), "approver and node must share exec-approvals.json's token")
 	}
 	if !f.OK {
 		var xe bridge.Error

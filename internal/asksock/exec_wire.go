@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // The approver as exec host (docs/approver-exec-host.md): a node runner
@@ -119,7 +120,7 @@ func checkExecRequest(r *bridge.SystemRunParams) error {
 	for name := range r.Env {
 		for _, s := range SessionEnv {
 			if strings.EqualFold(name, s) {
-				return bridge.InvalidRequest(fmt.Errorf("%w: env %s: %w (hint: the approver's own %s is used)", ErrInvalidExec, s, ErrSessionEnv, s))
+				return bridge.InvalidRequest(hint.Wrap(fmt.Errorf("%w: env %s: %w", ErrInvalidExec, s, ErrSessionEnv), fmt.Sprintf("the approver's own %s is used", s)))
 			}
 		}
 	}

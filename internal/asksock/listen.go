@@ -12,6 +12,7 @@ import (
 	"github.com/gofrs/flock"
 	"github.com/tailscale/peercred"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) Listen() error {
 		return err
 	}
 	if len(s.Token) == 0 {
-		return fmt.Errorf("listen %s: empty token (hint: exec-approvals.json needs socket.token; `exechost approvals get` creates one)", s.Path)
+		return hint.Wrap(fmt.Errorf("listen %s: empty token", s.Path), "exec-approvals.json needs socket.token; `exechost approvals get` creates one")
 	}
 	dir := filepath.Dir(s.Path)
 	fi, err := os.Lstat(dir)
@@ -67,7 +68,7 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("listen %s: directory %s %w", s.Path, dir, err)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("listen %s: directory %s is mode %#o, open to other users (hint: chmod 700 %s)", s.Path, dir, perm, dir)
+		return hint.Wrap(fmt.Errorf("listen %s: directory %s is mode %#o, open to other users", s.Path, dir, perm), fmt.Sprintf("chmod 700 %s", dir))
 	}
 
 	lock := flock.New(s.Path + ".lock")
@@ -87,7 +88,7 @@ func (s *Server) Listen() error {
 
 	if fi, err := os.Lstat(s.Path); err == nil {
 		if fi.Mode().Type() != os.ModeSocket {
-			return fmt.Errorf("listen %s: a file that is not a socket is in the way (hint: move it aside)", s.Path)
+			return hint.Wrap(fmt.Errorf("listen %s: a file that is not a socket is in the way", s.Path), "move it aside")
 		}
 		if _, live := probe(s.Path); live {
 			return alreadyRunning(s.Path)
@@ -120,7 +121,7 @@ func alreadyRunning(path string) error {
 	if live && pid > 0 {
 		who = fmt.Sprintf("pid %d", pid)
 	}
-	return fmt.Errorf("%w (%s) on %s (hint: stop it first, or use another --state-dir)", ErrAlreadyRunning, who, path)
+	return hint.Wrap(fmt.Errorf("%w (%s) on %s", ErrAlreadyRunning, who, path), "stop it first, or use another --state-dir")
 }
 
 // probe dials path and reports whether something listens there, and its

@@ -1,5 +1,6 @@
 package asksock
 
+import "github.com/exechost/exechost/internal/hint"
 import "fmt"
 
 // platformSupported fails closed on Windows: Go's AF_UNIX sockets there
@@ -8,5 +9,5 @@ import "fmt"
 // or GetNamedPipeClientProcessId) lands, the approver does not start and
 // execution hosts apply askFallback.
 func platformSupported() error {
-	return fmt.Errorf("%w: windows has no peer-credential check for unix sockets yet (hint: askFallback applies; run the approver on Linux or macOS)", ErrUnsupported)
+	return hint.Wrap(fmt.Errorf("%w: windows has no peer-credential check for unix sockets yet", ErrUnsupported), "askFallback applies; run the approver on Linux or macOS")
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
@@ -31,7 +32,7 @@ func (p *SocketPrompter) Prompt(ctx context.Context, req prompt.Request) (policy
 		return "", "", fmt.Errorf("read approval socket credentials: %w", err)
 	}
 	if f.Socket.Token == "" {
-		return "", "", fmt.Errorf("%w: %s has no socket token yet (hint: start `exechost approver`, which creates it)", prompt.ErrUnreachable, p.Store.Path)
+		return "", "", hint.Wrap(fmt.Errorf("%w: %s has no socket token yet", prompt.ErrUnreachable, p.Store.Path), "start `exechost approver`, which creates it")
 	}
 	c := &Client{SocketPath: p.Store.SocketPath(f), Token: []byte(f.Socket.Token), Timeout: p.Timeout}
 	return c.Prompt(ctx, req)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // The file pipeline: the group commit that turns queued records into one
@@ -161,7 +163,7 @@ func (l *Log) lockFile() error {
 		return fmt.Errorf("audit append %s: lock: %w", l.path, err)
 	}
 	if !ok {
-		return fmt.Errorf("audit append %s: %w after %v (hint: another exechost process is stuck writing the audit log)", l.path, ErrLockTimeout, l.opts.LockTimeout)
+		return hint.Wrap(fmt.Errorf("audit append %s: %w after %v", l.path, ErrLockTimeout, l.opts.LockTimeout), "another exechost process is stuck writing the audit log")
 	}
 	return nil
 }
@@ -199,7 +201,7 @@ func (l *Log) syncGroup() error {
 	// lack one that reported success.
 	if err := syncData(l.f); err != nil {
 		l.headValid = false
-		return fmt.Errorf("audit append %s: sync: %w (hint: is the disk failing or full? the record may not be on disk)", l.path, err)
+		return hint.Wrap(fmt.Errorf("audit append %s: sync: %w", l.path, err), "is the disk failing or full? the record may not be on disk")
 	}
 	return nil
 }
@@ -255,7 +257,7 @@ func (l *Log) writeAt(buf []byte, off int64) error {
 	fi, err := l.f.Stat()
 	if err != nil {
 		l.headValid = false
-		return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
+		return hint.Wrap(fmt.Errorf("audit append %s: %w", l.path, err), "is the disk full? the record was not written")
 	}
 	size := fi.Size()
 	l.reserve(size, off+int64(len(buf)))
@@ -268,7 +270,7 @@ func (l *Log) writeAt(buf []byte, off int64) error {
 	if uerr := l.unwrite(off, off+int64(len(buf)), size); uerr != nil {
 		err = errors.Join(err, fmt.Errorf("undo partial write: %w", uerr))
 	}
-	return fmt.Errorf("audit append %s: %w (hint: is the disk full? the record was not written)", l.path, err)
+	return hint.Wrap(fmt.Errorf("audit append %s: %w", l.path, err), "is the disk full? the record was not written")
 }
 
 // unwrite undoes a failed write of [from, to) to a file that was size

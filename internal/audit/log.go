@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -142,7 +143,7 @@ func OpenOptions(path string, opts Options) (*Log, error) {
 func openLogFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open audit log %s: %w (hint: the state directory must exist and be writable by this user)", path, err)
+		return nil, hint.Wrap(fmt.Errorf("open audit log %s: %w", path, err), "the state directory must exist and be writable by this user")
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -221,7 +222,7 @@ func (l *Log) Append(r Record) error {
 	case err := <-ch:
 		return err
 	case <-t.C:
-		return fmt.Errorf("audit append %s: not confirmed on disk within %v (hint: the disk or another exechost process holding the audit lock is stuck)", l.path, wait)
+		return hint.Wrap(fmt.Errorf("audit append %s: not confirmed on disk within %v", l.path, wait), "the disk or another exechost process holding the audit lock is stuck")
 	}
 }
 
@@ -260,6 +261,6 @@ func (l *Log) Write(r Record, synced func(error)) error {
 	case err := <-written:
 		return err
 	case <-t.C:
-		return fmt.Errorf("audit append %s: not written within %v (hint: the disk or another exechost process holding the audit lock is stuck)", l.path, wait)
+		return hint.Wrap(fmt.Errorf("audit append %s: not written within %v", l.path, wait), "the disk or another exechost process holding the audit lock is stuck")
 	}
 }

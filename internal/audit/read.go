@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Filter selects records for Read. Zero fields match everything.
@@ -114,7 +116,7 @@ func snapshot(path string) ([]segment, error) {
 		segs = append(segs, segment{name: n, f: f, size: size})
 	}
 	if len(segs) == 0 {
-		return nil, fmt.Errorf("read audit log %s: %w (hint: nothing has been audited on this host yet, or --state-dir points elsewhere)", path, os.ErrNotExist)
+		return nil, hint.Wrap(fmt.Errorf("read audit log %s: %w", path, os.ErrNotExist), "nothing has been audited on this host yet, or --state-dir points elsewhere")
 	}
 	return segs, nil
 }
@@ -249,10 +251,10 @@ func Read(path string, filter Filter, fn func(Record) error) error {
 		}
 	}
 	if bad > 1 {
-		return fmt.Errorf("%w (and %d more bad lines; hint: run exechost audit verify)", firstBad, bad-1)
+		return hint.Wrap(fmt.Errorf("%w (and %d more bad lines)", firstBad, bad-1), "run exechost audit verify")
 	}
 	if firstBad != nil {
-		return fmt.Errorf("%w (hint: run exechost audit verify)", firstBad)
+		return hint.Wrap(fmt.Errorf("%w", firstBad), "run exechost audit verify")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -61,7 +62,7 @@ func ReadCredentialFile(path string) (*CredentialFile, error) {
 	}
 	seed, err := base64.RawURLEncoding.DecodeString(cf.PrivateKey)
 	if err != nil || len(seed) != ed25519.SeedSize || !ValidCredentialID(cf.ID) {
-		return nil, fmt.Errorf("read credential %s: not a credential file (hint: issue one with `exechost credentials issue`)", path)
+		return nil, hint.Wrap(fmt.Errorf("read credential %s: not a credential file", path), "issue one with `exechost credentials issue`")
 	}
 	return &cf, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // MaxChallengeFrames bounds how many frames a client skips while it waits
@@ -31,7 +33,7 @@ func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.Dia
 		if why := UpgradeRefusal(resp); why != "" {
 			return nil, ConnectResult{}, fmt.Errorf("dial %s: the gateway refused the connection: %s", url, why)
 		}
-		return nil, ConnectResult{}, fmt.Errorf("dial %s: %w (hint: is `exechost gateway` running there? --gateway sets the URL)", url, err)
+		return nil, ConnectResult{}, hint.Wrap(fmt.Errorf("dial %s: %w", url, err), "is `exechost gateway` running there? --gateway sets the URL")
 	}
 	res, err := Handshake(ctx, ws, p, ClientAuth{Device: opts.Device, Credential: opts.Credential, GatewayKey: opts.GatewayKey})
 	if err != nil {
@@ -77,10 +79,10 @@ func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, a Clien
 	}
 	gk, err := parseKey(ch.GatewayKey)
 	if err != nil {
-		return res, fmt.Errorf("%w: the server shows no usable gateway key (%v); it is not an exechost gateway of this version (hint: upgrade the gateway)", ErrGatewayKey, err)
+		return res, hint.Wrap(fmt.Errorf("%w: the server shows no usable gateway key (%v); it is not an exechost gateway of this version", ErrGatewayKey, err), "upgrade the gateway")
 	}
 	if a.GatewayKey != "" && a.GatewayKey != ch.GatewayKey {
-		return res, fmt.Errorf("%w: the server shows gateway key %s, not the pinned %s; nothing was sent (hint: another process may be listening on the gateway's address; if the gateway's key really changed, see docs/threat-model-gateway.md on re-pinning)", ErrGatewayKey, KeyFingerprint(ch.GatewayKey), KeyFingerprint(a.GatewayKey))
+		return res, hint.Wrap(fmt.Errorf("%w: the server shows gateway key %s, not the pinned %s; nothing was sent", ErrGatewayKey, KeyFingerprint(ch.GatewayKey), KeyFingerprint(a.GatewayKey)), "another process may be listening on the gateway's address; if the gateway's key really changed, see docs/threat-model-gateway.md on re-pinning")
 	}
 	p.ClientNonce = NewNonce()
 	proveAuth(&p, a, ch)

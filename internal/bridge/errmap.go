@@ -3,6 +3,8 @@ package bridge
 import (
 	"errors"
 
+	"github.com/exechost/exechost/internal/hint"
+
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -36,9 +38,9 @@ func AsError(err error) *Error {
 		}
 	}
 	if r := DenialReason(err); r != "" {
-		return &Error{Code: CodeDenied, Message: err.Error(), Denial: &Denial{Reason: r}}
+		return &Error{Code: CodeDenied, Message: err.Error(), Denial: &Denial{Reason: r}, Hint: hint.Of(err)}
 	}
-	return &Error{Code: CodeInternal, Message: err.Error()}
+	return &Error{Code: CodeInternal, Message: err.Error(), Hint: hint.Of(err)}
 }
 
 // CodedError gives an error a wire code while keeping it in the chain
@@ -55,7 +57,9 @@ func (e *CodedError) Error() string { return e.Err.Error() }
 func (e *CodedError) Unwrap() error { return e.Err }
 
 // Wire implements Wirer.
-func (e *CodedError) Wire() *Error { return &Error{Code: e.Code, Message: e.Err.Error()} }
+func (e *CodedError) Wire() *Error {
+	return &Error{Code: e.Code, Message: e.Err.Error(), Hint: hint.Of(e.Err)}
+}
 
 // InvalidRequest marks err as a fault of the request (a relative cwd, a
 // refused env name, an empty command, a bad timeout): CodeInvalidRequest on

@@ -1,10 +1,13 @@
 package bridge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -56,5 +59,44 @@ func TestAsError(t *testing.T) {
 	err := InvalidRequest(fmt.Errorf("%w: env LD_PRELOAD", dangerous))
 	if !errors.Is(err, dangerous) || AsError(err).Message != "dangerous env: env LD_PRELOAD" {
 		t.Errorf("InvalidRequest lost its cause or text: %v / %q", err, AsError(err).Message)
+	}
+}
+
+// TestErrorHint: the hint an error carries (internal/hint) becomes the
+// wire error's Hint whichever way it is made, travels as "hint", and is
+// never taken from text: a message merely ending in "(hint: …)" has none.
+func TestErrorHint(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *Error
+		want string
+	}{
+		{"hint.Wrap through AsError", AsError(fmt.Errorf("run: %w", hint.Wrap(errors.New("no such dir"), "pass an existing directory"))), "pass an existing directory"},
+		{"CodedError", AsError(InvalidRequest(hint.Wrap(errors.New("bad cwd"), "pass an absolute path"))), "pass an absolute path"},
+		{"Errorf wrapping a hinted error", Errorf(CodeUnavailable, "forward: %w", hint.Wrap(errors.New("down"), "start it")), "start it"},
+		{"WithHint", Errorf(CodeForbidden, "node %s is not paired", "n1").WithHint("approve it"), "approve it"},
+		{"text only", AsError(errors.New("spawn failed (hint: looks like one)")), ""},
+		{"Errorf text only", Errorf(CodeBusy, "busy (hint: %s)", "retry"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.err.Hint != tt.want {
+				t.Errorf("Hint = %q, want %q (message %q)", tt.err.Hint, tt.want, tt.err.Message)
+			}
+			if tt.want != "" && !strings.HasSuffix(tt.err.Message, " (hint: "+tt.want+")") {
+				t.Errorf("message %q does not end with its hint", tt.err.Message)
+			}
+			b, err := json.Marshal(tt.err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Error
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if back.Hint != tt.want || back.Message != tt.err.Message {
+				t.Errorf("round trip %s = %+v", b, back)
+			}
+		})
 	}
 }

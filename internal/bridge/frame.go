@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Frame types.
@@ -37,6 +39,7 @@ const (
 //
 //	req:   {"type":"req","id","method","params"}
 //	res:   {"type":"res","id","ok":true,"payload"} or {"type":"res","id","ok":false,"error":{"code","message"}}
+//	       (error may also hold "denial" and "hint": docs/gateway.md)
 //	event: {"type":"event","event","payload","seq"}
 type Frame struct {
 	Type    string          `json:"type"`
@@ -112,6 +115,9 @@ type Error struct {
 	Message string `json:"message"`
 	// Denial explains a CodeDenied error when it is known (denial.go).
 	Denial *Denial `json:"denial,omitempty"`
+	// Hint is what to do about it, when the error says: the same text
+	// ends Message as "(hint: …)", for readers of the message alone.
+	Hint string `json:"hint,omitempty"`
 	// Cause is what Errorf's %w verbs wrapped: kept in this process for
 	// errors.Is and errors.As, never sent (the wire carries Code).
 	Cause error `json:"-"`
@@ -127,13 +133,24 @@ func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Cause }
 
 // Errorf returns an *Error with code and a message formatted as
-// fmt.Errorf does; errors wrapped with %w stay reachable through Unwrap.
+// fmt.Errorf does; errors wrapped with %w stay reachable through Unwrap,
+// and the hint of one (hint.Of) is the error's Hint.
 func Errorf(code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
-	e := &Error{Code: code, Message: err.Error()}
+	e := &Error{Code: code, Message: err.Error(), Hint: hint.Of(err)}
 	switch err.(type) {
 	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
 		e.Cause = err
+	}
+	return e
+}
+
+// WithHint sets e's hint and ends its message with it, as hint.Wrap
+// does for any error, and returns e. An empty h changes nothing.
+func (e *Error) WithHint(h string) *Error {
+	if h != "" {
+		e.Hint = h
+		e.Message += " (hint: " + h + ")"
 	}
 	return e
 }

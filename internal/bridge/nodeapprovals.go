@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // NodeApprovalsGet fetches a paired node's exec-approvals.json (without its
@@ -28,7 +30,7 @@ func NodeApprovalsSet(ctx context.Context, c *Conn, node string, data []byte, ba
 	err := c.Call(ctx, MethodNodeApprovalSet, NodeApprovalsParams{Node: node, File: data, BaseHash: baseHash}, &res)
 	var be *Error
 	if errors.As(err, &be) && be.Code == CodeStale {
-		return res, fmt.Errorf("set approvals on node %s: %w: %s (hint: `exechost approvals get --node %s --json`, reapply your change, set again)", node, ErrStaleApprovals, be.Message, node)
+		return res, hint.Wrap(fmt.Errorf("set approvals on node %s: %w: %s", node, ErrStaleApprovals, be.Message), fmt.Sprintf("`exechost approvals get --node %s --json`, reapply your change, set again", node))
 	}
 	return res, err
 }

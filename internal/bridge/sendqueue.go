@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // ErrSlowPeer is wrapped (beside ErrClosed) by the error a SendQueue
@@ -63,7 +65,7 @@ func (q *SendQueue) Enqueue(event string, payload any) error {
 	case q.ch <- queuedEvent{event: event, payload: raw}:
 		return nil
 	default:
-		err := fmt.Errorf("%w: %w: it fell %d events behind (hint: it is sent the current state when it reconnects)", ErrClosed, ErrSlowPeer, cap(q.ch))
+		err := hint.Wrap(fmt.Errorf("%w: %w: it fell %d events behind", ErrClosed, ErrSlowPeer, cap(q.ch)), "it is sent the current state when it reconnects")
 		q.c.shutdown(err, true)
 		return err
 	}

@@ -95,7 +95,7 @@ func (g *globals) confirmAllowlist(in io.Reader, pattern string, warnings []stri
 	}
 	f, ok := in.(*os.File)
 	if !ok || !term.IsTerminal(f.Fd()) {
-		return usagef("not added: %s needs confirmation and stdin is not a terminal (hint: read the warnings above; pass --yes to add it anyway, or allowlist the exact programs instead)", pattern)
+		return usageHint("read the warnings above; pass --yes to add it anyway, or allowlist the exact programs instead", "not added: %s needs confirmation and stdin is not a terminal", pattern)
 	}
 	fmt.Fprintf(g.stderr, "add %s anyway? [y/N] ", pattern)
 	line, _ := bufio.NewReader(in).ReadString('\n')

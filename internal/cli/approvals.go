@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -169,7 +170,7 @@ func newApprovalsSetCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return usagef("set needs --file F (hint: `exechost approvals get --json` shows the current file)")
+				return usageHint("`exechost approvals get --json` shows the current file", "set needs --file F")
 			}
 			data, err := os.ReadFile(file)
 			if err != nil {
@@ -268,7 +269,7 @@ func newAllowlistCmd(g *globals) *cobra.Command {
 				case changed:
 					fmt.Fprintf(g.stdout, "removed %s from agent %s%s\n", pattern, agent, on)
 				default:
-					return fmt.Errorf("pattern %q is not in agent %s's allowlist%s (hint: `exechost approvals get` lists them)", pattern, agent, on)
+					return hint.Wrap(fmt.Errorf("pattern %q is not in agent %s's allowlist%s", pattern, agent, on), "`exechost approvals get` lists them")
 				}
 				return nil
 			},
@@ -336,7 +337,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 			}
 			if cwd == "" {
 				if cwd, err = os.Getwd(); err != nil {
-					return fmt.Errorf("current directory: %w (hint: pass --cwd)", err)
+					return hint.Wrap(fmt.Errorf("current directory: %w", err), "pass --cwd")
 				}
 			}
 			e := host.NewEngine(dir, policy.HostGateway, "local")

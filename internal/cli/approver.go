@@ -13,6 +13,7 @@ import (
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/approverui/tui"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 )
@@ -112,7 +113,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	}
 	if webAddr != "" {
 		if startWeb == nil {
-			return fmt.Errorf("approver --web: web UI not built yet (hint: run without --web, or use --tui)")
+			return hint.Wrap(fmt.Errorf("approver --web: web UI not built yet"), "run without --web, or use --tui")
 		}
 		opts.Web = func(ctx context.Context, q *prompt.Broker) (string, error) {
 			url, err := startWeb(ctx, webAddr, q, dir)

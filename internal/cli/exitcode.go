@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // The exit-code contract of every command (docs/cli.md has the table, and
@@ -44,6 +45,11 @@ func (u usageError) Unwrap() error { return u.err }
 // usagef returns an error that makes the command exit with ExitUsage.
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
+}
+
+// usageHint is usagef with a hint (internal/hint): what to do instead.
+func usageHint(h, format string, args ...any) error {
+	return usageError{hint.Wrap(fmt.Errorf(format, args...), h)}
 }
 
 // exitError carries a specific exit status (the command's own code for
@@ -146,7 +152,7 @@ func typeUsageErrors(c *cobra.Command) {
 			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 				msg += " (did you mean " + strings.Join(s, " or ") + "?)"
 			}
-			return usagef("%s (hint: `%s --help` lists its commands)", msg, cmd.CommandPath())
+			return usageHint(fmt.Sprintf("`%s --help` lists its commands", cmd.CommandPath()), "%s", msg)
 		}
 		return
 	}
@@ -154,7 +160,7 @@ func typeUsageErrors(c *cobra.Command) {
 		check := c.Args
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", cmd.CommandPath(), err, cmd.CommandPath())}
+				return usageError{hint.Wrap(fmt.Errorf("%s: %w", cmd.CommandPath(), err), fmt.Sprintf("`%s --help`", cmd.CommandPath()))}
 			}
 			return nil
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 )
@@ -55,6 +56,9 @@ func errorObject(err error, code int) errorJSON {
 		if be.Denial != nil {
 			out.Denial = *be.Denial
 		}
+		if out.Hint == "" {
+			out.Hint = be.Hint
+		}
 	case code == ExitUsage:
 		out.Code = codeUsage
 	case code == ExitUnavailable:
@@ -63,21 +67,9 @@ func errorObject(err error, code int) errorJSON {
 		out.Code = codeTimeout
 	}
 	if out.Hint == "" {
-		out.Hint = hintOf(out.Message)
+		out.Hint = hint.Of(err)
 	}
 	return out
-}
-
-// hintOf returns the "(hint: …)" part of a message, if any.
-func hintOf(msg string) string {
-	_, h, ok := strings.Cut(msg, "(hint: ")
-	if !ok {
-		return ""
-	}
-	if i := strings.LastIndex(h, ")"); i >= 0 {
-		h = h[:i]
-	}
-	return h
 }
 
 // denied prints a denial for a person: the message, then what explain

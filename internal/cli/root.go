@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 	"github.com/exechost/exechost/internal/textsafe"
 )
@@ -106,7 +107,7 @@ func newRoot(stdout, stderr io.Writer, args []string, tune ...func(*globals)) *c
 	root.PersistentFlags().StringVar(&g.credential, "credential", "", "client credential file to connect to the gateway with (default $"+EnvCredential+", else the state directory's gateway token)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		// With --json, run prints the error as the one JSON object.
-		return usageError{fmt.Errorf("%s: %w (hint: `%s --help`)", c.CommandPath(), err, c.CommandPath())}
+		return usageError{hint.Wrap(fmt.Errorf("%s: %w", c.CommandPath(), err), fmt.Sprintf("`%s --help`", c.CommandPath()))}
 	})
 	// Only the command called is built: the others' flag sets would be
 	// most of a short command's start (exec, run, version). Completion

@@ -11,6 +11,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -72,7 +73,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		// A local command runs where the user is, as a shell would.
 		wd, err := os.Getwd()
 		if err != nil {
-			return fmt.Errorf("current directory: %w (hint: pass --cwd)", err)
+			return hint.Wrap(fmt.Errorf("current directory: %w", err), "pass --cwd")
 		}
 		cwd = wd
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -71,7 +72,7 @@ Exits 0 when the configured backend (or, for "auto", any backend) works,
 				if asJSON {
 					return exitError{code: 1}
 				}
-				return errors.New("no sandbox backend works here: host=sandbox commands will fail (hint: see the reasons above)")
+				return hint.Wrap(errors.New("no sandbox backend works here: host=sandbox commands will fail"), "see the reasons above")
 			}
 			return nil
 		},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/service"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -64,7 +65,7 @@ on the gateway), then install.`,
 		}[kind],
 		RunE: func(cmd *cobra.Command, extra []string) error {
 			if cmd.ArgsLenAtDash() < 0 && len(extra) > 0 {
-				return usagef("unexpected argument %q (hint: pass daemon arguments after --)", extra[0])
+				return usageHint("pass daemon arguments after --", "unexpected argument %q", extra[0])
 			}
 			c, err := serviceConfig(g, kind, &f, extra)
 			if err != nil {
@@ -191,7 +192,7 @@ func serviceStateDir(g *globals, runAs string) (string, error) {
 	}
 	u, err := user.Lookup(runAs)
 	if err != nil {
-		return "", fmt.Errorf("service user %s: %w (hint: create the user or pass --user)", runAs, err)
+		return "", hint.Wrap(fmt.Errorf("service user %s: %w", runAs, err), "create the user or pass --user")
 	}
 	return filepath.Join(u.HomeDir, ".openclaw"), nil
 }
@@ -231,7 +232,7 @@ func newServiceUninstallCmd(g *globals, kind string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := service.Uninstall(cmdContext(cmd), kind, system, g.stderr)
 			if errors.Is(err, service.ErrNotInstalled) {
-				return fmt.Errorf("%w (hint: was it installed with%s --system?)", err, map[bool]string{true: "out", false: ""}[system])
+				return hint.Wrap(fmt.Errorf("%w", err), fmt.Sprintf("was it installed with%s --system?", map[bool]string{true: "out", false: ""}[system]))
 			}
 			if path != "" {
 				if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {

@@ -22,6 +22,7 @@ import (
 	"github.com/exechost/exechost/internal/atomicfile"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
@@ -120,7 +121,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		return fmt.Errorf("lock %s: %w", lock.Path(), err)
 	}
 	if !locked {
-		return fmt.Errorf("another `exechost up` is already running on %s (hint: use that one — its summary has the URLs — or stop it with Ctrl-C; for a second, separate setup pass --state-dir OTHER)", dir)
+		return hint.Wrap(fmt.Errorf("another `exechost up` is already running on %s", dir), "use that one — its summary has the URLs — or stop it with Ctrl-C; for a second, separate setup pass --state-dir OTHER")
 	}
 	defer lock.Unlock()
 	fresh, err := ensureUpApprovals(dir)
@@ -206,7 +207,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		// another machine must opt in itself (--allow-remote-widening).
 		err := g.runNode(ctx, nodeRunFlags{url: url, log: lf, allowRemoteWidening: true}, hooks)
 		if err != nil {
-			errc <- fmt.Errorf("local node: %w (hint: if its pairing was removed, delete %s and run `exechost up` again: it pairs a new node)", err, filepath.Join(dir, state.NodeFile))
+			errc <- hint.Wrap(fmt.Errorf("local node: %w", err), fmt.Sprintf("if its pairing was removed, delete %s and run `exechost up` again: it pairs a new node", filepath.Join(dir, state.NodeFile)))
 		}
 	}()
 	if !noApprover {
@@ -218,7 +219,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 			switch {
 			case err == nil || ctx.Err() != nil:
 			case errors.Is(err, syscall.EADDRINUSE):
-				errc <- fmt.Errorf("the approver web UI's address %s is already in use, probably by another `exechost up` or `exechost approver --web` (hint: stop it, or pass --web 127.0.0.1:0 for a free port)", web)
+				errc <- hint.Wrap(fmt.Errorf("the approver web UI's address %s is already in use, probably by another `exechost up` or `exechost approver --web`", web), "stop it, or pass --web 127.0.0.1:0 for a free port")
 			default:
 				errc <- fmt.Errorf("approver: %w", err)
 			}
@@ -237,7 +238,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 	case err := <-errc:
 		return fail(err)
 	case <-connectBy.C:
-		return fail(fmt.Errorf("the local node did not connect within %s (hint: rerun with --log-level info)", upConnectTimeout))
+		return fail(hint.Wrap(fmt.Errorf("the local node did not connect within %s", upConnectTimeout), "rerun with --log-level info"))
 	case <-ctx.Done():
 		wg.Wait()
 		return nil
@@ -251,7 +252,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		case err := <-errc:
 			return fail(err)
 		case <-webBy.C:
-			return fail(fmt.Errorf("the approver's web UI did not start within %s (hint: rerun with --log-level info, or --no-approver)", upWebTimeout))
+			return fail(hint.Wrap(fmt.Errorf("the approver's web UI did not start within %s", upWebTimeout), "rerun with --log-level info, or --no-approver"))
 		case <-ctx.Done():
 			wg.Wait()
 			return nil
@@ -317,7 +318,7 @@ func (g *globals) upGatewayErr(ctx context.Context, listen string, err error) er
 	} else if isExechostGateway(pctx, "ws://"+listen) {
 		what = "another exechost gateway, of another state directory (another `exechost up --state-dir …` or `exechost gateway`)"
 	}
-	return fmt.Errorf("%s is already in use by %s (hint: stop it, or use what is running there; to run a second one, `exechost up --state-dir OTHER --listen 127.0.0.1:0 --web 127.0.0.1:0`)", listen, what)
+	return hint.Wrap(fmt.Errorf("%s is already in use by %s", listen, what), "stop it, or use what is running there; to run a second one, `exechost up --state-dir OTHER --listen 127.0.0.1:0 --web 127.0.0.1:0`")
 }
 
 func gatewayErr(err error) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -90,13 +91,13 @@ func FindAuth(credentialPath string, stateDir func() (string, error)) (Auth, err
 	if errors.Is(err, fs.ErrNotExist) {
 		// The common first-hour case: say it in one clause, not the
 		// whole read → stat chain.
-		return a, fmt.Errorf("no gateway token: %s does not exist (hint: start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or pass --credential FILE from `exechost credentials issue`)", state.TokenPath(dir))
+		return a, hint.Wrap(fmt.Errorf("no gateway token: %s does not exist", state.TokenPath(dir)), "start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or pass --credential FILE from `exechost credentials issue`")
 	}
 	if err != nil {
-		return a, fmt.Errorf("%w (hint: run the client with the gateway's --state-dir, or pass --credential FILE)", err)
+		return a, hint.Wrap(fmt.Errorf("%w", err), "run the client with the gateway's --state-dir, or pass --credential FILE")
 	}
 	if a.GatewayKey == "" {
-		return a, fmt.Errorf("%s has a gateway token but no gateway key to check the gateway against (hint: start the gateway once with this state directory; it creates %s)", dir, state.KeyPath(dir))
+		return a, hint.Wrap(fmt.Errorf("%s has a gateway token but no gateway key to check the gateway against", dir), fmt.Sprintf("start the gateway once with this state directory; it creates %s", state.KeyPath(dir)))
 	}
 	a.Token = tok
 	return a, nil

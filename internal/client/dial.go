@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // DefaultConnectTimeout bounds a connect (TCP, WebSocket and handshake)
@@ -91,11 +92,11 @@ func classify(ctx context.Context, url string, limit time.Duration, err error) e
 		return err // a refused handshake: a failure, not an absence
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return &dialError{kind: ErrNoAnswer, err: fmt.Errorf("no answer from the gateway at %s within %s (hint: something accepts connections there but does not answer as an exechost gateway: is it overloaded, stopped in a debugger, or another program? --gateway or $EXECHOST_GATEWAY sets the URL)", url, limit)}
+		return &dialError{kind: ErrNoAnswer, err: hint.Wrap(fmt.Errorf("no answer from the gateway at %s within %s", url, limit), "something accepts connections there but does not answer as an exechost gateway: is it overloaded, stopped in a debugger, or another program? --gateway or $EXECHOST_GATEWAY sets the URL")}
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		// Instead of the five nested layers of a refused dial.
-		err = fmt.Errorf("no gateway answers at %s: connection refused (hint: start one with `exechost up` or `exechost gateway`; --gateway or $EXECHOST_GATEWAY sets the URL)", url)
+		err = hint.Wrap(fmt.Errorf("no gateway answers at %s: connection refused", url), "start one with `exechost up` or `exechost gateway`; --gateway or $EXECHOST_GATEWAY sets the URL")
 	}
 	return &dialError{kind: ErrUnreachable, err: err}
 }
@@ -118,7 +119,7 @@ func CheckPlaintext(raw string) error {
 	if u.Scheme != "ws" || isLoopbackHost(u.Hostname()) || os.Getenv(EnvInsecurePlaintext) == "1" {
 		return nil
 	}
-	return fmt.Errorf("refusing plain ws:// to %s: the connection would cross the network unencrypted (hint: serve the gateway with TLS and use wss://, or set %s=1 to accept the risk)", u.Host, EnvInsecurePlaintext)
+	return hint.Wrap(fmt.Errorf("refusing plain ws:// to %s: the connection would cross the network unencrypted", u.Host), fmt.Sprintf("serve the gateway with TLS and use wss://, or set %s=1 to accept the risk", EnvInsecurePlaintext))
 }
 
 // isLoopbackHost reports whether host is localhost or a loopback address.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tailscale/hujson"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/sandbox"
 )
@@ -230,7 +231,7 @@ func readLimited(path string) ([]byte, error) {
 func Parse(name string, data []byte) (*Config, error) {
 	std, err := hujson.Standardize(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v (hint: exechost.json is JSON with // comments and trailing commas allowed)", ErrInvalid, name, err)
+		return nil, hint.Wrap(fmt.Errorf("%w: %s: %v", ErrInvalid, name, err), "exechost.json is JSON with // comments and trailing commas allowed")
 	}
 	if err := checkKeys("", std, typeOf[Config]()); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
@@ -290,7 +291,7 @@ func (c *Config) validate() error {
 		key := l.key
 		for i, pat := range l.list {
 			if _, err := path.Match(strings.ToLower(pat), ""); err != nil || strings.TrimSpace(pat) == "" {
-				errs = append(errs, fmt.Errorf("%s[%d]: %q is not a host or origin pattern (hint: e.g. \"ops.example\", \"*.ops.example\" or \"https://ops.example\")", key, i, pat))
+				errs = append(errs, hint.Wrap(fmt.Errorf("%s[%d]: %q is not a host or origin pattern", key, i, pat), "e.g. \"ops.example\", \"*.ops.example\" or \"https://ops.example\""))
 			}
 		}
 	}
@@ -299,7 +300,7 @@ func (c *Config) validate() error {
 		n   int
 	}{{"gateway.limits.execsPerAgent", c.Gateway.Limits.ExecsPerAgent}, {"gateway.limits.execs", c.Gateway.Limits.Execs}} {
 		if l.n < 0 {
-			errs = append(errs, fmt.Errorf("%s: %w: %d (hint: a positive number, or 0 or unset for the default)", l.key, policy.ErrInvalidValue, l.n))
+			errs = append(errs, hint.Wrap(fmt.Errorf("%s: %w: %d", l.key, policy.ErrInvalidValue, l.n), "a positive number, or 0 or unset for the default"))
 		}
 	}
 	if (c.Gateway.TLS.Cert == "") != (c.Gateway.TLS.Key == "") {

@@ -63,6 +63,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Network is what network a confined run may use.
@@ -255,7 +257,7 @@ func (c *Confinement) Check(abi int) (warning string, err error) {
 	if c.unsupported() == UnsupportedWarn {
 		return "confinement not fully enforced: " + what, nil
 	}
-	return "", fmt.Errorf("%w: %s (hint: run on Linux 6.7 or later with Landlock enabled (lsm=landlock), or set \"confine\": {\"unsupported\": \"warn\"} in exec-approvals.json to run with what the kernel enforces)", ErrUnsupported, what)
+	return "", hint.Wrap(fmt.Errorf("%w: %s", ErrUnsupported, what), "run on Linux 6.7 or later with Landlock enabled (lsm=landlock), or set \"confine\": {\"unsupported\": \"warn\"} in exec-approvals.json to run with what the kernel enforces")
 }
 
 // Describe says in one line what c lets a run do, for prompts, `approvals

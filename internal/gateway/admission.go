@@ -21,12 +21,8 @@ func (g *Gateway) admit(cfg *config.Config, agent string) (release func(), err e
 	case full == nil:
 		return release, nil
 	case full.PerKey:
-		return nil, bridge.Errorf(bridge.CodeBusy,
-			"agent %s already has %d execs in flight, its limit (gateway.limits.execsPerAgent); retry when one finishes (hint: raise gateway.limits.execsPerAgent in exechost.json and reload the gateway with SIGHUP)",
-			agent, full.InFlight)
+		return nil, bridge.Errorf(bridge.CodeBusy, "agent %s already has %d execs in flight, its limit (gateway.limits.execsPerAgent); retry when one finishes", agent, full.InFlight).WithHint("raise gateway.limits.execsPerAgent in exechost.json and reload the gateway with SIGHUP")
 	default:
-		return nil, bridge.Errorf(bridge.CodeBusy,
-			"the gateway already has %d execs in flight, its limit (gateway.limits.execs); retry when one finishes (hint: raise gateway.limits.execs in exechost.json and reload the gateway with SIGHUP)",
-			full.InFlight)
+		return nil, bridge.Errorf(bridge.CodeBusy, "the gateway already has %d execs in flight, its limit (gateway.limits.execs); retry when one finishes", full.InFlight).WithHint("raise gateway.limits.execs in exechost.json and reload the gateway with SIGHUP")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -124,7 +125,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(p.ClientNonce) < 32 || len(p.ClientNonce) > 128 {
-		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "connect.params.clientNonce is missing or malformed (hint: upgrade the client: this gateway proves its identity and never reads a secret off the wire)"))
+		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "connect.params.clientNonce is missing or malformed").WithHint("upgrade the client: this gateway proves its identity and never reads a secret off the wire"))
 		return
 	}
 	switch p.Role {
@@ -166,7 +167,7 @@ func (g *Gateway) authClient(p bridge.ConnectParams, nonce string) (caller, erro
 			return who, nil
 		}
 	}
-	return who, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token or credential (hint: local CLIs prove the token in the gateway's <state>/gateway.json, so pass the gateway's --state-dir; others need a credential file from `exechost credentials issue`, passed with --credential)")
+	return who, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token or credential").WithHint("local CLIs prove the token in the gateway's <state>/gateway.json, so pass the gateway's --state-dir; others need a credential file from `exechost credentials issue`, passed with --credential")
 }
 
 // refuse sends an error response and closes the socket.
@@ -275,7 +276,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		rec := g.reg.get(nid)
 		if rec == nil || !bridge.VerifySecretProof(rec.TokenHash, payload, p.Auth.Proof) {
 			g.log.Warn("refused node: token rejected", "node", nid, "remote", remoteIP)
-			refuse(ws, id, g.nodeRefused(ctx, audit.ActionNodeConnect, audit.ReasonBadToken, nid, remoteIP, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", nid)))
+			refuse(ws, id, g.nodeRefused(ctx, audit.ActionNodeConnect, audit.ReasonBadToken, nid, remoteIP, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired", nid).WithHint("remove \"token\" from node.json and pair again")))
 			return
 		}
 		// The token is bound to the key it was paired with; a record
@@ -447,7 +448,7 @@ func cleanText(s string, max int) string { return textsafe.Strip(s, max) }
 func (g *Gateway) verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, error) {
 	d := p.Device
 	if d == nil {
-		return nil, bridge.Errorf(bridge.CodeUnauthorized, "a node must prove its key: connect.params.device is missing (hint: upgrade exechost on the node; it creates its key on start)")
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "a node must prove its key: connect.params.device is missing").WithHint("upgrade exechost on the node; it creates its key on start")
 	}
 	pub, err := nodekey.ParsePublicKey(d.PublicKey)
 	if err != nil {
@@ -472,13 +473,13 @@ func (g *Gateway) verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, er
 // authenticates with its token).
 func newNodeID(nid string, pub []byte) error {
 	if nid != nodekey.DeviceID(pub) {
-		return bridge.Errorf(bridge.CodeUnauthorized, "a new node's id must be its device id %s (hint: remove nodeId from node.json; the node derives it from its key)", nodekey.DeviceID(pub))
+		return bridge.Errorf(bridge.CodeUnauthorized, "a new node's id must be its device id %s", nodekey.DeviceID(pub)).WithHint("remove nodeId from node.json; the node derives it from its key")
 	}
 	return nil
 }
 
 func errPairedOtherKey(nid string) error {
-	return bridge.Errorf(bridge.CodeUnauthorized, "node id %s is already paired with another key (hint: to replace that node, `exechost nodes remove %s` first)", nid, nid)
+	return bridge.Errorf(bridge.CodeUnauthorized, "node id %s is already paired with another key", nid).WithHint(fmt.Sprintf("to replace that node, `exechost nodes remove %s` first", nid))
 }
 
 // pendingConflict refuses an id pending under another key.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/exechost/exechost/internal/atomicfile"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -115,7 +116,7 @@ func IssueCredential(stateDir string, o IssueOptions) (*bridge.CredentialFile, s
 	{
 		werr := updateCredentials(stateDir, func(d *credentialsData) error {
 			if slices.ContainsFunc(d.Credentials, func(r CredentialRecord) bool { return r.Name == o.Name }) {
-				return fmt.Errorf("a credential named %q exists (hint: `exechost credentials revoke %s` first)", o.Name, o.Name)
+				return hint.Wrap(fmt.Errorf("a credential named %q exists", o.Name), fmt.Sprintf("`exechost credentials revoke %s` first", o.Name))
 			}
 			d.Credentials = append(d.Credentials, CredentialRecord{
 				ID: cf.ID, Name: o.Name, Role: o.Role, Agent: o.Agent,
@@ -139,7 +140,7 @@ func writeCredentialFile(path string, cf *bridge.CredentialFile) error {
 	data, _ := json.MarshalIndent(cf, "", "  ")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("write credential file: %w (hint: pick another --name or --out, or revoke the old one first)", err)
+		return hint.Wrap(fmt.Errorf("write credential file: %w", err), "pick another --name or --out, or revoke the old one first")
 	}
 	_, werr := f.Write(append(data, '\n'))
 	if cerr := f.Close(); werr == nil {
@@ -161,7 +162,7 @@ func RevokeCredential(stateDir, idOrName string) (CredentialRecord, error) {
 	err := updateCredentials(stateDir, func(d *credentialsData) error {
 		i := slices.IndexFunc(d.Credentials, func(r CredentialRecord) bool { return r.ID == idOrName || r.Name == idOrName })
 		if i < 0 {
-			return fmt.Errorf("no credential %q (hint: `exechost credentials list`)", idOrName)
+			return hint.Wrap(fmt.Errorf("no credential %q", idOrName), "`exechost credentials list`")
 		}
 		gone = d.Credentials[i]
 		d.Credentials = slices.Delete(d.Credentials, i, i+1)
@@ -217,7 +218,7 @@ func readCredentials(stateDir string) (credentialsData, error) {
 		return d, fmt.Errorf("read %s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, &d); err != nil {
-		return d, fmt.Errorf("read %s: %w (hint: restore it from a backup; every credential in it stops working otherwise)", path, err)
+		return d, hint.Wrap(fmt.Errorf("read %s: %w", path, err), "restore it from a backup; every credential in it stops working otherwise")
 	}
 	return d, nil
 }
@@ -255,7 +256,7 @@ func (g *Gateway) verifyCredential(p bridge.ConnectParams, nonce string) (*Crede
 		return nil, bridge.Errorf(bridge.CodeUnavailable, "the gateway cannot read its credentials list")
 	}
 	if rec == nil {
-		return nil, bridge.Errorf(bridge.CodeUnauthorized, "credential %s is unknown or revoked (hint: ask the operator for a new one: `exechost credentials issue`)", p.Auth.Ref)
+		return nil, bridge.Errorf(bridge.CodeUnauthorized, "credential %s is unknown or revoked", p.Auth.Ref).WithHint("ask the operator for a new one: `exechost credentials issue`")
 	}
 	pub, err := nodekey.ParsePublicKey(rec.PublicKey)
 	if err != nil || !nodekey.Verify(pub, []byte(bridge.ClientAuthPayload(g.keyStr, nonce, p.ClientNonce, p.Role, p.Auth.Kind, p.Auth.Ref)), p.Auth.Proof) {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -220,7 +221,7 @@ func bindAgent(params json.RawMessage, agent string) (json.RawMessage, error) {
 			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "agentId must be a string")
 		}
 		if claimed != "" && claimed != agent {
-			return nil, bridge.Errorf(bridge.CodeForbidden, "this connection's credential acts for agent %q, not %q (hint: each agent connects with its own credential: `exechost credentials issue --agent %s`)", agent, textsafe.Strip(claimed, 64), textsafe.Strip(claimed, 64))
+			return nil, bridge.Errorf(bridge.CodeForbidden, "this connection's credential acts for agent %q, not %q", agent, textsafe.Strip(claimed, 64)).WithHint(fmt.Sprintf("each agent connects with its own credential: `exechost credentials issue --agent %s`", textsafe.Strip(claimed, 64)))
 		}
 	}
 	m["agentId"], _ = json.Marshal(agent)
@@ -254,15 +255,13 @@ func (g *Gateway) sessionCommand(ctx context.Context, c caller, method string, p
 	}
 	if isApprove(p.Text) {
 		if c.role != bridge.RoleOperator {
-			return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden,
-				"/approve needs an operator connection: %s (hint: answer with `exechost approvals resolve ID DECISION`)", noPrompts))
+			return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "/approve needs an operator connection: %s", noPrompts).WithHint("answer with `exechost approvals resolve ID DECISION`"))
 		}
 		return g.slashApprove(c, session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	}
 	elevated := isCommand(p.Text, "/elevated")
 	if elevated && c.role != bridge.RoleOperator {
-		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden,
-			"/elevated needs an operator connection: it loosens security and ask beyond the agent's configuration (hint: an operator runs it, e.g. from the approver; /exec can only tighten)"))
+		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "/elevated needs an operator connection: it loosens security and ask beyond the agent's configuration").WithHint("an operator runs it, e.g. from the approver; /exec can only tighten"))
 	}
 	res, err := g.sessions.Command(session.NewKey(p.AgentID, p.SessionKey), p.Text)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/policy"
@@ -239,7 +240,7 @@ func (g *Gateway) connected(c Candidate) (*nodeConn, error) {
 	nc := g.live[c.ID]
 	g.mu.Unlock()
 	if nc == nil {
-		return nil, bridge.Errorf(bridge.CodeUnavailable, "node %s is paired but not connected (hint: start `exechost node run` there)", c)
+		return nil, bridge.Errorf(bridge.CodeUnavailable, "node %s is paired but not connected", c).WithHint("start `exechost node run` there")
 	}
 	return nc, nil
 }
@@ -288,7 +289,7 @@ func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, erro
 		}
 		if q != "" && q != binding {
 			if sel, err := Select(cands, q); err != nil || sel.ID != bound.ID {
-				return nil, bridge.Errorf(bridge.CodeDenied, "agent %q is bound to node %s by tools.exec.node; node %q is not allowed (hint: omit the node or change the binding in exechost.json)", agent, bound.ID, q)
+				return nil, bridge.Errorf(bridge.CodeDenied, "agent %q is bound to node %s by tools.exec.node; node %q is not allowed", agent, bound.ID, q).WithHint("omit the node or change the binding in exechost.json")
 			}
 		}
 		return g.connected(bound)
@@ -302,7 +303,7 @@ func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, erro
 	}
 	switch len(cands) {
 	case 0:
-		return nil, bridge.Errorf(bridge.CodeNotFound, "no nodes are paired (hint: run `exechost node run --gateway URL` on the node, then `exechost nodes approve ID`)")
+		return nil, bridge.Errorf(bridge.CodeNotFound, "no nodes are paired").WithHint("run `exechost node run --gateway URL` on the node, then `exechost nodes approve ID`")
 	case 1:
 		return g.connected(cands[0])
 	}
@@ -315,6 +316,5 @@ func (g *Gateway) pickNode(cfg *config.Config, agent, q string) (*nodeConn, erro
 		}
 		return g.connected(c)
 	}
-	return nil, selectError(fmt.Errorf("%w: %d nodes are paired and none is named: %s (hint: name one with --node NAME (the MCP tool's node), or make one the default with \"tools\": {\"exec\": {\"defaultNode\": \"NAME\"}} in %s, then SIGHUP the gateway)",
-		ErrNodeRequired, len(cands), list(cands), configPath(cfg, g.opts.StateDir)))
+	return nil, selectError(hint.Wrap(fmt.Errorf("%w: %d nodes are paired and none is named: %s", ErrNodeRequired, len(cands), list(cands)), fmt.Sprintf("name one with --node NAME (the MCP tool's node), or make one the default with \"tools\": {\"exec\": {\"defaultNode\": \"NAME\"}} in %s, then SIGHUP the gateway", configPath(cfg, g.opts.StateDir))))
 }

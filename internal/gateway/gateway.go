@@ -24,6 +24,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
 	"github.com/exechost/exechost/internal/metrics"
@@ -180,7 +181,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if cfg.Gateway.TLS.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.Gateway.TLS.Cert, cfg.Gateway.TLS.Key)
 		if err != nil {
-			return fmt.Errorf("load gateway certificate: %w (hint: gateway.tls.cert and .key must be PEM files)", err)
+			return hint.Wrap(fmt.Errorf("load gateway certificate: %w", err), "gateway.tls.cert and .key must be PEM files")
 		}
 		sum := sha256.Sum256(cert.Certificate[0])
 		g.fingerprint = hex.EncodeToString(sum[:])

@@ -161,7 +161,7 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 // (dispatch.go).
 func (g *Gateway) handleNode(ctx context.Context, nc *nodeConn, method string, params json.RawMessage) (any, error) {
 	if !g.isLive(nc) {
-		return nil, bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet (hint: exechost nodes approve %s)", nc.id, nc.id)
+		return nil, bridge.Errorf(bridge.CodeForbidden, "node %s is not paired yet", nc.id).WithHint(fmt.Sprintf("exechost nodes approve %s", nc.id))
 	}
 	return g.dispatch(ctx, caller{role: bridge.RoleNode, name: nc.id, node: nc}, method, params)
 }

@@ -109,16 +109,16 @@ func (g *Gateway) findPending(id string, minPrefix int) (*nodeConn, error) {
 		short = short || (len(id) >= MinPrefix && len(id) < minPrefix && strings.HasPrefix(pid, id))
 	}
 	if short {
-		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%q is too short to approve a node: use the full id, its key fingerprint, or a prefix of at least %d characters (hint: `exechost nodes pending` shows both; compare the fingerprint with the one the node prints)", id, minPrefix)
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%q is too short to approve a node: use the full id, its key fingerprint, or a prefix of at least %d characters", id, minPrefix).WithHint("`exechost nodes pending` shows both; compare the fingerprint with the one the node prints")
 	}
 	matches := idprefix.Match(slices.Collect(maps.Keys(g.pending)), id, minPrefix)
 	switch len(matches) {
 	case 1:
 		return g.pending[matches[0]], nil
 	case 0:
-		return nil, bridge.Errorf(bridge.CodeNotFound, "no pending node %q (hint: `exechost nodes pending` lists them by id; a pending request ends when the node disconnects)", id)
+		return nil, bridge.Errorf(bridge.CodeNotFound, "no pending node %q", id).WithHint("`exechost nodes pending` lists them by id; a pending request ends when the node disconnects")
 	}
-	return nil, bridge.Errorf(bridge.CodeAmbiguous, "%q matches %d pending nodes: %s (hint: use the full node id)", id, len(matches), strings.Join(matches, ", "))
+	return nil, bridge.Errorf(bridge.CodeAmbiguous, "%q matches %d pending nodes: %s", id, len(matches), strings.Join(matches, ", ")).WithHint("use the full node id")
 }
 
 func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, error) {
@@ -259,7 +259,7 @@ func (g *Gateway) nodeApprovals(ctx context.Context, method string, p bridge.Nod
 		return payload, nil
 	}
 	if p.BaseHash == "" {
-		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required (hint: get the file first; its hash protects concurrent edits)")
+		return nil, bridge.Errorf(bridge.CodeInvalidRequest, "baseHash is required").WithHint("get the file first; its hash protects concurrent edits")
 	}
 	g.auditApprovalsEdit(ctx, nc, p, g.currentApprovals(ctx, nc, timeout))
 	payload, err := g.invoke(ctx, nc, bridge.CmdExecApprovalsSet, bridge.ApprovalsSetParams{File: p.File, BaseHash: p.BaseHash}, timeout, "")

@@ -36,9 +36,9 @@ func (g *Gateway) nameConflict(self, name string) error {
 		}
 		switch {
 		case Normalize(o.name) == n:
-			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q is already node %s's (hint: pick another with `exechost node run --display-name NAME`)", name, o.id)
+			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q is already node %s's", name, o.id).WithHint("pick another with `exechost node run --display-name NAME`")
 		case len(c) >= MinPrefix && (strings.HasPrefix(compact(o.id), c) || strings.HasPrefix(compact(o.fp), c)):
-			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q looks like node %s's id or fingerprint, so --node %s could reach the wrong node (hint: pick another with `exechost node run --display-name NAME`)", name, o.id, name)
+			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q looks like node %s's id or fingerprint, so --node %s could reach the wrong node", name, o.id, name).WithHint("pick another with `exechost node run --display-name NAME`")
 		}
 	}
 	return nil

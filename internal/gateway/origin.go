@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // checkBrowser is the gateway's policy for requests a browser page could
@@ -22,7 +23,7 @@ import (
 func checkBrowser(r *http.Request, cfg config.Gateway) error {
 	host := hostOnly(r.Host)
 	if !hostAllowed(host, r, cfg.AllowedHosts) {
-		return fmt.Errorf("host %q is not one this gateway answers to (hint: add it to gateway.allowedHosts in exechost.json, or connect by IP address)", r.Host)
+		return hint.Wrap(fmt.Errorf("host %q is not one this gateway answers to", r.Host), "add it to gateway.allowedHosts in exechost.json, or connect by IP address")
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -45,7 +46,7 @@ func checkBrowser(r *http.Request, cfg config.Gateway) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("origin %q is not allowed (hint: list it in gateway.allowedOrigins in exechost.json)", origin)
+	return hint.Wrap(fmt.Errorf("origin %q is not allowed", origin), "list it in gateway.allowedOrigins in exechost.json")
 }
 
 // hostOnly strips the port and IPv6 brackets from a host[:port].

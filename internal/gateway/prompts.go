@@ -282,7 +282,6 @@ func (h *promptHub) fullID(q string) (string, error) {
 
 // resolveError maps the broker's sentinels to wire errors with hints.
 func resolveError(err error) error {
-	hint := " (hint: `exechost approvals pending` lists the prompts waiting for an answer)"
 	switch {
 	case errors.Is(err, prompt.ErrAmbiguousID):
 		return &bridge.Error{Code: bridge.CodeAmbiguous, Message: err.Error()}
@@ -291,7 +290,7 @@ func resolveError(err error) error {
 	case errors.Is(err, prompt.ErrNotOffered):
 		return &bridge.Error{Code: bridge.CodeInvalidRequest, Message: err.Error()}
 	case errors.Is(err, prompt.ErrUnknownID):
-		return &bridge.Error{Code: bridge.CodeNotFound, Message: err.Error() + hint}
+		return (&bridge.Error{Code: bridge.CodeNotFound, Message: err.Error()}).WithHint("`exechost approvals pending` lists the prompts waiting for an answer")
 	}
 	return bridge.Errorf(bridge.CodeInvalidRequest, "%w", err)
 }

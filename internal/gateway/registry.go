@@ -14,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/atomicfile"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/nodekey"
 )
 
@@ -83,7 +84,7 @@ func openRegistry(stateDir string) (*registry, error) {
 		return nil, fmt.Errorf("read node registry: %w", err)
 	default:
 		if err := json.Unmarshal(raw, &d); err != nil {
-			return nil, fmt.Errorf("read node registry %s: %w (hint: fix or remove it; removing unpairs every node)", r.path, err)
+			return nil, hint.Wrap(fmt.Errorf("read node registry %s: %w", r.path, err), "fix or remove it; removing unpairs every node")
 		}
 	}
 	r.install(d)
@@ -259,9 +260,9 @@ func (r *registry) bindKey(id, tokenHash, pub string) (bound bool, err error) {
 				n.PublicKey, bound = pub, true
 				return true, nil
 			}
-			return false, bridge.Errorf(bridge.CodeUnauthorized, "node %s is paired with a different key (fingerprint %s); this connection's key does not match (hint: a node's key lives in node.key next to node.json; if it was lost, `exechost nodes remove %s` and pair again)", id, fingerprintOf(n.PublicKey), id)
+			return false, bridge.Errorf(bridge.CodeUnauthorized, "node %s is paired with a different key (fingerprint %s); this connection's key does not match", id, fingerprintOf(n.PublicKey)).WithHint(fmt.Sprintf("a node's key lives in node.key next to node.json; if it was lost, `exechost nodes remove %s` and pair again", id))
 		}
-		return false, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired (hint: remove \"token\" from node.json and pair again)", id)
+		return false, bridge.Errorf(bridge.CodeUnauthorized, "node token rejected for %s: the node was removed or re-paired", id).WithHint("remove \"token\" from node.json and pair again")
 	})
 	if err != nil {
 		return false, err
@@ -308,7 +309,7 @@ func (r *registry) consumeJoinKey(ref, payload, proof string, rec nodeRecord) er
 			}
 		}
 		if idx < 0 {
-			return false, bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid, expired or already used (hint: create a new one with `exechost gateway join-key`)")
+			return false, bridge.Errorf(bridge.CodeUnauthorized, "join key is invalid, expired or already used").WithHint("create a new one with `exechost gateway join-key`")
 		}
 		d.JoinKeys = append(d.JoinKeys[:idx:idx], d.JoinKeys[idx+1:]...)
 		d.Nodes = append(without(d.Nodes, rec.NodeID), &rec)

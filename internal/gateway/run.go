@@ -17,6 +17,7 @@ import (
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/policy"
@@ -162,7 +163,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (hint: another gateway running? use --listen)", listen, err)
+		return hint.Wrap(fmt.Errorf("listen on %s: %w", listen, err), "another gateway running? use --listen")
 	}
 	scheme := "ws"
 	if cfg.Gateway.TLS.Cert != "" {
@@ -219,7 +220,7 @@ func checkListen(listen string, tls, insecure bool) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("refusing to serve plain ws:// on %s: beyond loopback the traffic needs TLS (hint: set gateway.tls.cert and .key in exechost.json, or pass --insecure-plaintext to accept that anyone on the path reads and rewrites it)", listen)
+	return hint.Wrap(fmt.Errorf("refusing to serve plain ws:// on %s: beyond loopback the traffic needs TLS", listen), "set gateway.tls.cert and .key in exechost.json, or pass --insecure-plaintext to accept that anyone on the path reads and rewrites it")
 }
 
 // configSource is where Run's configuration comes from: an explicit file

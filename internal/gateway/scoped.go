@@ -19,8 +19,8 @@ func (g *Gateway) statusFor(p bridge.ExecStatusParams) (bridge.ExecStatusResult,
 	g.mu.Unlock()
 	if !mine {
 		return bridge.ExecStatusResult{}, bridge.Errorf(bridge.CodeNotFound,
-			"unknown run %q for session %s/%s (runs are kept for %s after they finish; hint: pass the agentId and sessionKey the run was started with)",
-			p.RunID, key.Agent, key.Session, RunRetention)
+			"unknown run %q for session %s/%s (runs are kept for %s after they finish)",
+			p.RunID, key.Agent, key.Session, RunRetention).WithHint("pass the agentId and sessionKey the run was started with")
 	}
 	return g.status(p.RunID)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/idprefix"
 )
 
@@ -114,16 +115,16 @@ func Select(nodes []Candidate, q string) (Candidate, error) {
 		if len(live) == 1 {
 			return live[0], nil
 		}
-		return Candidate{}, fmt.Errorf("%w: %q matches %d nodes by %s: %s (hint: use the full node id)", ErrAmbiguousNode, q, len(m), r.name, list(m))
+		return Candidate{}, hint.Wrap(fmt.Errorf("%w: %q matches %d nodes by %s: %s", ErrAmbiguousNode, q, len(m), r.name, list(m)), "use the full node id")
 	}
-	hint := ""
+	short := ""
 	if len(q) < MinPrefix {
-		hint = fmt.Sprintf("; an id prefix needs at least %d characters", MinPrefix)
+		short = fmt.Sprintf("; an id prefix needs at least %d characters", MinPrefix)
 	}
 	if len(nodes) == 0 {
-		return Candidate{}, fmt.Errorf("%w %q: no nodes are paired (hint: run `exechost node run --gateway URL` on the node, then `exechost nodes approve ID`)", ErrNoNode, q)
+		return Candidate{}, hint.Wrap(fmt.Errorf("%w %q: no nodes are paired", ErrNoNode, q), "run `exechost node run --gateway URL` on the node, then `exechost nodes approve ID`")
 	}
-	return Candidate{}, fmt.Errorf("%w %q (paired nodes: %s%s)", ErrNoNode, q, list(nodes), hint)
+	return Candidate{}, fmt.Errorf("%w %q (paired nodes: %s%s)", ErrNoNode, q, list(nodes), short)
 }
 
 func list(cs []Candidate) string {

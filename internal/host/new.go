@@ -8,6 +8,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/state"
@@ -79,7 +80,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	if opts.PromptTimeout < 0 {
-		return nil, fmt.Errorf("prompt timeout %s is negative (hint: use a positive duration, or 0 for the default %s)", opts.PromptTimeout, DefaultPromptTimeout)
+		return nil, hint.Wrap(fmt.Errorf("prompt timeout %s is negative", opts.PromptTimeout), fmt.Sprintf("use a positive duration, or 0 for the default %s", DefaultPromptTimeout))
 	}
 	if opts.SweepRunTemps {
 		sweepRunTemps(os.TempDir())
@@ -96,7 +97,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.Prompter = opts.Prompter
 	if opts.WarmInterpreters < 0 || opts.WarmIdle < 0 {
-		return nil, fmt.Errorf("warm interpreters %d, idle %s: negative (hint: 0 turns the pool off)", opts.WarmInterpreters, opts.WarmIdle)
+		return nil, hint.Wrap(fmt.Errorf("warm interpreters %d, idle %s: negative", opts.WarmInterpreters, opts.WarmIdle), "0 turns the pool off")
 	}
 	e.WarmInterpreters, e.WarmIdle = opts.WarmInterpreters, opts.WarmIdle
 	if opts.Route != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/fschange"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/logging"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -69,7 +70,7 @@ func (p *Prepared) input() policy.Input {
 func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	for name := range req.Env {
 		if policy.DangerousEnv(name) {
-			return nil, bridge.InvalidRequest(fmt.Errorf("%w: env %s cannot be set by a request (it could change what runs) (hint: drop it from env)", runner.ErrDangerousEnv, name))
+			return nil, bridge.InvalidRequest(hint.Wrap(fmt.Errorf("%w: env %s cannot be set by a request (it could change what runs)", runner.ErrDangerousEnv, name), "drop it from env"))
 		}
 	}
 	agent := req.AgentID
@@ -112,7 +113,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Analysis = z.Analyze(req.RawCommand, env)
 		p.Text = req.RawCommand
 	default:
-		return nil, bridge.InvalidRequest(errors.New("empty command (hint: pass command text or an argv)"))
+		return nil, bridge.InvalidRequest(hint.Wrap(errors.New("empty command"), "pass command text or an argv"))
 	}
 	if analysisOff {
 		p.Analysis = unanalysed(p.Analysis)
@@ -208,7 +209,7 @@ func (e *Engine) cwd(z *shellcmd.Analyzer, c string) (string, error) {
 	}
 	c = policy.ExpandHome(c, e.Home)
 	if !filepath.IsAbs(c) {
-		return "", bridge.InvalidRequest(fmt.Errorf("cwd %q is not absolute (hint: pass an absolute path or ~/…)", c))
+		return "", bridge.InvalidRequest(hint.Wrap(fmt.Errorf("cwd %q is not absolute", c), "pass an absolute path or ~/…"))
 	}
 	fi, err := z.Stat(c) // through the analysis's fact cache
 	if err != nil {

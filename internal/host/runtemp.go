@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // runTempPrefix starts the name of each run's private temporary directory
@@ -22,7 +24,7 @@ const runTempPrefix = "exechost-run-"
 func runTemp(env map[string]string) (string, map[string]string, func(), error) {
 	dir, err := os.MkdirTemp("", runTempPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("create the run's temporary directory: %w (hint: check that the host's temporary directory is writable)", err)
+		return "", nil, nil, hint.Wrap(fmt.Errorf("create the run's temporary directory: %w", err), "check that the host's temporary directory is writable")
 	}
 	env = maps.Clone(env)
 	if env == nil {

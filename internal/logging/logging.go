@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Formats accepted by New.
@@ -32,7 +34,7 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 		level = "info"
 	}
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w (hint: use debug, info, warn or error)", level, err)
+		return nil, hint.Wrap(fmt.Errorf("log level %q: %w", level, err), "use debug, info, warn or error")
 	}
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: Redact}
 	switch strings.ToLower(format) {
@@ -41,7 +43,7 @@ func New(w io.Writer, format, level string) (*slog.Logger, error) {
 	case FormatJSON:
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
-		return nil, fmt.Errorf("log format %q: unknown (hint: use text or json)", format)
+		return nil, hint.Wrap(fmt.Errorf("log format %q: unknown", format), "use text or json")
 	}
 }
 

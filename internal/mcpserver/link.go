@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/client"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Sentinel errors of a tool call that never got the gateway's answer. The
@@ -197,7 +198,7 @@ func (l *link) do(ctx context.Context, method string, timeout time.Duration, cal
 		l.forget(c)
 		return fmt.Errorf("%w at %s during %s: %v; the outcome is unknown — check the system events or exec_status before retrying", ErrConnectionLost, l.url, method, err)
 	case cctx.Err() != nil && ctx.Err() == nil:
-		return fmt.Errorf("the gateway at %s did not answer %s within %s (hint: retry; a command started with yieldMs keeps running and exec_status reports it)", l.url, method, timeout)
+		return hint.Wrap(fmt.Errorf("the gateway at %s did not answer %s within %s", l.url, method, timeout), "retry; a command started with yieldMs keeps running and exec_status reports it")
 	}
 	return err
 }

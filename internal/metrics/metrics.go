@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Outcome label values for ObserveExec.
@@ -151,7 +153,7 @@ func (m *Metrics) Serve(ctx context.Context, addr string) error {
 func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics listen %s: %w (hint: pick a free address such as 127.0.0.1:9464)", addr, err)
+		return nil, hint.Wrap(fmt.Errorf("metrics listen %s: %w", addr, err), "pick a free address such as 127.0.0.1:9464")
 	}
 	return ln, nil
 }

@@ -27,8 +27,7 @@ func (c *Client) admitRun() (release func(), busy *bridge.Error) {
 	}
 	release, full := c.runs.Acquire("", limit, 0)
 	if full != nil {
-		return func() {}, bridge.Errorf(bridge.CodeBusy,
-			"node %s already runs %d commands, its limit; retry when one finishes (hint: raise it with `exechost node run --max-runs N`)", c.NodeID(), full.InFlight)
+		return func() {}, bridge.Errorf(bridge.CodeBusy, "node %s already runs %d commands, its limit; retry when one finishes", c.NodeID(), full.InFlight).WithHint("raise it with `exechost node run --max-runs N`")
 	}
 	return release, nil
 }

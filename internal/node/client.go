@@ -15,6 +15,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
 	"github.com/exechost/exechost/internal/nodekey"
@@ -143,14 +144,14 @@ func New(opts Options) (*Client, error) {
 		id.Gateway.URL = opts.GatewayURL
 	}
 	if id.Gateway.URL == "" {
-		return nil, fmt.Errorf("no gateway URL (hint: pass --gateway ws://HOST:18789)")
+		return nil, hint.Wrap(fmt.Errorf("no gateway URL"), "pass --gateway ws://HOST:18789")
 	}
 	if opts.DisplayName != "" {
 		id.DisplayName = opts.DisplayName
 	}
 	if opts.GatewayKey != "" {
 		if id.Gateway.PublicKey != "" && id.Gateway.PublicKey != opts.GatewayKey {
-			return nil, fmt.Errorf("--gateway-key %s differs from the key pinned in node.json (%s) (hint: if the gateway's key really changed, move node.json away and pair again)", bridge.KeyFingerprint(opts.GatewayKey), bridge.KeyFingerprint(id.Gateway.PublicKey))
+			return nil, hint.Wrap(fmt.Errorf("--gateway-key %s differs from the key pinned in node.json (%s)", bridge.KeyFingerprint(opts.GatewayKey), bridge.KeyFingerprint(id.Gateway.PublicKey)), "if the gateway's key really changed, move node.json away and pair again")
 		}
 		id.Gateway.PublicKey = opts.GatewayKey
 	}

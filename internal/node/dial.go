@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // errPin is wrapped when a wss:// gateway presents a certificate other
@@ -58,7 +59,7 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 				seen = hex.EncodeToString(sum[:])
 				if pin != "" && seen != pin {
 					mismatch.Store(true)
-					return fmt.Errorf("%w: got %s, pinned %s (hint: if the gateway's certificate was replaced on purpose, update gateway.tlsFingerprint in node.json)", errPin, seen, pin)
+					return hint.Wrap(fmt.Errorf("%w: got %s, pinned %s", errPin, seen, pin), "if the gateway's certificate was replaced on purpose, update gateway.tlsFingerprint in node.json")
 				}
 				return nil
 			},
@@ -93,7 +94,7 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 		if why := bridge.UpgradeRefusal(resp); why != "" {
 			return nil, fmt.Errorf("dial %s: the gateway refused the connection: %s", id.Gateway.URL, why)
 		}
-		return nil, fmt.Errorf("dial %s: %w (hint: is `exechost gateway` running there?)", id.Gateway.URL, err)
+		return nil, hint.Wrap(fmt.Errorf("dial %s: %w", id.Gateway.URL, err), "is `exechost gateway` running there?")
 	}
 	return ws, nil
 }

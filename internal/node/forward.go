@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
@@ -134,7 +135,7 @@ func (f *Forwarder) Run(ctx context.Context, req host.Request) (host.Result, err
 	}
 
 	if f.Fallback != FallbackLocal || f.Local == nil {
-		rerr := bridge.Unavailable(fmt.Errorf("%w (%v; hint: start `exechost approver --exec-host`, or run the node with --exec-fallback local)", ErrCompanionUnavailable, err))
+		rerr := bridge.Unavailable(hint.Wrap(fmt.Errorf("%w (%v)", ErrCompanionUnavailable, err), "start `exechost approver --exec-host`, or run the node with --exec-fallback local"))
 		// Nothing decided against the command: the host it goes to
 		// cannot be reached, a failure, not a denial.
 		d := ev

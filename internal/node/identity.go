@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/exechost/exechost/internal/atomicfile"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -71,13 +72,13 @@ func LoadIdentity(stateDir string) (*Identity, error) {
 	}
 	var id Identity
 	if err := json.Unmarshal(data, &id); err != nil {
-		return nil, fmt.Errorf("read node identity %s: %w (hint: fix the JSON, or move the file away to pair as a new node)", path, err)
+		return nil, hint.Wrap(fmt.Errorf("read node identity %s: %w", path, err), "fix the JSON, or move the file away to pair as a new node")
 	}
 	if id.Version != IdentityVersion {
 		return nil, fmt.Errorf("read node identity %s: unsupported version %d (want %d)", path, id.Version, IdentityVersion)
 	}
 	if id.NodeID == "" {
-		return nil, fmt.Errorf("read node identity %s: no nodeId (hint: move the file away to pair as a new node)", path)
+		return nil, hint.Wrap(fmt.Errorf("read node identity %s: no nodeId", path), "move the file away to pair as a new node")
 	}
 	return &id, nil
 }

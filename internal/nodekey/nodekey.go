@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -135,13 +136,13 @@ func Load(path string) (*Key, error) {
 		return nil, fmt.Errorf("read node key: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read node key %s: not a regular file (hint: a symlink is refused; move it away to create a new identity)", path)
+		return nil, hint.Wrap(fmt.Errorf("read node key %s: not a regular file", path), "a symlink is refused; move it away to create a new identity")
 	}
 	if err := state.CheckOwner(fi); err != nil {
 		return nil, fmt.Errorf("read node key %s: %w", path, err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("read node key %s: mode %o lets other users read it (hint: chmod 600 %s, and consider the key leaked: remove the node from the gateway and pair again)", path, fi.Mode().Perm(), path)
+		return nil, hint.Wrap(fmt.Errorf("read node key %s: mode %o lets other users read it", path, fi.Mode().Perm()), fmt.Sprintf("chmod 600 %s, and consider the key leaked: remove the node from the gateway and pair again", path))
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -154,11 +155,11 @@ func Load(path string) (*Key, error) {
 func Parse(data []byte, name string) (*Key, error) {
 	b, _ := pem.Decode(data)
 	if b == nil || b.Type != pemType {
-		return nil, fmt.Errorf("read node key %s: not a PEM %q block (hint: the file is damaged; restore it, or move it away and pair this node again)", name, pemType)
+		return nil, hint.Wrap(fmt.Errorf("read node key %s: not a PEM %q block", name, pemType), "the file is damaged; restore it, or move it away and pair this node again")
 	}
 	pk, err := x509.ParsePKCS8PrivateKey(b.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("read node key %s: %w (hint: the file is damaged; restore it, or move it away and pair this node again)", name, err)
+		return nil, hint.Wrap(fmt.Errorf("read node key %s: %w", name, err), "the file is damaged; restore it, or move it away and pair this node again")
 	}
 	priv, ok := pk.(ed25519.PrivateKey)
 	if !ok {

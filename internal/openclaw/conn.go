@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // HandshakeTimeout bounds the whole handshake (dial, challenge, connect
@@ -113,7 +114,7 @@ func dial(ctx context.Context, p dialParams, opts bridge.Options) (*bridge.Conn,
 		resp.Body.Close()
 	}
 	if err != nil {
-		return nil, hello, fmt.Errorf("dial %s: %w (hint: is the OpenClaw gateway running there? `openclaw gateway status`)", p.URL, err)
+		return nil, hello, hint.Wrap(fmt.Errorf("dial %s: %w", p.URL, err), "is the OpenClaw gateway running there? `openclaw gateway status`")
 	}
 	ws.SetReadLimit(bridge.MaxFrame)
 	fail := func(err error) (*bridge.Conn, helloOK, error) {
@@ -186,7 +187,7 @@ func dial(ctx context.Context, p dialParams, opts bridge.Options) (*bridge.Conn,
 		break
 	}
 	if hello.Protocol != ProtocolVersion {
-		return fail(fmt.Errorf("%w: gateway %s answered protocol %d, exechost speaks %d (hint: use an OpenClaw release that speaks protocol v%d)", ErrProtocolMismatch, p.URL, hello.Protocol, ProtocolVersion, ProtocolVersion))
+		return fail(hint.Wrap(fmt.Errorf("%w: gateway %s answered protocol %d, exechost speaks %d", ErrProtocolMismatch, p.URL, hello.Protocol, ProtocolVersion), fmt.Sprintf("use an OpenClaw release that speaks protocol v%d", ProtocolVersion)))
 	}
 	return bridge.NewConn(ws, opts), hello, nil
 }

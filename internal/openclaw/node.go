@@ -15,6 +15,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/inflight"
 	"github.com/exechost/exechost/internal/policy"
@@ -122,7 +123,7 @@ type Node struct {
 // New loads (or creates) the device key and returns a node ready to Run.
 func New(opts Options) (*Node, error) {
 	if opts.GatewayURL == "" {
-		return nil, errors.New("openclaw: gateway URL required (hint: --openclaw ws://HOST:18789)")
+		return nil, hint.Wrap(errors.New("openclaw: gateway URL required"), "--openclaw ws://HOST:18789")
 	}
 	id, err := LoadOrCreateIdentity(opts.StateDir)
 	if err != nil {
@@ -193,9 +194,9 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			switch {
 			case errors.Is(err, ErrProtocolMismatch):
-				return fmt.Errorf("%w (hint: this exechost speaks OpenClaw gateway protocol v%d)", err, ProtocolVersion)
+				return hint.Wrap(fmt.Errorf("%w", err), fmt.Sprintf("this exechost speaks OpenClaw gateway protocol v%d", ProtocolVersion))
 			case errors.Is(err, ErrAuth):
-				return fmt.Errorf("%w (hint: pass the gateway's token with --openclaw-token or OPENCLAW_GATEWAY_TOKEN)", err)
+				return hint.Wrap(fmt.Errorf("%w", err), "pass the gateway's token with --openclaw-token or OPENCLAW_GATEWAY_TOKEN")
 			case errors.Is(err, ErrPairingRequired):
 				n.pairingRequired(err)
 			default:

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/exechost/exechost/internal/atomicfile"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // TokenFile keeps the device token an OpenClaw gateway issued at pairing
@@ -62,7 +63,7 @@ func updateTokens(dir string, change func(*tokenFile)) error {
 	if data, err := os.ReadFile(path); err == nil {
 		var probe tokenFile
 		if err := json.Unmarshal(data, &probe); err != nil {
-			return fmt.Errorf("parse %s: %w (hint: move it away; the node pairs again with the shared token)", path, err)
+			return hint.Wrap(fmt.Errorf("parse %s: %w", path, err), "move it away; the node pairs again with the shared token")
 		}
 	}
 	f := loadTokens(dir)

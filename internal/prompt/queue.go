@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/idprefix"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -220,9 +221,9 @@ func (b *Broker) lookupLocked(q string) (*entry, error) {
 			}
 			return nil, fmt.Errorf("resolve %s: %w (the execution host stopped waiting and applied askFallback)", id, ErrExpired)
 		}
-		return nil, fmt.Errorf("resolve %s: %w (hint: it may have been answered or expired; list the pending prompts again)", q, ErrUnknownID)
+		return nil, hint.Wrap(fmt.Errorf("resolve %s: %w", q, ErrUnknownID), "it may have been answered or expired; list the pending prompts again")
 	default:
-		return nil, fmt.Errorf("resolve %s: %w: matches %s (hint: type more of the id)", q, ErrAmbiguousID, strings.Join(matches, ", "))
+		return nil, hint.Wrap(fmt.Errorf("resolve %s: %w: matches %s", q, ErrAmbiguousID, strings.Join(matches, ", ")), "type more of the id")
 	}
 }
 

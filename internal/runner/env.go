@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -24,10 +25,10 @@ func isShellStartupEnv(name string) bool { return policy.ShellStartupEnv(name) }
 func CheckEnv(overlay map[string]string) error {
 	for _, name := range slices.Sorted(maps.Keys(overlay)) {
 		if policy.DangerousEnv(name) || isShellStartupEnv(name) {
-			return fmt.Errorf("env %q: %w: it could change what runs (hint: drop it from the request's env; set it on the host if it is really needed)", name, ErrDangerousEnv)
+			return hint.Wrap(fmt.Errorf("env %q: %w: it could change what runs", name, ErrDangerousEnv), "drop it from the request's env; set it on the host if it is really needed")
 		}
 		if strings.ContainsRune(overlay[name], 0) {
-			return fmt.Errorf("env %q: %w: value contains a NUL byte (hint: drop it from the request's env)", name, ErrDangerousEnv)
+			return hint.Wrap(fmt.Errorf("env %q: %w: value contains a NUL byte", name, ErrDangerousEnv), "drop it from the request's env")
 		}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // FileID names one file: the device and inode an execution host recorded
@@ -51,7 +53,7 @@ func Pin(path string, id FileID) (f *os.File, execPath string, err error) {
 	}
 	if got != id {
 		f.Close()
-		return nil, "", fmt.Errorf("%w: %s: %w (hint: run the command again; if the file was replaced on purpose, the next decision uses the new one)", ErrStart, path, ErrExecutableChanged)
+		return nil, "", hint.Wrap(fmt.Errorf("%w: %s: %w", ErrStart, path, ErrExecutableChanged), "run the command again; if the file was replaced on purpose, the next decision uses the new one")
 	}
 	return f, pinnedExecPath, nil
 }

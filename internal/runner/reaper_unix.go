@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/reaper"
 )
 
@@ -121,7 +122,7 @@ func reaperTrack(pgid int) (untrack func(), err error) {
 	n := len(reaperState.free)
 	if n == 0 {
 		reaperState.mu.Unlock()
-		return nil, fmt.Errorf("%w (limit %d; hint: lower the daemon's limit on runs in flight)", ErrTooManyRuns, reaper.Slots-1)
+		return nil, hint.Wrap(fmt.Errorf("%w (limit %d)", ErrTooManyRuns, reaper.Slots-1), "lower the daemon's limit on runs in flight")
 	}
 	i := reaperState.free[n-1]
 	reaperState.free = reaperState.free[:n-1]

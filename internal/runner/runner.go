@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Spec describes one process to run.
@@ -247,7 +248,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return fail(err)
 	}
 	if spec.PTY && !ptySupported {
-		return fail(fmt.Errorf("run %q: %w (hint: run without a pty)", argv[0], ErrPTYUnsupported))
+		return fail(hint.Wrap(fmt.Errorf("run %q: %w", argv[0], ErrPTYUnsupported), "run without a pty"))
 	}
 	if spec.Cwd != "" {
 		if err := checkDir(spec.Cwd); err != nil {
@@ -363,7 +364,7 @@ type launcher func(ctx context.Context, ls launchSpec) (ran, error)
 
 // startFailed is the error of a start the operating system refused.
 func startFailed(argv0 string, err error) error {
-	return fmt.Errorf("%w %q: %w (hint: %s)", ErrStart, argv0, err, startHint(err))
+	return hint.Wrap(fmt.Errorf("%w %q: %w", ErrStart, argv0, err), fmt.Sprintf("%s", startHint(err)))
 }
 
 // launchWithGoroutines is the portable launcher: os/exec, one goroutine
@@ -501,12 +502,12 @@ type exitWait struct {
 func commandArgv(spec Spec) ([]string, error) {
 	if len(spec.Argv) > 0 {
 		if spec.Argv[0] == "" {
-			return nil, fmt.Errorf("run: empty program name: %w (hint: set argv[0])", ErrNoCommand)
+			return nil, hint.Wrap(fmt.Errorf("run: empty program name: %w", ErrNoCommand), "set argv[0]")
 		}
 		return spec.Argv, nil
 	}
 	if spec.Command == "" {
-		return nil, fmt.Errorf("run: %w (hint: set argv or command text)", ErrNoCommand)
+		return nil, hint.Wrap(fmt.Errorf("run: %w", ErrNoCommand), "set argv or command text")
 	}
 	return shellArgv(spec.Command), nil
 }
@@ -517,10 +518,10 @@ func commandArgv(spec Spec) ([]string, error) {
 func checkDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("%w: cwd: %w (hint: pass an existing directory)", ErrStart, err)
+		return hint.Wrap(fmt.Errorf("%w: cwd: %w", ErrStart, err), "pass an existing directory")
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("%w: cwd %s: not a directory (hint: pass an existing directory)", ErrStart, dir)
+		return hint.Wrap(fmt.Errorf("%w: cwd %s: not a directory", ErrStart, dir), "pass an existing directory")
 	}
 	return nil
 }

@@ -10,12 +10,13 @@ import (
 	"errors"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 )
 
 // ErrNotConfigured is returned when host=sandbox is requested but no backend
 // is available. It is never answered by running on the host instead.
-var ErrNotConfigured = errors.New("sandbox backend not configured (hint: start dockerd, install bubblewrap, or set sandbox.backend in exechost.json; run `exechost sandbox doctor`)")
+var ErrNotConfigured = hint.Wrap(errors.New("sandbox backend not configured"), "start dockerd, install bubblewrap, or set sandbox.backend in exechost.json; run `exechost sandbox doctor`")
 
 // Request is one command for a sandbox.
 type Request struct {

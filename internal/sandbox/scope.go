@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // ErrBadAgentID is returned for an agent id that cannot name a workspace
@@ -52,7 +54,7 @@ func WorkspaceName(scope Scope, agentID string) (string, error) {
 
 func checkAgentID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty (hint: every sandbox request needs an agentId)", ErrBadAgentID)
+		return hint.Wrap(fmt.Errorf("%w: empty", ErrBadAgentID), "every sandbox request needs an agentId")
 	}
 	if id[0] == '.' || len(id) > 128 {
 		return fmt.Errorf("%w: %q", ErrBadAgentID, id)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"text/template"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // launchdTmpl renders a launchd property list. Every value passes through
@@ -100,7 +102,7 @@ func LaunchdPlistPath(kind string, system bool) (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("locate LaunchAgents: %w (hint: set HOME)", err)
+		return "", hint.Wrap(fmt.Errorf("locate LaunchAgents: %w", err), "set HOME")
 	}
 	return filepath.Join(home, "Library", "LaunchAgents", file), nil
 }

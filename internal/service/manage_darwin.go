@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strconv"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Render returns the property list for c on this platform.
@@ -73,7 +75,7 @@ func status(ctx context.Context, kind string, system bool, out io.Writer) error 
 		return err
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s: %w (hint: exechost %s install)", path, ErrNotInstalled, kind)
+		return hint.Wrap(fmt.Errorf("%s: %w", path, ErrNotInstalled), fmt.Sprintf("exechost %s install", kind))
 	}
 	fmt.Fprintf(out, "plist: %s\n", path)
 	return run(ctx, out, "the agent is installed but not loaded; run exechost "+kind+" install again", "launchctl", "print", domain(system)+"/"+Label(kind))

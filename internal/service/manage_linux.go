@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Render returns the unit file for c on this platform.
@@ -83,7 +85,7 @@ func status(ctx context.Context, kind string, system bool, out io.Writer) error 
 		return err
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s: %w (hint: exechost %s install)", path, ErrNotInstalled, kind)
+		return hint.Wrap(fmt.Errorf("%s: %w", path, ErrNotInstalled), fmt.Sprintf("exechost %s install", kind))
 	}
 	fmt.Fprintf(out, "unit: %s\n", path)
 	cmd := exec.CommandContext(ctx, "systemctl", systemctl(system, "status", "--no-pager", Name(kind))...)
@@ -96,7 +98,7 @@ func status(ctx context.Context, kind string, system bool, out io.Writer) error 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("systemctl status %s: %w (hint: %s)", Name(kind), err, managerHint(system))
+		return hint.Wrap(fmt.Errorf("systemctl status %s: %w", Name(kind), err), fmt.Sprintf("%s", managerHint(system)))
 	}
 	return nil
 }

@@ -36,6 +36,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Kinds of daemon a service runs.
@@ -136,5 +138,5 @@ func (c Config) validate() (Config, error) {
 //
 //lint:ignore U1000 used by manage_other.go, which builds on other platforms
 func unsupported() error {
-	return fmt.Errorf("%w: %s (hint: run `exechost node run …` or `exechost gateway` from a terminal or the platform's task scheduler for now)", ErrUnsupported, runtime.GOOS)
+	return hint.Wrap(fmt.Errorf("%w: %s", ErrUnsupported, runtime.GOOS), "run `exechost node run …` or `exechost gateway` from a terminal or the platform's task scheduler for now")
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // systemdTmpl renders a unit. Values reach it already escaped (see
@@ -150,7 +152,7 @@ func SystemdUnitPath(kind string, system bool) (string, error) {
 	if dir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("locate user unit directory: %w (hint: set HOME or XDG_CONFIG_HOME)", err)
+			return "", hint.Wrap(fmt.Errorf("locate user unit directory: %w", err), "set HOME or XDG_CONFIG_HOME")
 		}
 		dir = filepath.Join(home, ".config")
 	}

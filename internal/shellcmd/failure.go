@@ -39,6 +39,9 @@ func (f *Failure) Error() string {
 	return s
 }
 
+// ErrorHint returns Hint (hint.Hinter).
+func (f *Failure) ErrorHint() string { return f.Hint }
+
 // Construct is the failure without its position and hint: what no
 // allowlist pattern can allow, as a denial names it.
 func (f *Failure) Construct() string { return f.What + f.Detail }

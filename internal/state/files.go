@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Files of the gateway's state directory that its clients read too.
@@ -38,7 +40,7 @@ func ReadPrivate(path, what, fix string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("read %s %s: mode %o lets other users read it (hint: %s)", what, path, fi.Mode().Perm(), fix)
+		return nil, hint.Wrap(fmt.Errorf("read %s %s: mode %o lets other users read it", what, path, fi.Mode().Perm()), fmt.Sprintf("%s", fix))
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -63,7 +65,7 @@ func ReadToken(stateDir string) (string, error) {
 	}
 	var f TokenFile
 	if err := json.Unmarshal(data, &f); err != nil || f.Token == "" {
-		return "", fmt.Errorf("read gateway token %s: not a {\"token\": …} file (hint: delete it and restart the gateway to generate a new one)", path)
+		return "", hint.Wrap(fmt.Errorf("read gateway token %s: not a {\"token\": …} file", path), "delete it and restart the gateway to generate a new one")
 	}
 	return f.Token, nil
 }

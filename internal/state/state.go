@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // EnvDir is the environment variable that overrides the state directory.
@@ -33,7 +35,7 @@ func Dir(flag string) (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("locate state directory: %w (hint: set --state-dir or %s)", err, EnvDir)
+		return "", hint.Wrap(fmt.Errorf("locate state directory: %w", err), fmt.Sprintf("set --state-dir or %s", EnvDir))
 	}
 	return filepath.Join(home, ".openclaw"), nil
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Header and parameter names of the security layer.
@@ -87,7 +89,7 @@ func newGuard(addr, secret string) (*guard, error) {
 		return nil, err
 	}
 	if port == "0" {
-		return nil, fmt.Errorf("web approver address %q: port 0 is not a concrete port (hint: listen first, then pass the listener's address)", addr)
+		return nil, hint.Wrap(fmt.Errorf("web approver address %q: port 0 is not a concrete port", addr), "listen first, then pass the listener's address")
 	}
 	g := &guard{
 		secret:   secret,
@@ -112,13 +114,13 @@ func newGuard(addr, secret string) (*guard, error) {
 func loopbackPort(addr string) (string, error) {
 	hostname, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("web approver address %q: %w (hint: use 127.0.0.1:PORT)", addr, err)
+		return "", hint.Wrap(fmt.Errorf("web approver address %q: %w", addr, err), "use 127.0.0.1:PORT")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return "", fmt.Errorf("web approver address %q: bad port %q (hint: use 127.0.0.1:PORT)", addr, port)
+		return "", hint.Wrap(fmt.Errorf("web approver address %q: bad port %q", addr, port), "use 127.0.0.1:PORT")
 	}
 	if !isLoopbackHost(hostname) {
-		return "", fmt.Errorf("web approver address %q: %w; the web approver only listens on loopback (hint: use 127.0.0.1:PORT, and an SSH tunnel to reach it from elsewhere)", addr, ErrNotLoopback)
+		return "", hint.Wrap(fmt.Errorf("web approver address %q: %w; the web approver only listens on loopback", addr, ErrNotLoopback), "use 127.0.0.1:PORT, and an SSH tunnel to reach it from elsewhere")
 	}
 	return port, nil
 }

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/prompt"
 )
 
@@ -157,7 +158,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", listenAddr)
 	if err != nil {
-		return nil, fmt.Errorf("web approver listen on %s: %w (hint: is the port in use? try 127.0.0.1:0)", listenAddr, err)
+		return nil, hint.Wrap(fmt.Errorf("web approver listen on %s: %w", listenAddr, err), "is the port in use? try 127.0.0.1:0")
 	}
 	return ln, nil
 }

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/testproc"
 )
 
@@ -60,7 +61,7 @@ func Find() (Install, error) {
 	}
 	for _, p := range []string{in.Node, in.Entry} {
 		if _, err := os.Stat(p); err != nil {
-			return in, fmt.Errorf("OpenClaw not installed in %s (%v) (hint: scripts/provision-openclaw.sh, or set %s)", dir, err, EnvDir)
+			return in, hint.Wrap(fmt.Errorf("OpenClaw not installed in %s (%v)", dir, err), fmt.Sprintf("scripts/provision-openclaw.sh, or set %s", EnvDir))
 		}
 	}
 	return in, nil

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -189,7 +190,7 @@ func (c *Conn) waitReady(ctx context.Context, r io.Reader) (*Conn, error) {
 		return nil, fmt.Errorf("sandbox agent did not start: %w", c.Err())
 	case <-t.C:
 		c.fail(fmt.Errorf("no ready frame within %s", ReadyTimeout))
-		return nil, fmt.Errorf("sandbox agent did not start: %w (hint: is sandbox.agentBinary an exechost binary that runs in the sandbox?)", c.Err())
+		return nil, hint.Wrap(fmt.Errorf("sandbox agent did not start: %w", c.Err()), "is sandbox.agentBinary an exechost binary that runs in the sandbox?")
 	case <-ctx.Done():
 		c.fail(ctx.Err())
 		return nil, fmt.Errorf("sandbox agent start: %w", ctx.Err())
@@ -327,7 +328,7 @@ func (c *Conn) Exec(ctx context.Context, req Request) (runner.Result, error) {
 	case rep, ok = <-cl.result:
 	case <-backstop:
 		c.fail(fmt.Errorf("%w: no result %s after the command's timeout", ErrUnresponsive, KillGrace))
-		return runner.Result{}, fmt.Errorf("%w (hint: the sandbox was killed; the next command gets a new one)", ErrUnresponsive)
+		return runner.Result{}, hint.Wrap(fmt.Errorf("%w", ErrUnresponsive), "the sandbox was killed; the next command gets a new one")
 	case <-ctx.Done():
 		_ = c.send(request{Type: typeKill, ID: id})
 		t := time.NewTimer(KillGrace)

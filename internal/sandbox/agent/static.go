@@ -3,6 +3,8 @@ package agent
 import (
 	"debug/elf"
 	"fmt"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // CheckStatic reports why the binary at path cannot run as the agent in
@@ -20,11 +22,11 @@ func CheckStatic(path string) error {
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("agent binary %s is dynamically linked (hint: build exechost with CGO_ENABLED=0, as released, or set sandbox.agentBinary to such a build)", path)
+			return hint.Wrap(fmt.Errorf("agent binary %s is dynamically linked", path), "build exechost with CGO_ENABLED=0, as released, or set sandbox.agentBinary to such a build")
 		}
 	}
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
-		return fmt.Errorf("agent binary %s needs shared libraries %v (hint: build with CGO_ENABLED=0)", path, libs)
+		return hint.Wrap(fmt.Errorf("agent binary %s needs shared libraries %v", path, libs), "build with CGO_ENABLED=0")
 	}
 	return nil
 }

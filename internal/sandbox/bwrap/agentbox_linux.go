@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
@@ -91,7 +92,7 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 	conn, err := agent.Start(ctx, stdoutR, stdinW, closeFn)
 	if err != nil {
 		reapAfterExit()
-		return nil, fmt.Errorf("%w: %w: %s (hint: `exechost sandbox doctor` checks bwrap; sandbox.agent=off avoids the agent)", ErrSetup, err, strings.TrimSpace(diag.String()))
+		return nil, hint.Wrap(fmt.Errorf("%w: %w: %s", ErrSetup, err, strings.TrimSpace(diag.String())), "`exechost sandbox doctor` checks bwrap; sandbox.agent=off avoids the agent")
 	}
 	return conn, nil
 }
@@ -112,7 +113,7 @@ func agentFailure(kind agentbox.Failure, err error) error {
 	case agentbox.FailStart:
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	case agentbox.FailGone, agentbox.FailDied:
-		return fmt.Errorf("%w: the sandbox died: %w (hint: the pids limit, sandbox.bwrap.pidsLimit, counts the agent's threads too)", ErrSetup, err)
+		return hint.Wrap(fmt.Errorf("%w: the sandbox died: %w", ErrSetup, err), "the pids limit, sandbox.bwrap.pidsLimit, counts the agent's threads too")
 	default:
 		return fmt.Errorf("bwrap sandbox exec: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
@@ -85,7 +86,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	}
 	bwPath, err := exec.LookPath(bw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: bwrap not found: %v (hint: apt-get install bubblewrap, or set sandbox.bwrap.path)", ErrUnavailable, err)
+		return nil, hint.Wrap(fmt.Errorf("%w: bwrap not found: %v", ErrUnavailable, err), "apt-get install bubblewrap, or set sandbox.bwrap.path")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -377,7 +378,7 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 		// The helper never reported: bwrap or the helper failed, and the
 		// command did not run. stderr (when it is ours) says why.
 		msg := strings.TrimSpace(diag.String())
-		return 0, false, fmt.Errorf("%w: %v: %s (hint: `exechost sandbox doctor` checks bwrap and user namespaces)", ErrSetup, waitErr, msg)
+		return 0, false, hint.Wrap(fmt.Errorf("%w: %v: %s", ErrSetup, waitErr, msg), "`exechost sandbox doctor` checks bwrap and user namespaces")
 	}
 	code = cmd.ProcessState.ExitCode()
 	if code < 0 {

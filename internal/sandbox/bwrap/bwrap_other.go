@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 )
@@ -18,7 +19,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 
 // Open always fails off Linux: bubblewrap needs Linux namespaces.
 func Open(context.Context, sandbox.Config, string) (*Backend, error) {
-	return nil, fmt.Errorf("%w: needs Linux namespaces, this is %s (hint: use sandbox.backend=docker)", ErrUnavailable, runtime.GOOS)
+	return nil, hint.Wrap(fmt.Errorf("%w: needs Linux namespaces, this is %s", ErrUnavailable, runtime.GOOS), "use sandbox.backend=docker")
 }
 
 // Name identifies the backend.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/sandbox"
 )
@@ -153,7 +154,7 @@ func restrict(spec helperSpec) (Report, error) {
 		rep.Landlock = "off (sandbox.bwrap.landlock=off)"
 		return rep, nil
 	case abi < 1 && spec.Landlock == sandbox.LandlockRequire:
-		return rep, fmt.Errorf("landlock required (sandbox.bwrap.landlock=require) but this kernel does not support it (hint: Linux 5.13+ with lsm=landlock, or set landlock to auto)")
+		return rep, hint.Wrap(fmt.Errorf("landlock required (sandbox.bwrap.landlock=require) but this kernel does not support it"), "Linux 5.13+ with lsm=landlock, or set landlock to auto")
 	case abi < 1:
 		rep.Landlock = "unavailable on this kernel (mount namespaces still make the host read-only)"
 		return rep, nil

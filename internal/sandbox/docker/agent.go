@@ -15,6 +15,7 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
@@ -191,9 +192,9 @@ func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.Unix
 func agentFailure(kind agentbox.Failure, err error) error {
 	switch kind {
 	case agentbox.FailGone:
-		return fmt.Errorf("%w: %w (hint: check the memory and pids limits in sandbox.docker; sandbox.agent=off uses docker exec instead)", ErrContainerDied, err)
+		return hint.Wrap(fmt.Errorf("%w: %w", ErrContainerDied, err), "check the memory and pids limits in sandbox.docker; sandbox.agent=off uses docker exec instead")
 	case agentbox.FailDied:
-		return fmt.Errorf("%w while the command ran: %w (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied, err)
+		return hint.Wrap(fmt.Errorf("%w while the command ran: %w", ErrContainerDied, err), "check the memory and pids limits in sandbox.docker")
 	default:
 		return fmt.Errorf("docker sandbox exec: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 )
@@ -123,7 +124,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 	}
 	if err := b.cli.ContainerStart(ctx, id); err != nil {
 		_ = b.remove(context.WithoutCancel(ctx), id)
-		return "", nil, fmt.Errorf("start sandbox container %s: %w (hint: the image needs %s)", name, daemonError(err), imageNeeds)
+		return "", nil, hint.Wrap(fmt.Errorf("start sandbox container %s: %w", name, daemonError(err)), fmt.Sprintf("the image needs %s", imageNeeds))
 	}
 	return id, nil, nil
 }
@@ -183,7 +184,7 @@ func (b *Backend) reapIdle(ctx context.Context, now time.Time) int {
 // can tell "docker is down" from "docker refused".
 func daemonError(err error) error {
 	if errors.Is(err, errConnectionFailed) {
-		return fmt.Errorf("%w: %w (hint: start dockerd, or check sandbox.docker.host)", ErrDaemonUnreachable, err)
+		return hint.Wrap(fmt.Errorf("%w: %w", ErrDaemonUnreachable, err), "start dockerd, or check sandbox.docker.host")
 	}
 	return err
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 	"github.com/exechost/exechost/internal/sandbox/agentbox"
@@ -144,7 +145,7 @@ func agentBinary(cfg sandbox.Config) (string, *runtimeLibs, error) {
 	case errors.Is(err, errStatic):
 		return bin, nil, nil
 	case err != nil:
-		return "", nil, fmt.Errorf("off: %w (hint: build exechost with CGO_ENABLED=0, or set sandbox.agentBinary to such a build)", err)
+		return "", nil, hint.Wrap(fmt.Errorf("off: %w", err), "build exechost with CGO_ENABLED=0, or set sandbox.agentBinary to such a build")
 	}
 	return bin, rt, nil
 }
@@ -165,7 +166,7 @@ func Ping(ctx context.Context, cli *Engine) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := cli.Ping(pctx); err != nil {
-		return fmt.Errorf("%w at %s: %v (hint: start dockerd, or set sandbox.docker.host; `exechost sandbox doctor` shows what works here)", ErrDaemonUnreachable, cli.DaemonHost(), err)
+		return hint.Wrap(fmt.Errorf("%w at %s: %v", ErrDaemonUnreachable, cli.DaemonHost(), err), "start dockerd, or set sandbox.docker.host; `exechost sandbox doctor` shows what works here")
 	}
 	return nil
 }
@@ -188,7 +189,7 @@ const imageNeeds = "/bin/sh and a POSIX userland — busybox, or coreutils and g
 
 func imageError(image string, err error) error {
 	if isNotFound(err) {
-		return fmt.Errorf("%w: %s (hint: `docker pull %s`, or build an image with %s and tag it %s; or set sandbox.docker.image)", ErrImageMissing, image, image, imageNeeds, image)
+		return hint.Wrap(fmt.Errorf("%w: %s", ErrImageMissing, image), fmt.Sprintf("`docker pull %s`, or build an image with %s and tag it %s; or set sandbox.docker.image", image, imageNeeds, image))
 	}
 	return fmt.Errorf("inspect sandbox image %s: %w", image, daemonError(err))
 }

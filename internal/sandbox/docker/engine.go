@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // The Docker Engine API over plain HTTP, for the dozen calls this backend
@@ -182,7 +184,7 @@ func newEngine(host string) (*Engine, error) {
 		e.addr = addr
 		e.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	default:
-		return nil, fmt.Errorf("docker host %q: protocol %s is not supported (hint: unix:// or tcp://)", host, proto)
+		return nil, hint.Wrap(fmt.Errorf("docker host %q: protocol %s is not supported", host, proto), "unix:// or tcp://")
 	}
 	if dir := os.Getenv("DOCKER_CERT_PATH"); dir != "" {
 		cfg, err := tlsFromDir(dir, os.Getenv("DOCKER_TLS_VERIFY") == "")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 )
@@ -100,7 +101,7 @@ func (b *Backend) execRetry(ctx context.Context, bx *box, req sandbox.Request, e
 		// Gone before the command started: recreate once and retry.
 		b.boxes.Forget(ctx, bx, id)
 		if attempt == 1 {
-			return runner.Result{}, fmt.Errorf("%w: %w (hint: check `docker logs` of the image's /bin/sh, memory limits, and that sandbox.docker.image runs `sleep`)", ErrContainerDied, err)
+			return runner.Result{}, hint.Wrap(fmt.Errorf("%w: %w", ErrContainerDied, err), "check `docker logs` of the image's /bin/sh, memory limits, and that sandbox.docker.image runs `sleep`")
 		}
 	}
 }
@@ -177,7 +178,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 	if !timedOut && (running || code >= 128) && b.containerDied(context.WithoutCancel(ctx), id) {
 		// Killed by a signal, or the stream ended while the exec still
 		// ran: if the container itself is gone, that is the cause.
-		return runner.Result{}, fmt.Errorf("%w while the command ran (hint: check the memory and pids limits in sandbox.docker)", ErrContainerDied)
+		return runner.Result{}, hint.Wrap(fmt.Errorf("%w while the command ran", ErrContainerDied), "check the memory and pids limits in sandbox.docker")
 	}
 	notKilled := ""
 	if running {

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
@@ -111,10 +112,10 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		return nil, err
 	}
 	if cfg.Kubernetes.AgentImage == "" {
-		return nil, fmt.Errorf("sandbox.kubernetes.agentImage: not set (hint: an image with the static exechost binary at /exechost; see docs/sandbox.md)")
+		return nil, hint.Wrap(fmt.Errorf("sandbox.kubernetes.agentImage: not set"), "an image with the static exechost binary at /exechost; see docs/sandbox.md")
 	}
 	if cfg.Agent == sandbox.AgentOff {
-		return nil, errors.New("sandbox.agent: \"off\" is not supported by the kubernetes backend (hint: its commands always go through the resident agent)")
+		return nil, hint.Wrap(errors.New("sandbox.agent: \"off\" is not supported by the kubernetes backend"), "its commands always go through the resident agent")
 	}
 	rc, err := restConfig(cfg.Kubernetes)
 	if err != nil {
@@ -165,7 +166,7 @@ func restConfig(k sandbox.KubernetesConfig) (*rest.Config, error) {
 	if k.Kubeconfig == "" && k.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		rc, err := rest.InClusterConfig()
 		if err != nil {
-			return nil, fmt.Errorf("%w: in-cluster credentials: %v (hint: set sandbox.kubernetes.kubeconfig)", ErrUnreachable, err)
+			return nil, hint.Wrap(fmt.Errorf("%w: in-cluster credentials: %v", ErrUnreachable, err), "set sandbox.kubernetes.kubeconfig")
 		}
 		return tune(rc), nil
 	}
@@ -176,7 +177,7 @@ func restConfig(k sandbox.KubernetesConfig) (*rest.Config, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context})
 	rc, err := cc.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("%w: load kubeconfig: %v (hint: set sandbox.kubernetes.kubeconfig, or $KUBECONFIG)", ErrUnreachable, err)
+		return nil, hint.Wrap(fmt.Errorf("%w: load kubeconfig: %v", ErrUnreachable, err), "set sandbox.kubernetes.kubeconfig, or $KUBECONFIG")
 	}
 	return tune(rc), nil
 }
@@ -262,9 +263,9 @@ func agentFailure(kind agentbox.Failure, err error) error {
 	case agentbox.FailStart:
 		return fmt.Errorf("kubernetes sandbox exec: %w", err)
 	case agentbox.FailGone:
-		return fmt.Errorf("%w: %w (hint: `kubectl describe pod` shows why; check sandbox.kubernetes.memory)", ErrPodLost, err)
+		return hint.Wrap(fmt.Errorf("%w: %w", ErrPodLost, err), "`kubectl describe pod` shows why; check sandbox.kubernetes.memory")
 	case agentbox.FailDied:
-		return fmt.Errorf("%w while the command ran: %w (hint: the pod was deleted, evicted or hit its memory limit; the next command gets a new one)", ErrPodLost, err)
+		return hint.Wrap(fmt.Errorf("%w while the command ran: %w", ErrPodLost, err), "the pod was deleted, evicted or hit its memory limit; the next command gets a new one")
 	default:
 		return fmt.Errorf("kubernetes sandbox exec: %w", err)
 	}
@@ -305,9 +306,9 @@ func (b *Backend) Owner() string { return b.owner }
 func apiError(what string, err error) error {
 	switch {
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return fmt.Errorf("%w: %s: %v (hint: the gateway's credentials need the Role in docs/sandbox.md in the sandbox namespace)", ErrForbidden, what, err)
+		return hint.Wrap(fmt.Errorf("%w: %s: %v", ErrForbidden, what, err), "the gateway's credentials need the Role in docs/sandbox.md in the sandbox namespace")
 	case isUnreachable(err):
-		return fmt.Errorf("%w: %s: %v (hint: check sandbox.kubernetes.kubeconfig and that the API server answers; `exechost sandbox doctor`)", ErrUnreachable, what, err)
+		return hint.Wrap(fmt.Errorf("%w: %s: %v", ErrUnreachable, what, err), "check sandbox.kubernetes.kubeconfig and that the API server answers; `exechost sandbox doctor`")
 	default:
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 )
@@ -79,7 +80,7 @@ func (b *Backend) checkAccess(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: may not %s in namespace %s (hint: bind the Role in docs/sandbox.md to the gateway's user or service account)", ErrForbidden, strings.Join(missing, ", "), b.k.Namespace)
+		return hint.Wrap(fmt.Errorf("%w: may not %s in namespace %s", ErrForbidden, strings.Join(missing, ", "), b.k.Namespace), "bind the Role in docs/sandbox.md to the gateway's user or service account")
 	}
 	return nil
 }
@@ -177,7 +178,7 @@ func (b *Backend) deletePolicy(ctx context.Context) error {
 // nsHint adds a hint to a NotFound of the namespace itself.
 func nsHint(err error, ns string) error {
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w (hint: create namespace %s, or set sandbox.kubernetes.namespace)", err, ns)
+		return hint.Wrap(fmt.Errorf("%w", err), fmt.Sprintf("create namespace %s, or set sandbox.kubernetes.namespace", ns))
 	}
 	return err
 }
@@ -338,7 +339,7 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: pod %s not running (%v, at most %s): %s (hint: `kubectl describe pod -n %s %s`)", ErrPodStart, pod.Name, ctx.Err(), startTimeout, describe(last), b.k.Namespace, pod.Name)
+			return hint.Wrap(fmt.Errorf("%w: pod %s not running (%v, at most %s): %s", ErrPodStart, pod.Name, ctx.Err(), startTimeout, describe(last)), fmt.Sprintf("`kubectl describe pod -n %s %s`", b.k.Namespace, pod.Name))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				// The server ended the watch: look again and rewatch.
@@ -393,10 +394,10 @@ func podState(p *corev1.Pod) error {
 	}
 	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if w := s.State.Waiting; w != nil && waitingFatal[w.Reason] {
-			return fmt.Errorf("%w: pod %s container %s: %s: %s (hint: check sandbox.kubernetes.image and agentImage, and pullPolicy)", ErrPodStart, p.Name, s.Name, w.Reason, w.Message)
+			return hint.Wrap(fmt.Errorf("%w: pod %s container %s: %s: %s", ErrPodStart, p.Name, s.Name, w.Reason, w.Message), "check sandbox.kubernetes.image and agentImage, and pullPolicy")
 		}
 		if t := s.State.Terminated; t != nil && (t.ExitCode != 0 || s.Name == containerName) {
-			return fmt.Errorf("%w: pod %s container %s ended: %s (exit %d) %s (hint: agentImage must hold the static exechost binary at /exechost)", ErrPodStart, p.Name, s.Name, t.Reason, t.ExitCode, t.Message)
+			return hint.Wrap(fmt.Errorf("%w: pod %s container %s ended: %s (exit %d) %s", ErrPodStart, p.Name, s.Name, t.Reason, t.ExitCode, t.Message), "agentImage must hold the static exechost binary at /exechost")
 		}
 	}
 	return nil
@@ -460,7 +461,7 @@ func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found,
 	cfg = cfg.WithDefaults()
 	k := cfg.Kubernetes
 	if cfg.Backend != sandbox.BackendKubernetes && k.Kubeconfig == "" && k.AgentImage == "" {
-		return sandbox.Found{}, errors.New("not configured (hint: set sandbox.backend to \"kubernetes\" and sandbox.kubernetes.agentImage; see docs/sandbox.md)")
+		return sandbox.Found{}, hint.Wrap(errors.New("not configured"), "set sandbox.backend to \"kubernetes\" and sandbox.kubernetes.agentImage; see docs/sandbox.md")
 	}
 	rc, err := restConfig(k)
 	if err != nil {
@@ -477,7 +478,7 @@ func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found,
 		return sandbox.Found{}, err
 	}
 	if k.AgentImage == "" {
-		return sandbox.Found{}, errors.New("sandbox.kubernetes.agentImage: not set (hint: an image with the static exechost binary at /exechost)")
+		return sandbox.Found{}, hint.Wrap(errors.New("sandbox.kubernetes.agentImage: not set"), "an image with the static exechost binary at /exechost")
 	}
 	return sandbox.Found{
 		Detail:    fmt.Sprintf("cluster %s, namespace %s, image %s, agent image %s", rc.Host, k.Namespace, k.Image, k.AgentImage),
