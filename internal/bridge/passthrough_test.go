@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,45 @@ func TestPassThroughDecodesAsUnmarshal(t *testing.T) {
 		run := decodeKeeping(t, `{"stdout":`+s+`,"stderr":`+s+`}`)
 		if run.Stdout != want || run.Stderr != want {
 			t.Errorf("%s: decoded %q, %q; Unmarshal reads %q", s, run.Stdout, run.Stderr, want)
+		}
+	}
+}
+
+// TestWithoutTailOf: only the result's own exec.finished event loses its
+// tail, only when the result ends with that text, and the events given
+// are left as they were.
+func TestWithoutTailOf(t *testing.T) {
+	head := "Exec finished (node=n, id=r1, code=0)"
+	ev := func(run, tail string) SystemEvent {
+		return SystemEvent{Kind: EventExecFinished, RunID: run, Text: head + "\n" + tail, Tail: tail}
+	}
+	res := ExecResult{RunID: "r1", SystemRunResult: SystemRunResult{Stdout: "0123456789", Stderr: "err\n"}}
+	for _, c := range []struct {
+		name string
+		ev   SystemEvent
+		cut  bool
+	}{
+		{"whole output", ev("r1", "0123456789err\n"), true},
+		{"end of stdout and stderr", ev("r1", "…89err\n"), true},
+		{"end of stderr", ev("r1", "…r\n"), true},
+		{"another run", ev("r2", "0123456789err\n"), false},
+		{"not the output's end", ev("r1", "…0123"), false},
+		{"stderr before stdout", ev("r1", "err\n0123456789"), false},
+		{"text without the tail", SystemEvent{Kind: EventExecFinished, RunID: "r1", Text: head, Tail: "err\n"}, false},
+		{"another kind", SystemEvent{Kind: EventExecStarted, RunID: "r1", Text: "x\nerr\n", Tail: "err\n"}, false},
+	} {
+		in := []SystemEvent{{Kind: EventExecStarted, RunID: "r1", Text: "Exec started"}, c.ev}
+		orig := slices.Clone(in)
+		got := WithoutTailOf(in, res)
+		want := slices.Clone(orig)
+		if c.cut {
+			want[1].Text, want[1].Tail = head, ""
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, want)
+		}
+		if !slices.Equal(in, orig) {
+			t.Errorf("%s: the events given were changed", c.name)
 		}
 	}
 }
