@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"errors"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -86,28 +87,64 @@ const outputFields = `"stdout":"","stderr":""`
 
 // appendWire encodes r as Marshal would. When r's output is still what
 // KeepingWire decoded, the JSON it kept is spliced in rather than the
-// text escaped again.
+// text escaped again; otherwise the text is escaped by appendQuoted.
 func (r ExecResult) appendWire(dst []byte) []byte {
 	w := r.Wire
-	if w == nil || r.Stdout != w.stdoutText || r.Stderr != w.stderrText || w.stdoutJSON == nil || w.stderrJSON == nil {
-		b, _ := Marshal(r) // strings, numbers and bools always encode
-		return append(dst, b...)
-	}
+	kept := w != nil && r.Stdout == w.stdoutText && r.Stderr == w.stderrText && w.stdoutJSON != nil && w.stderrJSON != nil
 	shell := r
 	shell.Stdout, shell.Stderr, shell.Wire = "", "", nil
-	b, _ := Marshal(shell)
+	b, _ := Marshal(shell) // strings, numbers and bools always encode
 	i := bytes.Index(b, []byte(outputFields))
 	if i < 0 { // not Marshal's layout after all: take no chances
 		b, _ = Marshal(r)
 		return append(dst, b...)
 	}
-	if need := len(b) + len(w.stdoutJSON) + len(w.stderrJSON); cap(dst)-len(dst) < need {
+	need := len(b) + len(r.Stdout) + len(r.Stderr) + len(r.Stdout)/16 + 16
+	if kept {
+		need = len(b) + len(w.stdoutJSON) + len(w.stderrJSON)
+	}
+	if cap(dst)-len(dst) < need {
 		dst = append(make([]byte, 0, len(dst)+need), dst...)
 	}
 	dst = append(dst, b[:i]...)
 	dst = append(dst, `"stdout":`...)
-	dst = append(dst, w.stdoutJSON...)
+	if kept {
+		dst = append(dst, w.stdoutJSON...)
+	} else {
+		dst = appendQuoted(dst, r.Stdout)
+	}
 	dst = append(dst, `,"stderr":`...)
-	dst = append(dst, w.stderrJSON...)
+	if kept {
+		dst = append(dst, w.stderrJSON...)
+	} else {
+		dst = appendQuoted(dst, r.Stderr)
+	}
 	return append(dst, b[i+len(outputFields):]...)
+}
+
+// appendWire encodes r as Marshal would (fields in struct order, empty
+// droppedBytes and error omitted), its output through appendQuoted: how
+// a node writes its system.run result (MarshalPayload).
+func (r SystemRunResult) appendWire(dst []byte) []byte {
+	dst = append(dst, `{"exitCode":`...)
+	dst = strconv.AppendInt(dst, int64(r.ExitCode), 10)
+	dst = append(dst, `,"timedOut":`...)
+	dst = strconv.AppendBool(dst, r.TimedOut)
+	dst = append(dst, `,"success":`...)
+	dst = strconv.AppendBool(dst, r.Success)
+	dst = append(dst, `,"stdout":`...)
+	dst = appendQuoted(dst, r.Stdout)
+	dst = append(dst, `,"stderr":`...)
+	dst = appendQuoted(dst, r.Stderr)
+	dst = append(dst, `,"truncated":`...)
+	dst = strconv.AppendBool(dst, r.Truncated)
+	if r.DroppedBytes != 0 {
+		dst = append(dst, `,"droppedBytes":`...)
+		dst = strconv.AppendInt(dst, r.DroppedBytes, 10)
+	}
+	if r.Error != "" {
+		dst = append(dst, `,"error":`...)
+		dst = appendQuoted(dst, r.Error)
+	}
+	return append(dst, '}')
 }

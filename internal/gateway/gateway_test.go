@@ -265,3 +265,24 @@ func TestFinishedTailOnce(t *testing.T) {
 		t.Errorf("finished event of a truncated run lost its tail: %.80q … %q", got, got[max(0, len(got)-20):])
 	}
 }
+
+// TestOutputInvalidUTF8: output that is not UTF-8 (and output with the
+// characters the wire escapes) reaches the agent through node and
+// gateway as it always has: each invalid byte as U+FFFD, the rest as
+// it was.
+func TestOutputInvalidUTF8(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	id := e.addNode(t, "n", policyFull)
+	agent := e.client(t, bridge.RoleAgent)
+	res, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{
+		Command: `printf 'a\377b\342\202c<&>\t"\\\001\342\200\250\n'; printf '\355\240\200' >&2`, Host: "node", Node: id, SessionKey: "utf8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a\uFFFDb\uFFFD\uFFFDc<&>\t\"\\\x01\u2028\n"; res.Stdout != want {
+		t.Errorf("stdout = %q, want %q", res.Stdout, want)
+	}
+	if want := "\uFFFD\uFFFD\uFFFD"; res.Stderr != want {
+		t.Errorf("stderr = %q, want %q", res.Stderr, want)
+	}
+}
