@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // FuzzAppendQuoted holds appendQuoted to Marshal's encoding of a string,
@@ -91,6 +93,32 @@ func FuzzResultWire(f *testing.F) {
 		}
 		if got := x.appendWire([]byte("{")); !bytes.Equal(got[1:], want) {
 			t.Fatalf("ExecResult.appendWire = %s\nMarshal = %s", got[1:], want)
+		}
+	})
+}
+
+// BenchmarkUnquote: the bench's 100 KB output text as a JSON string
+// through unquoteFast, and through the strict unquote the gateway used
+// before it.
+func BenchmarkUnquote(b *testing.B) {
+	line := strings.Repeat("0123456789abcdef", 7) + "\n"
+	out := strings.Repeat(line, 100_000/len(line)+1)[:100_000]
+	q := appendQuoted(nil, out)
+	b.Run("unquoteFast", func(b *testing.B) {
+		b.SetBytes(int64(len(out)))
+		for b.Loop() {
+			if s, ok := unquoteFast(q); !ok || len(s) != len(out) {
+				b.Fatal("unquoteFast declined")
+			}
+		}
+	})
+	b.Run("AppendUnquote", func(b *testing.B) {
+		b.SetBytes(int64(len(out)))
+		for b.Loop() {
+			u, err := jsontext.AppendUnquote(make([]byte, 0, len(q)), q)
+			if err != nil || len(string(u)) != len(out) {
+				b.Fatal(err)
+			}
 		}
 	})
 }
