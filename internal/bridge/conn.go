@@ -375,7 +375,11 @@ func (c *Conn) deliverTyped(data []byte) bool {
 		Payload any    `json:"payload"`
 		Error   *Error `json:"error"`
 	}
-	fr.Payload = value.Interface() // decoded into: it holds a non-nil pointer
+	into := value.Interface()
+	if r, ok := into.(*ExecResult); ok {
+		into = OutputInto(r) // an exec's output, unquoted the fast way
+	}
+	fr.Payload = into // decoded into: it holds a non-nil pointer
 	if err := Unmarshal(data, &fr); err != nil {
 		return false
 	}
@@ -386,7 +390,7 @@ func (c *Conn) deliverTyped(data []byte) bool {
 	r := response{f: f}
 	// A missing or null payload leaves the result untouched, as the
 	// general path does (an escaped key inside a string cannot match).
-	if *f.OK && fr.Payload == value.Interface() && bytes.Contains(data, []byte(`,"payload":`)) {
+	if *f.OK && fr.Payload == into && bytes.Contains(data, []byte(`,"payload":`)) {
 		r.value = value
 	}
 	c.mu.Lock()

@@ -1,5 +1,10 @@
 package bridge
 
+import (
+	"slices"
+	"strings"
+)
+
 // ExecParams are the params of the exec method (the agent's exec tool).
 // Empty fields defer to the session override, the agent's config, the
 // global config and the built-in defaults, in that order.
@@ -143,6 +148,48 @@ type SystemEvent struct {
 	Kind   string `json:"kind,omitempty"`
 	RunID  string `json:"runId,omitempty"`
 	NodeID string `json:"nodeId,omitempty"`
+	// Tail is the output tail an exec.finished event's Text ends with
+	// (after a newline), kept beside the text so that the run's own
+	// result, which carries that output in full, can deliver the event
+	// without it (WithoutTailOf). Never sent itself.
+	Tail string `json:"-"`
+}
+
+// WithoutTailOf returns events with the exec.finished event of res's run
+// cut to its first line when its tail is, byte for byte, the end of
+// res's stdout followed by its stderr: the agent reading res has that
+// text already, and a tail is up to 20,000 bytes escaped once more by the
+// gateway and decoded once more by the agent. Any other event, and a tail
+// the result does not end with (truncated output, a tail cut from a
+// longer stream), is left as it is. events is not modified.
+func WithoutTailOf(events []SystemEvent, res ExecResult) []SystemEvent {
+	var out []SystemEvent
+	for i, ev := range events {
+		if ev.Kind != EventExecFinished || ev.RunID != res.RunID || ev.Tail == "" ||
+			!strings.HasSuffix(ev.Text, "\n"+ev.Tail) || !endsOutput(res.SystemRunResult, ev.Tail) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(events)
+		}
+		out[i].Text = ev.Text[:len(ev.Text)-len(ev.Tail)-1]
+		out[i].Tail = ""
+	}
+	if out == nil {
+		return events
+	}
+	return out
+}
+
+// endsOutput reports whether tail, less the "…" a cut tail starts with,
+// is the end of r.Stdout+r.Stderr.
+func endsOutput(r SystemRunResult, tail string) bool {
+	body := strings.TrimPrefix(tail, "…")
+	if len(body) <= len(r.Stderr) {
+		return strings.HasSuffix(r.Stderr, body)
+	}
+	cut := len(body) - len(r.Stderr)
+	return body[cut:] == r.Stderr && strings.HasSuffix(r.Stdout, body[:cut])
 }
 
 // SessionParams address one agent's session.

@@ -227,6 +227,11 @@ func marshalRaw(v any) (json.RawMessage, error) {
 	return json.RawMessage(b), err
 }
 
+// MarshalPayload encodes v as Marshal does, for a frame's params or
+// payload: a wire type that writes itself (a SystemRunResult, whose
+// output it escapes faster than Marshal) does so, and raw JSON is checked.
+func MarshalPayload(v any) (json.RawMessage, error) { return marshalRaw(v) }
+
 // wireAppender is implemented by wire types that carry large raw JSON
 // (InvokeResult's and NodeEvent's payloads) and encode themselves without
 // re-scanning it.

@@ -3,8 +3,10 @@ package bridge
 import (
 	"bytes"
 	"errors"
-
-	"github.com/go-json-experiment/json/jsontext"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // A system.run result's stdout and stderr are most of its bytes, and the
@@ -48,10 +50,10 @@ type runResultIn struct {
 }
 
 // wireText decodes one JSON string into text, as Unmarshal would, and
-// keeps a copy of the string's JSON.
+// with json set keeps a copy of the string's JSON.
 type wireText struct {
 	text *string
-	json *[]byte
+	json *[]byte // nil: keep nothing (OutputInto)
 	was  *string // the text the JSON decoded to
 }
 
@@ -65,17 +67,114 @@ func (w *wireText) UnmarshalJSON(data []byte) error {
 	if len(data) == 0 || data[0] != '"' {
 		return errors.New("stdout and stderr must be strings")
 	}
-	// Unquoted into a buffer of the right size (the decoder's own grows
-	// from small); what the strict unquote refuses (an escaped lone
-	// surrogate, which Unmarshal replaces) takes Unmarshal's way.
-	if b, err := jsontext.AppendUnquote(make([]byte, 0, len(data)), data); err == nil {
-		*w.text = string(b)
+	// What unquoteFast leaves (invalid UTF-8, an escaped surrogate, which
+	// Unmarshal replaces or pairs) takes Unmarshal's way.
+	if s, ok := unquoteFast(data); ok {
+		*w.text = s
 	} else if err := Unmarshal(data, w.text); err != nil {
 		return err
 	}
-	*w.json = bytes.Clone(data) // data is the decoder's, not ours to keep
-	*w.was = *w.text
+	if w.json != nil {
+		*w.json = bytes.Clone(data) // data is the decoder's, not ours to keep
+		*w.was = *w.text
+	}
 	return nil
+}
+
+// OutputInto returns the value to decode an exec result into with
+// Unmarshal so that its stdout and stderr are unquoted by unquoteFast:
+// what an agent's Call does with an exec's answer (Conn.deliverTyped).
+// The result is the one Unmarshal(data, r) gives.
+func OutputInto(r *ExecResult) any {
+	return &execResultIn{
+		ExecResult: r,
+		Stdout:     wireText{text: &r.Stdout},
+		Stderr:     wireText{text: &r.Stderr},
+	}
+}
+
+// execResultIn is runResultIn for an ExecResult: its own stdout and
+// stderr fields are shallower than the embedded result's and win.
+type execResultIn struct {
+	*ExecResult
+	Stdout wireText `json:"stdout"`
+	Stderr wireText `json:"stderr"`
+}
+
+// unquoteFast returns the text of data, a JSON string the decoder has
+// checked, as Unmarshal would: the runs between escapes are copied whole
+// (found with bytes.IndexByte), each written once into a string of the
+// right size. It reports false, for the decoder to do it, for data that
+// is not valid UTF-8 or escapes a surrogate (half of a pair, or alone):
+// Unmarshal replaces or pairs those.
+func unquoteFast(data []byte) (string, bool) {
+	if len(data) < 2 || data[0] != '"' || data[len(data)-1] != '"' {
+		return "", false
+	}
+	in := data[1 : len(data)-1]
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	var sb strings.Builder
+	sb.Grow(len(in))
+	for {
+		i := bytes.IndexByte(in, '\\')
+		if i < 0 {
+			sb.Write(in)
+			return sb.String(), true
+		}
+		sb.Write(in[:i])
+		if i+1 >= len(in) {
+			return "", false
+		}
+		n := 2
+		switch c := in[i+1]; c {
+		case '"', '\\', '/':
+			sb.WriteByte(c)
+		case 'b':
+			sb.WriteByte('\b')
+		case 'f':
+			sb.WriteByte('\f')
+		case 'n':
+			sb.WriteByte('\n')
+		case 'r':
+			sb.WriteByte('\r')
+		case 't':
+			sb.WriteByte('\t')
+		case 'u':
+			r, ok := hex4(in[i+2:])
+			if !ok || utf16.IsSurrogate(r) {
+				return "", false
+			}
+			sb.WriteRune(r)
+			n = 6
+		default:
+			return "", false
+		}
+		in = in[i+n:]
+	}
+}
+
+// hex4 reads the four hex digits b starts with.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // outputFields is how Marshal writes an ExecResult's empty stdout and
@@ -86,28 +185,68 @@ const outputFields = `"stdout":"","stderr":""`
 
 // appendWire encodes r as Marshal would. When r's output is still what
 // KeepingWire decoded, the JSON it kept is spliced in rather than the
-// text escaped again.
+// text escaped again; otherwise the text is escaped by appendQuoted.
 func (r ExecResult) appendWire(dst []byte) []byte {
 	w := r.Wire
-	if w == nil || r.Stdout != w.stdoutText || r.Stderr != w.stderrText || w.stdoutJSON == nil || w.stderrJSON == nil {
-		b, _ := Marshal(r) // strings, numbers and bools always encode
-		return append(dst, b...)
-	}
+	kept := w != nil && r.Stdout == w.stdoutText && r.Stderr == w.stderrText && w.stdoutJSON != nil && w.stderrJSON != nil
 	shell := r
 	shell.Stdout, shell.Stderr, shell.Wire = "", "", nil
-	b, _ := Marshal(shell)
+	b, _ := Marshal(shell) // strings, numbers and bools always encode
 	i := bytes.Index(b, []byte(outputFields))
 	if i < 0 { // not Marshal's layout after all: take no chances
 		b, _ = Marshal(r)
 		return append(dst, b...)
 	}
-	if need := len(b) + len(w.stdoutJSON) + len(w.stderrJSON); cap(dst)-len(dst) < need {
+	need := len(b) + len(r.Stdout) + len(r.Stderr) + len(r.Stdout)/16 + 16
+	if kept {
+		need = len(b) + len(w.stdoutJSON) + len(w.stderrJSON)
+	}
+	if cap(dst)-len(dst) < need {
 		dst = append(make([]byte, 0, len(dst)+need), dst...)
 	}
 	dst = append(dst, b[:i]...)
 	dst = append(dst, `"stdout":`...)
-	dst = append(dst, w.stdoutJSON...)
+	if kept {
+		dst = append(dst, w.stdoutJSON...)
+	} else {
+		dst = appendQuoted(dst, r.Stdout)
+	}
 	dst = append(dst, `,"stderr":`...)
-	dst = append(dst, w.stderrJSON...)
+	if kept {
+		dst = append(dst, w.stderrJSON...)
+	} else {
+		dst = appendQuoted(dst, r.Stderr)
+	}
 	return append(dst, b[i+len(outputFields):]...)
+}
+
+// appendWire encodes r as Marshal would (fields in struct order, empty
+// droppedBytes and error omitted), its output through appendQuoted: how
+// a node writes its system.run result (MarshalPayload).
+func (r SystemRunResult) appendWire(dst []byte) []byte {
+	// Room for the output with an escape every 16 bytes, grown once.
+	if n := len(r.Stdout) + len(r.Stderr) + len(r.Error); cap(dst)-len(dst) < n+n/16+160 {
+		dst = append(make([]byte, 0, len(dst)+n+n/16+160), dst...)
+	}
+	dst = append(dst, `{"exitCode":`...)
+	dst = strconv.AppendInt(dst, int64(r.ExitCode), 10)
+	dst = append(dst, `,"timedOut":`...)
+	dst = strconv.AppendBool(dst, r.TimedOut)
+	dst = append(dst, `,"success":`...)
+	dst = strconv.AppendBool(dst, r.Success)
+	dst = append(dst, `,"stdout":`...)
+	dst = appendQuoted(dst, r.Stdout)
+	dst = append(dst, `,"stderr":`...)
+	dst = appendQuoted(dst, r.Stderr)
+	dst = append(dst, `,"truncated":`...)
+	dst = strconv.AppendBool(dst, r.Truncated)
+	if r.DroppedBytes != 0 {
+		dst = append(dst, `,"droppedBytes":`...)
+		dst = strconv.AppendInt(dst, r.DroppedBytes, 10)
+	}
+	if r.Error != "" {
+		dst = append(dst, `,"error":`...)
+		dst = appendQuoted(dst, r.Error)
+	}
+	return append(dst, '}')
 }

@@ -2,8 +2,10 @@ package bridge
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -114,6 +116,106 @@ func TestPassThroughDecodesAsUnmarshal(t *testing.T) {
 		run := decodeKeeping(t, `{"stdout":`+s+`,"stderr":`+s+`}`)
 		if run.Stdout != want || run.Stderr != want {
 			t.Errorf("%s: decoded %q, %q; Unmarshal reads %q", s, run.Stdout, run.Stderr, want)
+		}
+	}
+}
+
+// TestWithoutTailOf: only the result's own exec.finished event loses its
+// tail, only when the result ends with that text, and the events given
+// are left as they were.
+func TestWithoutTailOf(t *testing.T) {
+	head := "Exec finished (node=n, id=r1, code=0)"
+	ev := func(run, tail string) SystemEvent {
+		return SystemEvent{Kind: EventExecFinished, RunID: run, Text: head + "\n" + tail, Tail: tail}
+	}
+	res := ExecResult{RunID: "r1", SystemRunResult: SystemRunResult{Stdout: "0123456789", Stderr: "err\n"}}
+	for _, c := range []struct {
+		name string
+		ev   SystemEvent
+		cut  bool
+	}{
+		{"whole output", ev("r1", "0123456789err\n"), true},
+		{"end of stdout and stderr", ev("r1", "…89err\n"), true},
+		{"end of stderr", ev("r1", "…r\n"), true},
+		{"another run", ev("r2", "0123456789err\n"), false},
+		{"not the output's end", ev("r1", "…0123"), false},
+		{"stderr before stdout", ev("r1", "err\n0123456789"), false},
+		{"text without the tail", SystemEvent{Kind: EventExecFinished, RunID: "r1", Text: head, Tail: "err\n"}, false},
+		{"another kind", SystemEvent{Kind: EventExecStarted, RunID: "r1", Text: "x\nerr\n", Tail: "err\n"}, false},
+	} {
+		in := []SystemEvent{{Kind: EventExecStarted, RunID: "r1", Text: "Exec started"}, c.ev}
+		orig := slices.Clone(in)
+		got := WithoutTailOf(in, res)
+		want := slices.Clone(orig)
+		if c.cut {
+			want[1].Text, want[1].Tail = head, ""
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, want)
+		}
+		if !slices.Equal(in, orig) {
+			t.Errorf("%s: the events given were changed", c.name)
+		}
+	}
+}
+
+// FuzzUnquoteFast holds unquoteFast to Unmarshal: for every JSON string
+// Unmarshal decodes, unquoteFast either declines or gives the same text,
+// and it declines only what it must (invalid UTF-8, a surrogate escape).
+func FuzzUnquoteFast(f *testing.F) {
+	for _, s := range []string{`""`, `"a"`, `"a\nb\"c\\d\/e\bf\fg\rh\ti"`, `"\u00e9\u2028\u0041\u001f"`, `"\ud83d\ude00"`,
+		`"\ud800"`, "\"\xff\"", `"\uZZZZ"`, `"\u12"`, `"abc\"`, `"<>&"`, "\"日本\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want string
+		if err := Unmarshal(data, &want); err != nil || len(data) == 0 || data[0] != '"' {
+			return
+		}
+		got, ok := unquoteFast(data)
+		if ok && got != want {
+			t.Fatalf("unquoteFast(%s) = %q, Unmarshal = %q", data, got, want)
+		}
+		if !ok && utf8.Valid(data) && !bytes.Contains(data, []byte(`\u`)) {
+			t.Fatalf("unquoteFast declined %s", data)
+		}
+	})
+}
+
+// TestOutputInto: an exec result decoded through OutputInto is the one
+// Unmarshal gives, every field, the fallback's inputs included.
+func TestOutputInto(t *testing.T) {
+	for _, out := range []string{"", "plain\n", "a<b>&\"\\\t\u2028\x01", "\xff\xfeinvalid", "\U0001F600 and \u00e9"} {
+		x := ExecResult{Status: ExecCompleted, RunID: "r1", Host: "node", NodeID: "n",
+			SystemRunResult: SystemRunResult{ExitCode: 3, Stdout: out, Stderr: "e:" + out, Truncated: true, DroppedBytes: 9, Error: "x"},
+			Events:          []SystemEvent{{Text: "Exec finished", TS: 1, Kind: EventExecFinished, RunID: "r1"}}}
+		data, err := Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got ExecResult
+		if err := Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := Unmarshal(data, OutputInto(&got)); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(SystemRunResult{})); diff != "" {
+			t.Errorf("%q: OutputInto differs from Unmarshal (-want +got):\n%s", out, diff)
+		}
+	}
+	// A surrogate escape and a null take Unmarshal's way.
+	for _, data := range []string{`{"stdout":"\ud83d\ude00 \ud800","stderr":null}`, `{"stdout":"a","stdout":"b"}`, `{"STDOUT":"up\\n","Stderr":"x"}`} {
+		var want, got ExecResult
+		want.Stderr, got.Stderr = "kept", "kept"
+		if err := Unmarshal([]byte(data), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := Unmarshal([]byte(data), OutputInto(&got)); err != nil {
+			t.Fatal(err)
+		}
+		if got.Stdout != want.Stdout || got.Stderr != want.Stderr {
+			t.Errorf("%s: OutputInto gives %q/%q, Unmarshal %q/%q", data, got.Stdout, got.Stderr, want.Stdout, want.Stderr)
 		}
 	}
 }

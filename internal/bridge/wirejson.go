@@ -13,11 +13,16 @@ import (
 // because a command's whole output is decoded on its way (a node's result
 // frame, then its payload); `go run ./bench` has the rows. One decoder for
 // every peer also means no two of them can read the same bytes two ways.
-// Files on disk keep encoding/json.
+// The one exception is the text of a command's output, the wire's one
+// large string: unquoteFast (passthrough.go) unquotes it after Unmarshal's
+// decoder has checked it, and declines whatever it would not read the
+// same way (FuzzUnquoteFast). Files on disk keep encoding/json.
 func Unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
 
 // Marshal is the one encoder of JSON that crosses the wire, the peer of
 // Unmarshal: the same package, so encoding/json's output (HTML-safe
 // escaping, sorted map keys) from a faster string escaper, which is what a
-// command's output costs on every hop.
+// command's output costs on every hop. A system.run result's output is
+// escaped by appendQuoted (quote.go) instead, held to Marshal's bytes by
+// FuzzAppendQuoted and FuzzResultWire.
 func Marshal(v any) ([]byte, error) { return jsonv1.Marshal(v) }

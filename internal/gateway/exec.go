@@ -125,7 +125,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 		}
 		res := r.result
 		g.delivered(r)
-		res.Events = g.sessions.Drain(key)
+		res.Events = bridge.WithoutTailOf(g.sessions.Drain(key), res)
 		return res, nil
 	}
 	go do()
@@ -142,7 +142,7 @@ func (g *Gateway) Exec(ctx context.Context, p bridge.ExecParams) (bridge.ExecRes
 	}
 	res := r.result
 	g.delivered(r)
-	res.Events = g.sessions.Drain(key)
+	res.Events = bridge.WithoutTailOf(g.sessions.Drain(key), res)
 	return res, nil
 }
 

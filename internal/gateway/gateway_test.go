@@ -231,3 +231,58 @@ func TestDefaultsCrossNothing(t *testing.T) {
 		t.Errorf("default host is not sandbox: %v", err)
 	}
 }
+
+// TestFinishedTailOnce: a run's exec.finished event comes with its own
+// result without the output tail when the result ends with that text (the
+// agent reads it there), and keeps it when the result does not (output
+// past the cap, whose tail is the end of what was dropped).
+func TestFinishedTailOnce(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	id := e.addNode(t, "n", policyFull)
+	agent := e.client(t, bridge.RoleAgent)
+	finished := func(res bridge.ExecResult) string {
+		t.Helper()
+		for _, ev := range res.Events {
+			if ev.Kind == bridge.EventExecFinished && ev.RunID == res.RunID {
+				return ev.Text
+			}
+		}
+		t.Fatalf("no exec.finished event for %s in %+v", res.RunID, res.Events)
+		return ""
+	}
+	res, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "printf 'out\\n'; printf 'err\\n' >&2", Host: "node", Node: id, SessionKey: "tail"})
+	if err != nil || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Fatalf("exec = %+v, %v", res, err)
+	}
+	if got, want := finished(res), "Exec finished (node="+id+", id="+res.RunID+", code=0)"; got != want {
+		t.Errorf("finished event with its own result = %q, want %q", got, want)
+	}
+	res, err = call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "head -c 300000 /dev/zero | tr '\\0' a; echo END", Host: "node", Node: id, SessionKey: "tail"})
+	if err != nil || !res.Truncated {
+		t.Fatalf("flood = truncated %v, %d bytes, %v", res.Truncated, len(res.Stdout), err)
+	}
+	if got := finished(res); !strings.HasSuffix(got, "aaaaEND\n") || !strings.HasPrefix(got, "Exec finished (node="+id+", id="+res.RunID+", code=0)\n…") {
+		t.Errorf("finished event of a truncated run lost its tail: %.80q … %q", got, got[max(0, len(got)-20):])
+	}
+}
+
+// TestOutputInvalidUTF8: output that is not UTF-8 (and output with the
+// characters the wire escapes) reaches the agent through node and
+// gateway as it always has: each invalid byte as U+FFFD, the rest as
+// it was.
+func TestOutputInvalidUTF8(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	id := e.addNode(t, "n", policyFull)
+	agent := e.client(t, bridge.RoleAgent)
+	res, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{
+		Command: `printf 'a\377b\342\202c<&>\t"\\\001\342\200\250\n'; printf '\355\240\200' >&2`, Host: "node", Node: id, SessionKey: "utf8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a\uFFFDb\uFFFD\uFFFDc<&>\t\"\\\x01\u2028\n"; res.Stdout != want {
+		t.Errorf("stdout = %q, want %q", res.Stdout, want)
+	}
+	if want := "\uFFFD\uFFFD\uFFFD"; res.Stderr != want {
+		t.Errorf("stderr = %q, want %q", res.Stderr, want)
+	}
+}

@@ -200,7 +200,7 @@ func (g *Gateway) lifecycle(key session.Key, r *run, label string, ev bridge.Exe
 	if r != nil && ev.Kind != bridge.EventExecStarted {
 		r.ended.Store(true)
 	}
-	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: ev.Kind, RunID: ev.RunID, NodeID: label}) > 0 {
+	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: ev.Kind, RunID: ev.RunID, NodeID: label, Tail: ev.Tail}) > 0 {
 		g.opts.Metrics.EventQueueDrop()
 	}
 }

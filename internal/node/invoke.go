@@ -188,7 +188,7 @@ func (c *Client) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 func fail(e *bridge.Error) bridge.InvokeResult { return bridge.InvokeResult{OK: false, Error: e} }
 
 func ok(v any) bridge.InvokeResult {
-	raw, err := bridge.Marshal(v)
+	raw, err := bridge.MarshalPayload(v) // a system.run result's output escaped fast
 	if err != nil {
 		return fail(bridge.Errorf(bridge.CodeInternal, "encode result: %v", err))
 	}
