@@ -165,7 +165,7 @@ func TestRulesRacyNotKept(t *testing.T) {
 		{Afresh: true},
 	} {
 		for range 2 {
-			ls, err := b.layers(&c, KernelABI())
+			ls, err := b.layers(&c, KernelABI(), -1)
 			if err != nil {
 				t.Fatal(err)
 			}

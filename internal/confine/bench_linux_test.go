@@ -67,7 +67,7 @@ func BenchmarkLauncher(b *testing.B) {
 			rb.clock = func() unix.Timespec { return unix.NsecToTimespec(1 << 62) }
 			defer rb.Close()
 			for b.Loop() {
-				ls, err := rb.layers(c, abi)
+				ls, err := rb.layers(c, abi, -1)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -105,9 +105,17 @@ type Spec struct {
 	Confine *confine.Confinement
 	// ConfineRules, when set, builds the rules of an in-thread start
 	// (a Builder its owner keeps, which reuses the rules around the
-	// protected set while they are exact); nil builds them afresh. The
-	// launcher, a process of its own, always builds afresh.
+	// protected set while they are exact); nil builds them afresh. A
+	// start through the launcher (fresh or warm) is handed its base
+	// layer (Builder.Base) as descriptor BaseFD and builds only its own.
 	ConfineRules *confine.Builder
+	// ConfineBase, when set, is the base layer (confine.Builder.Base)
+	// of the confinement the command's first process applies to itself
+	// (the interpreter's plan's, whose Confinement.Base says BaseFD; or
+	// Confine's for the launcher, instead of ConfineRules'): it is
+	// handed to that process as descriptor BaseFD, at its start or with
+	// a warm process's hand-over. The caller closes it after Run.
+	ConfineBase *os.File
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
@@ -229,17 +237,25 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		pin = &pinned{file: f, path: path}
 	}
 	var inThread *confine.Confinement
+	base := spec.ConfineBase
 	if spec.Confine.Active() {
 		ok, _ := spec.Confine.InThread()
 		// A warm process is handed the launcher's argv: it restricts
 		// itself and execs the command in place, which costs no more.
 		if spec.Warm == nil && (ok || spec.confineInThread && spec.Confine.Limits == (confine.Limits{})) {
 			inThread = spec.Confine
-		} else if argv, err = wrapLauncher(spec.Confine, argv, pin); err != nil {
-			if errors.Is(err, ErrStart) {
-				res.ExitCode = startExitCode(err)
+		} else {
+			if base == nil {
+				if base = launcherBase(spec.ConfineRules, spec.Confine); base != nil {
+					defer base.Close()
+				}
 			}
-			return fail(err)
+			if argv, err = wrapLauncher(spec.Confine, argv, pin, base != nil); err != nil {
+				if errors.Is(err, ErrStart) {
+					res.ExitCode = startExitCode(err)
+				}
+				return fail(err)
+			}
 		}
 	}
 	env, err := buildEnv(spec.BaseEnv, spec.Env)
@@ -257,7 +273,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, inThread: inThread}
+	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base, inThread: inThread}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
 	launch := launchWithGoroutines
@@ -302,6 +318,9 @@ type launchSpec struct {
 	argv, env []string
 	capture   *Capture
 	pinned    *pinned // the executable to start by descriptor, or nil
+	// base is the base layer of the confinement the child applies,
+	// handed to it as BaseFD, or nil.
+	base *os.File
 	// inThread, when set, is applied to the thread that forks the
 	// command (startConfined); nil when it starts unconfined or through
 	// the launcher (argv already wrapped).
@@ -376,9 +395,7 @@ func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 
 	cmd := exec.Command(ls.execPath(), argv[1:]...)
 	cmd.Args[0] = argv[0]
-	if ls.pinned != nil {
-		cmd.ExtraFiles = []*os.File{ls.pinned.file} // ChildFD
-	}
+	cmd.ExtraFiles = ls.childFiles()
 	cmd.Dir = ls.Cwd
 	cmd.Env = ls.env
 	cmd.SysProcAttr = sysProcAttr(ls.PTY)
