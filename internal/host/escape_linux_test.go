@@ -94,6 +94,11 @@ func escapeHelper(spec string) int {
 	res, err := e.Run(context.Background(), req)
 	out, _ := json.Marshal(res)
 	fmt.Printf("%s\nerr=%v\nrunsAs=%s\nwarm=%v\npid=%d\n", out, err, runsAs, warmPid != 0 && res.Pid == warmPid, res.Pid)
+	if p := e.warm(); p != nil {
+		p.mu.Lock()
+		fmt.Printf("pool: handed=%d started=%d lastErr=%v warmPid=%d\n", p.handed, p.started, p.lastErr, warmPid) // for a warm pass that was not handed one
+		p.mu.Unlock()
+	}
 	_ = e.Close()
 	if err != nil {
 		return 3
@@ -278,6 +283,7 @@ func TestConfinedEscapes(t *testing.T) {
 			// Handed the base layer, the warm process adds only its own
 			// layer's rules; building it, the rules around the state
 			// directory too.
+			t.Logf("landlock_add_rule calls in the warm process: %d handed the base layer, %d building it", ruleAdds[false], ruleAdds[true])
 			if ruleAdds[false] == 0 || ruleAdds[false] >= ruleAdds[true] {
 				t.Errorf("landlock_add_rule calls in the warm process: %d handed the base layer, %d building it; want fewer (and some) when handed", ruleAdds[false], ruleAdds[true])
 			}

@@ -122,11 +122,10 @@ type Spec struct {
 	// start would be (warm.go). Once Run has adopted it, it is used,
 	// whatever the outcome; one found dead at hand-over fails the run
 	// with ErrWarmGone before anything started. With Confine it is handed
-	// the launcher's argv (and the pinned executable's and the base layer's
-	// descriptors). PTY,
-	// and Executable without Confine, cannot be applied to it: Run
-	// refuses such a Spec (ErrStart) and leaves it unused, for the caller
-	// to close.
+	// the launcher's argv (and the pinned executable's and the base
+	// layer's descriptors). PTY, and Executable without Confine, cannot
+	// be applied to it: Run refuses such a Spec (ErrStart) and leaves it
+	// unused, for the caller to close.
 	Warm *Warm
 
 	// confineInThread starts a confined command in-thread even where
