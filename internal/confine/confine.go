@@ -24,7 +24,9 @@
 //     this binary and Arg, and the launcher's init restricts its one
 //     locked thread and execve(2)s the command (about 6 ms more per run:
 //     a second start of this binary). Either way the command's image
-//     starts confined.
+//     starts confined. The launcher and the interpreter may be handed
+//     the base layer (see Builder) as a ruleset descriptor
+//     (Confinement.Base, Builder.Base) and then build only their own.
 //
 // Landlock grants access beneath paths; it cannot subtract. The protected
 // set is kept out of reach by a layer of its own (Landlock layers
