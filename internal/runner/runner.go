@@ -114,7 +114,8 @@ type Spec struct {
 	// (the interpreter's plan's, whose Confinement.Base says BaseFD; or
 	// Confine's for the launcher, instead of ConfineRules'): it is
 	// handed to that process as descriptor BaseFD, at its start or with
-	// a warm process's hand-over. The caller closes it after Run.
+	// a warm process's hand-over (never to a command started in-thread).
+	// The caller closes it after Run.
 	ConfineBase *os.File
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
@@ -244,6 +245,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		// itself and execs the command in place, which costs no more.
 		if spec.Warm == nil && (ok || spec.confineInThread && spec.Confine.Limits == (confine.Limits{})) {
 			inThread = spec.Confine
+			base = nil // the command itself starts: it is handed no ruleset
 		} else {
 			if base == nil {
 				if base = launcherBase(spec.ConfineRules, spec.Confine); base != nil {
