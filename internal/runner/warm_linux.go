@@ -176,8 +176,16 @@ func (w *Warm) Alive() bool {
 		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n == 0
+	for {
+		// A signal pending at the call (the Go runtime's preemption
+		// signal, SIGURG, in a busy process) makes even a poll that
+		// does not wait fail with EINTR: that says nothing of the
+		// process, and taking it for dead would kill a ready one.
+		n, err := unix.Poll(fds, 0)
+		if err != unix.EINTR {
+			return err == nil && n == 0
+		}
+	}
 }
 
 // Close ends a warm process that was never used: its group is killed and
