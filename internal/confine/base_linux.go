@@ -1,10 +1,13 @@
 package confine
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,7 +63,7 @@ func (b *Builder) base(protected []string, handledCfg, handled landlock.AccessFS
 			return layer{}, err
 		}
 		if !keep {
-			return layer{l.fd, l.flags}, nil
+			return layer{fd: l.fd, flags: l.flags}, nil
 		}
 		l.key, b.last = key, l
 	}
@@ -71,7 +74,7 @@ func (b *Builder) base(protected []string, handledCfg, handled landlock.AccessFS
 	if err != nil {
 		return layer{}, fmt.Errorf("confine: %w", err)
 	}
-	return layer{fd, b.last.flags}, nil
+	return layer{fd: fd, flags: b.last.flags}, nil
 }
 
 // buildBase walks the directories down to the protected set and returns
@@ -167,4 +170,73 @@ func (b *Builder) Close() error {
 		b.last = nil
 	}
 	return nil
+}
+
+// Base returns the base layer of c (the rules around its protected set,
+// see base) for a process that applies c itself — the launcher, a warm
+// process become the launcher, the interpreter — to be handed as the
+// descriptor c.Base says, so that it builds only its own layer. The file
+// is the caller's to close. Nil when there is none to hand: b is nil or
+// Afresh (that process then builds both layers itself, as it always
+// could), c protects nothing, or abi has no Landlock.
+//
+// The descriptor shares its ruleset with the one b keeps: a process
+// holding it could add rules to every later run's base layer
+// (landlock_add_rule). Only this binary's own code holds it, from its
+// start or hand-over until it has applied c, and closes it before it
+// runs anything of the command (apply); it is close-on-exec from the
+// moment it is taken (takeBase), so nothing the command starts inherits
+// it.
+func (b *Builder) Base(c *Confinement, abi int) (*os.File, error) {
+	if b == nil || b.Afresh || abi == 0 || !c.Active() || len(c.Protected) == 0 {
+		return nil, nil
+	}
+	cfg := c.config(abi)
+	handled := cfg.HandledAccessFS & fsRightsOf(KernelABI()) // as layers has it
+	l, err := b.base(c.Protected, cfg.HandledAccessFS, handled)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(l.fd), "landlock-ruleset"), nil
+}
+
+// takeBase returns the descriptor c.Base when it holds a Landlock
+// ruleset, made close-on-exec for the rest of this process's life (the
+// caller closes it once applied), else -1: the base layer is then built
+// here, so a missing, closed or wrong descriptor never confines less.
+//
+// Why a ruleset found there is the run's base layer: the number is only
+// ever filled by the runner of the trusted host (runner.BaseFD: by the
+// start's inherited files, or by the warm process's dup3 of what the
+// runner sent over the private socket it made at the process's start),
+// which takes it from its Builder for exactly this confinement; the argv
+// or plan naming it comes from the same runner, and whoever could change
+// them could drop the confinement altogether. The one other source of a
+// ruleset in this process is this package, which makes none before
+// takeBase has run (apply calls it first).
+func (c *Confinement) takeBase() int {
+	if c == nil || c.Base <= 2 { // 0-2 are the standard streams, never a ruleset
+		return -1
+	}
+	if !isRuleset(c.Base) {
+		return -1
+	}
+	if _, err := unix.FcntlInt(uintptr(c.Base), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return -1
+	}
+	return c.Base
+}
+
+// isRuleset reports whether fd is a Landlock ruleset open for adding
+// rules. Many kinds of file live on the anonymous inode file system
+// (fstatfs); of those, only a ruleset gets landlock_add_rule past the
+// descriptor to the rule type, so an unknown type is EINVAL for a ruleset
+// and EBADFD for any other file (EBADF for no file). Nothing is added.
+func isRuleset(fd int) bool {
+	var sfs unix.Statfs_t
+	if unix.Fstatfs(fd, &sfs) != nil || sfs.Type != unix.ANON_INODE_FS_MAGIC {
+		return false
+	}
+	const unknownRuleType = 0 // the types start at 1
+	return errors.Is(ll.LandlockAddRule(fd, unknownRuleType, nil, 0), unix.EINVAL)
 }

@@ -2,6 +2,7 @@ package confine
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +26,28 @@ done`
 func probed(t *testing.T, b *Builder, c *Confinement, root string, dirs ...string) string {
 	t.Helper()
 	return runConfinedBy(t, b, c, root, append([]string{"/bin/sh", "-c", probe, "probe"}, dirs...)...)
+}
+
+// probedLauncher runs probe over dirs through a real launcher (this test
+// binary re-executed) confined to c and handed b's base layer as
+// descriptor 4, as the runner hands it, and returns its report.
+func probedLauncher(t *testing.T, b *Builder, c *Confinement, root string, dirs ...string) string {
+	t.Helper()
+	base, err := b.Base(c, KernelABI())
+	if err != nil || base == nil {
+		t.Fatalf("no base layer to hand: %v", err)
+	}
+	defer base.Close()
+	run := *c
+	run.Base = 4
+	argv, err := Wrap(&run, append([]string{"/bin/sh", "-c", probe, "probe"}, dirs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.ExtraFiles = root, []*os.File{nil, base}
+	out, _ := cmd.CombinedOutput() // refused writes fail the script
+	return string(out)
 }
 
 // mkdirF makes the directory d with a file f in it.
@@ -107,16 +130,21 @@ func TestRulesReuse(t *testing.T) {
 		for attempt := 1; ; attempt++ {
 			above, builds := timesDownTo(t, l.root), kept.builds
 			got := probed(t, kept, c, l.root, dirs...)
+			n := kept.builds - builds
+			launched := probedLauncher(t, kept, c, l.root, dirs...)
 			want := probed(t, &Builder{Afresh: true}, c, l.root, dirs...)
 			if got != want {
 				t.Errorf("%s: reused rules differ from rules built afresh:\nreused:\n%s\nafresh:\n%s", name, got, want)
+			}
+			if launched != want {
+				t.Errorf("%s: a launcher handed the kept base layer differs from rules built afresh:\nlauncher:\n%s\nafresh:\n%s", name, launched, want)
 			}
 			for _, line := range lines {
 				if !strings.Contains("\n"+got, "\n"+line+"\n") {
 					t.Errorf("%s: the report lacks %q:\n%s", name, line, got)
 				}
 			}
-			switch n := kept.builds - builds; {
+			switch {
 			case rebuild && n == 1, !rebuild && n == 0:
 				return
 			case !rebuild && attempt < 5 && !slices.Equal(above, timesDownTo(t, l.root)):
@@ -165,7 +193,7 @@ func TestRulesRacyNotKept(t *testing.T) {
 		{Afresh: true},
 	} {
 		for range 2 {
-			ls, err := b.layers(&c, KernelABI())
+			ls, err := b.layers(&c, KernelABI(), -1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,5 +202,45 @@ func TestRulesRacyNotKept(t *testing.T) {
 		if b.builds != 2 || b.last != nil {
 			t.Errorf("afresh=%v: %d base layers built for 2 rulesets (kept %v), want 2 and none kept", b.Afresh, b.builds, b.last != nil)
 		}
+	}
+}
+
+// TestIsRuleset: only a Landlock ruleset is taken as a handed base layer;
+// another anonymous inode (an eventfd), a file, a closed descriptor and
+// the standard streams are not (the base layer is then built instead).
+func TestIsRuleset(t *testing.T) {
+	needLandlock(t, 1)
+	rs, _, err := (&Confinement{Writable: []string{"/"}}).config(KernelABI()).NewRulesetFD()
+	if err != nil || rs < 0 {
+		t.Fatalf("ruleset: %d %v", rs, err)
+	}
+	defer unix.Close(rs)
+	ev, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(ev)
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	closed, _ := unix.Dup(ev)
+	unix.Close(closed)
+	for _, tc := range []struct {
+		name string
+		fd   int
+		want bool
+	}{{"ruleset", rs, true}, {"eventfd", ev, false}, {"file", int(f.Fd()), false}, {"closed", closed, false}} {
+		if got := isRuleset(tc.fd); got != tc.want {
+			t.Errorf("%s: isRuleset = %v, want %v", tc.name, got, tc.want)
+		}
+		c := &Confinement{Base: tc.fd}
+		if got := c.takeBase(); (got >= 0) != tc.want {
+			t.Errorf("%s: takeBase = %d", tc.name, got)
+		}
+	}
+	if got := (&Confinement{Base: 2}).takeBase(); got != -1 {
+		t.Errorf("a standard stream taken as the base layer: %d", got)
 	}
 }

@@ -15,7 +15,8 @@ import (
 // around the protected set, Landlock, exec). The rules sub-benchmark is the
 // part of it that builds the rulesets, measured in-process: afresh (as the
 // launcher does) and with the base layer reused (as the host's in-thread
-// start does).
+// start does). The confined-handed sub-benchmark hands the launcher the
+// base layer kept by a Builder, as the runner does.
 func BenchmarkLauncher(b *testing.B) {
 	needLandlock(b, 4)
 	l := newLayout(b)
@@ -51,6 +52,31 @@ func BenchmarkLauncher(b *testing.B) {
 			}
 		})
 	}
+	// The launcher handed the base layer as descriptor 4 (as the runner
+	// hands the one its Builder keeps): it builds only its own layer.
+	b.Run("confined-handed", func(b *testing.B) {
+		rb := &Builder{clock: func() unix.Timespec { return unix.NsecToTimespec(1 << 62) }}
+		defer rb.Close()
+		run := *c
+		run.Base = 4
+		argv, err := Wrap(&run, []string{"/bin/true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			base, err := rb.Base(c, KernelABI())
+			if err != nil || base == nil {
+				b.Fatal("no base layer", err)
+			}
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.ExtraFiles = []*os.File{nil, base}
+			err = cmd.Run()
+			base.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// The rules: built afresh for every run, and with the base layer
 	// around the protected set reused (as the host's engine does).
 	for _, afresh := range []bool{true, false} {
@@ -67,7 +93,7 @@ func BenchmarkLauncher(b *testing.B) {
 			rb.clock = func() unix.Timespec { return unix.NsecToTimespec(1 << 62) }
 			defer rb.Close()
 			for b.Loop() {
-				ls, err := rb.layers(c, abi)
+				ls, err := rb.layers(c, abi, -1)
 				if err != nil {
 					b.Fatal(err)
 				}

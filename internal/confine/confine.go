@@ -24,7 +24,9 @@
 //     this binary and Arg, and the launcher's init restricts its one
 //     locked thread and execve(2)s the command (about 6 ms more per run:
 //     a second start of this binary). Either way the command's image
-//     starts confined.
+//     starts confined. The launcher and the interpreter may be handed
+//     the base layer (see Builder) as a ruleset descriptor
+//     (Confinement.Base, Builder.Base) and then build only their own.
 //
 // Landlock grants access beneath paths; it cannot subtract. The protected
 // set is kept out of reach by a layer of its own (Landlock layers
@@ -120,6 +122,15 @@ type Confinement struct {
 	// program's argv[0]: the runner's descriptor path of the file decided
 	// on (runner.Pin), inherited by the launcher. Not policy: set per run.
 	Exec string `json:"exec,omitempty"`
+	// Base, when set, is the descriptor (inherited, or received with a
+	// warm process's hand-over) holding the base layer of this
+	// confinement, the rules around Protected that the runner's Builder
+	// built and keeps (Builder.Base): the process applying it then builds
+	// only its own layer. A descriptor that is not a Landlock ruleset is
+	// ignored and the base layer built here (fail closed); one that is
+	// is used, made close-on-exec and closed once applied. Not policy:
+	// set per run by the runner.
+	Base int `json:"base,omitempty"`
 }
 
 // Limits are resource limits (setrlimit(2)); zero leaves one unchanged.

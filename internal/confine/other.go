@@ -49,3 +49,6 @@ func (*Builder) ApplyThread(c *Confinement, abi int) (string, error) { return Ap
 
 // Close releases nothing.
 func (*Builder) Close() error { return nil }
+
+// Base hands no base layer here: there is no Landlock.
+func (*Builder) Base(*Confinement, int) (*os.File, error) { return nil, nil }

@@ -347,25 +347,36 @@ func (c *Confinement) config(abi int) landlock.Config {
 type layer struct {
 	fd    int
 	flags uint32
+	// handed is a base layer this process was handed (Confinement.Base):
+	// apply closes it, not closeLayers.
+	handed bool
 }
 
 // layers returns the rulesets that enforce c, the caller's to close: c's
 // own layer and, with a protected set, the base layer around it (see
-// Builder). None when there is nothing to enforce.
-func (b *Builder) layers(c *Confinement, abi int) ([]layer, error) {
+// Builder): handed (a ruleset descriptor, takeBase's) when it is not -1,
+// else built here. None when there is nothing to enforce.
+func (b *Builder) layers(c *Confinement, abi int, handed int) ([]layer, error) {
 	cfg := c.config(abi)
 	fd, flags, err := cfg.NewRulesetFD()
 	if err != nil || fd < 0 {
 		return nil, err
 	}
-	ls := []layer{{fd, flags}}
+	ls := []layer{{fd: fd, flags: flags}}
 	// The rights the ruleset handles: the ones asked for that this
 	// kernel knows (go-landlock's best effort asks the kernel, too).
 	handled := cfg.HandledAccessFS & fsRightsOf(KernelABI())
 	err = runGrants(c, func(p string, pfd int, rights landlock.AccessFSSet) error {
 		return addRule(fd, p, pfd, rights&handled)
 	})
-	if err == nil && len(c.Protected) > 0 {
+	switch {
+	case err != nil, len(c.Protected) == 0:
+	case handed >= 0:
+		// Built for exactly this protected set and these handled
+		// rights by the runner's Builder (Builder.Base); its flags
+		// are the base layer's, none.
+		ls = append(ls, layer{fd: handed, handed: true})
+	default:
 		var base layer
 		if base, err = b.base(c.Protected, cfg.HandledAccessFS, handled); err == nil {
 			ls = append(ls, base)
@@ -380,7 +391,9 @@ func (b *Builder) layers(c *Confinement, abi int) ([]layer, error) {
 
 func closeLayers(ls []layer) {
 	for _, l := range ls {
-		unix.Close(l.fd)
+		if !l.handed {
+			unix.Close(l.fd)
+		}
 	}
 }
 
@@ -483,6 +496,12 @@ func restrictProcess(fd int, flags uint32) error {
 }
 
 func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uint32) error) (string, error) {
+	// First, before anything here opens a descriptor that could take
+	// the number c.Base names (see takeBase).
+	handed := c.takeBase()
+	if handed >= 0 {
+		defer unix.Close(handed)
+	}
 	if !c.Active() {
 		return "", nil
 	}
@@ -499,7 +518,7 @@ func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uin
 	if abi == 0 {
 		return warning, nil
 	}
-	ls, err := b.layers(c, abi)
+	ls, err := b.layers(c, abi, handed)
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,8 @@ package host
 import (
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellrun"
 )
 
 // confinement returns the kernel confinement a run of p gets (see
@@ -44,11 +46,32 @@ func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
 }
 
 // confineRules is the engine's Landlock rule builder: the rules around the
-// state directory are built once and reused by every in-thread start
-// while they are exact (confine.Builder), unless ConfineRulesAfresh.
+// state directory are built once and reused while they are exact
+// (confine.Builder) by every in-thread start, and handed as a ruleset
+// descriptor to every launcher and interpreter (fresh or warm), unless
+// ConfineRulesAfresh: then each builds them itself.
 func (e *Engine) confineRules() *confine.Builder {
 	e.rulesOnce.Do(func() { e.rules = &confine.Builder{Afresh: e.ConfineRulesAfresh} })
 	return e.rules
+}
+
+// handBase hands the interpreter the engine's base layer of the plan's
+// confinement (runner.Spec.ConfineBase, as runner.BaseFD, which the plan
+// names), so that it builds only its own layer, and returns done extended
+// to close it. Without one (ConfineRulesAfresh, or it could not be had)
+// the interpreter builds both layers itself.
+func (e *Engine) handBase(spec *runner.Spec, plan *shellrun.Plan, done func()) func() {
+	base, err := e.confineRules().Base(plan.Confine, confine.KernelABI()) // the interpreter's kernel
+	if err != nil || base == nil {
+		return done
+	}
+	c := *plan.Confine
+	c.Base = runner.BaseFD
+	plan.Confine, spec.ConfineBase = &c, base
+	return func() {
+		base.Close()
+		done()
+	}
 }
 
 // kernelABI is the Landlock ABI runs are confined with.

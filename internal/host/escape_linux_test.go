@@ -42,6 +42,10 @@ type escapeRun struct {
 	// CAP_SYS_PTRACE, so that confine.Confinement.InThread lets the
 	// runner start a direct command from a restricted thread of its own.
 	Shielded bool
+	// Afresh sets Engine.ConfineRulesAfresh: the process that applies
+	// the confinement builds the base layer itself instead of being
+	// handed the engine's.
+	Afresh bool
 }
 
 func init() {
@@ -59,7 +63,7 @@ func escapeHelper(spec string) int {
 		return 2
 	}
 	e := NewEngine(r.State, policy.HostNode, "escape")
-	e.PATH, e.Home, e.noConfine = "/usr/local/bin:/usr/bin:/bin", r.Home, r.NoConfine
+	e.PATH, e.Home, e.noConfine, e.ConfineRulesAfresh = "/usr/local/bin:/usr/bin:/bin", r.Home, r.NoConfine, r.Afresh
 	req := Request{RawCommand: r.Text, Cwd: r.Work}
 	warmPid := 0
 	if r.Warm || testWarmInterpreters() > 0 {
@@ -89,7 +93,12 @@ func escapeHelper(spec string) int {
 	}
 	res, err := e.Run(context.Background(), req)
 	out, _ := json.Marshal(res)
-	fmt.Printf("%s\nerr=%v\nrunsAs=%s\nwarm=%v\n", out, err, runsAs, warmPid != 0 && res.Pid == warmPid)
+	fmt.Printf("%s\nerr=%v\nrunsAs=%s\nwarm=%v\npid=%d\n", out, err, runsAs, warmPid != 0 && res.Pid == warmPid, res.Pid)
+	if p := e.warm(); p != nil {
+		p.mu.Lock()
+		fmt.Printf("pool: handed=%d started=%d lastErr=%v warmPid=%d\n", p.handed, p.started, p.lastErr, warmPid) // for a warm pass that was not handed one
+		p.mu.Unlock()
+	}
 	_ = e.Close()
 	if err != nil {
 		return 3
@@ -208,10 +217,14 @@ func TestConfinedEscapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Confined, then confined in a warm process (an interpreted
 			// run's interpreter, or the launcher of one that starts
-			// directly), then confined in-thread (security=full: the only
-			// runs confine.Confinement.InThread may start so, in a
-			// shielded host), then the control without confinement.
-			for _, mode := range []struct{ confined, warm, shielded bool }{{true, false, false}, {true, true, false}, {true, false, true}, {false, false, false}} {
+			// directly) handed the engine's kept base layer, then the
+			// same with the base layer built by that process
+			// (ConfineRulesAfresh), then confined in-thread
+			// (security=full: the only runs
+			// confine.Confinement.InThread may start so, in a shielded
+			// host), then the control without confinement.
+			ruleAdds := map[bool]int{} // by afresh: the warm process's landlock_add_rule calls
+			for _, mode := range []struct{ confined, warm, shielded, afresh bool }{{true, false, false, false}, {true, true, false, false}, {true, true, false, true}, {true, false, true, false}, {false, false, false, false}} {
 				confined := mode.confined
 				if mode.shielded && !tc.full {
 					continue // network none: always through the launcher
@@ -223,7 +236,7 @@ func TestConfinedEscapes(t *testing.T) {
 				l := newEscapeLayout(t, sec, tc.allow, files)
 				text := strings.NewReplacer("$STATE", l.state, "$HOME", l.home).Replace(tc.text)
 				trace := filepath.Join(l.root, "trace")
-				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm, Shielded: mode.shielded})
+				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm, Shielded: mode.shielded, Afresh: mode.afresh})
 				if mode.shielded && !strings.Contains(out, "inThread=true") {
 					t.Fatalf("the shielded helper does not start in-thread; the pass proves nothing:\n%s", out)
 				}
@@ -232,6 +245,9 @@ func TestConfinedEscapes(t *testing.T) {
 				}
 				if mode.warm && !strings.Contains(out, "\nwarm=true\n") {
 					t.Fatalf("the run was not handed to a warm process; the warm pass proves nothing:\n%s", out)
+				}
+				if mode.warm {
+					ruleAdds[mode.afresh] = countRuleAdds(t, trace, out)
 				}
 				happened := tc.effect(l)
 				if !confined {
@@ -263,6 +279,13 @@ func TestConfinedEscapes(t *testing.T) {
 				for _, v := range checkTrace(t, trace, l, tc.full) {
 					t.Errorf("confined, strace: %s", v)
 				}
+			}
+			// Handed the base layer, the warm process adds only its own
+			// layer's rules; building it, the rules around the state
+			// directory too.
+			t.Logf("landlock_add_rule calls in the warm process: %d handed the base layer, %d building it", ruleAdds[false], ruleAdds[true])
+			if ruleAdds[false] == 0 || ruleAdds[false] >= ruleAdds[true] {
+				t.Errorf("landlock_add_rule calls in the warm process: %d handed the base layer, %d building it; want fewer (and some) when handed", ruleAdds[false], ruleAdds[true])
 			}
 		})
 	}
@@ -309,7 +332,7 @@ func runEscape(t *testing.T, straceBin, trace string, r escapeRun) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, straceBin, "-f", "-qq", "-y", "-s", "256", "-o", trace,
-		"-e", "trace=open,openat,openat2,creat,truncate,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,link,linkat,symlink,symlinkat,connect,clone,clone3,fork,vfork",
+		"-e", "trace=open,openat,openat2,creat,truncate,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,link,linkat,symlink,symlinkat,connect,clone,clone3,fork,vfork,landlock_add_rule",
 		"--", os.Args[0])
 	if r.Shielded && os.Geteuid() == 0 {
 		// Root's CAP_SYS_PTRACE would keep InThread from allowing it.
@@ -333,24 +356,21 @@ var (
 	writeFlags = regexp.MustCompile(`O_WRONLY|O_RDWR|O_CREAT|O_TRUNC`)
 )
 
-// checkTrace reads an strace -f -y log and returns what the processes of
-// the run (every process but the helper's own) did that confinement
-// forbids: a successful open of anything in the state directory, a
-// successful write-open or change of a path outside the cwd, the run's
-// temporary directory and the terminal devices (unless writeAnywhere),
-// and any TCP connect.
-func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) []string {
+// tracedCall is one system call of an strace -f -y log.
+type tracedCall struct {
+	tid                      int
+	name, args, ret, retPath string
+}
+
+// readTrace reads an strace -f -y log: its calls, the process each thread
+// belongs to, and the first (the helper's own) process.
+func readTrace(t *testing.T, trace string) (calls []tracedCall, proc map[int]int, root int) {
 	t.Helper()
 	f, err := os.Open(trace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	type call struct {
-		tid                      int
-		name, args, ret, retPath string
-	}
-	var calls []call
 	pending := map[int]string{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -374,15 +394,15 @@ func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) 
 		if c == nil {
 			continue
 		}
-		calls = append(calls, call{tid, c[1], c[2], c[3], strings.Trim(c[4], "<>")})
+		calls = append(calls, tracedCall{tid, c[1], c[2], c[3], strings.Trim(c[4], "<>")})
 	}
 	if len(calls) == 0 {
 		t.Fatal("empty trace")
 	}
 	// Which process each thread belongs to: a clone with CLONE_THREAD
 	// joins its parent's process; any other clone, fork or vfork starts one.
-	proc := map[int]int{}
-	root := calls[0].tid
+	proc = map[int]int{}
+	root = calls[0].tid
 	proc[root] = root
 	for changed := true; changed; {
 		changed = false
@@ -404,6 +424,38 @@ func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) 
 			}
 		}
 	}
+	return calls, proc, root
+}
+
+// countRuleAdds counts the landlock_add_rule calls of the run's first
+// process (the helper's "pid=" line) in the trace.
+func countRuleAdds(t *testing.T, trace, out string) int {
+	t.Helper()
+	var pid int
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "pid="); ok {
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	calls, proc, _ := readTrace(t, trace)
+	n := 0
+	for _, c := range calls {
+		if c.name == "landlock_add_rule" && proc[c.tid] == pid && c.ret != "-1" {
+			n++
+		}
+	}
+	return n
+}
+
+// checkTrace reads an strace -f -y log and returns what the processes of
+// the run (every process but the helper's own) did that confinement
+// forbids: a successful open of anything in the state directory, a
+// successful write-open or change of a path outside the cwd, the run's
+// temporary directory and the terminal devices (unless writeAnywhere),
+// and any TCP connect.
+func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) []string {
+	t.Helper()
+	calls, proc, root := readTrace(t, trace)
 	tmp := os.TempDir()
 	writable := func(p string) bool {
 		return writeAnywhere && !within(p, l.state) || within(p, l.work) || (strings.HasPrefix(p, filepath.Join(tmp, "exechost-run-"))) ||

@@ -98,6 +98,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 		}
 		if enforce {
 			plan.Confine = conf
+			done = e.handBase(&spec, &plan, done)
 		}
 		argv, err := shellrun.Argv(plan)
 		if err != nil {

@@ -24,7 +24,10 @@ import (
 // killed with its group on timeout exactly as a fresh one.
 //
 // A confined run that starts through the launcher is handed one too: it
-// is given the launcher's argv and becomes the command in place.
+// is given the launcher's argv and becomes the command in place. Either
+// way the hand-over carries the engine's kept base layer of the run's
+// confinement (a ruleset descriptor, runner.BaseFD; see confineRules), so
+// the process builds only the run's own layer.
 //
 // Fresh starts remain for PTY runs (a warm process has no terminal),
 // unconfined direct starts and shell text, confined ones started from a

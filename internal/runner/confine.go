@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 
@@ -15,13 +16,50 @@ import (
 // command from it (launchSpec.start); otherwise wrapLauncher puts the
 // confining launcher (this binary re-executed) in front of the argv.
 
+// BaseFD is the descriptor the base layer of a run's confinement has in
+// the process that applies it (the launcher, the interpreter): inherited
+// at a fresh start, put there (dup3) by a warm process from its
+// hand-over (Spec.ConfineRules, Spec.ConfineBase). Fixed, after the
+// pinned executable's ChildFD (closed in the child when there is none),
+// so the confinement can name it before the start.
+const BaseFD = ChildFD + 1
+
+// launcherBase is the base layer of c for the launcher to be handed (as
+// BaseFD), from rules; nil when there is none to hand. A failure to get
+// it hands none: the launcher then builds it itself, as it always can.
+func launcherBase(rules *confine.Builder, c *confine.Confinement) *os.File {
+	f, err := rules.Base(c, confine.KernelABI())
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// childFiles are the descriptors a start hands the child after its
+// standard streams: the pinned executable (ChildFD) and the base layer
+// (BaseFD), a nil file for a number left closed. None when neither.
+func (ls launchSpec) childFiles() []*os.File {
+	var pin *os.File
+	if ls.pinned != nil {
+		pin = ls.pinned.file
+	}
+	switch {
+	case ls.base != nil:
+		return []*os.File{pin, ls.base}
+	case pin != nil:
+		return []*os.File{pin}
+	}
+	return nil
+}
+
 // wrapLauncher returns the argv that starts argv confined by c through
 // the launcher. A bare name is looked up here, as a start would look it
 // up (the launcher searches no PATH), so that a missing program is
 // reported as never started rather than as the launcher's exit status.
 // pin, when set, is inherited by the launcher, which execs its
-// descriptor: its path moves to the confinement's Exec.
-func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned) ([]string, error) {
+// descriptor: its path moves to the confinement's Exec. base says the
+// launcher is handed the base layer as BaseFD.
+func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base bool) ([]string, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, startFailed(argv[0], err)
@@ -29,6 +67,9 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned) ([]string,
 	run := *c
 	if pin != nil {
 		run.Exec, pin.path = pin.path, "" // the launcher starts first, by its own path
+	}
+	if base {
+		run.Base = BaseFD
 	}
 	return confine.Wrap(&run, append([]string{path}, argv[1:]...))
 }

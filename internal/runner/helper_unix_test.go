@@ -78,6 +78,15 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	case "warm":
 		os.Exit(warmHelper())
+	case "warm-launcher":
+		// A warm process handed a launcher's argv becomes the launcher,
+		// as shellrun.MainWarm's does.
+		argv, err := AwaitHandOver()
+		if err != nil || len(argv) < 4 || argv[1] != confine.Arg {
+			fmt.Fprintln(os.Stderr, "warm launcher:", err, argv)
+			os.Exit(2)
+		}
+		os.Exit(confine.Launch(argv[2], argv[3:]))
 	case "dial":
 		// Connect to EXECHOST_RUNNER_TEST_ADDR over TCP and say whether
 		// it worked.

@@ -85,8 +85,8 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	defer unlock()
 	start := time.Now()
 	files := outs.child
-	if ls.pinned != nil {
-		files = append(files[:len(files):len(files)], ls.pinned.file.Fd()) // ChildFD
+	for _, f := range ls.childFiles() {
+		files = append(files[:len(files):len(files)], f.Fd()) // a nil file's is -1: closed in the child
 	}
 	var pid int
 	release, err := ls.start(func() error {

@@ -106,19 +106,28 @@ type Spec struct {
 	Confine *confine.Confinement
 	// ConfineRules, when set, builds the rules of an in-thread start
 	// (a Builder its owner keeps, which reuses the rules around the
-	// protected set while they are exact); nil builds them afresh. The
-	// launcher, a process of its own, always builds afresh.
+	// protected set while they are exact); nil builds them afresh. A
+	// start through the launcher (fresh or warm) is handed its base
+	// layer (Builder.Base) as descriptor BaseFD and builds only its own.
 	ConfineRules *confine.Builder
+	// ConfineBase, when set, is the base layer (confine.Builder.Base)
+	// of the confinement the command's first process applies to itself
+	// (the interpreter's plan's, whose Confinement.Base says BaseFD; or
+	// Confine's for the launcher, instead of ConfineRules'): it is
+	// handed to that process as descriptor BaseFD, at its start or with
+	// a warm process's hand-over (never to a command started in-thread).
+	// The caller closes it after Run.
+	ConfineBase *os.File
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
 	// start would be (warm.go). Once Run has adopted it, it is used,
 	// whatever the outcome; one found dead at hand-over fails the run
 	// with ErrWarmGone before anything started. With Confine it is handed
-	// the launcher's argv (and the pinned executable's descriptor). PTY,
-	// and Executable without Confine, cannot be applied to it: Run
-	// refuses such a Spec (ErrStart) and leaves it unused, for the caller
-	// to close.
+	// the launcher's argv (and the pinned executable's and the base
+	// layer's descriptors). PTY, and Executable without Confine, cannot
+	// be applied to it: Run refuses such a Spec (ErrStart) and leaves it
+	// unused, for the caller to close.
 	Warm *Warm
 
 	// confineInThread starts a confined command in-thread even where
@@ -230,17 +239,26 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		pin = &pinned{file: f, path: path}
 	}
 	var inThread *confine.Confinement
+	base := spec.ConfineBase
 	if spec.Confine.Active() {
 		ok, _ := spec.Confine.InThread()
 		// A warm process is handed the launcher's argv: it restricts
 		// itself and execs the command in place, which costs no more.
 		if spec.Warm == nil && (ok || spec.confineInThread && spec.Confine.Limits == (confine.Limits{})) {
 			inThread = spec.Confine
-		} else if argv, err = wrapLauncher(spec.Confine, argv, pin); err != nil {
-			if errors.Is(err, ErrStart) {
-				res.ExitCode = startExitCode(err)
+			base = nil // the command itself starts: it is handed no ruleset
+		} else {
+			if base == nil {
+				if base = launcherBase(spec.ConfineRules, spec.Confine); base != nil {
+					defer base.Close()
+				}
 			}
-			return fail(err)
+			if argv, err = wrapLauncher(spec.Confine, argv, pin, base != nil); err != nil {
+				if errors.Is(err, ErrStart) {
+					res.ExitCode = startExitCode(err)
+				}
+				return fail(err)
+			}
 		}
 	}
 	env, err := buildEnv(spec.BaseEnv, spec.Env)
@@ -258,7 +276,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, inThread: inThread}
+	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base, inThread: inThread}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
 	launch := launchWithGoroutines
@@ -303,6 +321,9 @@ type launchSpec struct {
 	argv, env []string
 	capture   *Capture
 	pinned    *pinned // the executable to start by descriptor, or nil
+	// base is the base layer of the confinement the child applies,
+	// handed to it as BaseFD, or nil.
+	base *os.File
 	// inThread, when set, is applied to the thread that forks the
 	// command (startConfined); nil when it starts unconfined or through
 	// the launcher (argv already wrapped).
@@ -377,9 +398,7 @@ func launchWithGoroutines(ctx context.Context, ls launchSpec) (ran, error) {
 
 	cmd := exec.Command(ls.execPath(), argv[1:]...)
 	cmd.Args[0] = argv[0]
-	if ls.pinned != nil {
-		cmd.ExtraFiles = []*os.File{ls.pinned.file} // ChildFD
-	}
+	cmd.ExtraFiles = ls.childFiles()
 	cmd.Dir = ls.Cwd
 	cmd.Env = ls.env
 	cmd.SysProcAttr = sysProcAttr(ls.PTY)

@@ -24,7 +24,10 @@ import (
 // argv, as a fresh start would have been. A pinned executable travels with
 // the hand-over as a descriptor and becomes the process's ChildFD, as a
 // fresh start's; without a launcher in front, a pinned file cannot be
-// handed to one (a warm process cannot become another program).
+// handed to one (a warm process cannot become another program). The base
+// layer of the run's confinement travels the same way and becomes BaseFD
+// (a number the process holds from its start with the null device, so
+// nothing it opens before can take it).
 
 // WarmFD is the descriptor a warm process receives its hand-over on.
 const WarmFD = 3
@@ -51,6 +54,10 @@ type handOver struct {
 	// (SCM_RIGHTS), which the process is to hold as ChildFD, as a fresh
 	// start's child does.
 	Pinned bool `json:"pinned,omitempty"`
+	// Base says it carries (after the pinned executable's) the base
+	// layer of the run's confinement, which the process is to hold as
+	// BaseFD, as a fresh start's child does.
+	Base bool `json:"base,omitempty"`
 }
 
 // apply gives this process the hand-over's working directory and

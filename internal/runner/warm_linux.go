@@ -122,7 +122,10 @@ func startWarm(argv, env []string) (*Warm, error) {
 	}
 	w.sock = sp[0]
 	child = append(child, sp[1])
-	files = append(files, uintptr(sp[1])) // WarmFD
+	// WarmFD, then BaseFD held by the null device until the hand-over
+	// puts the base layer there or closes it: nothing the process opens
+	// before can take that number.
+	files = append(files, uintptr(sp[1]), null.Fd())
 	attr := sysProcAttr(false)
 	attr.PidFD = &w.pidfd
 	pid, _, err := syscall.StartProcess(argv[0], argv, &syscall.ProcAttr{Dir: "/", Env: env, Files: files, Sys: attr})
@@ -173,8 +176,16 @@ func (w *Warm) Alive() bool {
 		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n == 0
+	for {
+		// A signal pending at the call (the Go runtime's preemption
+		// signal, SIGURG, in a busy process) makes even a poll that
+		// does not wait fail with EINTR: that says nothing of the
+		// process, and taking it for dead would kill a ready one.
+		n, err := unix.Poll(fds, 0)
+		if err != unix.EINTR {
+			return err == nil && n == 0
+		}
+	}
 }
 
 // Close ends a warm process that was never used: its group is killed and
@@ -225,7 +236,9 @@ func (w *Warm) adopt(capture *Capture) (pid, pidfd, sock int, outs *polledOutput
 
 // AwaitHandOver is the warm process's side: it says it is ready, waits for
 // its hand-over on WarmFD, closes it (or puts the pinned executable's
-// descriptor in its place, ChildFD), and applies the hand-over's working
+// descriptor in its place, ChildFD), puts the base layer of the run's
+// confinement, when it came, at BaseFD (close-on-exec; else closes what
+// held that number), and applies the hand-over's working
 // directory and environment to this process (the environment is replaced
 // whole), then returns the argv the process is to run as. The caller must
 // run nothing before it returns. ErrNoHandOver means exit quietly.
@@ -253,22 +266,45 @@ func AwaitHandOver() ([]string, error) {
 		unix.Close(WarmFD)
 		return nil, fmt.Errorf("warm process: bad hand-over: %w", err)
 	}
-	switch {
-	case h.Pinned && len(fds) == 1:
-		// The socket's number becomes the executable's in one step
-		// (dup3 closes the socket): nothing else can take the number in
-		// between. Not close-on-exec: the launcher execs it by path.
-		if err := unix.Dup3(fds[0], ChildFD, 0); err != nil {
-			unix.Close(WarmFD)
-			return nil, fmt.Errorf("warm process: pinned executable: %w", err)
-		}
-	case h.Pinned || len(fds) > 0:
+	if err := h.place(fds); err != nil {
 		unix.Close(WarmFD)
-		return nil, fmt.Errorf("warm process: hand-over with %d descriptors, pinned=%v", len(fds), h.Pinned)
-	default:
-		unix.Close(WarmFD)
+		unix.Close(BaseFD)
+		return nil, err
 	}
 	return h.apply()
+}
+
+// place puts the descriptors a hand-over carried (the pinned executable,
+// then the base layer, as its fields say) where a fresh start's child has
+// them, in one step each (dup3 closes what held the number: the socket,
+// the placeholder), so nothing else can take a number in between.
+func (h handOver) place(fds []int) error {
+	want := 0
+	if h.Pinned {
+		want++
+	}
+	if h.Base {
+		want++
+	}
+	if len(fds) != want {
+		return fmt.Errorf("warm process: hand-over with %d descriptors, pinned=%v base=%v", len(fds), h.Pinned, h.Base)
+	}
+	if h.Pinned {
+		// Not close-on-exec: the launcher execs it by path.
+		if err := unix.Dup3(fds[0], ChildFD, 0); err != nil {
+			return fmt.Errorf("warm process: pinned executable: %w", err)
+		}
+		fds = fds[1:]
+	} else {
+		unix.Close(WarmFD)
+	}
+	if !h.Base {
+		return unix.Close(BaseFD) // the placeholder
+	}
+	if err := unix.Dup3(fds[0], BaseFD, unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("warm process: base layer: %w", err)
+	}
+	return nil
 }
 
 // readHandOver reads the hand-over message from sock until the runner
@@ -313,10 +349,18 @@ func readHandOver(sock int) ([]byte, []int, error) {
 func sendHandOver(sock int, ls launchSpec) error {
 	defer unix.Close(sock)
 	h := handOver{Argv: ls.argv, Env: ls.env, Dir: ls.Cwd}
-	var rights []byte // with the first bytes: the pinned executable
+	var fds []int // with the first bytes: the pinned executable, the base layer
 	if ls.pinned != nil {
 		h.Pinned = true
-		rights = unix.UnixRights(int(ls.pinned.file.Fd()))
+		fds = append(fds, int(ls.pinned.file.Fd()))
+	}
+	if ls.base != nil {
+		h.Base = true
+		fds = append(fds, int(ls.base.Fd()))
+	}
+	var rights []byte
+	if len(fds) > 0 {
+		rights = unix.UnixRights(fds...)
 	}
 	b, err := json.Marshal(h)
 	if err != nil {
