@@ -385,7 +385,7 @@ type launcher func(ctx context.Context, ls launchSpec) (ran, error)
 
 // startFailed is the error of a start the operating system refused.
 func startFailed(argv0 string, err error) error {
-	return hint.Wrap(fmt.Errorf("%w %q: %w", ErrStart, argv0, err), fmt.Sprintf("%s", startHint(err)))
+	return hint.Wrap(fmt.Errorf("%w %q: %w", ErrStart, argv0, err), startHint(err))
 }
 
 // launchWithGoroutines is the portable launcher: os/exec, one goroutine

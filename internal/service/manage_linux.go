@@ -98,7 +98,7 @@ func status(ctx context.Context, kind string, system bool, out io.Writer) error 
 		return nil
 	}
 	if err != nil {
-		return hint.Wrap(fmt.Errorf("systemctl status %s: %w", Name(kind), err), fmt.Sprintf("%s", managerHint(system)))
+		return hint.Wrap(fmt.Errorf("systemctl status %s: %w", Name(kind), err), managerHint(system))
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func ReadPrivate(path, what, fix string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, hint.Wrap(fmt.Errorf("read %s %s: mode %o lets other users read it", what, path, fi.Mode().Perm()), fmt.Sprintf("%s", fix))
+		return nil, hint.Wrap(fmt.Errorf("read %s %s: mode %o lets other users read it", what, path, fi.Mode().Perm()), fix)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
