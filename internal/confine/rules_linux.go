@@ -13,6 +13,8 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // Access rights, by what they let a run do.
@@ -444,7 +446,9 @@ func KernelABI() int {
 // the kernel's (KernelABI); a kernel c cannot be enforced on fails as
 // Check says. The returned warning is for the run's stderr.
 func ApplyProcess(c *Confinement, abi int) (string, error) {
-	return new(Builder).ApplyProcess(c, abi)
+	// Afresh: nothing is kept (no ruleset or directory descriptor stays
+	// open in the process afterwards).
+	return (&Builder{Afresh: true}).ApplyProcess(c, abi)
 }
 
 // ApplyThread restricts the calling thread, which must be locked to its
@@ -452,7 +456,7 @@ func ApplyProcess(c *Confinement, abi int) (string, error) {
 // sandbox's helper): the new program inherits the thread's Landlock domain
 // and no_new_privs, while the process's other threads stay unrestricted.
 func ApplyThread(c *Confinement, abi int) (string, error) {
-	return new(Builder).ApplyThread(c, abi)
+	return (&Builder{Afresh: true}).ApplyThread(c, abi)
 }
 
 // ApplyProcess is the package's ApplyProcess with rules built by b.
@@ -527,6 +531,10 @@ func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uin
 		// A failure after the first layer leaves this thread (or
 		// process) restricted by it: nothing runs either way.
 		if err := restrict(l.fd, l.flags); err != nil {
+			if errors.Is(err, unix.E2BIG) {
+				// Each run adds two layers of the kernel's 16.
+				return "", hint.Wrap(fmt.Errorf("confine: apply landlock: the process already carries the most Landlock layers the kernel allows: %w", err), "run exechost outside so many nested Landlock sandboxes")
+			}
 			return "", fmt.Errorf("confine: apply landlock: %w", err)
 		}
 	}
