@@ -3,7 +3,9 @@ package shellcmd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/exechost/exechost/internal/fschange"
 )
@@ -113,7 +115,9 @@ func (a *analyzer) fact(k factKey) factValue {
 }
 
 func (c *factCache) get(a *analyzer, k factKey) factValue {
-	if c == nil {
+	// A relative path depends on the cwd, which a watch of the path does
+	// not cover: always read.
+	if c == nil || !strings.HasPrefix(k.path, "/") {
 		return readFact(k)
 	}
 	c.mu.Lock()
@@ -159,7 +163,7 @@ func (c *factCache) get(a *analyzer, k factKey) factValue {
 	v := readFact(k)
 	c.mu.Lock()
 	if c.m[k] == e {
-		if ok {
+		if ok && keepable(v) {
 			e.value, e.watched, e.vouched = v, set, false
 		} else {
 			e.watched, e.unwatched = fschange.Set{}, readFactFor
@@ -215,4 +219,19 @@ func (z *Analyzer) unchanged(s fschange.Set) bool {
 		return z.polled.v.Unchanged(s)
 	}
 	return fschange.Unchanged(s)
+}
+
+// keepable reports whether v may answer later analyses: only an exact
+// result (as the memo keeps) that is a success or an answer about the path
+// itself. A passing failure (EIO, ENOMEM, …) decides one analysis, never
+// the ones after it.
+func keepable(v factValue) bool {
+	if !v.exact {
+		return false
+	}
+	switch v.res.errno {
+	case 0, syscall.ENOENT, syscall.ENOTDIR, syscall.EACCES, syscall.ELOOP:
+		return true
+	}
+	return false
 }
