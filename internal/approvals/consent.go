@@ -44,7 +44,7 @@ func RemoteConsent(ctx context.Context, allow bool, ask Asker, from, nodeID stri
 		}
 		how := fmt.Sprintf("apply it on this host itself with `exechost approvals set --file F`, confirm it in `exechost approver` running on this host, or start this node with %s to let its gateway widen its policy", RemoteWideningFlag)
 		if ask == nil {
-			return hint.Wrap(fmt.Errorf("%w", ErrNotOptedIn), how)
+			return hint.Wrap(ErrNotOptedIn, how)
 		}
 		cctx, cancel := context.WithTimeout(ctx, ConfirmTimeout)
 		defer cancel()

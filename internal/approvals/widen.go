@@ -284,7 +284,7 @@ func (s *Store) ReplaceRemote(baseHash string, next *File, consent func([]Wideni
 	return s.UpdateIf(h, func(f *File) error {
 		c := candidate(f)
 		if again := Widenings(f, c); !slices.Equal(again, ws) {
-			return hint.Wrap(fmt.Errorf("%w", ErrStale), "reload it and apply your change again")
+			return hint.Wrap(ErrStale, "reload it and apply your change again")
 		}
 		*f = *c
 		return nil

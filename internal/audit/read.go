@@ -254,7 +254,7 @@ func Read(path string, filter Filter, fn func(Record) error) error {
 		return hint.Wrap(fmt.Errorf("%w (and %d more bad lines)", firstBad, bad-1), "run exechost audit verify")
 	}
 	if firstBad != nil {
-		return hint.Wrap(fmt.Errorf("%w", firstBad), "run exechost audit verify")
+		return hint.Wrap(firstBad, "run exechost audit verify")
 	}
 	return nil
 }

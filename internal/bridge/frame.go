@@ -145,6 +145,10 @@ func Errorf(code, format string, args ...any) *Error {
 	return e
 }
 
+// ErrorHint returns Hint (hint.Hinter), so hint.Of finds a wire error's
+// hint as it finds any other.
+func (e *Error) ErrorHint() string { return e.Hint }
+
 // WithHint sets e's hint and ends its message with it, as hint.Wrap
 // does for any error, and returns e. An empty h changes nothing.
 func (e *Error) WithHint(h string) *Error {

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"bytes"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,6 +68,21 @@ func BenchmarkAppendQuoted(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestResultWireFields: SystemRunResult.appendWire writes its fields by
+// hand, and FuzzResultWire compares it with Marshal only over the fields it
+// knows; a field added to the struct would be left off every reply
+// unnoticed. This fails until both learn it.
+func TestResultWireFields(t *testing.T) {
+	var names []string
+	for f := range reflect.TypeFor[SystemRunResult]().Fields() {
+		names = append(names, f.Name)
+	}
+	want := []string{"ExitCode", "TimedOut", "Success", "Stdout", "Stderr", "Truncated", "DroppedBytes", "Error", "Wire"}
+	if !slices.Equal(names, want) {
+		t.Errorf("SystemRunResult fields %v, appendWire and FuzzResultWire know %v: teach them the new ones", names, want)
+	}
 }
 
 // FuzzResultWire holds the hand-written encodings of a system.run result

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -113,7 +114,7 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	}
 	if webAddr != "" {
 		if startWeb == nil {
-			return hint.Wrap(fmt.Errorf("approver --web: web UI not built yet"), "run without --web, or use --tui")
+			return hint.Wrap(errors.New("approver --web: web UI not built yet"), "run without --web, or use --tui")
 		}
 		opts.Web = func(ctx context.Context, q *prompt.Broker) (string, error) {
 			url, err := startWeb(ctx, webAddr, q, dir)

@@ -56,9 +56,6 @@ func errorObject(err error, code int) errorJSON {
 		if be.Denial != nil {
 			out.Denial = *be.Denial
 		}
-		if out.Hint == "" {
-			out.Hint = be.Hint
-		}
 	case code == ExitUsage:
 		out.Code = codeUsage
 	case code == ExitUnavailable:

@@ -232,7 +232,7 @@ func newServiceUninstallCmd(g *globals, kind string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			path, err := service.Uninstall(cmdContext(cmd), kind, system, g.stderr)
 			if errors.Is(err, service.ErrNotInstalled) {
-				return hint.Wrap(fmt.Errorf("%w", err), fmt.Sprintf("was it installed with%s --system?", map[bool]string{true: "out", false: ""}[system]))
+				return hint.Wrap(err, fmt.Sprintf("was it installed with%s --system?", map[bool]string{true: "out", false: ""}[system]))
 			}
 			if path != "" {
 				if _, serr := os.Stat(path); errors.Is(serr, os.ErrNotExist) {

@@ -144,7 +144,7 @@ func New(opts Options) (*Client, error) {
 		id.Gateway.URL = opts.GatewayURL
 	}
 	if id.Gateway.URL == "" {
-		return nil, hint.Wrap(fmt.Errorf("no gateway URL"), "pass --gateway ws://HOST:18789")
+		return nil, hint.Wrap(errors.New("no gateway URL"), "pass --gateway ws://HOST:18789")
 	}
 	if opts.DisplayName != "" {
 		id.DisplayName = opts.DisplayName

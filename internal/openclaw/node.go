@@ -194,9 +194,9 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			switch {
 			case errors.Is(err, ErrProtocolMismatch):
-				return hint.Wrap(fmt.Errorf("%w", err), fmt.Sprintf("this exechost speaks OpenClaw gateway protocol v%d", ProtocolVersion))
+				return hint.Wrap(err, fmt.Sprintf("this exechost speaks OpenClaw gateway protocol v%d", ProtocolVersion))
 			case errors.Is(err, ErrAuth):
-				return hint.Wrap(fmt.Errorf("%w", err), "pass the gateway's token with --openclaw-token or OPENCLAW_GATEWAY_TOKEN")
+				return hint.Wrap(err, "pass the gateway's token with --openclaw-token or OPENCLAW_GATEWAY_TOKEN")
 			case errors.Is(err, ErrPairingRequired):
 				n.pairingRequired(err)
 			default:

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/exechost/exechost/internal/atomicfile"
+	"github.com/exechost/exechost/internal/hint"
 )
 
 // InstallOptions control Install.
@@ -74,15 +75,11 @@ func removeUnit(path string) error {
 }
 
 // run runs a service manager command, copying its output to out.
-func run(ctx context.Context, out io.Writer, hint, name string, args ...string) error {
+func run(ctx context.Context, out io.Writer, how, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
-		msg := fmt.Sprintf("%s %s: %v", name, strings.Join(args, " "), err)
-		if hint != "" {
-			msg += " (hint: " + hint + ")"
-		}
-		return errors.New(msg)
+		return hint.Wrap(fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err), how)
 	}
 	return nil
 }

@@ -328,7 +328,7 @@ func (c *Conn) Exec(ctx context.Context, req Request) (runner.Result, error) {
 	case rep, ok = <-cl.result:
 	case <-backstop:
 		c.fail(fmt.Errorf("%w: no result %s after the command's timeout", ErrUnresponsive, KillGrace))
-		return runner.Result{}, hint.Wrap(fmt.Errorf("%w", ErrUnresponsive), "the sandbox was killed; the next command gets a new one")
+		return runner.Result{}, hint.Wrap(ErrUnresponsive, "the sandbox was killed; the next command gets a new one")
 	case <-ctx.Done():
 		_ = c.send(request{Type: typeKill, ID: id})
 		t := time.NewTimer(KillGrace)

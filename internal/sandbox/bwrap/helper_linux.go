@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,7 +155,7 @@ func restrict(spec helperSpec) (Report, error) {
 		rep.Landlock = "off (sandbox.bwrap.landlock=off)"
 		return rep, nil
 	case abi < 1 && spec.Landlock == sandbox.LandlockRequire:
-		return rep, hint.Wrap(fmt.Errorf("landlock required (sandbox.bwrap.landlock=require) but this kernel does not support it"), "Linux 5.13+ with lsm=landlock, or set landlock to auto")
+		return rep, hint.Wrap(errors.New("landlock required (sandbox.bwrap.landlock=require) but this kernel does not support it"), "Linux 5.13+ with lsm=landlock, or set landlock to auto")
 	case abi < 1:
 		rep.Landlock = "unavailable on this kernel (mount namespaces still make the host read-only)"
 		return rep, nil

@@ -112,7 +112,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		return nil, err
 	}
 	if cfg.Kubernetes.AgentImage == "" {
-		return nil, hint.Wrap(fmt.Errorf("sandbox.kubernetes.agentImage: not set"), "an image with the static exechost binary at /exechost; see docs/sandbox.md")
+		return nil, hint.Wrap(errors.New("sandbox.kubernetes.agentImage: not set"), "an image with the static exechost binary at /exechost; see docs/sandbox.md")
 	}
 	if cfg.Agent == sandbox.AgentOff {
 		return nil, hint.Wrap(errors.New("sandbox.agent: \"off\" is not supported by the kubernetes backend"), "its commands always go through the resident agent")

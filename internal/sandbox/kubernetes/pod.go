@@ -178,7 +178,7 @@ func (b *Backend) deletePolicy(ctx context.Context) error {
 // nsHint adds a hint to a NotFound of the namespace itself.
 func nsHint(err error, ns string) error {
 	if apierrors.IsNotFound(err) {
-		return hint.Wrap(fmt.Errorf("%w", err), fmt.Sprintf("create namespace %s, or set sandbox.kubernetes.namespace", ns))
+		return hint.Wrap(err, fmt.Sprintf("create namespace %s, or set sandbox.kubernetes.namespace", ns))
 	}
 	return err
 }
