@@ -170,14 +170,19 @@ func (g *Gateway) authClient(p bridge.ConnectParams, nonce string) (caller, erro
 	return who, bridge.Errorf(bridge.CodeUnauthorized, "invalid or missing gateway token or credential").WithHint("local CLIs prove the token in the gateway's <state>/gateway.json, so pass the gateway's --state-dir; others need a credential file from `exechost credentials issue`, passed with --credential")
 }
 
-// refuse sends an error response and closes the socket.
-func refuse(ws *websocket.Conn, id string, e *bridge.Error) {
+// answerRefusal sends the connect request id its error response.
+func answerRefusal(ws *websocket.Conn, id string, e *bridge.Error) {
 	if id == "" {
 		id = "connect"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bridge.WriteTimeout)
 	defer cancel()
 	_ = bridge.WriteFrame(ctx, ws, bridge.NewFailure(id, e))
+}
+
+// refuse sends an error response and closes the socket.
+func refuse(ws *websocket.Conn, id string, e *bridge.Error) {
+	answerRefusal(ws, id, e)
 	msg := e.Message
 	if len(msg) > 120 {
 		msg = msg[:120]
@@ -382,7 +387,10 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		// neither exceed the limits nor displace another key's entry.
 		if err := g.pendingRoomLocked(nid, nc.pub, remoteIP); err != nil {
 			g.mu.Unlock()
-			nc.conn.Close(bridge.AsError(err).Message)
+			// Answered as every other refusal is, then closed.
+			e := bridge.AsError(err)
+			answerRefusal(ws, id, e)
+			nc.conn.Close(e.Message)
 			return
 		}
 		g.pending[nid] = nc
