@@ -76,27 +76,32 @@ func (b *bench) confineRows() {
 	kept := runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env, Confine: c, ConfineRules: rules}
 	ops := []op{
 		{name: "direct /bin/true (baseline)", how: "runner.Run of /bin/true", run: run(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env})},
-		{name: "direct /bin/true, confined", how: "runner.Spec.Confine; network none starts through the launcher (confine.Confinement.InThread: this binary re-executed, both Landlock layers built (the rules around the state directory and the run's own), execve)", run: run(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env, Confine: c})},
+		{name: "direct /bin/true, confined", baseline: "direct /bin/true (baseline)", how: "runner.Spec.Confine; network none starts through the launcher (confine.Confinement.InThread: this binary re-executed, both Landlock layers built (the rules around the state directory and the run's own), execve)", run: run(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env, Confine: c})},
 		{name: "interpreted `" + text + "` (baseline)", how: "runner.Run of the interpreter", run: run(runner.Spec{Argv: interp, Cwd: cwd, BaseEnv: env})},
-		{name: "interpreted `" + text + "`, confined", how: "the interpreter restricts every thread of its process before it runs anything", run: run(runner.Spec{Argv: interpConfined, Cwd: cwd, BaseEnv: env})},
-		{name: "direct /bin/true, confined, base layer kept", how: "as the confined row, with runner.Spec.ConfineRules: the launcher is handed the kept base layer (descriptor 4) and builds only the run's own", run: run(kept)},
+		{name: "interpreted `" + text + "`, confined", baseline: "interpreted `" + text + "` (baseline)", how: "the interpreter restricts every thread of its process before it runs anything", run: run(runner.Spec{Argv: interpConfined, Cwd: cwd, BaseEnv: env})},
+		{name: "direct /bin/true, confined, base layer kept", baseline: "direct /bin/true (baseline)", how: "as the confined row, with runner.Spec.ConfineRules: the launcher is handed the kept base layer (descriptor 4) and builds only the run's own", run: run(kept)},
 	}
 	// The launcher in a warm process, as a daemon's pool hands it one.
 	warm := b.warmOp(runner.Spec{Argv: []string{"/bin/true"}, Cwd: cwd, BaseEnv: env, Confine: c}, env)
 	defer warm.close()
 	warm.op.name = "direct /bin/true, confined, warm launcher"
+	warm.op.baseline = "direct /bin/true (baseline)"
 	warm.op.how = "as the confined row, the launcher's argv handed to a warm process (started and ready before the timed run, as a daemon's pool keeps one), which builds both layers, restricts its thread and execs /bin/true in place"
 	warmKept := b.warmOp(kept, env)
 	defer warmKept.close()
 	warmKept.op.name = "direct /bin/true, confined, warm launcher, base layer kept"
+	warmKept.op.baseline = "direct /bin/true (baseline)"
 	warmKept.op.how = "as the warm launcher row, handed the kept base layer with its hand-over: what a daemon's run costs (host.Engine keeps a Builder)"
 	ops = append(ops, warm.op, warmKept.op)
 	// Each confined row's baseline: the unconfined start of the same thing.
-	baseOf := map[int]int{1: 0, 3: 2, 4: 0, 5: 0, 6: 0}
+	index := map[string]int{}
+	for i, o := range ops {
+		index[o.name] = i
+	}
 	s, errs := interleave(5, b.iters(200, 40), ops)
 	for i, o := range ops {
 		r := row{section: sec, what: o.name, s: s[i], note: o.how, err: errs[i]}
-		if base, ok := baseOf[i]; ok {
+		if base, ok := index[o.baseline]; ok && o.baseline != "" {
 			r.baseline, r.target = &s[base], "≤ +0.3 ms p50"
 			r.met = metDur(s[i].pct(0.5)-s[base].pct(0.5), 300*time.Microsecond, errs[i])
 		}

@@ -27,6 +27,8 @@ type op struct {
 	// before, when set, runs untimed before each run (a warm process
 	// made ready for it, so that its start is not counted).
 	before func() error
+	// baseline, when set, names the row this one is compared with.
+	baseline string
 }
 
 // prepare runs o.before, when there is one.

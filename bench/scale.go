@@ -219,12 +219,25 @@ func (b *bench) scaleRows() error {
 		target: fmt.Sprintf("≤ %d KB", targetRSSPerNodeKB), met: metMax(perNode, targetRSSPerNodeKB),
 		note: fmt.Sprintf("(VmRSS %d KB after − %d KB with one node) / %d nodes, 2 s after the storm", rss1, rss0, got-1)})
 
-	lat, err := invokeLatencies(c, sims, got, m)
+	// The storm connects nodes in no order: call only the ones the
+	// gateway lists as connected.
+	var live []*simNode
+	for _, s := range sims {
+		if ids[s.id] {
+			live = append(live, s)
+		}
+	}
+	var lat sample
+	if len(live) > 0 {
+		lat, err = invokeLatencies(c, live, len(live), m)
+	} else {
+		err = fmt.Errorf("no node listed as connected (%v)", listErr)
+	}
 	b.add(row{section: sec, what: "exec host=node with one node connected (baseline)", s: base,
 		note: fmt.Sprintf("%d sequential agent exec calls → node.invoke → simulated node answers at once", m)})
-	b.add(row{section: sec, what: fmt.Sprintf("exec host=node with %d connected", got), s: lat, baseline: &base, err: err,
+	b.add(row{section: sec, what: fmt.Sprintf("exec host=node with %d connected", len(live)), s: lat, baseline: &base, err: err,
 		target: "p99 ≤ 20 ms", met: metDur(lat.pct(0.99), targetInvokeP99, err),
-		note: fmt.Sprintf("%d sequential calls to random nodes among all connected", m)})
+		note: fmt.Sprintf("%d sequential calls to random nodes among all the gateway lists as connected", m)})
 	if err == nil && (lat.pct(0.99) > targetInvokeP99 || b.alwaysProfile) {
 		closeSims(sims)
 		c.close()
