@@ -24,7 +24,7 @@ var rank = map[string]int{
 	"internal/reexec": -1,
 	// and the hint an error carries, which any package may attach
 	"internal/hint": -1,
-	// leaves: the standard library only (and the registry)
+	// leaves: the standard library only (and the registry and hint)
 	"internal/policy": 0, "internal/inflight": 0, "internal/idprefix": 0, "internal/state": 0,
 	"internal/atomicfile": 0, "internal/textsafe": 0, "internal/logging": 0, "internal/reaper": 0,
 	"internal/metrics": 0, "internal/testdep": 0, "internal/testproc": 0, "internal/archtest": 0, "internal/fschange": 0,
