@@ -3,6 +3,7 @@ module github.com/exechost/exechost
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/charmbracelet/bubbletea v1.3.10
 	github.com/charmbracelet/lipgloss v1.1.0

@@ -121,9 +121,9 @@ func StateDirAuth(dir string) (Auth, error) {
 // GatewayKey returns the public key of the gateway whose state is
 // stateDir, as local clients pin it, without creating one.
 func GatewayKey(stateDir string) (string, error) {
-	k, err := nodekey.Load(state.KeyPath(stateDir))
+	pub, err := nodekey.LoadPublic(state.KeyPath(stateDir))
 	if err != nil {
 		return "", fmt.Errorf("gateway key: %w", err)
 	}
-	return k.PublicKeyString(), nil
+	return nodekey.EncodePublicKey(pub), nil
 }

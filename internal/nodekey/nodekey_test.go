@@ -1,8 +1,16 @@
 package nodekey
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -169,4 +177,74 @@ func TestConcurrentCreate(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("left files behind: %v", entries)
 	}
+}
+
+// keyFile returns a key file's contents for k, as LoadOrCreate saves it.
+func keyFile(t testing.TB, priv any) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: der})
+}
+
+// TestParsePublic: the public key ParsePublic derives is the one
+// crypto/ed25519 derives, for saved keys, and a file this package did not
+// write (another key type, a damaged one) gets Parse's answer.
+func TestParsePublic(t *testing.T) {
+	for range 200 {
+		k, err := Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParsePublic(keyFile(t, k.priv), "k")
+		if err != nil || !bytes.Equal(got, k.PublicKey()) {
+			t.Fatalf("ParsePublic = %x, %v; want %x", got, err, k.PublicKey())
+		}
+	}
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]byte{keyFile(t, ec), []byte("not a key"), pem.EncodeToMemory(&pem.Block{Type: pemType, Bytes: []byte{0x30, 0x2e}})} {
+		_, want := Parse(data, "k")
+		if _, err := ParsePublic(data, "k"); err == nil || want == nil || err.Error() != want.Error() {
+			t.Errorf("ParsePublic(%q) = %v, want Parse's %v", data, err, want)
+		}
+	}
+	dir := t.TempDir()
+	k, _, err := LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadPublic(Path(dir)); err != nil || !bytes.Equal(got, k.PublicKey()) {
+		t.Fatalf("LoadPublic = %x, %v; want %x", got, err, k.PublicKey())
+	}
+	if _, err := LoadPublic(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadPublic of no file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// FuzzParsePublic holds ParsePublic to Parse on any file contents: the
+// same public key or the same error.
+func FuzzParsePublic(f *testing.F) {
+	k, err := Generate()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(keyFile(f, k.priv))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := ParsePublic(data, "k")
+		want, werr := Parse(data, "k")
+		switch {
+		case werr != nil:
+			if err == nil || err.Error() != werr.Error() {
+				t.Fatalf("ParsePublic = %x, %v; Parse failed: %v", got, err, werr)
+			}
+		case err != nil || !bytes.Equal(got, want.PublicKey()):
+			t.Fatalf("ParsePublic = %x, %v; Parse's key %x", got, err, want.PublicKey())
+		}
+	})
 }
