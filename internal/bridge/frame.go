@@ -70,7 +70,7 @@ func DecodeFrame(data []byte) (Frame, error) {
 	// Unmarshal, not a Decoder: it rejects trailing data just the same
 	// without first copying the whole frame (up to MaxFrame) into the
 	// decoder's buffer.
-	if err := Unmarshal(data, &f); err != nil {
+	if err := UnmarshalOwn(data, &f); err != nil {
 		return Frame{}, fmt.Errorf("%w: %v", ErrBadFrame, err)
 	}
 	if err := f.validate(); err != nil {

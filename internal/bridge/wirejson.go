@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -18,6 +19,22 @@ import (
 // decoder has checked it, and declines whatever it would not read the
 // same way (FuzzUnquoteFast). Files on disk keep encoding/json.
 func Unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
+
+// UnmarshalOwn is Unmarshal for the bridge's own wire types, on the paths
+// a command's output takes (frames, system.run results, node events, exec
+// results): the same reading of the same bytes, without v1's legacy
+// errors. With those, v1 first scans the whole value only to be able to
+// report a syntax error in v1's form, then decodes it: every output
+// string crossed the scanner once more per hop. The input is still
+// checked whole; errors are v2's types (nothing reads a wire error's
+// type), and a value whose decode failed is not used. v2 refuses, at run
+// time, struct types v1's legacy mode tolerates (JSON names that clash,
+// bad tags, no exported field): TestWireTypesDecode tries every struct
+// type of this package, so UnmarshalOwn is only for those.
+func UnmarshalOwn(data []byte, v any) error { return jsonv2.Unmarshal(data, v, wireDecode) }
+
+// wireDecode is v1's defaults but for its legacy errors.
+var wireDecode = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
 
 // Marshal is the one encoder of JSON that crosses the wire, the peer of
 // Unmarshal: the same package, so encoding/json's output (HTML-safe

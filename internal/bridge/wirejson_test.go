@@ -30,6 +30,7 @@ func BenchmarkUnmarshal100KB(b *testing.B) {
 	}{
 		{"encoding_json", json.Unmarshal},
 		{"wire", Unmarshal},
+		{"wire_own", UnmarshalOwn},
 	} {
 		b.Run("frame/"+d.name, func(b *testing.B) {
 			b.SetBytes(int64(len(frame)))

@@ -52,7 +52,7 @@ func (g *Gateway) invokeRun(ctx context.Context, nc *nodeConn, req host.Request,
 		return *r.run, nil
 	}
 	var res bridge.SystemRunResult
-	if err := bridge.Unmarshal(r.res.Payload, bridge.KeepingWire(&res)); err != nil {
+	if err := bridge.UnmarshalOwn(r.res.Payload, bridge.KeepingWire(&res)); err != nil {
 		return bridge.SystemRunResult{}, bridge.Errorf(bridge.CodeInternal, "node %s sent a bad system.run result: %v", nc.id, err)
 	}
 	return res, nil
@@ -216,7 +216,7 @@ func (g *Gateway) nodeEvent(nc *nodeConn, params json.RawMessage) error {
 		Event   string            `json:"event"`
 		Payload *bridge.ExecEvent `json:"payload"`
 	}{Payload: &he}
-	if err := bridge.Unmarshal(params, &ev); err != nil {
+	if err := bridge.UnmarshalOwn(params, &ev); err != nil {
 		return bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", bridge.MethodNodeEvent, err)
 	}
 	// Route by the run the gateway sent to this node, never by the
