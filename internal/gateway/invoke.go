@@ -138,7 +138,7 @@ func decodeRunResult(params []byte, id string) (invokeReply, error) {
 		Error   *bridge.Error `json:"error,omitempty"`
 	}
 	r.Payload = into // decoded into, not replaced: it holds a non-nil pointer
-	if err := bridge.Unmarshal(params, &r); err != nil {
+	if err := bridge.UnmarshalOwn(params, &r); err != nil {
 		return invokeReply{}, err
 	}
 	if r.ID != id {
