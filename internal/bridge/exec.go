@@ -151,7 +151,8 @@ type SystemEvent struct {
 	// Tail is the output tail an exec.finished event's Text ends with
 	// (after a newline), kept beside the text so that the run's own
 	// result, which carries that output in full, can deliver the event
-	// without it (WithoutTailOf). Never sent itself.
+	// without it (WithoutTailOf). The gateway makes it a slice of Text's
+	// own end, so a queued event holds its tail once. Never sent itself.
 	Tail string `json:"-"`
 }
 

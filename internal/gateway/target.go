@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/audit"
@@ -200,7 +201,11 @@ func (g *Gateway) lifecycle(key session.Key, r *run, label string, ev bridge.Exe
 	if r != nil && ev.Kind != bridge.EventExecStarted {
 		r.ended.Store(true)
 	}
-	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: ev.Kind, RunID: ev.RunID, NodeID: label, Tail: ev.Tail}) > 0 {
+	tail := ev.Tail
+	if strings.HasSuffix(text, tail) {
+		tail = text[len(text)-len(tail):] // the same bytes as Text's end, not a second copy
+	}
+	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: ev.Kind, RunID: ev.RunID, NodeID: label, Tail: tail}) > 0 {
 		g.opts.Metrics.EventQueueDrop()
 	}
 }
