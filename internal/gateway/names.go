@@ -20,11 +20,18 @@ func (g *Gateway) nameConflict(self, name string) error {
 		return nil
 	}
 	c := compact(name)
+	clash := func(id string, byName bool) error {
+		if byName {
+			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q is already node %s's", name, id).WithHint("pick another with `exechost node run --display-name NAME`")
+		}
+		return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q looks like node %s's id or fingerprint, so --node %s could reach the wrong node", name, id, name).WithHint("pick another with `exechost node run --display-name NAME`")
+	}
+	if id, byName, found := g.reg.nameConflict(self, n, c); found {
+		return clash(id, byName)
+	}
+	// Pending nodes are few (MaxPending): a scan.
 	type other struct{ id, name, fp string }
 	var others []other
-	for _, r := range g.reg.all() {
-		others = append(others, other{r.NodeID, r.DisplayName, fingerprintOf(r.PublicKey)})
-	}
 	g.mu.Lock()
 	for id, nc := range g.pending {
 		others = append(others, other{id, nc.info.DisplayName, nodekey.Fingerprint(nc.pub)})
@@ -36,9 +43,9 @@ func (g *Gateway) nameConflict(self, name string) error {
 		}
 		switch {
 		case Normalize(o.name) == n:
-			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q is already node %s's", name, o.id).WithHint("pick another with `exechost node run --display-name NAME`")
+			return clash(o.id, true)
 		case len(c) >= MinPrefix && (strings.HasPrefix(compact(o.id), c) || strings.HasPrefix(compact(o.fp), c)):
-			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q looks like node %s's id or fingerprint, so --node %s could reach the wrong node", name, o.id, name).WithHint("pick another with `exechost node run --display-name NAME`")
+			return clash(o.id, false)
 		}
 	}
 	return nil

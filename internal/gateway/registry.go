@@ -69,6 +69,8 @@ type registry struct {
 	// byID indexes data.Nodes (the first record of each id); it is
 	// rebuilt whenever data is installed, under mu.
 	byID map[string]*nodeRecord
+	// names indexes data.Nodes for nameConflict, rebuilt with byID.
+	names *nameIndex
 	// writing, when set, runs as a write starts (tests hold a write
 	// there to check what readers see meanwhile).
 	writing func()
@@ -95,6 +97,7 @@ func openRegistry(stateDir string) (*registry, error) {
 // (or is the constructor).
 func (r *registry) install(d registryData) {
 	r.data = d
+	r.names = newNameIndex(d.Nodes)
 	r.byID = make(map[string]*nodeRecord, len(d.Nodes))
 	for _, n := range d.Nodes {
 		if _, dup := r.byID[n.NodeID]; !dup {
@@ -211,8 +214,19 @@ func (r *registry) touch(id string, fn func(*nodeRecord)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := r.byID[id]; n != nil {
+		old := n.DisplayName
 		fn(n)
+		if n.DisplayName != old {
+			r.names.rename(id, old, n.DisplayName)
+		}
 	}
+}
+
+// nameConflict is nameIndex.conflict on the paired nodes.
+func (r *registry) nameConflict(self, n, c string) (id string, byName, found bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.names.conflict(self, n, c)
 }
 
 // remove deletes a node and saves; it reports whether it existed.
