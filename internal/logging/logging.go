@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/exechost/exechost/internal/hint"
 )
@@ -120,7 +121,53 @@ var bearer = sync.OnceValue(func() *regexp.Regexp {
 
 // scrub redacts inline secrets in s and reports whether it changed it.
 func scrub(s string) (string, bool) {
+	if !mayHoldSecret(s) {
+		return s, false
+	}
+	return scrubAlways(s)
+}
+
+// scrubAlways is scrub without its fast path.
+func scrubAlways(s string) (string, bool) {
 	out := inlineSecret().ReplaceAllString(s, "${1}"+Redacted)
 	out = bearer().ReplaceAllString(out, "${1}"+Redacted)
 	return out, out != s
+}
+
+// secretWords are, in lower case, a part of every word inlineSecret and
+// bearer need. An ASCII string with none of them matches neither, so scrub
+// skips the two patterns for it: most attributes of most lines (the
+// patterns cost as much as a node's signature check per connect). Other
+// strings take the patterns, whose case folding also matches non-ASCII
+// letters (the Kelvin sign folds to k).
+var secretWords = []string{"token", "secret", "passw", "hmac", "authorization", "join", "api", "cookie", "credential", "bearer"}
+
+// mayHoldSecret reports whether s could match inlineSecret or bearer.
+func mayHoldSecret(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, w := range secretWords {
+		if containsLowerASCII(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsLowerASCII reports whether the ASCII string s contains w (lower
+// case) in any case.
+func containsLowerASCII(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		j := 0
+		for j < len(w) && s[i+j]|0x20 == w[j] {
+			j++
+		}
+		if j == len(w) {
+			return true
+		}
+	}
+	return false
 }
