@@ -192,8 +192,9 @@ func (c *Confinement) Validate() error {
 }
 
 // Resolve returns c with every path cleaned and its symbolic links
-// resolved (a path that does not exist yet is kept as cleaned), so the
-// rules compare real paths: a protected directory reached through a link
+// resolved (a path that does not exist yet is kept as cleaned; a relative
+// one, which Validate refuses, is not looked up at all), so the rules
+// compare real paths: a protected directory reached through a link
 // is still protected. Writable roots inside the protected set are dropped
 // and reported, because no policy can grant them.
 func (c Confinement) Resolve() (Confinement, []string) {
@@ -215,8 +216,14 @@ func realPaths(ps []string) []string {
 	var out []string
 	for _, p := range ps {
 		p = filepath.Clean(p)
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
+		// A relative path names nothing here (Validate refuses it): it
+		// is a placeholder in a description (the host's "$TMPDIR"), and
+		// looking it up would stat a file of that name in this process's
+		// working directory.
+		if filepath.IsAbs(p) {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				p = r
+			}
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)

@@ -433,13 +433,22 @@ func fsRightsOf(abi int) landlock.AccessFSSet {
 
 // KernelABI returns the Landlock ABI version this kernel offers, 0 when it
 // has none (or Landlock is not enabled at boot).
-func KernelABI() int {
+//
+// The kernel is asked once per process (a landlock_create_ruleset version
+// probe) and the answer kept process-wide rather than by each owner (an
+// engine, a Builder): it is a property of the running kernel, the same for
+// every caller, and cannot change while the process runs (Landlock is
+// enabled or not at boot, and a process cannot change kernels). A daemon
+// then probes once, not several times per confined run.
+func KernelABI() int { return kernelABI() }
+
+var kernelABI = sync.OnceValue(func() int {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil {
 		return 0
 	}
 	return v
-}
+})
 
 // ApplyProcess restricts every thread of the calling process to c (and
 // sets its limits), for good: what it runs afterwards inherits it. abi is
