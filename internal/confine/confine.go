@@ -345,12 +345,16 @@ func (c *Confinement) InThread() (bool, string) {
 	case !Supported:
 		return false, "no Landlock on this platform"
 	case c.Limits != (Limits{}):
-		return false, "resource limits are per process: set by the launcher in the process that becomes the command"
+		return false, limitsPerProcess
 	case c.network() == NetworkNone:
 		return false, "network none scopes signals to the run's domain, which the forking thread would share: the command could signal the host"
 	}
 	return hostShielded()
 }
+
+// limitsPerProcess is why a confinement with resource limits never starts
+// in-thread (InThread, Builder.ApplyForkingThread).
+const limitsPerProcess = "resource limits are per process: set by the launcher in the process that becomes the command"
 
 // Arg makes the binary run as the launcher: os.Args is [exe, Arg,
 // confinement JSON, program, args...].

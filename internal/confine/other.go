@@ -47,6 +47,12 @@ func (*Builder) ApplyProcess(c *Confinement, abi int) (string, error) { return A
 // ApplyThread is the package's ApplyThread.
 func (*Builder) ApplyThread(c *Confinement, abi int) (string, error) { return ApplyThread(c, abi) }
 
+// ApplyForkingThread is the package's ApplyThread (there is no in-thread
+// start here).
+func (*Builder) ApplyForkingThread(c *Confinement, abi int) (string, error) {
+	return ApplyThread(c, abi)
+}
+
 // Close releases nothing.
 func (*Builder) Close() error { return nil }
 

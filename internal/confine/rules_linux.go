@@ -508,6 +508,19 @@ func restrictProcess(fd int, flags uint32) error {
 	return ll.LandlockRestrictSelf(fd, flags)
 }
 
+// ApplyForkingThread is ApplyThread for a thread that forks the command
+// and stays in this process (the runner's in-thread start): a
+// confinement with resource limits is refused (nothing applied), because
+// setrlimit(2) would set them on this whole process rather than on the
+// command alone. InThread never sends such a one here; this keeps a
+// caller that decided otherwise from lowering its own process's limits.
+func (b *Builder) ApplyForkingThread(c *Confinement, abi int) (string, error) {
+	if c.Limits != (Limits{}) {
+		return "", fmt.Errorf("confine: cannot start the command in-thread: %s", limitsPerProcess)
+	}
+	return b.ApplyThread(c, abi)
+}
+
 func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uint32) error) (string, error) {
 	// First, before anything here opens a descriptor that could take
 	// the number c.Base names (see takeBase).

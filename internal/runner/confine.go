@@ -11,10 +11,39 @@ import (
 )
 
 // How a confined command starts (Spec.Confine): confine.InThread decides,
-// once per run, in Run. In-thread, startConfined restricts a fresh thread
-// and the run's start (launchPolled's or launchWithGoroutines') forks the
-// command from it (launchSpec.start); otherwise wrapLauncher puts the
-// confining launcher (this binary re-executed) in front of the argv.
+// once per run (by the caller, Spec.ConfineStart, or else in Run). In-thread,
+// startConfined restricts a fresh thread and the run's start
+// (launchPolled's or launchWithGoroutines') forks the command from it
+// (launchSpec.start); otherwise wrapLauncher puts the confining launcher
+// (this binary re-executed) in front of the argv.
+
+// ConfineStart is how a confined command starts (Spec.ConfineStart).
+type ConfineStart uint8
+
+// ConfineStart values.
+const (
+	// ConfineAsk has Run ask Confine.InThread.
+	ConfineAsk ConfineStart = iota
+	// ConfineInThread forks the command from a thread of the runner's
+	// process restricted to the confinement. Only as InThread allows it:
+	// where the process is not shielded the command could reach that
+	// thread (tests set it to run the in-thread start anyway). A
+	// confinement with resource limits is refused
+	// (confine.Builder.ApplyForkingThread): nothing starts.
+	ConfineInThread
+	// ConfineLauncher starts the command through the launcher.
+	ConfineLauncher
+)
+
+// StartOf is how a command confined by c starts, as c.InThread decides:
+// the one question, asked once per run (a prctl(2) and a capget(2) each
+// time, whose answers may change while the process runs).
+func StartOf(c *confine.Confinement) ConfineStart {
+	if ok, _ := c.InThread(); ok {
+		return ConfineInThread
+	}
+	return ConfineLauncher
+}
 
 // BaseFD is the descriptor the base layer of a run's confinement has in
 // the process that applies it (the launcher, the interpreter): inherited
@@ -75,8 +104,8 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base bool)
 }
 
 // startConfined runs start (which forks the command) on a new thread
-// restricted to c by rules' ApplyThread (confine.ApplyThread when rules
-// is nil), so that the command inherits
+// restricted to c by rules' ApplyForkingThread (a Builder that builds
+// afresh when rules is nil), so that the command inherits
 // the restriction while no other thread of this process has it. The
 // thread's goroutine never unlocks it: the Go runtime ends a thread whose
 // goroutine exits locked, so it never runs anything else. It stays alive,
@@ -87,9 +116,8 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base bool)
 // ApplyThread's warning, if any, is returned for the run's stderr; an
 // error means nothing started (and release is nil).
 func startConfined(rules *confine.Builder, c *confine.Confinement, start func() error) (release func(), warning string, err error) {
-	apply := confine.ApplyThread
-	if rules != nil {
-		apply = rules.ApplyThread
+	if rules == nil {
+		rules = &confine.Builder{Afresh: true}
 	}
 	type started struct {
 		warning string
@@ -99,7 +127,7 @@ func startConfined(rules *confine.Builder, c *confine.Confinement, start func() 
 	parked := make(chan struct{})
 	confined := func() {
 		runtime.LockOSThread() // never unlocked (see above)
-		w, err := apply(c, confine.KernelABI())
+		w, err := rules.ApplyForkingThread(c, confine.KernelABI())
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errConfine, err)
 		} else {
