@@ -57,4 +57,7 @@ func (*Builder) ApplyForkingThread(c *Confinement, abi int) (string, error) {
 func (*Builder) Close() error { return nil }
 
 // Base hands no base layer here: there is no Landlock.
-func (*Builder) Base(*Confinement, int) (*os.File, error) { return nil, nil }
+func (*Builder) Base(*Confinement, int) (*BaseLayer, error) { return nil, nil }
+
+// baseKey is empty here: there are no base layers.
+func (*Confinement) baseKey(int) string { return "" }

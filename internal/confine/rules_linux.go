@@ -524,7 +524,7 @@ func (b *Builder) ApplyForkingThread(c *Confinement, abi int) (string, error) {
 func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uint32) error) (string, error) {
 	// First, before anything here opens a descriptor that could take
 	// the number c.Base names (see takeBase).
-	handed := c.takeBase()
+	handed := c.takeBase(abi)
 	if handed >= 0 {
 		defer unix.Close(handed)
 	}

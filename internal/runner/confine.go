@@ -56,7 +56,7 @@ const BaseFD = ChildFD + 1
 // launcherBase is the base layer of c for the launcher to be handed (as
 // BaseFD), from rules; nil when there is none to hand. A failure to get
 // it hands none: the launcher then builds it itself, as it always can.
-func launcherBase(rules *confine.Builder, c *confine.Confinement) *os.File {
+func launcherBase(rules *confine.Builder, c *confine.Confinement) *confine.BaseLayer {
 	f, err := rules.Base(c, confine.KernelABI())
 	if err != nil {
 		return nil
@@ -86,21 +86,30 @@ func (ls launchSpec) childFiles() []*os.File {
 // up (the launcher searches no PATH), so that a missing program is
 // reported as never started rather than as the launcher's exit status.
 // pin, when set, is inherited by the launcher, which execs its
-// descriptor: its path moves to the confinement's Exec. base says the
-// launcher is handed the base layer as BaseFD.
-func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base bool) ([]string, error) {
+// descriptor: its path moves to the confinement's Exec. base, when set,
+// is handed to the launcher as BaseFD; one built for another confinement
+// refuses the run (confine.ErrBaseMismatch) rather than be used, or be
+// dropped for a layer built afresh: it is the caller's mistake, which a
+// refusal shows at once, while a silent rebuild would hide it and pay
+// the full build on every run.
+func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base *confine.BaseLayer) ([]string, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, startFailed(argv[0], err)
 	}
-	run := *c
+	run := c
+	if base != nil {
+		if run, err = base.Hand(c, BaseFD); err != nil {
+			return nil, fmt.Errorf("%w: %w", errConfine, err)
+		}
+	} else {
+		cp := *c
+		run = &cp
+	}
 	if pin != nil {
 		run.Exec, pin.path = pin.path, "" // the launcher starts first, by its own path
 	}
-	if base {
-		run.Base = BaseFD
-	}
-	return confine.Wrap(&run, append([]string{path}, argv[1:]...))
+	return confine.Wrap(run, append([]string{path}, argv[1:]...))
 }
 
 // startConfined runs start (which forks the command) on a new thread

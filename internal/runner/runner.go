@@ -118,13 +118,16 @@ type Spec struct {
 	// layer (Builder.Base) as descriptor BaseFD and builds only its own.
 	ConfineRules *confine.Builder
 	// ConfineBase, when set, is the base layer (confine.Builder.Base)
-	// of the confinement the command's first process applies to itself
-	// (the interpreter's plan's, whose Confinement.Base says BaseFD; or
-	// Confine's for the launcher, instead of ConfineRules'): it is
-	// handed to that process as descriptor BaseFD, at its start or with
-	// a warm process's hand-over (never to a command started in-thread).
-	// The caller closes it after Run.
-	ConfineBase *os.File
+	// of the confinement the command's first process applies to itself,
+	// handed to that process as descriptor BaseFD, at its start or with a
+	// warm process's hand-over (never to a command started in-thread):
+	// with Confine started through the launcher, Confine's, instead of
+	// ConfineRules' (one built for another protected set is refused:
+	// confine.ErrBaseMismatch, nothing starts); without Confine, the
+	// interpreter's plan's, whose confinement the caller named it in
+	// with confine.BaseLayer.Hand(c, BaseFD). The caller closes it after
+	// Run.
+	ConfineBase *confine.BaseLayer
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
@@ -258,7 +261,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 					defer base.Close()
 				}
 			}
-			if argv, err = wrapLauncher(spec.Confine, argv, pin, base != nil); err != nil {
+			if argv, err = wrapLauncher(spec.Confine, argv, pin, base); err != nil {
 				if errors.Is(err, ErrStart) {
 					res.ExitCode = startExitCode(err)
 				}
@@ -281,7 +284,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base, inThread: inThread}
+	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base.File(), inThread: inThread}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
 	launch := launchWithGoroutines
