@@ -97,14 +97,12 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base *conf
 	if err != nil {
 		return nil, startFailed(argv[0], err)
 	}
-	run := c
+	own := *c
+	run := &own
 	if base != nil {
 		if run, err = base.Hand(c, BaseFD); err != nil {
 			return nil, fmt.Errorf("%w: %w", errConfine, err)
 		}
-	} else {
-		cp := *c
-		run = &cp
 	}
 	if pin != nil {
 		run.Exec, pin.path = pin.path, "" // the launcher starts first, by its own path
