@@ -50,7 +50,7 @@ type seenDir struct {
 // close: the kept one while it is still exact, else a new one (kept when
 // it can be).
 func (b *Builder) base(protected []string, handledCfg, handled landlock.AccessFSSet) (layer, error) {
-	key := fmt.Sprintf("%x\x00%s", uint64(handledCfg), strings.Join(protected, "\x00"))
+	key := baseKey(protected, handledCfg)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.last != nil && (b.Afresh || b.last.key != key || !b.last.valid()) {
@@ -75,6 +75,17 @@ func (b *Builder) base(protected []string, handledCfg, handled landlock.AccessFS
 		return layer{}, fmt.Errorf("confine: %w", err)
 	}
 	return layer{fd: fd, flags: b.last.flags}, nil
+}
+
+// baseKey says what a base layer is built for: the protected set and the
+// handled rights asked for (it fits exactly the confinements with both).
+func baseKey(protected []string, handledCfg landlock.AccessFSSet) string {
+	return fmt.Sprintf("%x\x00%s", uint64(handledCfg), strings.Join(protected, "\x00"))
+}
+
+// baseKey is the key of c's base layer on a kernel of Landlock ABI abi.
+func (c *Confinement) baseKey(abi int) string {
+	return baseKey(c.Protected, c.config(abi).HandledAccessFS)
 }
 
 // buildBase walks the directories down to the protected set and returns
@@ -175,10 +186,11 @@ func (b *Builder) Close() error {
 // Base returns the base layer of c (the rules around its protected set,
 // see base) for a process that applies c itself — the launcher, a warm
 // process become the launcher, the interpreter — to be handed as the
-// descriptor c.Base says, so that it builds only its own layer. The file
-// is the caller's to close. Nil when there is none to hand: b is nil or
-// Afresh (that process then builds both layers itself, as it always
-// could), c protects nothing, or abi has no Landlock.
+// descriptor that the confinement BaseLayer.Hand returns names, so that
+// it builds only its own layer. The layer is the caller's to close. Nil
+// when there is none to hand: b is nil or Afresh (that process then
+// builds both layers itself, as it always could), c protects nothing, or
+// abi has no Landlock.
 //
 // The descriptor shares its ruleset with the one b keeps: a process
 // holding it could add rules to every later run's base layer
@@ -187,7 +199,7 @@ func (b *Builder) Close() error {
 // runs anything of the command (apply); it is close-on-exec from the
 // moment it is taken (takeBase), so nothing the command starts inherits
 // it.
-func (b *Builder) Base(c *Confinement, abi int) (*os.File, error) {
+func (b *Builder) Base(c *Confinement, abi int) (*BaseLayer, error) {
 	if b == nil || b.Afresh || abi == 0 || !c.Active() || len(c.Protected) == 0 {
 		return nil, nil
 	}
@@ -197,28 +209,42 @@ func (b *Builder) Base(c *Confinement, abi int) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(l.fd), "landlock-ruleset"), nil
+	return &BaseLayer{
+		file:      os.NewFile(uintptr(l.fd), "landlock-ruleset"),
+		protected: c.Protected, key: c.baseKey(abi), abi: abi,
+	}, nil
 }
 
 // takeBase returns the descriptor c.Base when it holds a Landlock
-// ruleset, made close-on-exec for the rest of this process's life (the
+// ruleset and c.BaseFor says it was built for c on this kernel (of ABI
+// abi), made close-on-exec for the rest of this process's life (the
 // caller closes it once applied), else -1: the base layer is then built
-// here, so a missing, closed or wrong descriptor never confines less.
+// here, so a missing, closed or wrong descriptor, or one named without
+// BaseLayer.Hand, never confines less.
 //
 // Why a ruleset found there is the run's base layer: the number is only
 // ever filled by the runner of the trusted host (runner.BaseFD: by the
 // start's inherited files, or by the warm process's dup3 of what the
 // runner sent over the private socket it made at the process's start),
-// which takes it from its Builder for exactly this confinement; the argv
-// or plan naming it comes from the same runner, and whoever could change
-// them could drop the confinement altogether. The one other source of a
+// which takes it from its Builder for exactly this confinement and names
+// it with BaseLayer.Hand, which refuses a layer built for another (the
+// BaseFor checked here catches a caller that named one without it); the
+// argv or plan naming it comes from the same runner, and whoever could
+// change them could drop the confinement altogether. The one other source of a
 // ruleset in this process is this package, which makes none before
 // takeBase has run (apply calls it first).
-func (c *Confinement) takeBase() int {
+func (c *Confinement) takeBase(abi int) int {
 	if c == nil || c.Base <= 2 { // 0-2 are the standard streams, never a ruleset
 		return -1
 	}
 	if !isRuleset(c.Base) {
+		return -1
+	}
+	if c.BaseFor != digest(c.baseKey(abi)) {
+		// The rules around another protected set: not used, and not
+		// left open for the command to inherit either (it may share
+		// a Builder's kept ruleset, see Builder.Base).
+		unix.Close(c.Base)
 		return -1
 	}
 	if _, err := unix.FcntlInt(uintptr(c.Base), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {

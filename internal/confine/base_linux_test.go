@@ -1,6 +1,7 @@
 package confine
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,16 +41,30 @@ func probedLauncher(t *testing.T, b *Builder, c *Confinement, root string, dirs 
 		t.Fatalf("no base layer to hand: %v", err)
 	}
 	defer base.Close()
-	run := *c
-	run.Base = 4
-	argv, err := Wrap(&run, append([]string{"/bin/sh", "-c", probe, "probe"}, dirs...))
+	run, err := base.Hand(c, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := launchHanded(t, run, base.File(), root, append([]string{"/bin/sh", "-c", probe, "probe"}, dirs...)...)
+	return out
+}
+
+// launchHanded runs argv in dir through a real launcher (this test binary
+// re-executed) confined to c, with handed (when not nil) at descriptor 4,
+// which c.Base may name, and returns its combined output and error.
+func launchHanded(t *testing.T, c *Confinement, handed *os.File, dir string, argv ...string) (string, error) {
+	t.Helper()
+	argv, err := Wrap(c, argv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.ExtraFiles = root, []*os.File{nil, base}
-	out, _ := cmd.CombinedOutput() // refused writes fail the script
-	return string(out)
+	cmd.Dir = dir
+	if handed != nil {
+		cmd.ExtraFiles = []*os.File{nil, handed}
+	}
+	out, err := cmd.CombinedOutput() // refused writes fail a script
+	return string(out), err
 }
 
 // mkdirF makes the directory d with a file f in it.
@@ -236,11 +253,126 @@ func TestIsRuleset(t *testing.T) {
 			t.Errorf("%s: isRuleset = %v, want %v", tc.name, got, tc.want)
 		}
 		c := &Confinement{Base: tc.fd}
-		if got := c.takeBase(); (got >= 0) != tc.want {
+		c.BaseFor = digest(c.baseKey(KernelABI()))
+		if got := c.takeBase(KernelABI()); (got >= 0) != tc.want {
 			t.Errorf("%s: takeBase = %d", tc.name, got)
 		}
 	}
-	if got := (&Confinement{Base: 2}).takeBase(); got != -1 {
+	if got := (&Confinement{Base: 2}).takeBase(KernelABI()); got != -1 {
 		t.Errorf("a standard stream taken as the base layer: %d", got)
+	}
+}
+
+// TestBaseLayerHand: a base layer names itself only in a confinement with
+// the protected set (and handled rights) it was built for; any other is
+// refused with ErrBaseMismatch. The confinement it names it in says so
+// (BaseFor), whatever its writable roots and network.
+func TestBaseLayerHand(t *testing.T) {
+	needLandlock(t, 3)
+	l := newLayout(t)
+	b := &Builder{}
+	defer b.Close()
+	c, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.state}}.Resolve()
+	base, err := b.Base(&c, KernelABI())
+	if err != nil || base == nil {
+		t.Fatalf("no base layer: %v", err)
+	}
+	defer base.Close()
+	wider, _ := Confinement{Writable: []string{l.root}, Protected: []string{l.state}, Network: NetworkNone}.Resolve()
+	for _, ok := range []*Confinement{&c, &wider} {
+		run, err := base.Hand(ok, 7)
+		if err != nil || run.Base != 7 || run.BaseFor != digest(ok.baseKey(KernelABI())) || ok.Base != 0 {
+			t.Errorf("Hand(%v) = %+v, %v; want a copy naming descriptor 7", ok.Writable, run, err)
+		}
+	}
+	other, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.outside}}.Resolve()
+	more, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.state, l.outside}}.Resolve()
+	for _, bad := range []*Confinement{&other, &more} {
+		if run, err := base.Hand(bad, 7); !errors.Is(err, ErrBaseMismatch) {
+			t.Errorf("Hand(protected %v) = %+v, %v; want ErrBaseMismatch", bad.Protected, run, err)
+		}
+	}
+}
+
+// TestLauncherHandedRuleset runs a real launcher handed a ruleset at
+// descriptor 4 by its own path (Wrap's argv, the descriptor inherited) and
+// probes what its command reaches: a ruleset granting nothing named as
+// the base layer of its confinement is used (nothing can be executed,
+// exit 126); one named without BaseFor, or built for another protected
+// set and named as that one's, is not used (the launcher builds the base
+// layer itself: the protected directory stays out of reach, the other
+// set's is reachable) and does not reach the command; a descriptor that
+// is no ruleset is ignored.
+func TestLauncherHandedRuleset(t *testing.T) {
+	needLandlock(t, 3)
+	l := newLayout(t)
+	for _, d := range []string{l.work, l.outside} {
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte("readable\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.state}}.Resolve()
+	label := digest(c.baseKey(KernelABI()))
+	denyAll := func(t *testing.T) *os.File {
+		fd, _, err := landlock.Config{HandledAccessFS: landlock.AccessFSSet(ll.AccessFSExecute | ll.AccessFSReadFile)}.NewRulesetFD()
+		if err != nil || fd < 0 {
+			t.Fatalf("ruleset: %d %v", fd, err)
+		}
+		return os.NewFile(uintptr(fd), "deny-all")
+	}
+	other := &Builder{}
+	defer other.Close()
+	otherC, _ := Confinement{Writable: []string{l.work}, Protected: []string{l.outside}}.Resolve()
+	otherBase := func(t *testing.T) *os.File {
+		base, err := other.Base(&otherC, KernelABI())
+		if err != nil || base == nil {
+			t.Fatalf("no base layer: %v", err)
+		}
+		return base.File()
+	}
+	notRuleset := func(t *testing.T) *os.File {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	script := `cat state/exec-approvals.json; cat outside/f; readlink /proc/$$/fd/4; echo ok > work/g`
+	for _, tc := range []struct {
+		name    string
+		handed  func(*testing.T) *os.File
+		baseFor string
+		used    bool
+	}{
+		{"deny-all, named as this confinement's", denyAll, label, true},
+		{"deny-all, named without BaseFor", denyAll, "", false},
+		{"built for another protected set, named as that one's", otherBase, digest(otherC.baseKey(KernelABI())), false},
+		{"not a ruleset", notRuleset, label, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(l.work, "g"))
+			handed := tc.handed(t)
+			defer handed.Close()
+			run := c
+			run.Base, run.BaseFor = 4, tc.baseFor
+			out, err := launchHanded(t, &run, handed, l.root, "/bin/sh", "-c", script)
+			_, werr := os.Stat(filepath.Join(l.work, "g"))
+			var exit *exec.ExitError
+			if tc.used {
+				if !errors.As(err, &exit) || exit.ExitCode() != 126 || werr == nil {
+					t.Errorf("the handed ruleset was not used (it grants no execution): %v %q", err, out)
+				}
+				return
+			}
+			if err != nil || werr != nil {
+				t.Fatalf("the run failed: %v %v %q", err, werr, out)
+			}
+			if strings.Contains(out, "version") || strings.Contains(out, "landlock") {
+				t.Errorf("the protected file, or the handed ruleset's descriptor, reached the command: %q", out)
+			}
+			if !strings.Contains(out, "readable") {
+				t.Errorf("the other set's file is out of reach: its base layer was used: %q", out)
+			}
+		})
 	}
 }

@@ -57,19 +57,23 @@ func BenchmarkLauncher(b *testing.B) {
 	b.Run("confined-handed", func(b *testing.B) {
 		rb := &Builder{clock: func() unix.Timespec { return unix.NsecToTimespec(1 << 62) }}
 		defer rb.Close()
-		run := *c
-		run.Base = 4
-		argv, err := Wrap(&run, []string{"/bin/true"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		var argv []string
 		for b.Loop() {
 			base, err := rb.Base(c, KernelABI())
 			if err != nil || base == nil {
 				b.Fatal("no base layer", err)
 			}
+			if argv == nil {
+				run, err := base.Hand(c, 4)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if argv, err = Wrap(run, []string{"/bin/true"}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.ExtraFiles = []*os.File{nil, base}
+			cmd.ExtraFiles = []*os.File{nil, base.File()}
 			err = cmd.Run()
 			base.Close()
 			if err != nil {

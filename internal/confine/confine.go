@@ -58,6 +58,8 @@
 package confine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,11 +128,72 @@ type Confinement struct {
 	// warm process's hand-over) holding the base layer of this
 	// confinement, the rules around Protected that the runner's Builder
 	// built and keeps (Builder.Base): the process applying it then builds
-	// only its own layer. A descriptor that is not a Landlock ruleset is
-	// ignored and the base layer built here (fail closed); one that is
-	// is used, made close-on-exec and closed once applied. Not policy:
-	// set per run by the runner.
+	// only its own layer. A descriptor that is not a Landlock ruleset, or
+	// whose BaseFor is not this confinement's, is ignored and the base
+	// layer built here (fail closed); one that is is used, made
+	// close-on-exec and closed once applied. Not policy: set per run by
+	// the runner, with BaseFor, by BaseLayer.Hand.
 	Base int `json:"base,omitempty"`
+	// BaseFor says what the base layer at Base was built for (a digest
+	// of its protected set and handled rights, BaseLayer.Hand's): the
+	// process applying this confinement uses that layer only when it is
+	// the digest of its own.
+	BaseFor string `json:"baseFor,omitempty"`
+}
+
+// ErrBaseMismatch is the error of a base layer handed with a confinement
+// it was not built for (BaseLayer.Hand): another protected set, or other
+// handled rights.
+var ErrBaseMismatch = errors.New("base layer built for another confinement")
+
+// BaseLayer is the base layer of a confinement (the rules around its
+// protected set, see Builder) as Builder.Base gives it, to be handed to a
+// process that applies that confinement itself (the launcher, the
+// interpreter), with what it was built for: it fits only a confinement
+// with the same protected set and handled rights, and Hand refuses any
+// other, so that a process is never handed the rules around another
+// protected set.
+type BaseLayer struct {
+	file      *os.File
+	protected []string // what it was built for, for errors
+	key       string   // c.baseKey(abi) of the confinement it was built for
+	abi       int
+}
+
+// File is the ruleset's descriptor, for the process it is handed to (at
+// the number Hand was given). Nil for a nil BaseLayer.
+func (l *BaseLayer) File() *os.File {
+	if l == nil {
+		return nil
+	}
+	return l.file
+}
+
+// Close closes l's descriptor; the ruleset its Builder keeps stays open.
+func (l *BaseLayer) Close() error {
+	if l == nil {
+		return nil
+	}
+	return l.file.Close()
+}
+
+// Hand returns a copy of c naming l as its base layer at descriptor fd
+// (Base, BaseFor), for the process that will have l's File there, or an
+// error wrapping ErrBaseMismatch when l was built for another confinement
+// (protected set or handled rights): c must not be applied with it.
+func (l *BaseLayer) Hand(c *Confinement, fd int) (*Confinement, error) {
+	if key := c.baseKey(l.abi); key != l.key {
+		return nil, fmt.Errorf("confine: %w: built for protected %q, handed with protected %q", ErrBaseMismatch, l.protected, c.Protected)
+	}
+	run := *c
+	run.Base, run.BaseFor = fd, digest(l.key)
+	return &run, nil
+}
+
+// digest is the BaseFor of a base layer key: short enough for an argv.
+func digest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
 }
 
 // Limits are resource limits (setrlimit(2)); zero leaves one unchanged.
@@ -192,8 +255,9 @@ func (c *Confinement) Validate() error {
 }
 
 // Resolve returns c with every path cleaned and its symbolic links
-// resolved (a path that does not exist yet is kept as cleaned), so the
-// rules compare real paths: a protected directory reached through a link
+// resolved (a path that does not exist yet is kept as cleaned; a relative
+// one, which Validate refuses, is not looked up at all), so the rules
+// compare real paths: a protected directory reached through a link
 // is still protected. Writable roots inside the protected set are dropped
 // and reported, because no policy can grant them.
 func (c Confinement) Resolve() (Confinement, []string) {
@@ -215,8 +279,14 @@ func realPaths(ps []string) []string {
 	var out []string
 	for _, p := range ps {
 		p = filepath.Clean(p)
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
+		// A relative path names nothing here (Validate refuses it): it
+		// is a placeholder in a description (the host's "$TMPDIR"), and
+		// looking it up would stat a file of that name in this process's
+		// working directory.
+		if filepath.IsAbs(p) {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				p = r
+			}
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)
@@ -338,12 +408,16 @@ func (c *Confinement) InThread() (bool, string) {
 	case !Supported:
 		return false, "no Landlock on this platform"
 	case c.Limits != (Limits{}):
-		return false, "resource limits are per process: set by the launcher in the process that becomes the command"
+		return false, limitsPerProcess
 	case c.network() == NetworkNone:
 		return false, "network none scopes signals to the run's domain, which the forking thread would share: the command could signal the host"
 	}
 	return hostShielded()
 }
+
+// limitsPerProcess is why a confinement with resource limits never starts
+// in-thread (InThread, Builder.ApplyForkingThread).
+const limitsPerProcess = "resource limits are per process: set by the launcher in the process that becomes the command"
 
 // Arg makes the binary run as the launcher: os.Args is [exe, Arg,
 // confinement JSON, program, args...].

@@ -2,6 +2,9 @@ package confine
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,5 +58,31 @@ func TestDescribeAncestor(t *testing.T) {
 	c := &Confinement{Writable: []string{"/home/u"}, Protected: []string{"/home/u/.openclaw"}}
 	if got := c.Describe(); !strings.Contains(got, "no new entries directly in /home/u ") {
 		t.Errorf("Describe = %q", got)
+	}
+}
+
+// TestResolveLeavesPlaceholder: a relative path (the host's "$TMPDIR" in a
+// description) is kept as written and not looked up, even where this
+// process's working directory holds a link of that name; absolute paths
+// are still resolved.
+func TestResolveLeavesPlaceholder(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range []string{"$TMPDIR", "via"} {
+		if err := os.Symlink(real, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	c, _ := Confinement{Writable: []string{filepath.Join(dir, "via"), "$TMPDIR"}, Protected: []string{"/nonexistent/state"}}.Resolve()
+	realDir, err := filepath.EvalSymlinks(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{realDir, "$TMPDIR"}; !slices.Equal(c.Writable, want) {
+		t.Errorf("Writable = %q, want %q", c.Writable, want)
 	}
 }

@@ -47,8 +47,17 @@ func (*Builder) ApplyProcess(c *Confinement, abi int) (string, error) { return A
 // ApplyThread is the package's ApplyThread.
 func (*Builder) ApplyThread(c *Confinement, abi int) (string, error) { return ApplyThread(c, abi) }
 
+// ApplyForkingThread is the package's ApplyThread (there is no in-thread
+// start here).
+func (*Builder) ApplyForkingThread(c *Confinement, abi int) (string, error) {
+	return ApplyThread(c, abi)
+}
+
 // Close releases nothing.
 func (*Builder) Close() error { return nil }
 
 // Base hands no base layer here: there is no Landlock.
-func (*Builder) Base(*Confinement, int) (*os.File, error) { return nil, nil }
+func (*Builder) Base(*Confinement, int) (*BaseLayer, error) { return nil, nil }
+
+// baseKey is empty here: there are no base layers.
+func (*Confinement) baseKey(int) string { return "" }

@@ -433,13 +433,22 @@ func fsRightsOf(abi int) landlock.AccessFSSet {
 
 // KernelABI returns the Landlock ABI version this kernel offers, 0 when it
 // has none (or Landlock is not enabled at boot).
-func KernelABI() int {
+//
+// The kernel is asked once per process (a landlock_create_ruleset version
+// probe) and the answer kept process-wide rather than by each owner (an
+// engine, a Builder): it is a property of the running kernel, the same for
+// every caller, and cannot change while the process runs (Landlock is
+// enabled or not at boot, and a process cannot change kernels). A daemon
+// then probes once, not several times per confined run.
+func KernelABI() int { return kernelABI() }
+
+var kernelABI = sync.OnceValue(func() int {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil {
 		return 0
 	}
 	return v
-}
+})
 
 // ApplyProcess restricts every thread of the calling process to c (and
 // sets its limits), for good: what it runs afterwards inherits it. abi is
@@ -499,10 +508,23 @@ func restrictProcess(fd int, flags uint32) error {
 	return ll.LandlockRestrictSelf(fd, flags)
 }
 
+// ApplyForkingThread is ApplyThread for a thread that forks the command
+// and stays in this process (the runner's in-thread start): a
+// confinement with resource limits is refused (nothing applied), because
+// setrlimit(2) would set them on this whole process rather than on the
+// command alone. InThread never sends such a one here; this keeps a
+// caller that decided otherwise from lowering its own process's limits.
+func (b *Builder) ApplyForkingThread(c *Confinement, abi int) (string, error) {
+	if c.Limits != (Limits{}) {
+		return "", fmt.Errorf("confine: cannot start the command in-thread: %s", limitsPerProcess)
+	}
+	return b.ApplyThread(c, abi)
+}
+
 func (b *Builder) apply(c *Confinement, abi int, restrict func(fd int, flags uint32) error) (string, error) {
 	// First, before anything here opens a descriptor that could take
 	// the number c.Base names (see takeBase).
-	handed := c.takeBase()
+	handed := c.takeBase(abi)
 	if handed >= 0 {
 		defer unix.Close(handed)
 	}

@@ -65,9 +65,12 @@ func (e *Engine) handBase(spec *runner.Spec, plan *shellrun.Plan, done func()) f
 	if err != nil || base == nil {
 		return done
 	}
-	c := *plan.Confine
-	c.Base = runner.BaseFD
-	plan.Confine, spec.ConfineBase = &c, base
+	c, err := base.Hand(plan.Confine, runner.BaseFD)
+	if err != nil { // cannot be: built for it just now
+		base.Close()
+		return done
+	}
+	plan.Confine, spec.ConfineBase = c, base
 	return func() {
 		base.Close()
 		done()

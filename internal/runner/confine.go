@@ -11,10 +11,39 @@ import (
 )
 
 // How a confined command starts (Spec.Confine): confine.InThread decides,
-// once per run, in Run. In-thread, startConfined restricts a fresh thread
-// and the run's start (launchPolled's or launchWithGoroutines') forks the
-// command from it (launchSpec.start); otherwise wrapLauncher puts the
-// confining launcher (this binary re-executed) in front of the argv.
+// once per run (by the caller, Spec.ConfineStart, or else in Run). In-thread,
+// startConfined restricts a fresh thread and the run's start
+// (launchPolled's or launchWithGoroutines') forks the command from it
+// (launchSpec.start); otherwise wrapLauncher puts the confining launcher
+// (this binary re-executed) in front of the argv.
+
+// ConfineStart is how a confined command starts (Spec.ConfineStart).
+type ConfineStart uint8
+
+// ConfineStart values.
+const (
+	// ConfineAsk has Run ask Confine.InThread.
+	ConfineAsk ConfineStart = iota
+	// ConfineInThread forks the command from a thread of the runner's
+	// process restricted to the confinement. Only as InThread allows it:
+	// where the process is not shielded the command could reach that
+	// thread (tests set it to run the in-thread start anyway). A
+	// confinement with resource limits is refused
+	// (confine.Builder.ApplyForkingThread): nothing starts.
+	ConfineInThread
+	// ConfineLauncher starts the command through the launcher.
+	ConfineLauncher
+)
+
+// StartOf is how a command confined by c starts, as c.InThread decides:
+// the one question, asked once per run (a prctl(2) and a capget(2) each
+// time, whose answers may change while the process runs).
+func StartOf(c *confine.Confinement) ConfineStart {
+	if ok, _ := c.InThread(); ok {
+		return ConfineInThread
+	}
+	return ConfineLauncher
+}
 
 // BaseFD is the descriptor the base layer of a run's confinement has in
 // the process that applies it (the launcher, the interpreter): inherited
@@ -27,7 +56,7 @@ const BaseFD = ChildFD + 1
 // launcherBase is the base layer of c for the launcher to be handed (as
 // BaseFD), from rules; nil when there is none to hand. A failure to get
 // it hands none: the launcher then builds it itself, as it always can.
-func launcherBase(rules *confine.Builder, c *confine.Confinement) *os.File {
+func launcherBase(rules *confine.Builder, c *confine.Confinement) *confine.BaseLayer {
 	f, err := rules.Base(c, confine.KernelABI())
 	if err != nil {
 		return nil
@@ -57,26 +86,33 @@ func (ls launchSpec) childFiles() []*os.File {
 // up (the launcher searches no PATH), so that a missing program is
 // reported as never started rather than as the launcher's exit status.
 // pin, when set, is inherited by the launcher, which execs its
-// descriptor: its path moves to the confinement's Exec. base says the
-// launcher is handed the base layer as BaseFD.
-func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base bool) ([]string, error) {
+// descriptor: its path moves to the confinement's Exec. base, when set,
+// is handed to the launcher as BaseFD; one built for another confinement
+// refuses the run (confine.ErrBaseMismatch) rather than be used, or be
+// dropped for a layer built afresh: it is the caller's mistake, which a
+// refusal shows at once, while a silent rebuild would hide it and pay
+// the full build on every run.
+func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base *confine.BaseLayer) ([]string, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, startFailed(argv[0], err)
 	}
-	run := *c
+	own := *c
+	run := &own
+	if base != nil {
+		if run, err = base.Hand(c, BaseFD); err != nil {
+			return nil, fmt.Errorf("%w: %w", errConfine, err)
+		}
+	}
 	if pin != nil {
 		run.Exec, pin.path = pin.path, "" // the launcher starts first, by its own path
 	}
-	if base {
-		run.Base = BaseFD
-	}
-	return confine.Wrap(&run, append([]string{path}, argv[1:]...))
+	return confine.Wrap(run, append([]string{path}, argv[1:]...))
 }
 
 // startConfined runs start (which forks the command) on a new thread
-// restricted to c by rules' ApplyThread (confine.ApplyThread when rules
-// is nil), so that the command inherits
+// restricted to c by rules' ApplyForkingThread (a Builder that builds
+// afresh when rules is nil), so that the command inherits
 // the restriction while no other thread of this process has it. The
 // thread's goroutine never unlocks it: the Go runtime ends a thread whose
 // goroutine exits locked, so it never runs anything else. It stays alive,
@@ -87,9 +123,8 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base bool)
 // ApplyThread's warning, if any, is returned for the run's stderr; an
 // error means nothing started (and release is nil).
 func startConfined(rules *confine.Builder, c *confine.Confinement, start func() error) (release func(), warning string, err error) {
-	apply := confine.ApplyThread
-	if rules != nil {
-		apply = rules.ApplyThread
+	if rules == nil {
+		rules = &confine.Builder{Afresh: true}
 	}
 	type started struct {
 		warning string
@@ -99,7 +134,7 @@ func startConfined(rules *confine.Builder, c *confine.Confinement, start func() 
 	parked := make(chan struct{})
 	confined := func() {
 		runtime.LockOSThread() // never unlocked (see above)
-		w, err := apply(c, confine.KernelABI())
+		w, err := rules.ApplyForkingThread(c, confine.KernelABI())
 		if err != nil {
 			err = fmt.Errorf("%w: %w", errConfine, err)
 		} else {

@@ -97,7 +97,7 @@ func TestConfineInThread(t *testing.T) {
 					t.Fatalf("control: the unconfined run left no %s: %v", tt.left, err)
 				}
 			}
-			spec.Confine, spec.confineInThread = l.confinement(), true
+			spec.Confine, spec.ConfineStart = l.confinement(), ConfineInThread
 			// Rules built afresh, then by a Builder kept across the
 			// runs (reused from the second run of the test on).
 			for _, rules := range []*confine.Builder{nil, kept} {
@@ -133,7 +133,7 @@ func TestConfineInThreadLeavesOtherThreadsFree(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), confineInThread: true})
+			res, err := Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), ConfineStart: ConfineInThread})
 			if err != nil || res.Stdout != "ok\n" {
 				t.Errorf("confined run %d = %+v, %v", i, res, err)
 			}
@@ -165,6 +165,45 @@ func TestConfineInThreadLeavesOtherThreadsFree(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("threads still restricted (no_new_privs) after the runs ended: %v", left)
 		}
+	}
+}
+
+// TestConfineInThreadRefusesLimits: a caller that says in-thread for a
+// confinement with resource limits (which InThread sends to the launcher)
+// gets an error and nothing starts, and this process's own limit is left
+// as it was; asked (ConfineAsk), the same run starts through the launcher
+// and its command has the limit.
+func TestConfineInThreadRefusesLimits(t *testing.T) {
+	needLandlock(t, 4)
+	l := newConfineLayout(t)
+	var before unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &before); err != nil {
+		t.Fatal(err)
+	}
+	c := l.confinement()
+	c.Limits.FileSize = 4096
+	marker := filepath.Join(l.work, "started")
+	spec := Spec{Command: "ulimit -f > " + marker, Cwd: l.work, Timeout: time.Minute, Confine: c, ConfineStart: ConfineInThread}
+	res, err := Run(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), "resource limits are per process") {
+		t.Errorf("in-thread with limits = %+v, %v; want the start refused", res, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran")
+	}
+	var after unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("this process's RLIMIT_FSIZE changed: %+v, was %+v", after, before)
+	}
+	spec.ConfineStart = ConfineAsk
+	if res, err := Run(context.Background(), spec); err != nil || !res.Success {
+		t.Fatalf("asked: %+v, %v", res, err)
+	}
+	if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "8" { // 512-byte blocks
+		t.Errorf("the command's file size limit = %q blocks, want 8", b)
 	}
 }
 
@@ -233,7 +272,7 @@ func BenchmarkStartConfined(b *testing.B) {
 		spec Spec
 	}{
 		{"unconfined", Spec{}},
-		{"in-thread", Spec{Confine: c, confineInThread: true}},
+		{"in-thread", Spec{Confine: c, ConfineStart: ConfineInThread}},
 		{"launcher", Spec{Confine: c}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -256,7 +295,11 @@ func shieldedReach() int {
 	dir := os.Getenv("EXECHOST_RUNNER_TEST_DIR")
 	c := &confine.Confinement{Writable: []string{dir}, Protected: []string{filepath.Join(dir, "state")}, Network: confine.NetworkAll}
 	run := func(force bool) string {
-		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, confineInThread: force})
+		start := ConfineAsk
+		if force {
+			start = ConfineInThread
+		}
+		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, ConfineStart: start})
 		if err != nil || !res.Success {
 			return fmt.Sprintf("run failed: %+v, %v", res, err)
 		}

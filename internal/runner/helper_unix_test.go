@@ -99,12 +99,12 @@ func TestMain(m *testing.M) {
 		fmt.Println("connected")
 		os.Exit(0)
 	case "orphan-confined":
-		// Like orphan, started in-thread confined (confineInThread).
+		// Like orphan, started in-thread confined (ConfineInThread).
 		dir := filepath.Dir(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE"))
 		res, err := Run(context.Background(), Spec{
-			Command:         `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
-			Confine:         &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone},
-			confineInThread: true,
+			Command:      `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
+			Confine:      &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone},
+			ConfineStart: ConfineInThread,
 		})
 		fmt.Println(res.ExitCode, err)
 		os.Exit(3)

@@ -97,13 +97,20 @@ type Spec struct {
 	// so a file swapped in at the path after the decision never runs.
 	Executable *FileID
 	// Confine, when set and active, confines the command (Argv, or the
-	// shell running Command) before its first exec. The runner asks
-	// Confine.InThread how: in-thread it restricts a fresh thread of its
-	// own and forks the command from it (startConfined); otherwise the
-	// command starts through the launcher (confine.Wrap), which execs the
-	// pinned Executable's descriptor it inherits. An error applying it
-	// starts nothing.
+	// shell running Command) before its first exec, started as
+	// ConfineStart says: in-thread the runner restricts a fresh thread of
+	// its own and forks the command from it (startConfined); otherwise
+	// the command starts through the launcher (confine.Wrap), which execs
+	// the pinned Executable's descriptor it inherits. An error applying
+	// it starts nothing.
 	Confine *confine.Confinement
+	// ConfineStart is how Confine's command starts: ConfineAsk (the zero
+	// value) has Run ask Confine.InThread; a caller that has asked it
+	// already (StartOf) passes the answer, so that what it did on that
+	// answer (the host takes a warm process only for a start through the
+	// launcher) and what Run does agree, and the process is asked once.
+	// A warm process always starts it through the launcher.
+	ConfineStart ConfineStart
 	// ConfineRules, when set, builds the rules of an in-thread start
 	// (a Builder its owner keeps, which reuses the rules around the
 	// protected set while they are exact); nil builds them afresh. A
@@ -111,13 +118,16 @@ type Spec struct {
 	// layer (Builder.Base) as descriptor BaseFD and builds only its own.
 	ConfineRules *confine.Builder
 	// ConfineBase, when set, is the base layer (confine.Builder.Base)
-	// of the confinement the command's first process applies to itself
-	// (the interpreter's plan's, whose Confinement.Base says BaseFD; or
-	// Confine's for the launcher, instead of ConfineRules'): it is
-	// handed to that process as descriptor BaseFD, at its start or with
-	// a warm process's hand-over (never to a command started in-thread).
-	// The caller closes it after Run.
-	ConfineBase *os.File
+	// of the confinement the command's first process applies to itself,
+	// handed to that process as descriptor BaseFD, at its start or with a
+	// warm process's hand-over (never to a command started in-thread):
+	// with Confine started through the launcher, Confine's, instead of
+	// ConfineRules' (one built for another protected set is refused:
+	// confine.ErrBaseMismatch, nothing starts); without Confine, the
+	// interpreter's plan's, whose confinement the caller named it in
+	// with confine.BaseLayer.Hand(c, BaseFD). The caller closes it after
+	// Run.
+	ConfineBase *confine.BaseLayer
 	// Warm, when set, is a process started ahead of this run
 	// (WarmStarter) that runs it instead of a fresh start: it is handed
 	// Argv, the environment and Cwd, and becomes the process a fresh
@@ -129,11 +139,6 @@ type Spec struct {
 	// be applied to it: Run refuses such a Spec (ErrStart) and leaves it
 	// unused, for the caller to close.
 	Warm *Warm
-
-	// confineInThread starts a confined command in-thread even where
-	// Confine.InThread says the launcher (not for limits), so that tests
-	// run the in-thread start on a host that is not shielded.
-	confineInThread bool
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -241,10 +246,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	var inThread *confine.Confinement
 	base := spec.ConfineBase
 	if spec.Confine.Active() {
-		ok, _ := spec.Confine.InThread()
+		start := spec.ConfineStart
+		if start == ConfineAsk {
+			start = StartOf(spec.Confine)
+		}
 		// A warm process is handed the launcher's argv: it restricts
 		// itself and execs the command in place, which costs no more.
-		if spec.Warm == nil && (ok || spec.confineInThread && spec.Confine.Limits == (confine.Limits{})) {
+		if spec.Warm == nil && start == ConfineInThread {
 			inThread = spec.Confine
 			base = nil // the command itself starts: it is handed no ruleset
 		} else {
@@ -253,7 +261,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 					defer base.Close()
 				}
 			}
-			if argv, err = wrapLauncher(spec.Confine, argv, pin, base != nil); err != nil {
+			if argv, err = wrapLauncher(spec.Confine, argv, pin, base); err != nil {
 				if errors.Is(err, ErrStart) {
 					res.ExitCode = startExitCode(err)
 				}
@@ -276,7 +284,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("run %q: %w", argv[0], err))
 	}
-	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base, inThread: inThread}
+	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base.File(), inThread: inThread}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
 	launch := launchWithGoroutines

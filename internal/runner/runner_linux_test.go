@@ -141,20 +141,22 @@ func TestRunTimeoutKillsProcessTree(t *testing.T) {
 			dir := t.TempDir()
 			pidfile := filepath.Join(dir, "pids")
 			var c *confine.Confinement
+			start := ConfineAsk
 			if tc.confined {
 				needLandlock(t, 6)
 				c = &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone}
+				start = ConfineInThread
 			}
 			// The timeout fires once both sleeps run, however slowly the
 			// shell starts them on a loaded machine: the tree is always
 			// there to be killed.
 			res, err := Run(context.Background(), Spec{
-				Command:         `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
-				Timeout:         500 * time.Millisecond,
-				PTY:             tc.withPTY,
-				Confine:         c,
-				confineInThread: tc.confined,
-				withTimeout:     timeoutWhen(func() bool { return fileHasLine(pidfile) }),
+				Command:      `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
+				Timeout:      500 * time.Millisecond,
+				PTY:          tc.withPTY,
+				Confine:      c,
+				ConfineStart: start,
+				withTimeout:  timeoutWhen(func() bool { return fileHasLine(pidfile) }),
 			})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
