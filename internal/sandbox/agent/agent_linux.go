@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,9 +257,10 @@ func (s *server) reapLoop(sigs <-chan os.Signal) {
 	}
 }
 
-// reapPass tells every command whose leader exited, then reaps every other
-// zombie child.
+// reapPass tells every command whose leader exited, then reaps the other
+// zombie children.
 func (s *server) reapPass() {
+	var fresh []int // leaders whose exit this pass found
 	s.mu.Lock()
 	for pid, l := range s.leaders {
 		// Each leader is asked by its own pid: a kept zombie never hides
@@ -267,24 +269,33 @@ func (s *server) reapPass() {
 			if got, err := waitidPid(unix.P_PID, pid); err == nil && got == pid {
 				l.seen = true
 				close(l.exited)
+				fresh = append(fresh, pid)
 			}
 		}
 	}
 	s.mu.Unlock()
 	// The oldest zombie child first (waitid without reaping): one that is
 	// not a kept leader is reaped, and the next one looked at.
+	var front int
 	for {
 		pid, err := waitidPid(unix.P_ALL, 0)
 		if err != nil || pid <= 0 {
 			return // no child, or none has exited
 		}
 		if !s.reapUnlessKept(pid) {
+			front = pid
 			break
 		}
 	}
 	// A kept leader is first in line, and waitid would report it again
-	// and again: find the zombies behind it in /proc. Without /proc they
-	// wait until the leader is reaped (finish kicks a new pass).
+	// and again. One whose exit this pass found is left alone: its
+	// command reaps it soon and kicks another pass (finish), so reading
+	// /proc after every command's exit is spared. Otherwise the zombies
+	// behind it are found in /proc. Without /proc they wait until the
+	// kept leaders ahead of them are reaped.
+	if slices.Contains(fresh, front) {
+		return
+	}
 	self := os.Getpid()
 	for _, p := range readProcs() {
 		if p.ppid == self && p.state == 'Z' {
