@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/fschange"
 )
@@ -22,18 +27,83 @@ import (
 // absent-name cache already knew the name was missing, so that the memo's
 // facts hold the directory's stat alone), and with a new text each time,
 // answered from the fact cache.
+//
+// The caches watch every directory on the way, so an entry anyone else
+// makes in one of them (other tests' files in /tmp) reports a change too,
+// and an attempt then proves nothing. The test therefore runs itself
+// again in a user and mount namespace of its own, with a fresh tmpfs as
+// /tmp, and every attempt works in a directory of its own case's, made
+// before the parallel subtests start.
 func TestResolutionCacheSeesEveryChange(t *testing.T) {
+	if os.Getenv(privateTmpEnv) != "" {
+		mountPrivateTmp(t)
+	} else if inPrivateTmp(t) {
+		return
+	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	for _, mode := range []cacheMode{viaMemo, viaMemoAbsentFirst, viaFacts} {
+	base := t.TempDir()
+	dir := func(name string) string {
+		d := filepath.Join(base, name)
+		mkdir(t, d)
+		return d
+	}
+	for i, mode := range []cacheMode{viaMemo, viaMemoAbsentFirst, viaFacts} {
+		d := dir(strconv.Itoa(i))
 		t.Run(string(mode)+", watched", func(t *testing.T) {
 			t.Parallel()
-			testResolutionCacheSeesEveryChange(t, Options{Now: later}, mode)
+			testResolutionCacheSeesEveryChange(t, d, Options{Now: later}, mode)
 		})
 	}
+	d := dir("unwatched")
 	t.Run("facts read on every reuse", func(t *testing.T) {
 		t.Parallel()
-		testResolutionCacheSeesEveryChange(t, Options{Now: later, Watch: func([]string) (fschange.Set, bool) { return fschange.Set{}, false }}, viaMemo)
+		testResolutionCacheSeesEveryChange(t, d, Options{Now: later, Watch: func([]string) (fschange.Set, bool) { return fschange.Set{}, false }}, viaMemo)
 	})
+}
+
+// privateTmpEnv is set in the process TestResolutionCacheSeesEveryChange
+// runs itself again in, with a /tmp of its own.
+const privateTmpEnv = "EXECHOST_TEST_PRIVATE_TMP"
+
+// inPrivateTmp runs t's test again in a child process in a new user and
+// mount namespace (mountPrivateTmp gives it a fresh /tmp), fails t if it
+// fails there, and reports whether it ran. Where no namespace can be made
+// it reports false and the test runs here, in the shared /tmp.
+func inPrivateTmp(t *testing.T) bool {
+	t.Helper()
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1", "-test.timeout=10m", "-test.v"}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), privateTmpEnv+"=1", "TMPDIR=/tmp")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
+		t.Logf("no user and mount namespace for a private /tmp (%v): running in the shared one, where other tests' files may use up the attempts", err)
+		return false
+	}
+	if err != nil || !strings.Contains(string(out), "\n--- PASS: "+t.Name()+" ") {
+		t.Fatalf("in a private /tmp: %v\n%s", err, out)
+	}
+	if testing.Verbose() {
+		t.Logf("in a private /tmp:\n%s", out)
+	}
+	return true
+}
+
+// mountPrivateTmp mounts a fresh tmpfs on /tmp, in the mount namespace
+// inPrivateTmp made.
+func mountPrivateTmp(t *testing.T) {
+	t.Helper()
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatalf("make the mounts private: %v", err)
+	}
+	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777"); err != nil {
+		t.Fatalf("mount a tmpfs on /tmp: %v", err)
+	}
 }
 
 // cacheMode says which cache a resolution test goes through.
@@ -45,7 +115,9 @@ const (
 	viaFacts           cacheMode = "fact cache"
 )
 
-func testResolutionCacheSeesEveryChange(t *testing.T, opts Options, mode cacheMode) {
+// testResolutionCacheSeesEveryChange runs every case in a directory of its
+// own under dir, which nothing else changes.
+func testResolutionCacheSeesEveryChange(t *testing.T, dir string, opts Options, mode cacheMode) {
 	type layout = resolveLayout
 	rename := func(t *testing.T, from, to string) {
 		t.Helper()
@@ -143,16 +215,18 @@ func testResolutionCacheSeesEveryChange(t *testing.T, opts Options, mode cacheMo
 				rename(t, filepath.Join(l.root, "q"), filepath.Join(l.root, "p"))
 			}, "b/tool", "p/bin/tool"},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
+		caseDir := filepath.Join(dir, strconv.Itoa(i))
+		mkdir(t, caseDir)
 		t.Run(tc.name, func(t *testing.T) {
 			// An attempt proves something only if the caches' watches
 			// were quiet right before the change: anything else created
-			// in a directory on the way (the temporary directory's
-			// parents) reports a change too, and the caches then read
-			// afresh, right either way. One quiet attempt in a few is
-			// enough.
+			// in a directory on the way reports a change too, and the
+			// caches then read afresh, right either way. Only this case
+			// changes caseDir, and only between attempts; what is left
+			// is / (and /tmp, where no private one could be made).
 			for range 50 {
-				if resolutionCaseQuiet(t, opts, mode, tc.setup, tc.change, tc.before, tc.after) {
+				if resolutionCaseQuiet(t, caseDir, opts, mode, tc.setup, tc.change, tc.before, tc.after) {
 					return
 				}
 			}
@@ -164,7 +238,7 @@ func testResolutionCacheSeesEveryChange(t *testing.T, opts Options, mode cacheMo
 // resolutionCaseQuiet runs one attempt of a case of
 // testResolutionCacheSeesEveryChange and says whether the caches' watches
 // were quiet right before the change.
-func resolutionCaseQuiet(t *testing.T, opts Options, mode cacheMode,
+func resolutionCaseQuiet(t *testing.T, caseDir string, opts Options, mode cacheMode,
 	setup func(t *testing.T, l resolveLayout) string, change func(t *testing.T, l resolveLayout), before, after string) bool {
 	t.Helper()
 	if mode != viaFacts {
@@ -174,7 +248,10 @@ func resolutionCaseQuiet(t *testing.T, opts Options, mode cacheMode,
 		opts.NoFactCache = true
 	}
 	z := New(opts)
-	root, err := filepath.EvalSymlinks(t.TempDir())
+	root, err := os.MkdirTemp(caseDir, "")
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -48,7 +50,7 @@ const spareThreads = 6
 // authentication, and returns the process exit status. Diagnostics go to
 // errOut (never to out, which is the channel).
 func Main(in io.Reader, out io.Writer, errOut io.Writer) int {
-	if err := serve(in, out); err != nil {
+	if err := newServer(out).serve(in); err != nil {
 		fmt.Fprintf(errOut, "exechost sandbox agent: %v\n", err)
 		return 1
 	}
@@ -61,9 +63,29 @@ type server struct {
 	wmu sync.Mutex
 	env []string
 
+	// grace is how long background processes may hold a command's output
+	// after its leader exits (runner.OutputGrace; tests lengthen it).
+	grace time.Duration
+	// beforeReap, when set, is called with a command's leader just before
+	// the agent reaps it, after the last kill of its group (tests).
+	beforeReap func(pid int)
+
+	// kick asks the reap loop for a pass without a SIGCHLD (a kept leader
+	// was reaped, and zombies behind it may be waitable now).
+	kick chan struct{}
+
 	mu      sync.Mutex
-	waiting map[int]chan syscall.WaitStatus // leader pid → its exit status
-	running map[uint64]*command             // by request id
+	leaders map[int]*leader     // kept command leaders by pid, until reaped
+	running map[uint64]*command // by request id
+}
+
+// leader is a command's process-group leader. The agent leaves it a
+// zombie after its exit, until the command's last group kill: while it is
+// a zombie its pid, the group's id, cannot be reused, so a kill of the
+// group reaches that command's processes and no other command's.
+type leader struct {
+	exited chan struct{} // closed by the reap loop when the leader exits
+	seen   bool          // exited has been closed; guarded by server.mu
 }
 
 // command is one forked command.
@@ -73,7 +95,17 @@ type command struct {
 	once   sync.Once
 }
 
-func serve(in io.Reader, out io.Writer) error {
+// newServer returns an agent that writes its replies to out.
+func newServer(out io.Writer) *server {
+	return &server{
+		out: out, env: os.Environ(), grace: runner.OutputGrace,
+		kick:    make(chan struct{}, 1),
+		leaders: map[int]*leader{}, running: map[uint64]*command{},
+	}
+}
+
+// serve reads requests from in until it ends.
+func (s *server) serve(in io.Reader) error {
 	// Same user as the commands, so without this they could open
 	// /proc/<agent>/fd/0 and write frames, read its memory or ptrace it.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -85,7 +117,6 @@ func serve(in io.Reader, out io.Writer) error {
 		return fmt.Errorf("close inherited descriptors: %w", err)
 	}
 	warmThreads()
-	s := &server{out: out, env: os.Environ(), waiting: map[int]chan syscall.WaitStatus{}, running: map[uint64]*command{}}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	go s.reapLoop(sigs)
@@ -212,27 +243,135 @@ func (s *server) write(rep reply) error {
 	return writeFrame(s.out, nil, body)
 }
 
-// reapLoop reaps every child that exits — commands and, as pid 1 of a
-// container, every orphan the kernel hands to it — and delivers commands'
-// statuses to their waiters.
+// reapLoop reaps every child that exits — as pid 1 of a container, every
+// orphan the kernel hands to it — except commands' leaders: it tells a
+// command its leader exited (leaving it a zombie) and the command reaps it
+// after its last group kill (finish).
 func (s *server) reapLoop(sigs <-chan os.Signal) {
 	for {
-		for {
-			var ws syscall.WaitStatus
-			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-			if pid <= 0 || err != nil {
-				break
-			}
-			s.mu.Lock()
-			ch := s.waiting[pid]
-			delete(s.waiting, pid)
-			s.mu.Unlock()
-			if ch != nil {
-				ch <- ws
+		s.reapPass()
+		select {
+		case <-sigs:
+		case <-s.kick:
+		}
+	}
+}
+
+// reapPass tells every command whose leader exited, then reaps the other
+// zombie children.
+func (s *server) reapPass() {
+	var fresh []int // leaders whose exit this pass found
+	s.mu.Lock()
+	for pid, l := range s.leaders {
+		// Each leader is asked by its own pid: a kept zombie never hides
+		// another command's exit.
+		if !l.seen {
+			if got, err := waitidPid(unix.P_PID, pid); err == nil && got == pid {
+				l.seen = true
+				close(l.exited)
+				fresh = append(fresh, pid)
 			}
 		}
-		<-sigs
 	}
+	s.mu.Unlock()
+	// The oldest zombie child first (waitid without reaping): one that is
+	// not a kept leader is reaped, and the next one looked at.
+	var front int
+	for {
+		pid, err := waitidPid(unix.P_ALL, 0)
+		if err != nil || pid <= 0 {
+			return // no child, or none has exited
+		}
+		if !s.reapUnlessKept(pid) {
+			front = pid
+			break
+		}
+	}
+	// A kept leader is first in line, and waitid would report it again
+	// and again. One whose exit this pass found is left alone: its
+	// command reaps it soon and kicks another pass (finish), so reading
+	// /proc after every command's exit is spared. Otherwise the zombies
+	// behind it are found in /proc. Without /proc they wait until the
+	// kept leaders ahead of them are reaped.
+	if slices.Contains(fresh, front) {
+		return
+	}
+	self := os.Getpid()
+	for _, p := range readProcs() {
+		if p.ppid == self && p.state == 'Z' {
+			s.reapUnlessKept(p.pid)
+		}
+	}
+}
+
+// reapUnlessKept reaps zombie child pid unless it is a kept leader, and
+// reports whether it did. The check and the reap are one step under s.mu,
+// which a fork and its registration hold too: the pid cannot meanwhile be
+// reaped by finish and given to a new leader.
+func (s *server) reapUnlessKept(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leaders[pid] != nil {
+		return false
+	}
+	var ws syscall.WaitStatus
+	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	return err == nil && got == pid
+}
+
+// waitidPid is waitid(idtype, id, WEXITED|WNOHANG|WNOWAIT): the pid of an
+// exited child that stays a zombie, 0 if none has exited.
+func waitidPid(idtype, id int) (int, error) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(idtype, id, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		pid, _ := sigchld(&info) // WNOHANG leaves it 0
+		return int(pid), nil
+	}
+}
+
+// sigchld reads si_pid and si_status of a child's siginfo, which x/sys
+// leaves opaque: they start the kernel's union of fields, after si_signo,
+// si_errno and si_code and aligned to a pointer, with si_uid between them.
+func sigchld(info *unix.Siginfo) (pid, status int32) {
+	word := unsafe.Sizeof(uintptr(0))
+	p := unsafe.Add(unsafe.Pointer(info), (3*unsafe.Sizeof(int32(0))+word-1)&^(word-1))
+	return *(*int32)(p), *(*int32)(unsafe.Add(p, 8))
+}
+
+// finish ends command id whose leader pid (kept as l) has exited and whose
+// group has had its last kill: it is forgotten by killAll first, then
+// reaped, and its wait status returned.
+func (s *server) finish(id uint64, pid int, l *leader) syscall.WaitStatus {
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+	if s.beforeReap != nil {
+		s.beforeReap(pid)
+	}
+	var ws syscall.WaitStatus
+	s.mu.Lock()
+	for {
+		// It has exited (l.exited is closed): this does not block.
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	if s.leaders[pid] == l {
+		delete(s.leaders, pid)
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return ws
 }
 
 // killAll kills every running command's group (the gateway went away).
@@ -302,19 +441,19 @@ func (s *server) run(req request) reply {
 	defer errR.Close()
 
 	cmd := &command{killed: make(chan struct{})}
-	status := make(chan syscall.WaitStatus, 1)
+	l := &leader{exited: make(chan struct{})}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Cwd,
 		Env:   env,
 		Files: []uintptr{devnull.Fd(), outW.Fd(), errW.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	}
-	// Fork and registration under s.mu: the reaper, which may reap the
-	// child the moment it exits, looks it up under the same lock.
+	// Fork and registration under s.mu: the reap loop, which may see the
+	// child exit at once, looks it up under the same lock.
 	s.mu.Lock()
 	pid, err := syscall.ForkExec(path, req.Argv, attr)
 	if err == nil {
-		s.waiting[pid] = status
+		s.leaders[pid] = l
 		cmd.pgid = pid
 		s.running[req.ID] = cmd
 	}
@@ -324,11 +463,6 @@ func (s *server) run(req request) reply {
 	if err != nil {
 		return startFailure(req.Argv[0], err)
 	}
-	defer func() {
-		s.mu.Lock()
-		delete(s.running, req.ID)
-		s.mu.Unlock()
-	}()
 
 	capture := runner.NewCapture(runner.MaxOutput, runner.TailSize)
 	copied := make(chan struct{}, 2)
@@ -348,29 +482,31 @@ func (s *server) run(req request) reply {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var ws syscall.WaitStatus
 	var timedOut, canceled bool
 	select {
-	case ws = <-status:
+	case <-l.exited:
 	case <-timeout:
 		timedOut = true
 	case <-cmd.killed:
 		canceled = true
 	}
+	// The leader stays a zombie until finish, so every kill below reaches
+	// this command's group, never a group that took its id.
 	if timedOut || canceled {
 		killTree(pid)
-		ws = <-status
+		<-l.exited
 		// Anything forked while the kill was in flight dies now.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
-	// Background processes still holding the output get OutputGrace, then
+	// Background processes still holding the output get the grace, then
 	// their group is killed and the pipes closed, as runner.Run does.
-	if !drain(copied, runner.OutputGrace) {
+	if !drain(copied, s.grace) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		outR.Close()
 		errR.Close()
-		drain(copied, runner.OutputGrace)
+		drain(copied, s.grace)
 	}
+	ws := s.finish(req.ID, pid, l)
 	stdout, stderr, truncated := capture.Result()
 	rep := reply{Stdout: []byte(stdout), Stderr: []byte(stderr), Truncated: truncated, Tail: []byte(capture.Tail())}
 	switch {
@@ -482,27 +618,9 @@ func killTree(leader int) {
 
 // descendants lists the processes below pid in /proc's parent links.
 func descendants(pid int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	children := map[int][]int{}
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		var self, ppid int
-		var state byte
-		if _, err := fmt.Sscanf(string(b[:bytes.IndexByte(b, ' ')]), "%d", &self); err != nil {
-			continue
-		}
-		if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d", &state, &ppid); err != nil {
-			continue
-		}
-		children[ppid] = append(children[ppid], self)
+	for _, p := range readProcs() {
+		children[p.ppid] = append(children[p.ppid], p.pid)
 	}
 	var out []int
 	queue := []int{pid}
@@ -513,6 +631,39 @@ func descendants(pid int) []int {
 			out = append(out, c)
 			queue = append(queue, c)
 		}
+	}
+	return out
+}
+
+// procInfo is what the agent reads of a process in /proc/<pid>/stat.
+type procInfo struct {
+	pid, ppid, pgrp int
+	state           byte
+}
+
+// readProcs lists the processes /proc shows (none without /proc).
+func readProcs() []procInfo {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	out := make([]procInfo, 0, len(stats))
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		sp := bytes.IndexByte(b, ' ')
+		if i < 0 || sp < 0 {
+			continue
+		}
+		var p procInfo
+		if _, err := fmt.Sscanf(string(b[:sp]), "%d", &p.pid); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d %d", &p.state, &p.ppid, &p.pgrp); err != nil {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }

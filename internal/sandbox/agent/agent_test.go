@@ -35,10 +35,13 @@ type proc struct {
 	exited chan struct{}
 }
 
-func startProc(t *testing.T) *proc {
+func startProc(t *testing.T) *proc { return startAs(t, Flag) }
+
+// startAs starts this test binary with flag, and env added to the agent's.
+func startAs(t *testing.T, flag string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], Flag)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "BASE=from-agent"}
+	cmd := exec.Command(os.Args[0], flag)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "BASE=from-agent"}, env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +66,12 @@ func startProc(t *testing.T) *proc {
 
 func connect(t *testing.T) (*Conn, *proc) {
 	t.Helper()
-	p := startProc(t)
+	return connectTo(t, startProc(t))
+}
+
+// connectTo opens the channel to agent p.
+func connectTo(t *testing.T, p *proc) (*Conn, *proc) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := Start(ctx, p.stdout, p.stdin, func() { p.stdin.Close() })

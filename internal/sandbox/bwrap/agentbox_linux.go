@@ -77,6 +77,7 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 		<-exited
 		reap.Do(func() {
 			if !reaped {
+				b.reaping(cmd.Process.Pid)
 				_ = cmd.Wait()
 			}
 		})

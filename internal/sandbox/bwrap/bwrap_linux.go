@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,11 @@ type Backend struct {
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+
+	// beforeReap, when set, is called with a bwrap process's pid just
+	// before it is reaped, after the last kill of its group (tests; set
+	// while sandboxes Open started may be ending).
+	beforeReap atomic.Pointer[func(pid int)]
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -365,6 +371,7 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 		waitErr = <-waitCh
 	}
 	if !reaped {
+		b.reaping(cmd.Process.Pid)
 		waitErr = cmd.Wait()
 	}
 	status := <-statusCh
@@ -385,6 +392,13 @@ func (b *Backend) run(ctx context.Context, ws, cwd string, env []string, spec he
 		code = 128 + int(syscall.SIGKILL)
 	}
 	return code, timedOut, nil
+}
+
+// reaping calls the beforeReap hook, if any, for bwrap process pid.
+func (b *Backend) reaping(pid int) {
+	if f := b.beforeReap.Load(); f != nil {
+		(*f)(pid)
+	}
 }
 
 // start starts bwrap with the helper, which applies spec (completed here

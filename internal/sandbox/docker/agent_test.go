@@ -292,6 +292,69 @@ func TestAgentReapsOrphans(t *testing.T) {
 	}
 }
 
+// keptLeaderProbe is run by a straggler that escaped a command's group
+// and holds its output, in the container: it waits until the command's
+// leader (pid in /tmp/a) is pid 1's zombie, makes an orphan and waits
+// until pid 1 has reaped it, then writes to /tmp/verdict whether the
+// leader was still kept. Each wait is bounded (10 s).
+const keptLeaderProbe = `
+state() { cut -d' ' -f3 /proc/$1/stat 2>/dev/null; }
+bounded() { i=0; until eval "$1"; do i=$((i+1)); if [ $i -gt 1000 ]; then echo "timed out: $2" > /tmp/verdict; exit; fi; sleep 0.01; done; }
+a=$(cat /tmp/a)
+bounded '[ "$(state $a)" = Z ]' "the leader $a never became a zombie"
+(sh -c 'echo $$ > /tmp/o' &)
+bounded '[ -s /tmp/o ]' "the orphan never started"
+o=$(cat /tmp/o)
+bounded '[ -z "$(state $o)" ]' "the orphan $o was never reaped"
+if [ "$(state $a)" = Z ]; then echo reaped-while-kept; else echo missed; fi > /tmp/verdict
+`
+
+// TestAgentKeepsLeaderWithoutStallingOrphans: inside a container, the
+// agent (pid 1) keeps a command's leader a zombie while a straggler still
+// holds its output (until its group's last kill), and meanwhile still
+// reaps the orphans the kernel hands it. The straggler checks both from
+// inside within the output grace; "missed" means the grace ended first (a
+// very slow machine), and the check is made again.
+func TestAgentKeepsLeaderWithoutStallingOrphans(t *testing.T) {
+	b, _ := open(t, nil)
+	for attempt := 1; ; attempt++ {
+		run(t, b, sandbox.Request{Command: "rm -f /tmp/a /tmp/o /tmp/verdict"})
+		res := run(t, b, sandbox.Request{Argv: []string{"sh", "-c", `echo $$ > /tmp/a; setsid sh -c "$0" & exit 0`, keptLeaderProbe}})
+		if res.ExitCode != 0 {
+			t.Fatalf("probe command: %+v", res)
+		}
+		var verdict string
+		deadline := time.Now().Add(30 * time.Second)
+		for verdict == "" {
+			verdict = strings.TrimSpace(run(t, b, sandbox.Request{Command: "cat /tmp/verdict 2>/dev/null"}).Stdout)
+			if verdict == "" && time.Now().After(deadline) {
+				t.Fatal("the probe wrote no verdict within 30s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if verdict == "missed" && attempt < 3 {
+			t.Logf("attempt %d: the output grace ended before the probe was done; again", attempt)
+			continue
+		}
+		if verdict != "reaped-while-kept" {
+			t.Fatalf("probe: %s; want the orphan reaped while the leader was kept", verdict)
+		}
+		break
+	}
+	// Nothing is left a zombie.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ps := run(t, b, sandbox.Request{Argv: []string{"ps", "-o", "stat,pid,args"}}).Stdout
+		if !strings.Contains("\n"+ps, "\nZ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies left in the container:\n%s", ps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // BenchmarkDockerAgentCarriedLoader is BenchmarkDockerExecAPI with a
 // dynamically linked exechost as the agent, started through its carried
 // loader: the same fork and pipe round trip per command.
