@@ -209,12 +209,14 @@ func parseFailure(err error) error {
 }
 
 // analyze is Analyze without the memo, recording the file-system reads
-// into facts (when not nil).
+// of a successful analysis into facts (when not nil).
 func (z *Analyzer) analyze(text string, env Env, facts *factLog) (out Analysis) {
 	a := newAnalyzer(z, env)
-	a.facts = facts
 	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
+	if facts != nil && err == nil {
+		a.reads.export(facts) // only a successful analysis is remembered
+	}
 	return a.result(err)
 }
 
@@ -238,12 +240,9 @@ type analyzer struct {
 	segs      []Segment
 	canonical string
 	builtins  []Builtin
-	stats     map[string]statResult // lstat results, per analysis
-	follows   map[string]statResult // stat results (following symlinks), per analysis
-	realDirs  map[string]string     // directory → symlink-resolved directory
-	// facts records every file-system read, for the memo (memo.go); nil
-	// records nothing.
-	facts *factLog
+	// reads are its file-system reads: remembered for the analysis, and
+	// recorded for the memo (memo.go).
+	reads readLog
 	// look is the analysis's one poll of the fact cache's watches
 	// (factcache.go).
 	look lazyView
