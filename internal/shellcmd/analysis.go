@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -211,7 +212,9 @@ func parseFailure(err error) error {
 // analyze is Analyze without the memo, recording the file-system reads
 // of a successful analysis into facts (when not nil).
 func (z *Analyzer) analyze(text string, env Env, facts *factLog) (out Analysis) {
-	a := newAnalyzer(z, env)
+	a := analyzers.Get().(*analyzer)
+	*a = analyzer{z: z, env: env, look: z.polled}
+	defer analyzers.Put(a) // after recover: nothing of a outlives the analysis
 	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
 	if facts != nil && err == nil {
@@ -268,6 +271,11 @@ func (a *analyzer) plainAssign(name string) {
 	}
 	a.plain[name] = true
 }
+
+// analyzers hold analyzers for reuse: one is over a kilobyte (its reads'
+// array), and analyze hands out only what it built afresh (segments,
+// builtins, names), so a reset one starts as a new one.
+var analyzers = sync.Pool{New: func() any { return new(analyzer) }}
 
 func newAnalyzer(z *Analyzer, env Env) *analyzer {
 	return &analyzer{z: z, env: env, look: z.polled}

@@ -390,11 +390,28 @@ func (e *memoEntry) paths() []string {
 
 // clone copies a's slices, so that a caller changing its copy cannot
 // change the memo's.
+// The segments' words share one array: a copy costs an allocation per
+// kind of thing, not per segment.
 func (a Analysis) clone() Analysis {
 	a.Segments = slices.Clone(a.Segments)
+	n := 0
+	for _, s := range a.Segments {
+		n += len(s.Argv) + len(s.Via) + len(s.Applied)
+	}
+	words := make([]string, 0, n)
+	// cp copies s into words, nil staying nil; the copy's capacity ends
+	// at its length, so that an append to it never reaches the next.
+	cp := func(s []string) []string {
+		if s == nil {
+			return nil
+		}
+		i := len(words)
+		words = append(words, s...)
+		return words[i:len(words):len(words)]
+	}
 	for i := range a.Segments {
 		s := &a.Segments[i]
-		s.Argv, s.Via, s.Applied = slices.Clone(s.Argv), slices.Clone(s.Via), slices.Clone(s.Applied)
+		s.Argv, s.Via, s.Applied = cp(s.Argv), cp(s.Via), cp(s.Applied)
 	}
 	a.Builtins = slices.Clone(a.Builtins)
 	a.Env = slices.Clone(a.Env)
