@@ -1,6 +1,7 @@
 package shellcmd
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -73,14 +74,32 @@ func declarations(f *syntax.File) {
 // Print prints a parsed tree in its canonical form, the text a human
 // approves and whose hash an approval binds.
 func Print(f *syntax.File) (string, error) {
-	var b strings.Builder
-	p := printers.Get().(*syntax.Printer)
-	err := p.Print(&b, f)
-	printers.Put(p)
-	if err != nil {
+	b := printBufs.Get().(*bytes.Buffer)
+	defer putPrintBuf(b)
+	if err := printInto(b, f); err != nil {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// printInto is Print into b, which it empties first: a caller comparing
+// the text with another needs no string of its own.
+func printInto(b *bytes.Buffer, f *syntax.File) error {
+	b.Reset()
+	p := printers.Get().(*syntax.Printer)
+	err := p.Print(b, f)
+	printers.Put(p)
+	return err
+}
+
+// printBufs hold buffers for printInto, so that a print grows none
+// piecemeal; one grown past a command's usual size is let go.
+var printBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putPrintBuf(b *bytes.Buffer) {
+	if b.Cap() <= 16<<10 {
+		printBufs.Put(b)
+	}
 }
 
 // parsers and printers hold configured ones for reuse: each Parse and
@@ -162,20 +181,22 @@ func canonicalize(src string) (canonForms, error) {
 		return fm, err
 	}
 	fm.raw = raw
-	c, err := Print(raw)
-	if err != nil {
+	b := printBufs.Get().(*bytes.Buffer)
+	defer putPrintBuf(b)
+	if err := printInto(b, raw); err != nil {
 		return fm, fmt.Errorf("print: %w", err)
 	}
-	if c == fm.written {
-		fm.canon, fm.c = raw, c
+	if string(b.Bytes()) == fm.written { // compared without a copy
+		fm.canon, fm.c = raw, fm.written
 		return fm, nil
 	}
+	c := b.String()
 	f, err := Parse(c)
 	fm.parses++
 	if err != nil {
 		return fm, fmt.Errorf("canonical form does not parse: %w", err)
 	}
-	if c2, err := Print(f); err != nil || c2 != c {
+	if err := printInto(b, f); err != nil || string(b.Bytes()) != c {
 		return fm, failf("canonical form is not stable under the parser").hint("simplify the quoting")
 	}
 	fm.canon, fm.c = f, c
@@ -185,7 +206,9 @@ func canonicalize(src string) (canonForms, error) {
 // Hash is the sha256 (hex) of a canonical form: what an approval binds.
 func Hash(canonical string) string {
 	sum := sha256.Sum256([]byte(canonical))
-	return hex.EncodeToString(sum[:])
+	var dst [2 * sha256.Size]byte
+	hex.Encode(dst[:], sum[:])
+	return string(dst[:])
 }
 
 // QuoteArgv returns shell text that runs argv as one simple command of
