@@ -77,7 +77,7 @@ type cachedFact struct {
 }
 
 // factValue is one read's outcome: what the caller gets (fi, real, err)
-// and what the memo's fact log records of it (res, exact).
+// and what the memo records of it (res, exact).
 type factValue struct {
 	fi    os.FileInfo
 	real  string
