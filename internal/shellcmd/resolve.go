@@ -302,9 +302,13 @@ func (a *analyzer) realPath(p string) string {
 		}
 		return r
 	}
-	rd := a.remembered(factKey{opEvalSymlinks, path.Dir(p)}).real
+	dir := path.Dir(p)
+	rd := a.remembered(factKey{opEvalSymlinks, dir}).real
 	if rd == "" {
 		return ""
+	}
+	if rd == dir && path.Clean(p) == p {
+		return p // what the join below gives, without a new string
 	}
 	return filepath.Join(rd, path.Base(p))
 }
