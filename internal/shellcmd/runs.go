@@ -186,7 +186,8 @@ func canonicalize(src string) (canonForms, error) {
 	if err := printInto(b, raw); err != nil {
 		return fm, fmt.Errorf("print: %w", err)
 	}
-	if string(b.Bytes()) == fm.written { // compared without a copy
+	//lint:ignore S1030 string(b.Bytes()) in a comparison makes no copy; b.String() does
+	if string(b.Bytes()) == fm.written {
 		fm.canon, fm.c = raw, fm.written
 		return fm, nil
 	}
@@ -196,6 +197,7 @@ func canonicalize(src string) (canonForms, error) {
 	if err != nil {
 		return fm, fmt.Errorf("canonical form does not parse: %w", err)
 	}
+	//lint:ignore S1030 as above
 	if err := printInto(b, f); err != nil || string(b.Bytes()) != c {
 		return fm, failf("canonical form is not stable under the parser").hint("simplify the quoting")
 	}
