@@ -141,7 +141,7 @@ type factLog struct {
 // scan, and indexed once there are more.
 type readLog struct {
 	list []factRead
-	buf  [12]factRead
+	buf  [16]factRead
 	idx  map[factKey]int // past len(buf) reads
 	// changed says a path read again read differently than at first: the
 	// analysis depended on both, and is not remembered.
