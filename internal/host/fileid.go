@@ -122,7 +122,9 @@ func (e *Engine) fileIDs(p *Prepared) map[string]runner.FileID {
 			rest = append(rest, path)
 		}
 	}
-	maps.Copy(out, runner.IDsOf(rest))
+	if len(rest) > 0 {
+		maps.Copy(out, runner.IDsOf(rest))
+	}
 	return out
 }
 

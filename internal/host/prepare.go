@@ -159,7 +159,9 @@ func (p *Prepared) checkEnv(reqEnv map[string]string) {
 			missing[name] = true
 		}
 	}
-	p.EnvMissing = slices.Sorted(maps.Keys(missing))
+	if len(missing) > 0 {
+		p.EnvMissing = slices.Sorted(maps.Keys(missing))
+	}
 }
 
 // shownEnvValue is how a value appears in prompts, checks and audit

@@ -101,7 +101,6 @@ func (a *Allowlist) Explain(p string) Result {
 	lower := strings.ToLower(cpath)
 	type cand struct {
 		g    glob
-		pos  int
 		fold Fold
 	}
 	var buf [4]cand // most paths match at most a few patterns
@@ -110,13 +109,13 @@ func (a *Allowlist) Explain(p string) Result {
 		if ok, err := doublestar.Match(g.lower, lower); err != nil || !ok {
 			return
 		}
-		cands = append(cands, cand{g: g, pos: g.pos, fold: caseVerdict(g.clean, cpath)})
+		cands = append(cands, cand{g: g, fold: caseVerdict(g.clean, cpath)})
 	}
 	for _, g := range a.exact[lower] {
 		if g.clean == cpath {
 			// A literal pattern spelled as the path: what both
 			// doublestar matches in consider would find, without them.
-			cands = append(cands, cand{g: g, pos: g.pos, fold: Fold{Matched: true}})
+			cands = append(cands, cand{g: g, fold: Fold{Matched: true}})
 			continue
 		}
 		consider(g)
@@ -139,7 +138,7 @@ func (a *Allowlist) Explain(p string) Result {
 	}
 	// Earliest listed first; each candidate is accepted or refused in order.
 	for i := 1; i < len(cands); i++ {
-		for j := i; j > 0 && cands[j].pos < cands[j-1].pos; j-- {
+		for j := i; j > 0 && cands[j].g.pos < cands[j-1].g.pos; j-- {
 			cands[j], cands[j-1] = cands[j-1], cands[j]
 		}
 	}

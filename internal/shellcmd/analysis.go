@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -209,12 +210,16 @@ func parseFailure(err error) error {
 }
 
 // analyze is Analyze without the memo, recording the file-system reads
-// into facts (when not nil).
+// of a successful analysis into facts (when not nil).
 func (z *Analyzer) analyze(text string, env Env, facts *factLog) (out Analysis) {
-	a := newAnalyzer(z, env)
-	a.facts = facts
+	a := analyzers.Get().(*analyzer)
+	*a = analyzer{z: z, env: env, look: z.polled}
+	defer analyzers.Put(a) // after recover: nothing of a outlives the analysis
 	defer a.recover(&out)
 	err := a.text(text, a.initialCwd(), cmdCtx{interp: true}, false, true)
+	if facts != nil && err == nil {
+		a.reads.export(facts) // only a successful analysis is remembered
+	}
 	return a.result(err)
 }
 
@@ -238,12 +243,9 @@ type analyzer struct {
 	segs      []Segment
 	canonical string
 	builtins  []Builtin
-	stats     map[string]statResult // lstat results, per analysis
-	follows   map[string]statResult // stat results (following symlinks), per analysis
-	realDirs  map[string]string     // directory → symlink-resolved directory
-	// facts records every file-system read, for the memo (memo.go); nil
-	// records nothing.
-	facts *factLog
+	// reads are its file-system reads: remembered for the analysis, and
+	// recorded for the memo (memo.go).
+	reads readLog
 	// look is the analysis's one poll of the fact cache's watches
 	// (factcache.go).
 	look lazyView
@@ -269,6 +271,11 @@ func (a *analyzer) plainAssign(name string) {
 	}
 	a.plain[name] = true
 }
+
+// analyzers hold analyzers for reuse: one is over a kilobyte (its reads'
+// array), and analyze hands out only what it built afresh (segments,
+// builtins, names), so a reset one starts as a new one.
+var analyzers = sync.Pool{New: func() any { return new(analyzer) }}
 
 func newAnalyzer(z *Analyzer, env Env) *analyzer {
 	return &analyzer{z: z, env: env, look: z.polled}

@@ -87,13 +87,11 @@ func (z *Analyzer) Analyze(text string, env Env) Analysis {
 			return out
 		}
 	}
-	var facts *factLog
-	if z.memo != nil {
-		facts = newFactLog()
+	if z.memo == nil {
+		return z.analyze(text, env, nil)
 	}
-	out := z.analyze(text, env, facts)
-	if z.memo != nil {
-		z.memo.store(text, env, out, facts)
-	}
+	var facts factLog
+	out := z.analyze(text, env, &facts)
+	z.memo.store(text, env, out, &facts)
 	return out
 }

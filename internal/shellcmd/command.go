@@ -260,26 +260,51 @@ var interpreters = map[string]bool{
 // classify says what kind of program a file name is. Version suffixes
 // (python3.12, perl5.36, tclsh8.6) are ignored for interpreters.
 func classify(base string) programKind {
-	if _, ok := wrappers[base]; ok && !shellBuiltinWrappers[base] {
-		return kindWrapper
-	}
-	if _, ok := privilegeChangers[base]; ok {
-		return kindPrivilege
-	}
-	if carriers[base] != "" {
-		return kindCarrier
-	}
-	if posixShells[base] {
-		return kindPOSIXShell
-	}
-	if otherShells[base] {
-		return kindShell
+	if k, ok := kinds[base]; ok {
+		return k
 	}
 	b := strings.ToLower(base)
 	b = strings.TrimRight(b, "0123456789.")
 	b = strings.TrimSuffix(b, "-")
-	if interpreters[b] {
+	if b != base && interpreters[b] {
 		return kindInterpreter
 	}
 	return kindNone
 }
+
+// kinds is classify's answer for every name the tables list, so that a
+// name costs one lookup: each kind is entered over the ones after it in
+// classify's order (wrappers but the shell's builtin ones, privilege
+// changers, carriers, POSIX shells, other shells, interpreters).
+var kinds = func() map[string]programKind {
+	m := map[string]programKind{}
+	for n, ok := range interpreters {
+		if ok {
+			m[n] = kindInterpreter
+		}
+	}
+	for n, ok := range otherShells {
+		if ok {
+			m[n] = kindShell
+		}
+	}
+	for n, ok := range posixShells {
+		if ok {
+			m[n] = kindPOSIXShell
+		}
+	}
+	for n, why := range carriers {
+		if why != "" {
+			m[n] = kindCarrier
+		}
+	}
+	for n := range privilegeChangers {
+		m[n] = kindPrivilege
+	}
+	for n := range wrappers {
+		if !shellBuiltinWrappers[n] {
+			m[n] = kindWrapper
+		}
+	}
+	return m
+}()

@@ -49,7 +49,7 @@ const (
 //     first), and a path that fschange cannot cover (a relative path, a
 //     network or FUSE file system, no inotify) is read every time.
 //
-// Facts answered from here are recorded in the analysis's fact log like
+// Facts answered from here are recorded in the analysis's reads like
 // any other, so the memo still re-reads them itself before it trusts an
 // analysis without a watch.
 //
@@ -77,7 +77,7 @@ type cachedFact struct {
 }
 
 // factValue is one read's outcome: what the caller gets (fi, real, err)
-// and what the memo's fact log records of it (res, exact).
+// and what the memo records of it (res, exact).
 type factValue struct {
 	fi    os.FileInfo
 	real  string
@@ -92,25 +92,20 @@ func readFact(k factKey) factValue {
 	switch k.op {
 	case opStat:
 		v.fi, v.err = os.Stat(k.path)
-		v.res, v.exact = statFact(v.fi, v.err)
 	case opLstat:
 		v.fi, v.err = os.Lstat(k.path)
-		v.res, v.exact = statFact(v.fi, v.err)
 	case opEvalSymlinks:
 		v.real, v.err = filepath.EvalSymlinks(k.path)
-		v.res, v.exact = factResult{real: v.real}, true
-		if v.err != nil {
-			v.res, v.exact = errFact(v.err)
-		}
 	}
+	v.res, v.exact = resultOf(k.op, v.fi, v.real, v.err)
 	return v
 }
 
 // fact returns k's read, from the cache where a watch vouches for it, and
-// records it in the analysis's fact log.
+// records it in the analysis's reads.
 func (a *analyzer) fact(k factKey) factValue {
 	v := a.z.facts.get(a, k)
-	a.facts.add(k, v.res, v.exact)
+	a.reads.add(factRead{k, v.fi, v.real, v.err}, v.res, v.exact)
 	return v
 }
 

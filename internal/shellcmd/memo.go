@@ -122,35 +122,113 @@ type factResult struct {
 	real  string        // EvalSymlinks' result
 }
 
-// factLog records an analysis's facts, each once (the analyzer's own
-// per-analysis caches make most reads happen once anyway). There are at
-// most maxMemoFacts, so a scan finds a repeated one.
+// factLog is what the memo keeps of an analysis's reads (readLog.export):
+// each fact once, as first read.
 type factLog struct {
 	facts []fact
-	// exact is false once a read could not be recorded exactly (no stat
-	// data, an error without an errno, a relative path, too many facts):
-	// such an analysis is not remembered.
+	// exact is false when a read could not be recorded exactly (no stat
+	// data, an error without an errno, a relative path, too many facts,
+	// a path that read differently twice): such an analysis is not
+	// remembered.
 	exact bool
 }
 
-// newFactLog sizes the log for a typical analysis (a few names, each read
-// in two or three places), so that it is not grown piecemeal.
-func newFactLog() *factLog { return &factLog{facts: make([]fact, 0, 16), exact: true} }
+// readLog is an analysis's file-system reads, the first of each kind
+// and path, in order. It is the analysis's own cache of them (a command
+// looks up the same few paths again and again: analyzer.remembered) and
+// what the memo records of them (export). Most analyses read a dozen
+// paths or so; they are kept in the analyzer's own array, found by a
+// scan, and indexed once there are more.
+type readLog struct {
+	list []factRead
+	buf  [16]factRead
+	idx  map[factKey]int // past len(buf) reads
+	// changed says a path read again read differently than at first: the
+	// analysis depended on both, and is not remembered.
+	changed bool
+}
 
-func (l *factLog) add(k factKey, res factResult, ok bool) {
-	if l == nil || !l.exact {
-		return
+// factRead is one read: what its caller got.
+type factRead struct {
+	factKey
+	fi   os.FileInfo
+	real string
+	err  error
+}
+
+func (l *readLog) find(k factKey) int {
+	if l.idx != nil {
+		if i, ok := l.idx[k]; ok {
+			return i
+		}
+		return -1
 	}
-	if !ok || !strings.HasPrefix(k.path, "/") || len(l.facts) >= maxMemoFacts {
-		l.exact = false
-		return
-	}
-	for _, f := range l.facts {
-		if f.factKey == k {
-			return
+	for i := range l.list {
+		if l.list[i].factKey == k {
+			return i
 		}
 	}
-	l.facts = append(l.facts, fact{k, res})
+	return -1
+}
+
+// add records r unless its path was read the same way before.
+func (l *readLog) add(r factRead, res factResult, exact bool) {
+	if i := l.find(r.factKey); i >= 0 {
+		if first, ok := l.list[i].result(); !ok || !exact || first != res {
+			l.changed = true
+		}
+		return
+	}
+	if l.list == nil {
+		l.list = l.buf[:0]
+	}
+	l.list = append(l.list, r)
+	switch {
+	case l.idx != nil:
+		l.idx[r.factKey] = len(l.list) - 1
+	case len(l.list) > len(l.buf):
+		l.idx = make(map[factKey]int, 2*len(l.list))
+		for i := range l.list {
+			l.idx[l.list[i].factKey] = i
+		}
+	}
+}
+
+// export records the reads in out for the memo, or leaves out.exact
+// false when they cannot all be recorded exactly.
+func (l *readLog) export(out *factLog) {
+	if l.changed || len(l.list) > maxMemoFacts {
+		return
+	}
+	facts := make([]fact, 0, len(l.list))
+	for i := range l.list {
+		r := &l.list[i]
+		res, ok := r.result()
+		if !ok || !strings.HasPrefix(r.path, "/") {
+			return
+		}
+		facts = append(facts, fact{r.factKey, res})
+	}
+	out.facts, out.exact = facts, true
+}
+
+// result is r in the terms the memo compares; false when it cannot be
+// recorded exactly.
+func (r *factRead) result() (factResult, bool) {
+	return resultOf(r.op, r.fi, r.real, r.err)
+}
+
+// resultOf converts a read's outcome (op's os.FileInfo, or resolved
+// path, and error) into a factResult; false when it cannot be recorded
+// exactly.
+func resultOf(op factOp, fi os.FileInfo, real string, err error) (factResult, bool) {
+	if op == opEvalSymlinks {
+		if err != nil {
+			return errFact(err)
+		}
+		return factResult{real: real}, true
+	}
+	return statFact(fi, err)
 }
 
 // statFact converts a stat or lstat outcome; false when it cannot be
@@ -173,7 +251,9 @@ func errFact(err error) (factResult, bool) {
 
 // The analyzer's file-system reads: every stat, lstat and symlink
 // resolution it makes goes through these (and the fact cache,
-// factcache.go), so that the memo knows them all.
+// factcache.go), so that the memo knows them all. These read afresh
+// (through the fact cache); analyzer.remembered answers a path read
+// before in the same analysis with that read.
 
 func (a *analyzer) osStat(p string) (os.FileInfo, error) {
 	v := a.fact(factKey{opStat, p})
@@ -188,6 +268,16 @@ func (a *analyzer) osLstat(p string) (os.FileInfo, error) {
 func (a *analyzer) evalSymlinks(p string) (string, error) {
 	v := a.fact(factKey{opEvalSymlinks, p})
 	return v.real, v.err
+}
+
+// remembered is k's read as first made in this analysis, or a read made
+// now.
+func (a *analyzer) remembered(k factKey) factRead {
+	if i := a.reads.find(k); i >= 0 {
+		return a.reads.list[i]
+	}
+	v := a.fact(k)
+	return factRead{k, v.fi, v.real, v.err}
 }
 
 // read performs the fact's read again.
@@ -300,11 +390,28 @@ func (e *memoEntry) paths() []string {
 
 // clone copies a's slices, so that a caller changing its copy cannot
 // change the memo's.
+// The segments' words share one array: a copy costs an allocation per
+// kind of thing, not per segment.
 func (a Analysis) clone() Analysis {
 	a.Segments = slices.Clone(a.Segments)
+	n := 0
+	for _, s := range a.Segments {
+		n += len(s.Argv) + len(s.Via) + len(s.Applied)
+	}
+	words := make([]string, 0, n)
+	// cp copies s into words, nil staying nil; the copy's capacity ends
+	// at its length, so that an append to it never reaches the next.
+	cp := func(s []string) []string {
+		if s == nil {
+			return nil
+		}
+		i := len(words)
+		words = append(words, s...)
+		return words[i:len(words):len(words)]
+	}
 	for i := range a.Segments {
 		s := &a.Segments[i]
-		s.Argv, s.Via, s.Applied = slices.Clone(s.Argv), slices.Clone(s.Via), slices.Clone(s.Applied)
+		s.Argv, s.Via, s.Applied = cp(s.Argv), cp(s.Via), cp(s.Applied)
 	}
 	a.Builtins = slices.Clone(a.Builtins)
 	a.Env = slices.Clone(a.Env)

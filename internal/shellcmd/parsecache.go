@@ -36,7 +36,7 @@ type textCache struct {
 }
 
 // parseTop parses the request's own text src, derives its canonical form
-// (newlineShortcut or canonicalOf) and validates both, through the cache
+// (canonicalize) and validates both, through the cache
 // (for positional false, the only way a request's text is analysed). A
 // text that parses but fails a check still returns its canonical form with
 // the error, as an analysis reports it.
@@ -51,22 +51,14 @@ func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 			return p, nil
 		}
 	}
-	// written is the text raw was parsed from: src, or src+"\n" where
-	// that is its own canonical form (newlineShortcut).
-	var raw, canon *syntax.File
-	var c string
-	written := src
-	if raw, c = newlineShortcut(src); raw != nil {
-		written, canon = c, raw
-	} else {
-		var err error
-		if raw, err = Parse(src); err != nil {
-			return nil, parseFailure(err)
-		}
-		if canon, c, err = canonicalOf(raw, src); err != nil {
-			return nil, failureOf(err)
-		}
+	fm, err := canonicalize(src)
+	if fm.raw == nil {
+		return nil, parseFailure(err)
 	}
+	if err != nil {
+		return nil, failureOf(err)
+	}
+	raw, written, canon, c := fm.raw, fm.written, fm.canon, fm.c
 	p := &parsedText{canon: canon, canonical: c}
 	if len(c) > maxTextLen {
 		return p, failf("canonical command text longer than %d bytes", maxTextLen)

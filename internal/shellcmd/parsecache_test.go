@@ -8,8 +8,9 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// canonicalSlow is Canonical without canonicalOf's shortcut: the printed
-// text is always parsed and printed again.
+// canonicalSlow is Canonical without canonicalize's shortcuts: the text
+// as given is parsed, and the printed text is always parsed and printed
+// again.
 func canonicalSlow(src string) (string, bool) {
 	f0, err := Parse(src)
 	if err != nil {
@@ -60,9 +61,9 @@ func TestParseCacheGivesTheUncachedAnalysis(t *testing.T) {
 // parse-print-parse-print check on every input.
 func FuzzCanonicalShortcut(f *testing.F) {
 	for _, s := range append(append([]string{}, differentialCorpus...), "echo a\\", "a\n", "cat <<E\nx\nE", "a # b\\",
-		// newlineShortcut's edges: a text that is canonical but for its
-		// final newline, and the texts it leaves to the long way.
-		"echo a", "ls;", "echo $", "a #c\\", "echo 'a", "a &&", "cat <<E\nx\nE\n", "f() { a; }", "a\\\\") {
+		// canonicalize's edges: a text that is canonical but for its
+		// final newline, one that is not, and the texts it parses as given.
+		"echo a", "echo  a", "ls;", "0\\\x00", "a\\\r", "a\r", "a\x00\\", "echo $", "a #c\\", "echo 'a", "a &&", "cat <<E\nx\nE\n", "f() { a; }", "a\\\\") {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -74,38 +75,84 @@ func FuzzCanonicalShortcut(f *testing.F) {
 	})
 }
 
-// TestNewlineShortcut checks which texts are parsed once (newlineShortcut
-// takes them) and that the tree it returns is the canonical text's own
+// TestCanonicalizeParses checks how many parses canonicalize makes (one
+// for a text that is its canonical form but for a final newline, two for
+// any other that parses) and that its trees are the canonical text's own
 // parse, as Canonical derives it the long way.
-func TestNewlineShortcut(t *testing.T) {
-	for src, once := range map[string]bool{
-		"cd /tmp && git status | grep -v x | sort | uniq -c": true,
-		"echo a":        true,
-		"a #c\\":        false, // a final backslash, even in a comment
-		"echo a\n":      false, // already its own canonical form
-		"echo  a":       false, // not canonical
-		"ls;":           false,
-		"echo a\\":      false, // a final backslash: the newline would join lines
-		"cat <<E\nx\nE": false, // here-documents take the long way
-		"echo 'a":       false,
-		"":              false,
+func TestCanonicalizeParses(t *testing.T) {
+	for src, parses := range map[string]int{
+		"cd /tmp && git status | grep -v x | sort | uniq -c": 1,
+		"echo a":          1,
+		"echo a\n":        1, // already its own canonical form
+		"a #c\\":          2, // a final backslash, even in a comment: parsed as given
+		"echo  a":         2, // not canonical: the text, then its canonical form
+		"echo  a\n":       2,
+		"ls;":             2,
+		"echo a\\":        2, // a final backslash: the newline would join lines
+		"cat <<E\nx\nE":   2, // here-documents are parsed as given
+		"cat <<E\nx\nE\n": 1,
+		"echo 'a":         2, // a parse error: reported for the text as given
+		"":                2, // prints as "\n"
 	} {
-		f, c := newlineShortcut(src)
-		if (f != nil) != once {
-			t.Errorf("newlineShortcut(%q) took it: %v, want %v", src, f != nil, once)
-			continue
-		}
-		if f == nil {
-			continue
+		fm, err := canonicalize(src)
+		if fm.parses != parses {
+			t.Errorf("canonicalize(%q) parsed %d times, want %d", src, fm.parses, parses)
 		}
 		want, ok := canonicalSlow(src)
-		if !ok || c != want || c != src+"\n" {
-			t.Errorf("newlineShortcut(%q) = %q; the long way %q (stable %v)", src, c, want, ok)
+		if (err == nil) != ok {
+			t.Errorf("canonicalize(%q): error %v; the long way stable %v", src, err, ok)
+			continue
 		}
-		if p, err := Print(f); err != nil || p != c {
-			t.Errorf("newlineShortcut(%q): tree prints %q, %v; want %q", src, p, err, c)
+		if err != nil {
+			continue
+		}
+		if fm.c != want {
+			t.Errorf("canonicalize(%q) = %q; the long way %q", src, fm.c, want)
+		}
+		if p, err := Print(fm.canon); err != nil || p != fm.c {
+			t.Errorf("canonicalize(%q): canonical tree prints %q, %v; want %q", src, p, err, fm.c)
+		}
+		if p, err := Print(fm.raw); err != nil || p != fm.c {
+			t.Errorf("canonicalize(%q): tree of %q prints %q, %v; want %q", src, fm.written, p, err, fm.c)
+		}
+		if fm.written != src && fm.written != src+"\n" {
+			t.Errorf("canonicalize(%q) parsed %q as the text written", src, fm.written)
 		}
 	}
+}
+
+// agentTexts are commands as agents send them: no final newline, plain
+// spacing or not, pipelines, here-documents.
+var agentTexts = []string{
+	"cd src && git status | head",
+	"ls -la",
+	"grep -rn foo . | head -20",
+	"git diff --stat HEAD~1",
+	"find . -name '*.go' -type f | wc -l",
+	"cat > notes.txt <<'EOF'\nline one\nline two\nEOF",
+	"cd /tmp && ls  -la",
+	"echo \"done\"; date",
+	"git log --oneline -n 5",
+	"sed -n '1,40p' main.go",
+	"python3 -c 'print(1)'",
+	"cd repo;git status",
+}
+
+// BenchmarkCanonicalAgentTexts derives the canonical form of each of
+// agentTexts (one op is the whole dozen) and reports the parses it took.
+func BenchmarkCanonicalAgentTexts(b *testing.B) {
+	parses := 0
+	for b.Loop() {
+		for _, src := range agentTexts {
+			fm, err := canonicalize(src)
+			if err != nil {
+				b.Fatalf("%q: %v", src, err)
+			}
+			parses += fm.parses
+		}
+	}
+	b.ReportMetric(float64(parses)/float64(b.N), "parses/op")
+	b.ReportAllocs()
 }
 
 // FuzzMayDeclare checks that a text mayDeclare rules out has no command

@@ -160,15 +160,8 @@ func (a *analyzer) noteAbsent(dir, name, c string) {
 // statFollow is os.Stat (following symlinks: a search directory's own
 // identity, an executable's own file), remembered for one analysis.
 func (a *analyzer) statFollow(p string) (os.FileInfo, error) {
-	if r, ok := a.follows[p]; ok {
-		return r.fi, r.err
-	}
-	fi, err := a.osStat(p)
-	if a.follows == nil {
-		a.follows = map[string]statResult{}
-	}
-	a.follows[p] = statResult{fi, err}
-	return fi, err
+	r := a.remembered(factKey{opStat, p})
+	return r.fi, r.err
 }
 
 // Bounds of the cross-analysis cache of names known to be absent from
@@ -290,25 +283,13 @@ func (a *analyzer) followed(p string) (os.FileInfo, error) {
 // lstat is os.Lstat, remembered for the duration of one analysis: a
 // command looks up the same few directories again and again.
 func (a *analyzer) lstat(p string) (os.FileInfo, error) {
-	if r, ok := a.stats[p]; ok {
-		return r.fi, r.err
-	}
-	fi, err := a.osLstat(p)
-	if a.stats == nil {
-		a.stats = map[string]statResult{}
-	}
-	a.stats[p] = statResult{fi, err}
-	return fi, err
-}
-
-type statResult struct {
-	fi  os.FileInfo
-	err error
+	r := a.remembered(factKey{opLstat, p})
+	return r.fi, r.err
 }
 
 // realPath resolves every symlink in p ("" when p does not exist). A file
 // that is not itself a symlink only needs its directory resolved, which is
-// remembered per analysis.
+// remembered for the analysis.
 func (a *analyzer) realPath(p string) string {
 	fi, err := a.lstat(p)
 	if err != nil {
@@ -322,16 +303,12 @@ func (a *analyzer) realPath(p string) string {
 		return r
 	}
 	dir := path.Dir(p)
-	rd, ok := a.realDirs[dir]
-	if !ok {
-		rd, _ = a.evalSymlinks(dir)
-		if a.realDirs == nil {
-			a.realDirs = map[string]string{}
-		}
-		a.realDirs[dir] = rd
-	}
+	rd := a.remembered(factKey{opEvalSymlinks, dir}).real
 	if rd == "" {
 		return ""
+	}
+	if rd == dir && path.Clean(p) == p {
+		return p // what the join below gives, without a new string
 	}
 	return filepath.Join(rd, path.Base(p))
 }

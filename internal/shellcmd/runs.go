@@ -1,6 +1,7 @@
 package shellcmd
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -73,14 +74,32 @@ func declarations(f *syntax.File) {
 // Print prints a parsed tree in its canonical form, the text a human
 // approves and whose hash an approval binds.
 func Print(f *syntax.File) (string, error) {
-	var b strings.Builder
-	p := printers.Get().(*syntax.Printer)
-	err := p.Print(&b, f)
-	printers.Put(p)
-	if err != nil {
+	b := printBufs.Get().(*bytes.Buffer)
+	defer putPrintBuf(b)
+	if err := printInto(b, f); err != nil {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// printInto is Print into b, which it empties first: a caller comparing
+// the text with another needs no string of its own.
+func printInto(b *bytes.Buffer, f *syntax.File) error {
+	b.Reset()
+	p := printers.Get().(*syntax.Printer)
+	err := p.Print(b, f)
+	printers.Put(p)
+	return err
+}
+
+// printBufs hold buffers for printInto, so that a print grows none
+// piecemeal; one grown past a command's usual size is let go.
+var printBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putPrintBuf(b *bytes.Buffer) {
+	if b.Cap() <= 16<<10 {
+		printBufs.Put(b)
+	}
 }
 
 // parsers and printers hold configured ones for reuse: each Parse and
@@ -99,75 +118,99 @@ var (
 // canonical text, so the tree the analysis walks and the tree that runs are
 // the same tree, read from the same bytes by the same parser.
 func Canonical(src string) (*syntax.File, string, error) {
-	if f, c := newlineShortcut(src); f != nil {
-		return f, c, nil
-	}
-	f0, err := Parse(src)
+	fm, err := canonicalize(src)
 	if err != nil {
 		return nil, "", err
 	}
-	return canonicalOf(f0, src)
+	return fm.canon, fm.c, nil
 }
 
-// newlineShortcut returns the parse of src+"\n" and that text, when src
-// lacks a final newline and src+"\n" is its own canonical form (it prints
-// to itself), or nil. Print ends every text with a newline, so a text
-// written plainly but without one (what agents send) is otherwise parsed
-// and printed twice by canonicalOf.
+// canonForms are the parses canonicalize derives from a text.
+type canonForms struct {
+	// raw is the parse of written: the text as given, or that text with
+	// a final newline (canonicalize). nil when it does not parse.
+	raw     *syntax.File
+	written string
+	// canon is the parse of the canonical text c, which prints to
+	// itself; raw itself when written is already c.
+	canon *syntax.File
+	c     string
+	// parses counts the parses made, for the tests that hold
+	// canonicalize to as few as it needs.
+	parses int
+}
+
+// canonicalize is Canonical's one derivation, shared by Canonical and the
+// analysis (Analyzer.parseTop), with as few parses as the text needs: one
+// when the text is its own canonical form, but for a final newline, and
+// two otherwise (the text, then its canonical form). An error with a nil
+// raw is the parser's error for src; any other error is a canonical form
+// that does not parse or print stably.
 //
-// The tree returned is parsed from the very bytes it prints to, so it is
-// stable by construction: what the analysis walks is what the interpreter
-// parses from the canonical text. That the canonical text is also the one
-// canonicalOf derives from src (the same hash for the same command) rests
-// on a newline at the end of input delimiting exactly as the end of input
-// does, outside a quote (an open one fails both parses), a here-document
-// and a trailing backslash (where it joins lines): those texts take the
-// long way. FuzzCanonicalShortcut compares the two on every input.
-func newlineShortcut(src string) (*syntax.File, string) {
-	n := len(src)
-	if n == 0 || src[n-1] == '\n' || src[n-1] == '\\' || strings.Contains(src, "<<") {
-		return nil, ""
+// Print ends every text with a newline, so a text written without one
+// (what agents send) is parsed as src+"\n": that text is the canonical
+// form when it prints to itself, and then its parse is the canonical
+// tree, parsed from the very bytes it prints to. That the canonical form
+// so derived is the one derived from src (the same hash for the same
+// command) rests on a newline at the end of input delimiting exactly as
+// the end of input does, outside a quote (an open one fails both
+// parses), a here-document, a trailing backslash (where it joins lines)
+// and the bytes the parser drops or joins with a newline (NUL and CR: a
+// backslash followed by either would join lines too): those texts are
+// parsed as given. FuzzCanonicalShortcut compares
+// canonicalize with the full parse-print-parse-print on every input.
+//
+// When written prints to itself it is the canonical form and raw is its
+// parse: Parse and Print are deterministic, so parsing it again would
+// give the same tree and the same text.
+func canonicalize(src string) (canonForms, error) {
+	fm := canonForms{written: src}
+	if n := len(src); n > 0 && src[n-1] != '\n' && src[n-1] != '\\' && !strings.Contains(src, "<<") && !strings.ContainsAny(src, "\x00\r") {
+		fm.written = src + "\n"
 	}
-	c := src + "\n"
+	raw, err := Parse(fm.written)
+	fm.parses++
+	if err != nil && fm.written != src {
+		// The parser's error for the text as given, as the long way
+		// reports it.
+		fm.written = src
+		raw, err = Parse(src)
+		fm.parses++
+	}
+	if err != nil {
+		return fm, err
+	}
+	fm.raw = raw
+	b := printBufs.Get().(*bytes.Buffer)
+	defer putPrintBuf(b)
+	if err := printInto(b, raw); err != nil {
+		return fm, fmt.Errorf("print: %w", err)
+	}
+	//lint:ignore S1030 string(b.Bytes()) in a comparison makes no copy; b.String() does
+	if string(b.Bytes()) == fm.written {
+		fm.canon, fm.c = raw, fm.written
+		return fm, nil
+	}
+	c := b.String()
 	f, err := Parse(c)
+	fm.parses++
 	if err != nil {
-		return nil, ""
+		return fm, fmt.Errorf("canonical form does not parse: %w", err)
 	}
-	if p, err := Print(f); err != nil || p != c {
-		return nil, ""
+	//lint:ignore S1030 as above
+	if err := printInto(b, f); err != nil || string(b.Bytes()) != c {
+		return fm, failf("canonical form is not stable under the parser").hint("simplify the quoting")
 	}
-	return f, c
-}
-
-// canonicalOf is Canonical for a tree f0 already parsed from src (by
-// Parse). When src is its own canonical form (the common case: text
-// printed by this package, or written plainly) the parse of the canonical
-// text is the parse of src, f0 itself, so it is neither parsed nor printed
-// again: Parse and Print are deterministic, and f0 printed to src once.
-// f0 is not modified; the returned tree may be f0.
-func canonicalOf(f0 *syntax.File, src string) (*syntax.File, string, error) {
-	c, err := Print(f0)
-	if err != nil {
-		return nil, "", fmt.Errorf("print: %w", err)
-	}
-	if c == src {
-		return f0, c, nil
-	}
-	f, err := Parse(c)
-	if err != nil {
-		return nil, "", fmt.Errorf("canonical form does not parse: %w", err)
-	}
-	c2, err := Print(f)
-	if err != nil || c2 != c {
-		return nil, "", failf("canonical form is not stable under the parser").hint("simplify the quoting")
-	}
-	return f, c, nil
+	fm.canon, fm.c = f, c
+	return fm, nil
 }
 
 // Hash is the sha256 (hex) of a canonical form: what an approval binds.
 func Hash(canonical string) string {
 	sum := sha256.Sum256([]byte(canonical))
-	return hex.EncodeToString(sum[:])
+	var dst [2 * sha256.Size]byte
+	hex.Encode(dst[:], sum[:])
+	return string(dst[:])
 }
 
 // QuoteArgv returns shell text that runs argv as one simple command of

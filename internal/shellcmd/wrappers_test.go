@@ -1,6 +1,9 @@
 package shellcmd
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestWrappersAreLookedThrough(t *testing.T) {
 	runOK(t, []okCase{
@@ -156,4 +159,54 @@ func TestPrivilegeChangers(t *testing.T) {
 		{"run0 --setenv=A=1 mytool", "sets environment variables"},
 		{"xargs sudo", "run time"},
 	})
+}
+
+// TestClassifyByTable checks classify's one-lookup table against the
+// tables themselves, in classify's order, for every name they list and
+// its versioned, upper-cased and unknown variants.
+func TestClassifyByTable(t *testing.T) {
+	byTables := func(base string) programKind {
+		if _, ok := wrappers[base]; ok && !shellBuiltinWrappers[base] {
+			return kindWrapper
+		}
+		if _, ok := privilegeChangers[base]; ok {
+			return kindPrivilege
+		}
+		if carriers[base] != "" {
+			return kindCarrier
+		}
+		if posixShells[base] {
+			return kindPOSIXShell
+		}
+		if otherShells[base] {
+			return kindShell
+		}
+		b := strings.TrimSuffix(strings.TrimRight(strings.ToLower(base), "0123456789."), "-")
+		if interpreters[b] {
+			return kindInterpreter
+		}
+		return kindNone
+	}
+	var names []string
+	for n := range wrappers {
+		names = append(names, n)
+	}
+	for n := range privilegeChangers {
+		names = append(names, n)
+	}
+	for n := range carriers {
+		names = append(names, n)
+	}
+	for _, m := range []map[string]bool{posixShells, otherShells, interpreters, shellBuiltinWrappers} {
+		for n := range m {
+			names = append(names, n)
+		}
+	}
+	for _, n := range append(names, "git", "ls", "", "-", "3", "x.1") {
+		for _, v := range []string{n, n + "3", n + "3.12", n + "-2", strings.ToUpper(n), n + "x"} {
+			if got, want := classify(v), byTables(v); got != want {
+				t.Errorf("classify(%q) = %v, the tables say %v", v, got, want)
+			}
+		}
+	}
 }
