@@ -111,8 +111,16 @@ func Redact(groups []string, a slog.Attr) slog.Attr {
 // naming a secret, an = or :, optional quotes and auth scheme, then the
 // value (group 2).
 var inlineSecret = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?i)([\w-]*(?:token|secret|password|passwd|hmac|authorization|joinkey|join_key|join-key|apikey|api_key|cookie|credential)[\w-]*"?\s*[:=]\s*"?(?:(?:bearer|basic|token)\s+)?)(\[redacted\]|[^\s"'&,;}\]]+)`)
+	words := make([]string, len(inlineWords))
+	for i, w := range inlineWords {
+		words[i] = regexp.QuoteMeta(w)
+	}
+	return regexp.MustCompile(`(?i)([\w-]*(?:` + strings.Join(words, "|") + `)[\w-]*"?\s*[:=]\s*"?(?:(?:bearer|basic|token)\s+)?)(\[redacted\]|[^\s"'&,;}\]]+)`)
 })
+
+// inlineWords are the words inlineSecret takes for naming a secret; they
+// are also what scrub's fast path looks for (with bearer's "bearer").
+var inlineWords = []string{"token", "secret", "password", "passwd", "hmac", "authorization", "joinkey", "join_key", "join-key", "apikey", "api_key", "cookie", "credential"}
 
 // bearer matches an auth scheme followed by a credential.
 var bearer = sync.OnceValue(func() *regexp.Regexp {
@@ -134,22 +142,22 @@ func scrubAlways(s string) (string, bool) {
 	return out, out != s
 }
 
-// secretWords are, in lower case, a part of every word inlineSecret and
-// bearer need. An ASCII string with none of them matches neither, so scrub
-// skips the two patterns for it: most attributes of most lines (the
-// patterns cost as much as a node's signature check per connect). Other
-// strings take the patterns, whose case folding also matches non-ASCII
-// letters (the Kelvin sign folds to k).
-var secretWords = []string{"token", "secret", "passw", "hmac", "authorization", "join", "api", "cookie", "credential", "bearer"}
-
-// mayHoldSecret reports whether s could match inlineSecret or bearer.
+// mayHoldSecret reports whether s could match inlineSecret or bearer. An
+// ASCII string with none of inlineWords and no "bearer" matches neither,
+// so scrub skips the two patterns for it: most attributes of most lines
+// (the patterns cost as much as a node's signature check per connect).
+// Other strings take the patterns, whose case folding also matches
+// non-ASCII letters (the Kelvin sign folds to k).
 func mayHoldSecret(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return true
 		}
 	}
-	for _, w := range secretWords {
+	if containsLowerASCII(s, "bearer") {
+		return true
+	}
+	for _, w := range inlineWords {
 		if containsLowerASCII(s, w) {
 			return true
 		}
@@ -162,7 +170,7 @@ func mayHoldSecret(s string) bool {
 func containsLowerASCII(s, w string) bool {
 	for i := 0; i+len(w) <= len(s); i++ {
 		j := 0
-		for j < len(w) && s[i+j]|0x20 == w[j] {
+		for j < len(w) && lowerASCII(s[i+j]) == w[j] {
 			j++
 		}
 		if j == len(w) {
@@ -170,4 +178,11 @@ func containsLowerASCII(s, w string) bool {
 		}
 	}
 	return false
+}
+
+func lowerASCII(b byte) byte {
+	if 'A' <= b && b <= 'Z' {
+		return b + 'a' - 'A'
+	}
+	return b
 }

@@ -142,6 +142,9 @@ func FuzzScrub(f *testing.F) {
 	f.Add("nothing here")
 	f.Add("TOKEN=abc ſecret: x") // Kelvin sign and long s fold to k and s
 	f.Add("x-Api_Key: y; BEARER z")
+	for _, w := range inlineWords {
+		f.Add(strings.ToUpper(w) + "=v1 and " + w + `":"v2"`)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		out, changed := scrub(s)
 		// The fast path changes nothing: what it skips, the patterns leave.
