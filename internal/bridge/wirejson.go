@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"reflect"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
@@ -32,6 +34,9 @@ func Unmarshal(data []byte, v any) error { return jsonv1.Unmarshal(data, v) }
 // bad tags, no exported field): TestWireTypesDecode tries every struct
 // type of this package, so UnmarshalOwn is only for those.
 func UnmarshalOwn(data []byte, v any) error { return jsonv2.Unmarshal(data, v, wireDecode) }
+
+// ownPkg is this package's path: the types UnmarshalOwn is for.
+var ownPkg = reflect.TypeFor[Frame]().PkgPath()
 
 // wireDecode is v1's defaults but for its legacy errors.
 var wireDecode = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
