@@ -34,7 +34,7 @@ func scanConflict(recs []nodeRecord, self, name string) (id string, byName, foun
 
 // TestNameIndexMatchesScan: the index gives the scan's answer on random
 // registries full of clashes (shared names, ids and fingerprints with
-// common prefixes, duplicate records), after pairings, removals and a
+// common prefixes, an id paired again), after pairings, removals and a
 // node's own renames on connect.
 func TestNameIndexMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -52,7 +52,7 @@ func TestNameIndexMatchesScan(t *testing.T) {
 		fps = append(fps, nodekey.Fingerprint(pub))
 		id := fmt.Sprintf("abc%d%x", rng.IntN(3), rng.Uint64())
 		if rng.IntN(5) == 0 {
-			id = "abc1234" // several records may share an id
+			id = "abc1234" // pairing again under an id that was paired before
 		}
 		return nodeRecord{NodeID: id, DisplayName: names[rng.IntN(len(names))], PublicKey: nodekey.EncodePublicKey(pub)}
 	}

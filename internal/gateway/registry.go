@@ -89,15 +89,16 @@ func openRegistry(stateDir string) (*registry, error) {
 			return nil, hint.Wrap(fmt.Errorf("read node registry %s: %w", r.path, err), "fix or remove it; removing unpairs every node")
 		}
 	}
-	r.install(d)
+	r.install(d, newNameIndex(d.Nodes))
 	return r, nil
 }
 
-// install makes d the registry's data and indexes it; the caller holds mu
-// (or is the constructor).
-func (r *registry) install(d registryData) {
+// install makes d the registry's data and indexes it, names being d's
+// name index (built before, outside mu); the caller holds mu (or is the
+// constructor).
+func (r *registry) install(d registryData, names *nameIndex) {
 	r.data = d
-	r.names = newNameIndex(d.Nodes)
+	r.names = names
 	r.byID = make(map[string]*nodeRecord, len(d.Nodes))
 	for _, n := range d.Nodes {
 		if _, dup := r.byID[n.NodeID]; !dup {
@@ -135,8 +136,9 @@ func (r *registry) update(change func(d *registryData) (changed bool, err error)
 	if err := r.write(&next); err != nil {
 		return err
 	}
+	names := newNameIndex(next.Nodes) // not under mu: readers wait for nothing
 	r.mu.Lock()
-	r.install(next)
+	r.install(next, names)
 	r.mu.Unlock()
 	return nil
 }

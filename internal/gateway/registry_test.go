@@ -214,9 +214,10 @@ func TestRegistryConcurrentWritersLoseNothing(t *testing.T) {
 }
 
 // TestRegistryReconnectCostDoesNotGrow: the checks a connect makes on a
-// paired node (bindKey, get, touch) must not copy or scan the whole
-// registry, or a storm of n reconnecting nodes costs n² (as it did when
-// bindKey copied the registry on every connect). Counted in allocations,
+// paired node (bindKey, get, touch, the display-name check) must not copy
+// or scan the whole registry, or a storm of n reconnecting nodes costs n²
+// (as it did when bindKey copied the registry on every connect, and when
+// the name check fingerprinted every node). Counted in allocations,
 // which do not depend on the machine's speed.
 func TestRegistryReconnectCostDoesNotGrow(t *testing.T) {
 	allocs := func(n int) float64 {
@@ -228,7 +229,7 @@ func TestRegistryReconnectCostDoesNotGrow(t *testing.T) {
 		for i := range n {
 			d.Nodes = append(d.Nodes, &nodeRecord{NodeID: fmt.Sprintf("node-%d", i), TokenHash: "h", PublicKey: "pub"})
 		}
-		r.install(d)
+		r.install(d, newNameIndex(d.Nodes))
 		id := fmt.Sprintf("node-%d", n/2)
 		return testing.AllocsPerRun(20, func() {
 			if bound, err := r.bindKey(id, "h", "pub"); err != nil || bound {
@@ -238,6 +239,9 @@ func TestRegistryReconnectCostDoesNotGrow(t *testing.T) {
 				t.Fatal("get found nothing")
 			}
 			r.touch(id, func(rec *nodeRecord) { rec.LastSeen++ })
+			if _, _, found := r.nameConflict(id, "build-box", "buildbox"); found {
+				t.Fatal("nameConflict found a clash in a registry without names")
+			}
 		})
 	}
 	small, large := allocs(10), allocs(5000)
@@ -248,7 +252,8 @@ func TestRegistryReconnectCostDoesNotGrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.install(registryData{Version: 1, Nodes: []*nodeRecord{{NodeID: "a", TokenHash: "h", PublicKey: "pub"}}})
+	d := registryData{Version: 1, Nodes: []*nodeRecord{{NodeID: "a", TokenHash: "h", PublicKey: "pub"}}}
+	r.install(d, newNameIndex(d.Nodes))
 	if _, err := r.bindKey("a", "h", "other"); err == nil {
 		t.Error("bindKey accepted a different key for a bound node")
 	}

@@ -181,7 +181,7 @@ func (g *Gateway) execute(ctx context.Context, t boundTarget, x *execution) (bri
 // event of the run's session here. label names the execution host; r, when
 // known, learns that its end was reported.
 func (g *Gateway) lifecycle(key session.Key, r *run, label string, ev bridge.ExecEvent) {
-	var text string
+	var text, tail string // tail: only a finished event keeps one
 	switch ev.Kind {
 	case bridge.EventExecStarted:
 		text = session.StartedText(label, ev.RunID)
@@ -191,6 +191,9 @@ func (g *Gateway) lifecycle(key session.Key, r *run, label string, ev bridge.Exe
 			code = *ev.ExitCode
 		}
 		text = session.FinishedText(label, ev.RunID, code, ev.Tail)
+		if strings.HasSuffix(text, ev.Tail) {
+			tail = text[len(text)-len(ev.Tail):] // the same bytes as Text's end, not a second copy
+		}
 	case bridge.EventExecDenied:
 		text = session.DeniedText(label, ev.RunID, ev.Reason)
 	case bridge.EventExecFailed:
@@ -200,10 +203,6 @@ func (g *Gateway) lifecycle(key session.Key, r *run, label string, ev bridge.Exe
 	}
 	if r != nil && ev.Kind != bridge.EventExecStarted {
 		r.ended.Store(true)
-	}
-	tail := ev.Tail
-	if strings.HasSuffix(text, tail) {
-		tail = text[len(text)-len(tail):] // the same bytes as Text's end, not a second copy
 	}
 	if g.sessions.Enqueue(key, bridge.SystemEvent{Text: text, Kind: ev.Kind, RunID: ev.RunID, NodeID: label, Tail: tail}) > 0 {
 		g.opts.Metrics.EventQueueDrop()
