@@ -211,7 +211,7 @@ func (b *Builder) Base(c *Confinement, abi int) (*BaseLayer, error) {
 	}
 	return &BaseLayer{
 		file:      os.NewFile(uintptr(l.fd), "landlock-ruleset"),
-		protected: c.Protected, key: c.baseKey(abi), abi: abi,
+		protected: c.Protected, key: baseKey(c.Protected, cfg.HandledAccessFS), abi: abi,
 	}, nil
 }
 

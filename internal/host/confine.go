@@ -90,7 +90,7 @@ func (e *Engine) kernelABI() int {
 // all and c says warn: the warning is in the run's description, not on
 // its stderr); otherwise the interpreter applies c itself (its plan) and
 // the runner confines anything else (runner.Spec.Confine: in-thread or
-// through the launcher, as confine.Confinement.InThread decides). It
+// through the launcher, as runner.StartOf decides). It
 // refuses a run the kernel cannot confine when c says deny.
 func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *confine.Confinement, enforce bool, err error) {
 	if e.noConfine || !c.Active() {

@@ -97,12 +97,15 @@ func wrapLauncher(c *confine.Confinement, argv []string, pin *pinned, base *conf
 	if err != nil {
 		return nil, startFailed(argv[0], err)
 	}
-	own := *c
-	run := &own
+	var run *confine.Confinement
 	if base != nil {
+		// Hand returns a copy of c naming the base layer.
 		if run, err = base.Hand(c, BaseFD); err != nil {
 			return nil, fmt.Errorf("%w: %w", errConfine, err)
 		}
+	} else {
+		own := *c // a copy: pin changes its Exec
+		run = &own
 	}
 	if pin != nil {
 		run.Exec, pin.path = pin.path, "" // the launcher starts first, by its own path
