@@ -274,8 +274,8 @@ func (s *server) reapPass() {
 		}
 	}
 	s.mu.Unlock()
-	// The oldest zombie child first (waitid without reaping): one that is
-	// not a kept leader is reaped, and the next one looked at.
+	// The first zombie child waitid reports (without reaping it): one that
+	// is not a kept leader is reaped, and the next one looked at.
 	var front int
 	for {
 		pid, err := waitidPid(unix.P_ALL, 0)
@@ -363,9 +363,7 @@ func (s *server) finish(id uint64, pid int, l *leader) syscall.WaitStatus {
 			break
 		}
 	}
-	if s.leaders[pid] == l {
-		delete(s.leaders, pid)
-	}
+	delete(s.leaders, pid) // still l's: its zombie held the pid until the Wait4 above
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
