@@ -345,10 +345,10 @@ func sigchld(info *unix.Siginfo) (pid, status int32) {
 	return *(*int32)(p), *(*int32)(unsafe.Add(p, 8))
 }
 
-// finish ends command id whose leader pid (kept as l) has exited and whose
+// finish ends command id whose leader pid has exited (kept in s.leaders) and whose
 // group has had its last kill: it is forgotten by killAll first, then
 // reaped, and its wait status returned.
-func (s *server) finish(id uint64, pid int, l *leader) syscall.WaitStatus {
+func (s *server) finish(id uint64, pid int) syscall.WaitStatus {
 	s.mu.Lock()
 	delete(s.running, id)
 	s.mu.Unlock()
@@ -358,12 +358,12 @@ func (s *server) finish(id uint64, pid int, l *leader) syscall.WaitStatus {
 	var ws syscall.WaitStatus
 	s.mu.Lock()
 	for {
-		// It has exited (l.exited is closed): this does not block.
+		// It has exited (its leader's exited is closed): this does not block.
 		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
 			break
 		}
 	}
-	delete(s.leaders, pid) // still l's: its zombie held the pid until the Wait4 above
+	delete(s.leaders, pid) // still this command's: its zombie held the pid until the Wait4 above
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -504,7 +504,7 @@ func (s *server) run(req request) reply {
 		errR.Close()
 		drain(copied, s.grace)
 	}
-	ws := s.finish(req.ID, pid, l)
+	ws := s.finish(req.ID, pid)
 	stdout, stderr, truncated := capture.Result()
 	rep := reply{Stdout: []byte(stdout), Stderr: []byte(stderr), Truncated: truncated, Tail: []byte(capture.Tail())}
 	switch {
