@@ -121,13 +121,7 @@ func run(t *testing.T, dir string, args ...string) result {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitLong, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testproc.Poll(t, waitLong, what, cond)
 }
 
 // newStateDir returns a fresh 0700 state directory.

@@ -94,13 +94,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 func waitWithin(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testproc.Poll(t, limit, what, cond)
 }
 
 // writeFile writes data 0600 through a rename (a new inode).

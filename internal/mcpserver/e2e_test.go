@@ -107,13 +107,7 @@ func (p *proc) stop(sig syscall.Signal) {
 // waitFor polls cond until it holds or waitLong passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", waitLong, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testproc.Poll(t, waitLong, what, cond)
 }
 
 func stateDir(t *testing.T, name string) string {

@@ -47,3 +47,18 @@ func WaitGroup(tb testing.TB, wg *sync.WaitGroup, what string) {
 		tb.Fatalf("%s: not done after %s", what, WaitLimit)
 	}
 }
+
+// Poll checks cond every few milliseconds until it holds, failing tb
+// (naming what it waited for) when it does not within limit: for state
+// with nothing to wait on (a process table, a file, a server's view).
+// The limit stops a hung test; it is not a timing assertion.
+func Poll(tb testing.TB, limit time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

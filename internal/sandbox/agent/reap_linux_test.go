@@ -18,6 +18,7 @@ import (
 
 	"github.com/exechost/exechost/internal/reexec"
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // reapHelperFlag starts this test binary as an agent that, like a
@@ -176,16 +177,10 @@ func (a *reapAgent) zombies() []int {
 	return out
 }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
+// waitFor polls cond until it holds, failing the test after 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 30s waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testproc.Poll(t, 30*time.Second, what, cond)
 }
 
 // TestLeaderKeptUntilLastKill: the agent reaps a command's leader only

@@ -10,6 +10,7 @@ import (
 
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // The tests run against the real single-node cluster that
@@ -61,11 +62,5 @@ func ownedPods(t *testing.T, b *Backend) []corev1.Pod {
 // event to wait on here) until it holds, failing after a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after a minute waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testproc.Poll(t, time.Minute, what, cond)
 }
