@@ -50,13 +50,16 @@ func probedLauncher(t *testing.T, b *Builder, c *Confinement, root string, dirs 
 }
 
 // launchHanded runs argv in dir through a real launcher (this test binary
-// re-executed) confined to c, with handed (when not nil) at descriptor 4,
+// re-executed) confined to c (argv as it is when c is nil: the control),
+// with handed (when not nil) at descriptor 4,
 // which c.Base may name, and returns its combined output and error.
 func launchHanded(t *testing.T, c *Confinement, handed *os.File, dir string, argv ...string) (string, error) {
 	t.Helper()
-	argv, err := Wrap(c, argv)
-	if err != nil {
-		t.Fatal(err)
+	if c != nil {
+		var err error
+		if argv, err = Wrap(c, argv); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir

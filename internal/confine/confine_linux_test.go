@@ -54,16 +54,7 @@ func newLayoutIn(t testing.TB, root string) layout {
 // in dir and returns its combined output and error.
 func runWrapped(t *testing.T, c *Confinement, dir string, argv ...string) (string, error) {
 	t.Helper()
-	if c != nil {
-		var err error
-		if argv, err = Wrap(c, argv); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return launchHanded(t, c, nil, dir, argv...)
 }
 
 // TestLauncherConfines runs one shell script through the launcher that
