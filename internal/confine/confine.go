@@ -115,6 +115,20 @@ type Confinement struct {
 	Protected []string `json:"protected,omitempty"`
 	// Network is the network the run may use; "" is NetworkAll.
 	Network Network `json:"network,omitempty"`
+	// Hidden are paths the run cannot see at all: the default hidden set
+	// of secrets plus confine.hidden, less confine.readable (the host
+	// computes the list). The jail's view leaves them out; Landlock alone
+	// refuses every access beneath them, as for Protected.
+	Hidden []string `json:"hidden,omitempty"`
+	// ReadOnly are persistence paths that stay read-only (contents and
+	// metadata) even inside a writable root: .git/hooks, .git/config,
+	// shell start-up files, authorized_keys, autostart entries, less what
+	// the policy opens deliberately.
+	ReadOnly []string `json:"readOnly,omitempty"`
+	// Sockets are the named unix sockets (confine.sockets) a run may still
+	// reach; every other socket directory ($XDG_RUNTIME_DIR, /run,
+	// /var/run, /tmp/.X11-unix, /tmp/tmux-*, …) is absent from its view.
+	Sockets []string `json:"sockets,omitempty"`
 	// Unsupported is what happens on a kernel that cannot enforce this;
 	// "" is UnsupportedDeny.
 	Unsupported Unsupported `json:"unsupported,omitempty"`
