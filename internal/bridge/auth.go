@@ -58,29 +58,35 @@ type ClientAuth struct {
 // signed strings of the handshake, so a signature made for one is never
 // valid as another (nor in OpenClaw's protocol).
 const (
-	ClientAuthVersion  = "exechost-client-v1"
-	NodeAuthVersion    = "exechost-node-v2"
-	GatewayAuthVersion = "exechost-gateway-v1"
+	ClientAuthVersion  = "exechost-client-v2"
+	NodeAuthVersion    = "exechost-node-v3"
+	GatewayAuthVersion = "exechost-gateway-v2"
 )
 
 // ClientAuthPayload is what a client's proof covers:
 //
-//	exechost-client-v1|<gatewayKey>|<nonce>|<clientNonce>|<role>|<kind>|<ref>
+//	exechost-client-v2|<gatewayKey>|<nonce>|<clientNonce>|<channel>|<role>|<kind>|<ref>
 //
 // The gateway's key binds the proof to one gateway (a squatter showing
-// its own key gets a proof no real gateway accepts) and the nonce to one
-// connection. No field can contain "|": keys and nonces are base64url or
-// hex, roles and kinds fixed words, refs checked by the gateway.
-func ClientAuthPayload(gatewayKey, nonce, clientNonce, role, kind, ref string) string {
-	return strings.Join([]string{ClientAuthVersion, gatewayKey, nonce, clientNonce, role, kind, ref}, "|")
+// its own key gets a proof no real gateway accepts), the nonce to one
+// connection and channel (Transcript.Binding: both ends' channel keys)
+// to the keys that protect every later frame, so a relayed proof is
+// useless on any other channel. No field can contain "|": keys and nonces
+// are base64url or hex, roles and kinds fixed words, refs checked by the
+// gateway.
+func ClientAuthPayload(gatewayKey, nonce, clientNonce, channel, role, kind, ref string) string {
+	return strings.Join([]string{ClientAuthVersion, gatewayKey, nonce, clientNonce, channel, role, kind, ref}, "|")
 }
 
 // GatewayAuthPayload is what the gateway signs in a successful connect
 // result, proving it holds the key the challenge showed:
 //
-//	exechost-gateway-v1|<gatewayKey>|<nonce>|<clientNonce>|<role>|<status>
-func GatewayAuthPayload(gatewayKey, nonce, clientNonce, role, status string) string {
-	return strings.Join([]string{GatewayAuthVersion, gatewayKey, nonce, clientNonce, role, status}, "|")
+//	exechost-gateway-v2|<gatewayKey>|<nonce>|<clientNonce>|<channel>|<role>|<status>
+//
+// channel (Transcript.Binding) tells the client the gateway itself chose
+// the channel key of the challenge and saw the client's.
+func GatewayAuthPayload(gatewayKey, nonce, clientNonce, channel, role, status string) string {
+	return strings.Join([]string{GatewayAuthVersion, gatewayKey, nonce, clientNonce, channel, role, status}, "|")
 }
 
 // SecretRef names a secret without revealing it: the first 16 hex digits

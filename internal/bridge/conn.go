@@ -89,6 +89,11 @@ type Options struct {
 	Credential CredentialSigner
 	// GatewayKey, for Dial, pins the gateway's key (ClientAuth.GatewayKey).
 	GatewayKey string
+	// Channel seals every frame sent and opens every frame received (see
+	// channel.go); Dial sets it from the handshake, the gateway from its
+	// side of it. Nil sends and reads plain JSON text frames: only for a
+	// protocol without the channel (OpenClaw's) and tests of raw frames.
+	Channel *Channel
 }
 
 // Conn is one established bridge connection. Calls, events and responses may
@@ -116,7 +121,11 @@ type Conn struct {
 // NewConn wraps an open WebSocket (after the connect handshake) and starts
 // its read loop and keepalive.
 func NewConn(ws *websocket.Conn, opts Options) *Conn {
-	ws.SetReadLimit(MaxFrame)
+	limit := int64(MaxFrame)
+	if opts.Channel != nil {
+		limit += SealOverhead
+	}
+	ws.SetReadLimit(limit)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
 		ws:       ws,
@@ -264,12 +273,22 @@ func (c *Conn) write(ctx context.Context, f Frame) error {
 		return c.err
 	default:
 	}
+	if c.opts.Channel != nil {
+		return c.opts.Channel.writeSealed(c.ctx, c.ws, f)
+	}
 	return WriteFrame(c.ctx, c.ws, f)
 }
 
 func (c *Conn) readLoop() {
 	for {
-		data, err := readMessage(c.ctx, c.ws)
+		data, sealed, err := readMessage(c.ctx, c.ws, c.opts.Channel)
+		if err == nil && c.opts.Channel != nil && !sealed {
+			err = fmt.Errorf("%w: an unsealed frame on a sealed channel", ErrChannel)
+		}
+		if errors.Is(err, ErrChannel) {
+			c.refuseFrame(err)
+			return
+		}
 		if err != nil {
 			if why := c.localReason.Load(); why != nil {
 				err = *why
@@ -287,14 +306,7 @@ func (c *Conn) readLoop() {
 			f, err = DecodeFrame(data)
 		}
 		if err != nil {
-			// A peer that sends garbage is broken or hostile: say why
-			// and hang up rather than guess.
-			c.shutdown(fmt.Errorf("%w: peer sent a bad frame: %v", ErrClosed, err), false)
-			go func() {
-				_ = c.ws.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
-				c.cancel()
-				c.ws.CloseNow()
-			}()
+			c.refuseFrame(err)
 			return
 		}
 		switch f.Type {
@@ -323,6 +335,18 @@ func (c *Conn) readLoop() {
 			}
 		}
 	}
+}
+
+// refuseFrame hangs up on a peer that sent a bad frame (or one that fails
+// the channel's authentication): it is broken or hostile, so say why and
+// hang up rather than guess.
+func (c *Conn) refuseFrame(err error) {
+	c.shutdown(fmt.Errorf("%w: peer sent a bad frame: %w", ErrClosed, err), false)
+	go func() {
+		_ = c.ws.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
+		c.cancel()
+		c.ws.CloseNow()
+	}()
 }
 
 // pendingCall is a Call waiting for its response.
@@ -561,11 +585,14 @@ func WriteFrame(ctx context.Context, ws *websocket.Conn, f Frame) error {
 // io.ReadAll grows from 512 bytes by doubling, which for a 100 KB result
 // allocates and copies the frame about twice over, on every hop. The
 // returned bytes are the caller's (decoded frames keep slices of them).
-// The read limit set on ws applies as it does to Read.
-func readMessage(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
-	_, r, err := ws.Reader(ctx)
+// The read limit set on ws applies as it does to Read. With a channel a
+// binary message is opened (sealed reports it; ErrChannel when it does not
+// open), straight from the scratch buffer into the returned bytes; a text
+// message is returned as it is, for the caller to refuse or not.
+func readMessage(ctx context.Context, ws *websocket.Conn, ch *Channel) (data []byte, sealed bool, err error) {
+	typ, r, err := ws.Reader(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	bp := frameBufs.get()
 	defer frameBufs.put(bp)
@@ -581,11 +608,15 @@ func readMessage(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
 		}
 		if err != nil {
 			*bp = buf
-			return nil, err
+			return nil, false, err
 		}
 	}
 	*bp = buf
-	return bytes.Clone(buf), nil
+	if ch != nil && typ == websocket.MessageBinary {
+		data, err = ch.openSealed(buf)
+		return data, err == nil, err
+	}
+	return bytes.Clone(buf), false, nil
 }
 
 // frameBufPool holds the scratch buffers frames are encoded into and read
@@ -620,7 +651,7 @@ func ReadFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
 // it is buffered. The gateway reads connect requests with a small limit.
 func ReadFrameLimit(ctx context.Context, ws *websocket.Conn, limit int64) (Frame, error) {
 	ws.SetReadLimit(limit)
-	data, err := readMessage(ctx, ws)
+	data, _, err := readMessage(ctx, ws, nil)
 	if err != nil {
 		return Frame{}, closeReason(err)
 	}

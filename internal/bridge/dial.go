@@ -35,7 +35,7 @@ func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.Dia
 		}
 		return nil, ConnectResult{}, hint.Wrap(fmt.Errorf("dial %s: %w", url, err), "is `exechost gateway` running there? --gateway sets the URL")
 	}
-	res, err := Handshake(ctx, ws, p, ClientAuth{Device: opts.Device, Credential: opts.Credential, GatewayKey: opts.GatewayKey})
+	res, ch, err := Handshake(ctx, ws, p, ClientAuth{Device: opts.Device, Credential: opts.Credential, GatewayKey: opts.GatewayKey})
 	if err != nil {
 		ws.CloseNow()
 		if _, ok := err.(*Error); ok {
@@ -43,6 +43,7 @@ func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.Dia
 		}
 		return nil, res, fmt.Errorf("connect to %s: %w", url, err)
 	}
+	opts.Channel = ch
 	return NewConn(ws, opts), res, nil
 }
 
@@ -52,82 +53,98 @@ func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.Dia
 // sends the connect request with a proof of its credential — a.Device's
 // signature for a node, a.Credential's signature, or a MAC of p.Auth's
 // token or join key; the secrets themselves never leave — and reads the
-// response, whose gateway signature over the client's nonce must verify
-// with the key shown. A refusal is returned as the gateway's *Error. The
-// caller closes ws on error.
-func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, a ClientAuth) (ConnectResult, error) {
+// response, whose gateway signature over the client's nonce and both
+// channel keys must verify with the key shown. It returns the channel
+// every later frame travels on (Options.Channel for NewConn). A refusal
+// is returned as the gateway's *Error. The caller closes ws on error.
+func Handshake(ctx context.Context, ws *websocket.Conn, p ConnectParams, a ClientAuth) (ConnectResult, *Channel, error) {
 	var res ConnectResult
-	var ch ConnectChallenge
+	var cc ConnectChallenge
 	for i := 0; ; i++ {
 		if i == MaxChallengeFrames {
-			return res, fmt.Errorf("%w: no %s event in the first %d frames", ErrBadFrame, EventConnectChallenge, MaxChallengeFrames)
+			return res, nil, fmt.Errorf("%w: no %s event in the first %d frames", ErrBadFrame, EventConnectChallenge, MaxChallengeFrames)
 		}
 		f, err := ReadFrame(ctx, ws)
 		if err != nil {
-			return res, fmt.Errorf("wait for the connect challenge: %w", err)
+			return res, nil, fmt.Errorf("wait for the connect challenge: %w", err)
 		}
 		if f.Type == TypeRes && f.OK != nil && !*f.OK && f.Error != nil {
-			return res, f.Error // refused before the handshake (e.g. busy)
+			return res, nil, f.Error // refused before the handshake (e.g. busy)
 		}
 		if f.Type != TypeEvent || f.Event != EventConnectChallenge {
 			continue
 		}
-		if err := Unmarshal(f.Payload, &ch); err != nil || ch.Nonce == "" {
-			return res, fmt.Errorf("%w: bad connect challenge", ErrBadFrame)
+		if err := Unmarshal(f.Payload, &cc); err != nil || cc.Nonce == "" {
+			return res, nil, fmt.Errorf("%w: bad connect challenge", ErrBadFrame)
 		}
 		break
 	}
-	gk, err := parseKey(ch.GatewayKey)
+	gk, err := parseKey(cc.GatewayKey)
 	if err != nil {
-		return res, hint.Wrap(fmt.Errorf("%w: the server shows no usable gateway key (%v); it is not an exechost gateway of this version", ErrGatewayKey, err), "upgrade the gateway")
+		return res, nil, hint.Wrap(fmt.Errorf("%w: the server shows no usable gateway key (%v); it is not an exechost gateway of this version", ErrGatewayKey, err), "upgrade the gateway")
 	}
-	if a.GatewayKey != "" && a.GatewayKey != ch.GatewayKey {
-		return res, hint.Wrap(fmt.Errorf("%w: the server shows gateway key %s, not the pinned %s; nothing was sent", ErrGatewayKey, KeyFingerprint(ch.GatewayKey), KeyFingerprint(a.GatewayKey)), "another process may be listening on the gateway's address; if the gateway's key really changed, see docs/threat-model-gateway.md on re-pinning")
+	if a.GatewayKey != "" && a.GatewayKey != cc.GatewayKey {
+		return res, nil, hint.Wrap(fmt.Errorf("%w: the server shows gateway key %s, not the pinned %s; nothing was sent", ErrGatewayKey, KeyFingerprint(cc.GatewayKey), KeyFingerprint(a.GatewayKey)), "another process may be listening on the gateway's address; if the gateway's key really changed, see docs/threat-model-gateway.md on re-pinning")
+	}
+	if cc.ChannelKey == "" {
+		return res, nil, hint.Wrap(fmt.Errorf("%w: the gateway offers no channel key in its challenge: it is older than this client, and this client does not send a credential proof over an unbound connection", ErrChannel), "upgrade the gateway to this client's version")
+	}
+	mine, err := NewChannelKey()
+	if err != nil {
+		return res, nil, err
 	}
 	p.ClientNonce = NewNonce()
-	proveAuth(&p, a, ch)
+	p.ChannelKey = mine.Public
+	t := Transcript{GatewayKey: cc.GatewayKey, Nonce: cc.Nonce, ClientNonce: p.ClientNonce, GatewayChannelKey: cc.ChannelKey, ClientChannelKey: mine.Public}
+	// Derived before anything is sent: a malformed gateway channel key
+	// fails here, with nothing of the credential on the wire.
+	ch, err := mine.Channel(t, false)
+	if err != nil {
+		return res, nil, err
+	}
+	proveAuth(&p, a, cc, t.Binding())
 	f, err := NewRequest("connect", MethodConnect, p)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
 	err = WriteFrame(wctx, ws, f)
 	cancel()
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
-	r, err := ReadFrame(ctx, ws)
+	r, err := ch.readAnswer(ctx, ws)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	if r.Type != TypeRes || r.OK == nil {
-		return res, fmt.Errorf("%w: expected a response, got %s", ErrBadFrame, r.Type)
+		return res, nil, fmt.Errorf("%w: expected a response, got %s", ErrBadFrame, r.Type)
 	}
 	if !*r.OK {
 		if r.Error == nil {
-			return res, fmt.Errorf("%w: failed response without an error", ErrBadFrame)
+			return res, nil, fmt.Errorf("%w: failed response without an error", ErrBadFrame)
 		}
-		return res, r.Error
+		return res, nil, r.Error
 	}
 	if err := Unmarshal(r.Payload, &res); err != nil {
-		return res, fmt.Errorf("bad connect result: %w", err)
+		return res, nil, fmt.Errorf("bad connect result: %w", err)
 	}
-	if !verifySig(gk, GatewayAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, p.Role, res.Status), res.GatewaySignature) {
-		return ConnectResult{}, fmt.Errorf("%w: the server accepted the connection but did not prove it holds gateway key %s", ErrGatewayKey, KeyFingerprint(ch.GatewayKey))
+	if !verifySig(gk, GatewayAuthPayload(cc.GatewayKey, cc.Nonce, p.ClientNonce, t.Binding(), p.Role, res.Status), res.GatewaySignature) {
+		return ConnectResult{}, nil, fmt.Errorf("%w: the server accepted the connection but did not prove it holds gateway key %s", ErrGatewayKey, KeyFingerprint(cc.GatewayKey))
 	}
-	res.GatewayKey = ch.GatewayKey
-	return res, nil
+	res.GatewayKey = cc.GatewayKey
+	return res, ch, nil
 }
 
 // proveAuth replaces p.Auth's secrets by their proof for challenge ch and,
 // for a node, adds the device signature over the same payload.
-func proveAuth(p *ConnectParams, a ClientAuth, ch ConnectChallenge) {
+func proveAuth(p *ConnectParams, a ClientAuth, ch ConnectChallenge, channel string) {
 	in := p.Auth
 	var out Auth
 	switch {
 	case a.Credential != nil:
 		out.Kind, out.Ref = AuthCredential, a.Credential.CredentialID()
-		out.Proof = a.Credential.Sign([]byte(ClientAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, p.Role, out.Kind, out.Ref)))
+		out.Proof = a.Credential.Sign([]byte(ClientAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, channel, p.Role, out.Kind, out.Ref)))
 		p.Auth = out
 		return
 	case in.Token != "":
@@ -135,14 +152,14 @@ func proveAuth(p *ConnectParams, a ClientAuth, ch ConnectChallenge) {
 	case in.JoinKey != "":
 		out.Kind, out.Ref = AuthJoinKey, SecretRef(in.JoinKey)
 	}
-	payload := ClientAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, p.Role, out.Kind, out.Ref)
+	payload := ClientAuthPayload(ch.GatewayKey, ch.Nonce, p.ClientNonce, channel, p.Role, out.Kind, out.Ref)
 	if a.Device != nil {
 		nodeID := ""
 		if p.Node != nil {
 			nodeID = p.Node.NodeID
 		}
 		at := time.Now().UnixMilli()
-		payload = DeviceAuthPayload(a.Device.DeviceID(), nodeID, p.Role, at, ch.GatewayKey, ch.Nonce, p.ClientNonce, out.Kind, out.Ref)
+		payload = DeviceAuthPayload(a.Device.DeviceID(), nodeID, p.Role, at, ch.GatewayKey, ch.Nonce, p.ClientNonce, channel, out.Kind, out.Ref)
 		p.Device = &DeviceAuth{ID: a.Device.DeviceID(), PublicKey: a.Device.PublicKeyString(), SignedAt: at, Nonce: ch.Nonce, Signature: a.Device.Sign([]byte(payload))}
 	}
 	secret := in.Token

@@ -58,12 +58,25 @@ func frame(f Frame, err error) Frame {
 
 func send(ctx context.Context, ws *websocket.Conn, f Frame) { _ = WriteFrame(ctx, ws, f) }
 
-// fakeIdentity is a gateway key for fake gateways.
-type fakeIdentity struct{ priv ed25519.PrivateKey }
+// fakeIdentity is a gateway key for fake gateways, and the channel key
+// its challenges offer.
+type fakeIdentity struct {
+	priv ed25519.PrivateKey
+	ck   *ChannelKey
+}
 
 func newFakeIdentity() fakeIdentity {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	return fakeIdentity{priv}
+	ck, err := NewChannelKey()
+	if err != nil {
+		panic(err)
+	}
+	return fakeIdentity{priv, ck}
+}
+
+// transcript is the handshake's transcript as a gateway holding k sees it.
+func (k fakeIdentity) transcript(nonce string, p ConnectParams) Transcript {
+	return Transcript{GatewayKey: k.pub(), Nonce: nonce, ClientNonce: p.ClientNonce, GatewayChannelKey: k.ck.Public, ClientChannelKey: p.ChannelKey}
 }
 
 func (k fakeIdentity) pub() string {
@@ -71,15 +84,23 @@ func (k fakeIdentity) pub() string {
 }
 
 func (k fakeIdentity) challenge(nonce string) Frame {
-	return frame(NewEvent(EventConnectChallenge, ConnectChallenge{Nonce: nonce, GatewayKey: k.pub()}, 0))
+	return frame(NewEvent(EventConnectChallenge, ConnectChallenge{Nonce: nonce, GatewayKey: k.pub(), ChannelKey: k.ck.Public}, 0))
 }
 
-// accept answers connect request f as a gateway holding k would.
-func (k fakeIdentity) accept(nonce string, f Frame, res ConnectResult) Frame {
+// accept answers connect request f as a gateway holding k would, its
+// result signed by signer (k's own key, or an impostor's), and returns the
+// channel (nil if the client's channel key is unusable).
+func (k fakeIdentity) accept(ctx context.Context, ws *websocket.Conn, nonce string, f Frame, res ConnectResult, signer ed25519.PrivateKey) *Channel {
 	var p ConnectParams
 	_ = json.Unmarshal(f.Params, &p)
-	res.GatewaySignature = base64.RawURLEncoding.EncodeToString(ed25519.Sign(k.priv, []byte(GatewayAuthPayload(k.pub(), nonce, p.ClientNonce, p.Role, res.Status))))
-	return frame(NewResult(f.ID, res))
+	t := k.transcript(nonce, p)
+	res.GatewaySignature = base64.RawURLEncoding.EncodeToString(ed25519.Sign(signer, []byte(GatewayAuthPayload(k.pub(), nonce, p.ClientNonce, t.Binding(), p.Role, res.Status))))
+	ch, err := k.ck.Channel(t, true)
+	if err != nil {
+		return nil
+	}
+	_ = ch.WriteFrame(ctx, ws, frame(NewResult(f.ID, res)))
+	return ch
 }
 
 func TestHandshake(t *testing.T) {
@@ -96,7 +117,7 @@ func TestHandshake(t *testing.T) {
 				return
 			}
 			got <- f
-			send(ctx, ws, gk.accept("n0nce", f, ConnectResult{Role: RoleNode, Status: StatusPending}))
+			gk.accept(ctx, ws, "n0nce", f, ConnectResult{Role: RoleNode, Status: StatusPending}, gk.priv)
 			_, _, _ = ws.Read(ctx)
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -120,7 +141,7 @@ func TestHandshake(t *testing.T) {
 			t.Fatalf("device = %+v", d)
 		}
 		sig, _ := base64.RawURLEncoding.DecodeString(d.Signature)
-		msg := DeviceAuthPayload("dev", "n1", RoleNode, d.SignedAt, gk.pub(), "n0nce", p.ClientNonce, AuthToken, "")
+		msg := DeviceAuthPayload("dev", "n1", RoleNode, d.SignedAt, gk.pub(), "n0nce", p.ClientNonce, gk.transcript("n0nce", p).Binding(), AuthToken, "")
 		if !ed25519.Verify(priv.Public().(ed25519.PublicKey), []byte(msg), sig) {
 			t.Fatalf("signature does not cover %q", msg)
 		}
@@ -153,7 +174,7 @@ func TestHandshake(t *testing.T) {
 			if err != nil {
 				return
 			}
-			send(ctx, ws, newFakeIdentity().accept("n0nce", f, ConnectResult{Role: RoleNode, Status: StatusPaired}))
+			gk.accept(ctx, ws, "n0nce", f, ConnectResult{Role: RoleNode, Status: StatusPaired}, newFakeIdentity().priv)
 			_, _, _ = ws.Read(ctx)
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -161,6 +182,23 @@ func TestHandshake(t *testing.T) {
 		_, _, err := Dial(ctx, url, ConnectParams{Role: RoleNode, Node: &NodeInfo{NodeID: "n1"}}, nil, Options{Device: signer, GatewayKey: gk.pub()})
 		if !errors.Is(err, ErrGatewayKey) {
 			t.Fatalf("Dial to an impostor: %v", err)
+		}
+	})
+	t.Run("a gateway without the channel gets nothing", func(t *testing.T) {
+		got := make(chan []byte, 1)
+		url := fakeGateway(t, func(ctx context.Context, ws *websocket.Conn) {
+			send(ctx, ws, frame(NewEvent(EventConnectChallenge, ConnectChallenge{Nonce: "n0nce", GatewayKey: gk.pub()}, 0)))
+			_, data, _ := ws.Read(ctx)
+			got <- data
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _, err := Dial(ctx, url, ConnectParams{Role: RoleOperator, Auth: Auth{Token: "ehg_secret"}}, nil, Options{GatewayKey: gk.pub()})
+		if !errors.Is(err, ErrChannel) || !strings.Contains(err.Error(), "older than this client") {
+			t.Fatalf("Dial to a gateway without the channel: %v", err)
+		}
+		if data := testproc.Recv(t, got, "what the server read"); len(data) != 0 {
+			t.Fatalf("the client sent %q to a gateway without the channel", data)
 		}
 	})
 	t.Run("no challenge", func(t *testing.T) {

@@ -34,6 +34,9 @@ type ConnectChallenge struct {
 	Ts    int64  `json:"ts"`
 	// GatewayKey is the gateway's Ed25519 public key, unpadded base64url.
 	GatewayKey string `json:"gatewayKey"`
+	// ChannelKey is the gateway's ephemeral X25519 key for this
+	// connection's channel (channel.go), unpadded base64url.
+	ChannelKey string `json:"channelKey"`
 }
 
 // ConnectParams are the params of the connect request.
@@ -42,9 +45,13 @@ type ConnectParams struct {
 	Auth Auth   `json:"auth"`
 	// ClientNonce is the client's fresh nonce, which the gateway signs
 	// in its result to prove it holds its key.
-	ClientNonce string     `json:"clientNonce"`
-	Client      ClientInfo `json:"client"`
-	Node        *NodeInfo  `json:"node,omitempty"`
+	ClientNonce string `json:"clientNonce"`
+	// ChannelKey is the client's ephemeral X25519 key for this
+	// connection's channel (channel.go); a gateway refuses a connect
+	// without one.
+	ChannelKey string     `json:"channelKey,omitempty"`
+	Client     ClientInfo `json:"client"`
+	Node       *NodeInfo  `json:"node,omitempty"`
 	// Device proves a node's identity: its public key and a signature
 	// of DeviceAuthPayload over the connection's challenge. Required for
 	// role node.
@@ -67,18 +74,19 @@ type DeviceAuth struct {
 // DeviceAuthPayload is the canonical string a node signs on connect, and
 // its token or join key proof (SecretProof) covers:
 //
-//	exechost-node-v2|<deviceId>|<nodeId>|<role>|<signedAtMs>|<gatewayKey>|<nonce>|<clientNonce>|<kind>|<ref>
+//	exechost-node-v3|<deviceId>|<nodeId>|<role>|<signedAtMs>|<gatewayKey>|<nonce>|<clientNonce>|<channel>|<kind>|<ref>
 //
 // kind and ref are the connect's Auth.Kind and Auth.Ref (empty for
 // interactive pairing). The nonce makes every signature good for one
-// connection only, the gateway key for one gateway; nodeId and role bind
+// connection only, the gateway key for one gateway, channel
+// (Transcript.Binding) for the keys of this connection's channel; nodeId and role bind
 // it to what the node claims on that connection. The version tag differs
 // from OpenClaw's "v2"/"v3" on purpose: a signature made for one protocol
 // is never valid in the other. No field can contain "|": ids, roles,
 // keys and nonces use other alphabets, and the gateway validates nodeId
 // and ref before it verifies.
-func DeviceAuthPayload(deviceID, nodeID, role string, signedAtMs int64, gatewayKey, nonce, clientNonce, kind, ref string) string {
-	return strings.Join([]string{NodeAuthVersion, deviceID, nodeID, role, strconv.FormatInt(signedAtMs, 10), gatewayKey, nonce, clientNonce, kind, ref}, "|")
+func DeviceAuthPayload(deviceID, nodeID, role string, signedAtMs int64, gatewayKey, nonce, clientNonce, channel, kind, ref string) string {
+	return strings.Join([]string{NodeAuthVersion, deviceID, nodeID, role, strconv.FormatInt(signedAtMs, 10), gatewayKey, nonce, clientNonce, channel, kind, ref}, "|")
 }
 
 // DeviceSigner is a node's key as the handshake needs it;

@@ -26,7 +26,7 @@ var (
 	}
 	// decodeOnly are read, never written (their text fields only decode).
 	decodeOnly = map[string]bool{"execResultIn": true, "runResultIn": true}
-	notWire    = []string{"CodedError", "Conn", "Options", "SendQueue", "frameBatcher", "frameBufPool",
+	notWire    = []string{"Channel", "ChannelKey", "CodedError", "Conn", "Options", "Transcript", "SendQueue", "frameBatcher", "frameBufPool",
 		"outputWire", "pendingCall", "queuedEvent", "response", "wireText"}
 )
 

@@ -102,7 +102,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), ConnectTimeout)
 	defer cancel()
 	nonce := bridge.NewNonce()
-	chf, err := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, Ts: time.Now().UnixMilli(), GatewayKey: g.keyStr}, 0)
+	ck, err := bridge.NewChannelKey()
+	if err != nil {
+		g.log.Error("refused websocket upgrade: no channel key", "err", err)
+		ws.CloseNow()
+		return
+	}
+	chf, err := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, Ts: time.Now().UnixMilli(), GatewayKey: g.keyStr, ChannelKey: ck.Public}, 0)
 	if err == nil {
 		err = bridge.WriteFrame(ctx, ws, chf)
 	}
@@ -128,31 +134,68 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "connect.params.clientNonce is missing or malformed").WithHint("upgrade the client: this gateway proves its identity and never reads a secret off the wire"))
 		return
 	}
+	hs, err := g.bindChannel(p, nonce, ck)
+	if err != nil {
+		g.log.Warn("refused connect: channel", "remote", r.RemoteAddr, "role", cleanText(p.Role, 16), "err", err)
+		refuse(ws, f.ID, bridge.AsError(err))
+		return
+	}
 	switch p.Role {
 	case bridge.RoleAgent, bridge.RoleOperator:
-		who, err := g.authClient(p, nonce)
+		who, err := g.authClient(p, hs)
 		if err != nil {
 			g.log.Warn("refused client", "remote", r.RemoteAddr, "role", p.Role, "kind", p.Auth.Kind, "ref", cleanText(p.Auth.Ref, 64), "err", err)
 			refuse(ws, f.ID, g.clientRefused(ctx, p, r.RemoteAddr, bridge.AsError(err)))
 			return
 		}
-		g.acceptClient(ctx, ws, f.ID, p, nonce, who)
+		g.acceptClient(ctx, ws, f.ID, p, hs, who)
 	case bridge.RoleNode:
-		g.acceptNode(ctx, ws, f.ID, p, remoteIP, nonce)
+		g.acceptNode(ctx, ws, f.ID, p, remoteIP, hs)
 	default:
 		refuse(ws, f.ID, bridge.Errorf(bridge.CodeInvalidRequest, "unknown role %q (accepted: agent, operator, node)", p.Role))
 	}
+}
+
+// handshake is what one connection's handshake established: the
+// challenge nonce, the channel binding every proof and the gateway's
+// signature cover (bridge.Transcript.Binding), and the channel every later
+// frame travels on (nil only with Options.unboundChannel).
+type handshake struct {
+	nonce   string
+	binding string
+	channel *bridge.Channel
+}
+
+// bindChannel derives the connection's channel from the client's channel
+// key. A client without one is older than the channel: it is refused (its
+// proof would be good on any connection that relays it).
+func (g *Gateway) bindChannel(p bridge.ConnectParams, nonce string, ck *bridge.ChannelKey) (handshake, error) {
+	hs := handshake{nonce: nonce}
+	if p.ChannelKey == "" {
+		if g.opts.unboundChannel {
+			return hs, nil
+		}
+		return hs, bridge.Errorf(bridge.CodeInvalidRequest, "connect.params.channelKey is missing: this gateway accepts only connections whose credential proof is bound to the channel").
+			WithHint("the client is older than the gateway; upgrade it (exechost on the client's machine, or the node)")
+	}
+	t := bridge.Transcript{GatewayKey: g.keyStr, Nonce: nonce, ClientNonce: p.ClientNonce, GatewayChannelKey: ck.Public, ClientChannelKey: p.ChannelKey}
+	ch, err := ck.Channel(t, true)
+	if err != nil {
+		return hs, bridge.Errorf(bridge.CodeInvalidRequest, "connect.params.channelKey: %v", err)
+	}
+	hs.binding, hs.channel = t.Binding(), ch
+	return hs, nil
 }
 
 // authClient checks an agent's or operator's proof: an issued credential
 // (which fixes the agent id and the highest role), or the gateway token
 // of gateway.json (an operator's, acting for any agent). The token itself
 // never travels: the client sends a MAC over this connection's payload.
-func (g *Gateway) authClient(p bridge.ConnectParams, nonce string) (caller, error) {
+func (g *Gateway) authClient(p bridge.ConnectParams, hs handshake) (caller, error) {
 	who := caller{role: p.Role, name: cleanText(p.Client.Name, 64)}
 	switch p.Auth.Kind {
 	case bridge.AuthCredential:
-		rec, err := g.verifyCredential(p, nonce)
+		rec, err := g.verifyCredential(p, hs)
 		if err != nil {
 			return who, err
 		}
@@ -162,7 +205,7 @@ func (g *Gateway) authClient(p bridge.ConnectParams, nonce string) (caller, erro
 		}
 		return who, nil
 	case bridge.AuthToken:
-		payload := bridge.ClientAuthPayload(g.keyStr, nonce, p.ClientNonce, p.Role, p.Auth.Kind, p.Auth.Ref)
+		payload := bridge.ClientAuthPayload(g.keyStr, hs.nonce, p.ClientNonce, hs.binding, p.Role, p.Auth.Kind, p.Auth.Ref)
 		if p.Auth.Ref == "" && bridge.VerifySecretProof(hashSecret(g.token), payload, p.Auth.Proof) {
 			return who, nil
 		}
@@ -191,19 +234,25 @@ func refuse(ws *websocket.Conn, id string, e *bridge.Error) {
 }
 
 // accepted sends the connect result, signed with the gateway's key over
-// the connection's nonces so the client knows which gateway it reached.
-func (g *Gateway) accepted(ctx context.Context, ws *websocket.Conn, id, nonce string, p bridge.ConnectParams, res bridge.ConnectResult) error {
+// the connection's nonces and channel keys so the client knows which
+// gateway it reached, and that the channel is the gateway's. It is the
+// channel's first sealed frame.
+func (g *Gateway) accepted(ctx context.Context, ws *websocket.Conn, id string, hs handshake, p bridge.ConnectParams, res bridge.ConnectResult) error {
 	res.Protocol = bridge.ProtocolVersion
-	res.GatewaySignature = g.key.Sign([]byte(bridge.GatewayAuthPayload(g.keyStr, nonce, p.ClientNonce, p.Role, res.Status)))
+	res.GatewaySignature = g.key.Sign([]byte(bridge.GatewayAuthPayload(g.keyStr, hs.nonce, p.ClientNonce, hs.binding, p.Role, res.Status)))
 	f, err := bridge.NewResult(id, res)
 	if err != nil {
 		return err
 	}
+	if hs.channel != nil {
+		// Sealed: it may carry a node's new token.
+		return hs.channel.WriteFrame(ctx, ws, f)
+	}
 	return bridge.WriteFrame(ctx, ws, f)
 }
 
-func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, nonce string, who caller) {
-	if err := g.accepted(ctx, ws, id, nonce, p, bridge.ConnectResult{Role: p.Role, Agent: who.agent}); err != nil {
+func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, hs handshake, who caller) {
+	if err := g.accepted(ctx, ws, id, hs, p, bridge.ConnectResult{Role: p.Role, Agent: who.agent}); err != nil {
 		ws.CloseNow()
 		return
 	}
@@ -213,6 +262,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 	// already closed is never registered.
 	var self atomic.Pointer[bridge.Conn]
 	c := bridge.NewConn(ws, bridge.Options{
+		Channel: hs.channel,
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return g.dispatch(ctx, who, method, params)
 		},
@@ -244,13 +294,13 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 	}
 }
 
-func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP, nonce string) {
+func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, remoteIP string, hs handshake) {
 	if p.Node == nil || !nodeIDPattern().MatchString(p.Node.NodeID) {
 		refuse(ws, id, bridge.Errorf(bridge.CodeInvalidRequest, "a node must send node.nodeId (letters, digits, '.', '_' or '-', at most 128)"))
 		return
 	}
 	nid := p.Node.NodeID
-	pub, err := g.verifyDevice(p, nonce)
+	pub, err := g.verifyDevice(p, hs)
 	if err != nil {
 		g.log.Warn("refused node: key proof", "node", nid, "remote", remoteIP, "err", err)
 		refuse(ws, id, bridge.AsError(err))
@@ -275,7 +325,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	now := time.Now()
 	nc := &nodeConn{id: nid, info: *p.Node, client: p.Client, remoteIP: remoteIP, since: now, pub: pub, ready: make(chan struct{})}
 	res := bridge.ConnectResult{Role: bridge.RoleNode, NodeID: nid, Status: bridge.StatusPaired}
-	payload := bridge.DeviceAuthPayload(p.Device.ID, nid, p.Role, p.Device.SignedAt, g.keyStr, nonce, p.ClientNonce, p.Auth.Kind, p.Auth.Ref)
+	payload := bridge.DeviceAuthPayload(p.Device.ID, nid, p.Role, p.Device.SignedAt, g.keyStr, hs.nonce, p.ClientNonce, hs.binding, p.Auth.Kind, p.Auth.Ref)
 	switch p.Auth.Kind {
 	case bridge.AuthToken:
 		rec := g.reg.get(nid)
@@ -341,6 +391,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 	// node registered first: once the node reads its answer, an exec
 	// routed to it finds it connected.
 	nc.conn = bridge.NewConn(ws, bridge.Options{
+		Channel: hs.channel,
 		OnRequest: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return g.handleNode(ctx, nc, method, params)
 		},
@@ -400,7 +451,7 @@ func (g *Gateway) acceptNode(ctx context.Context, ws *websocket.Conn, id string,
 		g.liveChangedLocked()
 	}
 	g.mu.Unlock()
-	if err := g.accepted(ctx, ws, id, nonce, p, res); err != nil {
+	if err := g.accepted(ctx, ws, id, hs, p, res); err != nil {
 		nc.conn.Close("connect result not delivered")
 		return
 	}
@@ -453,7 +504,7 @@ func cleanText(s string, max int) string { return textsafe.Strip(s, max) }
 // the hash of the public key, and the signature covers this connection's
 // nonces, the gateway's key, the claimed node id, role and credential
 // reference. It returns the raw public key.
-func (g *Gateway) verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, error) {
+func (g *Gateway) verifyDevice(p bridge.ConnectParams, hs handshake) ([]byte, error) {
 	d := p.Device
 	if d == nil {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "a node must prove its key: connect.params.device is missing").WithHint("upgrade exechost on the node; it creates its key on start")
@@ -465,10 +516,10 @@ func (g *Gateway) verifyDevice(p bridge.ConnectParams, nonce string) ([]byte, er
 	if d.ID != nodekey.DeviceID(pub) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device id is not the sha256 of its public key")
 	}
-	if d.Nonce != nonce {
+	if d.Nonce != hs.nonce {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device signature is not for this connection's challenge")
 	}
-	msg := bridge.DeviceAuthPayload(d.ID, p.Node.NodeID, p.Role, d.SignedAt, g.keyStr, nonce, p.ClientNonce, p.Auth.Kind, p.Auth.Ref)
+	msg := bridge.DeviceAuthPayload(d.ID, p.Node.NodeID, p.Role, d.SignedAt, g.keyStr, hs.nonce, p.ClientNonce, hs.binding, p.Auth.Kind, p.Auth.Ref)
 	if !nodekey.Verify(pub, []byte(msg), d.Signature) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "device signature does not verify")
 	}

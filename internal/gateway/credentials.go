@@ -246,7 +246,7 @@ func updateCredentials(stateDir string, fn func(*credentialsData) error) error {
 // verifyCredential checks a client's credential proof; it returns the
 // record, or an UNAUTHORIZED error that says nothing about which part
 // failed beyond what the holder can fix.
-func (g *Gateway) verifyCredential(p bridge.ConnectParams, nonce string) (*CredentialRecord, error) {
+func (g *Gateway) verifyCredential(p bridge.ConnectParams, hs handshake) (*CredentialRecord, error) {
 	if !bridge.ValidCredentialID(p.Auth.Ref) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "malformed credential id")
 	}
@@ -259,7 +259,7 @@ func (g *Gateway) verifyCredential(p bridge.ConnectParams, nonce string) (*Crede
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "credential %s is unknown or revoked", p.Auth.Ref).WithHint("ask the operator for a new one: `exechost credentials issue`")
 	}
 	pub, err := nodekey.ParsePublicKey(rec.PublicKey)
-	if err != nil || !nodekey.Verify(pub, []byte(bridge.ClientAuthPayload(g.keyStr, nonce, p.ClientNonce, p.Role, p.Auth.Kind, p.Auth.Ref)), p.Auth.Proof) {
+	if err != nil || !nodekey.Verify(pub, []byte(bridge.ClientAuthPayload(g.keyStr, hs.nonce, p.ClientNonce, hs.binding, p.Role, p.Auth.Kind, p.Auth.Ref)), p.Auth.Proof) {
 		return nil, bridge.Errorf(bridge.CodeUnauthorized, "credential %s: the proof does not verify", p.Auth.Ref)
 	}
 	if rec.Role == bridge.RoleAgent && p.Role != bridge.RoleAgent {

@@ -70,6 +70,11 @@ type Options struct {
 	// DrainTimeout bounds how long a stopping gateway waits for running
 	// execs (DefaultDrainTimeout when 0; negative: do not wait).
 	DrainTimeout time.Duration
+	// unboundChannel accepts a connect without a channel key and then
+	// runs the connection unsealed, as gateways before the channel did:
+	// only for the relay tests' control (relay_internal_test.go), which
+	// shows what the channel defends against.
+	unboundChannel bool
 }
 
 // Gateway is the daemon's state. Create it with New.

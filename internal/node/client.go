@@ -221,7 +221,7 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 		auth.JoinKey = c.opts.JoinKey
 		c.mu.Unlock()
 	}
-	cr, err := bridge.Handshake(dctx, ws, bridge.ConnectParams{
+	cr, channel, err := bridge.Handshake(dctx, ws, bridge.ConnectParams{
 		Role:   bridge.RoleNode,
 		Auth:   auth,
 		Client: bridge.ClientInfo{Name: "exechost-node", Version: c.opts.Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
@@ -271,6 +271,7 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 		rmu      sync.Mutex
 	)
 	conn = bridge.NewConn(ws, bridge.Options{
+		Channel: channel,
 		OnEvent: func(event string, payload json.RawMessage) {
 			switch event {
 			case bridge.EventInvokeRequest:
