@@ -8,6 +8,7 @@ import (
 	"net"
 	neturl "net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -15,6 +16,9 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/client"
+	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
+	"github.com/exechost/exechost/internal/state"
 )
 
 // Environment variables of client commands (internal/client reads them).
@@ -56,6 +60,15 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*client.Cl
 	if err != nil {
 		return nil, err
 	}
+	if url, err = g.gatewayURL(url); err != nil {
+		return nil, err
+	}
+	return g.dialGatewayAt(ctx, url, role, a)
+}
+
+// dialGatewayAt is dialGateway to exactly url (`up` probing the address it
+// was asked to listen on).
+func (g *globals) dialGatewayAt(ctx context.Context, url, role string, a client.Auth) (*client.Client, error) {
 	c, err := client.Dial(ctx, url, client.Options{
 		Role: role, Auth: a, Warn: g.stderr, ConnectTimeout: g.connectTimeout,
 		Client: bridge.ClientInfo{Name: "exechost-cli", Version: Version, Platform: runtime.GOOS + "/" + runtime.GOARCH},
@@ -67,6 +80,30 @@ func (g *globals) dialGateway(ctx context.Context, url, role string) (*client.Cl
 		return nil, withCode(ExitUnavailable, err)
 	}
 	return c, err
+}
+
+// gatewayURL is the URL a client command dials: --gateway or
+// $EXECHOST_GATEWAY as given; without either (the flag's built-in
+// default), where the state directory's exechost.json says the gateway
+// listens (gateway.listen, wss:// with gateway.tls), so a gateway moved off
+// the default port is not replaced by whatever squats that port.
+func (g *globals) gatewayURL(url string) (string, error) {
+	if url != DefaultGateway || os.Getenv(EnvGateway) != "" {
+		return url, nil
+	}
+	dir, err := g.dir()
+	if err != nil {
+		return url, nil // no state directory: nothing says otherwise
+	}
+	cfg, err := config.Load(filepath.Join(dir, state.ConfigFile), true)
+	if err != nil {
+		return "", hint.Wrap(fmt.Errorf("find the gateway's address: %w", err), "fix the configuration, or pass --gateway")
+	}
+	scheme := "ws://"
+	if cfg.Gateway.TLS.Cert != "" {
+		scheme = "wss://"
+	}
+	return localURL(scheme + cfg.Gateway.Listen), nil
 }
 
 // callTimeout bounds one call on a client connection: the client's own

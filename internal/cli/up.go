@@ -312,8 +312,14 @@ func (g *globals) upGatewayErr(ctx context.Context, listen string, err error) er
 	what := "another program"
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if c, derr := g.dialGateway(pctx, "ws://"+listen, "operator"); derr == nil {
-		c.Close("probe")
+	ours := false
+	if a, aerr := g.clientAuth(); aerr == nil {
+		if c, derr := g.dialGatewayAt(pctx, "ws://"+listen, "operator", a); derr == nil {
+			c.Close("probe")
+			ours = true
+		}
+	}
+	if ours {
 		what = "an exechost gateway of this state directory (another `exechost up`, or `exechost gateway`)"
 	} else if isExechostGateway(pctx, "ws://"+listen) {
 		what = "another exechost gateway, of another state directory (another `exechost up --state-dir …` or `exechost gateway`)"

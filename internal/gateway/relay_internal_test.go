@@ -225,10 +225,9 @@ func legacyDial(ctx context.Context, url, token, gatewayKey string) (*bridge.Con
 // against a gateway that accepts unbound clients, and a client of before
 // the channel, obtains a join key and reads the client's.
 func TestRelayCannotContinueTheSession(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
 	t.Run("sealed", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		g, url := relayGateway(t, false)
 		relay := newWireRelay(t, url, false)
 		c, _, err := bridge.Dial(ctx, relay.url, bridge.ConnectParams{Role: bridge.RoleOperator, Auth: bridge.Auth{Token: g.Token()}},
@@ -271,6 +270,8 @@ func TestRelayCannotContinueTheSession(t *testing.T) {
 	})
 
 	t.Run("control: unbound", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		g, url := relayGateway(t, true)
 		relay := newWireRelay(t, url, false)
 		c, err := legacyDial(ctx, relay.url, g.Token(), g.PublicKey())
