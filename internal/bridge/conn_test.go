@@ -17,7 +17,7 @@ import (
 )
 
 // pair returns two connected Conns over a real loopback WebSocket.
-func pair(t *testing.T, server Options, client Options) (srv, cli *Conn) {
+func pair(t testing.TB, server Options, client Options) (srv, cli *Conn) {
 	t.Helper()
 	got := make(chan *Conn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -73,7 +73,12 @@ func (s *squatter) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	nonce := bridge.NewNonce()
-	ch, _ := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, GatewayKey: s.showKey}, 0)
+	// A channel key of its own, as a gateway of this version offers.
+	ck, err := bridge.NewChannelKey()
+	if err != nil {
+		return
+	}
+	ch, _ := bridge.NewEvent(bridge.EventConnectChallenge, bridge.ConnectChallenge{Nonce: nonce, GatewayKey: s.showKey, ChannelKey: ck.Public}, 0)
 	if bridge.WriteFrame(ctx, ws, ch) != nil {
 		return
 	}
@@ -84,14 +89,19 @@ func (s *squatter) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if len(data) > 0 {
 		f, err := bridge.DecodeFrame(data)
-		if err == nil {
+		var p bridge.ConnectParams
+		if err == nil && bridge.Unmarshal(f.Params, &p) == nil {
 			// Accept without a valid gateway signature (the squatter
-			// has none) and give an order.
-			ok, _ := bridge.NewResult(f.ID, bridge.ConnectResult{Protocol: bridge.ProtocolVersion, Role: bridge.RoleNode, Status: bridge.StatusPaired, GatewaySignature: "AAAA"})
-			_ = bridge.WriteFrame(ctx, ws, ok)
-			if s.invoke != nil {
-				ev, _ := bridge.NewEvent(bridge.EventInvokeRequest, s.invoke, 1)
-				_ = bridge.WriteFrame(ctx, ws, ev)
+			// has none) and give an order, both sealed on the channel
+			// it shares with the client.
+			t := bridge.Transcript{GatewayKey: s.showKey, Nonce: nonce, ClientNonce: p.ClientNonce, GatewayChannelKey: ck.Public, ClientChannelKey: p.ChannelKey}
+			if sealed, err := ck.Channel(t, true); err == nil {
+				ok, _ := bridge.NewResult(f.ID, bridge.ConnectResult{Protocol: bridge.ProtocolVersion, Role: bridge.RoleNode, Status: bridge.StatusPaired, GatewaySignature: "AAAA"})
+				_ = sealed.WriteFrame(ctx, ws, ok)
+				if s.invoke != nil {
+					ev, _ := bridge.NewEvent(bridge.EventInvokeRequest, s.invoke, 1)
+					_ = sealed.WriteFrame(ctx, ws, ev)
+				}
 			}
 		}
 	}
