@@ -88,7 +88,7 @@ func Dial(ctx context.Context, url string, o Options) (*Client, error) {
 // errors already name the URL.
 func classify(ctx context.Context, url string, limit time.Duration, err error) error {
 	var be *bridge.Error
-	if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) || errors.Is(err, bridge.ErrGatewayKey) {
+	if errors.As(err, &be) || errors.Is(err, bridge.ErrBadFrame) || errors.Is(err, bridge.ErrGatewayKey) || errors.Is(err, bridge.ErrChannel) {
 		return err // a refused handshake: a failure, not an absence
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {

@@ -9,7 +9,13 @@
 //     $EXECHOST_CREDENTIAL, which also pins the gateway's key), else
 //     $EXECHOST_GATEWAY_TOKEN, else the state directory's gateway.json.
 //     Secrets are never sent: the handshake signs or MACs a payload bound
-//     to the connection's challenge (bridge.ClientAuthPayload).
+//     to the connection's challenge and channel keys
+//     (bridge.ClientAuthPayload).
+//   - Channel: every frame after the handshake is sealed under keys only
+//     the client and the gateway can derive (bridge.Channel), so a relay
+//     between them reads nothing and cannot act on the connection; a
+//     gateway that offers no channel is refused before anything is sent
+//     (bridge.ErrChannel).
 //   - Pinning: the gateway's key comes from the credential file,
 //     $EXECHOST_GATEWAY_KEY or the state directory's gateway.key. A server
 //     showing another key is refused before anything of the credential is
@@ -20,7 +26,7 @@
 //     wss:// gateway's certificate.
 //   - Failures ([Dial]) are classified, never parsed from text: a refused
 //     handshake is returned as the gateway's *bridge.Error (or
-//     bridge.ErrBadFrame, bridge.ErrGatewayKey); a handshake that does not
+//     bridge.ErrBadFrame, bridge.ErrGatewayKey, bridge.ErrChannel); a handshake that does not
 //     complete within the connect timeout wraps [ErrNoAnswer]; anything
 //     else that left no usable gateway wraps [ErrUnreachable]. Callers map
 //     these to exit codes (the CLI: 124 and 125).
