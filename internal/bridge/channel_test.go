@@ -30,6 +30,11 @@ type relayed struct {
 	mu       sync.Mutex
 	events   []string // payloads of the events the server received
 	toClient []wsMsg  // what the relay saw the server send
+	// down, when set, replaces the server's messages as mutate does the
+	// client's; clientEvents are the payloads of the events the client
+	// received.
+	down         func(i int, m wsMsg) []wsMsg
+	clientEvents []string
 }
 
 func (r *relayed) got() []string {
@@ -63,8 +68,17 @@ func channelPair(t testing.TB) (gw, cl *Channel) {
 // relayPair joins a server and a client Conn through a relay goroutine,
 // sealed or not.
 func relayPair(t *testing.T, sealed bool, mutate func(i int, m wsMsg) []wsMsg) *relayed {
+	return relayPairBoth(t, sealed, mutate, nil)
+}
+
+// relayPairBoth is relayPair with the server's messages passed through
+// down (nil forwards them).
+func relayPairBoth(t *testing.T, sealed bool, mutate, down func(i int, m wsMsg) []wsMsg) *relayed {
 	t.Helper()
-	r := &relayed{}
+	r := &relayed{down: down}
+	if r.down == nil {
+		r.down = func(_ int, m wsMsg) []wsMsg { return []wsMsg{m} }
+	}
 	var gwCh, clCh *Channel
 	if sealed {
 		gwCh, clCh = channelPair(t)
@@ -100,7 +114,7 @@ func relayPair(t *testing.T, sealed bool, mutate func(i int, m wsMsg) []wsMsg) *
 		down.SetReadLimit(-1)
 		up.SetReadLimit(-1)
 		go func() {
-			for {
+			for i := 0; ; i++ {
 				typ, data, err := up.Read(ctx)
 				if err != nil {
 					down.CloseNow()
@@ -109,8 +123,10 @@ func relayPair(t *testing.T, sealed bool, mutate func(i int, m wsMsg) []wsMsg) *
 				r.mu.Lock()
 				r.toClient = append(r.toClient, wsMsg{typ, data})
 				r.mu.Unlock()
-				if down.Write(ctx, typ, data) != nil {
-					return
+				for _, m := range r.down(i, wsMsg{typ, data}) {
+					if down.Write(ctx, m.typ, m.data) != nil {
+						return
+					}
 				}
 			}
 		}()
@@ -131,7 +147,11 @@ func relayPair(t *testing.T, sealed bool, mutate func(i int, m wsMsg) []wsMsg) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cli = NewConn(ws, Options{NoPing: true, Channel: clCh})
+	r.cli = NewConn(ws, Options{NoPing: true, Channel: clCh, OnEvent: func(event string, payload json.RawMessage) {
+		r.mu.Lock()
+		r.clientEvents = append(r.clientEvents, event)
+		r.mu.Unlock()
+	}})
 	select {
 	case r.srv = <-got:
 	case <-ctx.Done():
@@ -287,5 +307,51 @@ func TestChannelWrongKeys(t *testing.T) {
 	gw2, cl2 := channelPair(t)
 	if out, err := gw2.openSealed(cl2.seal.Seal(nil, seqNonce(0), bp, nil)); err != nil || !bytes.Equal(out, bp) {
 		t.Fatalf("control: the matching end did not open the frame: %v", err)
+	}
+}
+
+// TestChannelRefusesInjectionTowardNode: the other direction, as a node
+// sees it: a relay between the gateway and a node slips a
+// node.invoke.request of its own in front of the gateway's next frame. The
+// sealed node end closes without delivering it; the plain control hands
+// it to the node's handler.
+func TestChannelRefusesInjectionTowardNode(t *testing.T) {
+	invoke := []byte(`{"type":"event","payload":{"id":"evil","nodeId":"n","command":"system.run","params":{"command":["/usr/bin/touch","/tmp/x"]}},"event":"` + EventInvokeRequest + `","seq":1}`)
+	inject := func(i int, m wsMsg) []wsMsg {
+		if i == 0 {
+			return []wsMsg{{websocket.MessageText, invoke}, m}
+		}
+		return []wsMsg{m}
+	}
+	pass := func(_ int, m wsMsg) []wsMsg { return []wsMsg{m} }
+	for _, sealed := range []bool{true, false} {
+		r := relayPairBoth(t, sealed, pass, inject)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if err := r.srv.Notify(ctx, "gateway-event", "x"); err != nil {
+			t.Fatal(err)
+		}
+		got := func() []string {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return slices.Clone(r.clientEvents)
+		}
+		if sealed {
+			select {
+			case <-r.cli.Done():
+			case <-ctx.Done():
+				t.Fatalf("sealed: the node end kept the channel open after an injected frame (got %q)", got())
+			}
+			if !errors.Is(r.cli.Err(), ErrChannel) || len(got()) != 0 {
+				t.Fatalf("sealed: closed with %v, delivered %q", r.cli.Err(), got())
+			}
+		} else {
+			for len(got()) < 2 && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if g := got(); !slices.Equal(g, []string{EventInvokeRequest, "gateway-event"}) {
+				t.Fatalf("plain control: the node end received %q", g)
+			}
+		}
+		cancel()
 	}
 }
