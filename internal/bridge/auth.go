@@ -40,7 +40,7 @@ type CredentialSigner interface {
 // ClientAuth is what the client side of the handshake proves and checks.
 // Secrets are never sent: Token and JoinKey in ConnectParams.Auth and the
 // Credential key only sign or MAC a payload bound to this connection's
-// challenge, the client's nonce and the gateway's key.
+// challenge, the client's nonce, the gateway's key and both channel keys.
 type ClientAuth struct {
 	// Device signs the challenge as a node's key (role node).
 	Device DeviceSigner

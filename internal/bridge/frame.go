@@ -1,6 +1,7 @@
 // Package bridge is exechost's wire protocol between the gateway and its
 // clients (agents, operators, nodes): JSON text frames over one WebSocket,
-// shaped as the design fixes them (req/res/event), plus a connection type
+// shaped as the design fixes them (req/res/event), each sealed after the
+// connect handshake under keys bound to it (channel.go), plus a connection type
 // that correlates requests with responses, dispatches incoming requests and
 // events, and fails every pending call at once when the connection drops so
 // that nothing waits forever on a dead peer.
