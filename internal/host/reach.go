@@ -101,15 +101,28 @@ func pathWithin(p, root string) bool {
 }
 
 // realPath is p with its symbolic links resolved, as far as it exists: a
-// missing tail is kept as written beneath its real parent.
+// missing tail is kept as written beneath its real parent, and a link to
+// a missing path (a socket not made yet) is followed to where it points.
 func realPath(p string) string {
+	return realPathDepth(filepath.Clean(p), 40)
+}
+
+func realPathDepth(p string, depth int) string {
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
 	}
-	if d := filepath.Dir(p); d != p {
-		return filepath.Join(realPath(d), filepath.Base(p))
+	d := filepath.Dir(p)
+	if d == p {
+		return p
 	}
-	return p
+	q := filepath.Join(realPathDepth(d, depth), filepath.Base(p))
+	if t, err := os.Readlink(q); err == nil && depth > 0 {
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(q), t)
+		}
+		return realPathDepth(filepath.Clean(t), depth-1)
+	}
+	return q
 }
 
 // hidden computes a run's hidden set: every entry of the default hidden
