@@ -432,4 +432,18 @@ func printConfine(w io.Writer, a agentView) {
 	fmt.Fprintf(w, "  confine      writable: %s (from %s)\n", writable, c.Sources["writable"])
 	fmt.Fprintf(w, "               network: %s (from %s)\n", or(string(c.Network), "none"), c.Sources["network"])
 	fmt.Fprintf(w, "               unsupported: %s (from %s)\n", or(string(c.Unsupported), "deny"), c.Sources["unsupported"])
+	list := func(l []string, def string) string {
+		if len(l) == 0 {
+			return def
+		}
+		return strings.Join(l, ", ")
+	}
+	fmt.Fprintf(w, "               sockets: %s (from %s)\n", list(c.Sockets, "none"), c.Sources["sockets"])
+	hidden := "the default set"
+	if len(c.Hidden) > 0 {
+		hidden += " + " + strings.Join(c.Hidden, ", ")
+	}
+	fmt.Fprintf(w, "               hidden: %s (from %s)\n", hidden, c.Sources["hidden"])
+	fmt.Fprintf(w, "               readable: %s (from %s)\n", list(c.Readable, "none"), c.Sources["readable"])
+	fmt.Fprintf(w, "               writablePersistence: %s (from %s)\n", list(c.WritablePersistence, "none"), c.Sources["writablePersistence"])
 }

@@ -162,6 +162,18 @@ func (e *Engine) ConfinementText(p *Prepared) string {
 	return text
 }
 
+// CheckJail says whether this host can build the jail of a run of p: nil
+// when it can (or p's run is not confined); a warning when it builds less
+// and the policy says unsupported=warn; an error wrapping
+// confine.ErrUnsupported, with a hint, when such a run is refused.
+func (e *Engine) CheckJail(p *Prepared) (warning string, err error) {
+	c := e.confinement(p, "$TMPDIR")
+	if e.noConfine || !c.Active() {
+		return "", nil
+	}
+	return c.Check(e.kernelABI())
+}
+
 // Jail is the confinement a run of p would get, its private temporary
 // directory shown as "$TMPDIR", for `approvals check --json`.
 func (e *Engine) Jail(p *Prepared) *confine.Confinement {
