@@ -47,6 +47,7 @@ func (e *Engine) jail(p *Prepared) *confine.Confinement {
 		c.Writable, c.Network = []string{"/"}, confine.NetworkAll
 		return c
 	}
+	res := newResolver()
 	c.Writable, c.Network, c.Unsupported = []string{p.Cwd}, confine.NetworkNone, confine.UnsupportedDeny
 	if asked != nil {
 		c.Writable = append(c.Writable, asked.Writable...)
@@ -57,17 +58,22 @@ func (e *Engine) jail(p *Prepared) *confine.Confinement {
 			c.Unsupported = asked.Unsupported
 		}
 		for _, s := range asked.Sockets {
-			if s = realPath(s); !slices.Contains(c.Sockets, s) {
+			if s = res.real(s); !slices.Contains(c.Sockets, s) {
 				c.Sockets = append(c.Sockets, s)
 			}
 		}
 	}
-	c.Hidden = e.hidden(asked)
+	c.Hidden = e.hidden(res, asked)
+	// A root inside a hidden path is not granted (as one inside the
+	// protected set): hidden wins, whatever the cwd or writable says.
 	var writable []string
 	for _, w := range c.Writable {
-		writable = append(writable, realPath(w))
+		if w = res.real(w); !slices.ContainsFunc(c.Hidden, func(h string) bool { return pathWithin(w, h) }) {
+			writable = append(writable, w)
+		}
 	}
-	c.ReadOnly = e.readOnly(p.Cwd, writable, asked)
+	c.Writable = writable
+	c.ReadOnly = e.readOnly(res, p.Cwd, writable, asked)
 	return c
 }
 

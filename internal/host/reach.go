@@ -104,25 +104,62 @@ func pathWithin(p, root string) bool {
 // missing tail is kept as written beneath its real parent, and a link to
 // a missing path (a socket not made yet) is followed to where it points.
 func realPath(p string) string {
-	return realPathDepth(filepath.Clean(p), 40)
+	return newResolver().real(p)
 }
 
-func realPathDepth(p string, depth int) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	d := filepath.Dir(p)
-	if d == p {
+// resolver resolves paths as realPath does, remembering each path it has
+// resolved, so that the many paths of one jail beneath the same few
+// directories (~, ~/.config, ~/.ssh) cost one lstat(2) per distinct path
+// component, not one per component of each path.
+type resolver struct {
+	real_  map[string]string
+	exists map[string]bool // by real path: lstat(2) found it
+	links  int             // symbolic links followed, bounded as the kernel bounds them
+}
+
+func newResolver() *resolver {
+	return &resolver{real_: map[string]string{}, exists: map[string]bool{"/": true}}
+}
+
+// maxLinks bounds the symbolic links one resolver follows (the kernel's
+// own bound is 40 per lookup): past it a link is kept as the link.
+const maxLinks = 40
+
+func (r *resolver) real(p string) string {
+	p = filepath.Clean(p)
+	if !filepath.IsAbs(p) {
 		return p
 	}
-	q := filepath.Join(realPathDepth(d, depth), filepath.Base(p))
-	if t, err := os.Readlink(q); err == nil && depth > 0 {
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(filepath.Dir(q), t)
-		}
-		return realPathDepth(filepath.Clean(t), depth-1)
+	if v, ok := r.real_[p]; ok {
+		return v
 	}
-	return q
+	out := p
+	if d := filepath.Dir(p); d != p {
+		rd := r.real(d)
+		q := filepath.Join(rd, filepath.Base(p))
+		out = q
+		if !r.exists[rd] && rd != "/" {
+			// Beneath a missing directory nothing exists.
+		} else if fi, err := os.Lstat(q); err == nil {
+			r.exists[q] = true
+			if fi.Mode()&fs.ModeSymlink != 0 && r.links < maxLinks {
+				if t, err := os.Readlink(q); err == nil {
+					r.links++
+					if !filepath.IsAbs(t) {
+						t = filepath.Join(rd, t)
+					}
+					out = r.real(t)
+				}
+			}
+		}
+	}
+	r.real_[p] = out
+	return out
+}
+
+// has reports whether p exists (resolving it first).
+func (r *resolver) has(p string) bool {
+	return r.exists[r.real(p)]
 }
 
 // hidden computes a run's hidden set: every entry of the default hidden
@@ -131,20 +168,20 @@ func realPathDepth(p string, depth int) string {
 // entry by entry except that path — plus confine.hidden's existing paths.
 // Each is given as its real path (a link's target is what holds the
 // secret), sorted, without duplicates.
-func (e *Engine) hidden(asked *approvals.ResolvedConfine) []string {
+func (e *Engine) hidden(res *resolver, asked *approvals.ResolvedConfine) []string {
 	var readable, extra []string
 	if asked != nil {
 		for _, r := range asked.Readable {
-			readable = append(readable, realPath(r))
+			readable = append(readable, res.real(r))
 		}
 		extra = asked.Hidden
 	}
 	var out []string
 	add := func(p string) {
-		if _, err := os.Lstat(p); err != nil {
+		if !res.has(p) {
 			return
 		}
-		if p = realPath(p); !slices.Contains(out, p) {
+		if p = res.real(p); !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -154,7 +191,7 @@ func (e *Engine) hidden(asked *approvals.ResolvedConfine) []string {
 			paths, _ = filepath.Glob(entry)
 		}
 		for _, p := range paths {
-			for _, q := range carve(realPath(p), readable) {
+			for _, q := range carve(res.real(p), readable) {
 				add(q)
 			}
 		}
@@ -199,7 +236,7 @@ func carve(p string, readable []string) []string {
 // repository holding cwd), less confine.writablePersistence. A path that
 // does not exist yet is listed too, so that it cannot be created (a
 // missing ~/.zshrc is as good a place to plant code as an existing one).
-func (e *Engine) readOnly(cwd string, writable []string, asked *approvals.ResolvedConfine) []string {
+func (e *Engine) readOnly(res *resolver, cwd string, writable []string, asked *approvals.ResolvedConfine) []string {
 	var open []string
 	if asked != nil {
 		open = asked.WritablePersistence
@@ -218,7 +255,7 @@ func (e *Engine) readOnly(cwd string, writable []string, asked *approvals.Resolv
 	}
 	var out []string
 	for _, p := range cands {
-		p = realPath(p)
+		p = res.real(p)
 		for _, w := range writable {
 			if filepath.IsAbs(w) && pathWithin(p, w) && !slices.Contains(out, p) {
 				out = append(out, p)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,4 +261,49 @@ func TestWorkspaceRefusals(t *testing.T) {
 	if _, err := os.Stat(j.engine.Workspaces); err == nil {
 		t.Error("a workspace was created inside the state directory")
 	}
+}
+
+// TestJailHiddenWins: a cwd or writable root inside a hidden path is not
+// granted: asking to work in ~/.aws does not open it.
+func TestJailHiddenWins(t *testing.T) {
+	j := newJailFixture(t, policy.SecurityAllowlist)
+	j.setConfine(t, &approvals.Confine{Writable: []string{"~/.ssh"}})
+	aws := filepath.Join(j.home, ".aws")
+	c := j.jailOf(t, aws)
+	if len(c.Writable) != 0 || !slices.Contains(c.Hidden, aws) || !slices.Contains(c.Hidden, filepath.Join(j.home, ".ssh")) {
+		t.Errorf("writable %q, hidden %q: want nothing writable, both hidden", c.Writable, c.Hidden)
+	}
+}
+
+// BenchmarkJailPolicy measures computing a run's jail from policy (the
+// hidden set's look-ups, the persistence paths, the repository walk),
+// which every confined run pays once, beside the floor it is added to: a
+// bare spawn of /bin/true, in the same benchmark.
+func BenchmarkJailPolicy(b *testing.B) {
+	b.Run("jail", func(b *testing.B) {
+		f := newFixture(b, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/marker")
+		root := filepath.Dir(f.dir)
+		home, repo := filepath.Join(root, "home"), filepath.Join(root, "repo", "a", "b")
+		for _, d := range []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".aws"), filepath.Join(root, "repo", ".git", "hooks"), repo} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				b.Fatal(err)
+			}
+		}
+		f.engine.Home = home
+		p, err := f.engine.Prepare(Request{RawCommand: "marker x", Cwd: repo})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			p.jail = nil
+			_ = f.engine.confinement(p, "/tmp/x")
+		}
+	})
+	b.Run("floor-spawn-true", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command("/bin/true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
