@@ -81,3 +81,23 @@ func TestNoCwdRunsInWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptShowsReach: the human asked about a run sees its reach in one
+// line, with the secrets hidden and the layers that hold.
+func TestPromptShowsReach(t *testing.T) {
+	needABI(t, 4)
+	j := newJailFixture(t, policy.SecurityAllowlist)
+	ap := &answerPrompter{answer: policy.Reject}
+	j.engine.Prompter = ap
+	if _, err := j.store.Update(func(f *approvals.File) error { f.Defaults.Ask = string(policy.AskOnMiss); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.engine.Run(context.Background(), Request{RawCommand: "hello x", Cwd: j.repo}); err == nil {
+		t.Fatal("a denied prompt ran")
+	}
+	got := ap.asked.Confinement
+	if !strings.HasPrefix(got, "writes: cwd, tmp · network: none · sockets: none · hidden: ") ||
+		!strings.Contains(got, "read-only inside: 2 persistence paths") || !strings.HasSuffix(got, "layers: landlock") {
+		t.Errorf("prompt's reach %q", got)
+	}
+}
