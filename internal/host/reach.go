@@ -112,13 +112,13 @@ func realPath(p string) string {
 // directories (~, ~/.config, ~/.ssh) cost one lstat(2) per distinct path
 // component, not one per component of each path.
 type resolver struct {
-	real_  map[string]string
+	memo   map[string]string
 	exists map[string]bool // by real path: lstat(2) found it
 	links  int             // symbolic links followed, bounded as the kernel bounds them
 }
 
 func newResolver() *resolver {
-	return &resolver{real_: map[string]string{}, exists: map[string]bool{"/": true}}
+	return &resolver{memo: map[string]string{}, exists: map[string]bool{"/": true}}
 }
 
 // maxLinks bounds the symbolic links one resolver follows (the kernel's
@@ -130,7 +130,7 @@ func (r *resolver) real(p string) string {
 	if !filepath.IsAbs(p) {
 		return p
 	}
-	if v, ok := r.real_[p]; ok {
+	if v, ok := r.memo[p]; ok {
 		return v
 	}
 	out := p
@@ -138,9 +138,8 @@ func (r *resolver) real(p string) string {
 		rd := r.real(d)
 		q := filepath.Join(rd, filepath.Base(p))
 		out = q
-		if !r.exists[rd] && rd != "/" {
-			// Beneath a missing directory nothing exists.
-		} else if fi, err := os.Lstat(q); err == nil {
+		// Beneath a missing directory nothing exists: not looked up.
+		if fi, err := r.lstat(rd, q); err == nil {
 			r.exists[q] = true
 			if fi.Mode()&fs.ModeSymlink != 0 && r.links < maxLinks {
 				if t, err := os.Readlink(q); err == nil {
@@ -153,8 +152,17 @@ func (r *resolver) real(p string) string {
 			}
 		}
 	}
-	r.real_[p] = out
+	r.memo[p] = out
 	return out
+}
+
+// lstat is os.Lstat of q, the entry of the real directory rd, without a
+// system call when rd does not exist.
+func (r *resolver) lstat(rd, q string) (fs.FileInfo, error) {
+	if !r.exists[rd] {
+		return nil, fs.ErrNotExist
+	}
+	return os.Lstat(q)
 }
 
 // has reports whether p exists (resolving it first).

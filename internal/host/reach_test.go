@@ -307,3 +307,30 @@ func BenchmarkJailPolicy(b *testing.B) {
 		}
 	})
 }
+
+// TestRealPath resolves links along the way and at the end (a link to a
+// socket not made yet is followed), keeps a missing tail beneath its real
+// parent, and ends on a loop of links.
+func TestRealPath(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	mkfiles(t, real, "sub/")
+	for link, target := range map[string]string{"via": "real", "sock": "real/sub/agent.sock", "a": "b", "b": "a"} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for in, want := range map[string]string{
+		"via/sub":         "real/sub",
+		"via/sub/missing": "real/sub/missing",
+		"sock":            "real/sub/agent.sock",
+		"via/no/such":     "real/no/such",
+	} {
+		if got := realPath(filepath.Join(dir, in)); got != filepath.Join(dir, want) {
+			t.Errorf("realPath(%s) = %s, want %s", in, got, filepath.Join(dir, want))
+		}
+	}
+	if got := realPath(filepath.Join(dir, "a", "x")); !strings.HasPrefix(got, dir) {
+		t.Errorf("a loop resolved to %s", got)
+	}
+}
