@@ -23,10 +23,25 @@ type Confine struct {
 	Network string
 	// Unsupported is deny or warn: what a kernel that cannot confine does.
 	Unsupported string
-	Extra       Extra
+	// Sockets are named unix sockets (absolute or "~/…") that stay
+	// reachable; every other socket directory is out of the run's view.
+	// nil defers to the next level.
+	Sockets []string
+	// Hidden are secrets to hide besides the default hidden set
+	// (DefaultHidden). Levels add up: no level can un-hide what another
+	// hides.
+	Hidden []string
+	// Readable are entries of the default hidden set (or paths beneath
+	// one) opened deliberately. nil defers to the next level.
+	Readable []string
+	// WritablePersistence are persistence paths (Persistence) opened for
+	// writing deliberately: exact paths, or ".git/hooks" / ".git/config"
+	// for the run's repository. nil defers to the next level.
+	WritablePersistence []string
+	Extra               Extra
 }
 
-var knownConfine = []string{"writable", "network", "unsupported"}
+var knownConfine = []string{"writable", "network", "unsupported", "sockets", "hidden", "readable", "writablePersistence"}
 
 // ResolvedConfine is the confinement policy one agent's "confine" members
 // ask for. Resolved.Confine is nil when no level has one: the built-in
@@ -34,16 +49,35 @@ var knownConfine = []string{"writable", "network", "unsupported"}
 // makes confinement apply even under security=full, and a kernel that
 // cannot enforce it refuses the run unless unsupported says warn.
 type ResolvedConfine struct {
-	// Sources maps "writable", "network" and "unsupported" to the level
+	// Sources maps each word ("writable", "network", "unsupported",
+	// "sockets", "hidden", "readable", "writablePersistence") to the level
 	// that supplied the value ("agents.<id>", "agents.*", "defaults" or
-	// "built-in").
+	// "built-in"); for hidden, which adds up, every level that added to
+	// it, joined by " + ".
 	Sources map[string]string `json:"sources"`
 	// Writable are the extra writable roots, "~" expanded.
 	Writable []string `json:"writable,omitempty"`
 	// Network and Unsupported are "" when no level sets a valid one.
 	Network     confine.Network     `json:"network,omitempty"`
 	Unsupported confine.Unsupported `json:"unsupported,omitempty"`
+	// Sockets are the named sockets that stay reachable, "~" expanded.
+	Sockets []string `json:"sockets,omitempty"`
+	// Hidden are the secrets hidden besides the default hidden set, from
+	// every level, "~" expanded.
+	Hidden []string `json:"hidden,omitempty"`
+	// Readable are the default hidden entries opened, "~" expanded.
+	Readable []string `json:"readable,omitempty"`
+	// WritablePersistence are the persistence paths opened for writing:
+	// absolute, or RepoHooks / RepoConfig.
+	WritablePersistence []string `json:"writablePersistence,omitempty"`
 }
+
+// The repository-relative persistence names writablePersistence accepts:
+// they stand for the run's repository's hooks directory and config file.
+const (
+	RepoHooks  = ".git/hooks"
+	RepoConfig = ".git/config"
+)
 
 func (c *Confine) clone() *Confine {
 	if c == nil {
@@ -51,6 +85,10 @@ func (c *Confine) clone() *Confine {
 	}
 	d := *c
 	d.Writable = slices.Clone(c.Writable)
+	d.Sockets = slices.Clone(c.Sockets)
+	d.Hidden = slices.Clone(c.Hidden)
+	d.Readable = slices.Clone(c.Readable)
+	d.WritablePersistence = slices.Clone(c.WritablePersistence)
 	d.Extra = c.Extra.clone()
 	return &d
 }
@@ -63,27 +101,75 @@ type confineLevel struct {
 
 // resolveConfine fills r.Confine from the levels (agent → "*" → defaults),
 // each field from the first level holding a valid value, recording every
-// invalid value skipped.
+// invalid value skipped; hidden adds up over every level. An invalid
+// entry of a list is skipped and reported: it can only open less (for
+// hidden, nothing can be hidden by a name that is not a path).
 func (r *Resolved) resolveConfine(levels []confineLevel, home string) {
-	rc := ResolvedConfine{Sources: map[string]string{"writable": SourceBuiltIn, "network": SourceBuiltIn, "unsupported": SourceBuiltIn}}
-	var asked, doneW, doneN, doneU bool
+	rc := ResolvedConfine{Sources: map[string]string{}}
+	for _, w := range confineWords {
+		rc.Sources[w] = SourceBuiltIn
+	}
+	var asked, doneN, doneU bool
+	done := map[string]bool{}
+	// paths takes one level's list of word w when no earlier level set
+	// it, keeping the entries accept passes.
+	paths := func(l confineLevel, w string, list []string, dst *[]string, accept func(string) (string, string)) {
+		if list == nil || done[w] {
+			return
+		}
+		done[w] = true
+		rc.Sources[w] = l.name
+		*dst = []string{}
+		for _, e := range list {
+			p, why := accept(e)
+			if why != "" {
+				r.Skipped = append(r.Skipped, fmt.Sprintf("%s.confine.%s %q %s; it is ignored", l.name, w, e, why))
+				continue
+			}
+			if !slices.Contains(*dst, p) {
+				*dst = append(*dst, p)
+			}
+		}
+	}
+	abs := func(e string) (string, string) {
+		p := policy.ExpandHome(strings.TrimSpace(e), home)
+		if !filepath.IsAbs(p) {
+			return "", "is not an absolute path or ~/…"
+		}
+		return filepath.Clean(p), ""
+	}
+	var hiddenFrom []string
 	for _, l := range levels {
 		if l.c == nil {
 			continue
 		}
 		asked = true
-		if !doneW && l.c.Writable != nil {
-			doneW = true
-			rc.Sources["writable"] = l.name
-			rc.Writable = []string{}
-			for _, w := range l.c.Writable {
-				p := policy.ExpandHome(strings.TrimSpace(w), home)
-				if !filepath.IsAbs(p) {
-					r.Skipped = append(r.Skipped, fmt.Sprintf("%s.confine.writable %q is not an absolute path or ~/…; it is ignored", l.name, w))
-					continue
-				}
-				rc.Writable = append(rc.Writable, filepath.Clean(p))
+		paths(l, "writable", l.c.Writable, &rc.Writable, abs)
+		paths(l, "sockets", l.c.Sockets, &rc.Sockets, abs)
+		paths(l, "readable", l.c.Readable, &rc.Readable, func(e string) (string, string) {
+			p, why := abs(e)
+			if why == "" && !underAny(p, DefaultHidden(home)) {
+				return "", "is not in the default hidden set (nothing to open)"
 			}
+			return p, why
+		})
+		paths(l, "writablePersistence", l.c.WritablePersistence, &rc.WritablePersistence, func(e string) (string, string) {
+			if t := strings.TrimSuffix(strings.TrimSpace(e), "/"); t == RepoHooks || t == RepoConfig {
+				return t, ""
+			}
+			return abs(e)
+		})
+		if l.c.Hidden != nil {
+			// Hidden adds up: every level's list applies.
+			var add []string
+			done["hidden"] = false
+			paths(l, "hidden", l.c.Hidden, &add, abs)
+			for _, p := range add {
+				if !slices.Contains(rc.Hidden, p) {
+					rc.Hidden = append(rc.Hidden, p)
+				}
+			}
+			hiddenFrom = append(hiddenFrom, l.name)
 		}
 		if !doneN && l.c.Network != "" {
 			switch n := confine.Network(l.c.Network); n {
@@ -104,9 +190,32 @@ func (r *Resolved) resolveConfine(levels []confineLevel, home string) {
 			}
 		}
 	}
+	if len(hiddenFrom) > 0 {
+		rc.Sources["hidden"] = strings.Join(hiddenFrom, " + ")
+	}
 	if asked {
 		r.Confine = &rc
 	}
+}
+
+// confineWords are the words of a "confine" member, in the order
+// Sources and `approvals get` show them.
+var confineWords = []string{"writable", "network", "unsupported", "sockets", "hidden", "readable", "writablePersistence"}
+
+// underAny reports whether p (clean, absolute) is one of roots or beneath
+// one; a root with "*" matches as filepath.Match does.
+func underAny(p string, roots []string) bool {
+	for _, r := range roots {
+		for q := p; ; q = filepath.Dir(q) {
+			if ok, _ := filepath.Match(r, q); ok {
+				return true
+			}
+			if q == "/" {
+				break
+			}
+		}
+	}
+	return false
 }
 
 // confine decodes a "confine" member.
@@ -123,6 +232,14 @@ func (p *parser) confine(dst **Confine, where string, off int) error {
 			return p.str(&c.Network, where+".network", off)
 		case "unsupported":
 			return p.str(&c.Unsupported, where+".unsupported", off)
+		case "sockets":
+			return p.strings(&c.Sockets, where+".sockets", off)
+		case "hidden":
+			return p.strings(&c.Hidden, where+".hidden", off)
+		case "readable":
+			return p.strings(&c.Readable, where+".readable", off)
+		case "writablePersistence":
+			return p.strings(&c.WritablePersistence, where+".writablePersistence", off)
 		}
 		return p.extra(&c.Extra, where, key, knownConfine)
 	})
@@ -167,10 +284,13 @@ func (o *objectWriter) confine(c *Confine) {
 	}
 	o.key("confine")
 	co := o.w.object()
-	if c.Writable != nil {
-		co.key("writable")
+	list := func(k string, l []string) {
+		if l == nil {
+			return
+		}
+		co.key(k)
 		o.w.buf.WriteByte('[')
-		for i, s := range c.Writable {
+		for i, s := range l {
 			if i > 0 {
 				o.w.buf.WriteByte(',')
 			}
@@ -178,8 +298,13 @@ func (o *objectWriter) confine(c *Confine) {
 		}
 		o.w.buf.WriteByte(']')
 	}
+	list("writable", c.Writable)
 	co.str("network", c.Network)
 	co.str("unsupported", c.Unsupported)
+	list("sockets", c.Sockets)
+	list("hidden", c.Hidden)
+	list("readable", c.Readable)
+	list("writablePersistence", c.WritablePersistence)
 	co.extra(c.Extra, knownConfine)
 	co.close()
 }

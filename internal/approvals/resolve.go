@@ -77,6 +77,12 @@ func (f *File) ResolvePolicy(agentID string) Resolved {
 	return f.resolve(agentID, "", false)
 }
 
+// ResolvePolicyHome is ResolvePolicy with home as the "~" of the confine
+// paths (an execution host's own home, which may not be $HOME's).
+func (f *File) ResolvePolicyHome(agentID, home string) Resolved {
+	return f.resolve(agentID, home, false)
+}
+
 // confineHome is the home "~/" expands to in confine.writable: Resolve's,
 // or the host user's when ResolvePolicy passes none.
 func confineHome(home string) string {

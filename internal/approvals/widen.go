@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 )
@@ -120,6 +121,7 @@ func Widenings(cur, next *File) []Widening {
 			}
 		}
 	}
+	out = append(out, confineWidenings(cur, next, ids)...)
 	out = append(out, extraChanges("", cur.Extra, next.Extra)...)
 	out = append(out, extraChanges("defaults.", cur.Defaults.Extra, next.Defaults.Extra)...)
 	for _, id := range ids {
@@ -133,8 +135,135 @@ func Widenings(cur, next *File) []Widening {
 		}
 		out = append(out, extraChanges("agents."+id+".", ce, ne)...)
 		out = append(out, entryExtraChanges("agents."+id+".allowlist", ca, na)...)
+		out = append(out, confineExtraChanges("agents."+id+".confine.", ca, na)...)
+	}
+	var cd, nd *Confine = cur.Defaults.Confine, next.Defaults.Confine
+	out = append(out, extraChanges("defaults.confine.", confineExtra(cd), confineExtra(nd))...)
+	return out
+}
+
+func confineExtra(c *Confine) Extra {
+	if c == nil {
+		return nil
+	}
+	return c.Extra
+}
+
+func confineExtraChanges(where string, cur, next *Agent) []Widening {
+	var ce, ne Extra
+	if cur != nil {
+		ce = confineExtra(cur.Confine)
+	}
+	if next != nil {
+		ne = confineExtra(next.Confine)
+	}
+	return extraChanges(where, ce, ne)
+}
+
+// confineWidenings reports, per agent, every way next's confinement lets
+// a run reach more than cur's (docs/approvals-file.md, "Remote edits only
+// tighten"): a writable root not beneath one it had, a looser network
+// (none < loopback < all), unsupported deny → warn, a socket, readable
+// entry or writablePersistence path it did not have, a hidden path it no
+// longer hides, or the confine member gone under security=full (no jail
+// at all). An agent that inherits the same widening from "*" on both
+// sides is not reported again.
+func confineWidenings(cur, next *File, ids []string) []Widening {
+	var out []Widening
+	wild := map[Widening]bool{}
+	for _, id := range ids {
+		rc, rn := cur.ResolvePolicy(id), next.ResolvePolicy(id)
+		own := "agents." + id
+		ownConfine := func(f *File) bool { a := f.Agents[id]; return a != nil && a.Confine != nil }
+		add := func(field, from, to string) {
+			w := Widening{own + ".confine." + field, from, to}
+			if field == "" {
+				w.Where = own + ".confine"
+			}
+			if id == WildcardAgent {
+				wild[Widening{field, from, to}] = true
+			} else if !ownConfine(cur) && !ownConfine(next) && wild[Widening{field, from, to}] {
+				return
+			}
+			out = append(out, w)
+		}
+		c, n := effectiveConfine(rc), effectiveConfine(rn)
+		if c.jail && !n.jail {
+			// Leaving security=full's unconfined runs is reported as
+			// security; under full on both sides, the member's removal.
+			if rc.Local.Security == policy.SecurityFull {
+				add("", "jail", "")
+			}
+			continue
+		}
+		if !c.jail {
+			continue // nothing was confined: any jail only tightens
+		}
+		for _, w := range n.Writable {
+			if !underAny(w, c.Writable) {
+				add("writable", "", w)
+			}
+		}
+		if netRank(n.Network) > netRank(c.Network) {
+			add("network", string(c.Network), string(n.Network))
+		}
+		if c.Unsupported == "deny" && n.Unsupported == "warn" {
+			add("unsupported", "deny", "warn")
+		}
+		for _, l := range []struct {
+			field     string
+			cur, next []string
+		}{{"sockets", c.Sockets, n.Sockets}, {"readable", c.Readable, n.Readable}, {"writablePersistence", c.WritablePersistence, n.WritablePersistence}} {
+			for _, p := range l.next {
+				if !slices.Contains(l.cur, p) {
+					add(l.field, "", p)
+				}
+			}
+		}
+		for _, p := range c.Hidden {
+			if !slices.Contains(n.Hidden, p) {
+				add("hidden", p, "")
+			}
+		}
 	}
 	return out
+}
+
+// jailView is an agent's confinement as Widenings compares it.
+type jailView struct {
+	jail bool
+	ResolvedConfine
+}
+
+// effectiveConfine is what r's confinement policy comes to: the built-in
+// one of its security mode without a "confine" member (security=full:
+// no jail beyond the protected set; otherwise network none, deny), the
+// member's with the built-in values filled in.
+func effectiveConfine(r Resolved) jailView {
+	if r.Confine == nil {
+		if r.Local.Security == policy.SecurityFull {
+			return jailView{}
+		}
+		return jailView{jail: true, ResolvedConfine: ResolvedConfine{Network: "none", Unsupported: "deny"}}
+	}
+	v := jailView{jail: true, ResolvedConfine: *r.Confine}
+	if v.Network == "" {
+		v.Network = "none"
+	}
+	if v.Unsupported == "" {
+		v.Unsupported = "deny"
+	}
+	return v
+}
+
+func netRank(n confine.Network) int {
+	switch n {
+	case confine.NetworkAll:
+		return 2
+	case confine.NetworkLoopback:
+		return 1
+	}
+	return 0
 }
 
 // unionIDs returns "*" and every agent either file names, "*" first.

@@ -88,6 +88,9 @@ type Record struct {
 	// Confinement says what the kernel let the run touch (host runs;
 	// internal/confine's description).
 	Confinement string `json:"confinement,omitempty"`
+	// Layers are the layers of the jail that held for the run
+	// (internal/confine's Layer names).
+	Layers []string `json:"layers,omitempty"`
 	// GatewayFields carry the gateway's own decisions (events.go); they
 	// are flattened into the line and empty on execution hosts' records.
 	GatewayFields

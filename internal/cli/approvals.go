@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/host"
@@ -319,8 +320,12 @@ type checkOutput struct {
 	CanonicalSha256 string   `json:"canonicalSha256,omitempty"`
 	RunsAs          string   `json:"runsAs"`
 	Builtins        []string `json:"builtins,omitempty"`
-	// Confinement says what the kernel would let the run touch.
-	Confinement string `json:"confinement"`
+	// Confinement says in one line what the run could reach and which
+	// layers of the jail hold; Layers lists those layers, Jail is the
+	// whole confinement (hidden secrets, read-only paths, sockets).
+	Confinement string               `json:"confinement"`
+	Layers      []string             `json:"layers"`
+	Jail        *confine.Confinement `json:"jail,omitempty"`
 }
 
 func newApprovalsCheckCmd(g *globals) *cobra.Command {
@@ -350,7 +355,10 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				Security: p.Effective.Security, Ask: p.Effective.Ask, AskFallback: p.Effective.Fallback,
 				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
 				Segments: []checkSegment{}, Canonical: p.Analysis.Canonical, CanonicalSha256: p.Analysis.Hash,
-				RunsAs: p.RunsAs(), Confinement: e.ConfinementText(p),
+				RunsAs: p.RunsAs(), Confinement: e.ConfinementText(p), Layers: e.Layers(p), Jail: e.Jail(p),
+			}
+			if out.Layers == nil {
+				out.Layers = []string{}
 			}
 			for _, b := range p.Analysis.Builtins {
 				out.Builtins = append(out.Builtins, b.String()) // "name at line:col", the shape --json has always had
@@ -376,7 +384,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "analysis failed: %s\n", out.AnalysisError)
 			}
 			fmt.Fprintf(g.stdout, "runs as: %s\n", out.RunsAs)
-			fmt.Fprintf(g.stdout, "confined: %s\n", out.Confinement)
+			fmt.Fprintf(g.stdout, "reach: %s\n", out.Confinement)
 			for _, b := range out.Builtins {
 				fmt.Fprintf(g.stdout, "  %-40s interpreter builtin\n", b)
 			}
@@ -424,4 +432,18 @@ func printConfine(w io.Writer, a agentView) {
 	fmt.Fprintf(w, "  confine      writable: %s (from %s)\n", writable, c.Sources["writable"])
 	fmt.Fprintf(w, "               network: %s (from %s)\n", or(string(c.Network), "none"), c.Sources["network"])
 	fmt.Fprintf(w, "               unsupported: %s (from %s)\n", or(string(c.Unsupported), "deny"), c.Sources["unsupported"])
+	list := func(l []string, def string) string {
+		if len(l) == 0 {
+			return def
+		}
+		return strings.Join(l, ", ")
+	}
+	fmt.Fprintf(w, "               sockets: %s (from %s)\n", list(c.Sockets, "none"), c.Sources["sockets"])
+	hidden := "the default set"
+	if len(c.Hidden) > 0 {
+		hidden += " + " + strings.Join(c.Hidden, ", ")
+	}
+	fmt.Fprintf(w, "               hidden: %s (from %s)\n", hidden, c.Sources["hidden"])
+	fmt.Fprintf(w, "               readable: %s (from %s)\n", list(c.Readable, "none"), c.Sources["readable"])
+	fmt.Fprintf(w, "               writablePersistence: %s (from %s)\n", list(c.WritablePersistence, "none"), c.Sources["writablePersistence"])
 }

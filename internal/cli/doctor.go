@@ -20,6 +20,8 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/client"
 	"github.com/exechost/exechost/internal/config"
+	"github.com/exechost/exechost/internal/hint"
+	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/pick"
@@ -122,8 +124,33 @@ func (g *globals) doctor(ctx context.Context, url string) ([]finding, error) {
 	gw, skew := g.checkGateway(ctx, dir, url)
 	out = append(out, gw, skew, checkApprover(dir))
 	out = append(out, checkSandbox(ctx, dir)...)
-	out = append(out, checkLandlock())
+	out = append(out, checkLandlock(), checkConfinement(dir))
 	return out, nil
+}
+
+// checkConfinement says which layers of the jail hold for a run of the
+// wildcard agent on this host, its reach, and whether such a run is
+// refused (a layer the policy needs cannot be built, and it does not say
+// unsupported=warn).
+func checkConfinement(dir string) finding {
+	f := finding{Check: "jail"}
+	e := host.NewEngine(dir, policy.HostGateway, "local")
+	p, err := e.Prepare(host.Request{RawCommand: "true", Cwd: os.TempDir()})
+	if err != nil {
+		f.Status, f.Detail, f.Fix = findingProblem, err.Error(), hint.Of(err)
+		return f
+	}
+	f.Detail = "agent *: " + e.ConfinementText(p)
+	warning, err := e.CheckJail(p)
+	switch {
+	case err != nil:
+		f.Status, f.Fix = findingProblem, hint.Of(err)
+	case warning != "":
+		f.Status, f.Fix = findingWarn, "run on Linux 6.7 or later with Landlock enabled to confine runs fully"
+	default:
+		f.Status = findingOK
+	}
+	return f
 }
 
 // checkStateDir checks the state directory and its secrets: owned by this

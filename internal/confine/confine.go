@@ -265,6 +265,16 @@ func (c *Confinement) Validate() error {
 			return fmt.Errorf("confine protected path %q: must be absolute", p)
 		}
 	}
+	for _, l := range []struct {
+		field string
+		ps    []string
+	}{{"confine.hidden", c.Hidden}, {"confine read-only path", c.ReadOnly}, {"confine.sockets", c.Sockets}} {
+		for _, p := range l.ps {
+			if !filepath.IsAbs(p) {
+				return fmt.Errorf("%s %q: must be an absolute path (or start with ~/)", l.field, p)
+			}
+		}
+	}
 	return nil
 }
 
@@ -355,29 +365,85 @@ func (c *Confinement) Check(abi int) (warning string, err error) {
 	return "", hint.Wrap(fmt.Errorf("%w: %s", ErrUnsupported, what), "run on Linux 6.7 or later with Landlock enabled (lsm=landlock), or set \"confine\": {\"unsupported\": \"warn\"} in exec-approvals.json to run with what the kernel enforces")
 }
 
-// Describe says in one line what c lets a run do, for prompts, `approvals
-// check` and the audit log.
-func (c *Confinement) Describe() string {
+// Describe says in one line what c lets a run reach, for prompts,
+// `approvals check` and the audit log: Reach with every path as written.
+func (c *Confinement) Describe() string { return c.Reach(nil) }
+
+// Reach says in one line what c lets a run reach, parts joined by " · ":
+//
+//	writes: cwd, tmp · network: none · sockets: none · hidden: 14 secrets · read-only inside: 9 persistence paths · no access: /home/u/.openclaw
+//
+// names shows some paths by a name instead (the host names the run's cwd
+// "cwd" and its private temporary directory "tmp"). An inactive
+// confinement is "none". Under a confinement that writes anywhere and
+// names no socket and hides nothing there is no view of the machine to
+// speak of: sockets are "all". A part never claims more than a
+// Confinement holds: which layers enforce it is the caller's to say.
+func (c *Confinement) Reach(names map[string]string) string {
 	if !c.Active() {
 		return "none"
+	}
+	name := func(p string) string {
+		if n, ok := names[p]; ok {
+			return n
+		}
+		return p
 	}
 	var parts []string
 	switch {
 	case c.writesAll():
-		parts = append(parts, "writes anywhere")
+		parts = append(parts, "writes: anywhere")
 	case len(c.Writable) == 0:
-		parts = append(parts, "writes nowhere")
+		parts = append(parts, "writes: nowhere")
 	default:
-		parts = append(parts, "writes only in "+strings.Join(c.Writable, ", "))
+		ws := make([]string, len(c.Writable))
+		for i, w := range c.Writable {
+			ws[i] = name(w)
+		}
+		parts = append(parts, "writes: "+strings.Join(ws, ", "))
+	}
+	switch c.network() {
+	case NetworkNone:
+		parts = append(parts, "network: none")
+	case NetworkLoopback:
+		parts = append(parts, "network: loopback asked, runs as all (Landlock filters ports, not addresses)")
+	default:
+		parts = append(parts, "network: all")
+	}
+	switch {
+	case len(c.Sockets) > 0:
+		ss := make([]string, len(c.Sockets))
+		for i, s := range c.Sockets {
+			ss[i] = name(s)
+		}
+		parts = append(parts, "sockets: "+strings.Join(ss, ", "))
+	case c.writesAll() && len(c.Hidden) == 0:
+		parts = append(parts, "sockets: all")
+	default:
+		parts = append(parts, "sockets: none")
+	}
+	switch len(c.Hidden) {
+	case 0:
+		parts = append(parts, "hidden: none")
+	case 1:
+		parts = append(parts, "hidden: 1 secret")
+	default:
+		parts = append(parts, fmt.Sprintf("hidden: %d secrets", len(c.Hidden)))
+	}
+	switch n := len(c.ReadOnly); {
+	case n == 1:
+		parts = append(parts, "read-only inside: "+name(c.ReadOnly[0]))
+	case n > 1:
+		parts = append(parts, fmt.Sprintf("read-only inside: %d persistence paths", n))
 	}
 	if len(c.Protected) > 0 {
-		parts = append(parts, "no access to "+strings.Join(c.Protected, ", "))
+		parts = append(parts, "no access: "+strings.Join(c.Protected, ", "))
 	}
 	for _, w := range c.Writable {
 		for _, p := range c.Protected {
 			if p != w && within(p, w) && w != "/" {
 				// Granted around the protected path (package doc).
-				where := w
+				where := name(w)
 				if d := filepath.Dir(p); d != w {
 					where += " or the directories down to " + d
 				}
@@ -385,13 +451,7 @@ func (c *Confinement) Describe() string {
 			}
 		}
 	}
-	switch c.network() {
-	case NetworkNone:
-		parts = append(parts, "no network (TCP)")
-	case NetworkLoopback:
-		parts = append(parts, "network loopback asked for, not enforceable by Landlock (TCP to any address allowed)")
-	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, " · ")
 }
 
 // InThread says how a command confined by c starts, the one place that

@@ -38,13 +38,23 @@ func TestCheckFallback(t *testing.T) {
 // TestValidateAndDescribe refuses bad values naming the field, and
 // describes what a confinement lets a run do.
 func TestValidateAndDescribe(t *testing.T) {
-	for _, c := range []Confinement{{Network: "lan"}, {Unsupported: "maybe"}, {Writable: []string{"rel"}}} {
+	for _, c := range []Confinement{{Network: "lan"}, {Unsupported: "maybe"}, {Writable: []string{"rel"}},
+		{Hidden: []string{"rel"}}, {ReadOnly: []string{"rel"}}, {Sockets: []string{"rel"}}} {
 		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), "confine") {
 			t.Errorf("%+v: error %v", c, err)
 		}
 	}
 	c := &Confinement{Writable: []string{"/w"}, Protected: []string{"/s"}, Network: NetworkNone}
-	if got, want := c.Describe(), "writes only in /w; no access to /s; no network (TCP)"; got != want {
+	if got, want := c.Describe(), "writes: /w · network: none · sockets: none · hidden: none · no access: /s"; got != want {
+		t.Errorf("Describe = %q, want %q", got, want)
+	}
+	c = &Confinement{Writable: []string{"/w", "/t", "/x"}, Protected: []string{"/s"}, Network: NetworkAll,
+		Sockets: []string{"/run/docker.sock"}, Hidden: []string{"/h/.ssh", "/h/.aws"}, ReadOnly: []string{"/w/.git/hooks", "/w/.git/config"}}
+	want := "writes: cwd, tmp, /x · network: all · sockets: /run/docker.sock · hidden: 2 secrets · read-only inside: 2 persistence paths · no access: /s"
+	if got := c.Reach(map[string]string{"/w": "cwd", "/t": "tmp"}); got != want {
+		t.Errorf("Reach = %q, want %q", got, want)
+	}
+	if got, want := (&Confinement{Writable: []string{"/"}, Protected: []string{"/s"}}).Describe(), "writes: anywhere · network: all · sockets: all · hidden: none · no access: /s"; got != want {
 		t.Errorf("Describe = %q, want %q", got, want)
 	}
 	if got := (&Confinement{Writable: []string{"/"}}).Describe(); got != "none" {

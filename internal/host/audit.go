@@ -61,6 +61,7 @@ func (r AuditRecord) Line() audit.Record {
 		Approval:       string(r.Approval),
 		Fallback:       r.Fallback,
 		Confinement:    r.Confinement,
+		Layers:         r.Layers,
 	}
 	switch {
 	case r.Fallback:

@@ -1,6 +1,9 @@
 package host
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -12,37 +15,66 @@ import (
 // directory ("" before one exists, for `approvals check` and prompts):
 //
 //   - security=allowlist, or any "confine" member in exec-approvals.json:
-//     writes only in the run's cwd, tmp and confine.writable, network as
-//     confine.network says (none by default);
+//     the jail. Writes only in the run's cwd, tmp and confine.writable;
+//     network as confine.network says (none by default); no socket but
+//     confine.sockets; the default hidden set and confine.hidden out of
+//     sight, less confine.readable; the persistence paths inside the
+//     writable roots read-only, less confine.writablePersistence; a kernel
+//     or platform that cannot build it refuses the run unless
+//     confine.unsupported says warn;
 //   - security=full without a "confine" member: only the protected set is
-//     out of reach.
+//     out of reach, and a kernel that cannot enforce that warns.
 //
-// The state directory is protected whatever the policy says. A kernel that
-// cannot enforce it refuses the run when a "confine" member asks for
-// confinement (unless it says unsupported=warn) and warns otherwise.
+// The state directory is protected whatever the policy says.
 func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
+	if p.jail == nil {
+		p.jail = e.jail(p)
+	}
+	c := *p.jail
+	if tmp != "" && !slices.Contains(c.Writable, "/") {
+		// The tmp directory is the run's own: nothing persists there.
+		c.Writable = append(slices.Clone(c.Writable), tmp)
+	}
+	r, _ := c.Resolve()
+	return &r
+}
+
+// jail is confinement without the run's temporary directory.
+func (e *Engine) jail(p *Prepared) *confine.Confinement {
 	asked := p.Resolved.Confine
 	c := &confine.Confinement{Protected: []string{e.StateDir}, Unsupported: confine.UnsupportedWarn}
 	if asked == nil && p.Effective.Security == policy.SecurityFull {
 		c.Writable, c.Network = []string{"/"}, confine.NetworkAll
-	} else {
-		c.Writable, c.Network = []string{p.Cwd}, confine.NetworkNone
-		if tmp != "" {
-			c.Writable = append(c.Writable, tmp)
-		}
+		return c
 	}
+	res := newResolver()
+	c.Writable, c.Network, c.Unsupported = []string{p.Cwd}, confine.NetworkNone, confine.UnsupportedDeny
 	if asked != nil {
 		c.Writable = append(c.Writable, asked.Writable...)
-		c.Unsupported = confine.UnsupportedDeny
 		if asked.Network != "" {
 			c.Network = asked.Network
 		}
 		if asked.Unsupported != "" {
 			c.Unsupported = asked.Unsupported
 		}
+		for _, s := range asked.Sockets {
+			if s = res.real(s); !slices.Contains(c.Sockets, s) {
+				c.Sockets = append(c.Sockets, s)
+			}
+		}
 	}
-	r, _ := c.Resolve()
-	return &r
+	c.Hidden = e.hidden(res, asked)
+	// A root inside a hidden path is not granted (as one inside the
+	// protected set): hidden wins, whatever the cwd or writable says.
+	var writable []string
+	for _, w := range c.Writable {
+		if w = res.real(w); !slices.ContainsFunc(c.Hidden, func(h string) bool { return pathWithin(w, h) }) {
+			writable = append(writable, w)
+		}
+	}
+	c.Writable = writable
+	c.ReadOnly = e.readOnly(res, p.Cwd, writable, asked)
+	return c
 }
 
 // confineRules is the engine's Landlock rule builder: the rules around the
@@ -109,15 +141,23 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *con
 	return c, true, nil
 }
 
-// ConfinementText says in one line what the kernel will let a run of p
-// touch, for prompts, `approvals check` and the audit log ("$TMPDIR" is the
-// run's private temporary directory), and whether this kernel enforces it.
+// ConfinementText says in one line what a run of p may reach (the reach
+// line: writes, network, sockets, hidden secrets, read-only persistence
+// paths, the protected set, with the run's cwd shown as "cwd" and its
+// private temporary directory as "tmp"), which layers of the jail hold on
+// this host, and whether this host refuses or only warns about what it
+// cannot build, for prompts, `approvals check` and the audit log.
 func (e *Engine) ConfinementText(p *Prepared) string {
 	c := e.confinement(p, "$TMPDIR")
-	text := c.Describe()
+	text := c.Reach(map[string]string{realPath(p.Cwd): "cwd", "$TMPDIR": "tmp"})
 	if !c.Active() {
 		return text
 	}
+	layers := "none"
+	if held := e.heldLayers(c); len(held) > 0 {
+		layers = strings.Join(held, ", ")
+	}
+	text += " · layers: " + layers
 	warning, err := c.Check(e.kernelABI())
 	switch {
 	case err != nil:
@@ -126,4 +166,44 @@ func (e *Engine) ConfinementText(p *Prepared) string {
 		return text + " — " + warning
 	}
 	return text
+}
+
+// CheckJail says whether this host can build the jail of a run of p: nil
+// when it can (or p's run is not confined); a warning when it builds less
+// and the policy says unsupported=warn; an error wrapping
+// confine.ErrUnsupported, with a hint, when such a run is refused.
+func (e *Engine) CheckJail(p *Prepared) (warning string, err error) {
+	c := e.confinement(p, "$TMPDIR")
+	if e.noConfine || !c.Active() {
+		return "", nil
+	}
+	return c.Check(e.kernelABI())
+}
+
+// Jail is the confinement a run of p would get, its private temporary
+// directory shown as "$TMPDIR", for `approvals check --json`.
+func (e *Engine) Jail(p *Prepared) *confine.Confinement {
+	return e.confinement(p, "$TMPDIR")
+}
+
+// Layers are the layers of the jail that hold for a run of p on this host
+// (confine.Layer names), for `approvals check --json` and the audit
+// record; nil when the run is not confined or nothing can confine it.
+func (e *Engine) Layers(p *Prepared) []string {
+	return e.heldLayers(e.confinement(p, "$TMPDIR"))
+}
+
+// heldLayers says which layers hold for a run confined by c: each layer
+// this host builds, in confine's order, when it enforces all c asks of
+// it. Today that is Landlock, given the ABI c needs (MinABI); the other
+// layers (confine.Layer) are named here as the enforcement builds them.
+func (e *Engine) heldLayers(c *confine.Confinement) []string {
+	if e.noConfine || !c.Active() || !confine.Supported {
+		return nil
+	}
+	var held []string
+	if abi := e.kernelABI(); abi > 0 && abi >= c.MinABI() {
+		held = append(held, string(confine.LayerLandlock))
+	}
+	return held
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,11 +62,15 @@ func TestConfinementFromPolicy(t *testing.T) {
 			if got := statErr == nil; got != tc.want {
 				t.Errorf("wrote outside the cwd = %v, want %v (%+v)", got, tc.want, res.Result)
 			}
-			// The audit records say what the run was confined to.
+			// The audit records say what the run could reach and which
+			// layers held.
 			f.mu.Lock()
 			for _, r := range f.audits {
-				if !strings.Contains(r.Confinement, "no access to "+f.engine.StateDir) || !strings.Contains(r.Line().Confinement, "writes ") {
+				if !strings.Contains(r.Confinement, "no access: "+f.engine.StateDir) || !strings.Contains(r.Line().Confinement, "writes: ") {
 					t.Errorf("%s record's confinement %q does not say what the run could touch", r.Event, r.Confinement)
+				}
+				if !slices.Equal(r.Line().Layers, []string{"landlock"}) || !strings.Contains(r.Confinement, "layers: landlock") {
+					t.Errorf("%s record's layers %q (%q): want landlock", r.Event, r.Line().Layers, r.Confinement)
 				}
 			}
 			f.mu.Unlock()
@@ -81,17 +86,17 @@ func TestConfinementFromPolicy(t *testing.T) {
 	}
 }
 
-// TestConfinementUnsupportedKernel injects a kernel without Landlock: a
-// policy that asks for confinement is refused with an actionable error
-// (and nothing runs) unless it says unsupported=warn; the built-in
-// confinement of security=allowlist warns and runs.
+// TestConfinementUnsupportedKernel injects a kernel without Landlock: the
+// jail of security=allowlist, built-in or asked for, is refused with an
+// actionable error (and nothing runs) unless the policy says
+// unsupported=warn, and the reach line says no layer holds.
 func TestConfinementUnsupportedKernel(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		confine *approvals.Confine
 		runs    bool
 	}{
-		{"built-in", nil, true},
+		{"built-in", nil, false},
 		{"asked", &approvals.Confine{}, false},
 		{"asked, warn", &approvals.Confine{Unsupported: "warn"}, true},
 	} {
@@ -111,6 +116,13 @@ func TestConfinementUnsupportedKernel(t *testing.T) {
 			}
 			if !tc.runs && (!errors.Is(err, confine.ErrUnsupported) || !strings.Contains(err.Error(), "unsupported")) {
 				t.Errorf("error %v: want confine.ErrUnsupported naming the setting that lifts it", err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, r := range f.audits {
+				if len(r.Layers) != 0 || !strings.Contains(r.Confinement, "layers: none") {
+					t.Errorf("%s record says layers %q held (%q) on a kernel without Landlock", r.Event, r.Layers, r.Confinement)
+				}
 			}
 		})
 	}

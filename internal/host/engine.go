@@ -45,6 +45,11 @@ type Engine struct {
 	PATH string
 	// Home is the host user's home for "~" in patterns and paths.
 	Home string
+	// Workspaces holds the per-agent workspaces, each the cwd of a run of
+	// that agent that names none (reach.go); Home's
+	// .local/share/exechost/workspaces when empty. It must lie outside
+	// StateDir.
+	Workspaces string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// NoCache turns off every cache the engine owns: the analysis's
@@ -118,8 +123,11 @@ type AuditRecord struct {
 	Approval  policy.Approval
 	Fallback  bool
 	Result    *runner.Result
-	// Confinement describes the run's kernel confinement (confine.go).
+	// Confinement describes the run's reach (confine.go's ConfinementText).
 	Confinement string
+	// Layers are the layers of the jail that held for the run
+	// (confine.Layer names; Engine.Layers).
+	Layers []string
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -178,7 +186,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	unvouched := p.Effective.Security == policy.SecurityFull ||
 		(rec.Fallback && p.Effective.Fallback == policy.FallbackFull)
 	how := p.runsAs(unvouched)
-	rec.Confinement = e.ConfinementText(p)
+	rec.Confinement, rec.Layers = e.ConfinementText(p), e.Layers(p)
 	spec, done, err := e.spec(p, how, req)
 	if err != nil {
 		rec.Event = "denied"

@@ -13,3 +13,11 @@ func sysID(fi fs.FileInfo) any {
 	}
 	return nil
 }
+
+// ownerOf is the uid owning fi.
+func ownerOf(fi fs.FileInfo) (int, bool) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), true
+	}
+	return 0, false
+}

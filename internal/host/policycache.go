@@ -104,7 +104,7 @@ func (e *Engine) agentPolicy(agent string, view fschange.View) (*agentPolicy, er
 	}
 	// Resolution is pure; ResolvePolicy skips the filesystem lint that
 	// `approvals get` shows, which has no say in the decision.
-	r := f.ResolvePolicy(agent)
+	r := f.ResolvePolicyHome(agent, e.Home)
 	ap := &agentPolicy{resolved: r, allow: policy.CompileAllowlist(r.Patterns(), e.Home), recorded: recordedDigests(r), unknownKeys: explain.UnknownKeys(f)}
 	// A pattern that matches a path only when case is ignored allows it
 	// only if both name the same file (a case-insensitive filesystem), so

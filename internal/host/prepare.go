@@ -3,8 +3,8 @@ package host
 import (
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/confine"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -56,6 +56,10 @@ type Prepared struct {
 	// unknownKeys are the keys of exec-approvals.json this version
 	// ignores, for a denial.
 	unknownKeys []string
+	// jail is the run's confinement before its temporary directory is
+	// known (confinement), computed once: the hidden and read-only sets
+	// look at the file system.
+	jail *confine.Confinement
 }
 
 func (p *Prepared) input() policy.Input {
@@ -88,7 +92,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	cwd, err := e.cwd(z, req.Cwd)
+	cwd, err := e.cwd(z, req.Cwd, agent)
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +206,13 @@ func shellText(argv []string) (string, bool) {
 	return "", false
 }
 
-func (e *Engine) cwd(z *shellcmd.Analyzer, c string) (string, error) {
+// cwd is the run's working directory: the request's (absolute or ~/…,
+// an existing directory), or, when it names none, the agent's workspace
+// (reach.go), never the home directory, where a run could plant
+// ~/.bashrc or ~/.ssh/authorized_keys.
+func (e *Engine) cwd(z *shellcmd.Analyzer, c, agent string) (string, error) {
 	if c == "" {
-		if e.Home != "" {
-			return e.Home, nil
-		}
-		return os.Getwd()
+		return e.defaultCwd(agent)
 	}
 	c = policy.ExpandHome(c, e.Home)
 	if !filepath.IsAbs(c) {
