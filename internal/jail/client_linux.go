@@ -28,6 +28,7 @@ type Jail struct {
 	mu      sync.Mutex // guards ctl, closed
 	ctl     int
 	closed  bool
+	cgroup  string // the jail's pids cgroup, removed once it is closed
 }
 
 // Key is the jail's Options.Key.
@@ -88,7 +89,7 @@ func start(o Options, exe string, ready time.Duration) (*Jail, error) {
 		unix.Close(sp[0])
 		return nil, fmt.Errorf("%w: start the jail server: %w", ErrJail, err)
 	}
-	j := &Jail{key: o.Key(), pid: pid, pidfd: pidfd, ctl: sp[0]}
+	j := &Jail{key: o.Key(), pid: pid, pidfd: pidfd, ctl: sp[0], cgroup: o.Cgroup}
 	var m readyMsg
 	if err := recvJSON(sp[0], &m, nil, ready); err != nil {
 		j.Close()
@@ -259,6 +260,13 @@ func (j *Jail) Close() {
 		}
 	}
 	unix.Close(j.pidfd)
+	if j.cgroup != "" {
+		// Empty once the server and its runs are reaped; a moment later
+		// on a busy machine.
+		for i := 0; i < 50 && os.Remove(j.cgroup) != nil && !os.IsNotExist(os.Remove(j.cgroup)); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // recvJSON receives one message on sock within d (0: no bound) into v,

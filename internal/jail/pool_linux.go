@@ -3,9 +3,15 @@ package jail
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/exechost/exechost/internal/confine"
+	"golang.org/x/sys/unix"
 )
 
 // Pool keeps built jails ready, one per Options.Key, so a run's start is
@@ -113,6 +119,9 @@ func (p *Pool) Get(o Options) (*Jail, func(), error) {
 		p.jails[key] = e
 		p.mu.Unlock()
 
+		if o.Cgroup == "" && slices.Contains(o.Layers, confine.LayerLimits) {
+			o.Cgroup = pidsCgroup(key)
+		}
 		var j *Jail
 		var err error
 		reply := make(chan struct{})
@@ -212,4 +221,21 @@ func (p *Pool) Close() {
 		j.Close()
 	}
 	close(p.reqs)
+}
+
+// pidsCgroup is the pids cgroup a jail with key is bounded in, when this
+// process may make one: in the cgroup v1 pids hierarchy, or beneath the
+// cgroup v2 root when it delegates pids; "" when neither (the jail falls
+// back to RLIMIT_NPROC). Made and removed by the jail.
+func pidsCgroup(key string) string {
+	const v1 = "/sys/fs/cgroup/pids"
+	if unix.Access(v1+"/cgroup.procs", unix.W_OK) == nil {
+		return filepath.Join(v1, "exechost-jail-"+key)
+	}
+	const v2 = "/sys/fs/cgroup"
+	b, err := os.ReadFile(v2 + "/cgroup.subtree_control")
+	if err == nil && slices.Contains(strings.Fields(string(b)), "pids") && unix.Access(v2, unix.W_OK) == nil {
+		return filepath.Join(v2, "exechost-jail-"+key)
+	}
+	return ""
 }

@@ -101,7 +101,11 @@ func build(o *Options) (held []confine.Layer, warning string, err error) {
 		if err := setLimits(o, cg); err != nil {
 			return nil, "", err
 		}
-		held = append(held, confine.LayerLimits)
+		// RLIMIT_NPROC does not bound root: without a cgroup, root's
+		// jail has no process bound, and says so.
+		if cg || os.Getuid() != 0 {
+			held = append(held, confine.LayerLimits)
+		}
 	}
 	if o.has(confine.LayerNetwork) && o.Confine.Network == confine.NetworkNone {
 		if err := loopbackUp(); err != nil {
