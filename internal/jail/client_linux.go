@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/runner"
 	"golang.org/x/sys/unix"
 )
 
@@ -140,11 +141,13 @@ type Request struct {
 
 // Proc is a started run.
 type Proc struct {
-	// Pid is its process id in the jail's pid namespace.
-	Pid   int
+	pid   int
 	pidfd int
 	sock  int
 }
+
+// Pid is its process id in the jail's pid namespace.
+func (p *Proc) Pid() int { return p.pid }
 
 // ExitFD is readable (poll) once the run has exited: its status is then
 // ready for Wait.
@@ -158,12 +161,12 @@ func (p *Proc) PidFD() int { return p.pidfd }
 func (p *Proc) Kill() error { return unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0) }
 
 // Wait waits (at most d; 0 for no bound) for the run's wait status.
-func (p *Proc) Wait(d time.Duration) (unix.WaitStatus, error) {
+func (p *Proc) Wait(d time.Duration) (syscall.WaitStatus, error) {
 	var m exitedMsg
 	if err := recvJSON(p.sock, &m, nil, d); err != nil {
-		return 0, fmt.Errorf("%w: run %d: %w", ErrJail, p.Pid, err)
+		return 0, fmt.Errorf("%w: run %d: %w", ErrJail, p.pid, err)
 	}
-	return unix.WaitStatus(m.Status), nil
+	return syscall.WaitStatus(m.Status), nil
 }
 
 // Close releases the run's descriptors (not the run).
@@ -229,7 +232,7 @@ func (j *Jail) Start(r Request) (*Proc, error) {
 		}
 		return nil, fmt.Errorf("%w: start %s: %s", ErrJail, r.Argv[0], m.Err)
 	}
-	return &Proc{Pid: m.Pid, pidfd: got[0], sock: sp[0]}, nil
+	return &Proc{pid: m.Pid, pidfd: got[0], sock: sp[0]}, nil
 }
 
 // Alive reports whether the server still runs.
@@ -315,4 +318,13 @@ func recvJSON(sock int, v any, fds *[]int, d time.Duration) error {
 		}
 		return json.Unmarshal(buf[:n], v)
 	}
+}
+
+// StartRun is Start for the runner (runner.Jail): Spec.Jail is a Jail.
+func (j *Jail) StartRun(argv, env []string, dir string, stdio [3]int, exec int) (runner.JailedRun, error) {
+	p, err := j.Start(Request{Argv: argv, Env: env, Dir: dir, Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], Exec: exec})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/confine"
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // runOut is what one run in j printed, and its exit status.
 type runOut struct {
 	stdout, stderr string
-	status         unix.WaitStatus
+	status         syscall.WaitStatus
 }
 
 func (r runOut) code() int {

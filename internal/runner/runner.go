@@ -139,6 +139,9 @@ type Spec struct {
 	// be applied to it: Run refuses such a Spec (ErrStart) and leaves it
 	// unused, for the caller to close.
 	Warm *Warm
+	// Jail, when set, starts the command inside that jail (see Jail):
+	// the jail's confinement, not Confine, is what holds it.
+	Jail Jail
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
@@ -188,6 +191,9 @@ type Result struct {
 	// output open after it exited; they were killed (when still in its
 	// process group) and their output after OutputGrace is lost.
 	Stragglers bool
+	// Layers are the jail layers that held the run (Spec.Jail), for the
+	// audit record; not part of the result payload.
+	Layers []confine.Layer `json:"-"`
 }
 
 // Sentinel errors for outcomes a caller may act on.
@@ -226,7 +232,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if spec.Warm != nil {
+	if spec.Jail != nil {
+		if err := checkJail(spec); err != nil {
+			return fail(err)
+		}
+		res.Layers = spec.Jail.Held()
+	} else if spec.Warm != nil {
 		if err := checkWarm(spec); err != nil {
 			return fail(err)
 		}
@@ -245,7 +256,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	var inThread *confine.Confinement
 	base := spec.ConfineBase
-	if spec.Confine.Active() {
+	if spec.Confine.Active() && spec.Jail == nil {
 		start := spec.ConfineStart
 		if start == ConfineAsk {
 			start = StartOf(spec.Confine)
