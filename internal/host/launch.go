@@ -119,6 +119,13 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			spec.Command = p.Text
 		}
 	}
+	if spec.Confine != nil && how != RunsInterpreted && how != RunsUnchecked {
+		// A standing jail for this confinement starts it with a fork and
+		// an exec, every layer built already.
+		if done = e.takeJail(&spec, spec.Confine, tmp, done); spec.Jail != nil {
+			return spec, done, nil
+		}
+	}
 	if spec.Confine != nil {
 		// A warm process handed the launcher's argv is the launcher,
 		// without a start of this binary on the run's path. Where the

@@ -73,8 +73,13 @@ func buildView(o *Options, freshProc bool) error {
 			return fmt.Errorf("make / read-only: %w", err)
 		}
 	}
-	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
-		return fmt.Errorf("private /tmp: %w", err)
+	// A private /tmp, unless the run may write anywhere (it keeps the
+	// host's then: what it writes there is meant to stay; /tmp's socket
+	// directories are masked below all the same).
+	if !writesAll {
+		if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+			return fmt.Errorf("private /tmp: %w", err)
+		}
 	}
 	for i := range roots {
 		cl := &roots[i]
