@@ -359,12 +359,12 @@ func runEscape(t *testing.T, straceBin, trace string, r escapeRun) string {
 }
 
 var (
-	traceLine  = regexp.MustCompile(`^(\d+) +(.*)$`)
-	traceCall  = regexp.MustCompile(`^(\w+)\((.*)\) += (-?\d+)(<[^>]*>)?(.*)$`)
-	quoted     = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
-	dirfdPath  = regexp.MustCompile(`^(\d+)<([^>]*)>`)
+	traceLine = regexp.MustCompile(`^(\d+) +(.*)$`)
+	traceCall = regexp.MustCompile(`^(\w+)\((.*)\) += (-?\d+)(<[^>]*>)?(.*)$`)
+	quoted    = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+	dirfdPath = regexp.MustCompile(`^(\d+)<([^>]*)>`)
 	// jailedOut is the helper's line for a run a jail held with its view.
-	jailedOut = regexp.MustCompile(`\nlayers=\[[^\]]*\bview\b`)
+	jailedOut  = regexp.MustCompile(`\nlayers=\[[^\]]*\bview\b`)
 	writeFlags = regexp.MustCompile(`O_WRONLY|O_RDWR|O_CREAT|O_TRUNC`)
 )
 
