@@ -53,7 +53,10 @@ func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
 	if e.Home != "" {
 		dirs = append(dirs, filepath.Join(e.Home, ".docker", "run"))
 	}
-	return jail.Options{Confine: jc, SocketDirs: dirs}
+	// The search path stays reachable where the view replaces /tmp: a
+	// program decided on there must be found there.
+	readable := filepath.SplitList(e.runPATH())
+	return jail.Options{Confine: jc, SocketDirs: dirs, Readable: readable}
 }
 
 // takeJail starts spec in the standing jail for c (runner.Spec.Jail),

@@ -143,8 +143,8 @@ func TestKillTakesTheWholeRun(t *testing.T) {
 	}
 }
 
-// The pinned file runs, by its descriptor, even where the view hides its
-// path: what was decided on is what runs.
+// The pinned file runs only if the file at its path in the view is the
+// one decided on: what was decided on is what runs.
 func TestExecByDescriptor(t *testing.T) {
 	w := outsideDir(t)
 	f, err := os.Open("/bin/echo")
@@ -155,7 +155,10 @@ func TestExecByDescriptor(t *testing.T) {
 	j := jailFor(t, confine.Confinement{Writable: []string{w}}, nil)
 	pr, pw, _ := os.Pipe()
 	null, _ := os.Open(os.DevNull)
-	p, err := j.Start(Request{Argv: []string{"/no/such/echo", "pinned"}, Stdin: int(null.Fd()), Stdout: int(pw.Fd()), Stderr: int(null.Fd()), Exec: int(f.Fd())})
+	if _, err := j.Start(Request{Argv: []string{"/bin/true"}, Stdin: int(null.Fd()), Stdout: int(null.Fd()), Stderr: int(null.Fd()), Exec: int(f.Fd())}); err == nil {
+		t.Fatal("another file than the one decided on started")
+	}
+	p, err := j.Start(Request{Argv: []string{"/bin/echo", "pinned"}, Stdin: int(null.Fd()), Stdout: int(pw.Fd()), Stderr: int(null.Fd()), Exec: int(f.Fd())})
 	pw.Close()
 	null.Close()
 	if err != nil {

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -180,7 +181,17 @@ func startRun(req request, fds []int, newPID bool) {
 	files := []uintptr{uintptr(fds[1]), uintptr(fds[2]), uintptr(fds[3])}
 	path := req.Argv[0]
 	if req.Exec && len(fds) > 4 {
-		files = append(files, uintptr(fds[4]))
+		// The file decided on, opened again where the run finds it in
+		// the view (its Landlock rules are the view's) and started only
+		// if it is the same file.
+		own, err := sameFile(req.Argv[0], fds[4])
+		if err != nil {
+			reply(sock, startedMsg{Err: err.Error(), Errno: int(errnoOf(err))}, nil)
+			closeAll(fds)
+			return
+		}
+		fds = append(fds, own)
+		files = append(files, uintptr(own))
 		path = "/proc/self/fd/3"
 	}
 	pidfd := -1
@@ -254,4 +265,33 @@ func closeAll(fds []int) {
 			unix.Close(fd)
 		}
 	}
+}
+
+// sameFile opens path in the jail's view and returns its descriptor if it
+// is the file decided descriptor holds (same device and inode: a bind
+// mount shows the same file), else an error: a file swapped in after the
+// decision, or one the view does not show, never runs.
+func sameFile(path string, decided int) (int, error) {
+	var want, got unix.Stat_t
+	if err := unix.Fstat(decided, &want); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Fstat(fd, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s in the jail is not the file decided on: %w", path, unix.EACCES)
+	}
+	return fd, nil
+}
+
+// errnoOf is err's errno, or EACCES.
+func errnoOf(err error) syscall.Errno {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return syscall.EACCES
 }

@@ -35,9 +35,9 @@ func buildView(o *Options, freshProc bool) error {
 	writesAll := slices.Contains(c.Writable, "/")
 	// Copies of what stays writable and of the named sockets, taken
 	// before anything is made read-only or masked.
-	var roots, socks []clone
+	var roots, socks, reads []clone
 	defer func() {
-		for _, cl := range append(roots, socks...) {
+		for _, cl := range slices.Concat(roots, socks, reads) {
 			if cl.fd >= 0 {
 				unix.Close(cl.fd)
 			}
@@ -53,6 +53,18 @@ func buildView(o *Options, freshProc bool) error {
 				return fmt.Errorf("writable root %s: %w", p, err)
 			}
 			roots = append(roots, clone{p, fd})
+		}
+	}
+	if !writesAll {
+		for _, p := range o.Readable {
+			if p != "/tmp" && !strings.HasPrefix(p, "/tmp/") {
+				continue // only /tmp is replaced: the rest is there
+			}
+			fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				continue // gone: nothing to find there
+			}
+			reads = append(reads, clone{p, fd})
 		}
 	}
 	for _, p := range c.Sockets {
@@ -92,6 +104,21 @@ func buildView(o *Options, freshProc bool) error {
 		}
 		if err := unix.MoveMount(cl.fd, "", unix.AT_FDCWD, cl.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("writable root %s: %w", cl.path, err)
+		}
+		unix.Close(cl.fd)
+		cl.fd = -1
+	}
+	for i := range reads {
+		cl := &reads[i]
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if err := unix.MountSetattr(cl.fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return fmt.Errorf("readable %s: %w", cl.path, err)
+		}
+		if err := os.MkdirAll(cl.path, 0o755); err != nil {
+			return fmt.Errorf("readable %s: %w", cl.path, err)
+		}
+		if err := unix.MoveMount(cl.fd, "", unix.AT_FDCWD, cl.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("readable %s: %w", cl.path, err)
 		}
 		unix.Close(cl.fd)
 		cl.fd = -1
