@@ -98,19 +98,12 @@ type Spec struct {
 	Executable *FileID
 	// Confine, when set and active, confines the command (Argv, or the
 	// shell running Command) before its first exec, started as
-	// ConfineStart says: in-thread the runner restricts a fresh thread of
+	// confine.Confinement.InThread says: in-thread the runner restricts a fresh thread of
 	// its own and forks the command from it (startConfined); otherwise
 	// the command starts through the launcher (confine.Wrap), which execs
 	// the pinned Executable's descriptor it inherits. An error applying
 	// it starts nothing.
 	Confine *confine.Confinement
-	// ConfineStart is how Confine's command starts: ConfineAsk (the zero
-	// value) has Run ask Confine.InThread; a caller that has asked it
-	// already (StartOf) passes the answer, so that what it did on that
-	// answer (the host takes a warm process only for a start through the
-	// launcher) and what Run does agree, and the process is asked once.
-	// A warm process always starts it through the launcher.
-	ConfineStart ConfineStart
 	// ConfineRules, when set, builds the rules of an in-thread start
 	// (a Builder its owner keeps, which reuses the rules around the
 	// protected set while they are exact); nil builds them afresh. A
@@ -147,6 +140,13 @@ type Spec struct {
 	// replace it to fire the timeout at a chosen point rather than race
 	// a real timer.
 	withTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
+
+	// confineStart is how Confine's command starts: ConfineAsk (the zero
+	// value) has Run ask Confine.InThread, the only answer a caller gets;
+	// a warm process always starts it through the launcher. Unexported:
+	// no caller can force an in-thread start where InThread refuses it
+	// (tests set it to run the in-thread start anyway).
+	confineStart ConfineStart
 
 	// tracked, when set, is called once the reaper lists the run's group
 	// (a test that kills the runner knows the reaper can act from then on).
@@ -257,7 +257,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	var inThread *confine.Confinement
 	base := spec.ConfineBase
 	if spec.Confine.Active() && spec.Jail == nil {
-		start := spec.ConfineStart
+		start := spec.confineStart
 		if start == ConfineAsk {
 			start = StartOf(spec.Confine)
 		}
