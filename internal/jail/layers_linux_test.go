@@ -222,7 +222,8 @@ var attacks = []attack{{
 	},
 }, {
 	name: "SIGSTOP to an outside process with network all",
-	by:   []confine.Layer{confine.LayerPID},
+	// Landlock's signal scoping holds whatever the network (ABI 6).
+	by: []confine.Layer{confine.LayerPID, confine.LayerLandlock},
 	prepare: func(t *testing.T) (confine.Confinement, []string, string, func(*testing.T, runOut) bool) {
 		victim := startVictim(t, nil)
 		return confine.Confinement{Writable: []string{t.TempDir()}, Network: confine.NetworkAll}, nil, fmt.Sprintf("kill -STOP %d", victim.Pid), func(t *testing.T, r runOut) bool {
