@@ -124,3 +124,19 @@ func (o *Options) procs() uint64 {
 	}
 	return DefaultProcs
 }
+
+// Missing are the layers a jail for c that holds held lacks: every layer
+// but the network one, which applies to network none only. The policy
+// decides whether a missing layer refuses the run or warns.
+func Missing(c *confine.Confinement, held []confine.Layer) []confine.Layer {
+	var out []confine.Layer
+	for _, l := range AllLayers {
+		if l == confine.LayerNetwork && c.Network != confine.NetworkNone {
+			continue
+		}
+		if !slices.Contains(held, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -239,3 +239,15 @@ func pidsCgroup(key string) string {
 	}
 	return ""
 }
+
+// Layers builds (or finds) the jail for o and reports the layers it holds
+// on this machine and those it misses (Missing); err when no jail can be
+// built at all (every layer is then missing).
+func (p *Pool) Layers(o Options) (held, missing []confine.Layer, err error) {
+	j, release, err := p.Get(o)
+	if err != nil {
+		return nil, slices.Clone(AllLayers), err
+	}
+	defer release()
+	return j.Held(), Missing(&o.Confine, j.Held()), nil
+}
