@@ -13,28 +13,52 @@ import (
 	"github.com/exechost/exechost/internal/runner"
 )
 
-// The runner's supervision holds on the jailed path: output capture,
-// exit status, start failures, the timeout that kills everything, the
-// output cap, and the pinned executable.
-func TestRunnerJailed(t *testing.T) {
+// starters are the ways a confined command starts (issue 47's seam), each
+// a change to the Spec: every one passes the same conformance cases.
+func starters(t *testing.T, c confine.Confinement) []struct {
+	name string
+	set  func(*runner.Spec)
+} {
+	j := jailFor(t, c, nil)
+	return []struct {
+		name string
+		set  func(*runner.Spec)
+	}{
+		{"unconfined", func(*runner.Spec) {}},
+		{"landlock launcher", func(s *runner.Spec) { s.Confine = &c }},
+		{"jail", func(s *runner.Spec) { s.Jail = j }},
+	}
+}
+
+// TestStarterConformance: every starter captures output and status,
+// reports a missing program as never started, kills everything on a
+// timeout, caps output and starts only the file decided on.
+func TestStarterConformance(t *testing.T) {
 	w := outsideDir(t)
-	j := jailFor(t, confine.Confinement{Writable: []string{w}, Network: confine.NetworkNone}, nil)
+	c := confine.Confinement{Writable: []string{w}, Network: confine.NetworkNone}
+	for _, st := range starters(t, c) {
+		t.Run(st.name, func(t *testing.T) { conformance(t, w, st.set) })
+	}
+}
+
+func conformance(t *testing.T, w string, set func(*runner.Spec)) {
 	ctx := context.Background()
+	run := func(s runner.Spec) (runner.Result, error) {
+		set(&s)
+		return runner.Run(ctx, s)
+	}
 
 	t.Run("output and status", func(t *testing.T) {
-		res, err := runner.Run(ctx, runner.Spec{Argv: []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, Cwd: w, Jail: j})
+		res, err := run(runner.Spec{Argv: []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, Cwd: w})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.Success {
 			t.Fatalf("result %+v", res)
 		}
-		if !slices.Equal(res.Layers, j.Held()) || len(res.Layers) == 0 {
-			t.Fatalf("layers %v, jail holds %v", res.Layers, j.Held())
-		}
 	})
 	t.Run("missing program", func(t *testing.T) {
-		res, err := runner.Run(ctx, runner.Spec{Argv: []string{"/no/such/program"}, Jail: j})
+		res, err := run(runner.Spec{Argv: []string{"/no/such/program"}})
 		if err == nil || res.ExitCode != 127 {
 			t.Fatalf("err %v, exit %d", err, res.ExitCode)
 		}
@@ -42,7 +66,7 @@ func TestRunnerJailed(t *testing.T) {
 	t.Run("timeout kills the whole run", func(t *testing.T) {
 		marker := filepath.Join(w, "late")
 		start := time.Now()
-		res, err := runner.Run(ctx, runner.Spec{Argv: []string{"/bin/sh", "-c", "(sleep 1; touch " + marker + ") & sleep 60"}, Timeout: 300 * time.Millisecond, Jail: j})
+		res, err := run(runner.Spec{Argv: []string{"/bin/sh", "-c", "(sleep 1; touch " + marker + ") & sleep 60"}, Timeout: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +79,7 @@ func TestRunnerJailed(t *testing.T) {
 		}
 	})
 	t.Run("output cap", func(t *testing.T) {
-		res, err := runner.Run(ctx, runner.Spec{Argv: []string{"/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a"}, MaxOutput: 100000, Jail: j})
+		res, err := run(runner.Spec{Argv: []string{"/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a"}, MaxOutput: 100000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +92,7 @@ func TestRunnerJailed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := runner.Run(ctx, runner.Spec{Argv: []string{"/bin/echo", "pinned"}, Executable: &id, Jail: j})
+		res, err := run(runner.Spec{Argv: []string{"/bin/echo", "pinned"}, Executable: &id})
 		if err != nil || res.Stdout != "pinned\n" {
 			t.Fatalf("err %v result %+v", err, res)
 		}
@@ -76,17 +100,24 @@ func TestRunnerJailed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := runner.Run(ctx, runner.Spec{Argv: []string{"/bin/echo", "swapped"}, Executable: &other, Jail: j}); err == nil {
+		if _, err := run(runner.Spec{Argv: []string{"/bin/echo", "swapped"}, Executable: &other}); err == nil {
 			t.Fatal("a file other than the one decided on started")
 		}
 	})
-	t.Run("network none", func(t *testing.T) {
-		res, err := runner.Run(ctx, runner.Spec{Argv: []string{"/bin/cat", "/proc/net/dev"}, Jail: j})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(res.Stdout, "eth") || !strings.Contains(res.Stdout, "lo:") {
-			t.Fatalf("interfaces seen: %q", res.Stdout)
-		}
-	})
+}
+
+// TestRunnerJailed: a jailed run's result names the layers that held it,
+// and network none leaves it only a loopback of its own.
+func TestRunnerJailed(t *testing.T) {
+	j := jailFor(t, confine.Confinement{Writable: []string{outsideDir(t)}, Network: confine.NetworkNone}, nil)
+	res, err := runner.Run(context.Background(), runner.Spec{Argv: []string{"/bin/cat", "/proc/net/dev"}, Jail: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Layers, j.Held()) || len(res.Layers) == 0 {
+		t.Fatalf("layers %v, jail holds %v", res.Layers, j.Held())
+	}
+	if strings.Contains(res.Stdout, "eth") || !strings.Contains(res.Stdout, "lo:") {
+		t.Fatalf("interfaces seen: %q", res.Stdout)
+	}
 }
