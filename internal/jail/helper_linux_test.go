@@ -2,7 +2,6 @@ package jail
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +110,3 @@ func sh(t *testing.T, j *Jail, dir, script string) runOut {
 	t.Helper()
 	return run(t, j, dir, "/bin/sh", "-c", script)
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
