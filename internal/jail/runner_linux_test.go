@@ -120,4 +120,13 @@ func TestRunnerJailed(t *testing.T) {
 	if strings.Contains(res.Stdout, "eth") || !strings.Contains(res.Stdout, "lo:") {
 		t.Fatalf("interfaces seen: %q", res.Stdout)
 	}
+	// The run holds its stdio and nothing of the jail's (its control
+	// socket would hand it other runs' requests).
+	res, err = runner.Run(context.Background(), runner.Spec{Argv: []string{"/bin/sh", "-c", "exec ls -l /proc/self/fd"}, Jail: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Stdout, "socket:") || res.ExitCode != 0 {
+		t.Fatalf("the run holds a socket: %q %q", res.Stdout, res.Stderr)
+	}
 }

@@ -58,6 +58,9 @@ type exitedMsg struct {
 func serve() {
 	args := reexec.Args(1, 1, "OPTIONS")
 	runtime.LockOSThread() // never unlocked: every run is forked from this thread
+	// Inherited without close-on-exec: a run must never hold the
+	// control socket (it could take other runs' requests and files).
+	unix.CloseOnExec(ctlFD)
 	var o Options
 	if err := json.Unmarshal([]byte(args[0]), &o); err != nil {
 		reply(ctlFD, readyMsg{Err: "bad options: " + err.Error()}, nil)
