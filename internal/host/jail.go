@@ -66,7 +66,10 @@ func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
 // no layer.
 func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string, done func()) func() {
 	pool := e.jails()
-	if pool == nil || spec.PTY {
+	// security=full without a "confine" member writes anywhere and keeps
+	// only the protected set out of reach (docs/policy.md): its sockets,
+	// network and tools (ptrace) stay as they were, with Landlock alone.
+	if pool == nil || spec.PTY || slices.Contains(c.Writable, "/") {
 		return done
 	}
 	j, release, err := pool.Get(e.jailOptions(c, tmp))
