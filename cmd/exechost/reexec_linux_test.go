@@ -17,8 +17,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/reaper"
 	"github.com/exechost/exechost/internal/reexec"
+	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 	"github.com/exechost/exechost/internal/shellcmd"
 	"github.com/exechost/exechost/internal/shellrun"
@@ -35,6 +37,25 @@ var entryPoints = map[string]func(t *testing.T, self string){
 	"--exechost-sandbox-helper=v1": helperRuns,
 	"--exechost-sandbox-agent=v1":  agentRuns,
 	"--exechost-agent-install=v1":  installRuns,
+	"--exechost-jail=v1":           jailRuns,
+}
+
+// jailRuns: the jail server builds its jail and runs a command in it.
+func jailRuns(t *testing.T, self string) {
+	p, err := jail.NewPool(jail.WithExecutable(self))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	j, release, err := p.Get(jail.Options{Confine: confine.Confinement{Writable: []string{t.TempDir()}, Network: confine.NetworkNone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	res, err := runner.Run(context.Background(), runner.Spec{Argv: []string{"/bin/echo", "jailed"}, Jail: j, Timeout: time.Minute})
+	if err != nil || res.Stdout != "jailed\n" || len(res.Layers) == 0 {
+		t.Fatalf("run in the jail: %+v, %v", res, err)
+	}
 }
 
 // TestEntryPoints: every registered entry point has a row above, every row

@@ -335,12 +335,12 @@ func (c *Confinement) config(abi int) landlock.Config {
 		// asking REFER on ABI 1; without it such moves are refused.
 		handled &^= ll.AccessFSRefer
 	}
-	cfg := landlock.Config{HandledAccessFS: handled}
+	// Abstract unix sockets and signals stay within the run whatever its
+	// network (ABI 6): a run given the network (npm install) must not
+	// stop the node, the gateway or the approver either.
+	cfg := landlock.Config{HandledAccessFS: handled, Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
 	if c.network() == NetworkNone {
 		cfg.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
-		// Abstract unix sockets and signals are the other ways out of
-		// a run that may not talk to anything (ABI 6).
-		cfg.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
 	}
 	return cfg.BestEffort()
 }

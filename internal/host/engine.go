@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/state"
@@ -80,6 +81,11 @@ type Engine struct {
 	// exact (confine.Builder.Afresh). Set it before the first run.
 	ConfineRulesAfresh bool
 
+	// NoJail starts confined runs with Landlock alone (the launcher or
+	// an in-thread start) instead of in a standing jail
+	// (internal/jail). Set it before the first run.
+	NoJail bool
+
 	// noConfine turns confinement off: only the escape tests' controls
 	// set it, to show that what the confined run was kept from happens
 	// without it.
@@ -96,6 +102,9 @@ type Engine struct {
 	warmMu     sync.Mutex // guards warmPool, warmClosed
 	warmPool   *warmPool
 	warmClosed bool
+	jailMu     sync.Mutex // guards jailPool, jailClosed
+	jailPool   *jail.Pool
+	jailClosed bool
 	usage      usageQueue
 	digests    digests
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/testdep"
 )
@@ -46,6 +47,9 @@ type escapeRun struct {
 	// the confinement builds the base layer itself instead of being
 	// handed the engine's.
 	Afresh bool
+	// NoJail sets Engine.NoJail: the run is confined by Landlock alone
+	// (the launcher, a warm process, or in-thread), not in a jail.
+	NoJail bool
 }
 
 func init() {
@@ -63,7 +67,7 @@ func escapeHelper(spec string) int {
 		return 2
 	}
 	e := NewEngine(r.State, policy.HostNode, "escape")
-	e.PATH, e.Home, e.noConfine, e.ConfineRulesAfresh = "/usr/local/bin:/usr/bin:/bin", r.Home, r.NoConfine, r.Afresh
+	e.PATH, e.Home, e.noConfine, e.ConfineRulesAfresh, e.NoJail = "/usr/local/bin:/usr/bin:/bin", r.Home, r.NoConfine, r.Afresh, r.NoJail
 	req := Request{RawCommand: r.Text, Cwd: r.Work}
 	warmPid := 0
 	if r.Warm || testWarmInterpreters() > 0 {
@@ -93,7 +97,7 @@ func escapeHelper(spec string) int {
 	}
 	res, err := e.Run(context.Background(), req)
 	out, _ := json.Marshal(res)
-	fmt.Printf("%s\nerr=%v\nrunsAs=%s\nwarm=%v\npid=%d\n", out, err, runsAs, warmPid != 0 && res.Pid == warmPid, res.Pid)
+	fmt.Printf("%s\nerr=%v\nrunsAs=%s\nwarm=%v\npid=%d\nlayers=%v\n", out, err, runsAs, warmPid != 0 && res.Pid == warmPid, res.Pid, res.Layers)
 	if p := e.warm(); p != nil {
 		p.mu.Lock()
 		fmt.Printf("pool: handed=%d started=%d lastErr=%v warmPid=%d\n", p.handed, p.started, p.lastErr, warmPid) // for a warm pass that was not handed one
@@ -215,7 +219,9 @@ func TestConfinedEscapes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			// Confined, then confined in a warm process (an interpreted
+			// Confined in a standing jail (the engine's default for
+			// a direct start and shell text), then confined by
+			// Landlock alone (NoJail) in a warm process (an interpreted
 			// run's interpreter, or the launcher of one that starts
 			// directly) handed the engine's kept base layer, then the
 			// same with the base layer built by that process
@@ -225,6 +231,7 @@ func TestConfinedEscapes(t *testing.T) {
 			// host), then the control without confinement.
 			ruleAdds := map[bool]int{} // by afresh: the warm process's landlock_add_rule calls
 			for _, mode := range []struct{ confined, warm, shielded, afresh bool }{{true, false, false, false}, {true, true, false, false}, {true, true, false, true}, {true, false, true, false}, {false, false, false, false}} {
+				jailed := mode.confined && !mode.warm && !mode.shielded
 				confined := mode.confined
 				if mode.shielded && !tc.full {
 					continue // network none: always through the launcher
@@ -236,7 +243,12 @@ func TestConfinedEscapes(t *testing.T) {
 				l := newEscapeLayout(t, sec, tc.allow, files)
 				text := strings.NewReplacer("$STATE", l.state, "$HOME", l.home).Replace(tc.text)
 				trace := filepath.Join(l.root, "trace")
-				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm, Shielded: mode.shielded, Afresh: mode.afresh})
+				out := runEscape(t, straceBin, trace, escapeRun{State: l.state, Work: l.work, Home: l.home, Text: text, NoConfine: !confined, Warm: mode.warm, Shielded: mode.shielded, Afresh: mode.afresh, NoJail: !jailed})
+				// security=full without a confine member writes anywhere
+				// and is confined by Landlock alone.
+				if jailed && !tc.full && !strings.Contains(out, "runsAs=interpreter") && !jailedOut.MatchString(out) {
+					t.Fatalf("the run did not start in a jail; the jail pass proves nothing:\n%s", out)
+				}
 				if mode.shielded && !strings.Contains(out, "inThread=true") {
 					t.Fatalf("the shielded helper does not start in-thread; the pass proves nothing:\n%s", out)
 				}
@@ -332,7 +344,7 @@ func runEscape(t *testing.T, straceBin, trace string, r escapeRun) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, straceBin, "-f", "-qq", "-y", "-s", "256", "-o", trace,
-		"-e", "trace=open,openat,openat2,creat,truncate,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,link,linkat,symlink,symlinkat,connect,clone,clone3,fork,vfork,landlock_add_rule",
+		"-e", "trace=execve,open,openat,openat2,creat,truncate,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,link,linkat,symlink,symlinkat,connect,clone,clone3,fork,vfork,landlock_add_rule",
 		"--", os.Args[0])
 	if r.Shielded && os.Geteuid() == 0 {
 		// Root's CAP_SYS_PTRACE would keep InThread from allowing it.
@@ -349,10 +361,12 @@ func runEscape(t *testing.T, straceBin, trace string, r escapeRun) string {
 }
 
 var (
-	traceLine  = regexp.MustCompile(`^(\d+) +(.*)$`)
-	traceCall  = regexp.MustCompile(`^(\w+)\((.*)\) += (-?\d+)(<[^>]*>)?(.*)$`)
-	quoted     = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
-	dirfdPath  = regexp.MustCompile(`^(\d+)<([^>]*)>`)
+	traceLine = regexp.MustCompile(`^(\d+) +(.*)$`)
+	traceCall = regexp.MustCompile(`^(\w+)\((.*)\) += (-?\d+)(<[^>]*>)?(.*)$`)
+	quoted    = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+	dirfdPath = regexp.MustCompile(`^(\d+)<([^>]*)>`)
+	// jailedOut is the helper's line for a run a jail held with its view.
+	jailedOut  = regexp.MustCompile(`\nlayers=\[[^\]]*\bview\b`)
 	writeFlags = regexp.MustCompile(`O_WRONLY|O_RDWR|O_CREAT|O_TRUNC`)
 )
 
@@ -461,9 +475,18 @@ func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) 
 		return writeAnywhere && !within(p, l.state) || within(p, l.work) || (strings.HasPrefix(p, filepath.Join(tmp, "exechost-run-"))) ||
 			strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "pipe:") || strings.HasPrefix(p, "socket:") || strings.HasPrefix(p, "anon_inode:")
 	}
+	// The jail servers the engine started build their jails (mounts,
+	// their cgroup) before they serve: that is the engine's work, not
+	// the run's; the runs they fork are checked.
+	servers := map[int]bool{}
+	for _, c := range calls {
+		if c.name == "execve" && c.ret == "0" && strings.Contains(c.args, jail.Arg) {
+			servers[proc[c.tid]] = true
+		}
+	}
 	var bad []string
 	for _, c := range calls {
-		if p, ok := proc[c.tid]; ok && p == root {
+		if p, ok := proc[c.tid]; ok && (p == root || servers[p]) {
 			continue // the engine itself
 		}
 		ok := c.ret != "-1" || strings.Contains(c.retPath+c.args, "EINPROGRESS")
@@ -482,7 +505,7 @@ func checkTrace(t *testing.T, trace string, l escapeLayout, writeAnywhere bool) 
 			if (c.name == "creat" || writeFlags.MatchString(c.args)) && !writable(c.retPath) {
 				bad = append(bad, fmt.Sprintf("pid %d opened %s for writing: %s(%s)", c.tid, c.retPath, c.name, c.args))
 			}
-		case "clone", "clone3", "fork", "vfork":
+		case "clone", "clone3", "fork", "vfork", "execve":
 		default: // calls that change the file system
 			if c.ret != "0" {
 				continue

@@ -119,14 +119,20 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			spec.Command = p.Text
 		}
 	}
+	if spec.Confine != nil && how != RunsInterpreted && how != RunsUnchecked {
+		// A standing jail for this confinement starts it with a fork and
+		// an exec, every layer built already.
+		if done = e.takeJail(&spec, spec.Confine, tmp, done); spec.Jail != nil {
+			return spec, done, nil
+		}
+	}
 	if spec.Confine != nil {
 		// A warm process handed the launcher's argv is the launcher,
 		// without a start of this binary on the run's path. Where the
 		// runner may start the command from a restricted thread of its
-		// own, that costs less still, and no warm process is used. The
-		// runner acts on this same answer (asked once: it may change).
-		spec.ConfineStart = runner.StartOf(spec.Confine)
-		if spec.ConfineStart == runner.ConfineLauncher {
+		// own, that costs less still, and no warm process is used (the
+		// runner asks again without one: either answer confines it).
+		if runner.StartOf(spec.Confine) == runner.ConfineLauncher {
 			done = e.takeWarm(&spec, req, done)
 		}
 	}

@@ -75,6 +75,7 @@ func (e *Engine) FlushUsage() error {
 // unaudited; call it when the process that owns the engine stops.
 func (e *Engine) Close() error {
 	e.closeWarm()
+	e.closeJails()
 	err := e.FlushUsage()
 	// The kept rules' descriptors; a run after Close builds them anew.
 	err = errors.Join(err, e.confineRules().Close())

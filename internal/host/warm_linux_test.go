@@ -93,9 +93,11 @@ func TestWarmOneRunPerProcess(t *testing.T) {
 	if handed != 3 || started != 5 {
 		t.Errorf("handed %d, started %d; want 3 and 5", handed, started)
 	}
-	// A plain command starts directly, confined: a warm process is its
-	// launcher and execs it in place, so the command is that process, and
-	// it is gone once the run has finished.
+	// A plain command starts directly, confined by Landlock alone (an
+	// engine without jails; with one it starts in its standing jail): a
+	// warm process is its launcher and execs it in place, so the command
+	// is that process, and it is gone once the run has finished.
+	f.engine.NoJail = true
 	ready := pool.readyPids()
 	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello", Cwd: f.dir})
 	if err != nil || res.Stdout != "hello\n" || !slices.Contains(ready, res.Pid) {

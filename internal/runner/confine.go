@@ -11,13 +11,13 @@ import (
 )
 
 // How a confined command starts (Spec.Confine): confine.InThread decides,
-// once per run (by the caller, Spec.ConfineStart, or else in Run). In-thread,
+// in Run, once per run (a caller cannot choose it). In-thread,
 // startConfined restricts a fresh thread and the run's start
 // (launchPolled's or launchWithGoroutines') forks the command from it
 // (launchSpec.start); otherwise wrapLauncher puts the confining launcher
 // (this binary re-executed) in front of the argv.
 
-// ConfineStart is how a confined command starts (Spec.ConfineStart).
+// ConfineStart is how a confined command starts.
 type ConfineStart uint8
 
 // ConfineStart values.

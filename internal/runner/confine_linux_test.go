@@ -97,7 +97,7 @@ func TestConfineInThread(t *testing.T) {
 					t.Fatalf("control: the unconfined run left no %s: %v", tt.left, err)
 				}
 			}
-			spec.Confine, spec.ConfineStart = l.confinement(), ConfineInThread
+			spec.Confine, spec.confineStart = l.confinement(), ConfineInThread
 			// Rules built afresh, then by a Builder kept across the
 			// runs (reused from the second run of the test on).
 			for _, rules := range []*confine.Builder{nil, kept} {
@@ -133,7 +133,7 @@ func TestConfineInThreadLeavesOtherThreadsFree(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), ConfineStart: ConfineInThread})
+			res, err := Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), confineStart: ConfineInThread})
 			if err != nil || res.Stdout != "ok\n" {
 				t.Errorf("confined run %d = %+v, %v", i, res, err)
 			}
@@ -183,7 +183,7 @@ func TestConfineInThreadRefusesLimits(t *testing.T) {
 	c := l.confinement()
 	c.Limits.FileSize = 4096
 	marker := filepath.Join(l.work, "started")
-	spec := Spec{Command: "ulimit -f > " + marker, Cwd: l.work, Timeout: time.Minute, Confine: c, ConfineStart: ConfineInThread}
+	spec := Spec{Command: "ulimit -f > " + marker, Cwd: l.work, Timeout: time.Minute, Confine: c, confineStart: ConfineInThread}
 	res, err := Run(context.Background(), spec)
 	if err == nil || !strings.Contains(err.Error(), "resource limits are per process") {
 		t.Errorf("in-thread with limits = %+v, %v; want the start refused", res, err)
@@ -198,7 +198,7 @@ func TestConfineInThreadRefusesLimits(t *testing.T) {
 	if after != before {
 		t.Errorf("this process's RLIMIT_FSIZE changed: %+v, was %+v", after, before)
 	}
-	spec.ConfineStart = ConfineAsk
+	spec.confineStart = ConfineAsk
 	if res, err := Run(context.Background(), spec); err != nil || !res.Success {
 		t.Fatalf("asked: %+v, %v", res, err)
 	}
@@ -272,7 +272,7 @@ func BenchmarkStartConfined(b *testing.B) {
 		spec Spec
 	}{
 		{"unconfined", Spec{}},
-		{"in-thread", Spec{Confine: c, ConfineStart: ConfineInThread}},
+		{"in-thread", Spec{Confine: c, confineStart: ConfineInThread}},
 		{"launcher", Spec{Confine: c}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -299,7 +299,7 @@ func shieldedReach() int {
 		if force {
 			start = ConfineInThread
 		}
-		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, ConfineStart: start})
+		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, confineStart: start})
 		if err != nil || !res.Success {
 			return fmt.Sprintf("run failed: %+v, %v", res, err)
 		}

@@ -104,7 +104,7 @@ func TestMain(m *testing.M) {
 		res, err := Run(context.Background(), Spec{
 			Command:      `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
 			Confine:      &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone},
-			ConfineStart: ConfineInThread,
+			confineStart: ConfineInThread,
 		})
 		fmt.Println(res.ExitCode, err)
 		os.Exit(3)

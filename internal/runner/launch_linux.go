@@ -60,6 +60,9 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	if ls.Warm != nil {
 		return launchWarm(ctx, ls)
 	}
+	if ls.Jail != nil {
+		return launchJailed(ctx, ls)
+	}
 	argv0 := ls.execPath()
 	if !strings.Contains(argv0, "/") {
 		// As os/exec does: a bare name is looked up in the runner's own
@@ -106,7 +109,46 @@ func launchPolled(ctx context.Context, ls launchSpec) (ran, error) {
 	}
 	defer release() // after superviseStarted has reaped it: see startConfined
 	defer unix.Close(pidfd)
-	return superviseStarted(ctx, ls, start, pid, pidfd, outs, nil)
+	return superviseStarted(ctx, ls, start, pid, pidfd, outs, nil, nil)
+}
+
+// launchJailed starts ls in its jail (Spec.Jail): the jail's server forks
+// and execs it (the pinned file by its descriptor), with the run's output
+// pipes as its stdout and stderr, and it is supervised as a fresh start
+// is, its kill being the jail's (the whole run).
+func launchJailed(ctx context.Context, ls launchSpec) (ran, error) {
+	argv0 := ls.argv[0]
+	if !strings.HasPrefix(argv0, "/") {
+		p, err := exec.LookPath(argv0)
+		if err != nil {
+			return ran{}, startFailed(argv0, err)
+		}
+		argv0 = p
+	}
+	outs, err := openPolledOutputs(ls)
+	if err != nil {
+		return ran{}, fmt.Errorf("run %q: open output: %w", ls.argv[0], err)
+	}
+	defer outs.close()
+	execFD := -1
+	if ls.pinned != nil {
+		execFD = int(ls.pinned.file.Fd())
+	}
+	argv := append([]string{argv0}, ls.argv[1:]...)
+	unlock := lockThread() // the poll loop stays on one thread
+	defer unlock()
+	start := time.Now()
+	jr, err := ls.Jail.StartRun(argv, ls.env, ls.Cwd, [3]int{int(outs.child[0]), int(outs.child[1]), int(outs.child[2])}, execFD)
+	outs.closeChild()
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return ran{}, startFailed(ls.argv[0], err)
+		}
+		return ran{}, fmt.Errorf("%w: %w", errConfine, err)
+	}
+	defer jr.Close()
+	return superviseStarted(ctx, ls, start, jr.Pid(), jr.PidFD(), outs, nil, jr)
 }
 
 // launchWarm runs ls in its warm process (Spec.Warm): the process started
@@ -132,17 +174,24 @@ func launchWarm(ctx context.Context, ls launchSpec) (ran, error) {
 	return superviseStarted(ctx, ls, time.Now(), pid, pidfd, outs, func() error {
 		sent = true
 		return sendHandOver(sock, ls) // closes sock
-	})
+	}, nil)
 }
 
 // superviseStarted watches the started process pid until it has exited
 // and its output is drained (see launchPolled). handOver, when set, is
 // called once the group is tracked by the reaper and before anything else:
 // the warm process's hand-over, after which it runs the command; an error
-// from it kills the process and is returned.
-func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, pidfd int, outs *polledOutputs, handOver func() error) (r ran, err error) {
+// from it kills the process and is returned. jailed, when set, is the
+// run a jail started (pid is then its pid in the jail): it is killed as
+// the jail kills (its whole pid namespace), needs no reaper (it dies
+// with the jail's server, which dies with this process), and its status
+// comes from the jail.
+func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, pidfd int, outs *polledOutputs, handOver func() error, jailed JailedRun) (r ran, err error) {
 	r.pid = pid
-	tree := procTree{pgid: pid}
+	var tree killer = procTree{pgid: pid}
+	if jailed != nil {
+		tree = jailKiller{jailed}
+	}
 	// The leader is reaped last, once nothing can signal its group any
 	// more: until then it is at worst a zombie, its pid — the group's id —
 	// cannot be reused, and every kill reaches this run's group and no
@@ -174,9 +223,17 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 		}
 		var ws syscall.WaitStatus
 		var err error
-		for {
-			if _, err = syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
-				break
+		if jailed != nil {
+			if !exitSeen {
+				// Killed above; its status follows at once.
+				_ = jailed.Kill()
+			}
+			ws, err = jailed.Wait(jailStatusWait)
+		} else {
+			for {
+				if _, err = syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+					break
+				}
 			}
 		}
 		switch {
@@ -187,9 +244,11 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 			r.code, r.why = waitStatus(ws)
 		}
 	}()
-	if untrack, err = reaperTrack(pid); err != nil {
-		untrack = func() {}
-		return r, err
+	if jailed == nil {
+		if untrack, err = reaperTrack(pid); err != nil {
+			untrack = func() {}
+			return r, err
+		}
 	}
 	if ls.tracked != nil {
 		ls.tracked(pid)
@@ -374,3 +433,16 @@ func (o *polledOutputs) close() {
 		}
 	}
 }
+
+// jailStatusWait bounds the wait for a jailed run's status once its exit
+// was seen (or it was killed): the jail sends it as soon as it reaps it.
+const jailStatusWait = 10 * time.Second
+
+// killer kills a run: its process group, or a jailed run's pid namespace.
+type killer interface{ kill() }
+
+// jailKiller kills a jailed run: its first process, the init of its pid
+// namespace, so that every process it left dies too.
+type jailKiller struct{ r JailedRun }
+
+func (k jailKiller) kill() { _ = k.r.Kill() }

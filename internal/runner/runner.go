@@ -98,19 +98,12 @@ type Spec struct {
 	Executable *FileID
 	// Confine, when set and active, confines the command (Argv, or the
 	// shell running Command) before its first exec, started as
-	// ConfineStart says: in-thread the runner restricts a fresh thread of
+	// confine.Confinement.InThread says: in-thread the runner restricts a fresh thread of
 	// its own and forks the command from it (startConfined); otherwise
 	// the command starts through the launcher (confine.Wrap), which execs
 	// the pinned Executable's descriptor it inherits. An error applying
 	// it starts nothing.
 	Confine *confine.Confinement
-	// ConfineStart is how Confine's command starts: ConfineAsk (the zero
-	// value) has Run ask Confine.InThread; a caller that has asked it
-	// already (StartOf) passes the answer, so that what it did on that
-	// answer (the host takes a warm process only for a start through the
-	// launcher) and what Run does agree, and the process is asked once.
-	// A warm process always starts it through the launcher.
-	ConfineStart ConfineStart
 	// ConfineRules, when set, builds the rules of an in-thread start
 	// (a Builder its owner keeps, which reuses the rules around the
 	// protected set while they are exact); nil builds them afresh. A
@@ -139,11 +132,21 @@ type Spec struct {
 	// be applied to it: Run refuses such a Spec (ErrStart) and leaves it
 	// unused, for the caller to close.
 	Warm *Warm
+	// Jail, when set, starts the command inside that jail (see Jail):
+	// the jail's confinement, not Confine, is what holds it.
+	Jail Jail
 
 	// withTimeout arms Timeout (context.WithTimeout when nil). Tests
 	// replace it to fire the timeout at a chosen point rather than race
 	// a real timer.
 	withTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
+
+	// confineStart is how Confine's command starts: ConfineAsk (the zero
+	// value) has Run ask Confine.InThread, the only answer a caller gets;
+	// a warm process always starts it through the launcher. Unexported:
+	// no caller can force an in-thread start where InThread refuses it
+	// (tests set it to run the in-thread start anyway).
+	confineStart ConfineStart
 
 	// tracked, when set, is called once the reaper lists the run's group
 	// (a test that kills the runner knows the reaper can act from then on).
@@ -188,6 +191,9 @@ type Result struct {
 	// output open after it exited; they were killed (when still in its
 	// process group) and their output after OutputGrace is lost.
 	Stragglers bool
+	// Layers are the jail layers that held the run (Spec.Jail), for the
+	// audit record; not part of the result payload.
+	Layers []confine.Layer `json:"-"`
 }
 
 // Sentinel errors for outcomes a caller may act on.
@@ -226,7 +232,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if spec.Warm != nil {
+	if spec.Jail != nil {
+		if err := checkJail(spec); err != nil {
+			return fail(err)
+		}
+		res.Layers = spec.Jail.Held()
+	} else if spec.Warm != nil {
 		if err := checkWarm(spec); err != nil {
 			return fail(err)
 		}
@@ -245,8 +256,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	var inThread *confine.Confinement
 	base := spec.ConfineBase
-	if spec.Confine.Active() {
-		start := spec.ConfineStart
+	if spec.Confine.Active() && spec.Jail == nil {
+		start := spec.confineStart
 		if start == ConfineAsk {
 			start = StartOf(spec.Confine)
 		}

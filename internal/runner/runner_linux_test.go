@@ -155,7 +155,7 @@ func TestRunTimeoutKillsProcessTree(t *testing.T) {
 				Timeout:      500 * time.Millisecond,
 				PTY:          tc.withPTY,
 				Confine:      c,
-				ConfineStart: start,
+				confineStart: start,
 				withTimeout:  timeoutWhen(func() bool { return fileHasLine(pidfile) }),
 			})
 			if err != nil {

@@ -1,0 +1,87 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/jail"
+	"github.com/exechost/exechost/internal/runner"
+)
+
+// jails returns the engine's pool of standing jails, started on first
+// use; nil where jails cannot be built (not Linux), when the engine was
+// built with NoJail, or once the engine is closed.
+func (e *Engine) jails() *jail.Pool {
+	if !jail.Supported || e.NoJail {
+		return nil
+	}
+	e.jailMu.Lock()
+	defer e.jailMu.Unlock()
+	if e.jailPool == nil && !e.jailClosed {
+		p, err := jail.NewPool(jail.WithClock(e.now))
+		if err != nil {
+			return nil
+		}
+		e.jailPool = p
+	}
+	return e.jailPool
+}
+
+// closeJails ends the engine's jails (and any run still in one).
+func (e *Engine) closeJails() {
+	e.jailMu.Lock()
+	p := e.jailPool
+	e.jailPool, e.jailClosed = nil, true
+	e.jailMu.Unlock()
+	if p != nil {
+		p.Close()
+	}
+}
+
+// jailOptions is the jail a run confined by c starts in. The run's own
+// temporary directory is left out (it would make every run's jail a new
+// one): a jailed run's TMPDIR is the jail's private /tmp.
+func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
+	jc := *c
+	jc.Writable = slices.DeleteFunc(slices.Clone(c.Writable), func(p string) bool { return p == tmp })
+	var dirs []string
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		dirs = append(dirs, d)
+	}
+	if e.Home != "" {
+		dirs = append(dirs, filepath.Join(e.Home, ".docker", "run"))
+	}
+	// The search path stays reachable where the view replaces /tmp: a
+	// program decided on there must be found there.
+	readable := filepath.SplitList(e.runPATH())
+	return jail.Options{Confine: jc, SocketDirs: dirs, Readable: readable}
+}
+
+// takeJail starts spec in the standing jail for c (runner.Spec.Jail),
+// when there is one to be had, and returns done extended to release it.
+// Without one (no jails here, or it could not be built) the run starts
+// confined by Landlock alone, as spec already says; its result then names
+// no layer.
+func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string, done func()) func() {
+	pool := e.jails()
+	// security=full without a "confine" member writes anywhere and keeps
+	// only the protected set out of reach (docs/policy.md): its sockets,
+	// network and tools (ptrace) stay as they were, with Landlock alone.
+	if pool == nil || spec.PTY || slices.Contains(c.Writable, "/") {
+		return done
+	}
+	j, release, err := pool.Get(e.jailOptions(c, tmp))
+	if err != nil {
+		return done
+	}
+	spec.Jail = j
+	if spec.Env != nil {
+		spec.Env["TMPDIR"] = "/tmp"
+	}
+	return func() {
+		release()
+		done()
+	}
+}

@@ -1,0 +1,300 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"syscall"
+
+	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/reexec"
+	"golang.org/x/sys/unix"
+)
+
+func init() { reexec.Register(Arg, serve) }
+
+// ctlFD is the server's control socket (SOCK_SEQPACKET): it says once
+// that it is ready (readyMsg), then receives one request per run.
+const ctlFD = 3
+
+// maxMsg bounds a request (argv and environment).
+const maxMsg = 1 << 20
+
+// readyMsg is the server's first message: the layers it holds, or why it
+// could not build its jail.
+type readyMsg struct {
+	Held    []confine.Layer `json:"held,omitempty"`
+	Warning string          `json:"warning,omitempty"`
+	Err     string          `json:"err,omitempty"`
+}
+
+// request is one run, with descriptors (SCM_RIGHTS): the run's reply
+// socket, its stdin, stdout and stderr, and, when Exec, the pinned file
+// to execute (it becomes the run's descriptor 3, as runner.ChildFD).
+type request struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir,omitempty"`
+	Exec bool     `json:"exec,omitempty"`
+}
+
+// startedMsg is the first reply on a run's socket: its pid in the jail
+// (with its pidfd) or why it did not start; exitedMsg the second.
+type startedMsg struct {
+	Pid   int    `json:"pid,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+	Err   string `json:"err,omitempty"`
+}
+
+type exitedMsg struct {
+	Status uint32 `json:"status"`
+}
+
+// serve is the server's entry point: build the jail on this process and
+// its locked thread, say so, then fork each run from that thread.
+func serve() {
+	args := reexec.Args(1, 1, "OPTIONS")
+	runtime.LockOSThread() // never unlocked: every run is forked from this thread
+	// Inherited without close-on-exec: a run must never hold the
+	// control socket (it could take other runs' requests and files).
+	unix.CloseOnExec(ctlFD)
+	var o Options
+	if err := json.Unmarshal([]byte(args[0]), &o); err != nil {
+		reply(ctlFD, readyMsg{Err: "bad options: " + err.Error()}, nil)
+		os.Exit(2)
+	}
+	held, warning, err := build(&o)
+	if err != nil {
+		reply(ctlFD, readyMsg{Err: err.Error()}, nil)
+		os.Exit(1)
+	}
+	if err := reply(ctlFD, readyMsg{Held: held, Warning: warning}, nil); err != nil {
+		os.Exit(1)
+	}
+	newPID := slices.Contains(held, confine.LayerPID)
+	buf := make([]byte, maxMsg)
+	oob := make([]byte, unix.CmsgSpace(5*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(ctlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			os.Exit(0) // the host closed the jail (or is gone)
+		}
+		fds := rights(oob[:oobn])
+		var req request
+		if err := json.Unmarshal(buf[:n], &req); err != nil || len(fds) < 4 || len(req.Argv) == 0 {
+			closeAll(fds)
+			continue
+		}
+		startRun(req, fds, newPID)
+	}
+}
+
+// build builds o's layers in order (AllLayers) and returns those held.
+func build(o *Options) (held []confine.Layer, warning string, err error) {
+	if o.has(confine.LayerLimits) {
+		cg := false
+		if o.Cgroup != "" {
+			cg = joinCgroup(o.Cgroup, o.procs()) == nil
+		}
+		if err := setLimits(o, cg); err != nil {
+			return nil, "", err
+		}
+		// RLIMIT_NPROC does not bound root: without a cgroup, root's
+		// jail has no process bound, and says so.
+		if cg || os.Getuid() != 0 {
+			held = append(held, confine.LayerLimits)
+		}
+	}
+	if o.has(confine.LayerNetwork) && o.Confine.Network == confine.NetworkNone {
+		if err := loopbackUp(); err != nil {
+			return nil, "", err
+		}
+		held = append(held, confine.LayerNetwork)
+	}
+	pid := o.has(confine.LayerPID)
+	switch {
+	case o.has(confine.LayerView):
+		if err := buildView(o, pid); err != nil {
+			return nil, "", fmt.Errorf("view: %w", err)
+		}
+		held = append(held, confine.LayerView)
+	case pid:
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return nil, "", fmt.Errorf("pid: %w", err)
+		}
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return nil, "", fmt.Errorf("pid: fresh /proc: %w", err)
+		}
+	}
+	if pid {
+		held = append(held, confine.LayerPID)
+	}
+	// Nothing a run does reaches this process by ptrace or /proc.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return nil, "", fmt.Errorf("not dumpable: %w", err)
+	}
+	if o.has(confine.LayerLandlock) && confine.KernelABI() > 0 {
+		c := landlockOf(o)
+		w, err := confine.ApplyThread(&c, confine.KernelABI())
+		if err != nil {
+			return nil, "", fmt.Errorf("landlock: %w", err)
+		}
+		warning = w
+		held = append(held, confine.LayerLandlock)
+	}
+	if o.has(confine.LayerNoPrivilege) {
+		if err := dropPrivilege(); err != nil {
+			return nil, "", fmt.Errorf("no-privilege: %w", err)
+		}
+		held = append(held, confine.LayerNoPrivilege)
+	}
+	if o.has(confine.LayerSeccomp) {
+		if err := loadSeccomp(); err != nil {
+			return nil, "", err
+		}
+		held = append(held, confine.LayerSeccomp)
+	}
+	return held, warning, nil
+}
+
+// landlockOf is the confinement the Landlock layer applies: o's, with the
+// hidden set kept out as the protected set is, the view's private /tmp
+// writable, and no limits (the limits layer owns them).
+func landlockOf(o *Options) confine.Confinement {
+	c := o.Confine
+	c.Protected = append(slices.Clone(c.Protected), c.Hidden...)
+	if o.has(confine.LayerView) && !slices.Contains(c.Writable, "/tmp") {
+		c.Writable = append(slices.Clone(c.Writable), "/tmp")
+	}
+	c.Limits = confine.Limits{}
+	c.Base, c.BaseFor, c.Exec = 0, "", ""
+	return c
+}
+
+// startRun forks req from this (the jail's) thread and answers on its
+// socket: its pid and pidfd, then its wait status once it has exited.
+func startRun(req request, fds []int, newPID bool) {
+	sock := fds[0]
+	files := []uintptr{uintptr(fds[1]), uintptr(fds[2]), uintptr(fds[3])}
+	path := req.Argv[0]
+	if req.Exec && len(fds) > 4 {
+		// The file decided on, opened again where the run finds it in
+		// the view (its Landlock rules are the view's) and started only
+		// if it is the same file.
+		own, err := sameFile(req.Argv[0], fds[4])
+		if err != nil {
+			reply(sock, startedMsg{Err: err.Error(), Errno: int(errnoOf(err))}, nil)
+			closeAll(fds)
+			return
+		}
+		fds = append(fds, own)
+		files = append(files, uintptr(own))
+		path = "/proc/self/fd/3"
+	}
+	pidfd := -1
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
+	if newPID {
+		attr.Cloneflags = syscall.CLONE_NEWPID
+	}
+	pid, err := syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: req.Dir, Env: req.Env, Files: files, Sys: attr})
+	closeAll(fds[1:])
+	if err != nil {
+		m := startedMsg{Err: err.Error()}
+		if en, ok := err.(syscall.Errno); ok {
+			m.Errno = int(en)
+		}
+		reply(sock, m, nil)
+		unix.Close(sock)
+		return
+	}
+	err = reply(sock, startedMsg{Pid: pid}, []int{pidfd})
+	unix.Close(pidfd)
+	go func() {
+		var ws unix.WaitStatus
+		for {
+			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+				break
+			}
+		}
+		if err == nil {
+			reply(sock, exitedMsg{Status: uint32(ws)}, nil)
+		}
+		unix.Close(sock)
+	}()
+}
+
+// reply sends v (and fds) as one message on sock.
+func reply(sock int, v any, fds []int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err = unix.Sendmsg(sock, b, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// rights are the descriptors a message's control data carries.
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if got, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// sameFile opens path in the jail's view and returns its descriptor if it
+// is the file decided descriptor holds (same device and inode: a bind
+// mount shows the same file), else an error: a file swapped in after the
+// decision, or one the view does not show, never runs.
+func sameFile(path string, decided int) (int, error) {
+	var want, got unix.Stat_t
+	if err := unix.Fstat(decided, &want); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Fstat(fd, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s in the jail is not the file decided on: %w", path, unix.EACCES)
+	}
+	return fd, nil
+}
+
+// errnoOf is err's errno, or EACCES.
+func errnoOf(err error) syscall.Errno {
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return syscall.EACCES
+}
