@@ -10,7 +10,6 @@ import (
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
-	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestSandboxKubernetes runs host=sandbox through a real gateway whose
