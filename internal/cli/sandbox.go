@@ -36,10 +36,14 @@ func newSandboxDoctorCmd(g *globals) *cobra.Command {
 		Use:   "doctor",
 		Short: "Tell which sandbox backends work on this machine, and why not",
 		Long: `Check each sandbox backend with the "sandbox" settings of exechost.json:
-docker (is a daemon answering, is the image there) and the daemonless bwrap
+docker (is a daemon answering, is the image there), the daemonless bwrap
 backend (does a probe sandbox come up on this kernel, what isolation did it
-get: namespaces, Landlock, limits). It changes nothing: no container is
-created or removed. For each backend it says how commands run: through
+get: namespaces, Landlock, limits) and, when configured, kubernetes (does
+the namespace exist, may the gateway do what it needs, does the
+RuntimeClass exist, does the API server admit the pod in a dry run, can
+the node pull the images and start the agent in a probe pod, deleted at
+once; and what the runtime walls off). It changes nothing of a running
+gateway: no container or pod of its is created or removed. For each backend it says how commands run: through
 a resident agent inside the sandbox (a static exechost, or a dynamically
 linked one started through its own loader and libraries, carried in) or
 one runtime call each (docker exec), and why; --json has it as "commands".
