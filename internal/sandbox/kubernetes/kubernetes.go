@@ -15,7 +15,19 @@
 // finds and deletes what its predecessor left: a pod cannot be adopted,
 // because its agent exits when the attach stream that carried its hello
 // ends. A warm pool keeps sandbox.kubernetes.poolSize pods started and
-// attached for scopes not seen yet.
+// attached for scopes not seen yet; a scope adopts one as it is, and its
+// session's env travels with each command to the agent, so per-session
+// configuration never needs a new pod.
+//
+// The driver owns sandbox.kubernetes (Config: runtimeClassName, node
+// selector, tolerations, requests and an operator's pod template among
+// the rest), is linked into every exechost binary, and talks to the API
+// server through client-go's REST client over a scheme of the five kinds
+// it uses (client.go), not the generated clientset. Open and doctor check
+// the namespace, the permissions and the RuntimeClass before any pod is
+// made; doctor also dry-runs the pod and starts a probe pod
+// (diagnose.go). BuildAgentImage and Push make sandbox.kubernetes.agentImage
+// FROM scratch (image.go, `exechost sandbox image`).
 package kubernetes
 
 import (
