@@ -29,8 +29,9 @@ cleanup() {
 trap cleanup EXIT
 
 provision() {
-	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps strace dash gcc)
-	local bins=(dockerd busybox bwrap chromium tmux Xvfb dbus-run-session notify-send systemd-analyze ip setpriv ps strace dash gcc)
+	# docker-registry: the registry `exechost sandbox image --push` is tested against.
+	local want=(docker.io busybox-static bubblewrap chromium tmux xvfb dbus libnotify-bin systemd iproute2 util-linux procps strace dash gcc docker-registry)
+	local bins=(dockerd busybox bwrap chromium tmux Xvfb dbus-run-session notify-send systemd-analyze ip setpriv ps strace dash gcc docker-registry)
 	local missing=() i
 	for i in "${!want[@]}"; do
 		command -v "${bins[$i]}" >/dev/null 2>&1 || missing+=("${want[$i]}")
