@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -190,11 +191,10 @@ func (b *bench) sandboxOps() []op {
 	dockerCLI := op{name: "`docker exec` CLI", how: "`docker exec <same container> /bin/true`"}
 	bw := op{name: "daemonless sandbox (bwrap)", how: "sandbox/bwrap Backend.Exec(Argv [/bin/true]): fresh namespaces per command"}
 
-	cfg := sandbox.Config{Backend: sandbox.BackendDocker, Agent: sandbox.AgentOff} // per-command rows; bench/sandbox.go has the agent
-	cfg.Docker.Image = os.Getenv("EXECHOST_BENCH_IMAGE")
-	if cfg.Docker.Image == "" {
-		cfg.Docker.Image = "exechost-sandbox-test:busybox"
-	}
+	cfg := sandbox.Config{Backend: docker.Name, Agent: sandbox.AgentOff} // per-command rows; bench/sandbox.go has the agent
+	cfg = docker.With(cfg, func(d *docker.Config) {
+		d.Image = cmp.Or(os.Getenv("EXECHOST_BENCH_IMAGE"), "exechost-sandbox-test:busybox")
+	})
 	cfg = cfg.WithDefaults()
 	stateDir := filepath.Join(b.tmp, "sandbox-state")
 	_ = os.MkdirAll(stateDir, 0o700)
@@ -202,7 +202,7 @@ func (b *bench) sandboxOps() []op {
 	db, err := docker.Open(octx, cfg, stateDir)
 	cancel()
 	if err != nil {
-		dockerAPI.skip = fmt.Errorf("%w: %v (image %s; build it with `go test ./internal/sandbox/docker/` or set EXECHOST_BENCH_IMAGE)", errSkip, err, cfg.Docker.Image)
+		dockerAPI.skip = fmt.Errorf("%w: %v (image %s; build it with `go test ./internal/sandbox/docker/` or set EXECHOST_BENCH_IMAGE)", errSkip, err, docker.ConfigOf(cfg).Image)
 		dockerCLI.skip = dockerAPI.skip
 	} else {
 		b.cleanup = append(b.cleanup, func() {
@@ -230,7 +230,7 @@ func (b *bench) sandboxOps() []op {
 			dockerCLI.run = spawn("docker", "exec", id, "/bin/true")
 		}
 	}
-	bcfg := sandbox.Config{Backend: sandbox.BackendBwrap, Agent: sandbox.AgentOff}.WithDefaults()
+	bcfg := sandbox.Config{Backend: bwrap.Name, Agent: sandbox.AgentOff}.WithDefaults()
 	octx, cancel = context.WithTimeout(ctx, 20*time.Second)
 	bb, err := bwrap.Open(octx, bcfg, stateDir)
 	cancel()

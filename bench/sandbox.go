@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -62,21 +63,20 @@ func execTrue(be sandbox.Backend) func() error {
 // container as the API row), and a fresh bwrap sandbox per command.
 func (b *bench) sandboxRows() {
 	sec := "Sandbox exec `true`: resident agent vs a container runtime per command"
-	dcfg := sandbox.Config{Backend: sandbox.BackendDocker, AgentBinary: b.bin}
-	dcfg.Docker.Image = os.Getenv("EXECHOST_BENCH_IMAGE")
-	if dcfg.Docker.Image == "" {
-		dcfg.Docker.Image = "exechost-sandbox-test:busybox"
-	}
+	dcfg := sandbox.Config{Backend: docker.Name, AgentBinary: b.bin}
+	dcfg = docker.With(dcfg, func(d *docker.Config) {
+		d.Image = cmp.Or(os.Getenv("EXECHOST_BENCH_IMAGE"), "exechost-sandbox-test:busybox")
+	})
 	dcfg = dcfg.WithDefaults()
 	dexec := dcfg
 	dexec.Agent = sandbox.AgentOff
-	bcfg := sandbox.Config{Backend: sandbox.BackendBwrap, AgentBinary: b.bin}.WithDefaults()
+	bcfg := sandbox.Config{Backend: bwrap.Name, AgentBinary: b.bin}.WithDefaults()
 	bfresh := bcfg
 	bfresh.Agent = sandbox.AgentOff
 	openDocker := func(ctx context.Context, c sandbox.Config, dir string) (sandbox.Backend, error) {
 		be, err := docker.Open(ctx, c, dir)
 		if err != nil {
-			return nil, fmt.Errorf("%v (image %s: build it with `go test ./internal/sandbox/docker/` or set EXECHOST_BENCH_IMAGE)", err, c.Docker.Image)
+			return nil, fmt.Errorf("%v (image %s: build it with `go test ./internal/sandbox/docker/` or set EXECHOST_BENCH_IMAGE)", err, docker.ConfigOf(c).Image)
 		}
 		if err := be.AgentErr(); c.Agent != sandbox.AgentOff && err != nil {
 			be.Close(ctx)

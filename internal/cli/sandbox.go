@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/hint"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes"
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -22,7 +25,7 @@ func newSandboxCmd(g *globals) *cobra.Command {
 		Short: "Inspect the sandbox backends (host=sandbox)",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newSandboxDoctorCmd(g))
+	cmd.AddCommand(newSandboxDoctorCmd(g), newSandboxImageCmd(g))
 	return cmd
 }
 
@@ -33,10 +36,14 @@ func newSandboxDoctorCmd(g *globals) *cobra.Command {
 		Use:   "doctor",
 		Short: "Tell which sandbox backends work on this machine, and why not",
 		Long: `Check each sandbox backend with the "sandbox" settings of exechost.json:
-docker (is a daemon answering, is the image there) and the daemonless bwrap
+docker (is a daemon answering, is the image there), the daemonless bwrap
 backend (does a probe sandbox come up on this kernel, what isolation did it
-get: namespaces, Landlock, limits). It changes nothing: no container is
-created or removed. For each backend it says how commands run: through
+get: namespaces, Landlock, limits) and, when configured, kubernetes (does
+the namespace exist, may the gateway do what it needs, does the
+RuntimeClass exist, does the API server admit the pod in a dry run, can
+the node pull the images and start the agent in a probe pod, deleted at
+once; and what the runtime walls off). It changes nothing of a running
+gateway: no container or pod of its is created or removed. For each backend it says how commands run: through
 a resident agent inside the sandbox (a static exechost, or a dynamically
 linked one started through its own loader and libraries, carried in) or
 one runtime call each (docker exec), and why; --json has it as "commands".
@@ -79,6 +86,68 @@ Exits 0 when the configured backend (or, for "auto", any backend) works,
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <state>/exechost.json; optional there)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnosis as JSON")
+	return cmd
+}
+
+func newSandboxImageCmd(g *globals) *cobra.Command {
+	var binary, push, output, tag, username string
+	var plainHTTP bool
+	cmd := &cobra.Command{
+		Use:   "image (--push REGISTRY/REPOSITORY:TAG | --output FILE)",
+		Short: "Build the Kubernetes agent image FROM scratch and push it",
+		Long: `Build sandbox.kubernetes.agentImage: an image FROM scratch whose one
+layer is a static exechost binary at /exechost (this executable, or
+--binary), the same bytes for the same binary. --push uploads it to the
+registry the reference names (the OCI distribution API; a loopback
+registry is spoken to over HTTP, others over HTTPS unless --plain-http;
+--username with $EXECHOST_REGISTRY_PASSWORD for one that needs a login).
+--output writes it as an OCI image archive instead, for ` + "`docker load`" + `,
+` + "`ctr images import`" + ` or a registry tool of your own. No Dockerfile, no
+daemon. It prints the image's digest and the sandbox.kubernetes line that
+uses it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (push == "") == (output == "") {
+				return usageHint("`exechost sandbox image --push registry.example/exechost-agent:1`", "give exactly one of --push and --output")
+			}
+			if binary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				binary = exe
+			}
+			im, err := kubernetes.BuildAgentImage(binary)
+			if err != nil {
+				return err
+			}
+			ref := push
+			if push != "" {
+				if _, err := im.Push(cmd.Context(), push, kubernetes.PushOptions{Username: username, Password: os.Getenv("EXECHOST_REGISTRY_PASSWORD"), PlainHTTP: plainHTTP}); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "pushed %s (%s, %s)\n", push, im.Digest(), im.Arch)
+			} else {
+				ref = tag
+				var buf bytes.Buffer
+				if err := im.WriteArchive(&buf, tag); err != nil {
+					return err
+				}
+				if err := os.WriteFile(output, buf.Bytes(), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "wrote %s: %s (%s, %s)\n", output, tag, im.Digest(), im.Arch)
+			}
+			fmt.Fprintf(g.stdout, "exechost.json: \"sandbox\": {\"backend\": \"kubernetes\", \"kubernetes\": {\"agentImage\": %q}}\n", ref)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&binary, "binary", "", "static exechost binary to put in the image (default: this executable)")
+	cmd.Flags().StringVar(&push, "push", "", "push to this REGISTRY/REPOSITORY:TAG")
+	cmd.Flags().StringVar(&output, "output", "", "write an OCI image archive to this file instead")
+	cmd.Flags().StringVar(&tag, "tag", "exechost.local/exechost-agent:latest", "the image name recorded in the --output archive")
+	cmd.Flags().StringVar(&username, "username", "", "registry user (password from $EXECHOST_REGISTRY_PASSWORD)")
+	cmd.Flags().BoolVar(&plainHTTP, "plain-http", false, "talk HTTP to a registry that is not on loopback")
 	return cmd
 }
 

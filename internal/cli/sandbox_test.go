@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,5 +118,24 @@ func cliIn(dir string) func(args ...string) (string, int) {
 			return out.String() + errb.String() + err.Error(), 1
 		}
 		return out.String() + errb.String(), 0
+	}
+}
+
+// TestSandboxImage: the agent image command wants one destination, and
+// refuses a binary that could not run FROM scratch (the image itself is
+// tested in internal/sandbox/kubernetes: loaded into Docker, pushed to a
+// registry and run).
+func TestSandboxImage(t *testing.T) {
+	run := cliIn(t.TempDir())
+	if out, code := run("sandbox", "image"); code == 0 || !strings.Contains(out, "exactly one of --push and --output") {
+		t.Errorf("no destination (code %d):\n%s", code, out)
+	}
+	tr, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip(err)
+	}
+	out, code := run("sandbox", "image", "--binary", tr, "--output", filepath.Join(t.TempDir(), "img.tar"))
+	if code == 0 || !strings.Contains(out, "dynamically linked") || !strings.Contains(out, "CGO_ENABLED=0") {
+		t.Errorf("a dynamic binary (code %d):\n%s", code, out)
 	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
-	"github.com/exechost/exechost/internal/testproc"
 )
 
 // TestSandboxKubernetes runs host=sandbox through a real gateway whose
@@ -20,15 +18,7 @@ import (
 // records are those of any sandbox run.
 func TestSandboxKubernetes(t *testing.T) {
 	env := kubetest.Cluster(t)
-	// The Kubernetes driver is linked only into a binary built with
-	// -tags kubernetes (docs/sandbox.md): this test's processes run one.
-	tagged, err := testproc.Build(t.TempDir(), os.Getenv("EXECHOST_E2E_RACE") != "", "-tags", "kubernetes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := bin
-	bin = tagged
-	t.Cleanup(func() { bin = saved })
+	// The default binary has the Kubernetes driver.
 	c := newCluster(t, fmt.Sprintf(`{
 		"tools": {"exec": {"host": "sandbox"}},
 		"gateway": {"listen": "127.0.0.1:0"},
@@ -42,6 +32,11 @@ func TestSandboxKubernetes(t *testing.T) {
 	res, r := c.execJSON("--session", "k8s", "cat /etc/hostname; id -u")
 	if r.code != 0 || res.Host != "sandbox" || !strings.HasPrefix(res.Stdout, "exechost-") || !strings.HasSuffix(res.Stdout, "\n65534\n") {
 		t.Fatalf("exec host=sandbox: %+v\n%s", res, r)
+	}
+	// The session's first sandbox command said which path its commands
+	// take; the next one does not repeat it.
+	if r := c.cli("exec", "--session", "k8s-path", "true"); r.code != 0 || strings.Count(r.stderr, "[event] Sandbox kubernetes (id=") != 1 || !strings.Contains(r.stderr, "commands: resident agent (static)") {
+		t.Errorf("first command of a session: want one event naming the path:\n%s", r)
 	}
 	pod := strings.SplitN(res.Stdout, "\n", 2)[0]
 	if _, err := env.Client.CoreV1().Pods(env.Namespace).Get(context.Background(), pod, metav1.GetOptions{}); err != nil {

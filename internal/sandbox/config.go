@@ -1,27 +1,26 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Backend names accepted in sandbox.backend.
+// Keywords of sandbox.backend that name no driver. Every other value is
+// the Name of a registered Driver ("docker", "bwrap", "kubernetes": each
+// backend package exports its own).
 const (
-	// BackendAuto picks docker when a daemon answers, else the daemonless
-	// backend when it works on this kernel, else no sandbox at all.
+	// BackendAuto tries the drivers that take part in auto (Driver.Auto),
+	// in their order, else leaves host=sandbox without a backend.
 	BackendAuto = "auto"
-	// BackendDocker runs commands in a Docker container per scope.
-	BackendDocker = "docker"
-	// BackendBwrap runs each command in fresh namespaces via bubblewrap.
-	BackendBwrap = "bwrap"
-	// BackendKubernetes runs commands in a pod per scope on a Kubernetes
-	// cluster; never chosen by auto.
-	BackendKubernetes = "kubernetes"
 	// BackendNone disables host=sandbox: every sandbox request fails with
 	// ErrNotConfigured (never a host fallback).
 	BackendNone = "none"
@@ -69,21 +68,14 @@ const (
 	AgentOff = "off"
 )
 
-// Landlock modes for the daemonless backend (sandbox.bwrap.landlock).
-const (
-	// LandlockAuto applies Landlock when the kernel supports it and reports
-	// when it does not.
-	LandlockAuto = "auto"
-	// LandlockRequire refuses to run commands when Landlock is missing.
-	LandlockRequire = "require"
-	// LandlockOff never applies Landlock.
-	LandlockOff = "off"
-)
-
 // Config is the "sandbox" object of exechost.json. The zero value is valid
-// and means the defaults (see WithDefaults).
+// and means the defaults (see WithDefaults). The keys below are common to
+// every backend; each driver owns one more key, its section ("docker":
+// {…}), which it registers with its defaults and validation
+// (Driver.Config), so this package names no backend and holds no backend's
+// settings. Read a section with SectionOf, set one with WithSection.
 type Config struct {
-	// Backend is auto, docker, bwrap or none.
+	// Backend is auto, none, or the name of a registered driver.
 	Backend string `json:"backend,omitempty"`
 	// Scope is session (default), agent or shared.
 	Scope Scope `json:"scope,omitempty"`
@@ -100,103 +92,234 @@ type Config struct {
 	// read-only into the sandbox; empty means the running executable.
 	// Docker needs it statically linked (CGO_ENABLED=0, as released).
 	AgentBinary string `json:"agentBinary,omitempty"`
-	// Docker configures the docker backend.
-	Docker DockerConfig `json:"docker"`
-	// Bwrap configures the daemonless backend.
-	Bwrap BwrapConfig `json:"bwrap"`
-	// Kubernetes configures the Kubernetes backend.
-	Kubernetes KubernetesConfig `json:"kubernetes"`
+
+	// sections holds the drivers' own objects by key: a decoded value
+	// (the section's type, defaults applied) once WithDefaults has run
+	// over a registry that knows the key, else the JSON as written.
+	// Config is a value type, so every change copies the map.
+	sections map[string]any
 }
 
-// KubernetesConfig is sandbox.kubernetes. Like the other sections, every
-// field has a safe default except the agent image, which only the user
-// can name.
-type KubernetesConfig struct {
-	// Kubeconfig is the kubeconfig file; empty means in-cluster
-	// credentials when the gateway runs in a pod, else $KUBECONFIG or
-	// ~/.kube/config.
-	Kubeconfig string `json:"kubeconfig,omitempty"`
-	// Context is the kubeconfig context; empty means its current one.
-	Context string `json:"context,omitempty"`
-	// Namespace holds the sandbox pods (default "exechost"); it must
-	// exist, and the gateway needs the Role in docs/sandbox.md there.
-	Namespace string `json:"namespace,omitempty"`
-	// Image is the pods' image; it must contain /bin/sh.
-	Image string `json:"image,omitempty"`
-	// AgentImage is an image holding the static exechost binary at
-	// /exechost; an init container copies it into the pod. Required.
-	AgentImage string `json:"agentImage,omitempty"`
-	// PullPolicy is the pods' imagePullPolicy (default IfNotPresent).
-	PullPolicy string `json:"pullPolicy,omitempty"`
-	// RunAsUser is the uid (and gid) the pod runs as (default 65534);
-	// root (0) is refused.
-	RunAsUser int64 `json:"runAsUser,omitempty"`
-	// Memory limit ("512m").
-	Memory string `json:"memory,omitempty"`
-	// CPUs limit (fractional CPUs).
-	CPUs float64 `json:"cpus,omitempty"`
-	// TmpfsSize is the size of the memory-backed /tmp and /workspace.
-	TmpfsSize string `json:"tmpfsSize,omitempty"`
-	// PoolSize is how many ready pods are kept for scopes not seen yet
-	// (default 0: a pod is created on a scope's first command).
-	PoolSize int `json:"poolSize,omitempty"`
-	// AllowEgress lets pods open network connections; by default a
-	// NetworkPolicy denies all egress (and ingress).
-	AllowEgress bool `json:"allowEgress,omitempty"`
+// commonKeys are Config's own JSON keys; a driver section may not use one.
+var commonKeys = []string{"backend", "scope", "idleTimeout", "workspace", "agent", "agentBinary"}
+
+// configCommon is Config without its sections, for JSON.
+type configCommon struct {
+	Backend     string   `json:"backend,omitempty"`
+	Scope       Scope    `json:"scope,omitempty"`
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+	Workspace   string   `json:"workspace,omitempty"`
+	Agent       string   `json:"agent,omitempty"`
+	AgentBinary string   `json:"agentBinary,omitempty"`
 }
 
-// DockerConfig is sandbox.docker. Every field has a safe default, so users
-// only loosen what they need.
-type DockerConfig struct {
-	// Host is the Engine API address (unix:///var/run/docker.sock); empty
-	// means $DOCKER_HOST or the platform default.
-	Host string `json:"host,omitempty"`
-	// Image is the container image; it must contain /bin/sh.
-	Image string `json:"image,omitempty"`
-	// Network is the container network mode; "none" by default.
-	Network string `json:"network,omitempty"`
-	// User is "uid:gid" (or a name the image knows) the commands run as.
-	User string `json:"user,omitempty"`
-	// ReadOnlyRoot mounts the image's filesystem read-only (default true).
-	ReadOnlyRoot *bool `json:"readOnlyRoot,omitempty"`
-	// Memory limit ("512m", "1g", bytes); "0" disables.
-	Memory string `json:"memory,omitempty"`
-	// CPUs limit (fractional CPUs); negative disables.
-	CPUs float64 `json:"cpus,omitempty"`
-	// PidsLimit caps processes in the container; negative disables.
-	PidsLimit int64 `json:"pidsLimit,omitempty"`
-	// TmpfsSize is the size of the tmpfs mounted at /tmp.
-	TmpfsSize string `json:"tmpfsSize,omitempty"`
+// UnmarshalJSON reads the common keys and keeps every other key as the
+// JSON of a driver's section; WithDefaults decodes the sections a
+// registered driver owns, and Validate reports a key no driver owns.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	var common configCommon
+	if err := json.Unmarshal(b, &common); err != nil {
+		return err
+	}
+	*c = Config{Backend: common.Backend, Scope: common.Scope, IdleTimeout: common.IdleTimeout,
+		Workspace: common.Workspace, Agent: common.Agent, AgentBinary: common.AgentBinary}
+	for k, v := range raw {
+		if slices.Contains(commonKeys, k) {
+			continue
+		}
+		if c.sections == nil {
+			c.sections = map[string]any{}
+		}
+		c.sections[k] = v
+	}
+	return nil
 }
 
-// BwrapConfig is sandbox.bwrap, the daemonless backend.
-type BwrapConfig struct {
-	// Path of the bwrap binary; empty means "bwrap" on PATH.
-	Path string `json:"path,omitempty"`
-	// Landlock is auto (default), require or off.
-	Landlock string `json:"landlock,omitempty"`
-	// PidsLimit caps processes in one sandbox; negative disables.
-	PidsLimit int64 `json:"pidsLimit,omitempty"`
-	// Memory caps each process's address space (RLIMIT_AS, "2g"); empty
-	// or "0" disables. It is coarse (it counts reservations, not use), so
-	// it is off by default.
-	Memory string `json:"memory,omitempty"`
-	// TmpfsSize is the size of the tmpfs mounted at /tmp.
-	TmpfsSize string `json:"tmpfsSize,omitempty"`
-	// ROBind lists extra host paths made visible read-only (the default
-	// view is the system directories only: /usr, /bin, /lib*, /etc, …).
-	ROBind []string `json:"roBind,omitempty"`
+// MarshalJSON writes the common keys and every section.
+func (c Config) MarshalJSON() ([]byte, error) {
+	out := map[string]any{}
+	for k, v := range c.sections {
+		out[k] = v
+	}
+	common, err := json.Marshal(configCommon{Backend: c.Backend, Scope: c.Scope, IdleTimeout: c.IdleTimeout,
+		Workspace: c.Workspace, Agent: c.Agent, AgentBinary: c.AgentBinary})
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(common, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		out[k] = v
+	}
+	return json.Marshal(out)
+}
+
+// Sections returns the keys of the driver sections c holds, sorted.
+func (c Config) Sections() []string {
+	keys := make([]string, 0, len(c.sections))
+	for k := range c.sections {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// WithSection returns c with its section key set to v (a value of the
+// section's type), leaving c itself unchanged.
+func (c Config) WithSection(key string, v any) Config {
+	m := make(map[string]any, len(c.sections)+1)
+	maps.Copy(m, c.sections)
+	m[key] = v
+	c.sections = m
+	return c
+}
+
+// SectionOf returns c's section key as T with the registered section's
+// defaults applied: decoded when c holds its JSON, the defaults alone when
+// c has none. A section that does not decode yields the defaults; Validate
+// reports it.
+func SectionOf[T any](c Config, key string) T {
+	return sectionOf[T](&drivers, c, key)
+}
+
+func sectionOf[T any](r *Registry, c Config, key string) T {
+	var v T
+	switch s := c.sections[key].(type) {
+	case T:
+		v = s
+	case json.RawMessage:
+		_ = decodeStrict(s, &v)
+	}
+	if sec, ok := r.section(key); ok {
+		if d, ok := sec.defaults(v).(T); ok {
+			v = d
+		}
+	}
+	return v
+}
+
+// Section is a driver's own object inside "sandbox" in exechost.json (its
+// Driver.Config): the key, the Go type it decodes into, its defaults and
+// its validation. Make one with NewSection.
+type Section struct {
+	// Key is the object's key inside "sandbox" ("docker").
+	Key string
+	// decode parses the JSON strictly (unknown keys are errors).
+	decode func(json.RawMessage) (any, error)
+	// defaults returns the value with every unset field set; a value of
+	// another type comes back as the section's defaults.
+	defaults func(any) any
+	// validate checks the value (after defaults) against the whole
+	// config; each error names the key inside the section ("memory: …").
+	validate func(any, Config) []error
+}
+
+// NewSection describes a section of type T: defaults fills the unset
+// fields of a T, validate reports what is wrong with one (naming keys
+// relative to the section, "memory: invalid size"), given the whole
+// config for checks that depend on the common keys. Either may be nil.
+func NewSection[T any](key string, defaults func(*T), validate func(T, Config) []error) *Section {
+	return &Section{
+		Key: key,
+		decode: func(raw json.RawMessage) (any, error) {
+			var v T
+			err := decodeStrict(raw, &v)
+			return v, err
+		},
+		defaults: func(a any) any {
+			v, _ := a.(T)
+			if defaults != nil {
+				defaults(&v)
+			}
+			return v
+		},
+		validate: func(a any, c Config) []error {
+			v, ok := a.(T)
+			if !ok {
+				return []error{fmt.Errorf("holds a %T, want a %T", a, v)}
+			}
+			if validate == nil {
+				return nil
+			}
+			return validate(v, c)
+		},
+	}
+}
+
+// decodeStrict decodes raw into v, refusing keys v does not have with the
+// key's name, as exechost.json's other objects do.
+func decodeStrict(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return fmt.Errorf("%s is not valid here (want %s)", te.Value, te.Type)
+			}
+			return fmt.Errorf("%s: %s is not valid here (want %s)", te.Field, te.Value, te.Type)
+		}
+		// encoding/json words it `json: unknown field "imag"`.
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			if name, err := strconv.Unquote(f); err == nil {
+				return fmt.Errorf("%s: unknown key (known keys here: %s)", name, strings.Join(jsonKeys(v), ", "))
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// jsonKeys lists the JSON keys of the struct v points to.
+func jsonKeys(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // DefaultConfig returns the configuration used when exechost.json has no
-// "sandbox" object, with every default spelled out.
+// "sandbox" object, with every default spelled out, every registered
+// driver's section included.
 func DefaultConfig() Config {
 	return Config{}.WithDefaults()
 }
 
 // WithDefaults returns c with every unset field set to its default, so a
-// partially written "sandbox" object keeps the safe defaults for the rest.
-func (c Config) WithDefaults() Config {
+// partially written "sandbox" object keeps the safe defaults for the rest;
+// each registered driver's section is decoded and given its defaults.
+func (c Config) WithDefaults() Config { return drivers.WithDefaults(c) }
+
+// Validate checks c (after WithDefaults) against the registered drivers
+// and names the offending key, as in `sandbox.docker.memory: invalid size
+// "12q"`.
+func (c Config) Validate() error { return drivers.Validate(c) }
+
+// WithDefaults is Config.WithDefaults over the drivers of r.
+func (r *Registry) WithDefaults(c Config) Config {
 	if c.Backend == "" {
 		c.Backend = BackendAuto
 	}
@@ -209,78 +332,40 @@ func (c Config) WithDefaults() Config {
 	if c.Agent == "" {
 		c.Agent = AgentAuto
 	}
-	d := &c.Docker
-	if d.Image == "" {
-		d.Image = DefaultImage
+	m := make(map[string]any, len(c.sections))
+	maps.Copy(m, c.sections)
+	for _, d := range r.Drivers() {
+		sec := d.Config
+		if sec == nil {
+			continue
+		}
+		cur, ok := m[sec.Key]
+		if raw, isRaw := cur.(json.RawMessage); isRaw {
+			v, err := sec.decode(raw)
+			if err != nil {
+				continue // kept as written, for Validate to report
+			}
+			cur = v
+		} else if !ok {
+			cur = nil
+		}
+		m[sec.Key] = sec.defaults(cur)
 	}
-	if d.Network == "" {
-		d.Network = "none"
-	}
-	if d.User == "" {
-		d.User = DefaultUser
-	}
-	if d.ReadOnlyRoot == nil {
-		t := true
-		d.ReadOnlyRoot = &t
-	}
-	if d.Memory == "" {
-		d.Memory = DefaultMemory
-	}
-	if d.CPUs == 0 {
-		d.CPUs = DefaultCPUs
-	}
-	if d.PidsLimit == 0 {
-		d.PidsLimit = DefaultPidsLimit
-	}
-	if d.TmpfsSize == "" {
-		d.TmpfsSize = DefaultTmpfsSize
-	}
-	b := &c.Bwrap
-	if b.Landlock == "" {
-		b.Landlock = LandlockAuto
-	}
-	if b.PidsLimit == 0 {
-		b.PidsLimit = DefaultPidsLimit
-	}
-	if b.TmpfsSize == "" {
-		b.TmpfsSize = DefaultTmpfsSize
-	}
-	k := &c.Kubernetes
-	if k.Namespace == "" {
-		k.Namespace = "exechost"
-	}
-	if k.Image == "" {
-		k.Image = DefaultImage
-	}
-	if k.PullPolicy == "" {
-		k.PullPolicy = "IfNotPresent"
-	}
-	if k.RunAsUser == 0 {
-		k.RunAsUser = 65534
-	}
-	if k.Memory == "" {
-		k.Memory = DefaultMemory
-	}
-	if k.CPUs == 0 {
-		k.CPUs = DefaultCPUs
-	}
-	if k.TmpfsSize == "" {
-		k.TmpfsSize = DefaultTmpfsSize
-	}
+	c.sections = m
 	return c
 }
 
-// Validate checks c (after WithDefaults) and names the offending key, as in
-// `sandbox.docker.memory: invalid size "12q"`.
-func (c Config) Validate() error {
+// Validate is Config.Validate over the drivers of r.
+func (r *Registry) Validate(c Config) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("sandbox.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	switch c.Backend {
-	case "", BackendAuto, BackendDocker, BackendBwrap, BackendKubernetes, BackendNone:
+	names := r.Names()
+	switch _, known := r.Lookup(c.Backend); {
+	case c.Backend == "", c.Backend == BackendAuto, c.Backend == BackendNone, known:
 	default:
-		bad("backend", "unknown backend %q (want auto, docker, bwrap, kubernetes or none)", c.Backend)
+		errs = append(errs, fmt.Errorf("sandbox.backend: %w %q (want auto, %s or none)", ErrUnknownBackend, c.Backend, strings.Join(names, ", ")))
 	}
 	switch c.Scope {
 	case "", ScopeSession, ScopeAgent, ScopeShared:
@@ -301,55 +386,58 @@ func (c Config) Validate() error {
 	if c.Workspace != "" && !filepath.IsAbs(c.Workspace) {
 		bad("workspace", "%q is not an absolute path", c.Workspace)
 	}
-	d := c.Docker
-	if strings.ContainsAny(d.User, " \t\n") {
-		bad("docker.user", "%q contains whitespace", d.User)
-	}
-	b := c.Bwrap
-	switch b.Landlock {
-	case "", LandlockAuto, LandlockRequire, LandlockOff:
-	default:
-		bad("bwrap.landlock", "unknown mode %q (want auto, require or off)", b.Landlock)
-	}
-	for i, p := range b.ROBind {
-		if !filepath.IsAbs(p) {
-			bad(fmt.Sprintf("bwrap.roBind[%d]", i), "%q is not an absolute path", p)
-		}
-	}
-	k := c.Kubernetes
-	switch k.PullPolicy {
-	case "", "Always", "IfNotPresent", "Never":
-	default:
-		bad("kubernetes.pullPolicy", "unknown policy %q (want Always, IfNotPresent or Never)", k.PullPolicy)
-	}
-	if k.RunAsUser < 0 {
-		bad("kubernetes.runAsUser", "must be a non-root uid, not %d", k.RunAsUser)
-	}
-	for _, sz := range []struct{ key, v string }{
-		{"docker.memory", d.Memory}, {"docker.tmpfsSize", d.TmpfsSize},
-		{"bwrap.memory", b.Memory}, {"bwrap.tmpfsSize", b.TmpfsSize},
-		{"kubernetes.memory", k.Memory}, {"kubernetes.tmpfsSize", k.TmpfsSize},
-	} {
-		if sz.v == "" {
+	for _, key := range c.Sections() {
+		sec, ok := r.section(key)
+		if !ok {
+			bad(key, "unknown key (no sandbox driver in this binary owns it; known keys here: %s)", strings.Join(r.keys(), ", "))
 			continue
 		}
-		if _, err := ParseSize(sz.v); err != nil {
-			bad(sz.key, "%v", err)
+		v := c.sections[key]
+		if raw, isRaw := v.(json.RawMessage); isRaw {
+			d, err := sec.decode(raw)
+			if err != nil {
+				errs = append(errs, sectionError(key, err))
+				continue
+			}
+			v = sec.defaults(d)
+		}
+		for _, err := range sec.validate(v, c) {
+			errs = append(errs, sectionError(key, err))
 		}
 	}
-	if k.CPUs < 0 {
-		bad("kubernetes.cpus", "must not be negative")
-	}
-	if k.PoolSize < 0 || k.PoolSize > 100 {
-		bad("kubernetes.poolSize", "%d is out of range (0 to 100)", k.PoolSize)
-	}
-	if c.Backend == BackendKubernetes && k.AgentImage == "" {
-		bad("kubernetes.agentImage", "required with sandbox.backend \"kubernetes\" (hint: an image with the static exechost binary at /exechost; see docs/sandbox.md)")
-	}
-	if k.Kubeconfig != "" && !filepath.IsAbs(k.Kubeconfig) {
-		bad("kubernetes.kubeconfig", "%q is not an absolute path", k.Kubeconfig)
-	}
 	return errors.Join(errs...)
+}
+
+// sectionError prefixes a section's error with its place: a key inside
+// the section ("memory: …") becomes sandbox.<section>.memory, anything
+// else sandbox.<section>: ….
+func sectionError(section string, err error) error {
+	msg := err.Error()
+	if k, _, ok := strings.Cut(msg, ": "); ok && k != "" && !strings.ContainsAny(k, " \t\"") {
+		return fmt.Errorf("sandbox.%s.%w", section, err)
+	}
+	return fmt.Errorf("sandbox.%s: %w", section, err)
+}
+
+// section returns the registered section of key.
+func (r *Registry) section(key string) (*Section, bool) {
+	for _, d := range r.Drivers() {
+		if d.Config != nil && d.Config.Key == key {
+			return d.Config, true
+		}
+	}
+	return nil, false
+}
+
+// keys lists every key Config accepts with r's drivers.
+func (r *Registry) keys() []string {
+	out := slices.Clone(commonKeys)
+	for _, d := range r.Drivers() {
+		if d.Config != nil {
+			out = append(out, d.Config.Key)
+		}
+	}
+	return out
 }
 
 // Duration is a time.Duration written as a Go duration string ("30m") in
@@ -401,4 +489,23 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q: too large", s)
 	}
 	return n * mult, nil
+}
+
+// KeyError is an error of a section's validation about one key, worded as
+// the section's errors are ("memory: invalid size …"); the registry puts
+// sandbox.<section>. before it.
+func KeyError(key, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...))
+}
+
+// CheckSize reports a size value (ParseSize) that does not parse, as a
+// section's validation error for key; empty is fine.
+func CheckSize(key, v string) []error {
+	if v == "" {
+		return nil
+	}
+	if _, err := ParseSize(v); err != nil {
+		return []error{KeyError(key, "%v", err)}
+	}
+	return nil
 }

@@ -24,11 +24,6 @@ func TestDefaultConfig(t *testing.T) {
 		{"backend", c.Backend, BackendAuto},
 		{"scope", c.Scope, ScopeSession},
 		{"idleTimeout", time.Duration(c.IdleTimeout), DefaultIdleTimeout},
-		{"docker.network", c.Docker.Network, "none"},
-		{"docker.user", c.Docker.User, "65534:65534"},
-		{"docker.readOnlyRoot", *c.Docker.ReadOnlyRoot, true},
-		{"docker.pidsLimit", c.Docker.PidsLimit, int64(DefaultPidsLimit)},
-		{"bwrap.landlock", c.Bwrap.Landlock, LandlockAuto},
 		{"agent", c.Agent, AgentAuto},
 	}
 	for _, ch := range checks {
@@ -38,31 +33,52 @@ func TestDefaultConfig(t *testing.T) {
 	}
 }
 
-func TestConfigJSON(t *testing.T) {
-	in := `{"backend":"docker","scope":"agent","idleTimeout":"90s","workspace":"/srv/ws","agent":"off","agentBinary":"/opt/exechost",
-		"docker":{"image":"img:1","readOnlyRoot":false,"memory":"1g","cpus":0.5,"pidsLimit":64},
-		"bwrap":{"landlock":"require","roBind":["/opt/tools"]},
-		"kubernetes":{"namespace":"sbx","agentImage":"exechost/agent:1","poolSize":2,"allowEgress":true}}`
+// tinySection is a driver section the registry tests register.
+type tinySection struct {
+	Level int    `json:"level,omitempty"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+func tinyRegistry(t *testing.T) *Registry {
+	t.Helper()
+	var r Registry
+	d := fakeDriver("tiny", 0)
+	d.Config = NewSection("tiny", func(s *tinySection) {
+		if s.Level == 0 {
+			s.Level = 3
+		}
+	}, func(s tinySection, c Config) []error {
+		var errs []error
+		if s.Level > 9 {
+			errs = append(errs, KeyError("level", "%d is above 9", s.Level))
+		}
+		if c.Backend == "tiny" && s.Mode == "" {
+			errs = append(errs, KeyError("mode", "required with sandbox.backend \"tiny\""))
+		}
+		return errs
+	})
+	if err := r.Register(d); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// TestSections: a driver's section is decoded, defaulted and validated by
+// its registration alone, survives a JSON round trip, and a key no driver
+// owns, or a key inside a section the section does not have, is refused
+// with its place named.
+func TestSections(t *testing.T) {
+	r := tinyRegistry(t)
 	var c Config
-	if err := json.Unmarshal([]byte(in), &c); err != nil {
+	if err := json.Unmarshal([]byte(`{"backend":"tiny","scope":"agent","tiny":{"mode":"x"}}`), &c); err != nil {
 		t.Fatal(err)
 	}
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
+	c = r.WithDefaults(c)
+	if err := r.Validate(c); err != nil {
 		t.Fatal(err)
 	}
-	f := false
-	want := Config{
-		Backend: BackendDocker, Scope: ScopeAgent, IdleTimeout: Duration(90 * time.Second), Workspace: "/srv/ws",
-		Agent: AgentOff, AgentBinary: "/opt/exechost",
-		Docker: DockerConfig{Image: "img:1", Network: "none", User: DefaultUser, ReadOnlyRoot: &f,
-			Memory: "1g", CPUs: 0.5, PidsLimit: 64, TmpfsSize: DefaultTmpfsSize},
-		Bwrap: BwrapConfig{Landlock: LandlockRequire, PidsLimit: DefaultPidsLimit, TmpfsSize: DefaultTmpfsSize, ROBind: []string{"/opt/tools"}},
-		Kubernetes: KubernetesConfig{Namespace: "sbx", Image: DefaultImage, AgentImage: "exechost/agent:1", PullPolicy: "IfNotPresent",
-			RunAsUser: 65534, Memory: DefaultMemory, CPUs: DefaultCPUs, TmpfsSize: DefaultTmpfsSize, PoolSize: 2, AllowEgress: true},
-	}
-	if diff := cmp.Diff(want, c); diff != "" {
-		t.Errorf("config (-want +got):\n%s", diff)
+	if got := sectionOf[tinySection](r, c, "tiny"); got != (tinySection{Level: 3, Mode: "x"}) {
+		t.Errorf("section = %+v, want the written mode and the default level", got)
 	}
 	out, err := json.Marshal(c)
 	if err != nil {
@@ -70,10 +86,35 @@ func TestConfigJSON(t *testing.T) {
 	}
 	var back Config
 	if err := json.Unmarshal(out, &back); err != nil {
-		t.Fatalf("round trip: %v", err)
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff(c, back); diff != "" {
-		t.Errorf("round trip (-want +got):\n%s", diff)
+	back = r.WithDefaults(back)
+	if got := sectionOf[tinySection](r, back, "tiny"); got != (tinySection{Level: 3, Mode: "x"}) || back.Scope != ScopeAgent {
+		t.Errorf("round trip through %s = %+v, %+v", out, back, got)
+	}
+	edited := c.WithSection("tiny", tinySection{Level: 7})
+	if sectionOf[tinySection](r, c, "tiny").Level != 3 {
+		t.Error("WithSection changed the config it was called on")
+	}
+	if err := r.Validate(edited); err == nil || !strings.Contains(err.Error(), "sandbox.tiny.mode:") {
+		t.Errorf("Validate = %v, want the section's own check naming sandbox.tiny.mode", err)
+	}
+	for in, want := range map[string]string{
+		`{"tiny":{"level":12}}`:     "sandbox.tiny.level: 12 is above 9",
+		`{"tiny":{"levle":1}}`:      "sandbox.tiny.levle: unknown key (known keys here: level, mode)",
+		`{"tiny":{"level":"high"}}`: "sandbox.tiny.level: string is not valid here",
+		`{"tiny":"loud"}`:           "sandbox.tiny: string is not valid here",
+		`{"docker":{"image":"x"}}`:  "sandbox.docker: unknown key (no sandbox driver in this binary owns it",
+		`{"backend":"podman"}`:      `sandbox.backend: unknown sandbox backend "podman" (want auto, tiny or none)`,
+	} {
+		var c Config
+		if err := json.Unmarshal([]byte(in), &c); err != nil {
+			t.Fatal(err)
+		}
+		err := r.Validate(r.WithDefaults(c))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: Validate = %v, want %q", in, err, want)
+		}
 	}
 }
 
@@ -89,17 +130,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"agent", func(c *Config) { c.Agent = "sometimes" }, "sandbox.agent:"},
 		{"agentBinary", func(c *Config) { c.AgentBinary = "bin/exechost" }, "sandbox.agentBinary:"},
 		{"workspace", func(c *Config) { c.Workspace = "relative/ws" }, "sandbox.workspace:"},
-		{"memory", func(c *Config) { c.Docker.Memory = "12q" }, "sandbox.docker.memory:"},
-		{"tmpfs", func(c *Config) { c.Docker.TmpfsSize = "-1" }, "sandbox.docker.tmpfsSize:"},
-		{"user", func(c *Config) { c.Docker.User = "a b" }, "sandbox.docker.user:"},
-		{"landlock", func(c *Config) { c.Bwrap.Landlock = "maybe" }, "sandbox.bwrap.landlock:"},
-		{"bwrap memory", func(c *Config) { c.Bwrap.Memory = "lots" }, "sandbox.bwrap.memory:"},
-		{"roBind", func(c *Config) { c.Bwrap.ROBind = []string{"/ok", "rel"} }, "sandbox.bwrap.roBind[1]:"},
-		{"k8s agentImage", func(c *Config) { c.Backend = BackendKubernetes }, "sandbox.kubernetes.agentImage:"},
-		{"k8s pullPolicy", func(c *Config) { c.Kubernetes.PullPolicy = "Sometimes" }, "sandbox.kubernetes.pullPolicy:"},
-		{"k8s memory", func(c *Config) { c.Kubernetes.Memory = "lots" }, "sandbox.kubernetes.memory:"},
-		{"k8s pool", func(c *Config) { c.Kubernetes.PoolSize = -1 }, "sandbox.kubernetes.poolSize:"},
-		{"k8s kubeconfig", func(c *Config) { c.Kubernetes.Kubeconfig = "kube/config" }, "sandbox.kubernetes.kubeconfig:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,7 +194,8 @@ func FuzzParseSize(f *testing.F) {
 
 // FuzzConfigJSON feeds arbitrary "sandbox" objects through decoding, defaults
 // and validation: nothing may panic, and a config that validates must keep
-// the safe defaults where it said nothing.
+// the safe defaults where it said nothing (the drivers' sections have
+// their own fuzz test in package pick, where they are registered).
 func FuzzConfigJSON(f *testing.F) {
 	f.Add(`{}`)
 	f.Add(`{"backend":"docker","docker":{"memory":"1g","readOnlyRoot":false}}`)
@@ -178,7 +209,7 @@ func FuzzConfigJSON(f *testing.F) {
 		if c.Validate() != nil {
 			return
 		}
-		if c.Docker.ReadOnlyRoot == nil || c.Docker.Network == "" || c.Docker.User == "" || c.Scope == "" {
+		if c.Backend == "" || c.Agent == "" || c.Scope == "" || c.IdleTimeout == 0 {
 			t.Errorf("defaults missing after WithDefaults: %+v", c)
 		}
 	})
@@ -204,7 +235,7 @@ func TestWorkspace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		cfg.Scope = tt.scope
-		got, err := EnsureWorkspace(cfg, state, Request{AgentID: tt.agent})
+		got, err := EnsureWorkspace(cfg, state, Request{AgentID: tt.agent}, WorkspaceOwner{})
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("EnsureWorkspace(%s, %q) = %q, %v; want %q ok=%v", tt.scope, tt.agent, got, err, tt.want, tt.ok)
 		}
@@ -257,7 +288,7 @@ func TestContainerCwdAndEnv(t *testing.T) {
 func TestWorkspaceIsPrivate(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "elsewhere")
 	cfg := Config{Workspace: root, Scope: ScopeAgent}
-	dir, err := EnsureWorkspace(cfg, t.TempDir(), Request{AgentID: "a"})
+	dir, err := EnsureWorkspace(cfg, t.TempDir(), Request{AgentID: "a"}, WorkspaceOwner{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +309,7 @@ func TestWorkspaceIsPrivate(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureWorkspace(cfg, t.TempDir(), Request{AgentID: "a"}); err != nil {
+	if _, err := EnsureWorkspace(cfg, t.TempDir(), Request{AgentID: "a"}, WorkspaceOwner{}); err != nil {
 		t.Fatal(err)
 	}
 	check()

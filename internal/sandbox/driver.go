@@ -111,9 +111,10 @@ func (p CommandPath) String() string {
 type Driver struct {
 	// Name is the value of sandbox.backend that selects it ("docker").
 	Name string
-	// Section is the key of its own object inside "sandbox" in
-	// exechost.json ("docker"), or "" when it has none.
-	Section string
+	// Config is its own object inside "sandbox" in exechost.json (key,
+	// type, defaults, validation; see NewSection), or nil when it has
+	// none.
+	Config *Section
 	// Summary says in a few words what one sandbox is.
 	Summary string
 	// Capabilities are what it offers.
@@ -182,11 +183,20 @@ func (r *Registry) Register(d Driver) error {
 		return fmt.Errorf("sandbox driver %q: the name is a keyword of sandbox.backend", d.Name)
 	case d.Open == nil || d.Diagnose == nil:
 		return fmt.Errorf("sandbox driver %q: Open and Diagnose are required", d.Name)
+	case d.Config != nil && (d.Config.Key == "" || d.Config.decode == nil):
+		return fmt.Errorf("sandbox driver %q: its config section needs a key and NewSection", d.Name)
+	case d.Config != nil && slices.Contains(commonKeys, d.Config.Key):
+		return fmt.Errorf("sandbox driver %q: config section %q is a common key of \"sandbox\"", d.Name, d.Config.Key)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.drivers[d.Name]; dup {
 		return fmt.Errorf("sandbox driver %q registered twice", d.Name)
+	}
+	for _, o := range r.drivers {
+		if d.Config != nil && o.Config != nil && o.Config.Key == d.Config.Key {
+			return fmt.Errorf("sandbox driver %q: config section %q is already driver %q's", d.Name, d.Config.Key, o.Name)
+		}
 	}
 	if r.drivers == nil {
 		r.drivers = map[string]Driver{}

@@ -44,6 +44,12 @@ func TestRegistry(t *testing.T) {
 		{fakeDriver(BackendAuto, 1), "keyword"},
 		{fakeDriver(BackendNone, 1), "keyword"},
 		{Driver{Name: "noopen"}, "required"},
+		{withSection(fakeDriver("common", 0), "scope"), "common key"},
+		{withSection(fakeDriver("twin", 0), "taken"), "already driver"},
+		{withSection(fakeDriver("hand", 0), ""), "needs a key"},
+	}
+	if err := r.Register(withSection(fakeDriver("owner", 0), "taken")); err != nil {
+		t.Fatal(err)
 	}
 	for _, b := range bad {
 		if err := r.Register(b.d); err == nil || !strings.Contains(err.Error(), b.want) {
@@ -57,4 +63,9 @@ func TestCapabilitiesList(t *testing.T) {
 	if got := c.List(); !slices.Equal(got, []string{"resident agent", "remote"}) {
 		t.Errorf("List = %v", got)
 	}
+}
+
+func withSection(d Driver, key string) Driver {
+	d.Config = NewSection[struct{}](key, nil, nil)
+	return d
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -68,17 +69,28 @@ func checkAgentID(id string) error {
 	return nil
 }
 
+// WorkspaceOwner is who writes a workspace inside the sandbox, as the
+// backend knows it (EnsureWorkspace).
+type WorkspaceOwner struct {
+	// User is the sandbox's "uid:gid" (or a name its image knows); empty
+	// means DefaultUser.
+	User string
+	// Mapped says the sandbox user maps to a host uid that only "other"
+	// permission bits reach (rootless Docker).
+	Mapped bool
+}
+
 // EnsureWorkspace creates the workspace directory for req and returns its
 // host path, mode 0700: no other host user may read or plant files in an
 // agent's workspace, wherever sandbox.workspace puts it. The sandbox user
-// (sandbox.docker.user with the docker backend, else 65534) must be able to
-// write it, so when running as root the directory is owned by that user
-// (when numeric, "uid:gid"); otherwise it is ours, which the bwrap backend
-// maps to the sandbox user inside its user namespace. Rootless Docker,
-// whose container user maps elsewhere, gets 0777 under the default root
-// only, inside the 0700 state directory (docs/sandbox.md). A workspace an older version
-// created 0777 is tightened on its next use.
-func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
+// (owner.User, default 65534) must be able to write it, so when running as
+// root the directory is owned by that user (when numeric, "uid:gid");
+// otherwise it is ours, which the bwrap backend maps to the sandbox user
+// inside its user namespace. A sandbox user that maps elsewhere
+// (owner.Mapped: rootless Docker) gets 0777 under the default root only,
+// inside the 0700 state directory (docs/sandbox.md). A workspace an older
+// version created 0777 is tightened on its next use.
+func EnsureWorkspace(cfg Config, stateDir string, req Request, owner WorkspaceOwner) (string, error) {
 	name, err := WorkspaceName(cfg.Scope, req.AgentID)
 	if err != nil {
 		return "", err
@@ -98,17 +110,14 @@ func EnsureWorkspace(cfg Config, stateDir string, req Request) (string, error) {
 	if !fi.IsDir() {
 		return "", fmt.Errorf("sandbox workspace %s: not a directory (is it a symlink?)", dir)
 	}
-	user := DefaultUser
-	if cfg.Backend == BackendDocker && cfg.Docker.User != "" {
-		user = cfg.Docker.User
-	}
+	user := cmp.Or(owner.User, DefaultUser)
 	if uid, gid, ok := numericUser(user); ok && os.Geteuid() == 0 {
 		if err := os.Lchown(dir, uid, gid); err != nil {
 			return "", fmt.Errorf("chown sandbox workspace %s to the sandbox user %s: %w", dir, user, err)
 		}
 	}
 	mode := os.FileMode(0o700)
-	if os.Geteuid() != 0 && cfg.Backend == BackendDocker && cfg.Workspace == "" {
+	if owner.Mapped && cfg.Workspace == "" {
 		// Rootless Docker's container user maps to a subordinate uid that
 		// only "other" bits reach; the default root sits in the 0700
 		// state directory, which no other host user can enter.

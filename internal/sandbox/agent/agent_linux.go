@@ -505,22 +505,21 @@ func (s *server) run(req request) reply {
 		drain(copied, s.grace)
 	}
 	ws := s.finish(req.ID, pid)
-	stdout, stderr, truncated := capture.Result()
-	rep := reply{Stdout: []byte(stdout), Stderr: []byte(stderr), Truncated: truncated, Tail: []byte(capture.Tail())}
+	var o runner.Outcome
 	switch {
 	case timedOut:
-		rep.ExitCode, rep.TimedOut = -1, true
-		rep.Error = fmt.Sprintf("timed out after %s: process group killed", time.Duration(req.TimeoutMs)*time.Millisecond)
+		o.ExitCode, o.TimedOut = -1, true
+		o.Error = fmt.Sprintf("timed out after %s: process group killed", time.Duration(req.TimeoutMs)*time.Millisecond)
 	case canceled:
-		rep.ExitCode, rep.Canceled = -1, true
-		rep.Error = "canceled: process group killed"
+		o.ExitCode, o.Canceled = -1, true
+		o.Error = "canceled: process group killed"
 	case ws.Signaled():
-		rep.ExitCode = 128 + int(ws.Signal())
-		rep.Error = "killed by signal " + ws.Signal().String()
+		o.ExitCode = 128 + int(ws.Signal())
+		o.Error = "killed by signal " + ws.Signal().String()
 	default:
-		rep.ExitCode = ws.ExitStatus()
+		o.ExitCode = ws.ExitStatus()
 	}
-	return rep
+	return replyOf(capture.Finish(o), o.Canceled)
 }
 
 // drain waits up to grace for both output copiers to finish.

@@ -346,18 +346,7 @@ func (c *Conn) Exec(ctx context.Context, req Request) (runner.Result, error) {
 	if rep.StartError != "" {
 		return runner.Result{}, fmt.Errorf("%w: %s", ErrStart, rep.StartError)
 	}
-	res := runner.Result{
-		ExitCode:  rep.ExitCode,
-		TimedOut:  rep.TimedOut,
-		Success:   rep.ExitCode == 0 && !rep.TimedOut && !rep.Canceled,
-		Stdout:    string(rep.Stdout),
-		Stderr:    string(rep.Stderr),
-		Truncated: rep.Truncated,
-		Error:     rep.Error,
-		Tail:      string(rep.Tail),
-		Duration:  time.Since(start),
-	}
-	return res, nil
+	return resultOf(rep, time.Since(start)), nil
 }
 
 // lost reports a command whose channel died: ErrNotStarted when the agent

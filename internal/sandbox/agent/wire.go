@@ -35,6 +35,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/exechost/exechost/internal/runner"
 )
 
 // Flag is the first argument that makes a binary linking this package run
@@ -101,7 +104,9 @@ type reply struct {
 	Stderr    []byte `json:"stderr,omitempty"`
 	Tail      []byte `json:"tail,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// Dropped is how many output bytes the cap dropped.
+	Dropped int64  `json:"dropped,omitempty"`
+	Error   string `json:"error,omitempty"`
 	// StartError says why the command could not start at all (its working
 	// directory is missing); the other fields are then unset.
 	StartError string `json:"startError,omitempty"`
@@ -167,4 +172,30 @@ func encode(v any) []byte {
 		panic(fmt.Sprintf("agent: encode %T: %v", v, err))
 	}
 	return b
+}
+
+// replyOf puts a command's result (runner.Capture.Finish) on the wire.
+func replyOf(r runner.Result, canceled bool) reply {
+	return reply{
+		ExitCode: r.ExitCode, TimedOut: r.TimedOut, Canceled: canceled,
+		Stdout: []byte(r.Stdout), Stderr: []byte(r.Stderr), Tail: []byte(r.Tail),
+		Truncated: r.Truncated, Dropped: r.DroppedBytes, Error: r.Error,
+	}
+}
+
+// resultOf is the result a reply carries; the duration is the caller's,
+// measured across the channel.
+func resultOf(rep reply, d time.Duration) runner.Result {
+	return runner.Result{
+		ExitCode:     rep.ExitCode,
+		TimedOut:     rep.TimedOut,
+		Success:      rep.ExitCode == 0 && !rep.TimedOut && !rep.Canceled,
+		Stdout:       string(rep.Stdout),
+		Stderr:       string(rep.Stderr),
+		Truncated:    rep.Truncated,
+		DroppedBytes: rep.Dropped,
+		Error:        rep.Error,
+		Tail:         string(rep.Tail),
+		Duration:     d,
+	}
 }

@@ -86,7 +86,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	bw := cfg.Bwrap.Path
+	bw := ConfigOf(cfg).Path
 	if bw == "" {
 		bw = "bwrap"
 	}
@@ -177,7 +177,7 @@ func (b *Backend) CommandPath() sandbox.CommandPath {
 func (b *Backend) AgentErr() error { return b.agentErr }
 
 // Name identifies the backend.
-func (b *Backend) Name() string { return sandbox.BackendBwrap }
+func (b *Backend) Name() string { return Name }
 
 // BwrapPath returns the bwrap binary the backend runs.
 func (b *Backend) BwrapPath() string { return b.bwrap }
@@ -246,7 +246,7 @@ func (b *Backend) Close(ctx context.Context) error {
 
 func (b *Backend) visibleDirs() []string {
 	var out []string
-	for _, d := range append(append([]string{}, systemDirs...), b.cfg.Bwrap.ROBind...) {
+	for _, d := range append(append([]string{}, systemDirs...), ConfigOf(b.cfg).ROBind...) {
 		if _, err := os.Lstat(d); err == nil {
 			out = append(out, d)
 		}
@@ -267,7 +267,7 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if len(req.Argv) == 0 && req.Command == "" {
 		return runner.Result{}, errors.New("bwrap sandbox exec: empty command")
 	}
-	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req)
+	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req, sandbox.WorkspaceOwner{})
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("bwrap sandbox exec: %w", err)
 	}
@@ -288,17 +288,7 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if err != nil {
 		return runner.Result{}, err
 	}
-	stdout, stderr, truncated := capture.Result()
-	return runner.Result{
-		ExitCode:  code,
-		TimedOut:  timedOut,
-		Success:   code == 0 && !timedOut,
-		Stdout:    stdout,
-		Stderr:    stderr,
-		Truncated: truncated,
-		Tail:      capture.Tail(),
-		Duration:  time.Since(start),
-	}, nil
+	return capture.Finish(runner.Outcome{ExitCode: code, TimedOut: timedOut, Duration: time.Since(start)}), nil
 }
 
 // probe runs the helper in probe mode in a sandbox over a scratch
@@ -410,10 +400,10 @@ func (b *Backend) start(ws, cwd string, env []string, spec helperSpec, stdin io.
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: status pipe: %v", ErrSetup, err)
 	}
-	spec.Landlock = b.cfg.Bwrap.Landlock
-	spec.Pids = max(b.cfg.Bwrap.PidsLimit, 0)
-	if b.cfg.Bwrap.Memory != "" {
-		spec.Memory, _ = sandbox.ParseSize(b.cfg.Bwrap.Memory)
+	spec.Landlock = ConfigOf(b.cfg).Landlock
+	spec.Pids = max(ConfigOf(b.cfg).PidsLimit, 0)
+	if ConfigOf(b.cfg).Memory != "" {
+		spec.Memory, _ = sandbox.ParseSize(ConfigOf(b.cfg).Memory)
 	}
 	spec.StatusFD = fdStatus
 	if os.Geteuid() == 0 {
@@ -469,7 +459,7 @@ func (b *Backend) args(ws, cwd string, env []string, spec string) []string {
 		}
 		a = append(a, "--ro-bind", d, d)
 	}
-	tmpfsSize, _ := sandbox.ParseSize(b.cfg.Bwrap.TmpfsSize)
+	tmpfsSize, _ := sandbox.ParseSize(ConfigOf(b.cfg).TmpfsSize)
 	a = append(a,
 		"--dev", "/dev",
 		"--proc", "/proc",

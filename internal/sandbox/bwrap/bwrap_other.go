@@ -23,7 +23,7 @@ func Open(context.Context, sandbox.Config, string) (*Backend, error) {
 }
 
 // Name identifies the backend.
-func (*Backend) Name() string { return sandbox.BackendBwrap }
+func (*Backend) Name() string { return Name }
 
 // Isolation reports nothing: the backend never opens here.
 func (*Backend) Isolation() []string { return nil }

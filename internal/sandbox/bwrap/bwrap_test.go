@@ -203,14 +203,14 @@ func hostProcsOf(uid int) int {
 func TestPidsLimit(t *testing.T) {
 	const sandboxLimit = 32
 	limit := sandboxLimit
-	b, _ := open(t, func(c *sandbox.Config) { c.Bwrap.PidsLimit = int64(limit) })
+	b, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(x *Config) { x.PidsLimit = int64(limit) }) })
 	shared := os.Geteuid() == 0 && !b.nested
 	if shared {
 		// A root gateway without user namespaces: the limit is that of
 		// host uid 65534, shared with its other processes (docker
 		// sandboxes of parallel tests, say); leave them their share.
 		limit += hostProcsOf(sandboxUID)
-		b, _ = open(t, func(c *sandbox.Config) { c.Bwrap.PidsLimit = int64(limit) })
+		b, _ = open(t, func(c *sandbox.Config) { *c = With(*c, func(x *Config) { x.PidsLimit = int64(limit) }) })
 	}
 	// What the sandbox sees beyond its limited processes: bwrap's init
 	// (pid 1), and for a root gateway the second bwrap and its monitor,
@@ -292,7 +292,7 @@ func TestLandlock(t *testing.T) {
 	if !strings.HasPrefix(rep.Landlock, "enforced") {
 		t.Fatalf("landlock not enforced on a kernel with ABI %d: %q", confine.KernelABI(), rep.Landlock)
 	}
-	req, _ := open(t, func(c *sandbox.Config) { c.Bwrap.Landlock = sandbox.LandlockRequire })
+	req, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(x *Config) { x.Landlock = LandlockRequire }) })
 	if res := run(t, req, sandbox.Request{Argv: []string{"true"}}); !res.Success {
 		t.Errorf("landlock=require on a kernel with ABI %d: %+v", rep.LandlockABI, res)
 	}
@@ -309,7 +309,7 @@ func TestLandlock(t *testing.T) {
 		// below would prove nothing.
 		return
 	}
-	off, _ := open(t, func(c *sandbox.Config) { c.Bwrap.Landlock = sandbox.LandlockOff })
+	off, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(x *Config) { x.Landlock = LandlockOff }) })
 	if rep.LandlockABI >= 6 {
 		if res := run(t, off, sandbox.Request{Command: "kill -0 1"}); !res.Success {
 			t.Errorf("with landlock off, kill -0 1 failed: %+v (the test above proves nothing)", res)
@@ -328,11 +328,11 @@ func TestSetupFailuresAreErrors(t *testing.T) {
 		t.Errorf("Exec for agent ../escape: %v, want ErrBadAgentID", err)
 	}
 	cfg := sandbox.DefaultConfig()
-	cfg.Bwrap.Path = "/bin/false"
+	cfg = With(cfg, func(x *Config) { x.Path = "/bin/false" })
 	if _, err := Open(context.Background(), cfg, t.TempDir()); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Open with a broken bwrap: %v, want ErrUnavailable", err)
 	}
-	cfg.Bwrap.Path = filepath.Join(t.TempDir(), "no-bwrap")
+	cfg = With(cfg, func(x *Config) { x.Path = filepath.Join(t.TempDir(), "no-bwrap") })
 	if _, err := Open(context.Background(), cfg, t.TempDir()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "hint:") {
 		t.Errorf("Open without bwrap: %v, want ErrUnavailable with a hint", err)
 	}

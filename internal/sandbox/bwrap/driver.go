@@ -8,8 +8,8 @@ import (
 
 func init() {
 	sandbox.Register(sandbox.Driver{
-		Name:         sandbox.BackendBwrap,
-		Section:      "bwrap",
+		Name:         Name,
+		Config:       section,
 		Summary:      "fresh Linux namespaces via bubblewrap",
 		Capabilities: sandbox.Capabilities{ResidentAgent: true, Daemonless: true},
 		Auto:         20,

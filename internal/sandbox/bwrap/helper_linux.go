@@ -151,10 +151,10 @@ func restrict(spec helperSpec) (Report, error) {
 	abi := confine.KernelABI()
 	rep.LandlockABI = abi
 	switch {
-	case spec.Landlock == sandbox.LandlockOff:
+	case spec.Landlock == LandlockOff:
 		rep.Landlock = "off (sandbox.bwrap.landlock=off)"
 		return rep, nil
-	case abi < 1 && spec.Landlock == sandbox.LandlockRequire:
+	case abi < 1 && spec.Landlock == LandlockRequire:
 		return rep, hint.Wrap(errors.New("landlock required (sandbox.bwrap.landlock=require) but this kernel does not support it"), "Linux 5.13+ with lsm=landlock, or set landlock to auto")
 	case abi < 1:
 		rep.Landlock = "unavailable on this kernel (mount namespaces still make the host read-only)"

@@ -53,7 +53,7 @@ func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, err
 // createContainer creates and starts a container for bx; with plan set,
 // the agent is its main process and its Conn is returned.
 func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string, plan *agentPlan) (string, *agent.Conn, error) {
-	d := b.cfg.Docker
+	d := ConfigOf(b.cfg)
 	hc := &hostConfig{
 		// A structured mount, not a "src:dst:rw" bind string: a workspace
 		// path with a colon in it cannot be misparsed.

@@ -75,7 +75,7 @@ type box = agentbox.Box[string]
 
 var _ sandbox.Backend = (*Backend)(nil)
 
-// Open connects to the daemon named by cfg.Docker.Host (or $DOCKER_HOST),
+// Open connects to the daemon named by ConfigOf(cfg).Host (or $DOCKER_HOST),
 // checks that it answers and that the image exists, and removes containers
 // a previous gateway with the same state directory left behind. cfg is
 // completed with defaults first.
@@ -84,7 +84,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cli, err := NewClient(cfg.Docker.Host)
+	cli, err := NewClient(ConfigOf(cfg).Host)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		cli.Close()
 		return nil, err
 	}
-	if err := CheckImage(ctx, cli, cfg.Docker.Image); err != nil {
+	if err := CheckImage(ctx, cli, ConfigOf(cfg).Image); err != nil {
 		cli.Close()
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func OwnerID(stateDir string) string {
 }
 
 // Name identifies the backend.
-func (b *Backend) Name() string { return sandbox.BackendDocker }
+func (b *Backend) Name() string { return Name }
 
 // Isolation describes the boundary this backend's containers get, for
 // `exechost sandbox doctor`.
@@ -250,7 +250,7 @@ func Describe(cfg sandbox.Config) []string {
 
 func describe(cfg sandbox.Config, p sandbox.CommandPath) []string {
 	cfg = cfg.WithDefaults()
-	d := cfg.Docker
+	d := ConfigOf(cfg)
 	out := []string{
 		"container per " + string(cfg.Scope) + " from image " + d.Image + ", removed after " + time.Duration(cfg.IdleTimeout).String() + " idle",
 		"network: " + d.Network,

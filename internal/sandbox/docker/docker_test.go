@@ -35,7 +35,7 @@ func open(t testing.TB, mutate func(*sandbox.Config)) (*Backend, string) {
 	image := dockertest.BuildImage(t, cli)
 	stateDir := t.TempDir()
 	cfg := sandbox.DefaultConfig()
-	cfg.Docker.Image = image
+	cfg = With(cfg, func(x *Config) { x.Image = image })
 	cfg.IdleTimeout = sandbox.Duration(time.Hour)
 	if agentMode {
 		cfg.AgentBinary = dockertest.AgentBinary(t)
@@ -193,7 +193,7 @@ func TestTimeoutKillsTheCommandNotTheContainer(t *testing.T) {
 // image whose /tmp the sandbox user cannot write at all is
 // TestExecTimeoutWithLockedTmp.)
 func TestTimeoutWithoutWritableTmp(t *testing.T) {
-	b, _ := open(t, func(c *sandbox.Config) { c.Docker.TmpfsSize = "64k" })
+	b, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(x *Config) { x.TmpfsSize = "64k" }) })
 	run(t, b, sandbox.Request{Command: "head -c 1048576 /dev/zero > /tmp/fill; echo x > /tmp/probe || echo full"})
 	if got := run(t, b, sandbox.Request{Command: "echo x > /tmp/probe2 2>/dev/null || echo full"}).Stdout; got != "full\n" {
 		t.Fatalf("/tmp is not full: %q", got)
@@ -227,7 +227,7 @@ func TestExecTimeoutWithLockedTmp(t *testing.T) {
 	agentMode = false
 	defer func() { agentMode = true }()
 	b, _ := open(t, func(c *sandbox.Config) {
-		c.Docker.Image = dockertest.BuildLockedTmpImage(t, dockertest.Client(t))
+		*c = With(*c, func(x *Config) { x.Image = dockertest.BuildLockedTmpImage(t, dockertest.Client(t)) })
 	})
 	if res := run(t, b, sandbox.Request{Command: "touch /tmp/probe"}); res.Success {
 		t.Fatalf("/tmp is writable in %s; the test needs it locked: %+v", dockertest.LockedTmpImage, res)
@@ -433,7 +433,7 @@ func TestOrphanCleanup(t *testing.T) {
 	other := mk(OwnerID(stateDir + "-another-gateway"))
 
 	cfg := sandbox.DefaultConfig()
-	cfg.Docker.Image = image
+	cfg = With(cfg, func(x *Config) { x.Image = image })
 	b, err := Open(ctx, cfg, stateDir)
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +502,7 @@ func TestContainerDiedMidCommandIsNotRerun(t *testing.T) {
 func TestImageMissing(t *testing.T) {
 	dockertest.Client(t)
 	cfg := sandbox.DefaultConfig()
-	cfg.Docker.Image = "exechost-no-such-image:never"
+	cfg = With(cfg, func(x *Config) { x.Image = "exechost-no-such-image:never" })
 	_, err := Open(context.Background(), cfg, t.TempDir())
 	if !errors.Is(err, ErrImageMissing) || !strings.Contains(err.Error(), "docker pull exechost-no-such-image:never") {
 		t.Errorf("Open with a missing image: %v, want ErrImageMissing with a hint", err)
@@ -511,7 +511,7 @@ func TestImageMissing(t *testing.T) {
 
 func TestDaemonUnreachable(t *testing.T) {
 	cfg := sandbox.DefaultConfig()
-	cfg.Docker.Host = "unix://" + t.TempDir() + "/no-docker.sock"
+	cfg = With(cfg, func(x *Config) { x.Host = "unix://" + t.TempDir() + "/no-docker.sock" })
 	_, err := Open(context.Background(), cfg, t.TempDir())
 	if !errors.Is(err, ErrDaemonUnreachable) || !strings.Contains(err.Error(), "hint:") {
 		t.Errorf("Open with no daemon: %v, want ErrDaemonUnreachable with a hint", err)

@@ -9,8 +9,8 @@ import (
 
 func init() {
 	sandbox.Register(sandbox.Driver{
-		Name:         sandbox.BackendDocker,
-		Section:      "docker",
+		Name:         Name,
+		Config:       section,
 		Summary:      "a Docker container per scope",
 		Capabilities: sandbox.Capabilities{ResidentAgent: true},
 		Auto:         10,
@@ -23,7 +23,7 @@ func init() {
 // remove orphan containers, which may be a running gateway's.
 func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found, error) {
 	path := commandPath(cfg)
-	cli, err := NewClient(cfg.Docker.Host)
+	cli, err := NewClient(ConfigOf(cfg).Host)
 	if err != nil {
 		return sandbox.Found{Commands: &path}, err
 	}
@@ -31,11 +31,11 @@ func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found,
 	if err := Ping(ctx, cli); err != nil {
 		return sandbox.Found{Commands: &path}, err
 	}
-	if err := CheckImage(ctx, cli, cfg.Docker.Image); err != nil {
+	if err := CheckImage(ctx, cli, ConfigOf(cfg).Image); err != nil {
 		return sandbox.Found{Commands: &path}, err
 	}
 	return sandbox.Found{
-		Detail:    fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), cfg.Docker.Image),
+		Detail:    fmt.Sprintf("daemon %s (API %s), image %s present", cli.DaemonHost(), cli.ClientVersion(), ConfigOf(cfg).Image),
 		Isolation: Describe(cfg),
 		Commands:  &path,
 	}, nil

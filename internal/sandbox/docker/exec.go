@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -65,7 +66,7 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
 	}
-	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req)
+	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req, sandbox.WorkspaceOwner{User: ConfigOf(b.cfg).User, Mapped: os.Geteuid() != 0})
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
 	}
@@ -118,7 +119,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "sh"}, argv...)
 	start := time.Now()
 	execID, err := b.cli.ExecCreate(ctx, id, execConfig{
-		User:         b.cfg.Docker.User,
+		User:         ConfigOf(b.cfg).User,
 		AttachStdout: true,
 		AttachStderr: true,
 		Env:          append(slices.Clip(env), marker),
@@ -188,18 +189,7 @@ func (b *Backend) execIn(ctx context.Context, id string, req sandbox.Request, en
 			notKilled = "timed out, but the command could not be killed: it keeps running in the sandbox container until it exits or the container is removed (hint: a process that started its own session or cleared its environment escapes the kill)"
 		}
 	}
-	stdout, stderr, truncated := capture.Result()
-	return runner.Result{
-		ExitCode:  code,
-		TimedOut:  timedOut,
-		Success:   code == 0 && !timedOut,
-		Stdout:    stdout,
-		Stderr:    stderr,
-		Truncated: truncated,
-		Error:     notKilled,
-		Tail:      capture.Tail(),
-		Duration:  time.Since(start),
-	}, nil
+	return capture.Finish(runner.Outcome{ExitCode: code, TimedOut: timedOut, Error: notKilled, Duration: time.Since(start)}), nil
 }
 
 // containerDied reports whether container id stopped. It is asked only
@@ -242,7 +232,7 @@ func (b *Backend) killExec(ctx context.Context, containerID, marker, execID stri
 	defer cancel()
 	for ctx.Err() == nil {
 		killID, err := b.cli.ExecCreate(ctx, containerID, execConfig{
-			User: b.cfg.Docker.User,
+			User: ConfigOf(b.cfg).User,
 			Cmd:  []string{"/bin/sh", "-c", killScript, "sh", marker},
 		})
 		if err != nil {

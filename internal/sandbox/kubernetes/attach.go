@@ -11,9 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/exechost/exechost/internal/sandbox"
@@ -23,14 +20,6 @@ import (
 
 // box is one scope's pod: its handle is the pod name.
 type box = agentbox.Box[string]
-
-func kubernetesClient(rc *rest.Config) (kubernetes.Interface, error) {
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
-}
 
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
@@ -46,8 +35,8 @@ func mustJSON(v any) []byte {
 // to the agent over it. Closing the connection closes the stream; the
 // container's stdin then ends (StdinOnce), and the agent exits.
 func (b *Backend) attach(ctx context.Context, name string) (*agent.Conn, error) {
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.k.Namespace).Name(name).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: containerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	req := b.api.core.Post().Resource("pods").Namespace(b.k.Namespace).Name(name).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{Container: containerName, Stdin: true, Stdout: true, Stderr: true}, b.api.params)
 	ws, err := remotecommand.NewWebSocketExecutor(b.rest, http.MethodGet, req.URL().String())
 	if err != nil {
 		return nil, fmt.Errorf("attach to sandbox pod %s: %w", name, err)

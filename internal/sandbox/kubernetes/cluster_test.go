@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
@@ -45,7 +46,7 @@ func open(t *testing.T, edit func(*sandbox.Config)) (*Backend, string) {
 // ownedPods lists the pods of b's owner that are not being deleted.
 func ownedPods(t *testing.T, b *Backend) []corev1.Pod {
 	t.Helper()
-	list, err := b.cs.CoreV1().Pods(b.k.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: b.ownerSelector()})
+	list, err := clientOf(t, b).CoreV1().Pods(b.k.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: b.ownerSelector()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,4 +64,15 @@ func ownedPods(t *testing.T, b *Backend) []corev1.Pod {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testproc.Poll(t, time.Minute, what, cond)
+}
+
+// clientOf is a full client-go clientset over b's credentials, for the
+// tests' own checks (the driver itself links only the narrow client).
+func clientOf(t *testing.T, b *Backend) k8s.Interface {
+	t.Helper()
+	cs, err := k8s.NewForConfig(b.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }

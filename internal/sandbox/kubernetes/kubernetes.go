@@ -15,7 +15,19 @@
 // finds and deletes what its predecessor left: a pod cannot be adopted,
 // because its agent exits when the attach stream that carried its hello
 // ends. A warm pool keeps sandbox.kubernetes.poolSize pods started and
-// attached for scopes not seen yet.
+// attached for scopes not seen yet; a scope adopts one as it is, and its
+// session's env travels with each command to the agent, so per-session
+// configuration never needs a new pod.
+//
+// The driver owns sandbox.kubernetes (Config: runtimeClassName, node
+// selector, tolerations, requests and an operator's pod template among
+// the rest), is linked into every exechost binary, and talks to the API
+// server through client-go's REST client over a scheme of the five kinds
+// it uses (client.go), not the generated clientset. Open and doctor check
+// the namespace, the permissions and the RuntimeClass before any pod is
+// made; doctor also dry-runs the pod and starts a probe pod
+// (diagnose.go). BuildAgentImage and Push make sandbox.kubernetes.agentImage
+// FROM scratch (image.go, `exechost sandbox image`).
 package kubernetes
 
 import (
@@ -29,7 +41,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -74,8 +85,8 @@ const startTimeout = 3 * time.Minute
 
 func init() {
 	sandbox.Register(sandbox.Driver{
-		Name:         sandbox.BackendKubernetes,
-		Section:      "kubernetes",
+		Name:         Name,
+		Config:       section,
 		Summary:      "a pod per scope on a Kubernetes cluster",
 		Capabilities: sandbox.Capabilities{ResidentAgent: true, Remote: true, WarmPool: true},
 		Open:         sandbox.OpenAs(Open),
@@ -86,9 +97,9 @@ func init() {
 // Backend runs commands in per-scope pods. It is safe for concurrent use.
 type Backend struct {
 	cfg   sandbox.Config
-	k     sandbox.KubernetesConfig
+	k     Config
 	rest  *rest.Config
-	cs    kubernetes.Interface
+	api   *client
 	owner string
 	idle  time.Duration
 
@@ -111,25 +122,26 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Kubernetes.AgentImage == "" {
-		return nil, hint.Wrap(errors.New("sandbox.kubernetes.agentImage: not set"), "an image with the static exechost binary at /exechost; see docs/sandbox.md")
+	k := ConfigOf(cfg)
+	if k.AgentImage == "" {
+		return nil, hint.Wrap(errors.New("sandbox.kubernetes.agentImage: not set"), "`exechost sandbox image --push REGISTRY/exechost-agent:TAG` builds and pushes one; see docs/sandbox.md")
 	}
 	if cfg.Agent == sandbox.AgentOff {
 		return nil, hint.Wrap(errors.New("sandbox.agent: \"off\" is not supported by the kubernetes backend"), "its commands always go through the resident agent")
 	}
-	rc, err := restConfig(cfg.Kubernetes)
+	rc, err := restConfig(k)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	api, err := newClient(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	b := &Backend{
 		cfg:   cfg,
-		k:     cfg.Kubernetes,
+		k:     k,
 		rest:  rc,
-		cs:    cs,
+		api:   api,
 		owner: OwnerID(stateDir),
 		idle:  time.Duration(cfg.IdleTimeout),
 	}
@@ -137,7 +149,13 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	// the gateway's start.
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	if err := b.checkNamespace(cctx); err != nil {
+		return nil, err
+	}
 	if err := b.checkAccess(cctx); err != nil {
+		return nil, err
+	}
+	if err := b.checkRuntimeClass(cctx); err != nil {
 		return nil, err
 	}
 	if _, err := b.RemoveOrphans(cctx); err != nil {
@@ -149,7 +167,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 	b.boxes = agentbox.New(agentbox.Funcs[string]{Start: b.startBox, Stop: b.deletePod, Fail: agentFailure}, ErrClosed)
 	bg, stop := context.WithCancel(context.Background())
 	b.stop = stop
-	b.pool = newPool(b, cfg.Kubernetes.PoolSize)
+	b.pool = newPool(b, k.PoolSize)
 	b.done.Add(2)
 	go func() { defer b.done.Done(); b.pool.fill(bg) }()
 	go func() {
@@ -162,7 +180,7 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 // restConfig loads the client configuration: the kubeconfig named in the
 // config; else in-cluster credentials inside a pod; else $KUBECONFIG or
 // ~/.kube/config.
-func restConfig(k sandbox.KubernetesConfig) (*rest.Config, error) {
+func restConfig(k Config) (*rest.Config, error) {
 	if k.Kubeconfig == "" && k.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		rc, err := rest.InClusterConfig()
 		if err != nil {
@@ -205,7 +223,7 @@ func scopeHash(key string) string {
 }
 
 // Name identifies the backend.
-func (b *Backend) Name() string { return sandbox.BackendKubernetes }
+func (b *Backend) Name() string { return Name }
 
 // Isolation describes the boundary this backend's pods get, for `exechost
 // sandbox doctor`.
@@ -214,7 +232,7 @@ func (b *Backend) Isolation() []string { return Describe(b.cfg) }
 // Describe lists, in words, the isolation pods created from cfg get.
 func Describe(cfg sandbox.Config) []string {
 	cfg = cfg.WithDefaults()
-	k := cfg.Kubernetes
+	k := ConfigOf(cfg)
 	net := "no ingress or egress (NetworkPolicy; needs a CNI that enforces it)"
 	if k.AllowEgress {
 		net = "egress allowed (sandbox.kubernetes.allowEgress), no ingress (NetworkPolicy)"
@@ -292,8 +310,9 @@ func (b *Backend) Close(ctx context.Context) error {
 	return err
 }
 
-// Client returns the Kubernetes client, for tests and diagnostics.
-func (b *Backend) Client() kubernetes.Interface { return b.cs }
+// RestConfig returns the client configuration the backend uses, for
+// tests and the benchmark, which make their own clients from it.
+func (b *Backend) RestConfig() *rest.Config { return rest.CopyConfig(b.rest) }
 
 // Namespace returns the namespace the pods live in.
 func (b *Backend) Namespace() string { return b.k.Namespace }
@@ -322,3 +341,17 @@ func isUnreachable(err error) bool {
 	}
 	return !errors.Is(err, context.Canceled)
 }
+
+// CommandPath says how this backend runs commands, for the notice of a
+// session's first sandbox command (sandbox.PathReporter).
+func (b *Backend) CommandPath() sandbox.CommandPath {
+	rt := "the node's default runtime"
+	if b.k.RuntimeClassName != "" {
+		rt = "RuntimeClass " + b.k.RuntimeClassName
+	}
+	return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryStatic,
+		Reason: fmt.Sprintf("a pod per scope in namespace %s under %s (warm pool %d); the agent image's static binary forks each command over one attach stream, the session's env travelling with each command", b.k.Namespace, rt, b.k.PoolSize)}
+}
+
+// Pods returns the names of the pods scopes use now (not the warm pool's).
+func (b *Backend) Pods() []string { return b.boxes.Handles() }

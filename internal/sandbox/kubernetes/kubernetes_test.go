@@ -111,7 +111,7 @@ func TestHardenedPod(t *testing.T) {
 			t.Errorf("container %s has no limits: %v", c.Name, c.Resources.Limits)
 		}
 	}
-	np, err := b.cs.NetworkingV1().NetworkPolicies(b.k.Namespace).Get(context.Background(), b.policyName(), metav1.GetOptions{})
+	np, err := clientOf(t, b).NetworkingV1().NetworkPolicies(b.k.Namespace).Get(context.Background(), b.policyName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestGatewayRestart(t *testing.T) {
 // TestWarmPool: a new session's first command takes a ready pod from the
 // pool, which then refills; Close deletes everything.
 func TestWarmPool(t *testing.T) {
-	b, _ := open(t, func(c *sandbox.Config) { c.Kubernetes.PoolSize = 1 })
+	b, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(k *Config) { k.PoolSize = 1 }) })
 	waitFor(t, "the warm pool to fill", func() bool { return b.PoolReady() == 1 })
 	warm := b.pool.names()[0]
 	start := time.Now()
@@ -221,7 +221,7 @@ func TestWarmPool(t *testing.T) {
 	t.Logf("first command from the warm pool: %s", took)
 	waitFor(t, "the pool to refill", func() bool { return b.PoolReady() == 1 })
 	waitFor(t, "the claimed pod's labels", func() bool {
-		p, err := b.cs.CoreV1().Pods(b.k.Namespace).Get(context.Background(), warm, metav1.GetOptions{})
+		p, err := clientOf(t, b).CoreV1().Pods(b.k.Namespace).Get(context.Background(), warm, metav1.GetOptions{})
 		return err == nil && p.Labels[LabelScope] != poolScope && p.Labels[LabelAgent] == "main"
 	})
 	if err := b.Close(context.Background()); err != nil {
@@ -230,7 +230,7 @@ func TestWarmPool(t *testing.T) {
 	if n := len(ownedPods(t, b)); n != 0 {
 		t.Errorf("pods after Close = %d, want 0", n)
 	}
-	if _, err := b.cs.NetworkingV1().NetworkPolicies(b.k.Namespace).Get(context.Background(), b.policyName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := clientOf(t, b).NetworkingV1().NetworkPolicies(b.k.Namespace).Get(context.Background(), b.policyName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("network policy after Close: %v, want it deleted", err)
 	}
 	if _, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", Argv: []string{"true"}}); !errors.Is(err, ErrClosed) {
@@ -257,7 +257,7 @@ func TestIdleReap(t *testing.T) {
 // what is missing.
 func TestForbidden(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.Kubernetes.Kubeconfig = kubetest.UserKubeconfig(t, "exechost-nobody", "")
+	cfg = With(cfg, func(k *Config) { k.Kubeconfig = kubetest.UserKubeconfig(t, "exechost-nobody", "") })
 	_, err := Open(context.Background(), cfg, t.TempDir())
 	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "create pods") || !strings.Contains(err.Error(), "docs/sandbox.md") {
 		t.Errorf("Open without permissions: %v, want ErrForbidden naming the verbs and the Role", err)
@@ -267,7 +267,7 @@ func TestForbidden(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	cfg := testConfig(t)
 	// Valid credentials, pointed at a port nobody listens on.
-	cfg.Kubernetes.Kubeconfig = kubetest.UserKubeconfig(t, "admin", "https://127.0.0.1:1")
+	cfg = With(cfg, func(k *Config) { k.Kubeconfig = kubetest.UserKubeconfig(t, "admin", "https://127.0.0.1:1") })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := Open(ctx, cfg, t.TempDir())
@@ -278,7 +278,7 @@ func TestUnreachable(t *testing.T) {
 
 // TestBadImage: a pod that cannot start is a clear error, at once.
 func TestBadImage(t *testing.T) {
-	b, _ := open(t, func(c *sandbox.Config) { c.Kubernetes.Image = "exechost.test/no-such-image:1" })
+	b, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(k *Config) { k.Image = "exechost.test/no-such-image:1" }) })
 	_, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", Argv: []string{"true"}})
 	if !errors.Is(err, ErrPodStart) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 		t.Errorf("Exec with a missing image: %v, want ErrPodStart naming ErrImageNeverPull", err)

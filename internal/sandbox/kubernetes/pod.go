@@ -65,13 +65,11 @@ func (b *Backend) checkAccess(ctx context.Context) error {
 	var missing []string
 	for _, a := range access {
 		a.Namespace = b.k.Namespace
-		r, err := b.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{
-			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a},
-		}, metav1.CreateOptions{})
+		allowed, err := b.api.review(ctx, a)
 		if err != nil {
 			return apiError("check permissions in namespace "+b.k.Namespace, err)
 		}
-		if !r.Status.Allowed {
+		if !allowed {
 			res := a.Resource
 			if a.Subresource != "" {
 				res += "/" + a.Subresource
@@ -94,7 +92,7 @@ func (b *Backend) ownerSelector() string {
 // Backend does not use — what a previous gateway left — and returns how
 // many. Open calls it.
 func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
-	list, err := b.cs.CoreV1().Pods(b.k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: b.ownerSelector()})
+	list, err := b.api.listPods(ctx, b.k.Namespace, b.ownerSelector())
 	if err != nil {
 		return 0, apiError("list sandbox pods", err)
 	}
@@ -146,12 +144,12 @@ func (b *Backend) policy() *netv1.NetworkPolicy {
 
 // ensurePolicy creates or updates the NetworkPolicy.
 func (b *Backend) ensurePolicy(ctx context.Context) error {
-	api := b.cs.NetworkingV1().NetworkPolicies(b.k.Namespace)
+	ns := b.k.Namespace
 	want := b.policy()
-	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	cur, err := b.api.getPolicy(ctx, ns, want.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if _, err := api.Create(ctx, want, metav1.CreateOptions{}); err != nil {
+		if err := b.api.createPolicy(ctx, ns, want); err != nil {
 			return apiError("create the sandbox NetworkPolicy", nsHint(err, b.k.Namespace))
 		}
 		return nil
@@ -159,7 +157,7 @@ func (b *Backend) ensurePolicy(ctx context.Context) error {
 		return apiError("get the sandbox NetworkPolicy", err)
 	}
 	cur.Spec, cur.Labels = want.Spec, want.Labels
-	if _, err := api.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+	if err := b.api.updatePolicy(ctx, ns, cur); err != nil {
 		return apiError("update the sandbox NetworkPolicy", err)
 	}
 	return nil
@@ -168,7 +166,7 @@ func (b *Backend) ensurePolicy(ctx context.Context) error {
 func (b *Backend) deletePolicy(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err := b.cs.NetworkingV1().NetworkPolicies(b.k.Namespace).Delete(dctx, b.policyName(), metav1.DeleteOptions{})
+	err := b.api.deletePolicy(dctx, b.k.Namespace, b.policyName())
 	if err != nil && !apierrors.IsNotFound(err) {
 		return apiError("delete the sandbox NetworkPolicy", err)
 	}
@@ -216,6 +214,13 @@ func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
 		corev1.ResourceCPU:    resource.MustParse("10m"),
 		corev1.ResourceMemory: resource.MustParse("16Mi"),
 	}
+	for name, v := range k.Requests {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox.kubernetes.requests.%s: %w", name, err)
+		}
+		requests[corev1.ResourceName(name)] = q
+	}
 	uid := k.RunAsUser
 	yes, no := true, false
 	grace := int64(1)
@@ -234,7 +239,7 @@ func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
 		lbl[LabelAgent] = v
 	}
 	tmpLimit := resource.NewQuantity(tmp, resource.BinarySI)
-	return &corev1.Pod{
+	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -285,7 +290,11 @@ func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
 				},
 			}},
 		},
-	}, nil
+	}
+	if err := b.fromTemplate(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // newPodName returns a fresh pod name of this owner.
@@ -305,7 +314,7 @@ func (b *Backend) startPod(ctx context.Context, scope, agentID string) (string, 
 	if err != nil {
 		return "", nil, err
 	}
-	created, err := b.cs.CoreV1().Pods(b.k.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := b.api.createPod(ctx, b.k.Namespace, pod, false)
 	if err != nil {
 		return "", nil, apiError("create sandbox pod", nsHint(err, b.k.Namespace))
 	}
@@ -327,7 +336,7 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	if err := podState(pod); err != nil || running(pod) {
 		return err
 	}
-	w, err := b.cs.CoreV1().Pods(b.k.Namespace).Watch(ctx, metav1.ListOptions{
+	w, err := b.api.watchPods(ctx, b.k.Namespace, metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
 		ResourceVersion: pod.ResourceVersion,
 	})
@@ -343,7 +352,7 @@ func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				// The server ended the watch: look again and rewatch.
-				cur, err := b.cs.CoreV1().Pods(b.k.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+				cur, err := b.api.getPod(ctx, b.k.Namespace, pod.Name)
 				if err != nil {
 					return apiError("get sandbox pod", err)
 				}
@@ -423,8 +432,7 @@ func describe(p *corev1.Pod) string {
 func (b *Backend) deletePod(ctx context.Context, name string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	zero := int64(0)
-	err := b.cs.CoreV1().Pods(b.k.Namespace).Delete(dctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	err := b.api.deletePod(dctx, b.k.Namespace, name, 0)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return apiError("delete sandbox pod "+name, err)
 	}
@@ -453,35 +461,5 @@ func (b *Backend) claim(name, scope, agentID string) {
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":%s}}`, mustJSON(lbl))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, _ = b.cs.CoreV1().Pods(b.k.Namespace).Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
-}
-
-// diagnose checks the cluster and permissions without touching pods.
-func diagnose(ctx context.Context, cfg sandbox.Config, _ string) (sandbox.Found, error) {
-	cfg = cfg.WithDefaults()
-	k := cfg.Kubernetes
-	if cfg.Backend != sandbox.BackendKubernetes && k.Kubeconfig == "" && k.AgentImage == "" {
-		return sandbox.Found{}, hint.Wrap(errors.New("not configured"), "set sandbox.backend to \"kubernetes\" and sandbox.kubernetes.agentImage; see docs/sandbox.md")
-	}
-	rc, err := restConfig(k)
-	if err != nil {
-		return sandbox.Found{}, err
-	}
-	cs, err := kubernetesClient(rc)
-	if err != nil {
-		return sandbox.Found{}, err
-	}
-	b := &Backend{cfg: cfg, k: k, cs: cs}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := b.checkAccess(cctx); err != nil {
-		return sandbox.Found{}, err
-	}
-	if k.AgentImage == "" {
-		return sandbox.Found{}, hint.Wrap(errors.New("sandbox.kubernetes.agentImage: not set"), "an image with the static exechost binary at /exechost")
-	}
-	return sandbox.Found{
-		Detail:    fmt.Sprintf("cluster %s, namespace %s, image %s, agent image %s", rc.Host, k.Namespace, k.Image, k.AgentImage),
-		Isolation: Describe(cfg),
-	}, nil
+	_ = b.api.patchPod(ctx, b.k.Namespace, name, patch)
 }

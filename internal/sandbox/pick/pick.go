@@ -18,6 +18,7 @@ import (
 	// The built-in drivers register themselves.
 	_ "github.com/exechost/exechost/internal/sandbox/bwrap"
 	_ "github.com/exechost/exechost/internal/sandbox/docker"
+	_ "github.com/exechost/exechost/internal/sandbox/kubernetes"
 )
 
 // Open returns the backend cfg.Backend names, or for "auto" the first that
@@ -29,8 +30,11 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (sandbox.Bac
 
 // OpenFrom is Open over the drivers of reg.
 func OpenFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config, stateDir string) (sandbox.Backend, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if _, ok := reg.Lookup(cfg.Backend); !ok && cfg.Backend != "" && cfg.Backend != sandbox.BackendAuto && cfg.Backend != sandbox.BackendNone {
+		return nil, fmt.Errorf("%w: %w %q: not built into this binary (built in: %s)", sandbox.ErrNotConfigured, sandbox.ErrUnknownBackend, cfg.Backend, strings.Join(reg.Names(), ", "))
+	}
+	cfg = reg.WithDefaults(cfg)
+	if err := reg.Validate(cfg); err != nil {
 		return nil, err
 	}
 	switch cfg.Backend {
@@ -38,10 +42,7 @@ func OpenFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config, st
 		return nil, fmt.Errorf("%w (sandbox.backend is \"none\")", sandbox.ErrNotConfigured)
 	case sandbox.BackendAuto:
 	default:
-		d, ok := reg.Lookup(cfg.Backend)
-		if !ok {
-			return nil, fmt.Errorf("%w: %w %q: not built into this binary (built in: %s)", sandbox.ErrNotConfigured, sandbox.ErrUnknownBackend, cfg.Backend, strings.Join(reg.Names(), ", "))
-		}
+		d, _ := reg.Lookup(cfg.Backend)
 		return d.Open(ctx, cfg, stateDir)
 	}
 	var why []string
@@ -83,8 +84,8 @@ func Diagnose(ctx context.Context, cfg sandbox.Config, stateDir string) (Diagnos
 
 // DiagnoseFrom is Diagnose over the drivers of reg.
 func DiagnoseFrom(ctx context.Context, reg *sandbox.Registry, cfg sandbox.Config, stateDir string) (Diagnosis, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg = reg.WithDefaults(cfg)
+	if err := reg.Validate(cfg); err != nil {
 		return Diagnosis{}, err
 	}
 	d := Diagnosis{Configured: cfg.Backend}

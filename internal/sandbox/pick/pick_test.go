@@ -9,6 +9,7 @@ import (
 
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/bwrap"
 	"github.com/exechost/exechost/internal/sandbox/docker"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
 	"github.com/exechost/exechost/internal/testdep"
@@ -16,7 +17,7 @@ import (
 
 // noDocker points the docker backend at a socket nobody listens on.
 func noDocker(t *testing.T, c *sandbox.Config) {
-	c.Docker.Host = "unix://" + filepath.Join(t.TempDir(), "none.sock")
+	*c = docker.With(*c, func(d *docker.Config) { d.Host = "unix://" + filepath.Join(t.TempDir(), "none.sock") })
 }
 
 // needBwrap reports a missing bwrap, or a kernel where it cannot work.
@@ -33,7 +34,7 @@ func TestOpen(t *testing.T) {
 	}{
 		{"none", func(_ *testing.T, c *sandbox.Config) { c.Backend = sandbox.BackendNone }, "", sandbox.ErrNotConfigured},
 		{"auto prefers docker", func(t *testing.T, c *sandbox.Config) {
-			c.Docker.Image = dockertest.BuildImage(t, dockertest.Client(t))
+			*c = docker.With(*c, func(d *docker.Config) { d.Image = dockertest.BuildImage(t, dockertest.Client(t)) })
 		}, "docker", nil},
 		{"auto without a daemon uses bwrap", func(t *testing.T, c *sandbox.Config) {
 			needBwrap(t)
@@ -42,20 +43,20 @@ func TestOpen(t *testing.T) {
 		{"auto without the image uses bwrap", func(t *testing.T, c *sandbox.Config) {
 			needBwrap(t)
 			dockertest.Client(t)
-			c.Docker.Image = "exechost-no-such-image:never"
+			*c = docker.With(*c, func(d *docker.Config) { d.Image = "exechost-no-such-image:never" })
 		}, "bwrap", nil},
 		{"auto with nothing working", func(t *testing.T, c *sandbox.Config) {
 			noDocker(t, c)
-			c.Bwrap.Path = filepath.Join(t.TempDir(), "no-bwrap")
+			*c = bwrap.With(*c, func(b *bwrap.Config) { b.Path = filepath.Join(t.TempDir(), "no-bwrap") })
 		}, "", sandbox.ErrNotConfigured},
 		{"docker explicitly, daemon down", func(t *testing.T, c *sandbox.Config) {
 			needBwrap(t)
-			c.Backend = sandbox.BackendDocker
+			c.Backend = docker.Name
 			noDocker(t, c)
 		}, "", docker.ErrDaemonUnreachable},
 		{"bwrap explicitly", func(t *testing.T, c *sandbox.Config) {
 			needBwrap(t)
-			c.Backend = sandbox.BackendBwrap
+			c.Backend = bwrap.Name
 		}, "bwrap", nil},
 	}
 	for _, tt := range tests {
@@ -103,11 +104,7 @@ func TestDiagnose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 2
-	if kubeBuilt {
-		want = 3
-	}
-	if d.Selected != "bwrap" || d.Configured != "auto" || len(d.Backends) != want {
+	if d.Selected != "bwrap" || d.Configured != "auto" || len(d.Backends) < 3 {
 		t.Fatalf("diagnosis = %+v", d)
 	}
 	if dk := d.Backends[0]; dk.Available || dk.Name != "docker" || dk.Detail == "" {
@@ -116,13 +113,11 @@ func TestDiagnose(t *testing.T) {
 	if bw := d.Backends[1]; !bw.Available || len(bw.Isolation) == 0 {
 		t.Errorf("bwrap status = %+v, want available with its isolation", bw)
 	}
-	if kubeBuilt {
-		if k := d.Backends[2]; k.Available || k.Name != "kubernetes" || !strings.Contains(k.Detail, "not configured") {
-			t.Errorf("kubernetes status = %+v, want not configured", k)
-		}
+	if k := d.Backends[2]; k.Available || k.Name != "kubernetes" || !strings.Contains(k.Detail, "not configured") {
+		t.Errorf("kubernetes status = %+v, want not configured", k)
 	}
 
-	cfg.Backend = sandbox.BackendDocker
+	cfg.Backend = docker.Name
 	d, err = Diagnose(context.Background(), cfg, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +170,6 @@ func TestOpenFromRegistry(t *testing.T) {
 	}
 	open := func(backend string) (string, error) {
 		cfg := sandbox.Config{Backend: backend}
-		cfg.Kubernetes.AgentImage = "agent:1"
 		b, err := OpenFrom(context.Background(), &reg, cfg, t.TempDir())
 		if err != nil {
 			return "", err
@@ -212,7 +206,6 @@ func TestOpenFromRegistry(t *testing.T) {
 		t.Errorf("diagnosis = %+v, want bwrap selected over docker,bwrap,kubernetes", d)
 	}
 	kcfg := sandbox.Config{Backend: "kubernetes"}
-	kcfg.Kubernetes.AgentImage = "agent:1"
 	d, err = DiagnoseFrom(context.Background(), &reg, kcfg, t.TempDir())
 	if err != nil || d.Selected != "kubernetes" {
 		t.Errorf("diagnosis with kubernetes named = %+v, %v", d, err)
@@ -220,15 +213,17 @@ func TestOpenFromRegistry(t *testing.T) {
 }
 
 // TestBuiltinDrivers: the chooser's binary registers docker and bwrap, in
-// that order of preference, each with its config section.
+// that order of preference, then kubernetes (never chosen by auto), each
+// with its own config section.
 func TestBuiltinDrivers(t *testing.T) {
 	names := sandbox.Drivers().Names()
-	if len(names) < 2 || names[0] != "docker" || names[1] != "bwrap" {
-		t.Fatalf("drivers = %v, want docker then bwrap first", names)
+	// TestFakeDriver may have added "testfake", which sorts after them.
+	if len(names) < 3 || strings.Join(names[:3], ",") != "docker,bwrap,kubernetes" {
+		t.Fatalf("drivers = %v, want docker, bwrap, kubernetes", names)
 	}
-	for _, n := range names[:2] {
+	for i, n := range names[:3] {
 		d, _ := sandbox.Drivers().Lookup(n)
-		if d.Section != n || d.Auto <= 0 || !d.Capabilities.ResidentAgent {
+		if d.Config == nil || d.Config.Key != n || (d.Auto > 0) != (i < 2) || !d.Capabilities.ResidentAgent {
 			t.Errorf("driver %s = %+v", n, d)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -62,15 +63,26 @@ type Env struct {
 // Config returns a kubernetes sandbox config for env: its namespace, the
 // busybox image, the agent image, nothing pulled, small limits.
 func (e *Env) Config() sandbox.Config {
-	cfg := sandbox.Config{Backend: sandbox.BackendKubernetes}
-	cfg.Kubernetes = sandbox.KubernetesConfig{
-		Kubeconfig: e.Kubeconfig,
-		Namespace:  e.Namespace,
-		Image:      Image,
-		AgentImage: e.AgentImage,
-		PullPolicy: "Never",
-		Memory:     "256m",
-		CPUs:       0.5,
+	// Written as a user writes exechost.json: this package ranks below the
+	// driver, whose registration decodes the section.
+	raw, err := json.Marshal(map[string]any{
+		"backend": "kubernetes",
+		"kubernetes": map[string]any{
+			"kubeconfig": e.Kubeconfig,
+			"namespace":  e.Namespace,
+			"image":      Image,
+			"agentImage": e.AgentImage,
+			"pullPolicy": "Never",
+			"memory":     "256m",
+			"cpus":       0.5,
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	var cfg sandbox.Config
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		panic(err)
 	}
 	return cfg
 }

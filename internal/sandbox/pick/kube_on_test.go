@@ -1,6 +1,0 @@
-//go:build kubernetes
-
-package pick
-
-// kubeBuilt says the Kubernetes driver is linked into this test binary.
-const kubeBuilt = true
