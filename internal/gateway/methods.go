@@ -23,13 +23,16 @@ const (
 	MaxJoinKeyTTL     = 7 * 24 * time.Hour
 )
 
+// decode reads a request's params strictly (bridge.UnmarshalRequest):
+// exact field names, no duplicate and no unknown member, so that what a
+// handler reads is what every check before it read.
 func decode[T any](method string, params json.RawMessage) (T, error) {
 	var v T
 	if len(params) == 0 {
 		return v, nil
 	}
-	if err := bridge.Unmarshal(params, &v); err != nil {
-		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %w", method, err)
+	if err := bridge.UnmarshalRequest(params, &v); err != nil {
+		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %w", method, err).WithHint("field names are case-sensitive and each appears once; docs/gateway.md lists each method's fields")
 	}
 	return v, nil
 }
