@@ -203,7 +203,14 @@ func (g *Gateway) accepted(ctx context.Context, ws *websocket.Conn, id, nonce st
 }
 
 func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, nonce string, who caller) {
+	leave, err := g.callers.connect(who) // callers.go
+	if err != nil {
+		g.log.Warn("refused client: connection limit", "caller", who.key(), "err", err)
+		refuse(ws, id, bridge.AsError(err))
+		return
+	}
 	if err := g.accepted(ctx, ws, id, nonce, p, bridge.ConnectResult{Role: p.Role, Agent: who.agent}); err != nil {
+		leave()
 		ws.CloseNow()
 		return
 	}
@@ -217,6 +224,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 			return g.dispatch(ctx, who, method, params)
 		},
 		OnClose: func(error) {
+			leave()
 			if c := self.Load(); c != nil {
 				g.mu.Lock()
 				delete(g.clients, c)
@@ -226,6 +234,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		},
 	})
 	self.Store(c)
+	ws.SetReadLimit(who.readLimit()) // NewConn set bridge.MaxFrame; callers.go
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()

@@ -196,6 +196,13 @@ func (g *Gateway) dispatch(ctx context.Context, c caller, method string, params 
 	if h == nil {
 		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s", forbiddenMessage(method, row)))
 	}
+	if c.role != bridge.RoleNode {
+		release, err := g.callers.request(c, len(params))
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	if c.agent != "" {
 		var err error
 		if params, err = bindAgent(params, c.agent); err != nil {

@@ -215,3 +215,159 @@ func looseBind(t *testing.T, params, agent string) string {
 type rawParams string
 
 func (r rawParams) MarshalJSON() ([]byte, error) { return []byte(r), nil }
+
+// TestOversizedCommandDoesNotDropTheNode is issue 40's "one agent drops
+// the node for all": a command larger than the node reads, sent while
+// another caller's run is going on that node. The gateway refuses it and
+// the other run finishes. Control: with the check off, the same command
+// makes the node drop its connection and the other run ends UNAVAILABLE.
+func TestOversizedCommandDoesNotDropTheNode(t *testing.T) {
+	for _, defended := range []bool{true, false} {
+		t.Run(map[bool]string{true: "defended", false: "control"}[defended], func(t *testing.T) {
+			e := newEnv(t, `{"tools": {"exec": {"host": "node", "security": "full", "ask": "off"}}}`)
+			if !defended {
+				gateway.SetNodeFrameLimit(e.g, -1)
+			}
+			e.addNode(t, "n1", policyFull)
+			victim, attacker := e.client(t, bridge.RoleAgent), e.client(t, bridge.RoleAgent)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var started bridge.ExecResult
+			if err := victim.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "sleep 2; echo done", AgentID: "victim", YieldMs: 300}, &started); err != nil || started.Status != bridge.ExecRunning {
+				t.Fatalf("victim's run: %+v, %v", started, err)
+			}
+			big := "echo " + strings.Repeat("x", bridge.MaxFrame-20<<10)
+			err := attacker.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: big, AgentID: "attacker"}, &bridge.ExecResult{})
+			var be *bridge.Error
+			if defended && (!errors.As(err, &be) || be.Code != bridge.CodeInvalidRequest || !strings.Contains(be.Message, "reads at most")) {
+				t.Fatalf("oversized command = %v, want INVALID_REQUEST saying the node's limit", err)
+			}
+			var st bridge.ExecStatusResult
+			for st.Status != bridge.ExecCompleted && st.Error == nil {
+				if ctx.Err() != nil {
+					t.Fatalf("victim's run never ended: %+v", st)
+				}
+				time.Sleep(50 * time.Millisecond)
+				if err := victim.Call(ctx, bridge.MethodExecStatus, bridge.ExecStatusParams{RunID: started.RunID, AgentID: "victim"}, &st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ok := st.Error == nil && st.Result != nil && strings.TrimSpace(st.Result.Stdout) == "done"
+			if defended && !ok {
+				t.Fatalf("victim's run after the refused command: %+v (error %v)", st, st.Error)
+			}
+			if !defended && (ok || st.Error == nil || st.Error.Code != bridge.CodeUnavailable) {
+				t.Fatalf("control: the victim's run survived an oversized command with the check off (%+v, %v): the test shows nothing", st, st.Error)
+			}
+		})
+	}
+}
+
+// TestCallerBounds: one credential's connections and requests in flight
+// are bounded; another credential is not affected by them.
+func TestCallerBounds(t *testing.T) {
+	var dir string
+	e := newEnv(t, twoAgentsConfig, func(o *gateway.Options) { dir = o.StateDir })
+	gateway.SetCallerLimits(e.g, 3, 2, 0)
+	issue := func(name string) *bridge.CredentialFile {
+		cf, _, err := gateway.IssueCredential(dir, gateway.IssueOptions{Name: name, Role: bridge.RoleAgent, Agent: name, Out: "-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cf
+	}
+	hog, other := issue("hog"), issue("other")
+	var conns []*bridge.Conn
+	for range 3 {
+		conns = append(conns, credConn(t, e, hog))
+	}
+	_, err := credDial(e, hog)
+	if err == nil || !strings.Contains(err.Error(), "connections open") {
+		t.Fatalf("a fourth connection of one credential = %v, want refused", err)
+	}
+	otherConn := credConn(t, e, other)
+	// Two slow requests fill hog's pending slots: a third is BUSY,
+	// while other's requests are answered.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slow := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			slow <- conns[i].Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "sleep 3", AgentID: "hog"}, &bridge.ExecResult{})
+		}()
+	}
+	var be *bridge.Error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = conns[2].Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{}, &bridge.SessionEventsResult{})
+		if errors.As(err, &be) && be.Code == bridge.CodeBusy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hog's third request in flight = %v, want BUSY", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := otherConn.Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{}, &bridge.SessionEventsResult{}); err != nil {
+		t.Fatalf("another credential's request while hog is full: %v", err)
+	}
+	for range 2 {
+		if err := testRecv(t, slow); err != nil {
+			t.Fatalf("hog's slow exec: %v", err)
+		}
+	}
+	// Closing a connection gives its slot back.
+	conns[0].Close("done")
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		c, err := credDial(e, hog)
+		if err == nil {
+			c.Close("done")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hog's slot never came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testRecv(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("no answer within 60s")
+		return nil
+	}
+}
+
+// TestAgentRequestLimit: an issued agent credential's connection reads
+// frames of at most MaxAgentRequest, so its stalled partial frames hold
+// at most MaxConnsPerCredential × MaxAgentRequest of gateway memory; a
+// larger request closes that connection only. Control: the same request
+// on a gateway-token connection is read (and answered).
+func TestAgentRequestLimit(t *testing.T) {
+	var dir string
+	e := newEnv(t, twoAgentsConfig, func(o *gateway.Options) { dir = o.StateDir })
+	cf, _, err := gateway.IssueCredential(dir, gateway.IssueOptions{Name: "big", Role: bridge.RoleAgent, Agent: "big", Out: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	params := bridge.ExecParams{Command: "true #" + strings.Repeat("x", gateway.MaxAgentRequest), AgentID: "big"}
+	err = credConn(t, e, cf).Call(ctx, bridge.MethodExec, params, &bridge.ExecResult{})
+	if err == nil || !strings.Contains(err.Error(), "read limited") {
+		t.Fatalf("a %d byte request from an agent credential = %v, want the connection closed at the read limit", gateway.MaxAgentRequest, err)
+	}
+	// Its other connections and the credential go on working.
+	if err := credConn(t, e, cf).Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{}, &bridge.SessionEventsResult{}); err != nil {
+		t.Fatal(err)
+	}
+	params.AgentID = ""
+	if err := e.client(t, bridge.RoleOperator).Call(ctx, bridge.MethodExec, params, &bridge.ExecResult{}); err != nil {
+		t.Fatalf("control: the same request on a token connection: %v", err)
+	}
+}

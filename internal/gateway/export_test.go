@@ -1,0 +1,10 @@
+package gateway
+
+// SetNodeFrameLimit changes the largest invoke g sends a node (negative:
+// no check), for tests that show what the check prevents.
+func SetNodeFrameLimit(g *Gateway, n int) { g.nodeFrameLimit = n }
+
+// SetCallerLimits lowers the per-caller bounds (0 keeps a default).
+func SetCallerLimits(g *Gateway, conns, pending int, bytes int64) {
+	g.callers.maxConns, g.callers.maxPending, g.callers.maxBytes = conns, pending, bytes
+}
