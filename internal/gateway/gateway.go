@@ -108,15 +108,15 @@ type Gateway struct {
 	execNodes []execNode     // web UI binding edits, kept until restart (config.go)
 
 	fingerprint string
-	unauth      unauthAudit      // rate limit on records about unauthenticated peers (audit.go)
-	handshakes  handshakes       // connections still authenticating (source.go)
-	callers     callerBounds     // what each authenticated caller holds (callers.go)
+	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
+	handshakes  handshakes   // connections still authenticating (source.go)
+	callers     callerBounds // what each authenticated caller holds (callers.go)
 	// nodeFrameLimit is the largest invoke frame sent to a node
 	// (maxNodeInvoke unless a test changes it; negative: unchecked).
 	nodeFrameLimit int
-	adm         inflight.Limiter // execs in flight against gateway.limits (admission.go)
-	execCalls   atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
-	targets     targets          // the execution targets by host (target.go)
+	adm            inflight.Limiter // execs in flight against gateway.limits (admission.go)
+	execCalls      atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
+	targets        targets          // the execution targets by host (target.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
