@@ -242,7 +242,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		return
 	}
 	if c.Err() == nil {
-		g.clients[c] = true
+		g.clients[c] = who
 	}
 	g.mu.Unlock()
 	if role == bridge.RoleOperator && c.Err() == nil {

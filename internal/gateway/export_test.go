@@ -8,3 +8,7 @@ func SetNodeFrameLimit(g *Gateway, n int) { g.nodeFrameLimit = n }
 func SetCallerLimits(g *Gateway, conns, pending int, bytes int64) {
 	g.callers.maxConns, g.callers.maxPending, g.callers.maxBytes = conns, pending, bytes
 }
+
+// SetRevocationCut turns cutting revoked credentials' connections on or
+// off (tests' control).
+func SetRevocationCut(g *Gateway, on bool) { g.revokeOff.Store(!on) }

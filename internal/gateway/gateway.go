@@ -88,7 +88,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	live     map[string]*nodeConn // paired, connected nodes by id
 	pending  map[string]*nodeConn // unpaired nodes waiting for approval
-	clients  map[*bridge.Conn]bool
+	clients  map[*bridge.Conn]caller // who each client connection is (revoke.go)
 	invokes  map[string]*invokeWaiter
 	runs     map[string]*run
 	kept     keptOutput   // output of delivered runs (runs.go)
@@ -114,6 +114,8 @@ type Gateway struct {
 	// nodeFrameLimit is the largest invoke frame sent to a node
 	// (maxNodeInvoke unless a test changes it; negative: unchecked).
 	nodeFrameLimit int
+	// revokeOff stops watchRevocations from cutting (tests' control).
+	revokeOff atomic.Bool
 	adm            inflight.Limiter // execs in flight against gateway.limits (admission.go)
 	execCalls      atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
 	targets        targets          // the execution targets by host (target.go)
@@ -155,7 +157,7 @@ func New(opts Options) (*Gateway, error) {
 		sessions: session.NewStore(),
 		live:     make(map[string]*nodeConn),
 		pending:  make(map[string]*nodeConn),
-		clients:  make(map[*bridge.Conn]bool),
+		clients:  make(map[*bridge.Conn]caller),
 		invokes:  make(map[string]*invokeWaiter),
 		runs:     make(map[string]*run),
 	}
@@ -202,6 +204,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	go g.watchApprovals(wctx)
+	go g.watchRevocations(wctx, RevocationPoll)
 	select {
 	case err := <-errc:
 		g.Close()

@@ -371,3 +371,52 @@ func TestAgentRequestLimit(t *testing.T) {
 		t.Fatalf("control: the same request on a token connection: %v", err)
 	}
 }
+
+// TestRevocationCutsOpenConnections: a revoked credential's open
+// connection stops working within a second, and the cut is recorded.
+// Control: with the cut off the same connection goes on working after
+// the revocation, as it did before issue 40.
+func TestRevocationCutsOpenConnections(t *testing.T) {
+	for _, defended := range []bool{true, false} {
+		t.Run(map[bool]string{true: "defended", false: "control"}[defended], func(t *testing.T) {
+			rec := &memAudit{}
+			var dir string
+			e := newEnv(t, twoAgentsConfig, func(o *gateway.Options) { o.Audit = rec; dir = o.StateDir })
+			gateway.SetRevocationCut(e.g, defended)
+			keep := agentConn(t, e, dir, "keep")
+			gone := agentConn(t, e, dir, "gone")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := gone.Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{}, &bridge.SessionEventsResult{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gateway.RevokeCredential(dir, "gone"); err != nil {
+				t.Fatal(err)
+			}
+			revoked := time.Now()
+			select {
+			case <-gone.Done():
+				if !defended {
+					t.Fatal("control: the connection closed with the cut off")
+				}
+				if took := time.Since(revoked); took > time.Second {
+					t.Errorf("cut after %s, want within a second", took)
+				}
+			case <-time.After(3 * time.Second):
+				if defended {
+					t.Fatal("the revoked credential's connection is still open after 3s")
+				}
+			}
+			err := gone.Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{}, &bridge.SessionEventsResult{})
+			if defended == (err == nil) {
+				t.Fatalf("a call on the revoked connection = %v (defended %v)", err, defended)
+			}
+			if err := keep.Call(ctx, bridge.MethodSessionEvents, bridge.SessionParams{}, &bridge.SessionEventsResult{}); err != nil {
+				t.Fatalf("another credential's connection: %v", err)
+			}
+			if _, ok := rec.find(func(r audit.Record) bool { return r.Action == audit.ActionCredentialRevoke }); ok != defended {
+				t.Errorf("cut recorded = %v, want %v", ok, defended)
+			}
+		})
+	}
+}
