@@ -12,3 +12,11 @@ func SetCallerLimits(g *Gateway, conns, pending int, bytes int64) {
 // SetRevocationCut turns cutting revoked credentials' connections on or
 // off (tests' control).
 func SetRevocationCut(g *Gateway, on bool) { g.revokeOff.Store(!on) }
+
+// SetRefusalAggregation turns the aggregation of credentials' refusals
+// on or off (tests' control).
+func SetRefusalAggregation(g *Gateway, on bool) { g.refusals.off.Store(!on) }
+
+// FlushRefusals writes the counts of refusals left out now, as the
+// gateway does every RefusalInterval.
+func FlushRefusals(g *Gateway) { g.writeRefusalCounts() }

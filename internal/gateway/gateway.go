@@ -86,8 +86,8 @@ type Gateway struct {
 	sessions *session.Store
 
 	mu       sync.Mutex
-	live     map[string]*nodeConn // paired, connected nodes by id
-	pending  map[string]*nodeConn // unpaired nodes waiting for approval
+	live     map[string]*nodeConn    // paired, connected nodes by id
+	pending  map[string]*nodeConn    // unpaired nodes waiting for approval
 	clients  map[*bridge.Conn]caller // who each client connection is (revoke.go)
 	invokes  map[string]*invokeWaiter
 	runs     map[string]*run
@@ -109,6 +109,7 @@ type Gateway struct {
 
 	fingerprint string
 	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
+	refusals    refusalAudit // the same for authenticated callers' refusals (aggregateRefusal)
 	handshakes  handshakes   // connections still authenticating (source.go)
 	callers     callerBounds // what each authenticated caller holds (callers.go)
 	// nodeFrameLimit is the largest invoke frame sent to a node
@@ -116,9 +117,9 @@ type Gateway struct {
 	nodeFrameLimit int
 	// revokeOff stops watchRevocations from cutting (tests' control).
 	revokeOff atomic.Bool
-	adm            inflight.Limiter // execs in flight against gateway.limits (admission.go)
-	execCalls      atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
-	targets        targets          // the execution targets by host (target.go)
+	adm       inflight.Limiter // execs in flight against gateway.limits (admission.go)
+	execCalls atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
+	targets   targets          // the execution targets by host (target.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
@@ -205,6 +206,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	defer wcancel()
 	go g.watchApprovals(wctx)
 	go g.watchRevocations(wctx, RevocationPoll)
+	go g.flushRefusals(wctx)
 	select {
 	case err := <-errc:
 		g.Close()

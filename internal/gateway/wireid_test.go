@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -416,6 +417,95 @@ func TestRevocationCutsOpenConnections(t *testing.T) {
 			}
 			if _, ok := rec.find(func(r audit.Record) bool { return r.Action == audit.ActionCredentialRevoke }); ok != defended {
 				t.Errorf("cut recorded = %v, want %v", ok, defended)
+			}
+		})
+	}
+}
+
+// logRecorder records into a real audit log.
+type logRecorder struct{ l *audit.Log }
+
+func (r logRecorder) Record(rec audit.Record) error { return r.l.Append(rec) }
+
+// TestRefusalsCannotFlushTheAudit is issue 40's "an agent erases the
+// audit history by being refused", on a real log rotated at 32 KiB with
+// two rotated files: an operator's join key record, then 1,500 refused
+// requests of one agent credential over its socket. The operator's record
+// stays in the log and one record counts the refusals left out. Control:
+// with aggregation off the same refusals rotate the operator's record out
+// of every file, and rotation keeps it in the security file and says what
+// it removed.
+func TestRefusalsCannotFlushTheAudit(t *testing.T) {
+	for _, defended := range []bool{true, false} {
+		t.Run(map[bool]string{true: "defended", false: "control"}[defended], func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+			l, err := audit.OpenOptions(logPath, audit.Options{MaxBytes: 32 << 10, Keep: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			var dir string
+			e := newEnv(t, twoAgentsConfig, func(o *gateway.Options) { o.Audit = logRecorder{l}; dir = o.StateDir })
+			gateway.SetRefusalAggregation(e.g, defended)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			var jk bridge.JoinKeyResult
+			if err := e.client(t, bridge.RoleOperator).Call(ctx, bridge.MethodJoinKey, bridge.JoinKeyParams{}, &jk); err != nil {
+				t.Fatal(err)
+			}
+			ci := agentConn(t, e, dir, "ci")
+			for range 1500 {
+				if err := ci.Call(ctx, bridge.MethodNodesPending, nil, nil); err == nil {
+					t.Fatal("an agent listed pending nodes")
+				}
+			}
+			gateway.FlushRefusals(e.g)
+			var live, counted, full int
+			var inLog bool
+			if err := audit.Read(logPath, audit.Filter{}, func(r audit.Record) error {
+				live++
+				inLog = inLog || r.Action == audit.ActionJoinKeyIssue
+				var n int
+				if _, err := fmt.Sscanf(r.Change, "%d refusals like this", &n); err == nil {
+					counted += n
+				}
+				if r.ReasonCode == audit.ReasonForbidden {
+					full++ // a count record is one of them too
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := audit.Verify(logPath); err != nil {
+				t.Fatalf("verify after %d lines: %v", n, err)
+			}
+			removed, err := audit.RemovedFiles(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, err := audit.VerifySecurity(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("defended=%v: %d lines live, %d refusals recorded and %d counted, %d files removed, %d security records kept", defended, live, full, counted, len(removed), len(kept))
+			if defended {
+				if !inLog || counted+full != 1500 || full > 3*gateway.RefusalBurst || len(removed) != 0 {
+					t.Fatalf("operator's record in the log: %v; aggregated records: %d; files removed: %d", inLog, counted, len(removed))
+				}
+				return
+			}
+			if inLog {
+				t.Fatal("control: 1,500 unaggregated refusals did not rotate the operator's record out: the test shows nothing")
+			}
+			if len(removed) == 0 || removed[0].Lines == 0 {
+				t.Fatalf("rotation removed files but says nothing: %+v", removed)
+			}
+			found := false
+			for _, r := range kept {
+				found = found || r.Action == audit.ActionJoinKeyIssue
+			}
+			if !found {
+				t.Fatal("rotation did not keep the operator's record in the security file")
 			}
 		})
 	}
