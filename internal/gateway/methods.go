@@ -135,6 +135,11 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	if old := g.reg.get(nc.id); old != nil && old.PublicKey != nodekey.EncodePublicKey(nc.pub) {
 		return bridge.NodeView{}, errPairedOtherKey(nc.id)
 	}
+	// A pending name reserves nothing (names.go): a node paired since
+	// may have taken it.
+	if err := g.nameConflict(nc.id, nc.info.DisplayName); err != nil {
+		return bridge.NodeView{}, bridge.Errorf(bridge.CodeInvalidRequest, "cannot approve %s: %s", nc.id, bridge.AsError(err).Message).WithHint("reject it; the node reconnects with another --display-name")
+	}
 	tok := newSecret("ehn_")
 	rec := g.newRecord(nc, tok)
 	if err := g.reg.put(rec); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/gateway"
+	"github.com/exechost/exechost/internal/nodekey"
 )
 
 // twoAgentsConfig: agent "main" may run anything on the gateway host,
@@ -515,4 +516,38 @@ func TestRefusalsCannotFlushTheAudit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPendingNodesReserveNoName: a stranger's pending connection named
+// like a real node does not keep that node (pairing with a join key) from
+// its name; approving the stranger afterwards is refused for the name.
+// Control: a paired node's name is still refused to a stranger.
+func TestPendingNodesReserveNoName(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	op := e.client(t, bridge.RoleOperator)
+	sk, _ := nodekey.Generate()
+	if _, res, err := dialNamed(t, e.url, sk, "build"); err != nil || res.Status != bridge.StatusPending {
+		t.Fatalf("stranger: %+v, %v", res, err)
+	}
+	jk, err := call[bridge.JoinKeyResult](t, op, bridge.MethodJoinKey, bridge.JoinKeyParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk, _ := nodekey.Generate()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, res, err := bridge.Dial(ctx, e.url, bridge.ConnectParams{Role: bridge.RoleNode, Auth: bridge.Auth{JoinKey: jk.Key},
+		Node: &bridge.NodeInfo{NodeID: rk.DeviceID(), DisplayName: "build"}}, nil, bridge.Options{Device: rk})
+	if err != nil || res.Status != bridge.StatusPaired {
+		t.Fatalf("the real node named like a pending stranger: %+v, %v", res, err)
+	}
+	defer c.Close("done")
+	_, err = call[bridge.NodeView](t, op, bridge.MethodNodesApprove, bridge.NodeIDParams{NodeID: sk.DeviceID()})
+	var be *bridge.Error
+	if !errors.As(err, &be) || !strings.Contains(be.Message, "already node") {
+		t.Fatalf("approving the stranger named like a paired node = %v, want refused", err)
+	}
+	k2, _ := nodekey.Generate()
+	_, _, err = dialNamed(t, e.url, k2, "Build")
+	wantConnCode(t, "a stranger taking a paired node's name", err, bridge.CodeInvalidRequest)
 }
