@@ -78,7 +78,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
-	release, err := g.handshakes.enter(sourceKey(remoteIP)) // source.go
+	release, err := g.handshakes.enter(g.handshakeSource(r)) // source.go
 	if err != nil {
 		g.log.Debug("refused websocket upgrade: handshake limit", "remote", r.RemoteAddr, "err", err)
 		g.auditUnauth(r.Context(), audit.Record{

@@ -20,3 +20,14 @@ func SetRefusalAggregation(g *Gateway, on bool) { g.refusals.off.Store(!on) }
 // FlushRefusals writes the counts of refusals left out now, as the
 // gateway does every RefusalInterval.
 func FlushRefusals(g *Gateway) { g.writeRefusalCounts() }
+
+// SetHandshakesPerUser counts loopback handshakes per user (on) or all
+// of loopback as one source (off, tests' control).
+func SetHandshakesPerUser(g *Gateway, on bool) { g.handshakes.sharedLoopback.Store(!on) }
+
+// HandshakesFrom is how many handshakes src holds now.
+func HandshakesFrom(g *Gateway, src string) int {
+	g.handshakes.mu.Lock()
+	defer g.handshakes.mu.Unlock()
+	return g.handshakes.bySrc[src]
+}
