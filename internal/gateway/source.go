@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/peeruid"
 )
 
 // sourceKey groups remote addresses into the sources that per-source
@@ -114,7 +115,7 @@ func (g *Gateway) handshakeSource(r *http.Request) string {
 	if err2 != nil {
 		return src
 	}
-	uid, err := loopbackPeerUID(peer, me)
+	uid, err := peeruid.Loopback(peer, me)
 	if err != nil {
 		g.log.Debug("loopback peer's user not found; counting it against all of loopback", "remote", r.RemoteAddr, "err", err)
 		return src

@@ -1,4 +1,11 @@
-package gateway
+// Package peeruid tells which local user owns the other end of a
+// loopback TCP connection, from the kernel's socket tables
+// (/proc/net/tcp and tcp6 of this network namespace): the gateway counts
+// handshakes per local user with it, and OpenClaw mode checks that the
+// socket it is about to send OpenClaw's token to belongs to this user or
+// root. A process cannot choose what those tables say about its sockets.
+// Off Linux (no /proc) every lookup fails with ErrNoPeer.
+package peeruid
 
 import (
 	"bufio"
@@ -6,32 +13,33 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 )
 
-// errNoPeer is loopbackPeerUID's answer when no socket matches.
-var errNoPeer = errors.New("no local socket matches the connection")
+// ErrNoPeer is Loopback's answer when no local socket matches.
+var ErrNoPeer = errors.New("no local socket matches the connection")
 
-// loopbackPeerUID returns the uid owning the local socket at the other
+// Loopback returns the uid owning the local socket at the other
 // end of a loopback TCP connection: the one whose local address is the
 // connection's remote address (peer) and whose remote address is ours
 // (self). It reads /proc/net/tcp and tcp6 of this network namespace,
 // which the kernel fills for every socket: the peer's process cannot
 // choose what they say about it.
-func loopbackPeerUID(peer, self netip.AddrPort) (uint32, error) {
+func Loopback(peer, self netip.AddrPort) (uint32, error) {
 	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		uid, err := scanTCPTable(name, peer, self)
 		if err == nil {
 			return uid, nil
 		}
-		if !errors.Is(err, errNoPeer) && !errors.Is(err, os.ErrNotExist) {
+		if !errors.Is(err, ErrNoPeer) && !errors.Is(err, os.ErrNotExist) {
 			return 0, err
 		}
 	}
-	return 0, errNoPeer
+	return 0, ErrNoPeer
 }
 
 func scanTCPTable(name string, peer, self netip.AddrPort) (uint32, error) {
@@ -61,7 +69,7 @@ func scanTCPTable(name string, peer, self netip.AddrPort) (uint32, error) {
 	if err := sc.Err(); err != nil {
 		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
-	return 0, errNoPeer
+	return 0, ErrNoPeer
 }
 
 // sameAddrPort compares two addresses, an IPv4-mapped IPv6 one equal to
@@ -92,4 +100,15 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	}
 	addr, _ := netip.AddrFromSlice(b)
 	return netip.AddrPortFrom(addr, uint16(p)), nil
+}
+
+// OfConn returns the uid owning the other end of c, a TCP connection on
+// loopback: the socket c.RemoteAddr() names, connected to c.LocalAddr().
+func OfConn(c net.Conn) (uint32, error) {
+	peer, err1 := netip.ParseAddrPort(c.RemoteAddr().String())
+	self, err2 := netip.ParseAddrPort(c.LocalAddr().String())
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("not a TCP connection: %w", err)
+	}
+	return Loopback(peer, self)
 }
