@@ -195,3 +195,31 @@ func splitLines(data []byte) [][]byte {
 	}
 	return out
 }
+
+// RotationReport says, in one line, what rotation removed from the log at
+// path and what it kept ("" when it removed nothing), after checking each
+// kept security record's hash. `audit verify` prints it: a chain intact
+// from its oldest remaining line says nothing of the files before it.
+func RotationReport(path string) (string, error) {
+	removed, err := RemovedFiles(path)
+	if err != nil {
+		return "", err
+	}
+	kept, err := VerifySecurity(path)
+	if err != nil {
+		return "", err
+	}
+	if len(removed) == 0 && len(kept) == 0 {
+		return "", nil
+	}
+	lines := 0
+	for _, r := range removed {
+		lines += r.Lines
+	}
+	msg := fmt.Sprintf("rotation removed %d files (%d lines", len(removed), lines)
+	if len(removed) > 0 {
+		msg += fmt.Sprintf(", %s to %s", removed[0].From.Format(time.RFC3339), removed[len(removed)-1].To.Format(time.RFC3339))
+	}
+	msg += fmt.Sprintf("); %d security records kept in %s, each hash intact", len(kept), filepath.Base(SecurityPath(path)))
+	return msg, nil
+}

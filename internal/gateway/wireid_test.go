@@ -509,6 +509,10 @@ func TestRefusalsCannotFlushTheAudit(t *testing.T) {
 			if len(removed) == 0 || removed[0].Lines == 0 {
 				t.Fatalf("rotation removed files but says nothing: %+v", removed)
 			}
+			rep, err := audit.RotationReport(logPath)
+			if err != nil || !strings.Contains(rep, fmt.Sprintf("rotation removed %d files", len(removed))) {
+				t.Fatalf("rotation report %q, %v", rep, err)
+			}
 			found := false
 			for _, r := range kept {
 				found = found || r.Action == audit.ActionJoinKeyIssue
