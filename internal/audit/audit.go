@@ -60,7 +60,7 @@ type Record struct {
 	// (bound.go): one refused 4 MB command no longer writes a 4 MB line.
 	CommandSHA256 string `json:"commandSha256,omitempty"`
 	CommandBytes  int    `json:"commandBytes,omitempty"`
-	Cwd     string   `json:"cwd,omitempty"`
+	Cwd           string `json:"cwd,omitempty"`
 	// ResolvedPaths are the executables the analysis resolved.
 	ResolvedPaths []string `json:"resolvedPaths,omitempty"`
 	// Env is what the command's programs get beyond the host's own
