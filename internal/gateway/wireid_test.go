@@ -236,8 +236,11 @@ func TestOversizedCommandDoesNotDropTheNode(t *testing.T) {
 			victim, attacker := e.client(t, bridge.RoleAgent), e.client(t, bridge.RoleAgent)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
+			// The victim's run lasts until the attack was answered (or
+			// 60 s): it is running on the node whatever the attack costs.
+			release := filepath.Join(t.TempDir(), "release")
 			var started bridge.ExecResult
-			if err := victim.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "sleep 2; echo done", AgentID: "victim", YieldMs: 300}, &started); err != nil || started.Status != bridge.ExecRunning {
+			if err := victim.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "for i in $(seq 600); do [ -e " + release + " ] && break; sleep 0.1; done; echo done", AgentID: "victim", YieldMs: 300}, &started); err != nil || started.Status != bridge.ExecRunning {
 				t.Fatalf("victim's run: %+v, %v", started, err)
 			}
 			big := "echo " + strings.Repeat("x", bridge.MaxFrame-20<<10)
@@ -245,6 +248,9 @@ func TestOversizedCommandDoesNotDropTheNode(t *testing.T) {
 			var be *bridge.Error
 			if defended && (!errors.As(err, &be) || be.Code != bridge.CodeInvalidRequest || !strings.Contains(be.Message, "reads at most")) {
 				t.Fatalf("oversized command = %v, want INVALID_REQUEST saying the node's limit", err)
+			}
+			if err := os.WriteFile(release, nil, 0o644); err != nil {
+				t.Fatal(err)
 			}
 			var st bridge.ExecStatusResult
 			for st.Status != bridge.ExecCompleted && st.Error == nil {
