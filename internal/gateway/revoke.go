@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/exechost/exechost/internal/audit"
@@ -16,11 +15,10 @@ import (
 const RevocationPoll = 250 * time.Millisecond
 
 // fileSig is what tells that a file changed: atomicfile replaces it, so
-// its inode changes with every write.
+// it is another file (os.SameFile) after every write; size and time
+// catch an edit in place.
 type fileSig struct {
-	ino, size int64
-	mtime     time.Time
-	exists    bool
+	fi os.FileInfo // nil: absent
 }
 
 func sigOf(path string) fileSig {
@@ -28,11 +26,14 @@ func sigOf(path string) fileSig {
 	if err != nil {
 		return fileSig{}
 	}
-	s := fileSig{size: fi.Size(), mtime: fi.ModTime(), exists: true}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = int64(st.Ino)
+	return fileSig{fi}
+}
+
+func (s fileSig) same(o fileSig) bool {
+	if s.fi == nil || o.fi == nil {
+		return s.fi == nil && o.fi == nil
 	}
-	return s
+	return os.SameFile(s.fi, o.fi) && s.fi.Size() == o.fi.Size() && s.fi.ModTime().Equal(o.fi.ModTime())
 }
 
 // watchRevocations closes the connections of credentials no longer in
@@ -52,7 +53,7 @@ func (g *Gateway) watchRevocations(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		sig := sigOf(path)
-		if sig == last || g.revokeOff.Load() {
+		if sig.same(last) || g.revokeOff.Load() {
 			continue
 		}
 		last = sig
