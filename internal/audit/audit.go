@@ -55,7 +55,12 @@ type Record struct {
 	// Argv is the requested argv; Command the raw command text.
 	Argv    []string `json:"argv,omitempty"`
 	Command string   `json:"command,omitempty"`
-	Cwd     string   `json:"cwd,omitempty"`
+	// CommandSHA256 and CommandBytes identify a command longer than
+	// MaxRecordCommand, of which Command keeps only the first bytes
+	// (bound.go): one refused 4 MB command no longer writes a 4 MB line.
+	CommandSHA256 string `json:"commandSha256,omitempty"`
+	CommandBytes  int    `json:"commandBytes,omitempty"`
+	Cwd           string `json:"cwd,omitempty"`
 	// ResolvedPaths are the executables the analysis resolved.
 	ResolvedPaths []string `json:"resolvedPaths,omitempty"`
 	// Env is what the command's programs get beyond the host's own

@@ -46,6 +46,9 @@ const (
 	// session command that may loosen security and ask beyond the agent's
 	// configured values (an agent's /elevated is refused, ActionMethod).
 	ActionElevated = "session.elevated"
+	// ActionCredentialRevoke is an open connection of a revoked
+	// credential closed by the gateway.
+	ActionCredentialRevoke = "credential.revoke"
 )
 
 // Reason codes: the bounded, machine-readable class of a gateway decision,
@@ -73,6 +76,7 @@ const (
 	ReasonNodeGone        = "node-gone"        // the node disconnected mid-operation
 	ReasonNoAnswer        = "no-answer"        // no operator answered a prompt in time
 	ReasonNodeError       = "node-error"       // the node refused or failed an operation
+	ReasonRevoked         = "revoked"          // the caller's credential was revoked
 	ReasonOther           = "other"            // anything not classified above
 )
 

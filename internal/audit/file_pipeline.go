@@ -34,7 +34,7 @@ func (l *Log) enqueue(r Record, mode waitMode, synced func(error)) (done, writte
 		r.Time = time.Now()
 	}
 	r.Time = r.Time.UTC()
-	pre, err := preEncode(r)
+	pre, err := preEncode(bound(r))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,6 +376,9 @@ func (l *Log) rotate(end int64, head string) error {
 		return fmt.Errorf("audit rotate %s: sync: %w", l.path, err)
 	}
 	keep := l.opts.Keep
+	if err := l.retain(rotatedName(l.path, keep)); err != nil { // retain.go
+		return err
+	}
 	if err := os.Remove(rotatedName(l.path, keep)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("audit rotate %s: %w", l.path, err)
 	}

@@ -231,6 +231,8 @@ type verifyResult struct {
 	File  string `json:"file,omitempty"`
 	Line  int    `json:"line,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Rotation says what rotation removed and kept (audit.RotationReport).
+	Rotation string `json:"rotation,omitempty"`
 }
 
 func newAuditVerifyCmd(g *globals) *cobra.Command {
@@ -249,7 +251,11 @@ files removed from the oldest end.`,
 				return err
 			}
 			n, verr := audit.Verify(path)
-			res := verifyResult{OK: verr == nil, Lines: n}
+			rot, rerr := audit.RotationReport(path) // what rotation removed and kept
+			if verr == nil {
+				verr = rerr
+			}
+			res := verifyResult{OK: verr == nil, Lines: n, Rotation: rot}
 			var le *audit.LineError
 			if errors.As(verr, &le) {
 				res.File, res.Line = le.File, le.Line
@@ -270,6 +276,9 @@ files removed from the oldest end.`,
 				return fmt.Errorf("audit verify: %w (%d lines intact before it)", verr, n)
 			}
 			fmt.Fprintf(g.stdout, "ok: %d lines, hash chain intact\n", n)
+			if rot != "" {
+				fmt.Fprintln(g.stdout, rot)
+			}
 			return nil
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -129,6 +130,157 @@ func (g *Gateway) auditUnauth(ctx context.Context, rec audit.Record) {
 	_ = g.auditEvent(ctx, rec)
 }
 
+// Bounds on the records of issued credentials' refusals.
+const (
+	// RefusalBurst is how many refusals of one kind (caller, action,
+	// reason) are recorded each in full before aggregation starts.
+	RefusalBurst = 10
+	// RefusalInterval is how often one more is recorded after that; the
+	// record says how many were left out since the last one.
+	RefusalInterval = 6 * time.Second
+	// MaxRefusalKinds bounds the kinds tracked at once.
+	MaxRefusalKinds = 4096
+)
+
+// refusalAudit aggregates the refusals of issued credentials: per kind a
+// token bucket (RefusalBurst, one per RefusalInterval), and the global
+// rate unauthenticated peers' records have. The gateway token is not
+// counted: its holder owns the machine, log included.
+type refusalAudit struct {
+	mu      sync.Mutex
+	global  *rate.Limiter
+	dropped int
+	kinds   map[string]*refusalKind
+	now     func() time.Time // tests inject a clock
+	off     atomic.Bool      // tests' control: record every refusal
+}
+
+type refusalKind struct {
+	lim        *rate.Limiter
+	suppressed int
+	last       audit.Record // the last one left out, for flush
+}
+
+// allow reports whether a refusal of kind may be recorded now, how many of
+// that kind were left out since its last record, and how many of other
+// kinds the global limit left out.
+func (a *refusalAudit) allow(kind string, rec audit.Record) (ok bool, same, others int) {
+	if a.off.Load() {
+		return true, 0, 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.kinds == nil {
+		a.kinds = make(map[string]*refusalKind)
+		a.global = rate.NewLimiter(UnauthRecordsPerSecond, UnauthRecordBurst)
+	}
+	t := time.Now()
+	if a.now != nil {
+		t = a.now()
+	}
+	k := a.kinds[kind]
+	if k == nil {
+		if len(a.kinds) >= MaxRefusalKinds {
+			for name, v := range a.kinds {
+				if v.suppressed == 0 && v.lim.TokensAt(t) >= RefusalBurst {
+					delete(a.kinds, name)
+				}
+			}
+		}
+		if len(a.kinds) >= MaxRefusalKinds {
+			a.dropped++
+			return false, 0, 0
+		}
+		k = &refusalKind{lim: rate.NewLimiter(rate.Every(RefusalInterval), RefusalBurst)}
+		a.kinds[kind] = k
+	}
+	if !k.lim.AllowN(t, 1) {
+		k.suppressed++
+		k.last = rec
+		return false, 0, 0
+	}
+	if !a.global.AllowN(t, 1) {
+		a.dropped++
+		return false, 0, 0
+	}
+	same, others = k.suppressed, a.dropped
+	k.suppressed, a.dropped = 0, 0
+	return true, same, others
+}
+
+// flush returns, for each kind with refusals left out, its last one
+// carrying their count, and starts counting again: what a caller that
+// stops being refused left out is still recorded.
+func (a *refusalAudit) flush() []audit.Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []audit.Record
+	for kind, k := range a.kinds {
+		if k.suppressed == 0 {
+			continue
+		}
+		rec := k.last
+		who, _, _ := strings.Cut(kind, "|")
+		rec.Change = fmt.Sprintf("%d refusals like this of %s not recorded (after %d, one per %s); this is the last of them", k.suppressed, who, RefusalBurst, RefusalInterval)
+		out = append(out, rec)
+		k.suppressed = 0
+	}
+	return out
+}
+
+// flushRefusals writes what refusalAudit left out, every RefusalInterval
+// until ctx ends, and once more then.
+func (g *Gateway) flushRefusals(ctx context.Context) {
+	t := time.NewTicker(RefusalInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			g.writeRefusalCounts()
+			return
+		case <-t.C:
+			g.writeRefusalCounts()
+		}
+	}
+}
+
+// writeRefusalCounts records refusalAudit's counts of refusals left out.
+func (g *Gateway) writeRefusalCounts() {
+	if g.opts.Audit == nil {
+		return
+	}
+	for _, rec := range g.refusals.flush() {
+		if err := g.opts.Audit.Record(rec); err != nil {
+			g.log.Error("audit record failed", "action", rec.Action, "event", rec.Event, "err", err)
+		}
+	}
+}
+
+// aggregateRefusal decides whether an issued credential's refusal is
+// written (refusalAudit); the next one written says how many were left
+// out. Without it one agent connection refused 94,200 times in 5 s
+// rotated an operator's record out of every file of the log.
+func (g *Gateway) aggregateRefusal(c caller, rec *audit.Record) bool {
+	ok, same, others := g.refusals.allow(c.key()+"|"+rec.Action+"|"+rec.ReasonCode, *rec)
+	if !ok {
+		return false
+	}
+	var notes []string
+	if same > 0 {
+		notes = append(notes, fmt.Sprintf("%d earlier refusals like this of %s not recorded (after %d, one per %s)", same, c.key(), RefusalBurst, RefusalInterval))
+	}
+	if others > 0 {
+		notes = append(notes, fmt.Sprintf("%d earlier refusals of credentials not recorded (rate limit %d/s)", others, UnauthRecordsPerSecond))
+	}
+	if len(notes) > 0 {
+		if rec.Change != "" {
+			notes = append([]string{rec.Change}, notes...)
+		}
+		rec.Change = strings.Join(notes, "; ")
+	}
+	return true
+}
+
 // callerKey carries the connection's caller through a request's context,
 // so decisions deep in a method can name who asked.
 type callerKey struct{}
@@ -172,6 +324,11 @@ func (g *Gateway) auditEvent(ctx context.Context, rec audit.Record) error {
 	g.opts.Metrics.ObserveDecision(rec.Action, rec.Event, rec.ReasonCode, rec.Host)
 	if g.opts.Audit == nil {
 		return nil
+	}
+	if c, ok := ctx.Value(callerKey{}).(caller); ok && rec.Event == audit.EventDenied && c.credential != "" {
+		if !g.aggregateRefusal(c, &rec) {
+			return nil
+		}
 	}
 	if err := g.opts.Audit.Record(rec); err != nil {
 		g.log.Error("audit record failed", "action", rec.Action, "event", rec.Event, "err", err)

@@ -78,7 +78,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remoteIP, _, _ := net.SplitHostPort(r.RemoteAddr)
-	release, err := g.handshakes.enter(sourceKey(remoteIP)) // source.go
+	release, err := g.handshakes.enter(g.handshakeSource(r)) // source.go
 	if err != nil {
 		g.log.Debug("refused websocket upgrade: handshake limit", "remote", r.RemoteAddr, "err", err)
 		g.auditUnauth(r.Context(), audit.Record{
@@ -252,7 +252,14 @@ func (g *Gateway) accepted(ctx context.Context, ws *websocket.Conn, id string, h
 }
 
 func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id string, p bridge.ConnectParams, hs handshake, who caller) {
+	leave, err := g.callers.connect(who) // callers.go
+	if err != nil {
+		g.log.Warn("refused client: connection limit", "caller", who.key(), "err", err)
+		refuse(ws, id, bridge.AsError(err))
+		return
+	}
 	if err := g.accepted(ctx, ws, id, hs, p, bridge.ConnectResult{Role: p.Role, Agent: who.agent}); err != nil {
+		leave()
 		ws.CloseNow()
 		return
 	}
@@ -267,6 +274,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 			return g.dispatch(ctx, who, method, params)
 		},
 		OnClose: func(error) {
+			leave()
 			if c := self.Load(); c != nil {
 				g.mu.Lock()
 				delete(g.clients, c)
@@ -276,6 +284,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		},
 	})
 	self.Store(c)
+	ws.SetReadLimit(who.readLimit()) // NewConn set bridge.MaxFrame; callers.go
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -283,7 +292,7 @@ func (g *Gateway) acceptClient(ctx context.Context, ws *websocket.Conn, id strin
 		return
 	}
 	if c.Err() == nil {
-		g.clients[c] = true
+		g.clients[c] = who
 	}
 	g.mu.Unlock()
 	if role == bridge.RoleOperator && c.Err() == nil {

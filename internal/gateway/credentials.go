@@ -154,8 +154,8 @@ func writeCredentialFile(path string, cf *bridge.CredentialFile) error {
 }
 
 // RevokeCredential removes the credential with id or name from the
-// gateway's list: its holder can no longer connect (connections already
-// open keep running until they close). The credential file, if in the
+// gateway's list: its holder can no longer connect, and a running
+// gateway closes its open connections within RevocationPoll (revoke.go). The credential file, if in the
 // state directory, is removed too.
 func RevokeCredential(stateDir, idOrName string) (CredentialRecord, error) {
 	var gone CredentialRecord

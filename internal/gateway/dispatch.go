@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/exechost/exechost/internal/approvalroute"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/session"
@@ -194,6 +196,13 @@ func (g *Gateway) dispatch(ctx context.Context, c caller, method string, params 
 	if h == nil {
 		return nil, g.forbidden(ctx, bridge.Errorf(bridge.CodeForbidden, "%s", forbiddenMessage(method, row)))
 	}
+	if c.role != bridge.RoleNode {
+		release, err := g.callers.request(c, len(params))
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	if c.agent != "" {
 		var err error
 		if params, err = bindAgent(params, c.agent); err != nil {
@@ -207,25 +216,31 @@ func (g *Gateway) dispatch(ctx context.Context, c caller, method string, params 
 // credential's agent: an absent or empty agentId becomes it, another one
 // is refused. Every method an agent may call addresses its agent by the
 // agentId field, so the agent's word never chooses whose session, runs
-// or events it reaches.
+// or events it reaches. The params are read as strictly as the handler
+// reads them (duplicate names refused), and a name that differs from
+// agentId only in case is refused as naming another agent: a looser
+// decoder downstream would have taken it (pitfall 23).
 func bindAgent(params json.RawMessage, agent string) (json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
+	m := map[string]jsontext.Value{}
 	if len(params) > 0 && string(params) != "null" {
-		if err := json.Unmarshal(params, &m); err != nil {
-			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "params must be an object: %v", err)
+		if err := bridge.UnmarshalRequest(params, &m); err != nil {
+			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "params must be an object with each name once: %v", err)
 		}
 	}
-	if raw, ok := m["agentId"]; ok {
+	for k, raw := range m {
+		if !strings.EqualFold(k, "agentId") {
+			continue
+		}
 		var claimed string
-		if err := json.Unmarshal(raw, &claimed); err != nil {
-			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "agentId must be a string")
+		if err := bridge.UnmarshalRequest(raw, &claimed); err != nil {
+			return nil, bridge.Errorf(bridge.CodeInvalidRequest, "%s must be a string", textsafe.Strip(k, 16))
 		}
-		if claimed != "" && claimed != agent {
-			return nil, bridge.Errorf(bridge.CodeForbidden, "this connection's credential acts for agent %q, not %q", agent, textsafe.Strip(claimed, 64)).WithHint(fmt.Sprintf("each agent connects with its own credential: `exechost credentials issue --agent %s`", textsafe.Strip(claimed, 64)))
+		if k != "agentId" || (claimed != "" && claimed != agent) {
+			return nil, bridge.Errorf(bridge.CodeForbidden, "this connection's credential acts for agent %q, not %q (as %q)", agent, textsafe.Strip(claimed, 64), textsafe.Strip(k, 16)).WithHint(fmt.Sprintf("each agent connects with its own credential: `exechost credentials issue --agent %s`", textsafe.Strip(claimed, 64)))
 		}
 	}
-	m["agentId"], _ = json.Marshal(agent)
-	return json.Marshal(m)
+	m["agentId"], _ = jsontext.AppendQuote(nil, agent)
+	return bridge.Marshal(m)
 }
 
 // forbiddenMessage says which roles may call method and why.

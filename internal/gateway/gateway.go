@@ -91,9 +91,9 @@ type Gateway struct {
 	sessions *session.Store
 
 	mu       sync.Mutex
-	live     map[string]*nodeConn // paired, connected nodes by id
-	pending  map[string]*nodeConn // unpaired nodes waiting for approval
-	clients  map[*bridge.Conn]bool
+	live     map[string]*nodeConn    // paired, connected nodes by id
+	pending  map[string]*nodeConn    // unpaired nodes waiting for approval
+	clients  map[*bridge.Conn]caller // who each client connection is (revoke.go)
 	invokes  map[string]*invokeWaiter
 	runs     map[string]*run
 	kept     keptOutput   // output of delivered runs (runs.go)
@@ -113,11 +113,18 @@ type Gateway struct {
 	execNodes []execNode     // web UI binding edits, kept until restart (config.go)
 
 	fingerprint string
-	unauth      unauthAudit      // rate limit on records about unauthenticated peers (audit.go)
-	handshakes  handshakes       // connections still authenticating (source.go)
-	adm         inflight.Limiter // execs in flight against gateway.limits (admission.go)
-	execCalls   atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
-	targets     targets          // the execution targets by host (target.go)
+	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
+	refusals    refusalAudit // the same for authenticated callers' refusals (aggregateRefusal)
+	handshakes  handshakes   // connections still authenticating (source.go)
+	callers     callerBounds // what each authenticated caller holds (callers.go)
+	// nodeFrameLimit is the largest invoke frame sent to a node
+	// (maxNodeInvoke unless a test changes it; negative: unchecked).
+	nodeFrameLimit int
+	// revokeOff stops watchRevocations from cutting (tests' control).
+	revokeOff atomic.Bool
+	adm       inflight.Limiter // execs in flight against gateway.limits (admission.go)
+	execCalls atomic.Int64     // exec requests not yet returned (dispatch.go; drain.go waits for them)
+	targets   targets          // the execution targets by host (target.go)
 }
 
 // New opens the gateway's state (creating the token on first start).
@@ -156,7 +163,7 @@ func New(opts Options) (*Gateway, error) {
 		sessions: session.NewStore(),
 		live:     make(map[string]*nodeConn),
 		pending:  make(map[string]*nodeConn),
-		clients:  make(map[*bridge.Conn]bool),
+		clients:  make(map[*bridge.Conn]caller),
 		invokes:  make(map[string]*invokeWaiter),
 		runs:     make(map[string]*run),
 	}
@@ -203,6 +210,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	go g.watchApprovals(wctx)
+	go g.watchRevocations(wctx, RevocationPoll)
+	go g.flushRefusals(wctx)
 	select {
 	case err := <-errc:
 		g.Close()

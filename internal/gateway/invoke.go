@@ -67,6 +67,9 @@ func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string,
 	if idemKey == "" {
 		idemKey = id
 	}
+	if err := g.fitsNode(nc, command, len(raw)+len(idemKey)); err != nil {
+		return invokeReply{}, err
+	}
 	w := &invokeWaiter{nodeID: nc.id, run: run, ch: make(chan invokeReply, 1)}
 	g.mu.Lock()
 	g.invokes[id] = w
@@ -252,4 +255,22 @@ func (g *Gateway) cancelInvoke(nc *nodeConn, id string, cause error) {
 			g.log.Debug("invoke cancel not delivered", "node", nc.id, "invoke", id, "err", err)
 		}
 	}()
+}
+
+// maxNodeInvoke is the largest invoke a node reads: its read limit
+// (bridge.MaxFrame) less room for the frame around the params.
+const maxNodeInvoke = bridge.MaxFrame - 4<<10
+
+// fitsNode refuses an invoke larger than the node reads. Sent, it would
+// make the node drop its connection, and every other caller's runs on
+// that node end UNAVAILABLE; refused here, only its sender hears of it.
+func (g *Gateway) fitsNode(nc *nodeConn, command string, size int) error {
+	limit := g.nodeFrameLimit
+	if limit == 0 {
+		limit = maxNodeInvoke
+	}
+	if limit < 0 || size+len(nc.id) <= limit {
+		return nil
+	}
+	return bridge.Errorf(bridge.CodeInvalidRequest, "%s for node %s is %d bytes; the node reads at most %d", command, nc.id, size, limit).WithHint("put a long script in a file on the node and run the file")
 }

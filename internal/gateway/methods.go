@@ -23,13 +23,16 @@ const (
 	MaxJoinKeyTTL     = 7 * 24 * time.Hour
 )
 
+// decode reads a request's params strictly (bridge.UnmarshalRequest):
+// exact field names, no duplicate and no unknown member, so that what a
+// handler reads is what every check before it read.
 func decode[T any](method string, params json.RawMessage) (T, error) {
 	var v T
 	if len(params) == 0 {
 		return v, nil
 	}
-	if err := bridge.Unmarshal(params, &v); err != nil {
-		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %w", method, err)
+	if err := bridge.UnmarshalRequest(params, &v); err != nil {
+		return v, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %w", method, err).WithHint("field names are case-sensitive and each appears once; docs/gateway.md lists each method's fields")
 	}
 	return v, nil
 }
@@ -131,6 +134,11 @@ func (g *Gateway) approve(ctx context.Context, id string) (bridge.NodeView, erro
 	// under another key.
 	if old := g.reg.get(nc.id); old != nil && old.PublicKey != nodekey.EncodePublicKey(nc.pub) {
 		return bridge.NodeView{}, errPairedOtherKey(nc.id)
+	}
+	// A pending name reserves nothing (names.go): a node paired since
+	// may have taken it.
+	if err := g.nameConflict(nc.id, nc.info.DisplayName); err != nil {
+		return bridge.NodeView{}, bridge.Errorf(bridge.CodeInvalidRequest, "cannot approve %s: %s", nc.id, bridge.AsError(err).Message).WithHint("reject it; the node reconnects with another --display-name")
 	}
 	tok := newSecret("ehn_")
 	rec := g.newRecord(nc, tok)

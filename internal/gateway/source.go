@@ -3,9 +3,13 @@ package gateway
 import (
 	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/peeruid"
 )
 
 // sourceKey groups remote addresses into the sources that per-source
@@ -49,6 +53,9 @@ type handshakes struct {
 	bySrc  map[string]int
 	max    int // MaxHandshakes unless a test lowers it
 	maxSrc int // MaxHandshakesPerSource unless a test lowers it
+	// sharedLoopback counts all of loopback as one source, not one per
+	// user (tests' control).
+	sharedLoopback atomic.Bool
 }
 
 // enter takes a handshake slot for src, or says why there is none; the
@@ -85,6 +92,35 @@ func (h *handshakes) enter(src string) (release func(), err error) {
 			}
 		})
 	}, nil
+}
+
+// handshakeSource is the source r's handshake counts against: sourceKey
+// of its address, and on loopback the local user owning the peer socket
+// ("loopback uid 1000"), so one user's idle upgrades cannot fill the slots
+// every local client needs (16 of uid 999's left `nodes list` with 503).
+// When the owner cannot be found the connection counts against all of
+// loopback, as before.
+func (g *Gateway) handshakeSource(r *http.Request) string {
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	src := sourceKey(host)
+	if src != "loopback" || g.handshakes.sharedLoopback.Load() {
+		return src
+	}
+	peer, err1 := netip.ParseAddrPort(r.RemoteAddr)
+	self, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if err1 != nil || !ok {
+		return src
+	}
+	me, err2 := netip.ParseAddrPort(self.String())
+	if err2 != nil {
+		return src
+	}
+	uid, err := peeruid.Loopback(peer, me)
+	if err != nil {
+		g.log.Debug("loopback peer's user not found; counting it against all of loopback", "remote", r.RemoteAddr, "err", err)
+		return src
+	}
+	return "loopback uid " + strconv.FormatUint(uint64(uid), 10)
 }
 
 // refuseBusy answers an upgrade request the handshake limits refuse.

@@ -98,6 +98,9 @@ type dialParams struct {
 	Version     string
 	GOOS        string
 	PathEnv     string
+	// anyOwner skips the check of who owns a loopback socket the token
+	// goes to (tests' control only).
+	anyOwner bool
 }
 
 // dial opens the WebSocket, answers the challenge with a signed connect,
@@ -106,9 +109,13 @@ func dial(ctx context.Context, p dialParams, opts bridge.Options) (*bridge.Conn,
 	var hello helloOK
 	hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
 	defer cancel()
+	tr, err := tokenSafeTransport(p)
+	if err != nil {
+		return nil, hello, err
+	}
 	ws, resp, err := websocket.Dial(hctx, p.URL, &websocket.DialOptions{
 		HTTPHeader: http.Header{"User-Agent": {"exechost/" + p.Version}},
-		HTTPClient: bridge.BatchingClient(nil), // each result frame in one write
+		HTTPClient: bridge.BatchingClient(tr), // each result frame in one write
 	})
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
