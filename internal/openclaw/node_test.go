@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -515,6 +516,67 @@ func TestApprovalsGetSet(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json")); !bytes.Equal(before, after) {
 		t.Fatal("a malformed set changed the file")
+	}
+}
+
+// TestApprovalsTwoViews: OpenClaw's gateway gets exactly OpenClaw's
+// schema (its closed schema refuses anything else), and an edit it sends
+// back keeps every exechost-only member of the file: confine, envAllowlist,
+// an entry's sha256 pin, unknown members. A document carrying exechost-only
+// members is refused naming them, and nothing is written.
+func TestApprovalsTwoViews(t *testing.T) {
+	dir := t.TempDir()
+	const file = `{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny","envAllowlist":["GOFLAGS"],"confine":{"network":"none"}},
+		"agents":{"*":{"allowlist":[{"id":"E1","pattern":"/usr/bin/echo","sha256":"abc"},{"id":"E2","pattern":"/usr/bin/id"}]},"ci":{"confine":{"network":"loopback"},"grants":["x"]}},"future":true}`
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := newTestNode(t, Options{StateDir: dir})
+	var snap approvalsSnapshot
+	if get := n.approvalsGet(); !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil {
+		t.Fatalf("get: %+v", get)
+	}
+	for _, leak := range []string{"confine", "envAllowlist", "sha256", "grants", "future"} {
+		if strings.Contains(string(snap.File), leak) {
+			t.Errorf("OpenClaw's view has %s:\n%s", leak, snap.File)
+		}
+	}
+	// OpenClaw's edit: drop the id entry (a tightening) and the ci agent.
+	var doc map[string]any
+	if err := json.Unmarshal(snap.File, &doc); err != nil {
+		t.Fatal(err)
+	}
+	agents := doc["agents"].(map[string]any)
+	star := agents["*"].(map[string]any)
+	star["allowlist"] = star["allowlist"].([]any)[:1]
+	delete(agents, "ci")
+	edit, _ := json.Marshal(doc)
+	pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(edit), "baseHash": snap.Hash})
+	ps := string(pj)
+	if r := n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &ps}); !r.OK {
+		t.Fatalf("set: %+v", r.Error)
+	}
+	f, err := approvals.NewStore(dir).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := approvals.ExechostOnly(f), []string{"defaults.envAllowlist", "defaults.confine", "agents.*.allowlist[0].sha256", "agents.ci.confine", "agents.ci.grants", "future"}; !slices.Equal(got, want) {
+		t.Errorf("exechost-only members after OpenClaw's edit: %v, want %v", got, want)
+	}
+	if a := f.Agents["*"].Allowlist; len(a) != 1 || a[0].Pattern != "/usr/bin/echo" {
+		t.Errorf("OpenClaw's edit not applied: %+v", a)
+	}
+
+	before, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json"))
+	var again approvalsSnapshot
+	_ = json.Unmarshal([]byte(*n.approvalsGet().PayloadJSON), &again)
+	pj, _ = json.Marshal(map[string]any{"file": json.RawMessage(`{"version":1,"defaults":{"security":"deny","confine":{"network":"all"}}}`), "baseHash": again.Hash})
+	ps = string(pj)
+	if r := n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &ps}); r.OK || !strings.Contains(r.Error.Message, "defaults.confine") {
+		t.Fatalf("a document with exechost-only members: %+v", r)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json")); !bytes.Equal(before, after) {
+		t.Fatal("a refused set changed the file")
 	}
 }
 
