@@ -1,9 +1,14 @@
 package openclaw
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/prompt"
 )
 
 // TestScriptOperand: the file each interpreter reads its program from,
@@ -84,5 +89,32 @@ func TestBindFilesNoticesChange(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("changed[%d] = %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestPrompterRechecksBoundFiles: a file changed after systemRun's check
+// (while the engine analysed the command) is still caught when the engine
+// asks and the gateway's approval would answer: the answer is reject.
+func TestPrompterRechecksBoundFiles(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "x.sh")
+	if err := os.WriteFile(script, []byte("echo GOOD\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := newTestNode(t, Options{StateDir: dir, GatewayApprovals: true})
+	a := &gatewayApproval{decision: policy.AllowOnce, id: "a1", plan: preparedPlan{hash: "h", cwd: dir,
+		bound: bindFiles([]Program{{Argv: []string{"sh", "x.sh"}}}, dir)}}
+	ctx := withGatewayApproval(context.Background(), a)
+	req := prompt.Request{PlanHash: "h", Cwd: dir, Choices: []string{string(policy.AllowOnce), string(policy.Reject)}}
+	p := n.ApprovalPrompter(nil)
+	if d, _, err := p.Prompt(ctx, req); err != nil || d != policy.AllowOnce {
+		t.Fatalf("unchanged: %v %v", d, err)
+	}
+	if err := os.WriteFile(script, []byte("echo EVIL\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, by, err := p.Prompt(ctx, req)
+	if err != nil || d != policy.Reject || !strings.Contains(by, ErrOperandChanged.Error()) {
+		t.Fatalf("changed: %v %q %v", d, by, err)
 	}
 }

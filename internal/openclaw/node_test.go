@@ -1223,28 +1223,35 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 			name string
 			argv []string
 			raw  string
+			full bool // security=full: the engine never asks, so only the check before the run sees it
+			good string
+			evil string
 		}{
-			{"sh under the exec tool's wrapper", []string{"/bin/sh", "-lc", "sh x.sh"}, "sh x.sh"},
-			{"bash with an option, argv", []string{"bash", "-e", "x.sh"}, ""},
+			{"sh under the exec tool's wrapper", []string{"/bin/sh", "-lc", "sh x.sh"}, "sh x.sh", false, "echo GOOD\n", "echo EVIL > pwned\n"},
+			{"bash with an option, argv", []string{"bash", "-e", "x.sh"}, "", false, "echo GOOD\n", "echo EVIL > pwned\n"},
+			{"python3 under security=full", []string{"/bin/sh", "-lc", "python3 -u x.sh"}, "python3 -u x.sh", true, "print('GOOD')\n", "open('pwned', 'w')\n"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				nd := newNode(t, Options{GatewayApprovals: true})
+				if tc.full {
+					nd = newNodeWith(t, Options{GatewayApprovals: true}, `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}`)
+				}
 				work := t.TempDir() // the state directory is hidden from runs
 				script, pwned := filepath.Join(work, "x.sh"), filepath.Join(work, "pwned")
-				write(t, script, "echo GOOD\n", 0o644)
+				write(t, script, tc.good, 0o644)
 				params := prepareCmd(t, nd, work, tc.argv, tc.raw, nil, "allow-once")
 				preview := str(params["systemRunPlan"].(runPlan).CommandPreview)
 				if !strings.Contains(preview, "script "+script+" (sha256 ") {
 					t.Errorf("the plan's commandPreview does not name the bound script: %q", preview)
 				}
 				control := prepareCmd(t, nd, work, tc.argv, tc.raw, nil, "allow-once")
-				write(t, script, "echo EVIL > pwned\n", 0o644)
+				write(t, script, tc.evil, 0o644)
 				denied(t, run(t, nd, params), "SYSTEM_RUN_DENIED: approval script operand changed before execution")
 				if _, err := os.Stat(pwned); err == nil {
 					t.Fatal("the changed script ran")
 				}
 				// Control: prepared (and approved) after the change, it runs.
-				write(t, script, "echo GOOD\n", 0o644)
+				write(t, script, tc.good, 0o644)
 				if got := stdout(t, run(t, nd, control)); got != "GOOD\n" {
 					t.Errorf("unchanged script: stdout %q", got)
 				}
