@@ -529,9 +529,7 @@ func (n *Node) finished(req host.Request, command string, run *runState, res run
 	if res.ExitCode != nil {
 		p["exitCode"] = *res.ExitCode
 	}
-	if output != "" {
-		p["output"] = output
-	}
+	p["output"] = output // OpenClaw's host sends it even when empty
 	n.event(c, bridge.EventExecFinished, p)
 }
 

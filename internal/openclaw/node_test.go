@@ -827,7 +827,7 @@ func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 	if res := payload(cl.result, "payloadJSON"); res["exitCode"] != float64(124) || res["timedOut"] != true || res["success"] != false || res["error"] != nil {
 		t.Errorf("timeout result %v", res)
 	}
-	if e := events(cl); len(e) != 1 || e[0].Payload["exitCode"] != float64(124) || e[0].Payload["timedOut"] != true || e[0].Payload["output"] != nil {
+	if e := events(cl); len(e) != 1 || e[0].Payload["exitCode"] != float64(124) || e[0].Payload["timedOut"] != true || e[0].Payload["output"] != "" {
 		t.Errorf("timeout events %+v", e)
 	}
 
