@@ -376,7 +376,9 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		{name: "approved script", script: "echo GOOD", want: "GOOD\n"},
 		{name: "approved script changed before the run", script: "echo GOOD", rewrite: "echo EVIL > pwned",
 			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DENIED: approval script operand changed before execution"},
-		{name: "approved, run in another cwd", script: "echo GOOD", change: func(p map[string]any) { p["cwd"] = os.TempDir() }},
+		// The gateway sends the approved plan's cwd whatever the caller
+		// says (both run the approved script where it was approved).
+		{name: "approved, sent with another cwd", script: "echo GOOD", want: "GOOD\n", change: func(p map[string]any) { p["cwd"] = os.TempDir() }},
 		{name: "approved, run with other env", script: "echo GOOD", change: func(p map[string]any) { p["env"] = map[string]string{"FOO": "2"} }},
 		{name: "two approvals of one command, at once", script: "echo GOOD", want: "GOOD\n", twice: true},
 	} {
@@ -395,7 +397,7 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 	}{
 		{"exec tool: stdout, stderr and exit code", map[string]any{"command": "echo out; echo err >&2; exit 3"}},
 		{"exec tool: workdir", map[string]any{"command": "pwd", "workdir": tmp}},
-		{"exec tool: timeout", map[string]any{"command": "sleep 30", "timeout": 2}},
+		{"exec tool: timeout", map[string]any{"command": "sleep 30", "timeoutSeconds": 2}},
 		{"exec tool: env under the shell wrapper", map[string]any{"command": `echo "$FOO|$LANG"`, "env": map[string]any{"FOO": "1", "LANG": "C"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
