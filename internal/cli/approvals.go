@@ -61,6 +61,9 @@ type approvalsView struct {
 	// UnknownKeys are keys this version ignores (kept on rewrite): a typo
 	// such as "allowlst" does nothing, which is worth a loud line.
 	UnknownKeys []string `json:"unknownKeys,omitempty"`
+	// ExechostOnly are the members an OpenClaw gateway never sees (its
+	// closed schema lacks them) and an edit made in OpenClaw keeps.
+	ExechostOnly []string `json:"exechostOnly,omitempty"`
 }
 
 func buildView(path string, f *approvals.File) (approvalsView, error) {
@@ -68,7 +71,7 @@ func buildView(path string, f *approvals.File) (approvalsView, error) {
 	if err != nil {
 		return approvalsView{}, err
 	}
-	v := approvalsView{Path: path, Hash: f.Hash(), File: raw, Agents: map[string]agentView{}, UnknownKeys: explain.UnknownKeys(f)}
+	v := approvalsView{Path: path, Hash: f.Hash(), File: raw, Agents: map[string]agentView{}, UnknownKeys: explain.UnknownKeys(f), ExechostOnly: approvals.ExechostOnly(f)}
 	ids := []string{"*"}
 	for id := range f.Agents {
 		if id != "*" {
@@ -127,6 +130,9 @@ func printView(g *globals, v approvalsView) {
 	fmt.Fprintf(w, "file: %s\n", v.Path)
 	for _, k := range v.UnknownKeys {
 		fmt.Fprintf(w, "WARNING: unknown key %s is ignored (kept in the file; a typo here does nothing)\n", k)
+	}
+	if len(v.ExechostOnly) > 0 {
+		fmt.Fprintf(w, "exechost-only (an OpenClaw gateway does not see these; its edits keep them): %s\n", strings.Join(v.ExechostOnly, ", "))
 	}
 	ids := make([]string, 0, len(v.Agents))
 	for id := range v.Agents {

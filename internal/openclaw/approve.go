@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,18 +28,27 @@ const (
 
 // preparedPlan is what this node returned from system.run.prepare for one
 // exact request, and the canonical hash of the command tree it analysed:
-// the approval the gateway later forwards binds that hash.
+// the approval the gateway later forwards binds that hash, and the files
+// the run depends on (bind.go), which must not change before it runs.
 type preparedPlan struct {
-	hash string // shellcmd.Analysis.Hash ("" when nothing could be vouched for)
-	cwd  string
-	at   time.Time
+	hash  string // shellcmd.Analysis.Hash ("" when nothing could be vouched for)
+	cwd   string
+	bound []boundFile
+	at    time.Time
 }
 
+// changedFiles lists the bound files that changed since the plan was
+// prepared (nil when none did).
+func (p preparedPlan) changedFiles() []string { return changed(p.bound) }
+
 // preparedPlans is the node's table of plans a gateway approval may name.
+// Identical requests prepared twice are two plans under one key, taken
+// oldest first: each approval is its own run.
 type preparedPlans struct {
 	mu    sync.Mutex
-	plans map[string]preparedPlan
-	order []string // keys, oldest first
+	plans map[string][]preparedPlan // by planKey, oldest first
+	n     int                       // plans held
+	order []string                  // one key per plan added, oldest first
 }
 
 // planKey is the sha256 of everything a gateway approval must match:
@@ -64,35 +74,60 @@ func (t *preparedPlans) add(key string, p preparedPlan) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.plans == nil {
-		t.plans = map[string]preparedPlan{}
+		t.plans = map[string][]preparedPlan{}
 	}
-	if _, ok := t.plans[key]; !ok {
-		t.order = append(t.order, key)
-	}
-	t.plans[key] = p
-	for len(t.plans) > maxPrepared {
-		delete(t.plans, t.order[0])
+	t.plans[key] = append(t.plans[key], p)
+	t.order = append(t.order, key)
+	t.n++
+	for t.n > maxPrepared && len(t.order) > 0 {
+		// Per key, plans leave oldest first (take and eviction alike), so
+		// the oldest order entry of a key stands for its oldest plan.
+		k := t.order[0]
 		t.order = t.order[1:]
+		if l := t.plans[k]; len(l) > 0 {
+			t.drop(k, l)
+		}
 	}
-	if len(t.order) > 2*maxPrepared { // mostly consumed keys: compact
-		t.order = slices.DeleteFunc(t.order, func(k string) bool { _, ok := t.plans[k]; return !ok })
+	if len(t.order) > 2*maxPrepared { // mostly consumed plans: compact
+		keep := map[string]int{}
+		for k, l := range t.plans {
+			keep[k] = len(l)
+		}
+		var order []string
+		for i := len(t.order) - 1; i >= 0; i-- {
+			if k := t.order[i]; keep[k] > 0 {
+				keep[k]--
+				order = append(order, k)
+			}
+		}
+		slices.Reverse(order)
+		t.order = order
 	}
 }
 
-// take returns and forgets the plan prepared under key: one approval,
-// one run.
+// drop forgets the oldest plan of key (l is its list).
+func (t *preparedPlans) drop(key string, l []preparedPlan) {
+	if len(l) == 1 {
+		delete(t.plans, key)
+	} else {
+		t.plans[key] = l[1:]
+	}
+	t.n--
+}
+
+// take returns and forgets the oldest live plan prepared under key: one
+// approval, one run.
 func (t *preparedPlans) take(key string, now time.Time) (preparedPlan, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p, ok := t.plans[key]
-	if !ok {
-		return preparedPlan{}, false
+	for l := t.plans[key]; len(l) > 0; l = t.plans[key] {
+		p := l[0]
+		t.drop(key, l)
+		if now.Sub(p.at) <= preparedTTL {
+			return p, true
+		}
 	}
-	delete(t.plans, key)
-	if now.Sub(p.at) > preparedTTL {
-		return preparedPlan{}, false
-	}
-	return p, true
+	return preparedPlan{}, false
 }
 
 // gatewayApproval is an operator's decision OpenClaw's gateway forwarded
@@ -137,6 +172,11 @@ func (p approvalPrompter) Prompt(ctx context.Context, req prompt.Request) (polic
 	if a := gatewayApprovalOf(ctx); a != nil && p.n.opts.GatewayApprovals &&
 		a.plan.hash != "" && req.PlanHash == a.plan.hash && req.Cwd == a.plan.cwd {
 		by := fmt.Sprintf("OpenClaw gateway operator (approval %s)", a.id)
+		if ch := a.plan.changedFiles(); len(ch) > 0 {
+			// Checked again here, right before the run: systemRun's check
+			// ran before the analysis.
+			return policy.Reject, by + "; refused: " + ErrOperandChanged.Error() + " (" + strings.Join(ch, ", ") + ")", nil
+		}
 		d := a.decision
 		if d == policy.AllowAlways && !p.n.opts.AllowRemoteWidening {
 			d = policy.AllowOnce

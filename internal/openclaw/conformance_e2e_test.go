@@ -40,6 +40,11 @@ const (
 	conformancePolicy = `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"},"agents":{}}`
 	allowlistPolicy   = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/bin/echo"}]}}}`
 	denyPolicy        = `{"version":1,"defaults":{"security":"deny","ask":"off","askFallback":"deny"},"agents":{}}`
+	// allowlistImplicit is allowlistPolicy as OpenClaw's own UI would
+	// send it, without ask and askFallback: OpenClaw's node host reads
+	// them as off and deny, and so must exechost's (its own built-ins are
+	// on-miss and deny).
+	allowlistImplicit = `{"version":1,"defaults":{"security":"allowlist"},"agents":{"*":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/bin/echo"}]}}}`
 )
 
 // recorder is a WebSocket proxy on loopback between one node host and the
@@ -232,6 +237,9 @@ type conformanceCase struct {
 	eventFields []string
 	// errorPrefix, when set, is the prefix both error messages must share.
 	errorPrefix string
+	// outputPrefix, when set, is the prefix both exec.finished outputs
+	// must share.
+	outputPrefix string
 }
 
 // TestConformanceWithOpenClawNodeHost sends the same table of requests to
@@ -324,10 +332,22 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		{name: "suppressNotifyOnExit, no session", command: "system.run",
 			params: map[string]any{"command": []string{"echo", "quiet"}, "suppressNotifyOnExit": true},
 			fields: resultFields, eventFields: []string{"sessionKey", "host", "command", "exitCode", "success", "output", "suppressNotifyOnExit"}},
-		{name: "timeout", command: "system.run", params: map[string]any{"command": []string{"sleep", "30"}, "timeoutMs": 1000}, timeout: 20000,
-			fields: resultFields, ignore: []string{"stderr", "error"}, eventFields: []string{"sessionKey", "exitCode", "timedOut", "success"}},
+		{name: "timeout", command: "system.run", params: map[string]any{"command": []string{"sleep", "30"}, "timeoutMs": 1000}, timeout: invokeLimit,
+			fields: resultFields, ignore: []string{"stderr"}, eventFields: []string{"sessionKey", "exitCode", "timedOut", "success", "output"}},
 		{name: "bad cwd", command: "system.run", params: map[string]any{"command": []string{"echo", "x"}, "cwd": missing},
 			fields: resultFields, ignore: []string{"error"}, eventFields: []string{"sessionKey", "exitCode", "timedOut", "success"}},
+		{name: "relative cwd", command: "system.run", params: map[string]any{"command": []string{"echo", "x"}, "cwd": "no-such-relative-dir"},
+			fields: resultFields, ignore: []string{"error"}, eventFields: []string{"sessionKey", "exitCode", "timedOut", "success"}},
+		{name: "signal", command: "system.run", params: map[string]any{"command": []string{"/bin/sh", "-c", "kill -9 $$"}},
+			fields: resultFields, ignore: []string{"error"}, eventFields: []string{"sessionKey", "exitCode", "timedOut", "success"}},
+		{name: "env under a shell wrapper", command: "system.run",
+			params: map[string]any{"command": []string{"/bin/sh", "-lc", `echo "$FOO|$LANG"`}, "rawCommand": `echo "$FOO|$LANG"`, "env": map[string]string{"FOO": "1", "LANG": "C"}},
+			fields: resultFields, eventFields: []string{"sessionKey", "exitCode", "success", "output"}},
+		{name: "env with argv", command: "system.run", params: map[string]any{"command": []string{"printenv", "FOO"}, "env": map[string]string{"FOO": "1"}},
+			fields: resultFields, eventFields: []string{"sessionKey", "exitCode", "success", "output"}},
+		{name: "truncated event output", command: "system.run",
+			params: map[string]any{"command": []string{"/bin/sh", "-c", "head -c 30000 /dev/zero | tr '\\0' a"}},
+			fields: []string{"exitCode", "timedOut", "success", "error"}, eventFields: []string{"sessionKey", "exitCode", "success"}, outputPrefix: "... (truncated) aaaa"},
 		{name: "missing program", command: "system.run", params: map[string]any{"command": []string{missing + "/prog"}},
 			fields: resultFields, ignore: []string{"error"}, eventFields: []string{"sessionKey", "exitCode", "timedOut", "success"}},
 		{name: "dangerous env", command: "system.run", params: map[string]any{"command": []string{"echo", "x"}, "env": map[string]string{"LD_PRELOAD": "/x.so"}},
@@ -347,6 +367,26 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 	}
 	runCases(cases)
 
+	// An operator's approval in OpenClaw (exec.approval.request and
+	// .resolve on the prepared plan), then the run with it, on both node
+	// hosts: what was approved runs; a script rewritten after the approval,
+	// or a run with another cwd or env, is refused; two approvals of one
+	// command are two runs, also at once.
+	for _, tc := range []approvedCase{
+		{name: "approved script", script: "echo GOOD", want: "GOOD\n"},
+		{name: "approved script changed before the run", script: "echo GOOD", rewrite: "echo EVIL > pwned",
+			errorPrefix: "SYSTEM_RUN_DENIED: SYSTEM_RUN_DENIED: approval script operand changed before execution"},
+		// The gateway sends the approved plan's cwd whatever the caller
+		// says (both run the approved script where it was approved).
+		{name: "approved, sent with another cwd", script: "echo GOOD", want: "GOOD\n", change: func(p map[string]any) { p["cwd"] = os.TempDir() }},
+		{name: "approved, run with other env", script: "echo GOOD", change: func(p map[string]any) { p["env"] = map[string]string{"FOO": "2"} }},
+		{name: "two approvals of one command, at once", script: "echo GOOD", want: "GOOD\n", twice: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			report = append(report, compareApproved(t, tc, tmp, ex, oc, exRec, ocRec))
+		})
+	}
+
 	// OpenClaw's exec tool (system.run.prepare, the gateway's approval
 	// analysis of the prepared plan, system.run), one agent turn per node
 	// host with the same scripted call. The tool result is what the model
@@ -357,6 +397,8 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 	}{
 		{"exec tool: stdout, stderr and exit code", map[string]any{"command": "echo out; echo err >&2; exit 3"}},
 		{"exec tool: workdir", map[string]any{"command": "pwd", "workdir": tmp}},
+		{"exec tool: timeout", map[string]any{"command": "sleep 30", "timeoutSeconds": 2}},
+		{"exec tool: env under the shell wrapper", map[string]any{"command": `echo "$FOO|$LANG"`, "env": map[string]any{"FOO": "1", "LANG": "C"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			report = append(report, compareExecTool(t, model, tc.args, ex, oc, exRec, ocRec))
@@ -390,6 +432,11 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		t.Fatalf("approvals set on the exechost node: %v\n%s", err, out)
 	}
 	setPolicy(allowlistPolicy, oc)
+	// The same policy as OpenClaw's UI sends it (no ask, no askFallback),
+	// through the gateway to both: a no-op for each, so the hit and the
+	// miss below must still match (read with exechost's own defaults, the
+	// miss would be asked about, not denied).
+	setPolicy(allowlistImplicit, ex, oc)
 	runCases([]conformanceCase{
 		{name: "allowlist hit", command: "system.run", params: map[string]any{"command": []string{"echo", "listed"}, "agentId": "main", "sessionKey": "agent:main:main"},
 			fields: resultFields, eventFields: []string{"sessionKey", "host", "command", "exitCode", "timedOut", "success", "output", "suppressNotifyOnExit"}},
@@ -418,7 +465,7 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 			t.Fatalf("approvals set on the node: %v\n%s", err, out)
 		}
 		prep := ex.invoke("system.run.prepare", map[string]any{"command": []string{"/bin/sh", "-lc", "echo approved"}, "rawCommand": "echo approved",
-			"cwd": tmp, "agentId": "main", "sessionKey": "agent:main:main"}, 20000)
+			"cwd": tmp, "agentId": "main", "sessionKey": "agent:main:main"}, invokeLimit)
 		if !prep.OK {
 			t.Fatalf("prepare: %s", prep.Message)
 		}
@@ -440,7 +487,7 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		}
 		params := map[string]any{"command": plan["argv"], "rawCommand": plan["commandText"], "cwd": plan["cwd"],
 			"agentId": "main", "sessionKey": "agent:main:main", "systemRunPlan": plan, "runId": req.ID, "approved": true, "approvalDecision": "allow-once"}
-		run := ex.invoke("system.run", params, 20000)
+		run := ex.invoke("system.run", params, invokeLimit)
 		if !run.OK || run.Payload["stdout"] != "approved\n" {
 			t.Fatalf("system.run with the operator's approval: %+v", run)
 		}
@@ -449,7 +496,7 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 			t.Errorf("the node's audit does not name the gateway approval:\n%s", lastBytes(string(audit), 3000))
 		}
 		// allow-once is single use: the same approval runs nothing again.
-		if again := ex.invoke("system.run", params, 20000); again.OK {
+		if again := ex.invoke("system.run", params, invokeLimit); again.OK {
 			t.Fatalf("the approval ran twice: %+v", again)
 		}
 	})
@@ -474,7 +521,9 @@ func compareCase(t *testing.T, tc conformanceCase, ex, oc *harness, exRec, ocRec
 		}
 		timeout := tc.timeout
 		if timeout == 0 {
-			timeout = 20000
+			// A bound for a hung node, not a speed claim: OpenClaw's node
+			// host took over 20 s for `echo` at load 60 on 2 cores.
+			timeout = invokeLimit
 		}
 		outcomes[n.h.name] = n.h.invoke(tc.command, params, timeout)
 		events[n.h.name] = n.rec.forRun(runID)
@@ -511,6 +560,13 @@ func compareCase(t *testing.T, tc conformanceCase, ex, oc *harness, exRec, ocRec
 	for i := range ge {
 		if ge[i].Event != we[i].Event {
 			t.Errorf("event %d: exechost %s, OpenClaw %s", i, ge[i].Event, we[i].Event)
+		}
+		if tc.outputPrefix != "" {
+			for name, out := range map[string]any{"exechost": ge[i].Payload["output"], "OpenClaw": we[i].Payload["output"]} {
+				if s, _ := out.(string); !strings.HasPrefix(s, tc.outputPrefix) {
+					t.Errorf("%s: %s output %.60q… does not start with %q", name, ge[i].Event, s, tc.outputPrefix)
+				}
+			}
 		}
 		for _, f := range tc.eventFields {
 			if diff := cmp.Diff(we[i].Payload[f], ge[i].Payload[f]); diff != "" {
@@ -642,6 +698,10 @@ func (h *harness) agentTurn(message, session string) error {
 	return nil
 }
 
+// invokeLimit is the node.invoke timeout of a case (callLimit, the
+// operator call's own bound, is longer).
+const invokeLimit = 75_000
+
 // agentTurnLimit bounds one agent turn: a hang bound, not a speed claim
 // (a turn took up to 2 minutes on the loaded 2-core machine).
 const agentTurnLimit = 8 * time.Minute
@@ -657,4 +717,137 @@ func keys(ms ...map[string]any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// approvedCase is one run with an operator's approval given in OpenClaw:
+// a script x.sh with script, prepared as `sh x.sh`, approved allow-once,
+// then (rewrite) rewritten and (change) the run's params changed before
+// the run goes out; twice prepares and approves it twice and runs both at
+// once.
+type approvedCase struct {
+	name            string
+	script, rewrite string
+	change          func(params map[string]any)
+	twice           bool
+	want            string // the stdout of every run; "" when refused
+	errorPrefix     string // the prefix both refusals share, if any
+}
+
+// approve asks OpenClaw's gateway for an approval of plan and grants it
+// allow-once, as an operator in OpenClaw's UI would; it returns the
+// approval's id. No UI is connected: requireDeliveryRoute=false keeps the
+// request pending for this operator.
+func (h *harness) approve(plan map[string]any) string {
+	h.t.Helper()
+	var req struct {
+		ID string `json:"id"`
+	}
+	if err := h.call("exec.approval.request", map[string]any{"twoPhase": true, "requireDeliveryRoute": false,
+		"command": plan["commandText"], "commandArgv": plan["argv"], "systemRunPlan": plan, "host": "node", "nodeId": h.devID,
+		"cwd": plan["cwd"], "agentId": "main", "sessionKey": "agent:main:main", "timeoutMs": 60000}, &req); err != nil || req.ID == "" {
+		h.t.Fatalf("%s: exec.approval.request: %+v %v", h.name, req, err)
+	}
+	if err := h.call("exec.approval.resolve", map[string]any{"id": req.ID, "decision": "allow-once"}, nil); err != nil {
+		h.t.Fatalf("%s: exec.approval.resolve: %v", h.name, err)
+	}
+	return req.ID
+}
+
+// compareApproved runs tc on both node hosts and compares the outcomes
+// and the exec.* events.
+func compareApproved(t *testing.T, tc approvedCase, tmp string, ex, oc *harness, exRec, ocRec *recorder) string {
+	type outcome struct {
+		runs   []invokeOutcome
+		events [][]recordedEvent
+	}
+	got := map[string]*outcome{}
+	for _, n := range []struct {
+		h   *harness
+		rec *recorder
+	}{{ex, exRec}, {oc, ocRec}} {
+		// Outside the exechost node's state directory, which its runs
+		// cannot see.
+		work := filepath.Join(tmp, "work", n.h.name, uuid.NewString()[:8])
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script := filepath.Join(work, "x.sh")
+		if err := os.WriteFile(script, []byte(tc.script+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		count := 1
+		if tc.twice {
+			count = 2
+		}
+		var all []map[string]any
+		for range count {
+			prep := n.h.invoke("system.run.prepare", map[string]any{"command": []string{"sh", "x.sh"}, "cwd": work,
+				"agentId": "main", "sessionKey": "agent:main:main"}, invokeLimit)
+			if !prep.OK {
+				t.Fatalf("%s: prepare: %s", n.h.name, prep.Message)
+			}
+			plan := prep.Payload["plan"].(map[string]any)
+			id := n.h.approve(plan)
+			params := map[string]any{"command": plan["argv"], "rawCommand": plan["commandText"], "cwd": plan["cwd"],
+				"agentId": "main", "sessionKey": "agent:main:main", "systemRunPlan": plan, "runId": id, "approved": true, "approvalDecision": "allow-once"}
+			if tc.change != nil {
+				tc.change(params)
+			}
+			all = append(all, params)
+		}
+		if tc.rewrite != "" {
+			if err := os.WriteFile(script, []byte(tc.rewrite+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := &outcome{runs: make([]invokeOutcome, len(all))}
+		var wg sync.WaitGroup
+		for i, params := range all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o.runs[i] = n.h.invoke("system.run", params, invokeLimit)
+			}()
+		}
+		wg.Wait()
+		for _, params := range all {
+			o.events = append(o.events, n.rec.forRun(params["runId"].(string)))
+		}
+		if _, err := os.Stat(filepath.Join(work, "pwned")); err == nil {
+			t.Errorf("%s: the rewritten script ran", n.h.name)
+		}
+		got[n.h.name] = o
+	}
+	e, w := got[ex.name], got[oc.name]
+	for i := range w.runs {
+		ge, we := e.runs[i], w.runs[i]
+		if ge.OK != we.OK {
+			t.Errorf("run %d ok: exechost %v (%s %v), OpenClaw %v (%s %v)", i, ge.OK, ge.Message, ge.Payload, we.OK, we.Message, we.Payload)
+			continue
+		}
+		if tc.want != "" && (ge.Payload["stdout"] != tc.want || we.Payload["stdout"] != tc.want) {
+			t.Errorf("run %d stdout: exechost %q, OpenClaw %q, want %q", i, ge.Payload["stdout"], we.Payload["stdout"], tc.want)
+		}
+		if !ge.OK && ge.Code != we.Code {
+			t.Errorf("run %d error: exechost %q, OpenClaw %q", i, ge.Message, we.Message)
+		}
+		if tc.errorPrefix != "" {
+			for name, m := range map[string]string{"exechost": ge.Message, "OpenClaw": we.Message} {
+				if !strings.HasPrefix(m, tc.errorPrefix) {
+					t.Errorf("run %d: %s error %q does not start with %q", i, name, m, tc.errorPrefix)
+				}
+			}
+		}
+		var gk, wk []string
+		for _, ev := range e.events[i] {
+			gk = append(gk, ev.Event+" "+fmt.Sprint(ev.Payload["reason"]))
+		}
+		for _, ev := range w.events[i] {
+			wk = append(wk, ev.Event+" "+fmt.Sprint(ev.Payload["reason"]))
+		}
+		if diff := cmp.Diff(wk, gk); diff != "" {
+			t.Errorf("run %d events (-OpenClaw +exechost):\n%s", i, diff)
+		}
+	}
+	return fmt.Sprintf("%s: ok=%v", tc.name, w.runs[0].OK)
 }

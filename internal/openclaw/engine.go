@@ -39,6 +39,9 @@ type Plan struct {
 	// Hash is the canonical command tree's sha256 (what an approval binds;
 	// "" when the analysis vouched for nothing).
 	Hash string
+	// Programs are the programs the analysis found, with their argv: an
+	// approval is also bound to their files and script operands.
+	Programs []Program
 }
 
 // EngineRunner adapts exechost's engine to Runner.
@@ -64,8 +67,13 @@ func (r engineRunner) Plan(req host.Request) (Plan, error) {
 		// as the same text), so this is exactly what will run.
 		argv = []string{"/bin/sh", "-c", req.RawCommand}
 	}
+	progs := make([]Program, 0, len(p.Analysis.Segments))
+	for _, s := range p.Analysis.Segments {
+		progs = append(progs, Program{Argv: s.Argv, Path: s.ResolvedPath})
+	}
 	return Plan{
-		Argv: argv, Cwd: p.Cwd, CommandText: p.Text,
+		Programs: progs,
+		Argv:     argv, Cwd: p.Cwd, CommandText: p.Text,
 		Security: string(p.Effective.Security), Ask: string(p.Effective.Ask),
 		Decision:      string(p.Decision.Outcome),
 		ResolvedPaths: p.Analysis.Paths(), AnalysisOK: p.Analysis.OK, Hash: p.Analysis.Hash,

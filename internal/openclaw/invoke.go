@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -109,6 +108,11 @@ func (p runParams) request(invokeTimeout int64) host.Request {
 		}
 	}
 	req.Argv = canonicalArgv(req.Argv)
+	if shellWrapper(req.Argv) || len(req.Argv) == 0 {
+		// Command text runs under a shell wrapper; OpenClaw's node host
+		// then passes on only locale and colour variables (shellEnv).
+		req.Env = shellEnv(req.Env)
+	}
 	if req.SessionKey == "" {
 		// OpenClaw's node host: the request's sessionKey, else "node"
 		// (never the invoke's); its gateway routes events by it.
@@ -204,11 +208,11 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	if n.opts.Runner == nil {
 		return failure(CodeDenied, "%s (no execution engine on this node)", policy.ErrDisabled)
 	}
-	hreq := p.request(req.TimeoutMs)
-	if blocked := blockedEnv(hreq.Env); len(blocked) > 0 {
+	if blocked := blockedEnv(p.Env); len(blocked) > 0 {
 		// OpenClaw's wording and code for the same refusal, before policy.
 		return failure(CodeInvalidRequest, "SYSTEM_RUN_DENIED: environment override rejected (blocked override keys: %s)", strings.Join(blocked, ", "))
 	}
+	hreq := p.request(req.TimeoutMs)
 	text := hreq.RawCommand
 	if text == "" {
 		text = strings.Join(hreq.Argv, " ")
@@ -219,6 +223,13 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 		if a == nil {
 			n.deniedEvent(hreq, text, "execution-plan-miss", p.SuppressNotifyOnExit)
 			return failure(CodeDenied, "SYSTEM_RUN_DENIED: execution plan mismatch (%s; request approval again)", msg)
+		}
+		if changed := a.plan.changedFiles(); len(changed) > 0 {
+			// As OpenClaw's node host refuses it (exec.denied
+			// approval-required), naming what changed.
+			n.log.Warn("refused an approved run: a bound file changed since system.run.prepare", "runId", hreq.RunID, "files", changed)
+			n.deniedEvent(hreq, text, "approval-required", p.SuppressNotifyOnExit)
+			return failure(CodeDenied, "%s (changed since the approval: %s; request approval again)", ErrOperandChanged, strings.Join(changed, ", "))
 		}
 		ctx = withGatewayApproval(ctx, a)
 	}
@@ -235,8 +246,8 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	res, err := n.opts.Runner.Run(ctx, hreq)
 	if err != nil {
 		r := runFailure(err)
-		if approved && !n.opts.GatewayApprovals && r.Error != nil && r.Error.Code == CodeDenied {
-			r.Error.Message += " (hint: an approval given through the OpenClaw gateway came with this run, but this node does not accept them; start it with `exechost node run --openclaw URL --approvals-route both` (or gateway) to accept them for exactly the plan it prepared)"
+		if approved && r.Error != nil && r.Error.Code == CodeDenied {
+			r.Error.Message = n.approvedDenialHint(hreq, r.Error.Message)
 		}
 		return r
 	}
@@ -245,7 +256,8 @@ func (n *Node) systemRun(ctx context.Context, req invokeRequest) invokeResult {
 	if fin := run.finishedEvent(); fin != nil {
 		command, tail = fin.Command, fin.Tail
 	}
-	n.finished(hreq, command, run, out, eventOutput(tail, out.Error))
+	cut := len(res.Stdout)+len(res.Stderr) > runner.TailSize || res.DroppedBytes > 0
+	n.finished(hreq, command, run, out, eventOutput(tail, cut, out.Error))
 	return success(out)
 }
 
@@ -265,12 +277,16 @@ func blockedEnv(env map[string]string) []string {
 	return out
 }
 
-// badCwd says, in OpenClaw's words, why an absolute cwd cannot be the
-// working directory ("" when it can, or when it is not absolute: the
-// engine refuses that itself).
+// badCwd says, in OpenClaw's words, why cwd cannot be the working
+// directory ("" when it can). A relative cwd is never resolved against
+// this process's own directory: it is a failed run, as OpenClaw's host
+// reports a cwd it cannot enter.
 func badCwd(cwd string) string {
-	if cwd == "" || !filepath.IsAbs(cwd) {
-		return ""
+	if cwd == "" || strings.HasPrefix(cwd, "~") {
+		return "" // the engine expands ~ itself
+	}
+	if !filepath.IsAbs(cwd) {
+		return fmt.Sprintf("node exec working directory is not an absolute path on the node host: %s", cwd)
 	}
 	fi, err := os.Stat(cwd)
 	switch {
@@ -315,7 +331,10 @@ func resultOf(r host.Result) runResult {
 		code := r.ExitCode
 		out.ExitCode = &code
 	}
-	if r.Error != "" {
+	if r.Error != "" && !r.TimedOut {
+		// OpenClaw's host reports a timeout by timedOut and exit code 124
+		// alone; an error text would become an extra line in its exec
+		// tool's result.
 		e := r.Error
 		out.Error = &e
 	}
@@ -323,9 +342,14 @@ func resultOf(r host.Result) runResult {
 }
 
 // eventOutput is exec.finished's output: the combined output's tail, then
-// the error, as OpenClaw's host joins them.
-func eventOutput(tail string, errText *string) string {
+// the error, as OpenClaw's host joins them. A tail the runner cut (it
+// starts with its "…" marker) starts with OpenClaw's marker instead,
+// "... (truncated) ", so the gateway and the agent see that it is partial.
+func eventOutput(tail string, cut bool, errText *string) string {
 	var parts []string
+	if cut {
+		tail = eventTruncated + strings.TrimPrefix(tail, runnerTailMarker)
+	}
 	if t := strings.TrimSpace(tail); t != "" {
 		parts = append(parts, t)
 	}
@@ -386,8 +410,18 @@ func (n *Node) prepare(req invokeRequest) invokeResult {
 		out.Plan.CommandPreview = &raw
 	}
 	if n.opts.GatewayApprovals {
-		key := planKey(plan.Argv, plan.Cwd, text, str(p.AgentID), str(p.SessionKey), p.Env)
-		n.prepared.add(key, preparedPlan{hash: plan.Hash, cwd: plan.Cwd, at: time.Now()})
+		bound := bindFiles(plan.Programs, plan.Cwd)
+		if desc := describeBound(bound); desc != "" {
+			// OpenClaw shows commandPreview in the approval prompt: the
+			// operator sees which files the approval is bound to.
+			preview := text + "\n" + desc
+			if raw := str(p.RawCommand); raw != "" && raw != text {
+				preview = raw + "\n" + desc
+			}
+			out.Plan.CommandPreview = &preview
+		}
+		key := planKey(plan.Argv, plan.Cwd, text, str(p.AgentID), str(p.SessionKey), hreq.Env)
+		n.prepared.add(key, preparedPlan{hash: plan.Hash, cwd: plan.Cwd, bound: bound, at: n.now()})
 	}
 	return success(out)
 }
@@ -430,7 +464,10 @@ type approvalsSnapshot struct {
 }
 
 func (n *Node) snapshot(st *approvals.Store, f *approvals.File, exists bool) invokeResult {
-	data, err := f.Redacted().Marshal()
+	// OpenClaw's gateway refuses a file with members its schema lacks, so
+	// it sees only its own; the hash covers the whole file, so any change,
+	// exechost-only ones included, makes an editor's baseHash stale.
+	data, err := approvals.OpenClawView(f)
 	if err != nil {
 		return failure(CodeUnavailable, "encode approvals: %v", err)
 	}
@@ -482,7 +519,22 @@ func (n *Node) approvalsSet(ctx context.Context, req invokeRequest) invokeResult
 	if _, err := os.Stat(st.Path); err == nil && p.BaseHash == "" {
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: exec approvals base hash required; reload and retry")
 	}
-	next, err := openclawDocument(p.File)
+	cur, err := st.Load()
+	if err != nil {
+		return failure(CodeUnavailable, "%v", err)
+	}
+	if p.BaseHash == "" {
+		// No file yet: the merge below is against cur, so the write must
+		// be too.
+		p.BaseHash = cur.Hash()
+	}
+	// The document is OpenClaw's view: what it lacks of this host's file
+	// (confine, envAllowlist, pins, …) is kept, never dropped.
+	doc, err := approvals.MergeOpenClawEdit(cur, p.File)
+	if err != nil {
+		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
+	}
+	next, err := openclawDocument(doc)
 	if err != nil {
 		return failure(CodeInvalidRequest, "INVALID_REQUEST: %v", err)
 	}
@@ -588,7 +640,7 @@ func (n *Node) bindApproval(p runParams, hreq host.Request) (*gatewayApproval, s
 		return nil, "the command, cwd, agent or session differ from the approved plan"
 	}
 	key := planKey(argv, str(pl.Cwd), pl.CommandText, str(pl.AgentID), str(pl.SessionKey), hreq.Env)
-	prep, ok := n.prepared.take(key, time.Now())
+	prep, ok := n.prepared.take(key, n.now())
 	if !ok {
 		return nil, "this node prepared no such plan, or already ran it: the text, cwd or environment differ from what was approved"
 	}
@@ -597,4 +649,85 @@ func (n *Node) bindApproval(p runParams, hreq host.Request) (*gatewayApproval, s
 		id = "without an id"
 	}
 	return &gatewayApproval{decision: decision, plan: prep, id: id}, ""
+}
+
+// Markers of a cut output tail: the runner's, and OpenClaw's for
+// exec.finished (buildExecEventPayload's "... (truncated) " prefix).
+const (
+	runnerTailMarker = "…"
+	eventTruncated   = "... (truncated) "
+)
+
+// shellWrapper reports whether argv runs command text through a POSIX
+// shell's -c (sh -c TEXT, bash -lc TEXT, …), as OpenClaw's
+// isShellWrapperInvocation sees it.
+func shellWrapper(argv []string) bool {
+	if len(argv) < 3 || interpreterKind(filepath.Base(argv[0])) != "sh" {
+		return false
+	}
+	for _, a := range argv[1 : len(argv)-1] {
+		if !strings.HasPrefix(a, "-") || a == "--" {
+			return false
+		}
+		if strings.HasSuffix(a, "c") && !strings.HasPrefix(a, "--") {
+			return true
+		}
+	}
+	return false
+}
+
+// shellEnv is what OpenClaw's node host keeps of a request's env for
+// command text run through a shell wrapper (sanitizeSystemRunEnvOverrides):
+// locale and colour variables. Anything else is dropped: the shell text,
+// not the caller's env, says what its programs get. (OpenClaw also passes
+// PAGER=cat as PAGER=""; exechost refuses any PAGER override before this,
+// as a dangerous name.)
+func shellEnv(env map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range env {
+		u := strings.ToUpper(strings.TrimSpace(k))
+		if (slices.Contains(shellWrapperEnv, u) || strings.HasPrefix(u, "LC_")) && portableEnvName(k) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// shellWrapperEnv is OpenClaw's HOST_SHELL_WRAPPER_ALLOWED_OVERRIDE_ENV_KEYS.
+var shellWrapperEnv = []string{"TERM", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "OPENCLAW_SUBAGENT_EXEC"}
+
+// portableEnvName is OpenClaw's PORTABLE_ENV_VAR_KEY: [A-Za-z_][A-Za-z0-9_]*.
+func portableEnvName(k string) bool {
+	for i, c := range k {
+		if c != '_' && !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
+}
+
+// approvedDenialHint rewrites the hint of a denial of a run that came with
+// an operator's approval from OpenClaw, so it names what decided. When
+// this node's policy denied before any prompt (security=deny, or an
+// allowlist miss with ask=off), no approval could have changed that: the
+// node's exec-approvals.json decides, and "ask a human to approve" would
+// send the operator round in circles. When the engine asked and this node
+// does not take gateway approvals, the hint says how to accept them.
+func (n *Node) approvedDenialHint(req host.Request, msg string) string {
+	plan, err := n.opts.Runner.Plan(req)
+	if err == nil && plan.Decision == string(policy.DenyRun) {
+		for _, s := range []string{", or ask a human to approve it)", ", or ask a human to approve)", " — or ask a human to approve)"} {
+			msg = strings.ReplaceAll(msg, s, ")")
+		}
+		return msg + fmt.Sprintf(" (an operator approved this run in OpenClaw, but this node's own policy denies it before any prompt: "+
+			"its exec-approvals.json has security=%s ask=%s for this agent, and a gateway approval never overrides it; "+
+			"change that policy on the node, e.g. `exechost approvals allowlist add <path>` or ask=on-miss there)", plan.Security, plan.Ask)
+	}
+	if !n.opts.GatewayApprovals {
+		return msg + " (hint: an approval given through the OpenClaw gateway came with this run, but this node does not accept them; start it with `exechost node run --openclaw URL --approvals-route both` (or gateway) to accept them for exactly the plan it prepared)"
+	}
+	return msg
 }

@@ -100,6 +100,9 @@ type Options struct {
 	// HostStatsTick replaces that interval's ticker (tests).
 	SampleHostStats func() (HostStats, error)
 	HostStatsTick   <-chan time.Time
+	// Now is the clock prepared plans are stamped and expired by
+	// (default time.Now; tests inject it).
+	Now func() time.Time
 }
 
 // Node is exechost serving an OpenClaw gateway as a node.
@@ -157,11 +160,16 @@ func New(opts Options) (*Node, error) {
 	if opts.SampleHostStats == nil {
 		opts.SampleHostStats = SampleHostStats
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if opts.Jitter == nil {
 		opts.Jitter = func(d time.Duration) time.Duration { return d + rand.N(d/4+1) }
 	}
 	return &Node{opts: opts, id: id, log: opts.Logger, active: map[string]*activeInvoke{}, runs: map[string]*runState{}}, nil
 }
+
+func (n *Node) now() time.Time { return n.opts.Now() }
 
 // DeviceID is the id OpenClaw knows this node by (hex SHA-256 of its
 // public key).
@@ -521,9 +529,7 @@ func (n *Node) finished(req host.Request, command string, run *runState, res run
 	if res.ExitCode != nil {
 		p["exitCode"] = *res.ExitCode
 	}
-	if output != "" {
-		p["output"] = output
-	}
+	p["output"] = output // OpenClaw's host sends it even when empty
 	n.event(c, bridge.EventExecFinished, p)
 }
 

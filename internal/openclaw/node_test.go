@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -518,6 +519,67 @@ func TestApprovalsGetSet(t *testing.T) {
 	}
 }
 
+// TestApprovalsTwoViews: OpenClaw's gateway gets exactly OpenClaw's
+// schema (its closed schema refuses anything else), and an edit it sends
+// back keeps every exechost-only member of the file: confine, envAllowlist,
+// an entry's sha256 pin, unknown members. A document carrying exechost-only
+// members is refused naming them, and nothing is written.
+func TestApprovalsTwoViews(t *testing.T) {
+	dir := t.TempDir()
+	const file = `{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny","envAllowlist":["GOFLAGS"],"confine":{"network":"none"}},
+		"agents":{"*":{"allowlist":[{"id":"E1","pattern":"/usr/bin/echo","sha256":"abc"},{"id":"E2","pattern":"/usr/bin/id"}]},"ci":{"confine":{"network":"loopback"},"grants":["x"]}},"future":true}`
+	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := newTestNode(t, Options{StateDir: dir})
+	var snap approvalsSnapshot
+	if get := n.approvalsGet(); !get.OK || json.Unmarshal([]byte(*get.PayloadJSON), &snap) != nil {
+		t.Fatalf("get: %+v", get)
+	}
+	for _, leak := range []string{"confine", "envAllowlist", "sha256", "grants", "future"} {
+		if strings.Contains(string(snap.File), leak) {
+			t.Errorf("OpenClaw's view has %s:\n%s", leak, snap.File)
+		}
+	}
+	// OpenClaw's edit: drop the id entry (a tightening) and the ci agent.
+	var doc map[string]any
+	if err := json.Unmarshal(snap.File, &doc); err != nil {
+		t.Fatal(err)
+	}
+	agents := doc["agents"].(map[string]any)
+	star := agents["*"].(map[string]any)
+	star["allowlist"] = star["allowlist"].([]any)[:1]
+	delete(agents, "ci")
+	edit, _ := json.Marshal(doc)
+	pj, _ := json.Marshal(map[string]any{"file": json.RawMessage(edit), "baseHash": snap.Hash})
+	ps := string(pj)
+	if r := n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &ps}); !r.OK {
+		t.Fatalf("set: %+v", r.Error)
+	}
+	f, err := approvals.NewStore(dir).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := approvals.ExechostOnly(f), []string{"defaults.envAllowlist", "defaults.confine", "agents.*.allowlist[0].sha256", "agents.ci.confine", "agents.ci.grants", "future"}; !slices.Equal(got, want) {
+		t.Errorf("exechost-only members after OpenClaw's edit: %v, want %v", got, want)
+	}
+	if a := f.Agents["*"].Allowlist; len(a) != 1 || a[0].Pattern != "/usr/bin/echo" {
+		t.Errorf("OpenClaw's edit not applied: %+v", a)
+	}
+
+	before, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json"))
+	var again approvalsSnapshot
+	_ = json.Unmarshal([]byte(*n.approvalsGet().PayloadJSON), &again)
+	pj, _ = json.Marshal(map[string]any{"file": json.RawMessage(`{"version":1,"defaults":{"security":"deny","confine":{"network":"all"}}}`), "baseHash": again.Hash})
+	ps = string(pj)
+	if r := n.approvalsSet(context.Background(), invokeRequest{ParamsJSON: &ps}); r.OK || !strings.Contains(r.Error.Message, "defaults.confine") {
+		t.Fatalf("a document with exechost-only members: %+v", r)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "exec-approvals.json")); !bytes.Equal(before, after) {
+		t.Fatal("a refused set changed the file")
+	}
+}
+
 // newTestNode is a Node that is not connected, with its device key in
 // opts.StateDir.
 func newTestNode(t *testing.T, opts Options) *Node {
@@ -673,6 +735,11 @@ func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 		{name: "missing program", params: map[string]any{"command": []string{filepath.Join(dir, "no-such-program")}, "agentId": "full", "runId": "r5"}},
 		{name: "signal", params: map[string]any{"command": []string{"/bin/sh", "-c", "kill -9 $$"}, "agentId": "full", "runId": "r6"}},
 		{name: "dangerous env", params: map[string]any{"command": []string{"echo", "x"}, "env": map[string]string{"LD_PRELOAD": "/x.so"}, "runId": "r7"}},
+		{name: "relative cwd", params: map[string]any{"command": []string{"echo", "x"}, "cwd": "rel/dir", "runId": "r8"}},
+		{name: "env under a shell wrapper", params: map[string]any{"command": []string{"/bin/sh", "-lc", `echo "$FOO|$LANG"`},
+			"env": map[string]string{"FOO": "1", "LANG": "C"}, "agentId": "full", "runId": "r9"}},
+		{name: "env with argv", params: map[string]any{"command": []string{"printenv", "FOO"}, "env": map[string]string{"FOO": "1"}, "agentId": "full", "runId": "r10"}},
+		{name: "truncated", params: map[string]any{"command": []string{"/bin/sh", "-c", "head -c 30000 /dev/zero | tr '\\0' a; echo; echo END"}, "agentId": "full", "runId": "r11"}},
 	}
 	done := make(chan struct{})
 	g := newFakeGateway(t, func(c *gwConn) {
@@ -735,7 +802,7 @@ func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 		t.Errorf("denied run's result: %v", cl.result)
 	}
 
-	for _, name := range []string{"bad cwd", "missing program", "signal"} {
+	for _, name := range []string{"bad cwd", "missing program", "signal", "relative cwd"} {
 		cl := byName[name]
 		res := payload(cl.result, "payloadJSON")
 		if cl.result["ok"] != true || res["success"] != false || res["error"] == nil || res["exitCode"] != nil {
@@ -750,12 +817,34 @@ func TestEventsAndResultsAsOpenClawSendsThem(t *testing.T) {
 		t.Errorf("bad cwd error: %v", res["error"])
 	}
 
+	if res := payload(byName["relative cwd"].result, "payloadJSON"); !strings.Contains(fmt.Sprint(res["error"]), "working directory is not an absolute path on the node host: rel/dir") {
+		t.Errorf("relative cwd error: %v", res["error"])
+	}
+
+	// OpenClaw's host reports a timeout without an error text: its exec
+	// tool would print it as one more line after "Command timed out."
 	cl = byName["timeout"]
-	if res := payload(cl.result, "payloadJSON"); res["exitCode"] != float64(124) || res["timedOut"] != true || res["success"] != false {
+	if res := payload(cl.result, "payloadJSON"); res["exitCode"] != float64(124) || res["timedOut"] != true || res["success"] != false || res["error"] != nil {
 		t.Errorf("timeout result %v", res)
 	}
-	if e := events(cl); len(e) != 1 || e[0].Payload["exitCode"] != float64(124) || e[0].Payload["timedOut"] != true {
+	if e := events(cl); len(e) != 1 || e[0].Payload["exitCode"] != float64(124) || e[0].Payload["timedOut"] != true || e[0].Payload["output"] != "" {
 		t.Errorf("timeout events %+v", e)
+	}
+
+	// Under sh -c, only locale and colour variables pass, as OpenClaw's
+	// host filters them; an argv run gets its env.
+	if res := payload(byName["env under a shell wrapper"].result, "payloadJSON"); res["stdout"] != "|C\n" {
+		t.Errorf("env under a shell wrapper: %v %v", res, byName["env under a shell wrapper"].result)
+	}
+	if res := payload(byName["env with argv"].result, "payloadJSON"); res["stdout"] != "1\n" {
+		t.Errorf("env with argv: %v", res)
+	}
+
+	// The event carries the output's last 20,000 bytes, marked as cut the
+	// way OpenClaw's host marks it.
+	if e := events(byName["truncated"]); len(e) != 1 || !strings.HasPrefix(fmt.Sprint(e[0].Payload["output"]), "... (truncated) aaa") ||
+		!strings.HasSuffix(fmt.Sprint(e[0].Payload["output"]), "\nEND") || len(fmt.Sprint(e[0].Payload["output"])) > 20_000+len("... (truncated) ") {
+		t.Errorf("truncated run's event output: %.80q… (%d bytes)", fmt.Sprint(e[0].Payload["output"]), len(fmt.Sprint(e[0].Payload["output"])))
 	}
 
 	cl = byName["dangerous env"]
@@ -975,7 +1064,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 		audit []host.AuditRecord
 		mu    sync.Mutex
 	}
-	newNode := func(t *testing.T, opts Options) *node {
+	newNodeWith := func(t *testing.T, opts Options, file string) *node {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(file), 0o600); err != nil {
 			t.Fatal(err)
@@ -994,6 +1083,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 		eng.OnEvent = nd.n.HostEvent
 		return nd
 	}
+	newNode := func(t *testing.T, opts Options) *node { return newNodeWith(t, opts, file) }
 	invoke := func(t *testing.T, call func(invokeRequest) invokeResult, params map[string]any) invokeResult {
 		t.Helper()
 		pj, _ := json.Marshal(params)
@@ -1002,9 +1092,13 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 	}
 	// prepare asks the node for a plan and returns the system.run params
 	// OpenClaw's gateway forwards after an operator approved it.
-	prepare := func(t *testing.T, nd *node, env map[string]string, decision string) map[string]any {
+	var prepared int
+	prepareCmd := func(t *testing.T, nd *node, cwd string, argv []string, raw string, env map[string]string, decision string) map[string]any {
 		t.Helper()
-		params := map[string]any{"command": []string{"/bin/sh", "-lc", "id -u"}, "rawCommand": "id -u", "cwd": nd.dir, "agentId": "main", "sessionKey": "s", "env": env}
+		params := map[string]any{"command": argv, "cwd": cwd, "agentId": "main", "sessionKey": "s", "env": env}
+		if raw != "" {
+			params["rawCommand"] = raw
+		}
 		r := invoke(t, nd.n.prepare, params)
 		if !r.OK {
 			t.Fatalf("prepare: %+v", r.Error)
@@ -1013,9 +1107,14 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 		if err := json.Unmarshal([]byte(*r.PayloadJSON), &out); err != nil {
 			t.Fatal(err)
 		}
+		prepared++
 		return map[string]any{"command": out.Plan.Argv, "rawCommand": out.Plan.CommandText, "cwd": str(out.Plan.Cwd),
-			"agentId": "main", "sessionKey": "s", "env": env, "runId": "approval-1", "systemRunPlan": out.Plan,
+			"agentId": "main", "sessionKey": "s", "env": env, "runId": fmt.Sprintf("approval-%d", prepared), "systemRunPlan": out.Plan,
 			"approved": true, "approvalDecision": decision}
+	}
+	prepare := func(t *testing.T, nd *node, env map[string]string, decision string) map[string]any {
+		t.Helper()
+		return prepareCmd(t, nd, nd.dir, []string{"/bin/sh", "-lc", "id -u"}, "id -u", env, decision)
 	}
 	run := func(t *testing.T, nd *node, params map[string]any) invokeResult {
 		t.Helper()
@@ -1047,7 +1146,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 			}
 		}
 		nd.mu.Unlock()
-		if diff := cmp.Diff([]string{"allow-once OpenClaw gateway operator (approval approval-1)"}, by); diff != "" {
+		if diff := cmp.Diff([]string{"allow-once OpenClaw gateway operator (approval " + params["runId"].(string) + ")"}, by); diff != "" {
 			t.Errorf("audited approvals (-want +got):\n%s", diff)
 		}
 		denied(t, run(t, nd, params), "execution plan mismatch")
@@ -1068,10 +1167,11 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 				p["systemRunPlan"], p["cwd"] = pl, other
 			},
 			"loose cwd": func(p map[string]any) { p["cwd"] = "/" },
-			"env":       func(p map[string]any) { p["env"] = map[string]string{"A": "2"} },
+			// LANG: a shell wrapper keeps it (shellEnv), unlike most names.
+			"env": func(p map[string]any) { p["env"] = map[string]string{"LANG": "POSIX"} },
 		} {
 			t.Run(name, func(t *testing.T) {
-				params := prepare(t, nd, map[string]string{"A": "1"}, "allow-once")
+				params := prepare(t, nd, map[string]string{"LANG": "C"}, "allow-once")
 				change(params)
 				denied(t, run(t, nd, params), "execution plan mismatch")
 			})
@@ -1091,6 +1191,124 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 			if got := strings.Contains(string(data), "/id"); got != widen {
 				t.Errorf("widen=%v: id allowlisted = %v:\n%s", widen, got, data)
 			}
+		}
+	})
+
+	stdout := func(t *testing.T, r invokeResult) string {
+		t.Helper()
+		if !r.OK {
+			t.Fatalf("approved run refused: %+v", r.Error)
+		}
+		var res runResult
+		if err := json.Unmarshal([]byte(*r.PayloadJSON), &res); err != nil {
+			t.Fatal(err)
+		}
+		if !res.Success {
+			t.Errorf("approved run failed: %+v", res)
+		}
+		return res.Stdout
+	}
+	write := func(t *testing.T, path, content string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The operator approved `sh x.sh` as it was; rewritten before the run,
+	// it is refused with OpenClaw's text and nothing runs. Control: the
+	// same approval with the file left alone runs it.
+	t.Run("a script operand changed after the approval is refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			argv []string
+			raw  string
+			full bool // security=full: the engine never asks, so only the check before the run sees it
+			good string
+			evil string
+		}{
+			{"sh under the exec tool's wrapper", []string{"/bin/sh", "-lc", "sh x.sh"}, "sh x.sh", false, "echo GOOD\n", "echo EVIL > pwned\n"},
+			{"bash with an option, argv", []string{"bash", "-e", "x.sh"}, "", false, "echo GOOD\n", "echo EVIL > pwned\n"},
+			{"python3 under security=full", []string{"/bin/sh", "-lc", "python3 -u x.sh"}, "python3 -u x.sh", true, "print('GOOD')\n", "open('pwned', 'w')\n"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				nd := newNode(t, Options{GatewayApprovals: true})
+				if tc.full {
+					nd = newNodeWith(t, Options{GatewayApprovals: true}, `{"version":1,"defaults":{"security":"full","ask":"off","askFallback":"deny"}}`)
+				}
+				work := t.TempDir() // the state directory is hidden from runs
+				script, pwned := filepath.Join(work, "x.sh"), filepath.Join(work, "pwned")
+				write(t, script, tc.good, 0o644)
+				params := prepareCmd(t, nd, work, tc.argv, tc.raw, nil, "allow-once")
+				preview := str(params["systemRunPlan"].(runPlan).CommandPreview)
+				if !strings.Contains(preview, "script "+script+" (sha256 ") {
+					t.Errorf("the plan's commandPreview does not name the bound script: %q", preview)
+				}
+				control := prepareCmd(t, nd, work, tc.argv, tc.raw, nil, "allow-once")
+				write(t, script, tc.evil, 0o644)
+				denied(t, run(t, nd, params), "SYSTEM_RUN_DENIED: approval script operand changed before execution")
+				if _, err := os.Stat(pwned); err == nil {
+					t.Fatal("the changed script ran")
+				}
+				// Control: prepared (and approved) after the change, it runs.
+				write(t, script, tc.good, 0o644)
+				if got := stdout(t, run(t, nd, control)); got != "GOOD\n" {
+					t.Errorf("unchanged script: stdout %q", got)
+				}
+			})
+		}
+	})
+
+	t.Run("an executable changed or a missing script created after the approval is refused", func(t *testing.T) {
+		nd := newNode(t, Options{GatewayApprovals: true})
+		work := t.TempDir()
+		prog := filepath.Join(work, "prog")
+		write(t, prog, "#!/bin/sh\necho v1\n", 0o755)
+		params := prepareCmd(t, nd, work, []string{prog}, "", nil, "allow-once")
+		write(t, prog, "#!/bin/sh\necho v2\n", 0o755)
+		denied(t, run(t, nd, params), "executable "+prog)
+
+		params = prepareCmd(t, nd, work, []string{"/bin/sh", "-lc", "sh later.sh"}, "sh later.sh", nil, "allow-once")
+		write(t, filepath.Join(work, "later.sh"), "echo EVIL\n", 0o644)
+		denied(t, run(t, nd, params), "script "+filepath.Join(work, "later.sh"))
+	})
+
+	// OpenClaw's node host runs each approval; exechost used to keep one
+	// plan per identical request, so the second approved run was refused.
+	t.Run("each approval is its own run, also at once", func(t *testing.T) {
+		nd := newNode(t, Options{GatewayApprovals: true})
+		first := prepare(t, nd, nil, "allow-once")
+		second := prepare(t, nd, nil, "allow-once")
+		results := make([]invokeResult, 2)
+		var wg sync.WaitGroup
+		for i, p := range []map[string]any{first, second} {
+			wg.Add(1)
+			go func() { defer wg.Done(); results[i] = run(t, nd, p) }()
+		}
+		wg.Wait()
+		for i, r := range results {
+			if got := strings.TrimSpace(stdout(t, r)); got != fmt.Sprint(os.Getuid()) {
+				t.Errorf("run %d: stdout %q", i, got)
+			}
+		}
+		// Two approvals, two runs: a third is not covered.
+		denied(t, run(t, nd, first), "execution plan mismatch")
+	})
+
+	// With the node on allowlist and ask=off, a miss is denied before any
+	// prompt: the operator's approval cannot change that, and the hint says
+	// the node's policy decides instead of "ask a human to approve".
+	t.Run("the hint names the node's policy when it denies before any prompt", func(t *testing.T) {
+		nd := newNodeWith(t, Options{GatewayApprovals: true}, strings.Replace(file, `"on-miss"`, `"off"`, 1))
+		r := run(t, nd, prepare(t, nd, nil, "allow-once"))
+		denied(t, r, "allowlist miss")
+		for _, want := range []string{"security=allowlist ask=off", "never overrides it"} {
+			if !strings.Contains(r.Error.Message, want) {
+				t.Errorf("hint lacks %q: %s", want, r.Error.Message)
+			}
+		}
+		if strings.Contains(r.Error.Message, "ask a human to approve") {
+			t.Errorf("hint still says to ask a human: %s", r.Error.Message)
 		}
 	})
 
