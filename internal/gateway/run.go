@@ -105,6 +105,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	// runs: <state>/audit.jsonl, one hash chain.
 	rec := host.OpenAudit(dir, func(err error) { log.Error("audit", "err", err) })
 	defer rec.Close()
+	// One receipt chain, signed with gateway.key, for the gateway
+	// engine's runs and the countersignatures of node runs.
+	rcpt := host.OpenReceipts(dir, state.KeyPath(dir), "gateway", func(err error) { log.Error("receipts", "err", err) })
+	defer rcpt.Close()
 	// host=sandbox: the configured backend, or none with the reason; a
 	// missing sandbox is never replaced by running on the host.
 	sb, sbErr := pick.Open(ctx, cfg.Sandbox, dir)
@@ -137,7 +141,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	gopts := Options{
 		StateDir: dir, Config: cfg, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: opts.Version,
-		Metrics: m, DrainTimeout: opts.DrainTimeout,
+		Metrics: m, DrainTimeout: opts.DrainTimeout, Receipts: rcpt,
 	}
 	if rec != nil { // a nil *Recorder must stay a nil interface
 		gopts.Audit = rec
@@ -147,7 +151,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return err
 	}
 	eng, err := host.New(host.Options{
-		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent, SweepRunTemps: true,
+		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, Receipts: rcpt, OnEvent: gw.HostEvent, SweepRunTemps: true,
 		Prompter:         prompt.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
 		Route:            approvalroute.Wrap(route, gw.Prompter()),
 		WarmInterpreters: opts.WarmInterpreters,

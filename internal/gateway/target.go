@@ -147,6 +147,7 @@ func (g *Gateway) execute(ctx context.Context, t boundTarget, x *execution) (bri
 		g.auditRun(ctx, t, x, audit.EventDecision, audit.ReasonAllowed, "host="+string(x.eff.Host)+": the sandbox is the boundary", nil)
 	}
 	res, err := t.run(ctx, x)
+	g.countersign(x, res, err)
 	if err == nil {
 		if t.boundary {
 			g.auditRun(ctx, t, x, audit.EventFinished, audit.ReasonCompleted, "", &res)

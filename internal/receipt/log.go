@@ -342,8 +342,11 @@ func Files(dir string) []string {
 	return out
 }
 
-// Close closes the file.
+// Close closes the file. A nil Log is closed.
 func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lockf == nil {
