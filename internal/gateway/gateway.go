@@ -34,6 +34,7 @@ import (
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/trace"
 )
 
 // Executor runs one command on this machine after applying its policy;
@@ -72,6 +73,9 @@ type Options struct {
 	// run it forwarded to a node (receipts.go); the gateway's engine
 	// writes its own runs' receipts to the same log.
 	Receipts *receipt.Log
+	// Tracer, when set, gives each exec an OpenTelemetry span (trace.go);
+	// nil traces nothing.
+	Tracer *trace.Tracer
 	// DrainTimeout bounds how long a stopping gateway waits for running
 	// execs (DefaultDrainTimeout when 0; negative: do not wait).
 	DrainTimeout time.Duration

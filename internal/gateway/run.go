@@ -25,6 +25,7 @@ import (
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/service"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/trace"
 )
 
 // SandboxCloseTimeout bounds closing the sandbox backend when the gateway
@@ -139,9 +140,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 		}()
 	}
+	// Exec spans over OTLP, when telemetry.otlp.endpoint or the standard
+	// OTEL_EXPORTER_OTLP_* variables say where (docs/tracing.md).
+	tracer, err := trace.New(ctx, trace.Options{Endpoint: cfg.Telemetry.OTLP.Endpoint, Version: opts.Version})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(sctx); err != nil {
+			log.Warn("flush exec spans", "err", err)
+		}
+	}()
+	if tracer != nil {
+		log.Info("tracing execs over OTLP", "endpoint", cfg.Telemetry.OTLP.Endpoint)
+	}
 	gopts := Options{
 		StateDir: dir, Config: cfg, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: opts.Version,
-		Metrics: m, DrainTimeout: opts.DrainTimeout, Receipts: rcpt,
+		Metrics: m, DrainTimeout: opts.DrainTimeout, Receipts: rcpt, Tracer: tracer,
 	}
 	if rec != nil { // a nil *Recorder must stay a nil interface
 		gopts.Audit = rec

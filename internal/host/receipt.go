@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/receipt"
 )
@@ -164,4 +165,25 @@ func (rs *receipts) jailOf(p *Prepared) *receipt.Jail {
 func shellJoin(argv []string) string {
 	data, _ := json.Marshal(argv)
 	return string(data)
+}
+
+// OpenReceipts opens stateDir's receipt log signed with the identity key
+// at keyPath (gateway.key or node.key), for an engine and, on the gateway,
+// its countersignatures: one chain per host. Like OpenAudit, an
+// unavailable log is reported through warn and returns nil; runs go on
+// without receipts rather than stopping the host.
+func OpenReceipts(stateDir, keyPath, hostName string, warn func(error)) *receipt.Log {
+	if warn == nil {
+		warn = func(error) {}
+	}
+	key, _, err := nodekey.LoadOrCreateFile(keyPath)
+	if err == nil {
+		var l *receipt.Log
+		l, err = receipt.Open(receipt.Options{Dir: stateDir, Signer: key, Host: hostName})
+		if err == nil {
+			return l
+		}
+	}
+	warn(fmt.Errorf("receipt log unavailable: %w", err))
+	return nil
 }
