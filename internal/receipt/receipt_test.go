@@ -17,7 +17,7 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
 
-func newKey(t *testing.T) *nodekey.Key {
+func newKey(t testing.TB) *nodekey.Key {
 	t.Helper()
 	k, err := nodekey.Generate()
 	if err != nil {
@@ -26,7 +26,7 @@ func newKey(t *testing.T) *nodekey.Key {
 	return k
 }
 
-func openLog(t *testing.T, dir string, k *nodekey.Key, host string, max int64) *receipt.Log {
+func openLog(t testing.TB, dir string, k *nodekey.Key, host string, max int64) *receipt.Log {
 	t.Helper()
 	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	l, err := receipt.Open(receipt.Options{Dir: dir, Signer: k, Host: host, MaxBytes: max, Keep: 1, Now: c.now})
