@@ -21,6 +21,10 @@ type ExecParams struct {
 	AgentID        string            `json:"agentId,omitempty"`
 	YieldMs        int               `json:"yieldMs,omitempty"`
 	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+	// Traceparent and Tracestate are the agent's W3C trace context: the
+	// gateway's span of this exec continues that trace (docs/tracing.md).
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // Exec statuses.

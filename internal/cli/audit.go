@@ -35,7 +35,7 @@ decision it makes itself (routing refusals, sandbox runs, pairing, relayed
 edits and answers), one JSON line each; docs/audit.md lists them. Rotated files (audit.jsonl.1 …) are read too, oldest first.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newAuditTailCmd(g), newAuditSearchCmd(g), newAuditVerifyCmd(g))
+	cmd.AddCommand(newAuditTailCmd(g), newAuditSearchCmd(g), newAuditVerifyCmd(g), newAuditExportCmd(g))
 	return cmd
 }
 
@@ -283,6 +283,7 @@ files removed from the oldest end.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	addBundleVerify(g, cmd) // BUNDLE arguments: signed receipts (audit_export.go)
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -137,6 +138,19 @@ type Approvals struct {
 	Route string `json:"route,omitempty"`
 }
 
+// Telemetry is the telemetry object (docs/tracing.md).
+type Telemetry struct {
+	OTLP OTLP `json:"otlp"`
+}
+
+// OTLP is where the gateway exports exec spans.
+type OTLP struct {
+	// Endpoint is an OTLP/HTTP URL (http://localhost:4318). Empty leaves
+	// tracing to the standard OTEL_EXPORTER_OTLP_* variables, and off
+	// when they are unset too.
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
 // Config is exechost.json.
 type Config struct {
 	Tools     Tools          `json:"tools"`
@@ -144,6 +158,7 @@ type Config struct {
 	Sandbox   sandbox.Config `json:"sandbox"`
 	Gateway   Gateway        `json:"gateway"`
 	Approvals Approvals      `json:"approvals"`
+	Telemetry Telemetry      `json:"telemetry"`
 	// Path is where the config was read from ("" for the built-in one).
 	Path string `json:"-"`
 }
@@ -277,6 +292,11 @@ func (c *Config) validate() error {
 	}
 	if err := c.Sandbox.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if ep := c.Telemetry.OTLP.Endpoint; ep != "" {
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, hint.Wrap(fmt.Errorf("telemetry.otlp.endpoint: %q is not an http(s) URL", ep), "OTLP/HTTP, e.g. \"http://localhost:4318\""))
+		}
 	}
 	switch r := strings.ToLower(strings.TrimSpace(c.Approvals.Route)); r {
 	case "", "local", "gateway", "both":

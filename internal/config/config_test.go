@@ -141,3 +141,23 @@ func agentsExec(c *Config) []Exec {
 	}
 	return out
 }
+
+// TestTelemetryEndpoint: telemetry.otlp.endpoint must be an http(s) URL;
+// the default is off.
+func TestTelemetryEndpoint(t *testing.T) {
+	c, err := Parse("t", []byte(`{"telemetry": {"otlp": {"endpoint": "http://localhost:4318"}}}`))
+	if err != nil || c.Telemetry.OTLP.Endpoint != "http://localhost:4318" {
+		t.Fatalf("valid endpoint: %+v, %v", c, err)
+	}
+	for _, bad := range []string{`"localhost:4318"`, `"ftp://x"`, `"http://"`} {
+		if _, err := Parse("t", []byte(`{"telemetry": {"otlp": {"endpoint": `+bad+`}}}`)); err == nil || !strings.Contains(err.Error(), "telemetry.otlp.endpoint") {
+			t.Errorf("endpoint %s: %v", bad, err)
+		}
+	}
+	if _, err := Parse("t", []byte(`{"telemetry": {"otlp": {"endpoit": "http://x"}}}`)); err == nil {
+		t.Error("a misspelt telemetry key was accepted")
+	}
+	if Default().Telemetry.OTLP.Endpoint != "" {
+		t.Error("tracing on by default")
+	}
+}

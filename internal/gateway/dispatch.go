@@ -80,7 +80,7 @@ var methodTable = map[string]methodRow{
 	bridge.MethodExec: {roles: clients(withParams(func(g *Gateway, ctx context.Context, p bridge.ExecParams) (any, error) {
 		g.execCalls.Add(1) // a draining gateway waits for the answer (drain.go)
 		defer g.execCalls.Add(-1)
-		return g.Exec(ctx, p)
+		return g.tracedExec(ctx, p) // trace.go
 	}))},
 	bridge.MethodExecStatus: {roles: map[string]handler{
 		// An agent sees only its own session's runs.

@@ -30,9 +30,11 @@ import (
 	"github.com/exechost/exechost/internal/metrics"
 	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/receipt"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/session"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/trace"
 )
 
 // Executor runs one command on this machine after applying its policy;
@@ -67,6 +69,13 @@ type Options struct {
 	// (audit.go); nil records nothing. The gateway's own host engine
 	// records its runs separately (host.AuditTo), normally to the same log.
 	Audit AuditRecorder
+	// Receipts, when set, receives the gateway's countersignature of each
+	// run it forwarded to a node (receipts.go); the gateway's engine
+	// writes its own runs' receipts to the same log.
+	Receipts *receipt.Log
+	// Tracer, when set, gives each exec an OpenTelemetry span (trace.go);
+	// nil traces nothing.
+	Tracer *trace.Tracer
 	// DrainTimeout bounds how long a stopping gateway waits for running
 	// execs (DefaultDrainTimeout when 0; negative: do not wait).
 	DrainTimeout time.Duration

@@ -25,6 +25,7 @@ import (
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/service"
 	"github.com/exechost/exechost/internal/state"
+	"github.com/exechost/exechost/internal/trace"
 )
 
 // SandboxCloseTimeout bounds closing the sandbox backend when the gateway
@@ -105,6 +106,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	// runs: <state>/audit.jsonl, one hash chain.
 	rec := host.OpenAudit(dir, func(err error) { log.Error("audit", "err", err) })
 	defer rec.Close()
+	// One receipt chain, signed with gateway.key, for the gateway
+	// engine's runs and the countersignatures of node runs.
+	rcpt := host.OpenReceipts(dir, state.KeyPath(dir), "gateway", func(err error) { log.Error("receipts", "err", err) })
+	defer rcpt.Close()
 	// host=sandbox: the configured backend, or none with the reason; a
 	// missing sandbox is never replaced by running on the host.
 	sb, sbErr := pick.Open(ctx, cfg.Sandbox, dir)
@@ -135,9 +140,25 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 		}()
 	}
+	// Exec spans over OTLP, when telemetry.otlp.endpoint or the standard
+	// OTEL_EXPORTER_OTLP_* variables say where (docs/tracing.md).
+	tracer, err := trace.New(ctx, trace.Options{Endpoint: cfg.Telemetry.OTLP.Endpoint, Version: opts.Version})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(sctx); err != nil {
+			log.Warn("flush exec spans", "err", err)
+		}
+	}()
+	if tracer != nil {
+		log.Info("tracing execs over OTLP", "endpoint", cfg.Telemetry.OTLP.Endpoint)
+	}
 	gopts := Options{
 		StateDir: dir, Config: cfg, Sandbox: sb, SandboxError: sbErr, Logger: log, Version: opts.Version,
-		Metrics: m, DrainTimeout: opts.DrainTimeout,
+		Metrics: m, DrainTimeout: opts.DrainTimeout, Receipts: rcpt, Tracer: tracer,
 	}
 	if rec != nil { // a nil *Recorder must stay a nil interface
 		gopts.Audit = rec
@@ -147,7 +168,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 		return err
 	}
 	eng, err := host.New(host.Options{
-		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, OnEvent: gw.HostEvent, SweepRunTemps: true,
+		StateDir: dir, Host: policy.HostGateway, NodeID: "gateway", Audit: rec, Receipts: rcpt, OnEvent: gw.HostEvent, SweepRunTemps: true,
 		Prompter:         prompt.NewFair(asksock.LocalPrompter(dir)), // one agent's flood waits its turn
 		Route:            approvalroute.Wrap(route, gw.Prompter()),
 		WarmInterpreters: opts.WarmInterpreters,

@@ -146,7 +146,9 @@ func (g *Gateway) execute(ctx context.Context, t boundTarget, x *execution) (bri
 		// Durable before the command starts.
 		g.auditRun(ctx, t, x, audit.EventDecision, audit.ReasonAllowed, "host="+string(x.eff.Host)+": the sandbox is the boundary", nil)
 	}
+	hostRun(ctx, x) // trace.go
 	res, err := t.run(ctx, x)
+	g.ranOn(ctx, x, res, err)
 	if err == nil {
 		if t.boundary {
 			g.auditRun(ctx, t, x, audit.EventFinished, audit.ReasonCompleted, "", &res)

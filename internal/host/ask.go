@@ -9,6 +9,7 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/shellcmd"
+	"github.com/exechost/exechost/internal/trace"
 )
 
 // ask obtains a human's answer (or applies askFallback) for a prepared
@@ -53,7 +54,9 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 		paths, notes := shellcmd.Recordable(p.Analysis)
 		pr.AllowAlways = &prompt.AllowAlwaysPlan{Add: paths, Skipped: notes}
 	}
+	trace.Event(ctx, trace.EventApprovalWait)
 	a, by, err := e.Prompter.Prompt(pctx, pr)
+	trace.Event(ctx, trace.EventApprovalDone, trace.AttrDecision.String(string(a)))
 	if err != nil && ctx.Err() != nil {
 		// The requester went away: its prompt was withdrawn, and nothing
 		// runs for it, whatever askFallback says.

@@ -137,6 +137,9 @@ type AuditRecord struct {
 	// Layers are the layers of the jail that held for the run
 	// (confine.Layer names; Engine.Layers).
 	Layers []string
+	// prepared is what the decision was made on, for the run's receipt
+	// (receipt.go); nil when the request was refused before analysis.
+	prepared *Prepared
 }
 
 // NewEngine returns an engine for the given state directory.
@@ -173,7 +176,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{Result: runner.Result{ExitCode: -1, Error: err.Error()}}, err
 	}
 	res := Result{ResolvedPaths: p.Analysis.Paths()}
-	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env, ResolvedSHA256: e.sha256s(p), Changed: p.Changed}
+	rec := AuditRecord{Event: "decision", Request: req, Host: e.Host, NodeID: e.NodeID, Effective: p.Effective, ResolvedPaths: res.ResolvedPaths, Env: p.Env, ResolvedSHA256: e.sha256s(p), Changed: p.Changed, prepared: p}
 	d := p.Decision
 	if d.Outcome == policy.AskHuman {
 		d, rec = e.ask(ctx, req, p, rec)

@@ -10,6 +10,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/receipt"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/state"
 )
@@ -42,6 +43,9 @@ type Options struct {
 	// Audit receives one record per decision and finished run; nil
 	// records nothing.
 	Audit *audit.Recorder
+	// Receipts receives a signed receipt per finished or refused run
+	// (receipt.go); nil writes none. Its failures go to Warn.
+	Receipts *receipt.Log
 	// CloseAudit makes Engine.Close close Audit too, for a process whose
 	// engine is the log's only user (`exechost run`, the OpenClaw node):
 	// Close then waits for the finished records' syncs. Daemons that
@@ -91,7 +95,7 @@ func New(opts Options) (*Engine, error) {
 	e := NewEngine(opts.StateDir, opts.Host, opts.NodeID)
 	e.PromptTimeout = opts.PromptTimeout
 	e.OnEvent = opts.OnEvent
-	e.OnAudit = AuditRecorder(opts.Audit)
+	e.OnAudit = both(AuditRecorder(opts.Audit), e.receiptHook(opts.Receipts, opts.Warn))
 	if opts.CloseAudit && opts.Audit != nil {
 		e.closeAudit = opts.Audit.Close
 	}

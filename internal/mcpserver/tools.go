@@ -106,13 +106,14 @@ func (s *Server) yield(ms int) time.Duration {
 	return min(time.Duration(ms)*time.Millisecond, MaxYield)
 }
 
-func (s *Server) execTool(ctx context.Context, _ *mcp.CallToolRequest, in ExecInput) (*mcp.CallToolResult, any, error) {
+func (s *Server) execTool(ctx context.Context, req *mcp.CallToolRequest, in ExecInput) (*mcp.CallToolResult, any, error) {
 	yield := s.yield(in.YieldMs)
 	p := bridge.ExecParams{
 		Command: in.Command, Host: in.Host, Security: in.Security, Ask: in.Ask, Node: in.Node,
 		Cwd: in.Cwd, Env: in.Env, TimeoutSec: in.TimeoutSec,
 		SessionKey: s.opts.SessionKey, AgentID: s.opts.AgentID, YieldMs: int(yield.Milliseconds()),
 	}
+	p.Traceparent, p.Tracestate = traceContext(req)
 	wait := yield
 	if in.TimeoutSec > 0 {
 		wait = min(wait, time.Duration(in.TimeoutSec)*time.Second)
@@ -170,4 +171,16 @@ func (s *Server) events(ctx context.Context, runID string) string {
 		return ""
 	}
 	return formatEvents(otherRuns(res.Events, runID))
+}
+
+// traceContext is the W3C trace context an MCP client put in the call's
+// _meta ("traceparent", "tracestate"), passed on so the gateway's exec
+// span continues the agent's trace (docs/tracing.md).
+func traceContext(req *mcp.CallToolRequest) (traceparent, tracestate string) {
+	if req == nil || req.Params == nil {
+		return "", ""
+	}
+	traceparent, _ = req.Params.Meta["traceparent"].(string)
+	tracestate, _ = req.Params.Meta["tracestate"].(string)
+	return traceparent, tracestate
 }

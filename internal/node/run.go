@@ -11,6 +11,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/host"
+	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/service"
@@ -103,8 +104,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	rec := host.OpenAudit(opts.StateDir, func(err error) { log.Error("audit", "err", err) })
 	defer rec.Close()
+	rcpt := host.OpenReceipts(opts.StateDir, nodekey.Path(opts.StateDir), r.NodeID(), func(err error) { log.Error("receipts", "err", err) })
+	defer rcpt.Close()
 	eng, err := host.New(host.Options{
-		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, OnEvent: r.HostEvent, SweepRunTemps: true,
+		StateDir: opts.StateDir, Host: policy.HostNode, NodeID: r.NodeID(), Audit: rec, Receipts: rcpt, OnEvent: r.HostEvent, SweepRunTemps: true,
 		Prompter:      prompt.NewFair(asksock.LocalPrompter(opts.StateDir)), // one agent's flood waits its turn
 		PromptTimeout: opts.PromptTimeout, WarmInterpreters: opts.WarmInterpreters,
 		Route: approvalroute.Wrap(route, r.GatewayPrompter()),
