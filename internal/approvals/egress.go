@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/exechost/exechost/internal/confine"
@@ -99,4 +100,20 @@ func (rc *ResolvedConfine) NetworkText() string {
 		return "none"
 	}
 	return string(rc.Network)
+}
+
+// egressAdded is every egress pattern next has that cur has not: each
+// lets a run reach a name it could not (a pattern that a wildcard of cur
+// already covers is reported too; saying more can only ask for a review).
+func egressAdded(cur, next ResolvedConfine) []string {
+	if cur.Egress == nil && cur.Network == confine.NetworkAll {
+		return nil // every name was reachable already
+	}
+	var out []string
+	for _, p := range next.Egress {
+		if !slices.Contains(cur.Egress, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

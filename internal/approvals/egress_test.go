@@ -81,3 +81,38 @@ func TestEgressListErrors(t *testing.T) {
 		t.Errorf("error without position or hint: %v", err)
 	}
 }
+
+// TestEgressWidenings: a pattern added to a run's egress list lets it
+// reach a name it could not, so a remote edit that adds one is a widening;
+// a list replacing all, or a pattern removed, is not.
+func TestEgressWidenings(t *testing.T) {
+	parse := func(src string) *File {
+		f, err := Parse("x.json", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	doc := func(network string) string {
+		return `{"version":1,"defaults":{"security":"allowlist"},"agents":{"go":{"confine":{"network":` + network + `}}}}`
+	}
+	for _, tc := range []struct {
+		name, cur, next string
+		want            []string
+	}{
+		{"a pattern added", `["github.com:443"]`, `["github.com:443","*.example.com"]`, []string{"agents.go.confine.network (absent)→*.example.com"}},
+		{"none to a list", `"none"`, `["github.com:443"]`, []string{"agents.go.confine.network (absent)→github.com:443"}},
+		{"a pattern removed", `["github.com:443","*.example.com"]`, `["github.com:443"]`, nil},
+		{"all to a list", `"all"`, `["github.com:443"]`, nil},
+		{"a list to all", `["github.com:443"]`, `"all"`, []string{"agents.go.confine.network none→all"}},
+		{"respelled the same", `["github.com:443"]`, `["GitHub.com.:443"]`, nil},
+	} {
+		var got []string
+		for _, w := range Widenings(parse(doc(tc.cur)), parse(doc(tc.next))) {
+			got = append(got, w.String())
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
