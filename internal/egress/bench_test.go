@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exechost/exechost/internal/egress"
 )
@@ -84,40 +85,52 @@ func benchProxy(b *testing.B, target string) (string, string) {
 	return ln.Addr().String(), basic("bench", l.Token())
 }
 
-// BenchmarkConnection: open a connection, one byte each way, close.
+// BenchmarkConnection: open a connection, one byte each way, close;
+// direct and through the proxy, alternately.
 func BenchmarkConnection(b *testing.B) {
 	target := benchServer(b, "echo")
 	proxyAddr, auth := benchProxy(b, target)
-	for _, via := range []struct{ name, addr string }{{"direct", ""}, {"proxy", proxyAddr}} {
-		b.Run(via.name, func(b *testing.B) {
-			for b.Loop() {
-				c, r := dialVia(b, via.addr, auth, target)
-				var one [1]byte
-				c.Write(one[:])
-				if _, err := io.ReadFull(r, one[:]); err != nil {
-					b.Fatal(err)
-				}
-				c.Close()
-			}
-		})
+	op := func(addr string) {
+		c, r := dialVia(b, addr, auth, target)
+		var one [1]byte
+		c.Write(one[:])
+		if _, err := io.ReadFull(r, one[:]); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
 	}
+	alternate(b, func() { op("") }, func() { op(proxyAddr) }, "conn")
 }
 
-// BenchmarkMiB: receive 1 MiB over a fresh connection.
+// BenchmarkMiB: receive 1 MiB over a fresh connection, direct and
+// through the proxy, alternately.
 func BenchmarkMiB(b *testing.B) {
 	target := benchServer(b, "mb")
 	proxyAddr, auth := benchProxy(b, target)
-	for _, via := range []struct{ name, addr string }{{"direct", ""}, {"proxy", proxyAddr}} {
-		b.Run(via.name, func(b *testing.B) {
-			b.SetBytes(1 << 20)
-			for b.Loop() {
-				c, r := dialVia(b, via.addr, auth, target)
-				n, err := io.Copy(io.Discard, r)
-				if err != nil || n != 1<<20 {
-					b.Fatalf("%d bytes, %v", n, err)
-				}
-				c.Close()
-			}
-		})
+	op := func(addr string) {
+		c, r := dialVia(b, addr, auth, target)
+		n, err := io.Copy(io.Discard, r)
+		if err != nil || n != 1<<20 {
+			b.Fatalf("%d bytes, %v", n, err)
+		}
+		c.Close()
 	}
+	alternate(b, func() { op("") }, func() { op(proxyAddr) }, "MiB")
+}
+
+// alternate runs direct and proxied once per iteration and reports the
+// mean of each and their difference, per unit.
+func alternate(b *testing.B, direct, proxied func(), unit string) {
+	var td, tp time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		direct()
+		t1 := time.Now()
+		proxied()
+		td, tp = td+t1.Sub(t0), tp+time.Since(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(td.Microseconds())/n, "direct-µs/"+unit)
+	b.ReportMetric(float64(tp.Microseconds())/n, "proxy-µs/"+unit)
+	b.ReportMetric(float64((tp-td).Microseconds())/n, "overhead-µs/"+unit)
 }
