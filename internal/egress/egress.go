@@ -243,8 +243,12 @@ func (p *Proxy) Attach(ln net.Listener, run Run) (*Lease, error) {
 func (l *Lease) Token() string { return l.token }
 
 // ProxyURL is the value of HTTP(S)_PROXY for a TCP lease, credentials
-// included.
+// included; "" for a unix socket lease (a client reaches that through a
+// relay the jail provides, with the same credentials).
 func (l *Lease) ProxyURL() string {
+	if l.ln.Addr().Network() != "tcp" {
+		return ""
+	}
 	return "http://" + l.run.ID + ":" + l.token + "@" + l.ln.Addr().String()
 }
 

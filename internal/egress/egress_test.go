@@ -629,3 +629,42 @@ func TestGitLsRemote(t *testing.T) {
 		t.Fatalf("record %+v", r)
 	}
 }
+
+func TestUnixSocketLease(t *testing.T) {
+	_, port := tlsServer(t, "x")
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	l, err := p.Attach(ln, egress.Run{ID: "u", Patterns: pats(t, "example.com:"+port+"/private")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ProxyURL() != "" {
+		t.Fatalf("a unix lease has a proxy URL %q", l.ProxyURL())
+	}
+	conn := func(auth string) string {
+		c, err := net.DialTimeout("unix", sock, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "CONNECT example.com:%s HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: %s\r\n\r\n", port, auth)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line
+	}
+	if got := conn(basic("u", l.Token())); !strings.Contains(got, " 200 ") {
+		t.Fatalf("CONNECT over the unix socket: %q", got)
+	}
+	if r := rec.next(t); !r.Allowed || r.RunID != "u" {
+		t.Fatalf("record %+v", r)
+	}
+	if got := conn(basic("u", "wrong")); !strings.Contains(got, " 407 ") {
+		t.Fatalf("a wrong token over the unix socket: %q", got)
+	}
+	rec.next(t)
+}
