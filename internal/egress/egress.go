@@ -140,6 +140,7 @@ type Proxy struct {
 	now         func() time.Time
 	askTimeout  time.Duration
 	dialTimeout time.Duration
+	maxPending  int
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
@@ -166,6 +167,11 @@ func WithClock(now func() time.Time) Option { return func(p *Proxy) { p.now = no
 // WithAskTimeout bounds a question (default 2 minutes).
 func WithAskTimeout(d time.Duration) Option { return func(p *Proxy) { p.askTimeout = d } }
 
+// WithMaxPending bounds the questions one run may have open at once
+// (default 4): a run that opens connections to many unlisted names gets
+// the rest refused at once instead of flooding the approvers.
+func WithMaxPending(n int) Option { return func(p *Proxy) { p.maxPending = n } }
+
 // WithDialTimeout bounds a dial to the server (default 15 seconds).
 func WithDialTimeout(d time.Duration) Option { return func(p *Proxy) { p.dialTimeout = d } }
 
@@ -176,6 +182,7 @@ func New(opts ...Option) *Proxy {
 		now:         time.Now,
 		askTimeout:  2 * time.Minute,
 		dialTimeout: 15 * time.Second,
+		maxPending:  4,
 		leases:      map[*Lease]struct{}{},
 	}
 	for _, o := range opts {
@@ -196,6 +203,7 @@ type Lease struct {
 	mu       sync.Mutex
 	run      Run
 	conns    map[net.Conn]struct{}
+	pending  int // questions open
 	closed   bool
 	closeErr error
 	once     sync.Once
@@ -420,6 +428,18 @@ func (l *Lease) ask(ctx context.Context, t Target) (Decision, string) {
 	if l.p.asker == nil {
 		return fallback("no approver")
 	}
+	l.mu.Lock()
+	if l.pending >= l.p.maxPending {
+		l.mu.Unlock()
+		return Deny, fmt.Sprintf(" (not asked: the run already has %d questions open)", l.p.maxPending)
+	}
+	l.pending++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.pending--
+		l.mu.Unlock()
+	}()
 	actx, cancel := context.WithTimeout(ctx, l.p.askTimeout)
 	defer cancel()
 	d, err := l.p.asker.AskEgress(actx, Question{RunID: l.run.ID, AgentID: l.run.Agent, Target: t})

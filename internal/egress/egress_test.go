@@ -668,3 +668,81 @@ func TestUnixSocketLease(t *testing.T) {
 	}
 	rec.next(t)
 }
+
+// TestPendingQuestionsBounded: a run cannot flood the approvers; beyond
+// its open-question bound a miss is refused without asking, and once the
+// open questions end, asking resumes.
+func TestPendingQuestionsBounded(t *testing.T) {
+	_, port := tlsServer(t, "x")
+	rec := newRecorder()
+	release := make(chan struct{})
+	a := &blockingAsker{release: release, asked: make(chan struct{}, 16)}
+	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithMaxPending(2), egress.WithAskTimeout(20*time.Second))
+	l := attach(t, p, egress.Run{ID: "r", Ask: true})
+	addr := strings.Split(l.ProxyURL(), "@")[1]
+	target := "example.com:" + port
+	results := make(chan string, 2)
+	for range 2 {
+		go func() { results <- rawConnectNoFatal(addr, target, basic("r", l.Token())) }()
+	}
+	for range 2 {
+		select {
+		case <-a.asked:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first two misses were not asked")
+		}
+	}
+	// The third is refused at once, not asked.
+	if got := rawConnect(t, addr, target, basic("r", l.Token())); !strings.Contains(got, " 403 ") {
+		t.Fatalf("third miss: %q", got)
+	}
+	if r := rec.next(t); !strings.Contains(r.Refused, "questions open") {
+		t.Fatalf("record %+v", r)
+	}
+	close(release) // both open questions are denied
+	for range 2 {
+		if got := <-results; !strings.Contains(got, " 403 ") {
+			t.Fatalf("an open question's answer: %q", got)
+		}
+		rec.next(t)
+	}
+	// The control: with the questions closed, a miss is asked again.
+	go rawConnectNoFatal(addr, target, basic("r", l.Token()))
+	select {
+	case <-a.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("asking did not resume")
+	}
+	rec.next(t)
+}
+
+// blockingAsker holds every question until release, then denies.
+type blockingAsker struct {
+	release chan struct{}
+	asked   chan struct{}
+}
+
+func (b *blockingAsker) AskEgress(ctx context.Context, _ egress.Question) (egress.Decision, error) {
+	b.asked <- struct{}{}
+	select {
+	case <-b.release:
+		return egress.Deny, nil
+	case <-ctx.Done():
+		return egress.Deny, ctx.Err()
+	}
+}
+
+func rawConnectNoFatal(proxyAddr, target, auth string) string {
+	c, err := net.DialTimeout("tcp", proxyAddr, 5*time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, auth)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err.Error()
+	}
+	return line
+}
