@@ -22,6 +22,8 @@
 //   - Every connection, allowed or refused, is given to the injected
 //     Recorder once it ends: host, port, bytes each way, the rule or
 //     approval that allowed it or why it was refused, run id, agent id.
+//     Identical refusals within FoldWindow are folded into one record and
+//     a count, so refusals cannot flood the log.
 //   - A run's identity is the listener it was given (Attach) and the
 //     token that listener demands in Proxy-Authorization: a run reaching
 //     another run's listener without that run's token is refused, and one
@@ -114,6 +116,26 @@ type Record struct {
 	// tunnelled bytes for CONNECT; the request and response as sent on the
 	// wire for plain HTTP).
 	Up, Down int64
+	// Repeats counts identical refusals folded into this record: ones
+	// that came after the previous record of the same refusal, within
+	// FoldWindow of it, and were not recorded one by one.
+	Repeats int
+}
+
+// FoldWindow is how long identical refusals of one run are folded into
+// one record; foldKeys bounds the distinct refusals folded per run (more
+// are folded together under one key).
+const (
+	FoldWindow = time.Minute
+	foldKeys   = 256
+)
+
+// fold is one refusal being folded: the record that was written, when,
+// and how many identical ones followed.
+type fold struct {
+	rec  Record
+	last time.Time
+	n    int
 }
 
 // Recorder receives every record; it must not block for long.
@@ -204,6 +226,7 @@ type Lease struct {
 	run      Run
 	conns    map[net.Conn]struct{}
 	pending  int // questions open
+	folds    map[string]*fold
 	closed   bool
 	closeErr error
 	once     sync.Once
@@ -223,7 +246,7 @@ func (p *Proxy) Attach(ln net.Listener, run Run) (*Lease, error) {
 		return nil, fmt.Errorf("egress: attach: token: %w", err)
 	}
 	run.Patterns = append([]Pattern(nil), run.Patterns...)
-	l := &Lease{p: p, ln: ln, token: hex.EncodeToString(b[:]), run: run, conns: map[net.Conn]struct{}{}}
+	l := &Lease{p: p, ln: ln, token: hex.EncodeToString(b[:]), run: run, conns: map[net.Conn]struct{}{}, folds: map[string]*fold{}}
 	l.srv = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -277,6 +300,7 @@ func (l *Lease) Close() error {
 		}
 		l.mu.Unlock()
 		l.closeErr = l.srv.Close()
+		l.flushFolds()
 		l.p.mu.Lock()
 		delete(l.p.leases, l)
 		l.p.mu.Unlock()
@@ -470,9 +494,60 @@ func (l *Lease) record(rec Record) {
 	if len(rec.Host) > 255 {
 		rec.Host = rec.Host[:255] + "…"
 	}
-	rec.Duration = l.p.now().Sub(rec.Start)
+	now := l.p.now()
+	rec.Duration = now.Sub(rec.Start)
+	if l.p.recorder == nil {
+		return
+	}
+	if !rec.Allowed && l.foldRefusal(&rec, now) {
+		return
+	}
+	l.p.recorder.RecordEgress(rec)
+}
+
+// foldRefusal reports whether rec repeats a refusal recorded less than
+// FoldWindow ago (it is then only counted); otherwise it carries the
+// count of the repeats since that record. A run refused in a loop (or a
+// stranger guessing tokens) thus cannot push older records out of a log
+// that rotates by size.
+func (l *Lease) foldRefusal(rec *Record, now time.Time) bool {
+	key := rec.Method + " " + rec.Host + " " + strconv.Itoa(rec.Port) + " " + rec.Refused + " " + rec.Error
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.folds[key]
+	if !ok && len(l.folds) >= foldKeys {
+		key = "overflow"
+		f, ok = l.folds[key]
+	}
+	if ok && now.Sub(f.last) < FoldWindow {
+		f.n++
+		return true
+	}
+	if ok {
+		rec.Repeats = f.n
+	}
+	l.folds[key] = &fold{rec: *rec, last: now}
+	return false
+}
+
+// flushFolds records the repeats not yet on the record when the lease
+// ends.
+func (l *Lease) flushFolds() {
+	l.mu.Lock()
+	var out []Record
+	for _, f := range l.folds {
+		if f.n > 0 {
+			r := f.rec
+			r.Repeats, r.Up, r.Down = f.n, 0, 0
+			out = append(out, r)
+		}
+	}
+	l.folds = map[string]*fold{}
+	l.mu.Unlock()
 	if l.p.recorder != nil {
-		l.p.recorder.RecordEgress(rec)
+		for _, r := range out {
+			l.p.recorder.RecordEgress(r)
+		}
 	}
 }
 

@@ -266,7 +266,7 @@ func TestAsk(t *testing.T) {
 	srv, port := tlsServer(t, "x")
 	rec := newRecorder()
 	a := &asker{answers: []*egress.Decision{dec(egress.AllowOnce), dec(egress.Deny), dec(egress.AllowAlways), nil}}
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithAskTimeout(300*time.Millisecond))
+	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithAskTimeout(300*time.Millisecond), egress.WithClock(stepClock()))
 	l := attach(t, p, egress.Run{ID: "r7", Agent: "main", Ask: true, Patterns: pats(t, "10.0.0.1:22")})
 	c := client(t, srv, l.ProxyURL())
 	u := "https://example.com:" + port + "/"
@@ -430,7 +430,7 @@ func basic(user, pass string) string {
 func TestOneRunCannotUseAnothersListener(t *testing.T) {
 	_, port := tlsServer(t, "x")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithClock(stepClock()))
 	target := "example.com:" + port
 	a := attach(t, p, egress.Run{ID: "a", Patterns: pats(t, target+"/private")})
 	b := attach(t, p, egress.Run{ID: "b"})
@@ -677,7 +677,7 @@ func TestPendingQuestionsBounded(t *testing.T) {
 	rec := newRecorder()
 	release := make(chan struct{})
 	a := &blockingAsker{release: release, asked: make(chan struct{}, 16)}
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithMaxPending(2), egress.WithAskTimeout(20*time.Second))
+	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithMaxPending(2), egress.WithAskTimeout(20*time.Second), egress.WithClock(stepClock()))
 	l := attach(t, p, egress.Run{ID: "r", Ask: true})
 	addr := strings.Split(l.ProxyURL(), "@")[1]
 	target := "example.com:" + port
@@ -745,4 +745,79 @@ func rawConnectNoFatal(proxyAddr, target, auth string) string {
 		return err.Error()
 	}
 	return line
+}
+
+// stepClock moves two FoldWindows per reading, so no two refusals fold.
+func stepClock() func() time.Time {
+	var mu sync.Mutex
+	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(2 * egress.FoldWindow)
+		return t
+	}
+}
+
+// manualClock is moved by the test.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestRefusalsFolded: identical refusals within FoldWindow become one
+// record and a count, so a run refused in a loop cannot flood the log;
+// the count is on the next record of that refusal or, at Close, its own.
+// The control: a different refusal is recorded at once.
+func TestRefusalsFolded(t *testing.T) {
+	rec := newRecorder()
+	clk := &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p := newProxy(t, egress.WithRecorder(rec), egress.WithClock(clk.now))
+	l := attach(t, p, egress.Run{ID: "r"})
+	addr := strings.Split(l.ProxyURL(), "@")[1]
+	auth := basic("r", l.Token())
+	refuse := func(target string) {
+		if got := rawConnect(t, addr, target, auth); !strings.Contains(got, " 403 ") {
+			t.Fatalf("%s: %q", target, got)
+		}
+	}
+	refuse("a.example:443")
+	if r := rec.next(t); r.Host != "a.example" || r.Repeats != 0 {
+		t.Fatalf("first refusal %+v", r)
+	}
+	for range 5 {
+		refuse("a.example:443")
+	}
+	refuse("b.example:443") // the control: another refusal is not folded
+	if r := rec.next(t); r.Host != "b.example" {
+		t.Fatalf("expected b.example's refusal next (a.example's repeats folded), got %+v", r)
+	}
+	clk.add(egress.FoldWindow)
+	refuse("a.example:443")
+	if r := rec.next(t); r.Host != "a.example" || r.Repeats != 5 {
+		t.Fatalf("after the window: %+v, want 5 repeats", r)
+	}
+	refuse("a.example:443")
+	refuse("a.example:443")
+	l.Close()
+	if r := rec.next(t); r.Host != "a.example" || r.Repeats != 2 {
+		t.Fatalf("at close: %+v, want 2 repeats", r)
+	}
+	select {
+	case r := <-rec.ch:
+		t.Fatalf("unexpected record %+v", r)
+	default:
+	}
 }
