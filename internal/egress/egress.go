@@ -80,11 +80,11 @@ func (d Decision) String() string {
 	return "deny"
 }
 
-// Question is what the Asker is asked: run RunID of agent AgentID wants
-// Host:Port.
+// Question is what the Asker is asked: Command, in run RunID of agent
+// AgentID, wants Target ("git in run 7f3a wants github.com:443").
 type Question struct {
-	RunID, AgentID string
-	Target         Target
+	RunID, AgentID, Command string
+	Target                  Target
 }
 
 // Asker puts a question to the approvers. It returns when ctx ends (the
@@ -146,7 +146,9 @@ type Recorder interface {
 // Run is what one run may reach.
 type Run struct {
 	ID, Agent string
-	Patterns  []Pattern
+	// Command is what the run runs, as approvers are shown it.
+	Command  string
+	Patterns []Pattern
 	// Ask puts names on no pattern to the Asker.
 	Ask bool
 	// FallbackAllow lets an unanswered question through once
@@ -466,7 +468,7 @@ func (l *Lease) ask(ctx context.Context, t Target) (Decision, string) {
 	}()
 	actx, cancel := context.WithTimeout(ctx, l.p.askTimeout)
 	defer cancel()
-	d, err := l.p.asker.AskEgress(actx, Question{RunID: l.run.ID, AgentID: l.run.Agent, Target: t})
+	d, err := l.p.asker.AskEgress(actx, Question{RunID: l.run.ID, AgentID: l.run.Agent, Command: l.run.Command, Target: t})
 	if err != nil {
 		return fallback("no answer: " + err.Error())
 	}

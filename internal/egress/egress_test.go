@@ -267,7 +267,7 @@ func TestAsk(t *testing.T) {
 	rec := newRecorder()
 	a := &asker{answers: []*egress.Decision{dec(egress.AllowOnce), dec(egress.Deny), dec(egress.AllowAlways), nil}}
 	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithAskTimeout(300*time.Millisecond), egress.WithClock(stepClock()))
-	l := attach(t, p, egress.Run{ID: "r7", Agent: "main", Ask: true, Patterns: pats(t, "10.0.0.1:22")})
+	l := attach(t, p, egress.Run{ID: "r7", Agent: "main", Command: "git fetch", Ask: true, Patterns: pats(t, "10.0.0.1:22")})
 	c := client(t, srv, l.ProxyURL())
 	u := "https://example.com:" + port + "/"
 
@@ -282,7 +282,7 @@ func TestAsk(t *testing.T) {
 		t.Fatalf("record %+v, asked %d", r, a.count())
 	}
 	q := a.asked[0]
-	if q.RunID != "r7" || q.AgentID != "main" || q.Target.Host != "example.com" || strconv.Itoa(q.Target.Port) != port {
+	if q.RunID != "r7" || q.AgentID != "main" || q.Command != "git fetch" || q.Target.Host != "example.com" || strconv.Itoa(q.Target.Port) != port {
 		t.Fatalf("question %+v", q)
 	}
 	// deny
