@@ -21,6 +21,9 @@ type Confine struct {
 	Writable []string
 	// Network is none, loopback or all.
 	Network string
+	// Egress is set instead of Network when "network" is a list of
+	// host[:port] patterns (egress.go).
+	Egress []string
 	// Unsupported is deny or warn: what a kernel that cannot confine does.
 	Unsupported string
 	// Sockets are named unix sockets (absolute or "~/…") that stay
@@ -60,6 +63,9 @@ type ResolvedConfine struct {
 	// Network and Unsupported are "" when no level sets a valid one.
 	Network     confine.Network     `json:"network,omitempty"`
 	Unsupported confine.Unsupported `json:"unsupported,omitempty"`
+	// Egress is the egress list when the network word is one (Network is
+	// then none): the names the egress proxy may reach for the run.
+	Egress []string `json:"egress,omitempty"`
 	// Sockets are the named sockets that stay reachable, "~" expanded.
 	Sockets []string `json:"sockets,omitempty"`
 	// Hidden are the secrets hidden besides the default hidden set, from
@@ -85,6 +91,7 @@ func (c *Confine) clone() *Confine {
 	}
 	d := *c
 	d.Writable = slices.Clone(c.Writable)
+	d.Egress = slices.Clone(c.Egress)
 	d.Sockets = slices.Clone(c.Sockets)
 	d.Hidden = slices.Clone(c.Hidden)
 	d.Readable = slices.Clone(c.Readable)
@@ -171,6 +178,9 @@ func (r *Resolved) resolveConfine(levels []confineLevel, home string) {
 			}
 			hiddenFrom = append(hiddenFrom, l.name)
 		}
+		if !doneN && rc.resolveEgress(r, l) {
+			doneN = true
+		}
 		if !doneN && l.c.Network != "" {
 			switch n := confine.Network(l.c.Network); n {
 			case confine.NetworkNone, confine.NetworkLoopback, confine.NetworkAll:
@@ -229,7 +239,7 @@ func (p *parser) confine(dst **Confine, where string, off int) error {
 		case "writable":
 			return p.strings(&c.Writable, where+".writable", off)
 		case "network":
-			return p.str(&c.Network, where+".network", off)
+			return p.network(c, where+".network", off)
 		case "unsupported":
 			return p.str(&c.Unsupported, where+".unsupported", off)
 		case "sockets":
@@ -299,7 +309,7 @@ func (o *objectWriter) confine(c *Confine) {
 		o.w.buf.WriteByte(']')
 	}
 	list("writable", c.Writable)
-	co.str("network", c.Network)
+	co.network(c)
 	co.str("unsupported", c.Unsupported)
 	list("sockets", c.Sockets)
 	list("hidden", c.Hidden)

@@ -207,6 +207,9 @@ func confineWidenings(cur, next *File, ids []string) []Widening {
 		if netRank(n.Network) > netRank(c.Network) {
 			add("network", string(c.Network), string(n.Network))
 		}
+		for _, p := range egressAdded(c.ResolvedConfine, n.ResolvedConfine) {
+			add("network", "", p)
+		}
 		if c.Unsupported == "deny" && n.Unsupported == "warn" {
 			add("unsupported", "deny", "warn")
 		}

@@ -436,7 +436,7 @@ func printConfine(w io.Writer, a agentView) {
 		return v
 	}
 	fmt.Fprintf(w, "  confine      writable: %s (from %s)\n", writable, c.Sources["writable"])
-	fmt.Fprintf(w, "               network: %s (from %s)\n", or(string(c.Network), "none"), c.Sources["network"])
+	fmt.Fprintf(w, "               network: %s (from %s)\n", c.NetworkText(), c.Sources["network"])
 	fmt.Fprintf(w, "               unsupported: %s (from %s)\n", or(string(c.Unsupported), "deny"), c.Sources["unsupported"])
 	list := func(l []string, def string) string {
 		if len(l) == 0 {
