@@ -320,7 +320,7 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 		t.Fatalf("join-key: %s", r)
 	}
 	offDir := newStateDir(t, "offline-node")
-	off := start(t, offDir, "node", "run", "--gateway", u.url, "--join-key", strings.TrimSpace(r.stdout), "--display-name", "offline-box")
+	off := start(t, offDir, "node", "run", "--gateway", u.url, "--join-key-file", keyFile(t, strings.TrimSpace(r.stdout)), "--display-name", "offline-box")
 	nodeState := func(state string) func() bool {
 		return func() bool {
 			r := run(t, dir, "nodes", "list", "--gateway", u.url)
