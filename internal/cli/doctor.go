@@ -304,7 +304,9 @@ func firstClause(err error) string {
 
 // shellWord quotes s for a fix line when it needs it.
 func shellWord(s string) string {
-	if strings.ContainsAny(s, " '\"$`\\") {
+	if s == "" || strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:@=+,-%", r))
+	}) >= 0 {
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	return s
