@@ -56,10 +56,18 @@ stops when its pairing is rejected or its token revoked.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			var err error
 			if f.openclaw.url != "" {
-				return g.runOpenClawNode(ctx, f)
+				err = g.runOpenClawNode(ctx, f)
+			} else {
+				err = g.runNode(ctx, f, nodeHooks{})
 			}
-			return g.runNode(ctx, f, nodeHooks{})
+			if err == nil && ctx.Err() != nil {
+				// A signal ended it: say so, as `up` does, so a terminal
+				// (or a service log) shows the node went away on purpose.
+				fmt.Fprintln(g.stderr, "exechost: node stopped (it shows as disconnected on the gateway until it runs again)")
+			}
+			return err
 		},
 	}
 	run.Flags().StringVar(&f.url, "gateway", "", "gateway `URL` (saved in node.json; default the saved one, else "+DefaultGateway+")")

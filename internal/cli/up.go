@@ -505,10 +505,18 @@ func detectTempBuild(self, cwd string) *tempBuild {
 		return nil
 	}
 	// CGO_ENABLED=0: a static binary, which the sandbox's resident agent
-	// needs (README "Install").
-	t := &tempBuild{self: self, install: "CGO_ENABLED=0 go install github.com/exechost/exechost/cmd/exechost@latest"}
-	if fi, err := os.Stat(filepath.Join(cwd, "cmd", "exechost")); err == nil && fi.IsDir() {
-		t.install = "CGO_ENABLED=0 go install ./cmd/exechost"
+	// needs (README "Install"). Nothing is published to a module proxy, so
+	// the line installs from the checkout `go run` ran in (found upwards
+	// from cwd), or says to run it in one.
+	t := &tempBuild{self: self, install: "cd YOUR-EXECHOST-CHECKOUT && CGO_ENABLED=0 go install ./cmd/exechost"}
+	for d := cwd; d != "" && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, "cmd", "exechost")); err == nil && fi.IsDir() {
+			t.install = "CGO_ENABLED=0 go install ./cmd/exechost"
+			if d != cwd {
+				t.install = "cd " + shellWord(d) + " && " + t.install
+			}
+			break
+		}
 	}
 	t.installed = filepath.Join(goBinDir(), "exechost")
 	return t
