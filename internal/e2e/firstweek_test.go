@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,58 @@ func TestNodeRunSaysStopped(t *testing.T) {
 	}
 	if !strings.Contains(n.p.Out.String(), "exechost: node stopped") {
 		t.Errorf("node run printed nothing on stop:\n%s", n.p.Out)
+	}
+}
+
+// TestBashCompletionWithoutPackage: the bash script completes commands
+// and flag values in a bash without the bash-completion package (--norc:
+// nothing sourced), with no "command not found" on any Tab. The control
+// is cobra's script alone, which needs that package's
+// _get_comp_words_by_ref.
+func TestBashCompletionWithoutPackage(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash on this machine")
+	}
+	// complete LINE… sets COMP_WORDS to the words (the last is the one
+	// being completed) and prints what __start_exechost offers.
+	const cases = `
+complete_words() {
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+    COMPREPLY=()
+    __start_exechost exechost "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}" 2>>"$ERRS"
+    echo "[$*] ${COMPREPLY[*]}"
+}
+complete_words exechost aud
+complete_words exechost exec --security ''
+complete_words exechost exec --ask ''
+complete_words exechost exec --host = s
+complete_words exechost approvals allowlist add --agent ''
+`
+	run := func(source string) (out, errs string) {
+		errFile := filepath.Join(t.TempDir(), "errs")
+		cmd := exec.Command(bash, "--norc", "--noprofile", "-c", "COLUMNS=200\n"+source+cases)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"ERRS="+errFile, "OPENCLAW_STATE_DIR="+newStateDir(t, "completion"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v\n%s", err, b)
+		}
+		e, _ := os.ReadFile(errFile)
+		return string(b), string(e)
+	}
+	out, errs := run("source <(exechost completion bash)\n")
+	if strings.Contains(out+errs, "command not found") {
+		t.Errorf("a Tab printed \"command not found\":\n%s%s", out, errs)
+	}
+	for _, want := range []string{"[exechost aud] audit", "deny", "allowlist", "full", "on-miss", "always", "[exechost exec --host = s] sandbox", "main"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("completions lack %q:\n%s", want, out)
+		}
+	}
+	// Control: cobra's script without the stand-in fails in this bash.
+	out, errs = run("source <(exechost completion bash | sed -n '/^# bash completion/,$p')\n")
+	if !strings.Contains(out+errs, "_get_comp_words_by_ref: command not found") {
+		t.Errorf("control: cobra's script alone did not fail without bash-completion:\n%s%s", out, errs)
 	}
 }
