@@ -132,10 +132,10 @@ func mustJSONString(v any) string {
 func TestRequestID(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"bbbb`: `7`,
-		`{"id":"abc","params":`:                                     `"abc"`,
-		`{"jsonrpc":"2.0","method":"x","params":{"a":"bbbb`:         `null`,
-		`{"id":{"x":1}}`: `null`,
-		`not json`:       `null`,
+		`{"id":"abc","params":`:                             `"abc"`,
+		`{"jsonrpc":"2.0","method":"x","params":{"a":"bbbb`: `null`,
+		`{"id":{"x":1}}`:                                    `null`,
+		`not json`:                                          `null`,
 	} {
 		if got := string(requestID([]byte(in))); got != want {
 			t.Errorf("requestID(%s) = %s, want %s", in, got, want)
