@@ -135,7 +135,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		return err
 	}
 	if f.asJSON {
-		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{Status: bridge.ExecCompleted, Host: "local", SystemRunResult: res.Wire()}}
+		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{Status: bridge.ExecCompleted, Host: hostLocal, SystemRunResult: res.Wire()}}
 		if err := g.printJSON(out); err != nil {
 			return err
 		}
