@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,5 +96,44 @@ complete_words exechost approvals allowlist add --agent ''
 	out, errs = run("source <(exechost completion bash | sed -n '/^# bash completion/,$p')\n")
 	if !strings.Contains(out+errs, "_get_comp_words_by_ref: command not found") {
 		t.Errorf("control: cobra's script alone did not fail without bash-completion:\n%s%s", out, errs)
+	}
+}
+
+// TestDeclinedPromptExitsAsRefusal: answering "n" at `allowlist add`'s
+// terminal prompt adds nothing and exits 2, as the refusal off a terminal
+// does (it used to exit 1). The terminal is a real one (tmux).
+func TestDeclinedPromptExitsAsRefusal(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("no tmux on this machine")
+	}
+	dir := newStateDir(t, "declined")
+	writeFile(t, filepath.Join(dir, "exec-approvals.json"), `{"version":1,"defaults":{"security":"allowlist"}}`)
+	status := filepath.Join(t.TempDir(), "status")
+	sock := filepath.Join(t.TempDir(), "tmux.sock")
+	session := "declined"
+	line := fmt.Sprintf("%s --state-dir %s approvals allowlist add /bin/sh; echo $? > %s", bin, dir, status)
+	if out, err := exec.Command(tmux, "-S", sock, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", line).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	waitFor(t, "the confirmation prompt", func() bool {
+		out, _ := exec.Command(tmux, "-S", sock, "capture-pane", "-p", "-t", session).Output()
+		return strings.Contains(string(out), "anyway? [y/N]")
+	})
+	if out, err := exec.Command(tmux, "-S", sock, "send-keys", "-t", session, "n", "Enter").CombinedOutput(); err != nil {
+		t.Fatalf("send-keys: %v\n%s", err, out)
+	}
+	var code string
+	waitFor(t, "the exit status", func() bool {
+		b, err := os.ReadFile(status)
+		code = strings.TrimSpace(string(b))
+		return err == nil && code != ""
+	})
+	if code != "2" {
+		t.Errorf("declined prompt exited %s, want 2 (as off a terminal)", code)
+	}
+	if strings.Contains(string(mustRead(t, filepath.Join(dir, "exec-approvals.json"))), "/bin/sh") {
+		t.Errorf("a declined pattern was added")
 	}
 }
