@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,7 +132,8 @@ func cmdStdoutToEnv(ts *testscript.TestScript, neg bool, args []string) {
 // command (`gateway join-key`) printed on stderr, check that the README
 // tour's `echo K | …` line is exactly that line (its placeholders K and
 // ws://GW:18789 standing for this key and gateway) followed by EXTRA, and
-// set $NAME to the README's line so that `exec sh -c $NAME` runs it: the
+// set $NAME to the README's line, and run it with sh in the background
+// (with $OPENCLAW_STATE_DIR as set then; stopped when the script ends): the
 // tour uses the printed line as printed.
 func cmdJoinLine(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 1 {
@@ -165,6 +167,28 @@ func cmdJoinLine(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("the README's node line is not the printed one plus %q:\n README:  %s\n printed: %s", args[1:], tour, printed)
 	}
 	ts.Setenv(args[0], tour)
+	// Run it in the background in its own process group: a signal to the
+	// shell alone would leave the node of its pipeline running.
+	cmd := exec.Command("sh", "-c", tour)
+	cmd.Dir = ts.Getenv("WORK")
+	for _, k := range []string{"PATH", "HOME", "OPENCLAW_STATE_DIR", "EXECHOST_GATEWAY", "EXECHOST_GATEWAY_TOKEN", "TMPDIR"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	ts.Check(cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	ts.Defer(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
 }
 
 // tourJoinPrefix starts the README tour's node line, the one `gateway
@@ -215,8 +239,8 @@ func TestReadmeTourInSync(t *testing.T) {
 		if strings.HasPrefix(line, tourJoinPrefix) {
 			// Run from the printed line by joinline, which compares it
 			// with this README line when the script runs.
-			if !slices.Contains(lines, "exec sh -c $JOIN &node&") || !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "joinline JOIN") }) {
-				t.Errorf("tour line %q: readme_tour.txtar needs `joinline JOIN …` and `exec sh -c $JOIN &node&`", line)
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "joinline JOIN") }) {
+				t.Errorf("tour line %q: readme_tour.txtar needs `joinline JOIN …`", line)
 			}
 			continue
 		}
