@@ -148,6 +148,9 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("%s.envAllowlist[%d]: %s", l.where, i, w))
 				continue
 			}
+			if w := envPrefixWarning(n); w != "" { // selfwarn.go
+				r.Warnings = append(r.Warnings, fmt.Sprintf("%s.envAllowlist[%d]: %s", l.where, i, w))
+			}
 			r.EnvAllowlist = append(r.EnvAllowlist, n)
 		}
 	}
@@ -165,6 +168,9 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 				continue
 			}
 			if w := coverWarning(e.Pattern, home, memo); w != "" {
+				r.Warnings = append(r.Warnings, where+": "+w)
+			}
+			if w := selfWritableWarning(e.Pattern, home, r.Confine); w != "" { // selfwarn.go
 				r.Warnings = append(r.Warnings, where+": "+w)
 			}
 			for _, w := range nearMissWarnings(e.Pattern, home, dirs) {

@@ -91,7 +91,17 @@ func nodeSuffix(node string) string {
 	if node == "" {
 		return ""
 	}
-	return " (node " + textsafe.Line(node) + ")"
+	return " (node " + textsafe.Line(NodeLabel(node)) + ")"
+}
+
+// NodeLabel is how a prompt shows the node it came from: a key-derived id
+// (64 hex digits, unreadable) by its first 8, which `--node` still
+// selects; a name as it is.
+func NodeLabel(id string) string {
+	if len(id) == 64 && strings.Trim(id, "0123456789abcdef") == "" {
+		return id[:8] + "…"
+	}
+	return id
 }
 
 // Countdown formats the time left until t, rounded to seconds; "expired"

@@ -102,3 +102,17 @@ var sampleRequest = prompt.Request{
 	Security: "allowlist", Ask: "on-miss", AgentID: "main", SessionKey: "s1",
 	ResolvedPaths: []string{"/usr/bin/ls"}, Allowlisted: []bool{false}, Reason: "allowlist-miss",
 }
+
+// TestNodeLabel: a prompt names a key-derived node id by its first 8
+// digits (which --node selects), never all 64; a name stays whole.
+func TestNodeLabel(t *testing.T) {
+	id := strings.Repeat("3f2a9c01", 8)
+	for in, want := range map[string]string{id: "3f2a9c01…", "build-box": "build-box", "": ""} {
+		if got := NodeLabel(in); got != want {
+			t.Errorf("NodeLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := nodeSuffix(id); got != " (node 3f2a9c01…)" {
+		t.Errorf("nodeSuffix = %q", got)
+	}
+}

@@ -1,6 +1,7 @@
 package asksock
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -135,5 +136,9 @@ func probe(path string) (pid int, live bool) {
 	if p, err := peerOf(c); err == nil {
 		pid = p.pid
 	}
+	// Read the hello before closing: closing with it unread resets the
+	// connection, which the running approver prints as an error.
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = bufio.NewReader(c).ReadString('\n')
 	return pid, true
 }

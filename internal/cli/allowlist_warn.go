@@ -100,7 +100,9 @@ func (g *globals) confirmAllowlist(in io.Reader, pattern string, warnings []stri
 	fmt.Fprintf(g.stderr, "add %s anyway? [y/N] ", pattern)
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-		return fmt.Errorf("not added: %s", pattern)
+		// The same outcome, and exit status (2), as off a terminal: the
+		// addition was not confirmed.
+		return usageHint("allowlist the exact programs instead, or pass --yes to add it anyway", "not added: %s was not confirmed", pattern)
 	}
 	return nil
 }

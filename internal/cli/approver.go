@@ -14,6 +14,7 @@ import (
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/approverui/tui"
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
@@ -74,7 +75,13 @@ XDG_RUNTIME_DIR (see docs/approver-exec-host.md).`,
 			if useTUI && decision != "" {
 				return usagef("--tui and --auto-decide exclude each other")
 			}
-			return runApproverWith(cmd.Context(), g, cmd.InOrStdin(), webAddr, useTUI, decision, execHost)
+			err := runApproverWith(cmd.Context(), g, cmd.InOrStdin(), webAddr, useTUI, decision, execHost)
+			if errors.Is(err, asksock.ErrAlreadyRunning) {
+				// The common case is `exechost up`, which runs one: its
+				// prompts are in its terminal and web page already.
+				err = hint.Wrap(err, "if it is `exechost up`'s approver, answer there (its terminal or web page), or restart it as `exechost up --no-approver` and run this approver beside it; otherwise stop the other approver, or use another --state-dir")
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&webAddr, "web", "", "also serve the web UI on this loopback address (e.g. 127.0.0.1:0)")

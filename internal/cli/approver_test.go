@@ -16,6 +16,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/asksock"
+	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testproc"
@@ -141,6 +142,9 @@ func TestApproverNotStolen(t *testing.T) {
 	err := root.Execute()
 	if !errors.Is(err, asksock.ErrAlreadyRunning) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) {
 		t.Fatalf("second approver: %v, want ErrAlreadyRunning naming pid %d", err, os.Getpid())
+	}
+	if !strings.Contains(hint.Of(err), "exechost up --no-approver") {
+		t.Errorf("second approver's hint %q does not mention up --no-approver", hint.Of(err))
 	}
 	if a, _, err := ra.client.Prompt(t.Context(), cliRequest); err != nil || a != policy.Reject {
 		t.Fatalf("first approver after the attempt: %q, %v", a, err)

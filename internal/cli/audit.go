@@ -319,7 +319,7 @@ func formatRecord(r audit.Record) string {
 	fmt.Fprintf(&b, "  %-8s %-5s", r.Event, orDash(r.Decision))
 	host := orDash(r.Host)
 	if r.NodeID != "" {
-		host += "/" + r.NodeID
+		host += "/" + NodeLabel("", r.NodeID) // 8 digits of a key's id: --node takes them
 	}
 	fmt.Fprintf(&b, " %s", textsafe.Line(host))
 	for _, kv := range [][2]string{{"action", r.Action}, {"actor", r.Actor}, {"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}, {"backend", r.Backend}} {

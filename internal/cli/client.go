@@ -207,14 +207,16 @@ func localURL(url string) string {
 // putting it in argv, where every user's ps reads it.
 const EnvJoinKey = "EXECHOST_JOIN_KEY"
 
-// secretArg returns a secret from, in order: a deprecated flag value
-// (with a warning: argv is world-readable), a file ("-" reads stdin), or
-// an environment variable. Surrounding white space is trimmed.
+// secretArg returns a secret from a file ("-" reads stdin) or an
+// environment variable, surrounding white space trimmed. flagVal is the
+// removed secret-in-argv flag (--join-key, --openclaw-token): argv is
+// world-readable in /proc/PID/cmdline, so a value there is refused with
+// what to use instead, before the secret is used anywhere.
 func (g *globals) secretArg(what, flagVal, flagName, file, env string) (string, error) {
 	switch {
 	case flagVal != "":
-		fmt.Fprintf(g.stderr, "warning: %s is deprecated: the %s shows in the process list to every user (hint: use %s-file FILE, %s-file - for stdin, or $%s)\n", flagName, what, flagName, flagName, env)
-		return flagVal, nil
+		return "", usageHint(fmt.Sprintf("put it in a file and pass %[1]s-file FILE, pipe it with `echo KEY | … %[1]s-file -` (echo is a shell builtin, never in ps), or set $%[2]s", flagName, env),
+			"%s was removed: the %s would show in the process list to every user", flagName, what)
 	case file == "-":
 		b, err := io.ReadAll(io.LimitReader(os.Stdin, 4096))
 		if err != nil {

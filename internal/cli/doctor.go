@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -204,6 +205,18 @@ func (g *globals) checkGateway(ctx context.Context, dir, url string) (gw, skew f
 				Fix:    "synchronise both clocks (e.g. `timedatectl set-ntp true` on each machine)"}
 		}
 	}
+	// This directory's own credentials first: a token file it refuses to
+	// read (mode 0644, another owner) is a local fix, not a stranger's
+	// gateway.
+	// (A missing token file is not that: the gateway at url may be
+	// another directory's, which the probe below tells.)
+	if _, err := g.clientAuth(); err != nil && (g.credential != "" || os.Getenv(client.EnvCredential) != "" || fileExists(state.TokenPath(dir))) {
+		gw.Status, gw.Detail, gw.Fix = findingProblem, "this state directory's gateway credentials cannot be used: "+withoutHint(err), hint.Of(err)
+		if gw.Fix == "" {
+			gw.Fix = "see the detail; `exechost up` writes them with this state directory"
+		}
+		return gw, skew
+	}
 	short := *g
 	short.connectTimeout = doctorDialTimeout
 	c, err := short.dialGateway(ctx, url, bridge.RoleOperator)
@@ -214,7 +227,9 @@ func (g *globals) checkGateway(ctx context.Context, dir, url string) (gw, skew f
 	}
 	switch {
 	case p.refused || (ExitCode(err) == ExitUnavailable && !p.challenge):
-		gw.Status, gw.Detail = findingWarn, fmt.Sprintf("no gateway answers at %s: exec, nodes and MCP need one (run needs none)", url)
+		// A problem (exit 1), as the README promises: exec, nodes and MCP
+		// all fail without it.
+		gw.Status, gw.Detail = findingProblem, fmt.Sprintf("no gateway answers at %s: exec, nodes and MCP need one (run needs none)", url)
 		gw.Fix = "exechost up   (or exechost gateway; --gateway sets the URL)"
 	case p.challenge:
 		gw.Status = findingProblem
@@ -277,7 +292,17 @@ func checkApprover(dir string) finding {
 	c, err := net.DialTimeout("unix", sock, doctorDialTimeout)
 	switch {
 	case err == nil:
+		// Read its hello before closing: closing with the hello unread
+		// resets the connection, which the approver prints in up's
+		// terminal ("connection reset by peer") on every doctor run.
+		_ = c.SetReadDeadline(time.Now().Add(doctorDialTimeout))
+		line, rerr := bufio.NewReader(c).ReadString('\n')
 		c.Close()
+		if rerr != nil || !strings.Contains(line, `"hello"`) {
+			f.Status, f.Detail = findingProblem, fmt.Sprintf("something listens on %s but does not greet as an approver (%v)", sock, rerr)
+			f.Fix = "stop what listens there, then exechost approver"
+			return f
+		}
 		f.Status, f.Detail = findingOK, "an approver listens on "+sock
 	case errors.Is(err, fs.ErrNotExist):
 		f.Status, f.Detail = findingWarn, "no approver: a command that needs a human's answer gets askFallback at once ("+sock+" does not exist)"
@@ -329,9 +354,28 @@ func firstClause(err error) string {
 	return strings.TrimSpace(strings.ReplaceAll(err.Error(), "\n", " "))
 }
 
+// withoutHint is err's one-line text without its hint, which a finding
+// shows as its fix.
+func withoutHint(err error) string {
+	s := firstClause(err)
+	if h := hint.Of(err); h != "" {
+		s = strings.Replace(s, " (hint: "+h+")", "", 1)
+	}
+	return s
+}
+
+// fileExists reports whether path names something (a broken symlink
+// counts: it is there to be fixed).
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
 // shellWord quotes s for a fix line when it needs it.
 func shellWord(s string) string {
-	if strings.ContainsAny(s, " '\"$`\\") {
+	if s == "" || strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:@=+,-%", r))
+	}) >= 0 {
 		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 	}
 	return s

@@ -128,7 +128,7 @@ func (g *globals) runGateway(ctx context.Context, cfgPath, listen string, lf log
 }
 
 func newJoinKeyCmd(g *globals) *cobra.Command {
-	var url string
+	var url, name string
 	var ttl time.Duration
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -147,19 +147,30 @@ func newJoinKeyCmd(g *globals) *cobra.Command {
 				return g.printJSON(res)
 			}
 			fmt.Fprintln(g.stdout, res.Key)
-			// echo is a shell builtin: the key never shows in ps.
-			fmt.Fprintf(g.stderr, "one-time join key, valid until %s; on the node run:\n  echo %s | exechost node run --gateway %s --join-key-file -",
-				time.UnixMilli(res.ExpiresAt).Format(time.DateTime), res.Key, url)
-			if res.Fingerprint != "" {
-				fmt.Fprintf(g.stderr, " --tls-fingerprint %s", res.Fingerprint)
-			}
-			fmt.Fprintln(g.stderr)
-			g.pairingNote()
+			fmt.Fprintf(g.stderr, "one-time join key, valid until %s; on the node run:\n  %s\n",
+				time.UnixMilli(res.ExpiresAt).Format(time.DateTime), joinLine(res, url, name))
+			g.pairingNote(cmd.Context(), url)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&url, "gateway", DefaultGateway, "gateway URL")
 	cmd.Flags().DurationVar(&ttl, "ttl", gateway.DefaultJoinKeyTTL, "how long the key stays valid")
+	cmd.Flags().StringVar(&name, "display-name", "", "the `NAME` the printed node line gives the node, which `--node NAME` then reaches (default: the node's host name)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// joinLine is the command the node runs to pair with a join key, usable
+// as printed: the key reaches it through echo, a shell builtin, so it
+// never shows in ps; without a name the node takes its host name, which
+// the line spells out so that the name to pass as --node is visible.
+func joinLine(res bridge.JoinKeyResult, url, name string) string {
+	line := fmt.Sprintf("echo %s | exechost node run --gateway %s --join-key-file -", res.Key, url)
+	if res.Fingerprint != "" {
+		line += " --tls-fingerprint " + res.Fingerprint
+	}
+	if name == "" {
+		return line + ` --display-name "$(hostname)"`
+	}
+	return line + " --display-name " + shellWord(name)
 }

@@ -6,7 +6,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/exechost/exechost/internal/client"
@@ -63,7 +62,8 @@ Logs go to stderr; stdout carries only the MCP stream.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log.Info("mcp server on stdio", "gateway", url, "session", sess, "agent", agent)
-			return srv.Run(ctx, &mcp.StdioTransport{})
+			// An over-long request is answered, not fatal to the session.
+			return srv.Run(ctx, mcpserver.GuardedStdio(os.Stdin, os.Stdout, mcpserver.MaxRequestLine))
 		},
 	}
 	cmd.Flags().StringVar(&url, "gateway", DefaultGateway, "gateway URL")

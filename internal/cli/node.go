@@ -48,22 +48,34 @@ displayName, gateway URL and pinned TLS fingerprint) lives in
 <state>/node.json (0600).
 
 A new node waits as pending until ` + "`exechost nodes approve ID`" + ` on the gateway,
-or pairs at once with --join-key from ` + "`exechost gateway join-key`" + `.
+or pairs at once with the key from ` + "`exechost gateway join-key`" + `
+(--join-key-file FILE, - for stdin, or $EXECHOST_JOIN_KEY).
 The runner reconnects with jittered backoff when the gateway restarts; it
 stops when its pairing is rejected or its token revoked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			var err error
 			if f.openclaw.url != "" {
-				return g.runOpenClawNode(ctx, f)
+				err = g.runOpenClawNode(ctx, f)
+			} else {
+				err = g.runNode(ctx, f, nodeHooks{})
 			}
-			return g.runNode(ctx, f, nodeHooks{})
+			if err == nil && ctx.Err() != nil {
+				// A signal ended it: say so, as `up` does, so a terminal
+				// (or a service log) shows the node went away on purpose.
+				fmt.Fprintln(g.stderr, "exechost: node stopped (it shows as disconnected on the gateway until it runs again)")
+			}
+			return err
 		},
 	}
 	run.Flags().StringVar(&f.url, "gateway", "", "gateway `URL` (saved in node.json; default the saved one, else "+DefaultGateway+")")
 	run.Flags().StringVar(&f.displayName, "display-name", "", "`NAME` shown in \"exechost nodes list\" (default the host name)")
-	run.Flags().StringVar(&f.joinKey, "join-key", "", "deprecated: the key shows in ps; use --join-key-file or $"+EnvJoinKey)
+	// Removed (argv is public): kept hidden so its use gets the fix, not
+	// "unknown flag".
+	run.Flags().StringVar(&f.joinKey, "join-key", "", "removed: use --join-key-file or $"+EnvJoinKey)
+	_ = run.Flags().MarkHidden("join-key")
 	run.Flags().StringVar(&f.joinKeyFile, "join-key-file", "", "read the one-time join key from \"exechost gateway join-key\" from `FILE` (\"-\": stdin) for headless pairing (default $"+EnvJoinKey+")")
 	run.Flags().StringVar(&f.gatewayKey, "gateway-key", "", "pin the gateway's identity `KEY` (its log and `exechost up` print it); default: pinned at first contact")
 	run.Flags().StringVar(&f.fingerprint, "tls-fingerprint", "", "expected SHA-256 fingerprint of a wss:// gateway's certificate")

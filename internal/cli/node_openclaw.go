@@ -22,7 +22,8 @@ type openclawFlags struct {
 
 func (f *openclawFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "openclaw", "", "serve an OpenClaw gateway (protocol v4) at this URL, e.g. ws://127.0.0.1:18789, instead of an exechost gateway")
-	cmd.Flags().StringVar(&f.token, "openclaw-token", "", "deprecated: the token shows in ps; use --openclaw-token-file or $OPENCLAW_GATEWAY_TOKEN")
+	cmd.Flags().StringVar(&f.token, "openclaw-token", "", "removed: use --openclaw-token-file or $OPENCLAW_GATEWAY_TOKEN")
+	_ = cmd.Flags().MarkHidden("openclaw-token") // removed (argv is public): its use gets the fix
 	cmd.Flags().StringVar(&f.tokenFile, "openclaw-token-file", "", "read the OpenClaw gateway's shared token from `FILE` (\"-\": stdin; default $OPENCLAW_GATEWAY_TOKEN, else the device token saved at pairing)")
 	cmd.Flags().StringVar(&f.instanceID, "openclaw-instance-id", "", "client instance id shown by OpenClaw (default the host name)")
 }
@@ -32,6 +33,10 @@ func (f *openclawFlags) add(cmd *cobra.Command) {
 func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	if f.url != "" || f.joinKey != "" || f.joinKeyFile != "" || f.fingerprint != "" || f.execHost != "local" {
 		return usagef("--openclaw cannot be combined with --gateway, --join-key, --tls-fingerprint or --exec-host")
+	}
+	if f.openclaw.token != "" { // refused before anything is created
+		_, err := g.secretArg("OpenClaw token", f.openclaw.token, "--openclaw-token", "", "OPENCLAW_GATEWAY_TOKEN")
+		return err
 	}
 	log, err := f.log.logger(g)
 	if err != nil {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,6 +24,35 @@ func TestOpenClawFlagConflicts(t *testing.T) {
 		var ue usageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--openclaw") {
 			t.Errorf("%v: want a usage error naming --openclaw, got %v", args, err)
+		}
+	}
+}
+
+// TestSecretFlagsRemoved: --join-key and --openclaw-token put a secret in
+// argv, which every user reads in /proc/PID/cmdline. They are refused as
+// a usage error naming what to use instead, before the state directory
+// is created or anything dialled.
+func TestSecretFlagsRemoved(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"node", "run", "--gateway", "ws://127.0.0.1:1", "--join-key", "k"}, []string{"--join-key was removed", "--join-key-file FILE", "$EXECHOST_JOIN_KEY"}},
+		{[]string{"node", "run", "--openclaw", "ws://127.0.0.1:1", "--openclaw-token", "t"}, []string{"--openclaw-token was removed", "--openclaw-token-file FILE", "$OPENCLAW_GATEWAY_TOKEN"}},
+	} {
+		dir := filepath.Join(t.TempDir(), "state")
+		_, _, err := execCLI(t, append([]string{"--state-dir", dir}, c.args...)...)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Fatalf("%v: want a usage error, got %v", c.args, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not say %q", c.args, err, w)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "node.json")); err == nil {
+			t.Errorf("%v: node.json was written before the refusal", c.args)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -65,7 +66,7 @@ func newNodesCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(g.stdout, "%s %s\n", verb, name)
 				if method == bridge.MethodNodesApprove {
-					g.pairingNote()
+					g.pairingNote(c.Context(), url)
 				}
 				return nil
 			},
@@ -132,7 +133,7 @@ func trunc(s string, n int) string {
 // that names no node: with several nodes paired it needs a node, unless
 // exechost.json (this state directory's, which is the gateway's when it
 // runs here) names a default node or a binding.
-func (g *globals) pairingNote() {
+func (g *globals) pairingNote(ctx context.Context, url string) {
 	dir, err := g.dir()
 	if err != nil {
 		return
@@ -144,10 +145,40 @@ func (g *globals) pairingNote() {
 	}
 	switch {
 	case cfg.Tools.Exec.Node != "":
-		fmt.Fprintf(g.stderr, "note: agents stay bound to node %s by tools.exec.node in %s; a request for another node is denied until that binding changes\n", cfg.Tools.Exec.Node, path)
+		fmt.Fprintf(g.stderr, "note: agents stay bound to node %s by tools.exec.node in %s; a request for another node is denied until that binding changes\n", g.nodeLabel(ctx, url, cfg.Tools.Exec.Node), path)
 	case cfg.Tools.Exec.DefaultNode != "":
-		fmt.Fprintf(g.stderr, "note: an exec without --node keeps going to node %s (tools.exec.defaultNode in %s); reach the new node with --node NAME\n", cfg.Tools.Exec.DefaultNode, path)
+		fmt.Fprintf(g.stderr, "note: an exec without --node keeps going to node %s (tools.exec.defaultNode in %s); reach the new node with --node NAME\n", g.nodeLabel(ctx, url, cfg.Tools.Exec.DefaultNode), path)
 	default:
 		fmt.Fprintf(g.stderr, "note: with more than one node paired, an exec without --node fails with NODE_REQUIRED: pass --node NAME, or set tools.exec.defaultNode in %s\n", path)
 	}
+}
+
+// nodeLabel names a node for a person: "NAME (3f2a9c01…)" when the
+// gateway at url knows q (an id or name) by a display name, else q with a
+// 64-hex id shortened. A gateway that does not answer costs nothing but
+// the name.
+func (g *globals) nodeLabel(ctx context.Context, url, q string) string {
+	var res bridge.NodesResult
+	if err := g.call(ctx, url, bridge.MethodNodesList, nil, &res); err == nil {
+		for _, n := range res.Nodes {
+			if n.NodeID == q || n.DisplayName == q {
+				return NodeLabel(n.DisplayName, n.NodeID)
+			}
+		}
+	}
+	return NodeLabel("", q)
+}
+
+// NodeLabel is how a person reads a node: its display name with the
+// first 8 characters of its id, or the shortened id alone. Ids of 64 hex
+// digits are keys' hashes: nobody reads or types them.
+func NodeLabel(name, id string) string {
+	short := id
+	if len(id) > 12 {
+		short = id[:8] + "…"
+	}
+	if name == "" || name == id {
+		return short
+	}
+	return fmt.Sprintf("%s (%s)", name, short)
 }

@@ -130,6 +130,7 @@ func newRoot(stdout, stderr io.Writer, args []string, tune ...func(*globals)) *c
 	})
 	typeUsageErrors(root)
 	applyGatewayEnv(root)
+	addValueCompletions(g, root)
 	return root
 }
 

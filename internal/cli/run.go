@@ -118,7 +118,15 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 			s := approvals.NewStore(dir)
 			h.Path = s.Path
 			h.File, _ = s.Load()
+			if d.Reason == explain.ReasonDisabled && req.Security == policy.SecurityDeny {
+				// This very command line asked for deny; explain's hint
+				// for a requested deny is about the gateway's config.
+				d.Hint = "this run asked for it with --security deny: run it without --security (this machine's exec-approvals.json then decides) or with --security allowlist"
+			}
 			explain.Complete(&d, h, text)
+			if d.Policy != nil && d.Policy.Level == "request" {
+				d.Policy.Level = "--security on this command line"
+			}
 			if f.asJSON {
 				return withCode(ExitDenied, &bridge.Error{Code: bridge.CodeDenied, Message: err.Error(), Denial: &d})
 			}
@@ -127,7 +135,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 		return err
 	}
 	if f.asJSON {
-		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{Status: bridge.ExecCompleted, Host: "local", SystemRunResult: res.Wire()}}
+		out := resultJSON{OK: true, ExecResult: bridge.ExecResult{Status: bridge.ExecCompleted, Host: hostLocal, SystemRunResult: res.Wire()}}
 		if err := g.printJSON(out); err != nil {
 			return err
 		}

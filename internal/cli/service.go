@@ -59,7 +59,7 @@ privilege gain (setuid programs such as sudo do not elevate).` + map[string]stri
 			service.KindNode: `
 
 Never put a join key on a service's command line (units are world-readable):
-pair once with 'exechost node run --join-key K' (or approve the pending node
+pair once with 'echo K | exechost node run --join-key-file -' (or approve the pending node
 on the gateway), then install.`,
 			service.KindGateway: "",
 		}[kind],

@@ -23,6 +23,7 @@ import (
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/gateway"
 	"github.com/exechost/exechost/internal/hint"
+	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/nodekey"
 	"github.com/exechost/exechost/internal/policy"
@@ -510,10 +511,18 @@ func detectTempBuild(self, cwd string) *tempBuild {
 		return nil
 	}
 	// CGO_ENABLED=0: a static binary, which the sandbox's resident agent
-	// needs (README "Install").
-	t := &tempBuild{self: self, install: "CGO_ENABLED=0 go install github.com/exechost/exechost/cmd/exechost@latest"}
-	if fi, err := os.Stat(filepath.Join(cwd, "cmd", "exechost")); err == nil && fi.IsDir() {
-		t.install = "CGO_ENABLED=0 go install ./cmd/exechost"
+	// needs (README "Install"). Nothing is published to a module proxy, so
+	// the line installs from the checkout `go run` ran in (found upwards
+	// from cwd), or says to run it in one.
+	t := &tempBuild{self: self, install: "cd YOUR-EXECHOST-CHECKOUT && CGO_ENABLED=0 go install ./cmd/exechost"}
+	for d := cwd; d != "" && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, "cmd", "exechost")); err == nil && fi.IsDir() {
+			t.install = "CGO_ENABLED=0 go install ./cmd/exechost"
+			if d != cwd {
+				t.install = "cd " + shellWord(d) + " && " + t.install
+			}
+			break
+		}
 	}
 	t.installed = filepath.Join(goBinDir(), "exechost")
 	return t
@@ -557,7 +566,11 @@ func printUpNext(g *globals, s upSummary) {
 	w := g.stdout
 	fmt.Fprintf(w, "exechost is up (Ctrl-C stops everything)\n")
 	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", s.url, state.TokenPath(s.dir))
-	fmt.Fprintf(w, "  node      %s   (connected, this machine)\n", s.nodeID)
+	name := ""
+	if id, err := node.LoadIdentity(s.dir); err == nil {
+		name = id.DisplayName
+	}
+	fmt.Fprintf(w, "  node      %s   (connected, this machine)\n", NodeLabel(name, s.nodeID))
 	if !s.noApprover {
 		fmt.Fprintf(w, "  approver  %s   (prompts also appear here; answer \"ID allow-once\")\n", s.approverURL)
 	}
@@ -575,16 +588,26 @@ func printUpNext(g *globals, s upSummary) {
 	case upConfigNoDef:
 		fmt.Fprintf(w, "  config    %s (kept as it is; it names no default node: once a second node is paired, exec needs --node, or set tools.exec.defaultNode)\n", cfgPath)
 	}
-	cmd := shellWord(s.exe) + " --state-dir " + s.dir
-	fmt.Fprintf(w, "\nNext, in another terminal:\n")
-	how, add := "asks the approver, then runs on the node", "never ask for it again"
-	if s.noApprover {
-		// Nobody is asked: askFallback (deny in up's defaults) decides.
-		how, add = "denied until allowlisted (askFallback decides)", "then it runs"
+	// Flags only where a fresh terminal's defaults (no environment
+	// variables) differ.
+	cmd, gw := shellWord(s.exe), ""
+	if home, err := os.UserHomeDir(); err != nil || filepath.Join(home, ".openclaw") != s.dir {
+		cmd += " --state-dir " + shellWord(s.dir)
 	}
-	fmt.Fprintf(w, "  %s exec --gateway %s 'uname -a'   # %s\n", cmd, s.url, how)
-	fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # %s\n", cmd, add)
-	fmt.Fprintf(w, "  %s nodes list --gateway %s\n", cmd, s.url)
+	if s.url != DefaultGateway {
+		gw = " --gateway " + s.url
+	}
+	fmt.Fprintf(w, "\nNext, in another terminal:\n")
+	how, allowed := upNextHow(s.dir, s.noApprover)
+	fmt.Fprintf(w, "  %s exec%s 'uname -a'   # %s\n", cmd, gw, how)
+	if !allowed {
+		add := "never ask for it again"
+		if s.noApprover {
+			add = "then it runs"
+		}
+		fmt.Fprintf(w, "  %s approvals allowlist add /usr/bin/uname   # %s\n", cmd, add)
+	}
+	fmt.Fprintf(w, "  %s nodes list%s\n", cmd, gw)
 	fmt.Fprintf(w, "  %s approvals get\n", cmd)
 	fmt.Fprintf(w, "MCP clients: {\"command\": %q, \"args\": [\"--credential\", %q, \"mcp\", \"--gateway\", %q, \"--agent\", \"main\"]}\n", s.exe, s.mcpCredential, s.url)
 	if s.tmp {
@@ -592,5 +615,30 @@ func printUpNext(g *globals, s upSummary) {
 	}
 	if s.exe != "exechost" && !s.tmp {
 		fmt.Fprintf(w, "(exechost is not on PATH; install it with `CGO_ENABLED=0 go install ./cmd/exechost` from the checkout and make sure $(go env GOPATH)/bin is on PATH)\n")
+	}
+}
+
+// upNextHow says what `exec 'uname -a'` will do, from what the gateway's
+// config routes it to and this node's own policy decides for the default
+// agent, and whether it is allowed without asking.
+func upNextHow(dir string, noApprover bool) (how string, allowed bool) {
+	if cfg, err := config.Load(filepath.Join(dir, state.ConfigFile), true); err == nil && cfg.Tools.Exec.Host == string(policy.HostSandbox) {
+		return "runs in the sandbox (tools.exec.host=sandbox in exechost.json)", true
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = dir
+	}
+	p, err := host.NewEngine(dir, policy.HostNode, "local").Prepare(host.Request{RawCommand: "uname -a", Cwd: home, AgentID: defaultAgent})
+	if err != nil {
+		return "the node's policy decides (see `exechost approvals check 'uname -a'`)", false
+	}
+	switch {
+	case p.Decision.Outcome == policy.Allow:
+		return "allowed by the node's policy: runs on this machine's node at once", true
+	case p.Decision.Outcome == policy.AskHuman && !noApprover:
+		return "asks the approver (here or in the web UI), then runs on this machine's node", false
+	default:
+		return "denied until allowlisted (askFallback decides: no approver runs)", false
 	}
 }

@@ -93,8 +93,11 @@ func FindAuth(credentialPath string, stateDir func() (string, error)) (Auth, err
 		// whole read → stat chain.
 		return a, hint.Wrap(fmt.Errorf("no gateway token: %s does not exist", state.TokenPath(dir)), "start the gateway with this state directory (`exechost up`), run the client with the gateway's --state-dir, or pass --credential FILE from `exechost credentials issue`")
 	}
+	if err != nil && hint.Of(err) == "" { // keep a precise hint (a loose mode's chmod)
+		err = hint.Wrap(err, "run the client with the gateway's --state-dir, or pass --credential FILE")
+	}
 	if err != nil {
-		return a, hint.Wrap(err, "run the client with the gateway's --state-dir, or pass --credential FILE")
+		return a, err
 	}
 	if a.GatewayKey == "" {
 		return a, hint.Wrap(fmt.Errorf("%s has a gateway token but no gateway key to check the gateway against", dir), fmt.Sprintf("start the gateway once with this state directory; it creates %s", state.KeyPath(dir)))

@@ -180,9 +180,9 @@ func TestGatewayAudit(t *testing.T) {
 	}
 	var jk bridge.JoinKeyResult
 	mustJSON(t, r.stdout, &jk)
-	delta := c.startNode("delta", "Delta", policyFull, "--join-key", jk.Key)
+	delta := c.startNode("delta", "Delta", policyFull, "--join-key-file", keyFile(t, jk.Key))
 	waitFor(t, "delta to connect", func() bool { return c.connected(delta.id) })
-	again := c.startNode("epsilon", "Epsilon", policyFull, "--join-key", jk.Key)
+	again := c.startNode("epsilon", "Epsilon", policyFull, "--join-key-file", keyFile(t, jk.Key))
 	waitFor(t, "the reused join key's refusal to be recorded", func() bool {
 		return hasRecord(auditLog(t, c.gwDir), audit.ActionJoinKeyUse, audit.EventDenied, audit.ReasonBadJoinKey)
 	})

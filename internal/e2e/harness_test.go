@@ -361,3 +361,12 @@ func mustJSON(t *testing.T, s string, v any) {
 		t.Fatalf("decode %T: %v\n%s", v, err, s)
 	}
 }
+
+// keyFile writes a join key to a 0600 file for --join-key-file (a key
+// is never passed in argv).
+func keyFile(t *testing.T, key string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "join-key")
+	writeFile(t, f, key+"\n")
+	return f
+}

@@ -106,7 +106,7 @@ func TestNodeIdentity(t *testing.T) {
 		c.stillServes(t, real)
 		// The refused attempt did not use up the key: a genuinely new
 		// node still pairs with it.
-		fresh := c.startNode("fresh", "Fresh", policyFull, "--join-key", jk.Key)
+		fresh := c.startNode("fresh", "Fresh", policyFull, "--join-key-file", keyFile(t, jk.Key))
 		waitFor(t, "fresh to connect", func() bool { return c.connected(fresh.id) })
 		if fresh.id == real.id {
 			t.Fatal("two nodes share an id")

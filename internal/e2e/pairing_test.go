@@ -69,7 +69,7 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 		}
 		var jk bridge.JoinKeyResult
 		mustJSON(t, r.stdout, &jk)
-		joined = c.startNode("joined", "Headless", policyFull, "--join-key", jk.Key)
+		joined = c.startNode("joined", "Headless", policyFull, "--join-key-file", keyFile(t, jk.Key))
 		waitFor(t, "joined node to connect", func() bool { return c.connected(joined.id) })
 		// Listed before it has read its answer: the token follows.
 		waitFor(t, "join key pairing to save a token", func() bool { return readNodeJSON(t, joined.dir).Token != "" })
@@ -82,7 +82,7 @@ func TestPairingRejectJoinKeyRevoke(t *testing.T) {
 		if strings.Contains(string(reg), tok) || strings.Contains(string(reg), jk.Key) {
 			t.Error("the registry holds a token or join key in clear")
 		}
-		again := c.startNode("again", "Second", policyFull, "--join-key", jk.Key)
+		again := c.startNode("again", "Second", policyFull, "--join-key-file", keyFile(t, jk.Key))
 		if err := again.p.wait(t, "node reusing a join key"); err == nil || !strings.Contains(again.p.Out.String(), "join key") {
 			t.Fatalf("reused join key: err=%v output:\n%s", err, again.p.Out)
 		}

@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +49,7 @@ func TestScripts(t *testing.T) {
 			"exits":      cmdExits,
 			"waitnode":   cmdWaitNode,
 			"stdout2env": cmdStdoutToEnv,
+			"joinline":   cmdJoinLine,
 		},
 	})
 }
@@ -125,9 +128,76 @@ func cmdStdoutToEnv(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], v)
 }
 
+// cmdJoinLine is `joinline NAME EXTRA…`: take the node line the last
+// command (`gateway join-key`) printed on stderr, check that the README
+// tour's `echo K | …` line is exactly that line (its placeholders K and
+// ws://GW:18789 standing for this key and gateway) followed by EXTRA, and
+// set $NAME to the README's line, and run it with sh in the background
+// (with $OPENCLAW_STATE_DIR as set then; stopped when the script ends): the
+// tour uses the printed line as printed.
+func cmdJoinLine(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: joinline NAME [EXTRA...]")
+	}
+	var printed string
+	for line := range strings.SplitSeq(ts.ReadFile("stderr"), "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "echo ") && strings.Contains(l, " | exechost node run ") {
+			printed = l
+		}
+	}
+	if printed == "" {
+		ts.Fatalf("the last command printed no `echo KEY | exechost node run …` line")
+	}
+	key := strings.Fields(printed)[1]
+	readme, err := os.ReadFile("../../README.md")
+	ts.Check(err)
+	var tour string
+	for line := range strings.SplitSeq(string(readme), "\n") {
+		if strings.HasPrefix(line, tourJoinPrefix) {
+			tour, _, _ = strings.Cut(line, "  #")
+			tour = strings.TrimSpace(tour)
+		}
+	}
+	if tour == "" {
+		ts.Fatalf("README.md has no tour line starting %q", tourJoinPrefix)
+	}
+	tour = strings.NewReplacer(tourJoinPrefix, "echo "+key+" | ", "ws://GW:18789", ts.Getenv("EXECHOST_GATEWAY")).Replace(tour)
+	want := strings.Join(append([]string{printed}, args[1:]...), " ")
+	if tour != want {
+		ts.Fatalf("the README's node line is not the printed one plus %q:\n README:  %s\n printed: %s", args[1:], tour, printed)
+	}
+	ts.Setenv(args[0], tour)
+	// Run it in the background in its own process group: a signal to the
+	// shell alone would leave the node of its pipeline running.
+	cmd := exec.Command("sh", "-c", tour)
+	cmd.Dir = ts.Getenv("WORK")
+	for _, k := range []string{"PATH", "HOME", "OPENCLAW_STATE_DIR", "EXECHOST_GATEWAY", "EXECHOST_GATEWAY_TOKEN", "TMPDIR"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	ts.Check(cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	ts.Defer(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+}
+
+// tourJoinPrefix starts the README tour's node line, the one `gateway
+// join-key` prints (with the key K).
+const tourJoinPrefix = "echo K | "
+
 // tourSubstitutions are the README tour's placeholders and what
 // readme_tour.txtar runs in their place.
-var tourSubstitutions = strings.NewReplacer("ws://GW:18789", "$EXECHOST_GATEWAY", "--join-key K", "--join-key $K")
+var tourSubstitutions = strings.NewReplacer("ws://GW:18789", "$EXECHOST_GATEWAY")
 
 // TestReadmeTourInSync keeps readme_tour.txtar honest: every command of
 // the README's tour is run there as written (after tourSubstitutions; a
@@ -166,6 +236,14 @@ func TestReadmeTourInSync(t *testing.T) {
 		}
 		line = strings.Join(strings.Fields(tourSubstitutions.Replace(line)), " ")
 		n++
+		if strings.HasPrefix(line, tourJoinPrefix) {
+			// Run from the printed line by joinline, which compares it
+			// with this README line when the script runs.
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "joinline JOIN") }) {
+				t.Errorf("tour line %q: readme_tour.txtar needs `joinline JOIN …`", line)
+			}
+			continue
+		}
 		if content, file, ok := echoToFile(line); ok {
 			if got, found := ar.files[file]; !found || strings.TrimSpace(got) != content {
 				t.Errorf("tour line %q: readme_tour.txtar needs file %s with that content", line, file)

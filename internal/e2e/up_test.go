@@ -320,7 +320,7 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 		t.Fatalf("join-key: %s", r)
 	}
 	offDir := newStateDir(t, "offline-node")
-	off := start(t, offDir, "node", "run", "--gateway", u.url, "--join-key", strings.TrimSpace(r.stdout), "--display-name", "offline-box")
+	off := start(t, offDir, "node", "run", "--gateway", u.url, "--join-key-file", keyFile(t, strings.TrimSpace(r.stdout)), "--display-name", "offline-box")
 	nodeState := func(state string) func() bool {
 		return func() bool {
 			r := run(t, dir, "nodes", "list", "--gateway", u.url)
@@ -386,7 +386,7 @@ func TestUpFromGoRun(t *testing.T) {
 	out := p.Out.String()
 	installed := filepath.Join(gobin, "exechost")
 	if !strings.HasPrefix(out, "note: this exechost is a temporary build of `go run` ("+tmpBin+")") ||
-		!strings.Contains(out, "CGO_ENABLED=0 go install github.com/exechost/exechost/cmd/exechost@latest    # puts it at "+installed) {
+		!strings.Contains(out, "cd YOUR-EXECHOST-CHECKOUT && CGO_ENABLED=0 go install ./cmd/exechost    # puts it at "+installed) {
 		t.Errorf("up from a go run build does not say so first, with the install line and path:\n%s", out)
 	}
 	_, next, _ := strings.Cut(out, "Next, in another terminal")

@@ -438,8 +438,8 @@ func TestPlainWebSocketOnlyOnLoopback(t *testing.T) {
 }
 
 // TestJoinKeyNotInArgv: a node pairs with its join key read from a file,
-// and the key is nowhere in its command line; the old flag still works
-// and says it is deprecated.
+// and the key is nowhere in its command line; the removed --join-key
+// flag is refused with the fix.
 func TestJoinKeyNotInArgv(t *testing.T) {
 	c := newCluster(t, gatewayConfig)
 	key := func() string {
@@ -463,9 +463,13 @@ func TestJoinKeyNotInArgv(t *testing.T) {
 	if strings.Contains(string(cmdline), k) {
 		t.Fatalf("the join key is in the node's argv: %q", cmdline)
 	}
-	old := c.startNode("flagged", "Flagged", policyFull, "--join-key", key())
-	waitFor(t, "the node to pair with --join-key", func() bool { return c.connected(old.id) })
-	if !strings.Contains(old.p.Out.String(), "--join-key is deprecated") {
-		t.Errorf("no deprecation warning:\n%s", old.p.Out)
+	// The removed flag is refused (exit 2) with what to use instead,
+	// and the key it was given stays unused.
+	k2 := key()
+	r := c.cli("node", "run", "--gateway", c.url, "--join-key", k2)
+	if r.code != 2 || !strings.Contains(r.stderr, "--join-key was removed") || !strings.Contains(r.stderr, "--join-key-file") {
+		t.Errorf("--join-key: want exit 2 naming --join-key-file, got %s", r)
 	}
+	m := c.startNode("later", "Later", policyFull, "--join-key-file", keyFile(t, k2))
+	waitFor(t, "the refused flag's key to still pair a node", func() bool { return c.connected(m.id) })
 }

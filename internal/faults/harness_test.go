@@ -261,7 +261,11 @@ func (c *cluster) startNode(name, policy, key string) *node {
 func (n *node) start(t testing.TB, key string) {
 	args := append(append([]string(nil), n.wrap...), bin, "--state-dir", n.dir, "node", "run", "--gateway", n.url, "--display-name", n.name, "--log-level", "info")
 	if key != "" {
-		args = append(args, "--join-key", key)
+		f := filepath.Join(t.TempDir(), "join-key")
+		if err := os.WriteFile(f, []byte(key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--join-key-file", f)
 	}
 	n.p = startCmd(t, args...)
 }

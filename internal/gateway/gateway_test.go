@@ -121,9 +121,10 @@ func TestSessionCommandAndEvents(t *testing.T) {
 	if err != nil || res.NodeID != id {
 		t.Fatalf("exec after /exec host=node = %+v, %v", res, err)
 	}
+	// The node by the name --node takes ("n"), not its 64-hex id.
 	want := []string{
-		"Exec started (node=" + id + ", id=" + res.RunID + ")",
-		"Exec finished (node=" + id + ", id=" + res.RunID + ", code=0)",
+		"Exec started (node=n, id=" + res.RunID + ")",
+		"Exec finished (node=n, id=" + res.RunID + ", code=0)",
 	}
 	var got []string
 	for _, ev := range res.Events {
@@ -254,14 +255,14 @@ func TestFinishedTailOnce(t *testing.T) {
 	if err != nil || res.Stdout != "out\n" || res.Stderr != "err\n" {
 		t.Fatalf("exec = %+v, %v", res, err)
 	}
-	if got, want := finished(res), "Exec finished (node="+id+", id="+res.RunID+", code=0)"; got != want {
+	if got, want := finished(res), "Exec finished (node=n, id="+res.RunID+", code=0)"; got != want {
 		t.Errorf("finished event with its own result = %q, want %q", got, want)
 	}
 	res, err = call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "head -c 300000 /dev/zero | tr '\\0' a; echo END", Host: "node", Node: id, SessionKey: "tail"})
 	if err != nil || !res.Truncated {
 		t.Fatalf("flood = truncated %v, %d bytes, %v", res.Truncated, len(res.Stdout), err)
 	}
-	if got := finished(res); !strings.HasSuffix(got, "aaaaEND\n") || !strings.HasPrefix(got, "Exec finished (node="+id+", id="+res.RunID+", code=0)\n…") {
+	if got := finished(res); !strings.HasSuffix(got, "aaaaEND\n") || !strings.HasPrefix(got, "Exec finished (node=n, id="+res.RunID+", code=0)\n…") {
 		t.Errorf("finished event of a truncated run lost its tail: %.80q … %q", got, got[max(0, len(got)-20):])
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 
@@ -20,11 +21,21 @@ func (g *Gateway) nameConflict(self, name string) error {
 	if n == "" {
 		return nil
 	}
-	if id, byName, found := g.reg.nameConflict(self, n, compact(name)); found {
-		if byName {
-			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q is already node %s's", name, id).WithHint("pick another with `exechost node run --display-name NAME`")
+	c := compact(name)
+	// The other node by its id's first characters: a 64-hex id is not
+	// read. The fix names both ways out: another name for this node, or
+	// removing the other one when it is this machine paired before (a
+	// second state directory, a cloned VM).
+	if id, byName, found := g.reg.nameConflict(self, n, c); found {
+		short := id
+		if len(short) > 12 {
+			short = short[:8] + "…"
 		}
-		return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q looks like node %s's id or fingerprint, so --node %s could reach the wrong node", name, id, name).WithHint("pick another with `exechost node run --display-name NAME`")
+		if byName {
+			return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q is already taken by node %s", name, short).
+				WithHint(fmt.Sprintf("give this node another name with `exechost node run --display-name NAME`; or, if node %s is this machine paired before (another state directory, a cloned VM), run `exechost nodes remove %s` on the gateway first", short, id))
+		}
+		return bridge.Errorf(bridge.CodeInvalidRequest, "display name %q looks like node %s's id or fingerprint, so --node %s could reach the wrong node", name, short, name).WithHint("give this node another name with `exechost node run --display-name NAME`")
 	}
 	return nil
 }

@@ -184,22 +184,29 @@ func (g *Gateway) execute(ctx context.Context, t boundTarget, x *execution) (bri
 // known, learns that its end was reported.
 func (g *Gateway) lifecycle(key session.Key, r *run, label string, ev bridge.ExecEvent) {
 	var text, tail string // tail: only a finished event keeps one
+	who := label
+	if r != nil && r.host == policy.HostNode && r.nodeID == label {
+		// The text is read by an agent or a person: the node as --node
+		// takes it (its display name when that selects it), not a 64-hex
+		// id; the event's NodeID field keeps the id.
+		who = g.nodeQuery(label)
+	}
 	switch ev.Kind {
 	case bridge.EventExecStarted:
-		text = session.StartedText(label, ev.RunID)
+		text = session.StartedText(who, ev.RunID)
 	case bridge.EventExecFinished:
 		code := -1
 		if ev.ExitCode != nil {
 			code = *ev.ExitCode
 		}
-		text = session.FinishedText(label, ev.RunID, code, ev.Tail)
+		text = session.FinishedText(who, ev.RunID, code, ev.Tail)
 		if strings.HasSuffix(text, ev.Tail) {
 			tail = text[len(text)-len(ev.Tail):] // the same bytes as Text's end, not a second copy
 		}
 	case bridge.EventExecDenied:
-		text = session.DeniedText(label, ev.RunID, ev.Reason)
+		text = session.DeniedText(who, ev.RunID, ev.Reason)
 	case bridge.EventExecFailed:
-		text = session.FailedText(label, ev.RunID, ev.Reason)
+		text = session.FailedText(who, ev.RunID, ev.Reason)
 	default:
 		return
 	}

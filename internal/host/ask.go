@@ -12,6 +12,10 @@ import (
 	"github.com/exechost/exechost/internal/trace"
 )
 
+// promptTimedOut starts the reason of a fallback after an approver let the
+// prompt time out (denial.go gives it its own hint).
+const promptTimedOut = "prompt timed out after"
+
 // ask obtains a human's answer (or applies askFallback) for a prepared
 // command whose decision is AskHuman.
 func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRecord) (policy.Decision, AuditRecord) {
@@ -66,7 +70,7 @@ func (e *Engine) ask(ctx context.Context, req Request, p *Prepared, rec AuditRec
 	if err != nil {
 		why := err.Error()
 		if errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			why = fmt.Sprintf("prompt timed out after %s: %v", timeout, err)
+			why = fmt.Sprintf("%s %s: %v", promptTimedOut, timeout, err)
 		}
 		rec.Fallback = true
 		return policy.NoAnswer(in, why), rec

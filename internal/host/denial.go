@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -14,7 +15,8 @@ import (
 // missing, so no caller ever parses the text: the node sends it as
 // bridge.Error.Denial, the CLI renders it.
 type DenialError struct {
-	err    error // the policy sentinel
+	err    error // the policy sentinel, wrapped with the decision's reason
+	msg    string
 	detail string
 	// Denial holds the reason, the missing executables and the construct
 	// (with its position) that made the analysis fail; the gateway adds the
@@ -22,7 +24,7 @@ type DenialError struct {
 	Denial bridge.Denial
 }
 
-func (e *DenialError) Error() string { return e.err.Error() + e.detail }
+func (e *DenialError) Error() string { return e.msg + e.detail }
 
 // Unwrap returns the policy sentinel.
 func (e *DenialError) Unwrap() error { return e.err }
@@ -37,8 +39,13 @@ func (e *DenialError) Wire() *bridge.Error {
 // denial builds the DenialError for a prepared command refused by d;
 // path is this host's exec-approvals.json.
 func denial(p *Prepared, d policy.Decision, path string) *DenialError {
-	e := &DenialError{err: d.Err, detail: denialDetail(p)}
+	e := &DenialError{err: d.Err, msg: denialMessage(d), detail: denialDetail(p, d)}
 	e.Denial.Reason = explain.ReasonOf(d.Err)
+	if strings.Contains(d.Reason, promptTimedOut) {
+		// An approver was there and nobody answered in time: starting
+		// one (explain's hint for no answer) is not the fix.
+		e.Denial.Hint = "the approver was asked but nobody answered before the prompt timed out (" + d.Reason + "): answer the prompt sooner (in `exechost up`'s terminal or the approver's web page), raise --prompt-timeout on the execution host, or allowlist the executables"
+	}
 	if !p.Analysis.OK {
 		e.Denial.Construct, e.Denial.Position = explain.ConstructOf(p.Analysis)
 	} else if p.Effective.Security == policy.SecurityAllowlist {
@@ -95,13 +102,49 @@ func missing(p *Prepared) (out []string) {
 	return out
 }
 
+// reasonCodes are the decision reasons that only repeat their sentinel's
+// text (ReasonSecurityDeny is "security=deny" in "SYSTEM_RUN_DISABLED:
+// security=deny").
+var reasonCodes = map[error]string{
+	policy.ErrDisabled:         policy.ReasonSecurityDeny,
+	policy.ErrUserDenied:       policy.ReasonUserDenied,
+	policy.ErrApprovalRequired: policy.ReasonApprovalRequired,
+	policy.ErrAllowlistMiss:    policy.ReasonAllowlistMiss,
+}
+
+// denialMessage is the design's SYSTEM_RUN_* text, then what the reason
+// adds to it in parentheses, once: "SYSTEM_RUN_DISABLED: security=deny"
+// (not "… (security=deny)"), "SYSTEM_RUN_DENIED: user denied (by web)".
+func denialMessage(d policy.Decision) string {
+	for sentinel, code := range reasonCodes {
+		if !errors.Is(d.Err, sentinel) {
+			continue
+		}
+		rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(d.Reason, code), ":"))
+		switch {
+		case rest == "":
+			return sentinel.Error()
+		case strings.HasPrefix(rest, "(") && strings.HasSuffix(rest, ")"):
+			return sentinel.Error() + " " + rest
+		default:
+			return sentinel.Error() + " (" + rest + ")"
+		}
+	}
+	return d.Err.Error()
+}
+
 // denialDetail adds to a denial what an agent can act on: which
-// executables were missing and what would fix it.
-func denialDetail(p *Prepared) string {
+// executables were missing and what would fix it. A human's deny or
+// security=deny gets none: the allowlist was not why it was refused.
+func denialDetail(p *Prepared, d policy.Decision) string {
+	if errors.Is(d.Err, policy.ErrUserDenied) || errors.Is(d.Err, policy.ErrDisabled) {
+		return ""
+	}
 	var b strings.Builder
 	if m := missing(p); p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(m) > len(p.EnvMissing) {
-		b.WriteString("; not allowlisted: " + strings.Join(m[:len(m)-len(p.EnvMissing)], ", "))
-		b.WriteString(" (hint: `exechost approvals allowlist add <path> --agent '" + p.Agent + "'` on the execution host, or ask a human to approve)")
+		paths := m[:len(m)-len(p.EnvMissing)]
+		b.WriteString("; not allowlisted: " + strings.Join(paths, ", "))
+		b.WriteString(" (hint: `exechost approvals allowlist add --agent '" + p.Agent + "' " + paths[0] + "` on the execution host, or ask a human to approve)")
 	}
 	if p.Effective.Security == policy.SecurityAllowlist && p.Analysis.OK && len(p.EnvMissing) > 0 {
 		b.WriteString("; environment not allowlisted: " + strings.Join(p.EnvMissing, ", "))

@@ -187,7 +187,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		rec.Event = "denied"
 		e.audit(rec)
 		err := denial(p, d, e.approvalsStore().Path)
-		e.emit(bridge.ExecEvent{Kind: bridge.EventExecDenied, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, Reason: d.Reason + denialDetail(p), ReasonCode: policy.DenialCode(d)})
+		e.emit(bridge.ExecEvent{Kind: bridge.EventExecDenied, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text, Reason: d.Reason + denialDetail(p, d), ReasonCode: policy.DenialCode(d)})
 		res.Error = err.Error()
 		res.ExitCode = -1
 		return res, err

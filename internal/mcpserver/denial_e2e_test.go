@@ -27,7 +27,7 @@ func TestMCPDenialExplained(t *testing.T) {
 	writeFile(t, filepath.Join(nodeDir, "exec-approvals.json"), allowlistPolicy(t))
 	gw := startGateway(t, gwDir, "127.0.0.1:0")
 	key := strings.TrimSpace(run(t, "--state-dir", gwDir, "gateway", "join-key", "--gateway", gw.url))
-	start(t, "--state-dir", nodeDir, "node", "run", "--gateway", gw.url, "--join-key", key, "--display-name", "deny-box")
+	start(t, "--state-dir", nodeDir, "node", "run", "--gateway", gw.url, "--join-key-file", keyFile(t, key), "--display-name", "deny-box")
 	cs := mcpClient(t, nil, "--state-dir", gwDir, "--gateway", gw.url, "--agent", "main")
 	waitFor(t, "the node to be connected", func() bool {
 		text, isErr := call(t, cs, "nodes", map[string]any{})

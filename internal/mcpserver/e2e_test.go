@@ -266,7 +266,7 @@ func TestMCPEndToEnd(t *testing.T) {
 	writeFile(t, filepath.Join(nodeDir, "exec-approvals.json"), allowlistPolicy(t))
 	gw := startGateway(t, gwDir, "127.0.0.1:0")
 	key := strings.TrimSpace(run(t, "--state-dir", gwDir, "gateway", "join-key", "--gateway", gw.url))
-	node := start(t, "--state-dir", nodeDir, "node", "run", "--gateway", gw.url, "--join-key", key, "--display-name", "mcp-box")
+	node := start(t, "--state-dir", nodeDir, "node", "run", "--gateway", gw.url, "--join-key-file", keyFile(t, key), "--display-name", "mcp-box")
 
 	cs := mcpClient(t, nil, "--state-dir", gwDir, "--gateway", gw.url, "--agent", "main", "--session", "mcp-test")
 
@@ -475,4 +475,15 @@ func TestMCPEndToEnd(t *testing.T) {
 	if t.Failed() {
 		t.Logf("node output:\n%s", node.Out)
 	}
+}
+
+// keyFile writes a join key to a 0600 file for --join-key-file (a key
+// is never passed in argv).
+func keyFile(t *testing.T, key string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "join-key")
+	if err := os.WriteFile(f, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

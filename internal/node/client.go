@@ -40,6 +40,10 @@ var (
 	ErrRejected = errors.New("pairing rejected by the gateway operator")
 	ErrRevoked  = errors.New("the gateway rejected this node's token (removed or re-paired)")
 	ErrJoinKey  = errors.New("the gateway refused the join key")
+	// ErrRefused: the gateway found this node's connect request itself
+	// invalid (a display name another node holds, …); the same request
+	// would be refused again, so the node stops with the gateway's fix.
+	ErrRefused = errors.New("the gateway refused this node's connect request")
 )
 
 // Options configure a Client.
@@ -184,7 +188,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrRejected) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrJoinKey) || errors.Is(err, errPin) {
+		if errors.Is(err, ErrRejected) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrJoinKey) || errors.Is(err, ErrRefused) || errors.Is(err, errPin) {
 			return err
 		}
 		if served {
@@ -246,6 +250,9 @@ func (c *Client) session(ctx context.Context) (served bool, err error) {
 			if auth.JoinKey != "" {
 				return false, fmt.Errorf("%w: %s", ErrJoinKey, e.Message)
 			}
+		}
+		if e.Code == bridge.CodeInvalidRequest {
+			return false, fmt.Errorf("%w: %s", ErrRefused, e.Message)
 		}
 		return false, fmt.Errorf("connect: %s", e.Message)
 	}

@@ -276,7 +276,7 @@ func TestConformanceWithOpenClawNodeHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	exProc, err := testproc.Start([]string{bin, "--state-dir", exDir, "node", "run",
-		"--openclaw", fmt.Sprintf("ws://127.0.0.1:%d", exRec.port), "--openclaw-token", gw.Token, "--display-name", ex.name, "--approvals-route", "both"})
+		"--openclaw", fmt.Sprintf("ws://127.0.0.1:%d", exRec.port), "--openclaw-token-file", tokenFile(t, gw.Token), "--display-name", ex.name, "--approvals-route", "both"})
 	if err != nil {
 		t.Fatal(err)
 	}

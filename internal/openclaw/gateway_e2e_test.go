@@ -87,7 +87,7 @@ func TestRealGateway(t *testing.T) {
 	h := &harness{t: t, gw: gw, name: "exechost-e2e"}
 	var err error
 	h.node, err = testproc.Start([]string{bin, "--state-dir", nodeDir, "node", "run",
-		"--openclaw", gw.URL, "--openclaw-token", gw.Token, "--display-name", h.name})
+		"--openclaw", gw.URL, "--openclaw-token-file", tokenFile(t, gw.Token), "--display-name", h.name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestRealGateway(t *testing.T) {
 		}
 		url := fmt.Sprintf("ws://%s:%d", lan, gw.Port)
 		p, err := testproc.Start([]string{bin, "--state-dir", dir, "node", "run", "--openclaw", url,
-			"--openclaw-token", gw.Token, "--display-name", "exechost-remote"})
+			"--openclaw-token-file", tokenFile(t, gw.Token), "--display-name", "exechost-remote"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -485,4 +485,15 @@ func lastBytes(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// tokenFile writes the gateway's token to a 0600 file for
+// --openclaw-token-file (a secret is never passed in argv).
+func tokenFile(t *testing.T, token string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "openclaw-token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

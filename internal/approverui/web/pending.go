@@ -88,7 +88,7 @@ func viewPending(p prompt.Pending) pendingView {
 		argv = append(argv, t(a))
 	}
 	v := pendingView{
-		ID: p.ID, AgentID: t(r.AgentID), SessionKey: t(r.SessionKey), Host: t(r.Host), NodeID: t(r.NodeID),
+		ID: p.ID, AgentID: t(r.AgentID), SessionKey: t(r.SessionKey), Host: t(r.Host), NodeID: t(approverui.NodeLabel(r.NodeID)),
 		Cwd: t(r.Cwd), Command: t(r.Command), Argv: argv, Security: t(r.Security), Ask: t(r.Ask),
 		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,

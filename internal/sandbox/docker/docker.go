@@ -237,7 +237,7 @@ func pathOf(plan agentPlan, err error) sandbox.CommandPath {
 	case err != nil:
 		return sandbox.CommandPath{Mode: sandbox.PathPerCommand, Reason: "docker exec per command (~50 ms each); resident agent " + err.Error()}
 	case plan.rt != nil:
-		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryCarriedLoader, Reason: fmt.Sprintf("forked by the exechost binary as the container's main process; it is dynamically linked, so its loader and %d libraries are mounted read-only beside it (%s)", len(plan.rt.Libs), libMount)}
+		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryCarriedLoader, Reason: fmt.Sprintf("forked by the exechost binary as the container's main process; it is dynamically linked, so its loader and %s are mounted read-only beside it (%s)", plural(len(plan.rt.Libs), "library", "libraries"), libMount)}
 	default:
 		return sandbox.CommandPath{Mode: sandbox.PathAgent, Binary: sandbox.BinaryStatic, Reason: "forked by the exechost binary (statically linked, mounted read-only) as the container's main process"}
 	}
@@ -290,3 +290,11 @@ func (b *Backend) Close(ctx context.Context) error {
 
 // Client returns the Engine API client, for tests and diagnostics.
 func (b *Backend) Client() *Engine { return b.cli }
+
+// plural is "1 library" or "n libraries".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
