@@ -29,6 +29,12 @@ type Prepared struct {
 	Resolved  approvals.Resolved
 	Analysis  shellcmd.Analysis
 	Matched   []string // per segment: the pattern that matched, or ""
+	// ArgDenied names the deny rules (policy.ArgRule) that refused a
+	// segment; each such segment is a miss.
+	ArgDenied []string
+	// argRules and argOnly are for the run-time guard (shellrun.Plan).
+	argRules []policy.ArgRule
+	argOnly  []string
 	Satisfied bool
 	Decision  policy.Decision
 	// Env is what the command's programs get beyond the host's own
@@ -119,7 +125,8 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Analysis = unanalysed(p.Analysis)
 	}
 	if p.Analysis.OK {
-		p.Matched, p.Satisfied = ap.allow.MatchAll(p.Analysis.Paths())
+		p.Matched, p.Satisfied, p.ArgDenied = permitSegments(ap.allow, ap.rules, p.Analysis.Segments)
+		p.argRules, p.argOnly = ap.rules.Rules(), argOnly(ap.allow, e.planExecutables(p))
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
 	}
@@ -188,7 +195,7 @@ func unanalysed(a shellcmd.Analysis) shellcmd.Analysis {
 // literal paths.
 func (e *Engine) planExecutables(p *Prepared) []string {
 	if analysisOff {
-		return unanalysedExecutables(p.Resolved.Patterns())
+		return unanalysedExecutables(append(p.Resolved.Patterns(), allowRulePatterns(p.Resolved)...))
 	}
 	return p.Analysis.Executables()
 }
