@@ -33,8 +33,8 @@ type Prepared struct {
 	// segment; each such segment is a miss.
 	ArgDenied []string
 	// argRules and argOnly are for the run-time guard (shellrun.Plan).
-	argRules []policy.ArgRule
-	argOnly  []string
+	argRules  []policy.ArgRule
+	argOnly   []string
 	Satisfied bool
 	Decision  policy.Decision
 	// Env is what the command's programs get beyond the host's own
