@@ -119,6 +119,10 @@ type Entry struct {
 	Deny            bool     `json:"deny,omitempty"`
 	Examples        []string `json:"examples,omitempty"`
 	CounterExamples []string `json:"counterExamples,omitempty"`
+	// ExpiresAt (Unix milliseconds, 0: never) and Scope make the entry a
+	// grant that ends or applies only in part (grants.go).
+	ExpiresAt int64  `json:"expiresAt,omitempty"`
+	Scope     *Scope `json:"scope,omitempty"`
 	Extra           Extra    `json:"-"`
 }
 

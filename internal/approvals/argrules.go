@@ -29,6 +29,9 @@ func (e Entry) ArgRule() policy.ArgRule {
 // rule or examples do not check, or examples on a path-only entry (they
 // would say something the entry does not enforce).
 func (e Entry) refusal() string {
+	if why := e.grantRefusal(); why != "" {
+		return why
+	}
 	if !e.IsArgRule() {
 		if len(e.Examples) > 0 || len(e.CounterExamples) > 0 {
 			return "examples without args: add args for the arguments they show, or remove them"
@@ -46,7 +49,7 @@ func (e Entry) refusal() string {
 func (r Resolved) ArgRules() []policy.ArgRule {
 	var out []policy.ArgRule
 	for _, e := range r.Allowlist {
-		if e.Entry.IsArgRule() && e.Refused == "" {
+		if e.Entry.IsArgRule() && !e.Entry.IsGrant() && e.Refused == "" {
 			out = append(out, e.Entry.ArgRule())
 		}
 	}
@@ -112,7 +115,7 @@ func argRuleWidenings(own string, cur Resolved, e ResolvedEntry) []Widening {
 		return nil
 	}
 	if slices.ContainsFunc(cur.Allowlist, func(c ResolvedEntry) bool {
-		return c.Refused == "" && !c.Entry.Deny && c.Entry.Args != nil && samePattern(c.Entry.Pattern, e.Entry.Pattern) && slices.Equal(c.Entry.Args, e.Entry.Args)
+		return c.Refused == "" && !c.Entry.Deny && !c.Entry.IsGrant() && c.Entry.Args != nil && samePattern(c.Entry.Pattern, e.Entry.Pattern) && slices.Equal(c.Entry.Args, e.Entry.Args)
 	}) {
 		return nil
 	}

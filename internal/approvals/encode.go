@@ -107,6 +107,7 @@ func (w *writer) agent(a *Agent) {
 			eo.str("lastResolvedPath", e.LastResolvedPath)
 			eo.str("sha256", e.SHA256)
 			eo.argRule(e)
+			eo.grant(e)
 			eo.extra(e.Extra, knownEntry)
 			eo.close()
 		}

@@ -61,7 +61,7 @@ type ResolvedEntry struct {
 func (r Resolved) Patterns() []string {
 	out := make([]string, 0, len(r.Allowlist))
 	for _, e := range r.Allowlist {
-		if !e.Entry.IsArgRule() && e.Refused == "" {
+		if !e.Entry.IsArgRule() && !e.Entry.IsGrant() && e.Refused == "" {
 			out = append(out, e.Entry.Pattern)
 		}
 	}

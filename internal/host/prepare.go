@@ -32,6 +32,9 @@ type Prepared struct {
 	// ArgDenied names the deny rules (policy.ArgRule) that refused a
 	// segment; each such segment is a miss.
 	ArgDenied []string
+	// ExpiredGrants names the grants that have ended and would have
+	// allowed a segment that is now a miss.
+	ExpiredGrants []string
 	// argRules and argOnly are for the run-time guard (shellrun.Plan).
 	argRules  []policy.ArgRule
 	argOnly   []string
@@ -125,8 +128,10 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Analysis = unanalysed(p.Analysis)
 	}
 	if p.Analysis.OK {
-		p.Matched, p.Satisfied, p.ArgDenied = permitSegments(ap.allow, ap.rules, p.Analysis.Segments)
-		p.argRules, p.argOnly = ap.rules.Rules(), argOnly(ap.allow, e.planExecutables(p))
+		list, rules := e.withGrants(ap, cwd, req.SessionKey)
+		p.Matched, p.Satisfied, p.ArgDenied = permitSegments(list, rules, p.Analysis.Segments)
+		p.argRules, p.argOnly = rules.Rules(), argOnly(list, e.planExecutables(p))
+		p.ExpiredGrants = e.expiredGrants(ap, p.Analysis.Segments, p.Matched)
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
 	}
@@ -139,6 +144,10 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Satisfied = false
 	}
 	p.Decision = policy.Decide(p.input())
+	if len(p.ExpiredGrants) > 0 && p.Decision.Outcome != policy.Allow {
+		// In the reason, so the audit log's record says it too.
+		p.Decision.Reason += " (expired grant: " + strings.Join(p.ExpiredGrants, "; ") + ")"
+	}
 	return p, nil
 }
 
