@@ -99,3 +99,46 @@ func TestArgRuleWidenings(t *testing.T) {
 		}
 	}
 }
+
+// Grants keep expiresAt and scope through a rewrite (an unknown scope
+// member too, which refuses the entry), stay out of the standing
+// allowlist, and `approvals get` shows them.
+func TestGrantMembersRoundTrip(t *testing.T) {
+	doc := `{"version":1,"agents":{"*":{"allowlist":[
+  {"pattern":"/usr/bin/make","expiresAt":1795780800000,"scope":{"cwd":"/src/x","session":"s1"}},
+  {"pattern":"/usr/bin/git","args":["status"],"expiresAt":1795780800000},
+  {"pattern":"/usr/bin/rm","scope":{"host":"h1"}}]}}}`
+	f, err := Parse("x", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("x", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := back.Resolve("dev")
+	if len(r.Patterns()) != 0 || len(r.ArgRules()) != 0 {
+		t.Errorf("grants leaked into the standing allowlist: %q %+v", r.Patterns(), r.ArgRules())
+	}
+	g := r.Grants()
+	if len(g) != 2 || g[0].Cwd != "/src/x" || g[0].Session != "s1" || g[1].Rule.Args[0] != "status" || g[1].ExpiresAt.UnixMilli() != 1795780800000 {
+		t.Errorf("grants = %+v", g)
+	}
+	var shown []string
+	for _, e := range r.Allowlist {
+		k, s := e.Describe()
+		shown = append(shown, k+" "+s)
+	}
+	want := []string{
+		`allow /usr/bin/make until 2026-11-27T12:00:00Z in /src/x for session "s1"`,
+		`allow /usr/bin/git status until 2026-11-27T12:00:00Z`,
+		`refused /usr/bin/rm (scope has a member this version does not know (host): it may limit more than this version can enforce)`,
+	}
+	if !slices.Equal(shown, want) {
+		t.Errorf("shown:\n%s\nwant:\n%s", strings.Join(shown, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -153,3 +153,31 @@ func (o *objectWriter) grant(e Entry) {
 		so.close()
 	}
 }
+
+// Describe returns how `approvals get` shows e: its kind ("allow",
+// "deny", "refused") and the entry with its arguments, its end and its
+// scope, and why it is refused.
+func (e ResolvedEntry) Describe() (kind, text string) {
+	kind, text = "allow", e.Entry.Pattern
+	if e.Entry.IsArgRule() {
+		text = e.Entry.Pattern + " " + strings.Join(e.Entry.Args, " ")
+		if e.Entry.Deny {
+			kind = "deny"
+		}
+	}
+	if e.Entry.ExpiresAt != 0 {
+		text += " until " + time.UnixMilli(e.Entry.ExpiresAt).UTC().Format(time.RFC3339)
+	}
+	if s := e.Entry.Scope; s != nil {
+		if s.Cwd != "" {
+			text += " in " + s.Cwd
+		}
+		if s.Session != "" {
+			text += " for session " + strconv.Quote(s.Session)
+		}
+	}
+	if e.Refused != "" {
+		kind, text = "refused", text+" ("+e.Refused+")"
+	}
+	return kind, text
+}
