@@ -123,7 +123,7 @@ type Entry struct {
 	// grant that ends or applies only in part (grants.go).
 	ExpiresAt int64  `json:"expiresAt,omitempty"`
 	Scope     *Scope `json:"scope,omitempty"`
-	Extra           Extra    `json:"-"`
+	Extra     Extra  `json:"-"`
 }
 
 // Extra holds members a newer (or other) writer added, in file order, so a
