@@ -115,11 +115,13 @@ func matchDeny(rule, args []string, dynamic []bool) bool {
 // For an allow rule a match allows the start; for a deny rule it refuses
 // it.
 func (r ArgRule) Matches(absPath string, args []string, dynamic []bool, home string) bool {
+	if r.Deny {
+		// A deny rule's pattern counts when it matches with case ignored
+		// too: where that is another file, denying it is only stricter.
+		return FoldMatch(r.Pattern, absPath, home).Matched && matchDeny(r.Args, args, dynamic)
+	}
 	if !MatchPattern(r.Pattern, absPath, home) {
 		return false
-	}
-	if r.Deny {
-		return matchDeny(r.Args, args, dynamic)
 	}
 	return matchAllow(r.Args, args, dynamic)
 }
