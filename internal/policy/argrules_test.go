@@ -28,7 +28,7 @@ func TestArgRuleMatching(t *testing.T) {
 		{force, "/usr/bin/git", []string{"push", "$F"}, []bool{false, true}, true}, // unknown: may be --force
 		{force, "/usr/bin/git", []string{"$C", "x"}, []bool{true, false}, true},
 		{force, "/usr/bin/git", []string{"status"}, nil, false},
-		{force, "/usr/bin/GIT", []string{"push", "--force"}, nil, true},         // deny: case ignored, fails closed
+		{force, "/usr/bin/GIT", []string{"push", "--force"}, nil, true},        // deny: case ignored, fails closed
 		{push, "/usr/bin/GIT", []string{"push", "origin", "main"}, nil, false}, // allow: a fold-only match is refused
 	}
 	for _, tt := range tests {
