@@ -112,7 +112,18 @@ type Entry struct {
 	// that later differs at the path is shown as changed in prompts and
 	// audit records (the entry still matches by path).
 	SHA256 string `json:"sha256,omitempty"`
-	Extra  Extra  `json:"-"`
+	// Args, Deny, Examples and CounterExamples make the entry an argument
+	// rule (argrules.go, policy.ArgRule); Args nil is a rule on the path
+	// alone.
+	Args            []string `json:"args,omitempty"`
+	Deny            bool     `json:"deny,omitempty"`
+	Examples        []string `json:"examples,omitempty"`
+	CounterExamples []string `json:"counterExamples,omitempty"`
+	// ExpiresAt (Unix milliseconds, 0: never) and Scope make the entry a
+	// grant that ends or applies only in part (grants.go).
+	ExpiresAt int64  `json:"expiresAt,omitempty"`
+	Scope     *Scope `json:"scope,omitempty"`
+	Extra     Extra  `json:"-"`
 }
 
 // Extra holds members a newer (or other) writer added, in file order, so a

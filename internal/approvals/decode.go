@@ -33,7 +33,7 @@ var (
 	knownSocket   = []string{"path", "token"}
 	knownDefaults = []string{"security", "ask", "askFallback", "envAllowlist", "confine"}
 	knownAgent    = []string{"security", "ask", "askFallback", "allowlist", "envAllowlist", "confine"}
-	knownEntry    = []string{"id", "pattern", "lastUsedAt", "lastUsedCommand", "lastResolvedPath", "sha256"}
+	knownEntry    = []string{"id", "pattern", "lastUsedAt", "lastUsedCommand", "lastResolvedPath", "sha256", "args", "deny", "examples", "counterExamples", "expiresAt", "scope"}
 )
 
 func (p *parser) file() (*File, error) {
@@ -159,6 +159,12 @@ func (p *parser) allowlist(list *[]Entry, where string, off int) error {
 				return p.str(&e.LastResolvedPath, ew+".lastResolvedPath", off)
 			case "sha256":
 				return p.str(&e.SHA256, ew+".sha256", off)
+			case "args", "deny", "examples", "counterExamples":
+				return p.argRule(&e, key, ew, off)
+			case "expiresAt":
+				return p.int64(&e.ExpiresAt, ew+".expiresAt", off)
+			case "scope":
+				return p.scope(&e.Scope, ew+".scope", off)
 			}
 			return p.extra(&e.Extra, ew, key, knownEntry)
 		})

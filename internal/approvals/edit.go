@@ -68,7 +68,7 @@ func (f *File) AddPinned(agent, pattern, sha256 string) (added bool) {
 		f.Agents[agent] = a
 	}
 	for i, e := range a.Allowlist {
-		if samePattern(e.Pattern, pattern) {
+		if samePattern(e.Pattern, pattern) && !e.IsArgRule() {
 			if sha256 != "" {
 				a.Allowlist[i].SHA256 = sha256
 			}

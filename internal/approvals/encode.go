@@ -106,6 +106,8 @@ func (w *writer) agent(a *Agent) {
 			eo.str("lastUsedCommand", e.LastUsedCommand)
 			eo.str("lastResolvedPath", e.LastResolvedPath)
 			eo.str("sha256", e.SHA256)
+			eo.argRule(e)
+			eo.grant(e)
 			eo.extra(e.Extra, knownEntry)
 			eo.close()
 		}

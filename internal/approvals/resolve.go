@@ -50,13 +50,20 @@ type Resolved struct {
 type ResolvedEntry struct {
 	Agent string `json:"agent"`
 	Entry Entry  `json:"entry"`
+	// Refused says why the entry applies to nothing (argrules.go): an
+	// argument rule whose examples do not check. "" when it applies.
+	Refused string `json:"refused,omitempty"`
 }
 
-// Patterns returns the allowlist patterns in match order.
+// Patterns returns the path-only allowlist patterns in match order:
+// argument rules (ArgRules) and refused entries are left out, since their
+// path alone allows nothing.
 func (r Resolved) Patterns() []string {
-	out := make([]string, len(r.Allowlist))
-	for i, e := range r.Allowlist {
-		out[i] = e.Entry.Pattern
+	out := make([]string, 0, len(r.Allowlist))
+	for _, e := range r.Allowlist {
+		if !e.Entry.IsArgRule() && !e.Entry.IsGrant() && e.Refused == "" {
+			out = append(out, e.Entry.Pattern)
+		}
 	}
 	return out
 }
@@ -158,8 +165,12 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 	dirs := map[string][]string{} // directory listings for near-miss checks
 	for _, id := range chain {
 		for i, e := range f.Agents[id].Allowlist {
-			r.Allowlist = append(r.Allowlist, ResolvedEntry{Agent: id, Entry: e})
 			where := fmt.Sprintf("agents.%s.allowlist[%d]", id, i)
+			re := ResolvedEntry{Agent: id, Entry: e, Refused: e.refusal()}
+			if re.Refused != "" {
+				r.Warnings = append(r.Warnings, where+": refused, applies to nothing: "+re.Refused)
+			}
+			r.Allowlist = append(r.Allowlist, re)
 			if w := policy.LintPattern(e.Pattern); w != "" {
 				r.Warnings = append(r.Warnings, where+": "+w)
 				continue

@@ -115,11 +115,16 @@ func Widenings(cur, next *File) []Widening {
 			if e.Agent != id { // the wildcard's entries are reported under "*"
 				continue
 			}
+			if e.Entry.IsArgRule() {
+				out = append(out, argRuleWidenings(own, rc, e)...)
+				continue
+			}
 			if !slices.ContainsFunc(have, func(p string) bool { return samePattern(p, e.Entry.Pattern) }) {
 				out = append(out, Widening{own + ".allowlist", "", strings.TrimSpace(e.Entry.Pattern)})
 				have = append(have, e.Entry.Pattern) // a duplicate in next is one widening
 			}
 		}
+		out = append(out, lostDenies(own, id, rc, rn)...)
 	}
 	out = append(out, confineWidenings(cur, next, ids)...)
 	out = append(out, extraChanges("", cur.Extra, next.Extra)...)

@@ -161,7 +161,8 @@ func printView(g *globals, v approvalsView) {
 			if e.Entry.LastUsedAt > 0 {
 				last = fmt.Sprintf("  last used %s: %s", msTime(e.Entry.LastUsedAt), e.Entry.LastUsedCommand)
 			}
-			fmt.Fprintf(w, "  allow        %s%s%s\n", e.Entry.Pattern, origin, last)
+			kind, text := e.Describe()
+			fmt.Fprintf(w, "  %-12s %s%s%s\n", kind, text, origin, last)
 		}
 		for _, warn := range a.Warnings {
 			fmt.Fprintf(w, "  WARNING: %s\n", warn)

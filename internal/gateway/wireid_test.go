@@ -554,7 +554,7 @@ func TestPendingNodesReserveNoName(t *testing.T) {
 	defer c.Close("done")
 	_, err = call[bridge.NodeView](t, op, bridge.MethodNodesApprove, bridge.NodeIDParams{NodeID: sk.DeviceID()})
 	var be *bridge.Error
-	if !errors.As(err, &be) || !strings.Contains(be.Message, "already node") {
+	if !errors.As(err, &be) || !strings.Contains(be.Message, "already taken by node") {
 		t.Fatalf("approving the stranger named like a paired node = %v, want refused", err)
 	}
 	k2, _ := nodekey.Generate()

@@ -95,6 +95,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			Text: p.Analysis.Canonical, Hash: p.Analysis.Hash, Enforce: how == RunsInterpreted,
 			Executables: e.planExecutables(p), PATH: e.runPATH(), Home: e.Home,
 			Env: req.Env, EnvAllow: p.envAllow, Files: p.files,
+			ArgRules: p.argRules, ArgOnly: p.argOnly,
 		}
 		if enforce {
 			plan.Confine = conf

@@ -65,6 +65,11 @@ const rewatchUnwatchable = 1024
 type agentPolicy struct {
 	resolved approvals.Resolved
 	allow    *policy.Allowlist
+	// rules are the allowlist's argument rules (approvals/argrules.go).
+	rules *policy.ArgRules
+	// grants are the allowlist's grants (approvals/grants.go), held
+	// against the clock, the cwd and the session at every decision.
+	grants []approvals.Grant
 	// recorded maps each pattern to the sha256 digests its allowlist
 	// entries recorded (allow-always), in file order; patterns without one
 	// are absent, so a decision looks up its matched patterns only.
@@ -110,6 +115,8 @@ func (e *Engine) agentPolicy(agent string, view fschange.View) (*agentPolicy, er
 	// only if both name the same file (a case-insensitive filesystem), so
 	// /x/head never allows a different /x/HEAD.
 	ap.allow.SameFile = approvals.SameFile
+	ap.rules = policy.CompileArgRules(r.ArgRules(), e.Home)
+	ap.grants = r.Grants()
 	if e.cache.file == f && !e.NoCache {
 		if e.cache.agents == nil {
 			e.cache.agents = map[string]*agentPolicy{}

@@ -29,6 +29,15 @@ type Prepared struct {
 	Resolved  approvals.Resolved
 	Analysis  shellcmd.Analysis
 	Matched   []string // per segment: the pattern that matched, or ""
+	// ArgDenied names the deny rules (policy.ArgRule) that refused a
+	// segment; each such segment is a miss.
+	ArgDenied []string
+	// ExpiredGrants names the grants that have ended and would have
+	// allowed a segment that is now a miss.
+	ExpiredGrants []string
+	// argRules and argOnly are for the run-time guard (shellrun.Plan).
+	argRules  []policy.ArgRule
+	argOnly   []string
 	Satisfied bool
 	Decision  policy.Decision
 	// Env is what the command's programs get beyond the host's own
@@ -123,7 +132,10 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Analysis = unanalysed(p.Analysis)
 	}
 	if p.Analysis.OK {
-		p.Matched, p.Satisfied = ap.allow.MatchAll(p.Analysis.Paths())
+		list, rules := e.withGrants(ap, cwd, req.SessionKey)
+		p.Matched, p.Satisfied, p.ArgDenied = permitSegments(list, rules, p.Analysis.Segments)
+		p.argRules, p.argOnly = rules.Rules(), argOnly(list, e.planExecutables(p))
+		p.ExpiredGrants = e.expiredGrants(ap, p.Analysis.Segments, p.Matched)
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
 	}
@@ -136,6 +148,10 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 		p.Satisfied = false
 	}
 	p.Decision = policy.Decide(p.input())
+	if len(p.ExpiredGrants) > 0 && p.Decision.Outcome != policy.Allow {
+		// In the reason, so the audit log's record says it too.
+		p.Decision.Reason += " (expired grant: " + strings.Join(p.ExpiredGrants, "; ") + ")"
+	}
 	return p, nil
 }
 
@@ -192,7 +208,7 @@ func unanalysed(a shellcmd.Analysis) shellcmd.Analysis {
 // literal paths.
 func (e *Engine) planExecutables(p *Prepared) []string {
 	if analysisOff {
-		return unanalysedExecutables(p.Resolved.Patterns())
+		return unanalysedExecutables(append(p.Resolved.Patterns(), allowRulePatterns(p.Resolved)...))
 	}
 	return p.Analysis.Executables()
 }

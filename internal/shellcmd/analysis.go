@@ -52,6 +52,10 @@ type Segment struct {
 	// Words that expand at run time are shown as written, and a final "…"
 	// stands for arguments xargs supplies at run time.
 	Argv []string `json:"argv"`
+	// Dynamic marks, per Argv word, a value known only at run time (an
+	// expansion, a glob, xargs's "…"): an argument rule never vouches for
+	// such a word, and the run-time guard checks what it became.
+	Dynamic []bool `json:"-"`
 	// Name is the command name as written, with quotes removed.
 	Name string `json:"name"`
 	// ResolvedPath is the absolute, cleaned (not symlink-resolved) path of

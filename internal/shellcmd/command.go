@@ -106,8 +106,13 @@ func (a *analyzer) command(args []arg, st *cwdState, ctx cmdCtx) error {
 		return err
 	}
 	seg.Argv = vals
+	seg.Dynamic = make([]bool, len(args), len(args)+1)
+	for i, x := range args {
+		seg.Dynamic[i] = !x.static
+	}
 	if ctx.tailOpen {
 		seg.Argv = append(seg.Argv, "…")
+		seg.Dynamic = append(seg.Dynamic, true)
 	}
 	// Classify by the name as written, else by the file it resolves to, so
 	// that a symlink such as ~/bin/e -> /usr/bin/env is still env.

@@ -412,6 +412,7 @@ func (a Analysis) clone() Analysis {
 	for i := range a.Segments {
 		s := &a.Segments[i]
 		s.Argv, s.Via, s.Applied = cp(s.Argv), cp(s.Via), cp(s.Applied)
+		s.Dynamic = slices.Clip(slices.Clone(s.Dynamic))
 	}
 	a.Builtins = slices.Clone(a.Builtins)
 	a.Env = slices.Clone(a.Env)

@@ -242,6 +242,7 @@ func TestSegmentFields(t *testing.T) {
 	a := Analyze(`FOO=1 nice -n 2 'l'"s" -la "$HOME" *.go`, f.env)
 	want := Analysis{OK: true, Segments: []Segment{{
 		Argv:         []string{"ls", "-la", `"$HOME"`, "*.go"},
+		Dynamic:      []bool{false, false, true, true},
 		Name:         "ls",
 		ResolvedPath: filepath.Join(f.bin, "ls"),
 		RealPath:     filepath.Join(f.bin, "ls"),

@@ -96,6 +96,11 @@ func Run(ctx context.Context, p Plan, stdin io.Reader, stdout, stderr io.Writer)
 	for _, e := range p.Executables {
 		root.allowed[e] = true
 	}
+	root.rules = policy.CompileArgRules(p.ArgRules, p.Home)
+	root.argOnly = map[string]bool{}
+	for _, e := range p.ArgOnly {
+		root.argOnly[e] = true
+	}
 	env := os.Environ()
 	for _, kv := range env {
 		root.base[kv] = true
@@ -124,6 +129,10 @@ func Run(ctx context.Context, p Plan, stdin io.Reader, stdout, stderr io.Writer)
 type guard struct {
 	plan    Plan
 	allowed map[string]bool
+	// rules and argOnly hold every start's expanded argv against the
+	// allowlist's argument rules (Plan.ArgRules, Plan.ArgOnly).
+	rules   *policy.ArgRules
+	argOnly map[string]bool
 	// base is the host's own environment (name=value): a program may get
 	// it unchanged; anything else passes the environment rule.
 	base       map[string]bool
@@ -151,6 +160,19 @@ func (g *guard) refused() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.denied
+}
+
+// argRefusal returns why a start of path with args (expanded, argv[0]
+// left out) is refused by the argument rules, or "".
+func (g *guard) argRefusal(path string, args []string) string {
+	v := g.rules.Check(path, args, nil)
+	switch {
+	case v.Denied != "":
+		return fmt.Sprintf("its arguments match the deny rule %q", v.Denied)
+	case g.argOnly[path] && v.Allowed == "":
+		return "its arguments match no argument rule of the allowlist"
+	}
+	return ""
 }
 
 // envRefusal returns why env may not be given to a program, or "".
@@ -335,6 +357,9 @@ func (x *executor) dispatch(ctx context.Context, hc interp.HandlerContext, args 
 		return x.refuse(fmt.Errorf("%w: %s is not an executable the analysis allowed (refused at run time)", ErrDenied, path))
 	}
 	if x.plan.Enforce {
+		if why := x.argRefusal(path, args[1:]); why != "" {
+			return x.refuse(fmt.Errorf("%w: %s: %s (refused at run time)", ErrDenied, path, why))
+		}
 		if why := x.envRefusal(env); why != "" {
 			return x.refuse(fmt.Errorf("%w: %s: %s (refused at run time)", ErrDenied, path, why))
 		}

@@ -53,6 +53,7 @@ import (
 	"os"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -112,6 +113,13 @@ type Plan struct {
 	// program it has no id for: a missing or empty map refuses every start
 	// (fail closed); build it with runner.IDsOf.
 	Files map[string]runner.FileID `json:"files"`
+	// ArgRules are the allowlist's argument rules (policy.ArgRule). When
+	// Enforce is set, every start is held against them on its expanded
+	// argv: a deny rule that matches refuses it, and a program in ArgOnly
+	// (one only an argument rule allowed) starts only when an allow rule
+	// matches its arguments.
+	ArgRules []policy.ArgRule `json:"argRules,omitempty"`
+	ArgOnly  []string         `json:"argOnly,omitempty"`
 	// MemoryBound and GoroutineBound override DefaultMemoryBound and
 	// DefaultGoroutineBound when positive (tests use small ones).
 	MemoryBound    int64 `json:"memoryBound,omitempty"`
