@@ -430,5 +430,5 @@ func encodeValue(v attribute.Value) jAnyValue {
 		return jAnyValue{}
 	}
 	// A type this exporter does not know: its text, not a silent drop.
-	return str(v.Emit())
+	return str(v.String())
 }
