@@ -3,6 +3,11 @@
 // context from the exec params' traceparent/tracestate, or MCP _meta),
 // exported over OTLP/HTTP when configured and off by default.
 //
+// The exporter is our own (otlpjson.go): OTLP/HTTP with the JSON
+// encoding, POSTed to the collector's /v1/traces. The SDK's OTLP
+// exporters would link protobuf and grpc into the binary, whose package
+// inits every exechost start pays, traced or not.
+//
 // The contract:
 //   - Off unless an endpoint is configured (telemetry.otlp.endpoint in
 //     exechost.json, or the standard OTEL_EXPORTER_OTLP_ENDPOINT /
@@ -13,20 +18,21 @@
 //     secret): the command is named by its SHA-256, as in receipts.
 //   - A malformed traceparent starts a new trace; it is never an error
 //     for the exec.
+//   - Exports are batched off the exec's path, each bounded by
+//     OTEL_EXPORTER_OTLP_TIMEOUT (10 s by default, at most a minute); a
+//     failed export goes to the OTel error handler and never fails a run.
+//     OTEL_EXPORTER_OTLP_HEADERS (and the TRACES_ variants) are sent.
 package trace
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -106,23 +112,16 @@ func New(ctx context.Context, opts Options) (*Tracer, error) {
 	exp := opts.Exporter
 	var sp sdktrace.TracerProviderOption
 	if exp == nil {
-		var hopts []otlptracehttp.Option
-		if opts.Endpoint != "" {
-			u, err := url.Parse(opts.Endpoint)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fmt.Errorf("telemetry.otlp.endpoint %q: want an http:// or https:// URL (OTLP/HTTP, e.g. http://localhost:4318)", opts.Endpoint)
-			}
-			// Like OTEL_EXPORTER_OTLP_ENDPOINT, the endpoint is the
-			// collector's base URL: traces go to its /v1/traces.
-			u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
-			hopts = append(hopts, otlptracehttp.WithEndpointURL(u.String()))
+		getenv := opts.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
 		}
-		var err error
-		exp, err = otlptracehttp.New(ctx, hopts...)
+		cfg, err := exporterConfigFrom(opts.Endpoint, getenv)
 		if err != nil {
-			return nil, fmt.Errorf("otlp exporter: %w", err)
+			return nil, err
 		}
-		sp = sdktrace.WithBatcher(exp)
+		// Batched: an exec never waits on the collector.
+		sp = sdktrace.WithBatcher(newJSONExporter(cfg), sdktrace.WithExportTimeout(cfg.Timeout))
 	} else {
 		sp = sdktrace.WithSyncer(exp)
 	}
