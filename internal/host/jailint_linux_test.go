@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/policy"
 )
 
@@ -53,7 +55,8 @@ func TestJailKeepsPersistencePaths(t *testing.T) {
 					t.Fatalf("cwd %s: %v", cwd, err)
 				}
 				if !control && !slices.Contains(res.Layers, confine.LayerView) {
-					p, _ := j.engine.Prepare(req); t.Fatalf("cwd %s: the run was not held by the jail's view (layers %v, runs as %s): %+v", cwd, res.Layers, p.RunsAs(), res.Result)
+					p, _ := j.engine.Prepare(req)
+					t.Fatalf("cwd %s: the run was not held by the jail's view (layers %v, runs as %s): %+v", cwd, res.Layers, p.RunsAs(), res.Result)
 				}
 				if _, err := os.Stat(filepath.Join(cwd, r.dst)); strings.HasSuffix(r.dst, "planted-ok") && err != nil {
 					t.Errorf("cwd %s: the ordinary write in the cwd failed: %v (%+v)", cwd, err, res.Result)
@@ -66,6 +69,73 @@ func TestJailKeepsPersistencePaths(t *testing.T) {
 				if wrote != control {
 					t.Errorf("%s = %v, want %v", what, wrote, control)
 				}
+			}
+		})
+	}
+}
+
+// TestMissingLayerFailsClosed builds the jail without its pid layer (the
+// engine's JailLayers option: as a kernel without pid namespaces would)
+// and runs an allowlisted `marker FILE` for real: under security=allowlist
+// (unsupported: deny) the run is refused with confine.ErrUnsupported and
+// nothing ran; the control, the same policy with unsupported: warn, runs
+// it with the layers that held, and the run's result, its finished audit
+// record and the reach line name exactly those (no pid).
+func TestMissingLayerFailsClosed(t *testing.T) {
+	needABI(t, 4)
+	for _, warn := range []bool{false, true} {
+		name := map[bool]string{false: "deny", true: "control: unsupported warn"}[warn]
+		t.Run(name, func(t *testing.T) {
+			j := newJailFixture(t, policy.SecurityAllowlist)
+			if warn {
+				j.setConfine(t, &approvals.Confine{Unsupported: string(confine.UnsupportedWarn)})
+			}
+			j.engine.JailLayers = slices.DeleteFunc(slices.Clone(jail.AllLayers), func(l confine.Layer) bool { return l == confine.LayerPID })
+			target := filepath.Join(j.repo, "ran")
+			req := Request{RawCommand: "marker " + target, Cwd: j.repo}
+			p, err := j.engine.Prepare(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := j.engine.ConfinementText(p)
+			res, err := j.engine.Run(context.Background(), req)
+			_, statErr := os.Stat(target)
+			ran := statErr == nil
+			if !warn {
+				if !errors.Is(err, confine.ErrUnsupported) || !strings.Contains(err.Error(), "pid") || !strings.Contains(err.Error(), "hint:") {
+					t.Errorf("run with the pid layer missing: err %v, want confine.ErrUnsupported naming pid, with a hint", err)
+				}
+				if ran {
+					t.Error("the refused run ran")
+				}
+				if !strings.Contains(text, "refused on this host") || !strings.Contains(text, "pid") {
+					t.Errorf("reach line %q does not say the run is refused for pid", text)
+				}
+				return
+			}
+			if err != nil || !ran {
+				t.Fatalf("with unsupported: warn: err %v, ran %v (%+v)", err, ran, res.Result)
+			}
+			var held []string
+			for _, l := range res.Layers {
+				held = append(held, string(l))
+			}
+			if slices.Contains(held, string(confine.LayerPID)) || !slices.Contains(held, string(confine.LayerView)) {
+				t.Errorf("the run's layers %v: want the view and no pid", held)
+			}
+			j.mu.Lock()
+			var fin *AuditRecord
+			for i := range j.audits {
+				if j.audits[i].Event == "finished" {
+					fin = &j.audits[i]
+				}
+			}
+			j.mu.Unlock()
+			if fin == nil || !slices.Equal(fin.Layers, held) {
+				t.Errorf("finished audit record's layers %v, want the run's %v", fin, held)
+			}
+			if !strings.Contains(text, "layers: "+strings.Join(held, ", ")) || !strings.Contains(text, "lacks pid") {
+				t.Errorf("reach line %q: want the layers that hold (%v) and the missing pid", text, held)
 			}
 		})
 	}
