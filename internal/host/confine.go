@@ -242,7 +242,10 @@ func (e *Engine) jailReport(p *Prepared, c *confine.Confinement) (held []string,
 		err = fmt.Errorf("%w: the jail lacks %s on this host (hint: run `exechost doctor`; confine.unsupported \"warn\" runs with the layers that hold)", confine.ErrUnsupported, layerList(missing))
 	}
 	for _, l := range got {
-		held = append(held, string(l))
+		// The engine's probe (LandlockABI) has the last word on Landlock.
+		if l != confine.LayerLandlock || landlock != nil {
+			held = append(held, string(l))
+		}
 	}
 	return held, err
 }
@@ -252,14 +255,17 @@ func (e *Engine) jailReport(p *Prepared, c *confine.Confinement) (held []string,
 // to hold (pre, the layers reported before the start), as the start
 // without a jail confines with it alone; none when unconfined.
 func ranLayers(pre []string, rr runner.Result) []string {
+	landlock := slices.Contains(pre, string(confine.LayerLandlock))
 	if len(rr.Layers) > 0 {
-		out := make([]string, len(rr.Layers))
-		for i, l := range rr.Layers {
-			out[i] = string(l)
+		var out []string
+		for _, l := range rr.Layers {
+			if l != confine.LayerLandlock || landlock {
+				out = append(out, string(l))
+			}
 		}
 		return out
 	}
-	if slices.Contains(pre, string(confine.LayerLandlock)) {
+	if landlock {
 		return []string{string(confine.LayerLandlock)}
 	}
 	return nil

@@ -97,7 +97,7 @@ func TestPromptShowsReach(t *testing.T) {
 	}
 	got := ap.asked.Confinement
 	if !strings.HasPrefix(got, "writes: cwd, tmp · network: none · sockets: none · hidden: ") ||
-		!strings.Contains(got, "read-only inside: 2 persistence paths") || !strings.HasSuffix(got, "layers: landlock") {
+		!strings.Contains(got, "read-only inside: 2 persistence paths") || !strings.Contains(got, "layers: ") || !strings.Contains(got, "landlock") || !strings.Contains(got, "view") {
 		t.Errorf("prompt's reach %q", got)
 	}
 }
