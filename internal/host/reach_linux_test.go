@@ -36,12 +36,19 @@ func TestNoCwdRunsInWorkspace(t *testing.T) {
 			// Relative: lands in the cwd. "planted" is no persistence path,
 			// so the control shows the write whatever the jail keeps
 			// read-only.
-			for _, target := range []string{".bashrc-new", "planted"} {
+			// With ~ as a writable root Landlock admits no new entry in ~
+			// itself (a missing persistence path must stay uncreatable),
+			// so the control plants beneath ~/docs.
+			plant := "planted"
+			if control {
+				plant = filepath.Join("docs", "planted")
+			}
+			for _, target := range []string{".bashrc-new", plant} {
 				if _, err := j.engine.Run(context.Background(), Request{RawCommand: "marker " + target, Cwd: cwd, AgentID: "dev"}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			_, plantedErr := os.Stat(filepath.Join(j.home, "planted"))
+			_, plantedErr := os.Stat(filepath.Join(j.home, plant))
 			if got := plantedErr == nil; got != control {
 				t.Errorf("marker planted with cwd %q wrote in ~ = %v, want %v", cwd, got, control)
 			}
@@ -65,12 +72,12 @@ func TestNoCwdRunsInWorkspace(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			res, err := j.engine.Run(context.Background(), Request{RawCommand: "pwd; echo pwned >> " + bashrc + "; echo x > " + filepath.Join(j.home, "planted2"), Cwd: cwd})
+			res, err := j.engine.Run(context.Background(), Request{RawCommand: "pwd; echo pwned >> " + bashrc + "; echo x > " + filepath.Join(j.home, "docs", "planted2"), Cwd: cwd})
 			if err != nil {
 				t.Fatal(err)
 			}
 			after, _ := os.ReadFile(bashrc)
-			_, planted2Err := os.Stat(filepath.Join(j.home, "planted2"))
+			_, planted2Err := os.Stat(filepath.Join(j.home, "docs", "planted2"))
 			wroteHome := string(after) != string(before) || planted2Err == nil
 			if wroteHome != control {
 				t.Errorf("shell text with cwd %q wrote in ~ = %v, want %v (%+v)", cwd, wroteHome, control, res.Result)
