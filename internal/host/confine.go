@@ -1,6 +1,7 @@
 package host
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -144,21 +145,30 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *con
 // ConfinementText says in one line what a run of p may reach (the reach
 // line: writes, network, sockets, hidden secrets, read-only persistence
 // paths, the protected set, with the run's cwd shown as "cwd" and its
-// private temporary directory as "tmp"), which layers of the jail hold on
-// this host, and whether this host refuses or only warns about what it
-// cannot build, for prompts, `approvals check` and the audit log.
+// private temporary directory as "tmp"), which layers of the jail hold for
+// it on this host, and whether this host refuses or only warns about what
+// it cannot build, for prompts, `approvals check`, doctor and the audit
+// log.
 func (e *Engine) ConfinementText(p *Prepared) string {
 	c := e.confinement(p, "$TMPDIR")
 	text := c.Reach(map[string]string{realPath(p.Cwd): "cwd", "$TMPDIR": "tmp"})
 	if !c.Active() {
 		return text
 	}
+	held, jailErr := e.jailReport(p, c)
 	layers := "none"
-	if held := e.heldLayers(c); len(held) > 0 {
+	if len(held) > 0 {
 		layers = strings.Join(held, ", ")
 	}
 	text += " · layers: " + layers
 	warning, err := c.Check(e.kernelABI())
+	if err == nil && jailErr != nil {
+		if c.Unsupported == confine.UnsupportedWarn {
+			warning = jailErr.Error() + "; runs with the layers that hold (unsupported: warn)"
+		} else {
+			err = jailErr
+		}
+	}
 	switch {
 	case err != nil:
 		return text + " — refused on this host: " + err.Error()
@@ -177,7 +187,16 @@ func (e *Engine) CheckJail(p *Prepared) (warning string, err error) {
 	if e.noConfine || !c.Active() {
 		return "", nil
 	}
-	return c.Check(e.kernelABI())
+	if warning, err = c.Check(e.kernelABI()); err != nil {
+		return warning, err
+	}
+	if _, jailErr := e.jailReport(p, c); jailErr != nil {
+		if c.Unsupported != confine.UnsupportedWarn {
+			return "", jailErr
+		}
+		return jailErr.Error() + "; runs with the layers that hold (unsupported: warn)", nil
+	}
+	return warning, nil
 }
 
 // Jail is the confinement a run of p would get, its private temporary
@@ -190,20 +209,64 @@ func (e *Engine) Jail(p *Prepared) *confine.Confinement {
 // (confine.Layer names), for `approvals check --json` and the audit
 // record; nil when the run is not confined or nothing can confine it.
 func (e *Engine) Layers(p *Prepared) []string {
-	return e.heldLayers(e.confinement(p, "$TMPDIR"))
+	held, _ := e.jailReport(p, e.confinement(p, "$TMPDIR"))
+	return held
 }
 
-// heldLayers says which layers hold for a run confined by c: each layer
-// this host builds, in confine's order, when it enforces all c asks of
-// it. Today that is Landlock, given the ABI c needs (MinABI); the other
-// layers (confine.Layer) are named here as the enforcement builds them.
-func (e *Engine) heldLayers(c *confine.Confinement) []string {
+// jailReport says which layers hold for a run of p confined by c on this
+// host, and, when its start goes to the jail (takeJail: a direct start or
+// shell text, not security=full's write-anywhere confinement), why the
+// jail falls short here (err wraps confine.ErrUnsupported; it refuses the
+// run unless c says warn). The layers are the jail's own (jail.Pool.Layers
+// builds it, or finds it standing, as the run will) when it can be built;
+// otherwise Landlock, given the ABI c needs (MinABI), as the start that
+// runs without the jail (interpreted runs, PTY runs, NoJail) gets.
+func (e *Engine) jailReport(p *Prepared, c *confine.Confinement) (held []string, err error) {
 	if e.noConfine || !c.Active() || !confine.Supported {
-		return nil
+		return nil, nil
 	}
-	var held []string
+	var landlock []string
 	if abi := e.kernelABI(); abi > 0 && abi >= c.MinABI() {
-		held = append(held, string(confine.LayerLandlock))
+		landlock = []string{string(confine.LayerLandlock)}
 	}
-	return held
+	how := p.RunsAs()
+	pool := e.jails()
+	if pool == nil || how == RunsInterpreted || how == RunsUnchecked || slices.Contains(c.Writable, "/") {
+		return landlock, nil
+	}
+	got, missing, jerr := pool.Layers(e.jailOptions(c, "$TMPDIR"))
+	switch {
+	case jerr != nil:
+		return landlock, fmt.Errorf("%w: the jail cannot be built on this host: %w (hint: run `exechost doctor`)", confine.ErrUnsupported, jerr)
+	case len(missing) > 0:
+		err = fmt.Errorf("%w: the jail lacks %s on this host (hint: run `exechost doctor`; confine.unsupported \"warn\" runs with the layers that hold)", confine.ErrUnsupported, layerList(missing))
+	}
+	for _, l := range got {
+		// The engine's probe (LandlockABI) has the last word on Landlock.
+		if l != confine.LayerLandlock || landlock != nil {
+			held = append(held, string(l))
+		}
+	}
+	return held, err
+}
+
+// ranLayers are the layers that held a run that has ended: the jail's
+// (runner.Result.Layers) when one ran it; otherwise Landlock when it was
+// to hold (pre, the layers reported before the start), as the start
+// without a jail confines with it alone; none when unconfined.
+func ranLayers(pre []string, rr runner.Result) []string {
+	landlock := slices.Contains(pre, string(confine.LayerLandlock))
+	if len(rr.Layers) > 0 {
+		var out []string
+		for _, l := range rr.Layers {
+			if l != confine.LayerLandlock || landlock {
+				out = append(out, string(l))
+			}
+		}
+		return out
+	}
+	if landlock {
+		return []string{string(confine.LayerLandlock)}
+	}
+	return nil
 }

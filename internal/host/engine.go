@@ -81,6 +81,11 @@ type Engine struct {
 	// exact (confine.Builder.Afresh). Set it before the first run.
 	ConfineRulesAfresh bool
 
+	// JailLayers are the layers the jail builds (jail.Options.Layers);
+	// nil builds every one this machine can. Tests leave one out to see a
+	// missing layer refuse the run (or warn). Set it before the first run.
+	JailLayers []confine.Layer
+
 	// NoJail starts confined runs with Landlock alone (the launcher or
 	// an in-thread start) instead of in a standing jail
 	// (internal/jail). Set it before the first run.
@@ -227,6 +232,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	fin := rec
 	fin.Event = "finished"
 	fin.Result = &rr
+	fin.Layers = ranLayers(rec.Layers, rr)
 	e.audit(fin)
 	return res, nil
 }

@@ -1,9 +1,11 @@
 package host
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/jail"
@@ -56,25 +58,37 @@ func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
 	// The search path stays reachable where the view replaces /tmp: a
 	// program decided on there must be found there.
 	readable := filepath.SplitList(e.runPATH())
-	return jail.Options{Confine: jc, SocketDirs: dirs, Readable: readable}
+	return jail.Options{Confine: jc, Layers: slices.Clone(e.JailLayers), SocketDirs: dirs, Readable: readable}
 }
 
 // takeJail starts spec in the standing jail for c (runner.Spec.Jail),
 // when there is one to be had, and returns done extended to release it.
-// Without one (no jails here, or it could not be built) the run starts
-// confined by Landlock alone, as spec already says; its result then names
-// no layer.
-func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string, done func()) func() {
+// A jail that cannot be built here, or lacks a layer c needs
+// (jail.Missing), refuses the run with an error wrapping
+// confine.ErrUnsupported when c says deny (security=allowlist, or any
+// "confine" member, unless confine.unsupported says warn); with warn the
+// run starts with what held (the jail's layers, or Landlock alone, as
+// spec already says) and its result names them.
+func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string, done func()) (func(), error) {
 	pool := e.jails()
 	// security=full without a "confine" member writes anywhere and keeps
 	// only the protected set out of reach (docs/policy.md): its sockets,
 	// network and tools (ptrace) stay as they were, with Landlock alone.
 	if pool == nil || spec.PTY || slices.Contains(c.Writable, "/") {
-		return done
+		return done, nil
 	}
-	j, release, err := pool.Get(e.jailOptions(c, tmp))
+	o := e.jailOptions(c, tmp)
+	j, release, err := pool.Get(o)
+	deny := c.Unsupported != confine.UnsupportedWarn
 	if err != nil {
-		return done
+		if deny {
+			return done, fmt.Errorf("%w: the jail cannot be built on this host: %w (hint: run `exechost doctor`; set confine.unsupported to \"warn\" in exec-approvals.json to run with Landlock alone)", confine.ErrUnsupported, err)
+		}
+		return done, nil
+	}
+	if missing := jail.Missing(&o.Confine, j.Held()); len(missing) > 0 && deny {
+		release()
+		return done, fmt.Errorf("%w: the jail lacks %s on this host (hint: run `exechost doctor`; set confine.unsupported to \"warn\" in exec-approvals.json to run with the layers that hold)", confine.ErrUnsupported, layerList(missing))
 	}
 	spec.Jail = j
 	if spec.Env != nil {
@@ -83,5 +97,14 @@ func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string,
 	return func() {
 		release()
 		done()
+	}, nil
+}
+
+// layerList names layers for a message: "view, pid".
+func layerList(ls []confine.Layer) string {
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = string(l)
 	}
+	return strings.Join(names, ", ")
 }

@@ -123,7 +123,12 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 	if spec.Confine != nil && how != RunsInterpreted && how != RunsUnchecked {
 		// A standing jail for this confinement starts it with a fork and
 		// an exec, every layer built already.
-		if done = e.takeJail(&spec, spec.Confine, tmp, done); spec.Jail != nil {
+		var err error
+		if done, err = e.takeJail(&spec, spec.Confine, tmp, done); err != nil {
+			done()
+			return spec, nil, err
+		}
+		if spec.Jail != nil {
 			return spec, done, nil
 		}
 	}

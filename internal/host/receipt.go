@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -79,7 +80,7 @@ func (rs *receipts) receiptOf(a AuditRecord) receipt.Receipt {
 	if p := a.prepared; p != nil {
 		r.PlanSHA256 = p.Analysis.Hash
 		if a.Event == "finished" {
-			r.Jail = rs.jailOf(p)
+			r.Jail = rs.jailOf(p, a.Layers)
 		}
 	}
 	if res := a.Result; res != nil {
@@ -139,19 +140,18 @@ func (rs *receipts) policyDigest() string {
 	return rs.policySum
 }
 
-// jailOf names the walls this host applied to a run of p and digests
-// their rules. Only what the engine enforces here is named: Landlock when
-// the kernel has it, the limits when any is set.
-func (rs *receipts) jailOf(p *Prepared) *receipt.Jail {
+// jailOf names the walls that held a run of p (held: the finished audit
+// record's Layers, ranLayers) and digests their rules: the jail's layers
+// when it ran the run, Landlock for a start without it, and the limits
+// when any is set (the runner applies them without a jail).
+func (rs *receipts) jailOf(p *Prepared, held []string) *receipt.Jail {
 	c := rs.e.confinement(p, "$TMPDIR")
 	j := &receipt.Jail{Layers: []string{}}
 	if !c.Active() || rs.e.noConfine {
 		return j
 	}
-	if abi := rs.e.kernelABI(); abi > 0 {
-		j.Layers = append(j.Layers, string(confine.LayerLandlock))
-	}
-	if c.Limits != (confine.Limits{}) {
+	j.Layers = append(j.Layers, held...)
+	if c.Limits != (confine.Limits{}) && !slices.Contains(held, string(confine.LayerLimits)) {
 		j.Layers = append(j.Layers, string(confine.LayerLimits))
 	}
 	sort.Strings(j.Layers)
