@@ -335,10 +335,16 @@ func (c *Confinement) config(abi int) landlock.Config {
 		// asking REFER on ABI 1; without it such moves are refused.
 		handled &^= ll.AccessFSRefer
 	}
-	// Abstract unix sockets and signals stay within the run whatever its
-	// network (ABI 6): a run given the network (npm install) must not
-	// stop the node, the gateway or the approver either.
-	cfg := landlock.Config{HandledAccessFS: handled, Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
+	// Abstract unix sockets and signals stay within a confined run
+	// whatever its network (ABI 6): a run given the network (npm install)
+	// must not stop the node, the gateway or the approver either. A run
+	// that writes everywhere (security=full without a "confine" member:
+	// only the protected set out of reach) keeps the session's abstract
+	// sockets (X11, D-Bus) and signals, as docs/policy.md says.
+	cfg := landlock.Config{HandledAccessFS: handled}
+	if !c.writesAll() {
+		cfg.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+	}
 	if c.network() == NetworkNone {
 		cfg.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
 	}
