@@ -597,8 +597,10 @@ func printUpNext(g *globals, s upSummary) {
 	if s.url != DefaultGateway {
 		gw = " --gateway " + s.url
 	}
-	fmt.Fprintf(w, "\nNext, in another terminal:\n")
+	// Decided before "Next" is printed: a reader (a script, a test)
+	// waiting for that line then finds the lines under it.
 	how, allowed := upNextHow(s.dir, s.noApprover)
+	fmt.Fprintf(w, "\nNext, in another terminal:\n")
 	fmt.Fprintf(w, "  %s exec%s 'uname -a'   # %s\n", cmd, gw, how)
 	if !allowed {
 		add := "never ask for it again"
@@ -639,6 +641,6 @@ func upNextHow(dir string, noApprover bool) (how string, allowed bool) {
 	case p.Decision.Outcome == policy.AskHuman && !noApprover:
 		return "asks the approver (here or in the web UI), then runs on this machine's node", false
 	default:
-		return "denied until allowlisted (askFallback decides: no approver runs)", false
+		return "denied until allowlisted (askFallback decides: no one answers)", false
 	}
 }

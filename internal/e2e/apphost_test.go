@@ -139,7 +139,7 @@ func TestApproverExecHost(t *testing.T) {
 	}
 	// The approver being gone is a failure of the host, not a denial, and
 	// the node's own exec.failed is the one event (the gateway adds none).
-	want := fmt.Sprintf("Exec failed (node=%s, id=", desk.id)
+	want := fmt.Sprintf("Exec failed (node=%s, id=", "Desk") // the node by its name
 	evs := c.events("gone")
 	if len(evs) != 1 || !hasPrefix(evs, want) || !strings.Contains(evs[0], "COMPANION_APP_UNAVAILABLE") {
 		t.Errorf("events %q, want one Exec failed event naming COMPANION_APP_UNAVAILABLE", evs)

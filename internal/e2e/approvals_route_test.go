@@ -249,7 +249,7 @@ func TestApprovalsRouteFallbackAndRace(t *testing.T) {
 		r := next(t, c.execBackground("--host", "node", "--node", quiet.id, "/bin/echo unanswered"), "exec to finish")
 		// The first line is the decision alone (a fix line follows);
 		// the hint says nobody answered.
-		if r.code != 126 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "no approver answered and askFallback is deny") {
+		if r.code != 126 || !strings.Contains(r.stderr, "SYSTEM_RUN_DENIED: approval required") || !strings.Contains(r.stderr, "nobody answered before the prompt timed out") {
 			t.Fatalf("want askFallback=deny after the prompt timed out, got %s", r)
 		}
 		waitFor(t, "no prompt pending at the gateway", func() bool {

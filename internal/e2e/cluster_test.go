@@ -89,8 +89,8 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		// The run's own events came with its response; the next exec
 		// in another session must not see them.
 		evs := texts(res.Events)
-		wantStart := fmt.Sprintf("Exec started (node=%s, id=%s)", build.id, res.RunID)
-		wantFinish := fmt.Sprintf("Exec finished (node=%s, id=%s, code=0)", build.id, res.RunID)
+		wantStart := fmt.Sprintf("Exec started (node=%s, id=%s)", "Build Box", res.RunID) // the node as --node takes it: its name
+		wantFinish := fmt.Sprintf("Exec finished (node=%s, id=%s, code=0)", "Build Box", res.RunID)
 		if !hasPrefix(evs, wantStart) || !hasPrefix(evs, wantFinish) {
 			t.Fatalf("events of session alpha = %q, want %q and %q", evs, wantStart, wantFinish)
 		}
@@ -125,7 +125,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 			}
 			if tt.wantErr != "" {
 				evs := c.events(session)
-				want := fmt.Sprintf("Exec denied (node=%s, id=", laptop.id)
+				want := fmt.Sprintf("Exec denied (node=%s, id=", "Laptop")
 				if !hasPrefix(evs, want) {
 					t.Errorf("session %s events = %q, want one starting %q", session, evs, want)
 				}
@@ -227,7 +227,7 @@ func TestRoutingSelectionEventsSessions(t *testing.T) {
 		victim := c.addNode("n3", "Victim", policyFull)
 		caller := start(t, c.gwDir, "exec", "--gateway", c.url, "--host", "node", "--node", victim.id, "--session", "kill", "sleep 120")
 		waitFor(t, "the run to start on the node", func() bool {
-			return hasPrefix(c.events("kill"), "Exec started (node="+victim.id)
+			return hasPrefix(c.events("kill"), "Exec started (node=Victim")
 		})
 		victim.p.signal(syscall.SIGKILL)
 		err := caller.wait(t, "exec whose node died")

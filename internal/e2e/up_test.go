@@ -31,8 +31,9 @@ type upProc struct {
 func startUp(t *testing.T, dir string, extra ...string) *upProc {
 	t.Helper()
 	p := start(t, dir, append([]string{"up", "--listen", "127.0.0.1:0", "--web", "127.0.0.1:0"}, extra...)...)
+	// "MCP clients:" is the summary's last line.
 	waitFor(t, "up to print its summary", func() bool {
-		return strings.Contains(p.Out.String(), "Next, in another terminal") || isDone(p)
+		return strings.Contains(p.Out.String(), "MCP clients:") || isDone(p)
 	})
 	out := p.Out.String()
 	m := upGatewayRE.FindStringSubmatch(out)
@@ -386,7 +387,7 @@ func TestUpFromGoRun(t *testing.T) {
 	out := p.Out.String()
 	installed := filepath.Join(gobin, "exechost")
 	if !strings.HasPrefix(out, "note: this exechost is a temporary build of `go run` ("+tmpBin+")") ||
-		!strings.Contains(out, "cd YOUR-EXECHOST-CHECKOUT && CGO_ENABLED=0 go install ./cmd/exechost    # puts it at "+installed) {
+		!strings.Contains(out, " && CGO_ENABLED=0 go install ./cmd/exechost    # puts it at "+installed) {
 		t.Errorf("up from a go run build does not say so first, with the install line and path:\n%s", out)
 	}
 	_, next, _ := strings.Cut(out, "Next, in another terminal")

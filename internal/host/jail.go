@@ -78,6 +78,12 @@ func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string,
 		return done, nil
 	}
 	o := e.jailOptions(c, tmp)
+	if len(spec.Argv) > 0 && pathWithin(spec.Argv[0], os.TempDir()) {
+		// The view's /tmp is its own: a program decided on in the host's
+		// temporary directory is made readable there, or it could not be
+		// found (everything else of / is in the view already).
+		o.Readable = append(o.Readable, filepath.Dir(spec.Argv[0]))
+	}
 	j, release, err := pool.Get(o)
 	deny := c.Unsupported != confine.UnsupportedWarn
 	if err != nil {
