@@ -134,7 +134,13 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if p.Analysis.OK {
 		list, rules := e.withGrants(ap, cwd, req.SessionKey)
 		p.Matched, p.Satisfied, p.ArgDenied = permitSegments(list, rules, p.Analysis.Segments)
-		p.argRules, p.argOnly = rules.Rules(), argOnly(list, e.planExecutables(p))
+		p.argRules = rules.Rules()
+		if p.Satisfied {
+			// Only a run the allowlist allows holds its programs to the
+			// argument rules that allowed them; one a human approved (or
+			// askFallback=full let through) runs what was shown.
+			p.argOnly = argOnly(list, e.planExecutables(p))
+		}
 		p.ExpiredGrants = e.expiredGrants(ap, p.Analysis.Segments, p.Matched)
 	} else {
 		p.Matched = make([]string, len(p.Analysis.Segments))
