@@ -247,5 +247,10 @@ func (e *Engine) cwd(z *shellcmd.Analyzer, c, agent string) (string, error) {
 	if !fi.IsDir() {
 		return "", bridge.InvalidRequest(fmt.Errorf("cwd %s: not a directory", c))
 	}
+	// No run reaches the state directory (the jail's view leaves it out),
+	// so one cannot start there: say so rather than fail to chdir.
+	if e.StateDir != "" && pathWithin(realPath(c), realPath(e.StateDir)) {
+		return "", bridge.InvalidRequest(hint.Wrap(fmt.Errorf("cwd %s is inside this host's state directory %s, which no run can reach", c, e.StateDir), "run it from another directory"))
+	}
 	return filepath.Clean(c), nil
 }

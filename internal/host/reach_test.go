@@ -261,6 +261,12 @@ func TestWorkspaceRefusals(t *testing.T) {
 	if _, err := os.Stat(j.engine.Workspaces); err == nil {
 		t.Error("a workspace was created inside the state directory")
 	}
+	// A cwd the request names inside the state directory is refused as
+	// well: no run can reach it, so none starts there.
+	_, err = j.engine.Prepare(Request{RawCommand: "marker x", AgentID: "dev", Cwd: j.engine.StateDir})
+	if err == nil || !errors.As(err, &coded) || coded.Code != bridge.CodeInvalidRequest || !strings.Contains(err.Error(), "no run can reach") {
+		t.Errorf("cwd in the state directory: %v", err)
+	}
 }
 
 // TestJailHiddenWins: a cwd or writable root inside a hidden path is not

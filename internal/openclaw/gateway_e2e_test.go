@@ -268,7 +268,9 @@ func TestRealGateway(t *testing.T) {
 		}
 		url := fmt.Sprintf("ws://%s:%d", lan, gw.Port)
 		p, err := testproc.Start([]string{bin, "--state-dir", dir, "node", "run", "--openclaw", url,
-			"--openclaw-token-file", tokenFile(t, gw.Token), "--display-name", "exechost-remote"})
+			"--openclaw-token-file", tokenFile(t, gw.Token), "--display-name", "exechost-remote"},
+			// The LAN address is plain ws:// off loopback, refused unless the risk is accepted.
+			"EXECHOST_INSECURE_PLAINTEXT=1")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1060,7 +1060,8 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 	const file = `{"version":1,"defaults":{"security":"allowlist","ask":"on-miss","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`
 	type node struct {
 		n     *Node
-		dir   string
+		dir   string // the node's state directory
+		work  string // where its runs work: no run reaches dir
 		audit []host.AuditRecord
 		mu    sync.Mutex
 	}
@@ -1071,7 +1072,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 		}
 		eng := host.NewEngine(dir, policy.HostNode, "n")
 		t.Cleanup(func() { eng.Close() })
-		nd := &node{dir: dir}
+		nd := &node{dir: dir, work: t.TempDir()}
 		eng.OnAudit = func(r host.AuditRecord) {
 			nd.mu.Lock()
 			nd.audit = append(nd.audit, r)
@@ -1114,7 +1115,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 	}
 	prepare := func(t *testing.T, nd *node, env map[string]string, decision string) map[string]any {
 		t.Helper()
-		return prepareCmd(t, nd, nd.dir, []string{"/bin/sh", "-lc", "id -u"}, "id -u", env, decision)
+		return prepareCmd(t, nd, nd.work, []string{"/bin/sh", "-lc", "id -u"}, "id -u", env, decision)
 	}
 	run := func(t *testing.T, nd *node, params map[string]any) invokeResult {
 		t.Helper()
@@ -1136,7 +1137,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 		}
 		var res runResult
 		if err := json.Unmarshal([]byte(*r.PayloadJSON), &res); err != nil || !res.Success || strings.TrimSpace(res.Stdout) != fmt.Sprint(os.Getuid()) {
-			t.Fatalf("approved run's result %+v (%v)", res, err)
+			t.Fatalf("approved run's result %+v %v (%v)", res, str(res.Error), err)
 		}
 		nd.mu.Lock()
 		var by []string
@@ -1176,7 +1177,7 @@ func TestGatewayApprovalsBoundToThePreparedPlan(t *testing.T) {
 				denied(t, run(t, nd, params), "execution plan mismatch")
 			})
 		}
-		if b, _ := os.ReadFile(filepath.Join(nd.dir, "x")); b != nil {
+		if b, _ := os.ReadFile(filepath.Join(nd.work, "x")); b != nil {
 			t.Fatal("the changed text ran")
 		}
 	})
