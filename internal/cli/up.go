@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	neturl "net/url"
 	"os"
@@ -562,8 +563,12 @@ func printTempBuild(g *globals, t *tempBuild) {
 	fmt.Fprintf(g.stdout, "  %s    # puts it at %s\n\n", t.install, t.installed)
 }
 
+// printUpNext prints the summary in one write: a reader (a script, a
+// test) that sees its first line sees all of it.
 func printUpNext(g *globals, s upSummary) {
-	w := g.stdout
+	var b strings.Builder
+	w := &b
+	defer func() { _, _ = io.WriteString(g.stdout, b.String()) }()
 	fmt.Fprintf(w, "exechost is up (Ctrl-C stops everything)\n")
 	fmt.Fprintf(w, "  gateway   %s   (token in %s)\n", s.url, state.TokenPath(s.dir))
 	name := ""
