@@ -86,6 +86,9 @@ type Log struct {
 	leading bool          // a leader owns the file state below
 	idle    chan struct{} // closed when leading turns false
 	closed  bool
+	// beforeClose run at the start of Close, while appends still work
+	// (BeforeClose).
+	beforeClose []func()
 
 	// Owned by the current leader (and Close once no leader runs).
 	f *os.File // the current file, read-write, written at explicit offsets
@@ -181,6 +184,17 @@ func (l *Log) Close() error {
 		l.mu.Unlock()
 		return nil
 	}
+	hooks := l.beforeClose
+	l.beforeClose = nil
+	l.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
 	l.closed = true
 	idle := l.idle
 	leading := l.leading
@@ -202,6 +216,15 @@ func (l *Log) Close() error {
 	}
 	errs = append(errs, l.f.Close(), l.lock.close())
 	return errors.Join(errs...)
+}
+
+// BeforeClose registers f to run at the start of Close, while appends
+// still work: a writer that holds records back (an Aggregator's counts)
+// writes them there.
+func (l *Log) BeforeClose(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.beforeClose = append(l.beforeClose, f)
 }
 
 // Append writes r as one line and returns once it is on disk (fdatasync).

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 )
@@ -40,15 +42,40 @@ import (
 // the sender's key, under a nonce that is the sender's frame count (the
 // sequence number, never sent). The receiver opens frame n with nonce n,
 // so a tampered, replayed, reordered or dropped frame fails to open and
-// the connection closes. WebSocket pings and close frames stay unsealed:
-// they carry nothing but liveness, which a relay controls anyway (it can
-// always cut the connection).
+// the connection closes.
+//
+// WebSocket control frames are not sealed (the library writes them), so
+// what they say is not trusted. A close reason carries meaning ("node
+// removed by the operator; its token is revoked", "credential ci was
+// revoked"), so the closing end sends it as a sealed close record — the
+// last sealed message, whose plaintext is closeRecord then the reason —
+// and a close frame without a reason; the receiver reports only a reason
+// that came sealed, never the text of an unsealed close frame (a relay's
+// forgery), and a reason a relay withholds becomes "no authenticated
+// reason", which a relay can cause anyway by cutting the connection.
+// Pings and pongs stay unsealed: they carry only liveness, and a relay
+// that answers pings for a peer that is gone, or drops them, achieves no
+// more than one that holds or cuts the connection, which it always can;
+// every call has its own deadline, and a dropped sealed frame is detected
+// by the next one's count.
 
 // ChannelVersion tags the transcript and the key schedule.
 const ChannelVersion = "exechost-channel-v1"
 
 // SealOverhead is what sealing adds to a frame (the GCM tag).
 const SealOverhead = 16
+
+// closeRecord starts the plaintext of a sealed close record; a frame's
+// JSON never starts with it.
+const closeRecord = 0x00
+
+// closeRecordWait bounds the write of a close record to a peer that
+// stopped reading.
+const closeRecordWait = 2 * time.Second
+
+// maxCloseReason bounds a close reason, sealed or not (the WebSocket
+// close frame's own limit is 123 bytes).
+const maxCloseReason = 120
 
 // ErrChannel is wrapped when a sealed frame fails to open, or when the
 // peer does not speak the sealed channel.
@@ -153,6 +180,10 @@ type Channel struct {
 
 	open    cipher.AEAD
 	recvSeq uint64
+
+	// unsealedCloseReasons reports the text of unsealed close frames as
+	// before the close record existed: tests' control only.
+	unsealedCloseReasons bool
 }
 
 func seqNonce(n uint64) []byte {
@@ -224,4 +255,74 @@ func (ch *Channel) openSealed(sealed []byte) ([]byte, error) {
 	}
 	ch.recvSeq++
 	return out, nil
+}
+
+// writeClose sends reason as the channel's last sealed message (a close
+// record); no frame may follow it. A failed write is reported and leaves
+// the channel broken as writeSealed does.
+func (ch *Channel) writeClose(ctx context.Context, ws *websocket.Conn, reason string) error {
+	reason = truncate(strings.ToValidUTF8(reason, "?"), maxCloseReason)
+	data := append([]byte{closeRecord}, reason...)
+	ch.wmu.Lock()
+	defer ch.wmu.Unlock()
+	if ch.broken {
+		return fmt.Errorf("%w: an earlier write failed", ErrClosed)
+	}
+	sealed := ch.seal.Seal(nil, seqNonce(ch.sendSeq), data, nil)
+	ch.sendSeq++
+	ch.broken = true // the close record is the last sealed message
+	ctx, cancel := context.WithTimeout(ctx, closeRecordWait)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageBinary, sealed); err != nil {
+		return fmt.Errorf("%w: write close record: %v", ErrClosed, err)
+	}
+	return nil
+}
+
+// closeRecordReason returns the reason of an opened message that is a
+// close record.
+func closeRecordReason(data []byte) (string, bool) {
+	if len(data) == 0 || data[0] != closeRecord {
+		return "", false
+	}
+	r := data[1:]
+	if len(r) > maxCloseReason || !utf8.Valid(r) {
+		r = []byte(truncate(strings.ToValidUTF8(string(r), "?"), maxCloseReason))
+	}
+	return string(r), true
+}
+
+// closedBy turns the read error that ended a sealed connection into the
+// error pending calls fail with: the reason of the peer's close record
+// when one came, else the close frame's status only (its text is not
+// authenticated, so it is not shown).
+func (ch *Channel) closedBy(err error, sealedReason *string) error {
+	if ch.unsealedCloseReasons {
+		return closeReason(err)
+	}
+	if sealedReason != nil {
+		return fmt.Errorf("%w by peer: %s", ErrClosed, *sealedReason)
+	}
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("%w (%s) with no authenticated reason: the peer gave none, or the close came from elsewhere on the way", ErrClosed, closeStatusText(ce.Code))
+	}
+	return fmt.Errorf("%w: %v", ErrClosed, err)
+}
+
+// closeStatusText says what a close status means in fixed words: the
+// status is not authenticated either, but a forged one can only claim
+// one of these.
+func closeStatusText(c websocket.StatusCode) string {
+	switch c {
+	case websocket.StatusMessageTooBig:
+		return "status 1009: a frame exceeded the peer's read limit"
+	case websocket.StatusGoingAway:
+		return "status 1001: the peer is going away"
+	case websocket.StatusPolicyViolation:
+		return "status 1008: the peer refused a frame"
+	case websocket.StatusNormalClosure:
+		return "status 1000: a normal closure"
+	}
+	return fmt.Sprintf("status %d", int(c))
 }

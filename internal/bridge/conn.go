@@ -116,6 +116,9 @@ type Conn struct {
 	// localReason is why Close was called, so the read loop reports our
 	// own reason rather than the peer's echo of it.
 	localReason atomic.Pointer[error]
+	// peerReason is the reason of the peer's sealed close record, if one
+	// came (channel.go).
+	peerReason atomic.Pointer[string]
 }
 
 // NewConn wraps an open WebSocket (after the connect handshake) and starts
@@ -167,7 +170,14 @@ func (c *Conn) Close(reason string) error {
 	why := fmt.Errorf("%w: %s", ErrClosed, reason)
 	c.localReason.Store(&why)
 	c.shutdown(why, false)
-	err := c.ws.Close(websocket.StatusNormalClosure, truncate(reason, 120))
+	wireReason := truncate(reason, maxCloseReason)
+	if c.opts.Channel != nil {
+		// The reason goes sealed; the close frame, which a relay could
+		// read or forge, carries none.
+		_ = c.opts.Channel.writeClose(c.ctx, c.ws, reason)
+		wireReason = ""
+	}
+	err := c.ws.Close(websocket.StatusNormalClosure, wireReason)
 	c.cancel()
 	c.ws.CloseNow()
 	if err != nil && websocket.CloseStatus(err) == -1 && !errors.Is(err, net.ErrClosed) {
@@ -289,9 +299,17 @@ func (c *Conn) readLoop() {
 			c.refuseFrame(err)
 			return
 		}
+		if err == nil && sealed {
+			if why, ok := closeRecordReason(data); ok {
+				c.peerReason.Store(&why)
+				continue // the close frame follows
+			}
+		}
 		if err != nil {
 			if why := c.localReason.Load(); why != nil {
 				err = *why
+			} else if c.opts.Channel != nil {
+				err = c.opts.Channel.closedBy(err, c.peerReason.Load())
 			} else {
 				err = closeReason(err)
 			}
@@ -343,7 +361,14 @@ func (c *Conn) readLoop() {
 func (c *Conn) refuseFrame(err error) {
 	c.shutdown(fmt.Errorf("%w: peer sent a bad frame: %w", ErrClosed, err), false)
 	go func() {
-		_ = c.ws.Close(websocket.StatusPolicyViolation, truncate(err.Error(), 120))
+		reason := truncate(err.Error(), maxCloseReason)
+		if c.opts.Channel != nil {
+			// Our sending direction still works: the honest peer learns
+			// why, authenticated; a relay reads nothing.
+			_ = c.opts.Channel.writeClose(c.ctx, c.ws, reason)
+			reason = ""
+		}
+		_ = c.ws.Close(websocket.StatusPolicyViolation, reason)
 		c.cancel()
 		c.ws.CloseNow()
 	}()

@@ -31,8 +31,8 @@ func (f *openclawFlags) add(cmd *cobra.Command) {
 // runOpenClawNode serves an OpenClaw gateway with this machine's engine
 // until ctx ends.
 func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
-	if f.url != "" || f.joinKey != "" || f.joinKeyFile != "" || f.fingerprint != "" || f.execHost != "local" {
-		return usagef("--openclaw cannot be combined with --gateway, --join-key, --tls-fingerprint or --exec-host")
+	if f.url != "" || f.joinKey != "" || f.joinKeyFile != "" || f.execHost != "local" {
+		return usagef("--openclaw cannot be combined with --gateway, --join-key or --exec-host")
 	}
 	if f.openclaw.token != "" { // refused before anything is created
 		_, err := g.secretArg("OpenClaw token", f.openclaw.token, "--openclaw-token", "", "OPENCLAW_GATEWAY_TOKEN")
@@ -67,7 +67,7 @@ func (g *globals) runOpenClawNode(ctx context.Context, f nodeRunFlags) error {
 	// gateway alone asks nobody here.
 	route := approvalroute.Route(f.route.route)
 	n, err := openclaw.New(openclaw.Options{
-		GatewayURL: f.openclaw.url, Token: token, StateDir: dir,
+		GatewayURL: f.openclaw.url, Token: token, TLSFingerprint: f.fingerprint, StateDir: dir,
 		DisplayName: f.displayName, InstanceID: f.openclaw.instanceID,
 		Version: Version, Runner: openclaw.EngineRunner(eng), Logger: log, Stderr: g.stderr,
 		OnConnected: func() { _ = service.NotifyReady() }, MaxInvokes: f.limits.maxRuns,

@@ -56,3 +56,14 @@ func TestSecretFlagsRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenClawTLSFingerprint: --tls-fingerprint reaches the OpenClaw
+// node, which refuses a malformed pin at start rather than dialling
+// without one.
+func TestOpenClawTLSFingerprint(t *testing.T) {
+	t.Setenv("OPENCLAW_GATEWAY_TOKEN", "t")
+	_, _, err := execCLI(t, "--state-dir", t.TempDir(), "node", "run", "--openclaw", "wss://127.0.0.1:1", "--tls-fingerprint", "zz")
+	if err == nil || !strings.Contains(err.Error(), "--tls-fingerprint \"zz\" is not a SHA-256 fingerprint") {
+		t.Fatalf("a malformed pin = %v, want refused naming --tls-fingerprint", err)
+	}
+}

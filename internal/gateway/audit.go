@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -130,105 +129,45 @@ func (g *Gateway) auditUnauth(ctx context.Context, rec audit.Record) {
 	_ = g.auditEvent(ctx, rec)
 }
 
-// Bounds on the records of issued credentials' refusals.
+// Bounds on the records of issued credentials' refusals
+// (audit.Aggregator, one per gateway: g.refusals).
 const (
 	// RefusalBurst is how many refusals of one kind (caller, action,
 	// reason) are recorded each in full before aggregation starts.
-	RefusalBurst = 10
+	RefusalBurst = audit.DefaultAggregateBurst
 	// RefusalInterval is how often one more is recorded after that; the
 	// record says how many were left out since the last one.
-	RefusalInterval = 6 * time.Second
+	RefusalInterval = audit.DefaultAggregateInterval
 	// MaxRefusalKinds bounds the kinds tracked at once.
-	MaxRefusalKinds = 4096
+	MaxRefusalKinds = audit.DefaultAggregateKinds
 )
 
-// refusalAudit aggregates the refusals of issued credentials: per kind a
-// token bucket (RefusalBurst, one per RefusalInterval), and the global
-// rate unauthenticated peers' records have. The gateway token is not
-// counted: its holder owns the machine, log included.
-type refusalAudit struct {
-	mu      sync.Mutex
-	global  *rate.Limiter
-	dropped int
-	kinds   map[string]*refusalKind
-	now     func() time.Time // tests inject a clock
-	off     atomic.Bool      // tests' control: record every refusal
+// newRefusalAudit returns the aggregator of issued credentials' refusals:
+// per kind RefusalBurst then one per RefusalInterval, and the global rate
+// unauthenticated peers' records have. The gateway token is not counted:
+// its holder owns the machine, log included.
+func newRefusalAudit() *audit.Aggregator {
+	return audit.NewAggregator(audit.AggregatorOptions{
+		Burst: RefusalBurst, Interval: RefusalInterval, MaxKinds: MaxRefusalKinds,
+		GlobalRate: UnauthRecordsPerSecond, GlobalBurst: UnauthRecordBurst,
+	})
 }
 
-type refusalKind struct {
-	lim        *rate.Limiter
-	suppressed int
-	last       audit.Record // the last one left out, for flush
-}
-
-// allow reports whether a refusal of kind may be recorded now, how many of
-// that kind were left out since its last record, and how many of other
-// kinds the global limit left out.
-func (a *refusalAudit) allow(kind string, rec audit.Record) (ok bool, same, others int) {
-	if a.off.Load() {
-		return true, 0, 0
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.kinds == nil {
-		a.kinds = make(map[string]*refusalKind)
-		a.global = rate.NewLimiter(UnauthRecordsPerSecond, UnauthRecordBurst)
-	}
-	t := time.Now()
-	if a.now != nil {
-		t = a.now()
-	}
-	k := a.kinds[kind]
-	if k == nil {
-		if len(a.kinds) >= MaxRefusalKinds {
-			for name, v := range a.kinds {
-				if v.suppressed == 0 && v.lim.TokensAt(t) >= RefusalBurst {
-					delete(a.kinds, name)
-				}
-			}
-		}
-		if len(a.kinds) >= MaxRefusalKinds {
-			a.dropped++
-			return false, 0, 0
-		}
-		k = &refusalKind{lim: rate.NewLimiter(rate.Every(RefusalInterval), RefusalBurst)}
-		a.kinds[kind] = k
-	}
-	if !k.lim.AllowN(t, 1) {
-		k.suppressed++
-		k.last = rec
-		return false, 0, 0
-	}
-	if !a.global.AllowN(t, 1) {
-		a.dropped++
-		return false, 0, 0
-	}
-	same, others = k.suppressed, a.dropped
-	k.suppressed, a.dropped = 0, 0
-	return true, same, others
-}
-
-// flush returns, for each kind with refusals left out, its last one
-// carrying their count, and starts counting again: what a caller that
-// stops being refused left out is still recorded.
-func (a *refusalAudit) flush() []audit.Record {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// refusalCounts returns, for each kind with refusals left out, the last
+// one carrying their count: what a caller that stops being refused left
+// out is still recorded.
+func (g *Gateway) refusalCounts() []audit.Record {
 	var out []audit.Record
-	for kind, k := range a.kinds {
-		if k.suppressed == 0 {
-			continue
-		}
-		rec := k.last
-		who, _, _ := strings.Cut(kind, "|")
-		rec.Change = fmt.Sprintf("%d refusals like this of %s not recorded (after %d, one per %s); this is the last of them", k.suppressed, who, RefusalBurst, RefusalInterval)
+	for _, p := range g.refusals.Flush() {
+		rec := p.Record
+		who, _, _ := strings.Cut(p.Kind, "|")
+		rec.Change = fmt.Sprintf("%d refusals like this of %s not recorded (after %d, one per %s); this is the last of them", p.Count, who, RefusalBurst, RefusalInterval)
 		out = append(out, rec)
-		k.suppressed = 0
 	}
 	return out
 }
 
-// flushRefusals writes what refusalAudit left out, every RefusalInterval
+// flushRefusals writes what g.refusals left out, every RefusalInterval
 // until ctx ends, and once more then.
 func (g *Gateway) flushRefusals(ctx context.Context) {
 	t := time.NewTicker(RefusalInterval)
@@ -244,12 +183,12 @@ func (g *Gateway) flushRefusals(ctx context.Context) {
 	}
 }
 
-// writeRefusalCounts records refusalAudit's counts of refusals left out.
+// writeRefusalCounts records g.refusals' counts of refusals left out.
 func (g *Gateway) writeRefusalCounts() {
 	if g.opts.Audit == nil {
 		return
 	}
-	for _, rec := range g.refusals.flush() {
+	for _, rec := range g.refusalCounts() {
 		if err := g.opts.Audit.Record(rec); err != nil {
 			g.log.Error("audit record failed", "action", rec.Action, "event", rec.Event, "err", err)
 		}
@@ -257,11 +196,11 @@ func (g *Gateway) writeRefusalCounts() {
 }
 
 // aggregateRefusal decides whether an issued credential's refusal is
-// written (refusalAudit); the next one written says how many were left
+// written (g.refusals); the next one written says how many were left
 // out. Without it one agent connection refused 94,200 times in 5 s
 // rotated an operator's record out of every file of the log.
 func (g *Gateway) aggregateRefusal(c caller, rec *audit.Record) bool {
-	ok, same, others := g.refusals.allow(c.key()+"|"+rec.Action+"|"+rec.ReasonCode, *rec)
+	ok, same, others := g.refusals.Allow(c.key()+"|"+rec.Action+"|"+rec.ReasonCode, *rec)
 	if !ok {
 		return false
 	}

@@ -15,7 +15,7 @@ func SetRevocationCut(g *Gateway, on bool) { g.revokeOff.Store(!on) }
 
 // SetRefusalAggregation turns the aggregation of credentials' refusals
 // on or off (tests' control).
-func SetRefusalAggregation(g *Gateway, on bool) { g.refusals.off.Store(!on) }
+func SetRefusalAggregation(g *Gateway, on bool) { g.refusals.SetOff(!on) }
 
 // FlushRefusals writes the counts of refusals left out now, as the
 // gateway does every RefusalInterval.

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/hint"
@@ -122,10 +123,10 @@ type Gateway struct {
 	execNodes []execNode     // web UI binding edits, kept until restart (config.go)
 
 	fingerprint string
-	unauth      unauthAudit  // rate limit on records about unauthenticated peers (audit.go)
-	refusals    refusalAudit // the same for authenticated callers' refusals (aggregateRefusal)
-	handshakes  handshakes   // connections still authenticating (source.go)
-	callers     callerBounds // what each authenticated caller holds (callers.go)
+	unauth      unauthAudit       // rate limit on records about unauthenticated peers (audit.go)
+	refusals    *audit.Aggregator // the same for authenticated callers' refusals (aggregateRefusal)
+	handshakes  handshakes        // connections still authenticating (source.go)
+	callers     callerBounds      // what each authenticated caller holds (callers.go)
 	// nodeFrameLimit is the largest invoke frame sent to a node
 	// (maxNodeInvoke unless a test changes it; negative: unchecked).
 	nodeFrameLimit int
@@ -175,6 +176,7 @@ func New(opts Options) (*Gateway, error) {
 		clients:  make(map[*bridge.Conn]caller),
 		invokes:  make(map[string]*invokeWaiter),
 		runs:     make(map[string]*run),
+		refusals: newRefusalAudit(),
 	}
 	g.base = opts.Config
 	g.cfg.Store(opts.Config)

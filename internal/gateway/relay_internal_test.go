@@ -252,9 +252,14 @@ func TestRelayCannotContinueTheSession(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the gateway kept the channel open after the relay's frame")
 		}
-		// The gateway's reason, as the relay received it.
-		if why := testproc.Recv(t, relay.upClosed, "the end of the gateway's side"); websocket.CloseStatus(why) != websocket.StatusPolicyViolation || !strings.Contains(why.Error(), "unsealed frame") {
-			t.Errorf("the gateway closed for another reason: %v", why)
+		// The gateway refused the frame (1008); its reason went sealed
+		// to the client, so the relay's close frame carries none.
+		var ce websocket.CloseError
+		if why := testproc.Recv(t, relay.upClosed, "the end of the gateway's side"); !errors.As(why, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "" {
+			t.Errorf("the gateway closed for another reason, or told the relay why: %v", why)
+		}
+		if err := c.Err(); err == nil || !strings.Contains(err.Error(), "unsealed frame") {
+			t.Errorf("the client learnt %v, want the gateway's sealed reason (an unsealed frame)", err)
 		}
 		select {
 		case a := <-relay.answer:

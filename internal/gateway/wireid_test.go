@@ -367,7 +367,7 @@ func TestAgentRequestLimit(t *testing.T) {
 	defer cancel()
 	params := bridge.ExecParams{Command: "true #" + strings.Repeat("x", gateway.MaxAgentRequest), AgentID: "big"}
 	err = credConn(t, e, cf).Call(ctx, bridge.MethodExec, params, &bridge.ExecResult{})
-	if err == nil || !strings.Contains(err.Error(), "read limited") {
+	if err == nil || !strings.Contains(err.Error(), "read limit") {
 		t.Fatalf("a %d byte request from an agent credential = %v, want the connection closed at the read limit", gateway.MaxAgentRequest, err)
 	}
 	// Its other connections and the credential go on working.

@@ -84,20 +84,23 @@ type rawFrame struct {
 // dialParams is what dial needs: where, who (role, client identity,
 // declared surface) and the credentials.
 type dialParams struct {
-	URL         string
-	Role        string
-	Scopes      []string
-	ClientID    string
-	ClientMode  string
-	Caps        []string
-	Commands    []string
-	Token       string
-	Identity    *Identity
-	DisplayName string
-	InstanceID  string
-	Version     string
-	GOOS        string
-	PathEnv     string
+	URL        string
+	Role       string
+	Scopes     []string
+	ClientID   string
+	ClientMode string
+	Caps       []string
+	Commands   []string
+	Token      string
+	// TLSFingerprint pins a wss:// gateway's certificate (dialsafe.go);
+	// empty: $EXECHOST_TLS_FINGERPRINT, else normal TLS verification.
+	TLSFingerprint string
+	Identity       *Identity
+	DisplayName    string
+	InstanceID     string
+	Version        string
+	GOOS           string
+	PathEnv        string
 	// anyOwner skips the check of who owns a loopback socket the token
 	// goes to (tests' control only).
 	anyOwner bool
@@ -109,7 +112,7 @@ func dial(ctx context.Context, p dialParams, opts bridge.Options) (*bridge.Conn,
 	var hello helloOK
 	hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
 	defer cancel()
-	tr, err := tokenSafeTransport(p)
+	tr, pinErr, err := tokenSafeTransport(p)
 	if err != nil {
 		return nil, hello, err
 	}
@@ -121,6 +124,9 @@ func dial(ctx context.Context, p dialParams, opts bridge.Options) (*bridge.Conn,
 		resp.Body.Close()
 	}
 	if err != nil {
+		if perr := pinErr(); perr != nil {
+			return nil, hello, perr
+		}
 		return nil, hello, hint.Wrap(fmt.Errorf("dial %s: %w", p.URL, err), "is the OpenClaw gateway running there? `openclaw gateway status`")
 	}
 	ws.SetReadLimit(bridge.MaxFrame)

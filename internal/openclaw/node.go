@@ -57,6 +57,10 @@ type Options struct {
 	// Token is the gateway's shared token; empty uses the device token a
 	// previous pairing saved in the state directory.
 	Token string
+	// TLSFingerprint pins a wss:// gateway's certificate (SHA-256, hex):
+	// the token goes only to the server showing that certificate. Empty:
+	// $EXECHOST_TLS_FINGERPRINT, else TLS's normal verification.
+	TLSFingerprint string
 	// StateDir holds exec-approvals.json, the device key and token.
 	StateDir string
 	// DisplayName is shown in `openclaw nodes list` (default: host name).
@@ -127,6 +131,9 @@ type Node struct {
 func New(opts Options) (*Node, error) {
 	if opts.GatewayURL == "" {
 		return nil, hint.Wrap(errors.New("openclaw: gateway URL required"), "--openclaw ws://HOST:18789")
+	}
+	if _, err := tlsPin(opts.TLSFingerprint); err != nil {
+		return nil, err // a malformed pin is refused at start, not at each reconnect
 	}
 	id, err := LoadOrCreateIdentity(opts.StateDir)
 	if err != nil {
@@ -249,7 +256,7 @@ type session struct {
 
 func (n *Node) dialParams() dialParams {
 	return dialParams{
-		URL: n.opts.GatewayURL, Token: n.opts.Token, Identity: n.id,
+		URL: n.opts.GatewayURL, Token: n.opts.Token, TLSFingerprint: n.opts.TLSFingerprint, Identity: n.id,
 		Role: RoleNode, ClientID: ClientID, ClientMode: ClientMode, Caps: Caps, Commands: Commands,
 		DisplayName: n.opts.DisplayName, InstanceID: n.opts.InstanceID,
 		Version: n.opts.Version, GOOS: runtime.GOOS, PathEnv: os.Getenv("PATH"),
