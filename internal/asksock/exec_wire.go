@@ -54,7 +54,7 @@ type ExecResFrame struct {
 
 // Executor runs one authenticated, forwarded system.run in the approver's
 // own session under the approver's exec-approvals.json. The approver's
-// host.Engine implements it through EngineExecutor. A denial or failure to
+// host.Engine implements it through approver.EngineExecutor. A denial or failure to
 // run is an error; bridge.AsError maps it for the wire.
 type Executor interface {
 	Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error)

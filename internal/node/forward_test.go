@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
@@ -74,7 +75,7 @@ func serveApprover(ctx context.Context, dir string) (<-chan error, error) {
 		return nil, err
 	}
 	b := prompt.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: approver.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, err
 	}
