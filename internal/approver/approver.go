@@ -147,7 +147,7 @@ func Run(ctx context.Context, opts Options) error {
 // so the user can tell at start-up whether this is the desktop session.
 func SessionSummary() string {
 	var parts []string
-	for _, name := range asksock.SessionEnv {
+	for _, name := range asksock.SessionEnv() {
 		if v, ok := os.LookupEnv(name); ok && v != "" {
 			parts = append(parts, name+"="+v)
 		}

@@ -191,7 +191,7 @@ func startHelper(t *testing.T, dir string, auto policy.Approval, wrap []string, 
 // forwarding) process for the rest of the test, as a headless node
 // service would have them.
 func scrubSessionEnv(t *testing.T) {
-	for _, name := range asksock.SessionEnv {
+	for _, name := range asksock.SessionEnv() {
 		if v, ok := os.LookupEnv(name); ok {
 			os.Unsetenv(name)
 			t.Cleanup(func() { os.Setenv(name, v) })

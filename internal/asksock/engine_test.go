@@ -226,7 +226,7 @@ func TestEngineFallbackMatrix(t *testing.T) {
 		silent
 	)
 	for _, mode := range []approverMode{absent, crashes, silent} {
-		for _, fb := range policy.Fallbacks {
+		for _, fb := range policy.Fallbacks() {
 			name := []string{"absent", "crashes", "silent"}[mode] + "/" + string(fb)
 			t.Run(name, func(t *testing.T) {
 				f := newEngineFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, fb, "$BIN/hello")

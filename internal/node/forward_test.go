@@ -315,7 +315,7 @@ func TestHelperExecHost(t *testing.T) {
 func TestForwardSessionContext(t *testing.T) {
 	dbusRun := testdep.Binary(t, "dbus-run-session")
 	xvfb := testdep.Binary(t, "Xvfb")
-	for _, name := range asksock.SessionEnv {
+	for _, name := range asksock.SessionEnv() {
 		if v, ok := os.LookupEnv(name); ok {
 			os.Unsetenv(name)
 			t.Cleanup(func() { os.Setenv(name, v) })
