@@ -127,9 +127,9 @@ func (f *File) resolve(agentID, home string, statDirs bool) Resolved {
 	cl = append(cl, confineLevel{SourceDefaults, f.Defaults.Confine})
 
 	r := Resolved{Sources: make(map[string]string, 3)}
-	r.Local.Security = pick(&r, levels, "security", func(l level) string { return l.security }, policy.ParseSecurity, policy.DefaultSecurity, policy.Securities)
-	r.Local.Ask = pick(&r, levels, "ask", func(l level) string { return l.ask }, policy.ParseAsk, policy.DefaultAsk, policy.Asks)
-	r.Local.Fallback = pick(&r, levels, "askFallback", func(l level) string { return l.fallbck }, policy.ParseFallback, policy.DefaultFallback, policy.Fallbacks)
+	r.Local.Security = pick(&r, levels, "security", func(l level) string { return l.security }, policy.ParseSecurity, policy.DefaultSecurity, policy.Securities())
+	r.Local.Ask = pick(&r, levels, "ask", func(l level) string { return l.ask }, policy.ParseAsk, policy.DefaultAsk, policy.Asks())
+	r.Local.Fallback = pick(&r, levels, "askFallback", func(l level) string { return l.fallbck }, policy.ParseFallback, policy.DefaultFallback, policy.Fallbacks())
 	if home == "" && statDirs {
 		home = state.Home()
 	}

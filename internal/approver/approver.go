@@ -43,7 +43,7 @@ type Options struct {
 	Notify bool
 	// ExecHost also runs system.run forwarded by a node runner started
 	// with --exec-host app, through host engines over StateDir's
-	// approvals, prompting in this queue (asksock.EngineExecutor).
+	// approvals, prompting in this queue (EngineExecutor).
 	ExecHost bool
 	// Audit receives the exec host's records; nil records nothing.
 	Audit *audit.Recorder
@@ -87,7 +87,7 @@ func Run(ctx context.Context, opts Options) error {
 		srv.Logf = func(format string, args ...any) { fmt.Fprintf(opts.Err, format+"\n", args...) }
 	}
 	if opts.ExecHost {
-		srv.Exec = asksock.NewEngineExecutor(host.Options{
+		srv.Exec = NewEngineExecutor(host.Options{
 			StateDir: opts.StateDir, Audit: opts.Audit,
 			Warn: func(err error) { fmt.Fprintf(opts.Err, "exechost: WARNING: %v\n", err) },
 		}, b)
@@ -147,7 +147,7 @@ func Run(ctx context.Context, opts Options) error {
 // so the user can tell at start-up whether this is the desktop session.
 func SessionSummary() string {
 	var parts []string
-	for _, name := range asksock.SessionEnv {
+	for _, name := range asksock.SessionEnv() {
 		if v, ok := os.LookupEnv(name); ok && v != "" {
 			parts = append(parts, name+"="+v)
 		}

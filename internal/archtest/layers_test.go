@@ -36,13 +36,15 @@ var rank = map[string]int{
 	"internal/approvals": 2, "internal/approverui": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
 	"internal/session": 2, "internal/jail": 2, "internal/receipt": 2,
 	"internal/sandbox/agentbox": 3, "internal/client": 3, "internal/config": 3, "internal/explain": 3, "internal/sandbox/kubernetes/kubetest": 3,
+	// the approval socket: below the execution host (the approver's exec
+	// host, which runs a host.Engine, is internal/approver's)
+	"internal/asksock":       3,
 	"internal/sandbox/bwrap": 4, "internal/sandbox/docker": 4, "internal/sandbox/kubernetes": 4,
 	"internal/sandbox/pick": 5,
 	// the execution host: never the approval socket or a UI
 	"internal/host": 5,
-	// the approval socket (its exec host runs a host.Engine) and routing
-	"internal/asksock":       6,
-	"internal/approvalroute": 7,
+	// approval routing (wraps a host.Prompter)
+	"internal/approvalroute": 6,
 	// daemons and UIs: neither imports the other
 	"internal/gateway": 8, "internal/node": 8, "internal/openclaw": 8, "internal/mcpserver": 8,
 	"internal/approverui/tui": 8, "internal/approverui/web": 8, "internal/approver": 8,
@@ -50,6 +52,12 @@ var rank = map[string]int{
 	"internal/cli": 9,
 	// programs and the suites that drive them as processes
 	"cmd/exechost": 10, "bench": 10, "internal/e2e": 10, "internal/faults": 10, "scripts/testreport": 10,
+}
+
+// forbidden holds imports the ranks alone would allow (or would allow
+// after a careless re-rank), each with why it must not exist.
+var forbidden = map[[2]string]string{
+	{"internal/asksock", "internal/host"}: "the approval socket ranks below the execution host; the approver's exec host is internal/approver's EngineExecutor",
 }
 
 // TestLayering reads the imports of every package's non-test files, for
@@ -92,6 +100,9 @@ func TestLayering(t *testing.T) {
 				dep, ok := strings.CutPrefix(imp, module)
 				if !ok {
 					continue
+				}
+				if why, ok := forbidden[[2]string{rel, dep}]; ok {
+					t.Errorf("%s (%s) imports %s: %s", rel, goos, dep, why)
 				}
 				dr, known := rank[dep]
 				if known && dr < r {

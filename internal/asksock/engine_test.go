@@ -23,15 +23,21 @@ import (
 // These tests drive a real host.Engine that prompts through a real
 // approval socket: what the engine sends, what the broker offers, what an
 // answer (or its absence) does, and askFallback for every way the approver
-// can fail. They live here, above host, because host does not import the
-// socket (it only knows the Prompter interface and prompt.Request).
+// can fail. asksock ranks below host and imports neither way: its
+// prompters satisfy host.Prompter structurally, pinned here.
+
+var (
+	_ host.Prompter = (*asksock.SocketPrompter)(nil)
+	_ host.Prompter = asksock.BrokerPrompter{}
+)
 
 // engineFixture is a state directory with an approvals file, a bin
 // directory of tiny scripts used as the engine's PATH, and an engine over
 // both that records its audit records.
 type engineFixture struct {
 	t      *testing.T
-	dir    string
+	dir    string // state directory
+	work   string // the runs' cwd and home
 	bin    string
 	store  *approvals.Store
 	engine *host.Engine
@@ -41,8 +47,10 @@ type engineFixture struct {
 
 func newEngineFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb policy.Fallback, allow ...string) *engineFixture {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
+	// The state directory and the runs' working tree are apart: no run may
+	// reach the state directory, its cwd included.
+	dir, work := t.TempDir(), t.TempDir()
+	bin := filepath.Join(work, "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +59,7 @@ func newEngineFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb poli
 			t.Fatal(err)
 		}
 	}
-	f := &engineFixture{t: t, dir: dir, bin: bin, store: approvals.NewStore(dir)}
+	f := &engineFixture{t: t, dir: dir, work: work, bin: bin, store: approvals.NewStore(dir)}
 	_, err := f.store.Update(func(file *approvals.File) error {
 		file.Defaults.Security, file.Defaults.Ask, file.Defaults.AskFallback = string(sec), string(ask), string(fb)
 		for _, p := range allow {
@@ -64,7 +72,7 @@ func newEngineFixture(t *testing.T, sec policy.Security, ask policy.Ask, fb poli
 	}
 	e := host.NewEngine(dir, policy.HostGateway, "gw")
 	e.PATH = bin + ":/usr/bin:/bin"
-	e.Home = dir
+	e.Home = work
 	e.OnAudit = func(r host.AuditRecord) { f.mu.Lock(); f.audits = append(f.audits, r); f.mu.Unlock() }
 	// Close flushes the queued lastUsedAt stamps before the temporary
 	// directory is removed (cleanups run last-registered first), so no
@@ -140,7 +148,7 @@ func TestEnginePromptAnswers(t *testing.T) {
 					}
 				}
 			})
-			_, err := f.engine.Run(context.Background(), host.Request{RawCommand: tt.cmd, Cwd: f.dir, AgentID: "dev", SessionKey: "s1"})
+			_, err := f.engine.Run(context.Background(), host.Request{RawCommand: tt.cmd, Cwd: f.work, AgentID: "dev", SessionKey: "s1"})
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -197,7 +205,7 @@ func TestEngineAllowAlwaysThenNoPrompt(t *testing.T) {
 		}
 	})
 	for i := 0; i < 3; i++ {
-		if _, err := f.engine.Run(context.Background(), host.Request{RawCommand: "hello", Cwd: f.dir, AgentID: "dev"}); err != nil {
+		if _, err := f.engine.Run(context.Background(), host.Request{RawCommand: "hello", Cwd: f.work, AgentID: "dev"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,7 +226,7 @@ func TestEngineFallbackMatrix(t *testing.T) {
 		silent
 	)
 	for _, mode := range []approverMode{absent, crashes, silent} {
-		for _, fb := range policy.Fallbacks {
+		for _, fb := range policy.Fallbacks() {
 			name := []string{"absent", "crashes", "silent"}[mode] + "/" + string(fb)
 			t.Run(name, func(t *testing.T) {
 				f := newEngineFixture(t, policy.SecurityAllowlist, policy.AskOnMiss, fb, "$BIN/hello")
@@ -253,7 +261,7 @@ func TestEngineFallbackMatrix(t *testing.T) {
 					f.withApprover(nil)
 				}
 				// "other" misses the allowlist; "hello" would match it.
-				_, err := f.engine.Run(context.Background(), host.Request{RawCommand: "other", Cwd: f.dir})
+				_, err := f.engine.Run(context.Background(), host.Request{RawCommand: "other", Cwd: f.work})
 				switch fb {
 				case policy.FallbackFull:
 					if err != nil {
@@ -306,7 +314,7 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 		return func() { cancel(); srv.Close() }
 	}
 	stop := start()
-	if _, err := f.engine.Run(context.Background(), host.Request{RawCommand: "other", Cwd: f.dir}); err != nil {
+	if _, err := f.engine.Run(context.Background(), host.Request{RawCommand: "other", Cwd: f.work}); err != nil {
 		t.Fatalf("first prompt: %v", err)
 	}
 	stop()
@@ -315,7 +323,7 @@ func TestSocketPrompterFollowsTokenRotation(t *testing.T) {
 	}
 	stop = start()
 	defer stop()
-	if _, err := f.engine.Run(context.Background(), host.Request{RawCommand: "other", Cwd: f.dir}); err != nil {
+	if _, err := f.engine.Run(context.Background(), host.Request{RawCommand: "other", Cwd: f.work}); err != nil {
 		t.Fatalf("prompt after token rotation: %v", err)
 	}
 }

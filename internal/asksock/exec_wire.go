@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -54,7 +55,7 @@ type ExecResFrame struct {
 
 // Executor runs one authenticated, forwarded system.run in the approver's
 // own session under the approver's exec-approvals.json. The approver's
-// host.Engine implements it through EngineExecutor. A denial or failure to
+// host.Engine implements it through approver.EngineExecutor. A denial or failure to
 // run is an error; bridge.AsError maps it for the wire.
 type Executor interface {
 	Exec(ctx context.Context, req bridge.SystemRunParams) (bridge.SystemRunResult, error)
@@ -92,8 +93,13 @@ func ExecResultMAC(token []byte, challenge, id string, body []byte) string {
 // SessionEnv lists the variables that connect a command to the approver's
 // desktop session. A forwarded request may not set them: running in the
 // approver's session is the point of forwarding, so the approver's own
-// values are what the command sees.
-var SessionEnv = []string{"DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XAUTHORITY"}
+// values are what the command sees. Unexported so no caller can shorten
+// the refusal; SessionEnv returns a copy.
+var sessionEnv = []string{"DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XAUTHORITY"}
+
+// SessionEnv returns the desktop-session variables (see sessionEnv), a
+// fresh copy on every call.
+func SessionEnv() []string { return slices.Clone(sessionEnv) }
 
 // ErrInvalidExec wraps every reason the approver refuses an exec request
 // before handing it to its executor; checkExecRequest marks each one
@@ -101,7 +107,7 @@ var SessionEnv = []string{"DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRES
 var ErrInvalidExec = errors.New("invalid exec request")
 
 // ErrSessionEnv is the cause of an exec refused because its env sets one of
-// SessionEnv.
+// SessionEnv().
 var ErrSessionEnv = errors.New("session variable cannot be set by a forwarded request")
 
 // checkExecRequest validates a decoded exec request before anything runs.
@@ -118,7 +124,7 @@ func checkExecRequest(r *bridge.SystemRunParams) error {
 		return bridge.InvalidRequest(fmt.Errorf("%w: malformed nodeId", ErrInvalidExec))
 	}
 	for name := range r.Env {
-		for _, s := range SessionEnv {
+		for _, s := range sessionEnv {
 			if strings.EqualFold(name, s) {
 				return bridge.InvalidRequest(hint.Wrap(fmt.Errorf("%w: env %s: %w", ErrInvalidExec, s, ErrSessionEnv), fmt.Sprintf("the approver's own %s is used", s)))
 			}

@@ -36,7 +36,7 @@ func TestRequestMACGolden(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, a := range policy.Approvals {
+	for _, a := range policy.Approvals() {
 		t.Run(string(a), func(t *testing.T) {
 			ts := startServer(t, nil)
 			decideAll(t, ts.b, func(p prompt.Pending) (policy.Approval, string) {

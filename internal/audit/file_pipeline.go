@@ -199,7 +199,7 @@ func (l *Log) syncGroup() error {
 	// sync fails the lines may still reach the disk: the log can then hold
 	// a record whose append reported failure (the exec did not run), never
 	// lack one that reported success.
-	if err := syncData(l.f); err != nil {
+	if err := l.opts.syncData(l.f); err != nil {
 		l.headValid = false
 		return hint.Wrap(fmt.Errorf("audit append %s: sync: %w", l.path, err), "is the disk failing or full? the record may not be on disk")
 	}
@@ -318,9 +318,6 @@ func (l *Log) reserve(size, need int64) {
 		l.reserved = target
 	}
 }
-
-// syncData is datasync, replaceable by tests that count or stall syncs.
-var syncData = datasync
 
 // zeros is the source of undo writes.
 var zeros [64 << 10]byte

@@ -20,28 +20,34 @@ import (
 // sync.
 func TestGroupCommitSharesOneSync(t *testing.T) {
 	path := logPath(t)
-	l := openLog(t, path, Options{})
 	const n = 16
 	var (
 		mu    sync.Mutex
 		syncs int
+		armed bool // counts from after the warm-up append
+		l     *Log
 	)
-	errs := make(chan error, n)
-	if err := l.Append(rec("w", 0)); err != nil { // warm: preallocates
-		t.Fatal(err)
-	}
 	stallErr := make(chan error, 1)
-	syncData = func(f *os.File) error {
+	stall := func(f *os.File) error {
 		mu.Lock()
-		syncs++
-		first := syncs == 1
+		if armed {
+			syncs++
+		}
+		first := armed && syncs == 1
 		mu.Unlock()
 		if first {
 			stallErr <- waitQueued(l, n-1, 30*time.Second)
 		}
 		return datasync(f)
 	}
-	t.Cleanup(func() { syncData = datasync })
+	l = openLog(t, path, Options{syncData: stall})
+	errs := make(chan error, n)
+	if err := l.Append(rec("w", 0)); err != nil { // warm: preallocates
+		t.Fatal(err)
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
 
 	go func() { errs <- l.Append(rec("w", 1)) }()
 	// Wait until the first append is inside its sync before starting the
@@ -238,20 +244,18 @@ func TestSubmitIsDurableByClose(t *testing.T) {
 // outcome arrives afterwards, and Close waits for it.
 func TestWriteReturnsBeforeSync(t *testing.T) {
 	path := logPath(t)
-	l, err := OpenOptions(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inSync, release := make(chan struct{}, 1), make(chan struct{})
-	syncData = func(f *os.File) error {
+	l, err := OpenOptions(path, Options{syncData: func(f *os.File) error {
 		select {
 		case inSync <- struct{}{}:
 		default:
 		}
 		<-release
 		return datasync(f)
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { syncData = datasync })
 
 	type outcome struct {
 		synced <-chan error

@@ -24,6 +24,11 @@ type Options struct {
 	// the lock (DefaultLockTimeout), so an exec is never held up
 	// indefinitely by the audit log.
 	LockTimeout time.Duration
+
+	// syncData replaces fdatasync for tests in this package that count or
+	// stall syncs; nil is datasync. Unexported: no caller outside can
+	// weaken a commit's durability.
+	syncData func(*os.File) error
 }
 
 func (o Options) withDefaults() Options {
@@ -35,6 +40,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.syncData == nil {
+		o.syncData = datasync
 	}
 	return o
 }

@@ -18,15 +18,21 @@ import (
 // security record out of the log, and `audit verify` can say what
 // rotation removed instead of "hash chain intact" alone.
 
-// SecurityActions are the gateway actions whose records rotation keeps
+// securityActions are the gateway actions whose records rotation keeps
 // (events.go): pairing, credentials, policy edits, operator answers.
-var SecurityActions = []string{
+// Unexported so no caller can drop one from what rotation keeps;
+// SecurityActions returns a copy.
+var securityActions = []string{
 	ActionNodeApprove, ActionNodeReject, ActionNodeRemove, ActionJoinKeyIssue, ActionJoinKeyUse,
 	ActionApprovalsEdit, ActionBindingEdit, ActionElevated, ActionApprovalRelay, ActionCredentialRevoke,
 }
 
+// SecurityActions returns the actions whose records rotation keeps, a
+// fresh copy on every call.
+func SecurityActions() []string { return slices.Clone(securityActions) }
+
 // IsSecurity reports whether r is a record rotation keeps.
-func IsSecurity(r Record) bool { return slices.Contains(SecurityActions, r.Action) }
+func IsSecurity(r Record) bool { return slices.Contains(securityActions, r.Action) }
 
 // SecurityPath is where rotation keeps the security records of the log at
 // path.
@@ -90,7 +96,7 @@ func (l *Log) retain(name string) error {
 		}
 		sum.Lines++
 		sum.To, sum.LastHash = r.Time, r.Hash
-		if slices.Contains(SecurityActions, r.Action) {
+		if slices.Contains(securityActions, r.Action) {
 			kept = append(kept, line...)
 			if kept[len(kept)-1] != '\n' {
 				kept = append(kept, '\n')

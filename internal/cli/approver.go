@@ -14,6 +14,7 @@ import (
 	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/approverui/tui"
+	"github.com/exechost/exechost/internal/approverui/web"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
@@ -21,14 +22,6 @@ import (
 )
 
 func init() { register("approver", newApproverCmd) }
-
-// startWeb is the hook for `exechost approver --web ADDR`. The web UI
-// (internal/approverui/web) sets it from its own file in this package
-// (internal/cli/approver_web.go: `func init() { startWeb = web.Start }`) so
-// this command does not depend on it. It serves the web UI for b on addr
-// until ctx is done and returns the URL to print (with its per-run
-// secret). While nil, --web fails with "web UI not built yet".
-var startWeb func(ctx context.Context, addr string, b *prompt.Broker, stateDir string) (url string, err error)
 
 // Names the approver's UIs give themselves in decisions.
 const (
@@ -75,7 +68,7 @@ XDG_RUNTIME_DIR (see docs/approver-exec-host.md).`,
 			if useTUI && decision != "" {
 				return usagef("--tui and --auto-decide exclude each other")
 			}
-			err := runApproverWith(cmd.Context(), g, cmd.InOrStdin(), webAddr, useTUI, decision, execHost)
+			err := runApprover(cmd.Context(), g, approverFlags{In: cmd.InOrStdin(), Web: webAddr, TUI: useTUI, Auto: decision, ExecHost: execHost})
 			if errors.Is(err, asksock.ErrAlreadyRunning) {
 				// The common case is `exechost up`, which runs one: its
 				// prompts are in its terminal and web page already.
@@ -91,14 +84,84 @@ XDG_RUNTIME_DIR (see docs/approver-exec-host.md).`,
 	return cmd
 }
 
-func runApprover(parent context.Context, g *globals, stdin io.Reader, webAddr string, useTUI bool, auto policy.Approval) error {
-	return runApproverWith(parent, g, stdin, webAddr, useTUI, auto, false)
+// approverFlags is what `exechost approver` (and `exechost up`, which runs
+// one) asks of the approver daemon.
+type approverFlags struct {
+	// In is the line mode's input.
+	In io.Reader
+	// Web, when set, also serves the web UI on this loopback address.
+	Web string
+	// TUI answers in the terminal UI instead of the line mode.
+	TUI bool
+	// Auto answers every prompt with this decision (no human).
+	Auto policy.Approval
+	// ExecHost also serves forwarded system.run (approver.Options.ExecHost).
+	ExecHost bool
 }
 
-// runApproverWith turns the flags into approver.Options and runs the
-// daemon until SIGINT or SIGTERM; execHost also serves forwarded
-// system.run.
-func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAddr string, useTUI bool, auto policy.Approval, execHost bool) error {
+// approverUI is one row of approverUIs: a UI the flags can ask for.
+type approverUI struct {
+	name string
+	// wanted reports whether the flags ask for this UI.
+	wanted func(f approverFlags) bool
+	// answer, for the UI that answers the queue (exactly one is chosen:
+	// the first wanted row that has one), builds it.
+	answer func(f approverFlags) approverui.UI
+	// beside, for a UI that serves beside the one that answers, returns
+	// approver.Options.Web for it.
+	beside func(f approverFlags, stateDir string) func(ctx context.Context, q *prompt.Broker) (string, error)
+}
+
+// approverUIs are the approver's UIs, in order of precedence among those
+// that answer; the last always matches. A new UI is one more row (see
+// CONTRIBUTING.md, "Adding an approver UI").
+var approverUIs = []approverUI{
+	{name: "auto-decide", wanted: func(f approverFlags) bool { return f.Auto != "" },
+		answer: func(f approverFlags) approverui.UI { return approverui.Auto{Decision: f.Auto, By: byAuto} }},
+	{name: "tui", wanted: func(f approverFlags) bool { return f.TUI },
+		answer: func(approverFlags) approverui.UI { return tui.UI{} }},
+	// The web UI's logger is off: with --tui the terminal belongs to the
+	// TUI, and every decision already reaches the host's audit log.
+	{name: "web", wanted: func(f approverFlags) bool { return f.Web != "" },
+		beside: func(f approverFlags, dir string) func(context.Context, *prompt.Broker) (string, error) {
+			return func(ctx context.Context, q *prompt.Broker) (string, error) {
+				url, err := web.Start(ctx, web.Options{Addr: f.Web, Broker: q, StateDir: dir})
+				if err != nil {
+					return "", fmt.Errorf("approver --web %s: %w", f.Web, err)
+				}
+				return url, nil
+			}
+		}},
+	{name: "lines", wanted: func(approverFlags) bool { return true },
+		answer: func(approverFlags) approverui.UI { return approverui.Lines{By: byLines} }},
+}
+
+// approverOptions picks the UIs the flags ask for from approverUIs.
+func approverOptions(f approverFlags, stateDir string) (approver.Options, error) {
+	opts := approver.Options{StateDir: stateDir, ExecHost: f.ExecHost, Notify: f.Auto == "", In: f.In}
+	for _, u := range approverUIs {
+		if !u.wanted(f) {
+			continue
+		}
+		if u.answer != nil && opts.UI == nil {
+			opts.UI = u.answer(f)
+		}
+		if u.beside != nil {
+			if opts.Web != nil {
+				return opts, fmt.Errorf("approver: two UIs (%s and another) serve beside the answering one; approver.Options holds one", u.name)
+			}
+			opts.Web = u.beside(f, stateDir)
+		}
+	}
+	if opts.UI == nil {
+		return opts, errors.New("approver: no UI answers the queue (approverUIs lacks its catch-all row)")
+	}
+	return opts, nil
+}
+
+// runApprover turns the flags into approver.Options and runs the daemon
+// until SIGINT or SIGTERM.
+func runApprover(parent context.Context, g *globals, f approverFlags) error {
 	if parent == nil {
 		parent = context.Background()
 	}
@@ -106,32 +169,12 @@ func runApproverWith(parent context.Context, g *globals, stdin io.Reader, webAdd
 	if err != nil {
 		return err
 	}
-	opts := approver.Options{
-		StateDir: dir, ExecHost: execHost, Notify: auto == "", OnWebURL: g.onWebURL,
-		In: stdin, Out: g.stdout, Err: g.stderr,
+	opts, err := approverOptions(f, dir)
+	if err != nil {
+		return err
 	}
-	// The UIs, one per flag: a new UI is one more case here.
-	switch {
-	case auto != "":
-		opts.UI = approverui.Auto{Decision: auto, By: byAuto}
-	case useTUI:
-		opts.UI = tui.UI{}
-	default:
-		opts.UI = approverui.Lines{By: byLines}
-	}
-	if webAddr != "" {
-		if startWeb == nil {
-			return hint.Wrap(errors.New("approver --web: web UI not built yet"), "run without --web, or use --tui")
-		}
-		opts.Web = func(ctx context.Context, q *prompt.Broker) (string, error) {
-			url, err := startWeb(ctx, webAddr, q, dir)
-			if err != nil {
-				return "", fmt.Errorf("approver --web %s: %w", webAddr, err)
-			}
-			return url, nil
-		}
-	}
-	if execHost {
+	opts.OnWebURL, opts.Out, opts.Err = g.onWebURL, g.stdout, g.stderr
+	if f.ExecHost {
 		rec := g.auditRecorder(dir)
 		defer rec.Close()
 		opts.Audit = rec

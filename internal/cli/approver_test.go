@@ -173,9 +173,36 @@ func TestApproverUsage(t *testing.T) {
 }
 
 func TestApproverWeb(t *testing.T) {
-	if startWeb == nil {
-		t.Skip("web UI not built into this binary")
-	}
 	ra := startApprover(t, "--web", "127.0.0.1:0")
 	waitOut(t, ra.stdout, `web UI: http://127\.0\.0\.1:\d+/`)
+}
+
+// TestApproverUITable checks the flags → UI choice through approverUIs:
+// one UI answers (auto-decide over tui over lines), the web UI serves
+// beside any of them.
+func TestApproverUITable(t *testing.T) {
+	tests := []struct {
+		f       approverFlags
+		want    string
+		wantWeb bool
+	}{
+		{f: approverFlags{}, want: "approverui.Lines"},
+		{f: approverFlags{TUI: true}, want: "tui.UI"},
+		{f: approverFlags{Auto: policy.Reject}, want: "approverui.Auto"},
+		{f: approverFlags{Auto: policy.AllowOnce, TUI: true}, want: "approverui.Auto"},
+		{f: approverFlags{Web: "127.0.0.1:0"}, want: "approverui.Lines", wantWeb: true},
+		{f: approverFlags{Web: "127.0.0.1:0", TUI: true}, want: "tui.UI", wantWeb: true},
+	}
+	for _, tt := range tests {
+		opts, err := approverOptions(tt.f, "/state")
+		if err != nil {
+			t.Fatalf("%+v: %v", tt.f, err)
+		}
+		if got := fmt.Sprintf("%T", opts.UI); got != tt.want || (opts.Web != nil) != tt.wantWeb {
+			t.Errorf("%+v: UI %s, web %v; want %s, web %v", tt.f, got, opts.Web != nil, tt.want, tt.wantWeb)
+		}
+		if opts.Notify != (tt.f.Auto == "") {
+			t.Errorf("%+v: Notify = %v", tt.f, opts.Notify)
+		}
+	}
 }

@@ -217,7 +217,7 @@ func (g *globals) runUp(parent context.Context, cmd *cobra.Command, listen, web 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := runApprover(ctx, g, cmd.InOrStdin(), web, false, "")
+			err := runApprover(ctx, g, approverFlags{In: cmd.InOrStdin(), Web: web})
 			switch {
 			case err == nil || ctx.Err() != nil:
 			case errors.Is(err, syscall.EADDRINUSE):

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
@@ -74,7 +75,7 @@ func serveApprover(ctx context.Context, dir string) (<-chan error, error) {
 		return nil, err
 	}
 	b := prompt.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: approver.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, err
 	}
@@ -314,7 +315,7 @@ func TestHelperExecHost(t *testing.T) {
 func TestForwardSessionContext(t *testing.T) {
 	dbusRun := testdep.Binary(t, "dbus-run-session")
 	xvfb := testdep.Binary(t, "Xvfb")
-	for _, name := range asksock.SessionEnv {
+	for _, name := range asksock.SessionEnv() {
 		if v, ok := os.LookupEnv(name); ok {
 			os.Unsetenv(name)
 			t.Cleanup(func() { os.Setenv(name, v) })

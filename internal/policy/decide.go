@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Settings is one layer of exec settings (a tool parameter set, a session
@@ -207,12 +208,15 @@ const (
 	Reject      Approval = "deny"
 )
 
-// Approvals lists the valid answers.
-var Approvals = []Approval{AllowOnce, AllowAlways, Reject}
+// approvals lists the valid answers (unexported: see hosts).
+var approvals = []Approval{AllowOnce, AllowAlways, Reject}
+
+// Approvals returns the valid answers, a fresh copy on every call.
+func Approvals() []Approval { return slices.Clone(approvals) }
 
 // ParseApproval parses an approver's answer.
 func ParseApproval(s string) (Approval, error) {
-	return parseEnum("decision", s, Approvals)
+	return parseEnum("decision", s, approvals)
 }
 
 // Valid reports whether a is one of Approvals.

@@ -8,6 +8,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -62,12 +63,26 @@ const (
 )
 
 // Accepted values, in the order users should read them in error messages.
+// They are unexported so no caller can widen what Parse accepts; the
+// exported functions below return copies.
 var (
-	Hosts      = []Host{HostSandbox, HostGateway, HostNode}
-	Securities = []Security{SecurityDeny, SecurityAllowlist, SecurityFull}
-	Asks       = []Ask{AskOff, AskOnMiss, AskAlways}
-	Fallbacks  = []Fallback{FallbackDeny, FallbackAllowlist, FallbackFull}
+	hosts      = []Host{HostSandbox, HostGateway, HostNode}
+	securities = []Security{SecurityDeny, SecurityAllowlist, SecurityFull}
+	asks       = []Ask{AskOff, AskOnMiss, AskAlways}
+	fallbacks  = []Fallback{FallbackDeny, FallbackAllowlist, FallbackFull}
 )
+
+// Hosts returns the accepted hosts, a fresh copy on every call.
+func Hosts() []Host { return slices.Clone(hosts) }
+
+// Securities returns the accepted security modes, a fresh copy.
+func Securities() []Security { return slices.Clone(securities) }
+
+// Asks returns the accepted ask modes, a fresh copy.
+func Asks() []Ask { return slices.Clone(asks) }
+
+// Fallbacks returns the accepted askFallback modes, a fresh copy.
+func Fallbacks() []Fallback { return slices.Clone(fallbacks) }
 
 // ErrInvalidValue is wrapped by every Parse function so callers can tell a
 // bad enum value from other failures.
@@ -88,16 +103,16 @@ func parseEnum[T ~string](kind, s string, valid []T) (T, error) {
 }
 
 // ParseHost parses a host name (sandbox, gateway, node).
-func ParseHost(s string) (Host, error) { return parseEnum("host", s, Hosts) }
+func ParseHost(s string) (Host, error) { return parseEnum("host", s, hosts) }
 
 // ParseSecurity parses a security mode (deny, allowlist, full).
-func ParseSecurity(s string) (Security, error) { return parseEnum("security", s, Securities) }
+func ParseSecurity(s string) (Security, error) { return parseEnum("security", s, securities) }
 
 // ParseAsk parses an ask mode (off, on-miss, always).
-func ParseAsk(s string) (Ask, error) { return parseEnum("ask", s, Asks) }
+func ParseAsk(s string) (Ask, error) { return parseEnum("ask", s, asks) }
 
 // ParseFallback parses an askFallback mode (deny, allowlist, full).
-func ParseFallback(s string) (Fallback, error) { return parseEnum("askFallback", s, Fallbacks) }
+func ParseFallback(s string) (Fallback, error) { return parseEnum("askFallback", s, fallbacks) }
 
 // Valid reports whether h is one of Hosts.
 func (h Host) Valid() bool { _, err := ParseHost(string(h)); return err == nil && string(h) != "" }

@@ -64,8 +64,8 @@ func TestResolvePrecedence(t *testing.T) {
 }
 
 func TestStricterAndMoreAsking(t *testing.T) {
-	for _, a := range append(Securities, "bogus") {
-		for _, b := range append(Securities, "bogus") {
+	for _, a := range append(Securities(), "bogus") {
+		for _, b := range append(Securities(), "bogus") {
 			got := Stricter(a, b)
 			want := a
 			if b.rank() < a.rank() {
@@ -82,8 +82,8 @@ func TestStricterAndMoreAsking(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range append(Asks, "bogus") {
-		for _, b := range append(Asks, "bogus") {
+	for _, a := range append(Asks(), "bogus") {
+		for _, b := range append(Asks(), "bogus") {
 			if MoreAsking(a, b) != MoreAsking(b, a) {
 				t.Errorf("MoreAsking not symmetric for %s,%s", a, b)
 			}
@@ -122,8 +122,8 @@ func TestCombine(t *testing.T) {
 // TestDecideExhaustive checks every combination of the decision's inputs
 // against the rules written out independently.
 func TestDecideExhaustive(t *testing.T) {
-	for _, sec := range append(Securities, "bogus") {
-		for _, ask := range append(Asks, "bogus") {
+	for _, sec := range append(Securities(), "bogus") {
+		for _, ask := range append(Asks(), "bogus") {
 			for _, ok := range []bool{true, false} {
 				for _, sat := range []bool{true, false} {
 					in := Input{Effective: Effective{Security: sec, Ask: ask, Fallback: FallbackDeny}, AnalysisOK: ok, AnalysisError: "command substitution", AllowlistSatisfied: sat}
@@ -401,5 +401,34 @@ func TestShellStartupEnv(t *testing.T) {
 		if ShellStartupEnv(n) {
 			t.Errorf("ShellStartupEnv(%q) = true", n)
 		}
+	}
+}
+
+// TestEnumListsImmutable: a caller that writes into a returned list (or
+// appends to it) changes neither what Parse accepts nor the next list.
+func TestEnumListsImmutable(t *testing.T) {
+	h := Hosts()
+	h[0] = "evil"
+	_ = append(h[:1], "evil2")
+	if _, err := ParseHost("evil"); err == nil {
+		t.Error(`ParseHost("evil") accepted after writing into Hosts()`)
+	}
+	if got := Hosts(); got[0] != HostSandbox || len(got) != 3 {
+		t.Errorf("Hosts() = %v after a caller wrote into its copy", got)
+	}
+	s := Securities()
+	s[0] = SecurityFull
+	if Securities()[0] != SecurityDeny {
+		t.Error("Securities() shares its backing array")
+	}
+	a := Approvals()
+	a[2] = AllowAlways
+	if v, err := ParseApproval("deny"); err != nil || v != Reject {
+		t.Errorf(`ParseApproval("deny") = %v, %v after writing into Approvals()`, v, err)
+	}
+	as, fb := Asks(), Fallbacks()
+	as[0], fb[0] = "x", "x"
+	if Asks()[0] != AskOff || Fallbacks()[0] != FallbackDeny {
+		t.Error("Asks() or Fallbacks() shares its backing array")
 	}
 }

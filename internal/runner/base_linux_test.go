@@ -27,7 +27,7 @@ func TestLauncherHandedBase(t *testing.T) {
 	defer rules.Close()
 	for _, mismatched := range []bool{false, true} {
 		for _, warm := range []bool{false, true} {
-			if warm && !WarmSupported() {
+			if warm && !testRunner.WarmSupported() {
 				continue
 			}
 			name := map[bool]string{false: "builder", true: "built for another protected set"}[mismatched]
@@ -66,7 +66,7 @@ func TestLauncherHandedBase(t *testing.T) {
 					defer w.Close()
 					spec.Warm = w
 				}
-				res, err := Run(context.Background(), spec)
+				res, err := testRunner.Run(context.Background(), spec)
 				_, werr := os.Stat(filepath.Join(work, "f"))
 				if mismatched {
 					if !errors.Is(err, confine.ErrBaseMismatch) || werr == nil {

@@ -26,7 +26,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 	truePath := testdep.Binary(b, "true")
 	spec := Spec{Argv: []string{truePath}}
 	for b.Loop() {
-		res, err := Run(context.Background(), spec)
+		res, err := testRunner.Run(context.Background(), spec)
 		if err != nil || !res.Success {
 			b.Fatalf("Run = %+v, %v", res, err)
 		}
@@ -57,7 +57,7 @@ func BenchmarkFloodCapture(b *testing.B) {
 	spec := Spec{Argv: []string{head, "-c", strconv.Itoa(floodBytes), "/dev/zero"}}
 	b.SetBytes(floodBytes)
 	for b.Loop() {
-		res, err := Run(context.Background(), spec)
+		res, err := testRunner.Run(context.Background(), spec)
 		if err != nil || !res.Success || !res.Truncated || len(res.Stdout) != MaxOutput+1+len(TruncatedSuffix) {
 			b.Fatalf("Run = exit %d, truncated %v, %d bytes, %v", res.ExitCode, res.Truncated, len(res.Stdout), err)
 		}
@@ -152,7 +152,7 @@ func BenchmarkSpawnRatio(b *testing.B) {
 	var runNs, baseNs time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if res, err := Run(context.Background(), spec); err != nil || !res.Success {
+		if res, err := testRunner.Run(context.Background(), spec); err != nil || !res.Success {
 			b.Fatalf("Run = %+v, %v", res, err)
 		}
 		t1 := time.Now()
@@ -177,7 +177,7 @@ func BenchmarkFloodRatio(b *testing.B) {
 	var runD, baseD time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if res, err := Run(context.Background(), spec); err != nil || !res.Success || !res.Truncated {
+		if res, err := testRunner.Run(context.Background(), spec); err != nil || !res.Success || !res.Truncated {
 			b.Fatalf("Run = exit %d, truncated %v: %v", res.ExitCode, res.Truncated, err)
 		}
 		t1 := time.Now()

@@ -88,7 +88,7 @@ func TestConfineInThread(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := tt.spec
 			spec.Cwd, spec.Timeout = l.work, time.Minute
-			free, err := Run(context.Background(), spec)
+			free, err := testRunner.Run(context.Background(), spec)
 			if err != nil || !free.Success {
 				t.Fatalf("control: unconfined run = %+v, %v; want success", free, err)
 			}
@@ -102,7 +102,7 @@ func TestConfineInThread(t *testing.T) {
 			// runs (reused from the second run of the test on).
 			for _, rules := range []*confine.Builder{nil, kept} {
 				spec.ConfineRules = rules
-				res, err := Run(context.Background(), spec)
+				res, err := testRunner.Run(context.Background(), spec)
 				if err != nil {
 					t.Fatalf("confined run (kept rules %v): %v", rules != nil, err)
 				}
@@ -133,7 +133,7 @@ func TestConfineInThreadLeavesOtherThreadsFree(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), confineStart: ConfineInThread})
+			res, err := testRunner.Run(context.Background(), Spec{Command: "echo ok", Cwd: l.work, Timeout: time.Minute, Confine: l.confinement(), confineStart: ConfineInThread})
 			if err != nil || res.Stdout != "ok\n" {
 				t.Errorf("confined run %d = %+v, %v", i, res, err)
 			}
@@ -184,7 +184,7 @@ func TestConfineInThreadRefusesLimits(t *testing.T) {
 	c.Limits.FileSize = 4096
 	marker := filepath.Join(l.work, "started")
 	spec := Spec{Command: "ulimit -f > " + marker, Cwd: l.work, Timeout: time.Minute, Confine: c, confineStart: ConfineInThread}
-	res, err := Run(context.Background(), spec)
+	res, err := testRunner.Run(context.Background(), spec)
 	if err == nil || !strings.Contains(err.Error(), "resource limits are per process") {
 		t.Errorf("in-thread with limits = %+v, %v; want the start refused", res, err)
 	}
@@ -199,7 +199,7 @@ func TestConfineInThreadRefusesLimits(t *testing.T) {
 		t.Errorf("this process's RLIMIT_FSIZE changed: %+v, was %+v", after, before)
 	}
 	spec.confineStart = ConfineAsk
-	if res, err := Run(context.Background(), spec); err != nil || !res.Success {
+	if res, err := testRunner.Run(context.Background(), spec); err != nil || !res.Success {
 		t.Fatalf("asked: %+v, %v", res, err)
 	}
 	if b, _ := os.ReadFile(marker); strings.TrimSpace(string(b)) != "8" { // 512-byte blocks
@@ -279,7 +279,7 @@ func BenchmarkStartConfined(b *testing.B) {
 			spec := bc.spec
 			spec.Argv, spec.Cwd = []string{"/bin/true"}, work
 			for b.Loop() {
-				if res, err := Run(context.Background(), spec); err != nil || !res.Success {
+				if res, err := testRunner.Run(context.Background(), spec); err != nil || !res.Success {
 					b.Fatalf("%+v, %v", res, err)
 				}
 			}
@@ -299,7 +299,7 @@ func shieldedReach() int {
 		if force {
 			start = ConfineInThread
 		}
-		res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, confineStart: start})
+		res, err := testRunner.Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Env: map[string]string{helperEnv: "ptrace-parent"}, Cwd: dir, Timeout: time.Minute, Confine: c, confineStart: start})
 		if err != nil || !res.Success {
 			return fmt.Sprintf("run failed: %+v, %v", res, err)
 		}
@@ -348,7 +348,7 @@ func TestConfineInThreadShielded(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			res, err := Run(context.Background(), Spec{Argv: append(tc.pre, exe, "-test.run=^$"), Env: map[string]string{helperEnv: "shielded-reach", "EXECHOST_RUNNER_TEST_DIR": dir}, Timeout: 2 * time.Minute})
+			res, err := testRunner.Run(context.Background(), Spec{Argv: append(tc.pre, exe, "-test.run=^$"), Env: map[string]string{helperEnv: "shielded-reach", "EXECHOST_RUNNER_TEST_DIR": dir}, Timeout: 2 * time.Minute})
 			if err != nil || !res.Success {
 				t.Fatalf("helper: %+v, %v", res, err)
 			}

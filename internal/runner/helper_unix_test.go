@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		return // the reaper (the orphan-tree role enables it)
 	}
 	if os.Getenv(launcherEnv) == "portable" {
-		polledLaunch = nil // see TestPortableLauncher
+		testRunner = New(Portable()) // see TestPortableLauncher
 	}
 	switch os.Getenv(helperEnv) {
 	case "":
@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 	case "orphan":
 		// Run a command that records its pid and sleeps; the test kills
 		// this process meanwhile.
-		res, err := Run(context.Background(), Spec{
+		res, err := testRunner.Run(context.Background(), Spec{
 			Command: `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
 		})
 		fmt.Println(res.ExitCode, err)
@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 		// The command can record its pids before Run has told the reaper
 		// of its group: say when the reaper knows, so the test kills this
 		// process only then.
-		res, err := Run(context.Background(), Spec{
+		res, err := testRunner.Run(context.Background(), Spec{
 			tracked: func(int) {
 				_ = os.WriteFile(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE")+".tracked", []byte("1"), 0o600)
 			},
@@ -101,7 +101,7 @@ func TestMain(m *testing.M) {
 	case "orphan-confined":
 		// Like orphan, started in-thread confined (ConfineInThread).
 		dir := filepath.Dir(os.Getenv("EXECHOST_RUNNER_TEST_PIDFILE"))
-		res, err := Run(context.Background(), Spec{
+		res, err := testRunner.Run(context.Background(), Spec{
 			Command:      `echo $$ > "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" && mv "$EXECHOST_RUNNER_TEST_PIDFILE.tmp" "$EXECHOST_RUNNER_TEST_PIDFILE" && exec sleep 100`,
 			Confine:      &confine.Confinement{Writable: []string{dir}, Network: confine.NetworkNone},
 			confineStart: ConfineInThread,
@@ -130,7 +130,7 @@ func floodHelper(capture bool) int {
 	var n int64
 	argv := []string{"head", "-c", strconv.Itoa(floodBytes), "/dev/zero"}
 	if capture {
-		res, err := Run(context.Background(), Spec{Argv: argv})
+		res, err := testRunner.Run(context.Background(), Spec{Argv: argv})
 		if err != nil || !res.Success || !res.Truncated || len(res.Tail) != len("…")+TailSize {
 			fmt.Fprintln(os.Stderr, "flood run failed:", err, res.ExitCode, res.Error)
 			return 1

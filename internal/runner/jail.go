@@ -41,9 +41,9 @@ type JailedRun interface {
 }
 
 // checkJail refuses what a jailed start cannot do.
-func checkJail(spec Spec) error {
+func checkJail(spec Spec, polled bool) error {
 	switch {
-	case !WarmSupported():
+	case !polled:
 		return fmt.Errorf("%w: jailed runs need pidfds (Linux 5.3 or later)", ErrStart)
 	case spec.PTY:
 		return fmt.Errorf("%w: a jailed run has no terminal (start PTY runs otherwise)", ErrStart)

@@ -15,11 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// polledLaunch, when set, replaces launchWithGoroutines: one thread
-// waits for output and exit in poll(2), with no goroutine hand-offs
-// between the process's exit and the result. Tests set it to nil to run
-// the portable launcher.
-var polledLaunch launcher = launchIfPidfds
+// polledLauncher is the launcher New prefers to launchWithGoroutines: one
+// thread waits for output and exit in poll(2), with no goroutine hand-offs
+// between the process's exit and the result (New(Portable()) opts out).
+func polledLauncher() launcher { return launchIfPidfds }
 
 // pidfdsWork says whether pidfd_open answers: on kernels with pidfds
 // (5.3+) where nothing (a seccomp profile) forbids them. os/exec makes the

@@ -2,6 +2,6 @@
 
 package runner
 
-// polledLaunch is nil where the polled launcher does not exist (it needs
+// polledLauncher is nil where the polled launcher does not exist (it needs
 // Linux's pidfds): the portable launcher runs (see launch_linux.go).
-var polledLaunch launcher
+func polledLauncher() launcher { return nil }

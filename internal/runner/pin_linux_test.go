@@ -34,7 +34,7 @@ func TestPinnedExecutable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), Spec{Argv: []string{sh, "-c", "echo $0"}, Executable: &shID})
+	res, err := testRunner.Run(context.Background(), Spec{Argv: []string{sh, "-c", "echo $0"}, Executable: &shID})
 	if err != nil || res.Stdout != sh+"\n" {
 		t.Fatalf("pinned binary: %v %+v", err, res)
 	}
@@ -61,12 +61,7 @@ func TestPinnedExecutable(t *testing.T) {
 // launchers runs a spec through the polled launcher and the portable one.
 func launchers(t *testing.T) []func(Spec) (Result, error) {
 	return []func(Spec) (Result, error){
-		func(s Spec) (Result, error) { return Run(context.Background(), s) },
-		func(s Spec) (Result, error) {
-			saved := polledLaunch
-			polledLaunch = nil
-			defer func() { polledLaunch = saved }()
-			return Run(context.Background(), s)
-		},
+		func(s Spec) (Result, error) { return New().Run(context.Background(), s) },
+		func(s Spec) (Result, error) { return New(Portable()).Run(context.Background(), s) },
 	}
 }

@@ -218,11 +218,56 @@ var (
 // hangs on an escaped process.
 const OutputGrace = 2 * time.Second
 
+// Runner runs Specs through one launcher: on Linux with pidfds the polled
+// one (one pinned thread polls the output pipes and the pidfd), elsewhere
+// the portable one (os/exec and goroutines). The package-level Run uses a
+// default Runner; New(Portable()) forces the portable launcher, which a
+// test uses to hold both to the same behaviour (TestPortableLauncher).
+type Runner struct {
+	launch launcher
+	polled bool // launch is the polled launcher: warm and jailed starts work
+}
+
+// Option configures a Runner.
+type Option func(*Runner)
+
+// Portable makes the Runner use the portable launcher even where the
+// polled one exists. Warm and jailed starts then fail (WarmSupported).
+func Portable() Option {
+	return func(r *Runner) { r.launch, r.polled = launchWithGoroutines, false }
+}
+
+// New returns a Runner with the platform's launcher, then opts applied.
+func New(opts ...Option) *Runner {
+	r := &Runner{launch: launchWithGoroutines}
+	if l := polledLauncher(); l != nil {
+		r.launch, r.polled = l, true
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// std is the Runner of the package-level Run; it is never replaced.
+var std = New()
+
+// WarmSupported says Spec.Warm and Spec.Jail can be used by this Runner:
+// only the polled launcher adopts a process started elsewhere.
+func (r *Runner) WarmSupported() bool { return r.polled }
+
+// WarmSupported says Spec.Warm and Spec.Jail can be used by the
+// package-level Run: the platform's launcher is the polled one.
+func WarmSupported() bool { return std.polled }
+
+// Run runs spec with the default Runner (see Runner.Run).
+func Run(ctx context.Context, spec Spec) (Result, error) { return std.Run(ctx, spec) }
+
 // Run starts the process spec describes, waits for it to exit (or kills its
 // process group on timeout or when ctx ends), and returns its capped output
 // and exit status. See the package documentation for how outcomes map to
 // the Result and the error; a non-nil error means nothing ran.
-func Run(ctx context.Context, spec Spec) (Result, error) {
+func (r *Runner) Run(ctx context.Context, spec Spec) (Result, error) {
 	res := Result{ExitCode: -1}
 	fail := func(err error) (Result, error) {
 		res.Error = err.Error()
@@ -233,12 +278,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return fail(err)
 	}
 	if spec.Jail != nil {
-		if err := checkJail(spec); err != nil {
+		if err := checkJail(spec, r.polled); err != nil {
 			return fail(err)
 		}
 		res.Layers = spec.Jail.Held()
 	} else if spec.Warm != nil {
-		if err := checkWarm(spec); err != nil {
+		if err := checkWarm(spec, r.polled); err != nil {
 			return fail(err)
 		}
 	}
@@ -298,24 +343,20 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	ls := launchSpec{Spec: spec, argv: argv, env: env, pinned: pin, base: base.File(), inThread: inThread}
 	capture := NewCapture(spec.MaxOutput, spec.TailSize)
 	ls.capture = capture
-	launch := launchWithGoroutines
-	if polledLaunch != nil {
-		launch = polledLaunch
-	}
-	r, err := launch(ctx, ls)
+	out, err := r.launch(ctx, ls)
 	if err != nil {
 		if errors.Is(err, ErrStart) {
 			res.ExitCode = startExitCode(err)
 		}
 		return fail(err)
 	}
-	res.Pid, res.Duration, res.Stragglers = r.pid, r.duration, r.stragglers
+	res.Pid, res.Duration, res.Stragglers = out.pid, out.duration, out.stragglers
 	res.Stdout, res.Stderr, res.Truncated = capture.Result()
 	res.DroppedBytes = capture.Dropped()
 	res.Tail = capture.Tail()
 	switch {
-	case r.killedBy != nil:
-		res.TimedOut = errors.Is(r.killedBy, context.DeadlineExceeded)
+	case out.killedBy != nil:
+		res.TimedOut = errors.Is(out.killedBy, context.DeadlineExceeded)
 		switch {
 		case !res.TimedOut:
 			res.Error = "canceled: process group killed"
@@ -324,11 +365,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		default:
 			res.Error = "timed out (deadline exceeded): process group killed"
 		}
-	case r.lost != nil:
+	case out.lost != nil:
 		// The exit status was lost (someone else reaped the child).
-		res.Error = fmt.Sprintf("wait: %v", r.lost)
+		res.Error = fmt.Sprintf("wait: %v", out.lost)
 	default:
-		res.ExitCode, res.Error = r.code, r.why
+		res.ExitCode, res.Error = out.code, out.why
 	}
 	res.Success = res.ExitCode == 0 && !res.TimedOut
 	return res, nil

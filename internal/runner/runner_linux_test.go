@@ -150,7 +150,7 @@ func TestRunTimeoutKillsProcessTree(t *testing.T) {
 			// The timeout fires once both sleeps run, however slowly the
 			// shell starts them on a loaded machine: the tree is always
 			// there to be killed.
-			res, err := Run(context.Background(), Spec{
+			res, err := testRunner.Run(context.Background(), Spec{
 				Command:      `sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`,
 				Timeout:      500 * time.Millisecond,
 				PTY:          tc.withPTY,
@@ -220,7 +220,7 @@ func TestRunCancelKillsProcessTree(t *testing.T) {
 		}
 		cancel()
 	}()
-	res, err := Run(ctx, Spec{Command: `echo started; sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`})
+	res, err := testRunner.Run(ctx, Spec{Command: `echo started; sleep 100 & a=$!; sleep 100 & echo $a $! > ` + pidfile + `; wait`})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -236,7 +236,7 @@ func TestRunCancelKillsProcessTree(t *testing.T) {
 func TestRunContextDeadlineIsTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	res, err := Run(ctx, Spec{Argv: []string{"sleep", "100"}})
+	res, err := testRunner.Run(ctx, Spec{Argv: []string{"sleep", "100"}})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -255,7 +255,7 @@ func TestRunBackgroundChildHoldingOutput(t *testing.T) {
 		t.Run(fmt.Sprintf("pty=%v", withPTY), func(t *testing.T) {
 			t.Parallel()
 			pidfile := filepath.Join(t.TempDir(), "pid")
-			res, err := Run(context.Background(), Spec{
+			res, err := testRunner.Run(context.Background(), Spec{
 				// The trap keeps the sleep alive through the SIGHUP a
 				// terminal's session leader sends its group on exit.
 				Command: `trap '' HUP; sleep 100 & echo $! > ` + pidfile + `; echo done`,
@@ -288,7 +288,7 @@ func TestRunEscapedChildDoesNotHang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), Spec{
+	res, err := testRunner.Run(context.Background(), Spec{
 		Argv: []string{"/bin/sh", "-c", `"$0" & echo $!`, exe},
 		Env:  map[string]string{helperEnv: "escape"},
 	})
@@ -373,7 +373,7 @@ func diffOutcome(want outcome, res Result) string {
 // portable launcher (os/exec and goroutines), which Linux replaces with
 // the polled one but other platforms use: both must behave the same.
 func TestPortableLauncher(t *testing.T) {
-	if polledLaunch == nil {
+	if !testRunner.WarmSupported() {
 		t.Skip("the portable launcher is the one every test here uses already")
 	}
 	if testing.Short() {
@@ -400,7 +400,7 @@ func TestRunRefusedWhenReaperTableFull(t *testing.T) {
 		reaperState.mu.Unlock()
 	})
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	res, err := Run(context.Background(), Spec{Command: `echo $$ > ` + pidfile + `; exec sleep 100`, Timeout: time.Minute})
+	res, err := testRunner.Run(context.Background(), Spec{Command: `echo $$ > ` + pidfile + `; exec sleep 100`, Timeout: time.Minute})
 	if !errors.Is(err, ErrTooManyRuns) {
 		t.Fatalf("Run = %+v, %v; want ErrTooManyRuns", res, err)
 	}
@@ -485,7 +485,7 @@ func TestLeaderReapedAfterLastKill(t *testing.T) {
 					seen = append(seen, fmt.Sprintf("the reaper still lists group %d", pid))
 				}
 			}
-			res, err := Run(context.Background(), spec)
+			res, err := testRunner.Run(context.Background(), spec)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}

@@ -125,12 +125,12 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := Run(context.Background(), tt.spec)
+			res, err := testRunner.Run(context.Background(), tt.spec)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			if diff := cmp.Diff(tt.want, outcomeOf(res)); diff != "" {
-				t.Errorf("Run(%+v) (-want +got):\n%s", tt.spec, diff)
+				t.Errorf("testRunner.Run(%+v) (-want +got):\n%s", tt.spec, diff)
 			}
 			if res.Pid <= 0 {
 				t.Errorf("Pid = %d, want the child's pid", res.Pid)
@@ -179,9 +179,9 @@ func TestRunStartErrors(t *testing.T) {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			res, err := Run(ctx, tt.spec)
+			res, err := testRunner.Run(ctx, tt.spec)
 			if err == nil {
-				t.Fatalf("Run(%+v) = %+v, nil error; want an error", tt.spec, res)
+				t.Fatalf("testRunner.Run(%+v) = %+v, nil error; want an error", tt.spec, res)
 			}
 			for _, want := range tt.wantErrs {
 				if !errors.Is(err, want) {
@@ -207,7 +207,7 @@ func TestRunRefusesDangerousEnv(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			marker := filepath.Join(t.TempDir(), "spawned")
-			res, err := Run(context.Background(), Spec{
+			res, err := testRunner.Run(context.Background(), Spec{
 				Argv: []string{"touch", marker},
 				Env:  map[string]string{"SAFE": "1", name: "/tmp/x"},
 			})
@@ -226,7 +226,7 @@ func TestRunRefusesDangerousEnv(t *testing.T) {
 		})
 	}
 	t.Run("NUL in a value", func(t *testing.T) {
-		_, err := Run(context.Background(), Spec{Argv: []string{"true"}, Env: map[string]string{"SAFE": "a\x00b"}})
+		_, err := testRunner.Run(context.Background(), Spec{Argv: []string{"true"}, Env: map[string]string{"SAFE": "a\x00b"}})
 		if !errors.Is(err, ErrDangerousEnv) {
 			t.Errorf("error %v, want ErrDangerousEnv", err)
 		}
@@ -261,12 +261,12 @@ func TestRunScrubsInheritedShellStartupEnv(t *testing.T) {
 		{Command: "true"},
 		{Command: "env"},
 	} {
-		res, err := Run(context.Background(), spec)
+		res, err := testRunner.Run(context.Background(), spec)
 		if err != nil || !res.Success {
-			t.Fatalf("Run(%+v) = %+v, %v", spec, res, err)
+			t.Fatalf("testRunner.Run(%+v) = %+v, %v", spec, res, err)
 		}
 		if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("Run(%+v) sourced the planted start-up file", spec)
+			t.Errorf("testRunner.Run(%+v) sourced the planted start-up file", spec)
 			os.Remove(marker)
 		}
 		for _, line := range strings.Split(res.Stdout, "\n") {
@@ -325,7 +325,7 @@ func TestRunCaps(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := Run(context.Background(), tt.spec)
+			res, err := testRunner.Run(context.Background(), tt.spec)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -343,7 +343,7 @@ func TestRunCaps(t *testing.T) {
 // loses bytes depends on which copier reaches the runner first, so it
 // checks the invariants rather than one split.
 func TestRunCapShared(t *testing.T) {
-	res, err := Run(context.Background(), Spec{Command: "head -c 150000 /dev/zero | tr '\\0' o; head -c 60000 /dev/zero | tr '\\0' e >&2"})
+	res, err := testRunner.Run(context.Background(), Spec{Command: "head -c 150000 /dev/zero | tr '\\0' o; head -c 60000 /dev/zero | tr '\\0' e >&2"})
 	if err != nil || !res.Success || !res.Truncated {
 		t.Fatalf("Run = %+v, %v; want success, truncated", outcomeOf(res), err)
 	}
@@ -418,12 +418,12 @@ func TestRunPTY(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := Run(context.Background(), tt.spec)
+			res, err := testRunner.Run(context.Background(), tt.spec)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			if diff := cmp.Diff(tt.want, outcomeOf(res)); diff != "" {
-				t.Errorf("Run(%+v) (-want +got):\n%s", tt.spec, diff)
+				t.Errorf("testRunner.Run(%+v) (-want +got):\n%s", tt.spec, diff)
 			}
 		})
 	}
@@ -436,7 +436,7 @@ func TestRunConcurrent(t *testing.T) {
 	got := make([]string, 8)
 	for i := range got {
 		wg.Go(func() {
-			res, err := Run(context.Background(), Spec{Argv: []string{"echo", strconv.Itoa(i)}, PTY: i%2 == 0})
+			res, err := testRunner.Run(context.Background(), Spec{Argv: []string{"echo", strconv.Itoa(i)}, PTY: i%2 == 0})
 			if err != nil {
 				t.Error(err)
 			}

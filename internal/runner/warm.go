@@ -97,9 +97,9 @@ func cutEnv(kv string) (string, string, bool) {
 
 // checkWarm refuses what cannot be applied to a process that has already
 // started; the caller starts such a run afresh.
-func checkWarm(spec Spec) error {
+func checkWarm(spec Spec, polled bool) error {
 	switch {
-	case !WarmSupported():
+	case !polled:
 		return fmt.Errorf("%w: warm processes are not supported here", ErrStart)
 	case spec.PTY:
 		return fmt.Errorf("%w: a warm process has no terminal (start PTY runs afresh)", ErrStart)

@@ -13,10 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WarmSupported says Spec.Warm can be used here: the polled launcher
-// adopts warm processes (Linux with pidfds).
-func WarmSupported() bool { return polledLaunch != nil }
-
 // Warm is one warm process (see warm.go): started, waiting for its
 // hand-over. Run with Spec.Warm uses it; Close ends one that was never
 // used. Its methods are safe for concurrent use.

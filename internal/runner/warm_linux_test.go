@@ -66,7 +66,7 @@ func gone(pid int) bool {
 // group; it is used once; what cannot be applied to a started process is
 // refused; an unused one is ended by Close.
 func TestWarmHandOver(t *testing.T) {
-	if !WarmSupported() {
+	if !testRunner.WarmSupported() {
 		t.Skip("warm processes need the polled launcher")
 	}
 	s := NewWarmStarter()
@@ -81,7 +81,7 @@ func TestWarmHandOver(t *testing.T) {
 	}
 	w := start()
 	dir := t.TempDir()
-	res, err := Run(context.Background(), Spec{Argv: []string{os.Args[0], "a b", "c"}, Cwd: dir, BaseEnv: []string{"A=1", "BASH_ENV=/x"}, Env: map[string]string{"B": "2"}, Warm: w})
+	res, err := testRunner.Run(context.Background(), Spec{Argv: []string{os.Args[0], "a b", "c"}, Cwd: dir, BaseEnv: []string{"A=1", "BASH_ENV=/x"}, Env: map[string]string{"B": "2"}, Warm: w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestWarmHandOver(t *testing.T) {
 	if !gone(w.Pid()) || w.Alive() {
 		t.Errorf("the warm process %d outlived its run", w.Pid())
 	}
-	if _, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Warm: w}); !errors.Is(err, ErrWarmGone) {
+	if _, err := testRunner.Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Warm: w}); !errors.Is(err, ErrWarmGone) {
 		t.Errorf("a second run of the same warm process: %v, want ErrWarmGone", err)
 	}
 	// One that died while it waited fails its run with ErrWarmGone,
@@ -113,7 +113,7 @@ func TestWarmHandOver(t *testing.T) {
 		t.Error("a dead warm process reports itself alive")
 	}
 	started := false
-	if _, err := Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Warm: dead, OnStart: func() { started = true }}); !errors.Is(err, ErrWarmGone) || started {
+	if _, err := testRunner.Run(context.Background(), Spec{Argv: []string{os.Args[0]}, Warm: dead, OnStart: func() { started = true }}); !errors.Is(err, ErrWarmGone) || started {
 		t.Errorf("run in a dead warm process: %v (started %v), want ErrWarmGone before any start", err, started)
 	}
 	if !gone(dead.Pid()) {
@@ -127,7 +127,7 @@ func TestWarmHandOver(t *testing.T) {
 	} {
 		w := start()
 		spec.Argv, spec.Warm = []string{os.Args[0]}, w
-		if _, err := Run(context.Background(), spec); !errors.Is(err, ErrStart) {
+		if _, err := testRunner.Run(context.Background(), spec); !errors.Is(err, ErrStart) {
 			t.Errorf("%s: %v, want a refusal (ErrStart)", name, err)
 		}
 		if !w.Alive() {
@@ -145,7 +145,7 @@ func TestWarmHandOver(t *testing.T) {
 // descriptor, which it holds as ChildFD, so what it execs is the file
 // decided on, as for a fresh launcher start.
 func TestWarmLauncherGetsThePinnedFile(t *testing.T) {
-	if !WarmSupported() {
+	if !testRunner.WarmSupported() {
 		t.Skip("warm processes need the polled launcher")
 	}
 	s := NewWarmStarter()
@@ -161,7 +161,7 @@ func TestWarmLauncherGetsThePinnedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &confine.Confinement{Writable: []string{t.TempDir()}, Network: confine.NetworkNone}
-	res, err := Run(context.Background(), Spec{Argv: []string{prog, "x"}, Executable: &id, Confine: c, Warm: w})
+	res, err := testRunner.Run(context.Background(), Spec{Argv: []string{prog, "x"}, Executable: &id, Confine: c, Warm: w})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// WarmSupported says Spec.Warm can be used here: only the polled launcher
-// (Linux with pidfds) adopts warm processes.
-func WarmSupported() bool { return false }
-
 // Warm is a warm process (warm.go); none start on this platform.
 type Warm struct{}
 

@@ -84,7 +84,7 @@ func enumNames[T ~string](vs []T) []string {
 func (s *server) handleState(w http.ResponseWriter, r *http.Request) {
 	v := stateView{
 		NowMs: time.Now().UnixMilli(), Editor: s.store != nil, Gateway: s.opts.Gateway != nil,
-		Securities: enumNames(policy.Securities), Asks: enumNames(policy.Asks), Fallbacks: enumNames(policy.Fallbacks),
+		Securities: enumNames(policy.Securities()), Asks: enumNames(policy.Asks()), Fallbacks: enumNames(policy.Fallbacks()),
 		Agents: []agentView{},
 	}
 	if s.store == nil {

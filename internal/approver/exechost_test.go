@@ -1,6 +1,6 @@
 //go:build unix
 
-package asksock_test
+package approver_test
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/approver"
 	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
@@ -72,7 +73,7 @@ func serve(ctx context.Context, dir string, auto policy.Approval) (*asksock.Serv
 		return nil, nil, err
 	}
 	b := prompt.NewBroker()
-	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: asksock.NewEngineExecutor(host.Options{StateDir: dir}, b)}
+	srv := &asksock.Server{Path: st.SocketPath(f), Token: []byte(f.Socket.Token), Broker: b, Exec: approver.NewEngineExecutor(host.Options{StateDir: dir}, b)}
 	if err := srv.Listen(); err != nil {
 		return nil, nil, err
 	}
@@ -190,7 +191,7 @@ func startHelper(t *testing.T, dir string, auto policy.Approval, wrap []string, 
 // forwarding) process for the rest of the test, as a headless node
 // service would have them.
 func scrubSessionEnv(t *testing.T) {
-	for _, name := range asksock.SessionEnv {
+	for _, name := range asksock.SessionEnv() {
 		if v, ok := os.LookupEnv(name); ok {
 			os.Unsetenv(name)
 			t.Cleanup(func() { os.Setenv(name, v) })

@@ -1,10 +1,11 @@
-package asksock
+package approver
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
+	"github.com/exechost/exechost/internal/asksock"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/policy"
@@ -23,13 +24,15 @@ const maxEngines = 64
 // WAYLAND_DISPLAY, the session D-Bus, XDG_RUNTIME_DIR), which a headless
 // node service lacks.
 //
-// It runs one host.Engine per forwarding node and implements Executor.
+// It runs one host.Engine per forwarding node and implements
+// asksock.Executor. It lives here, not in asksock, so the approval socket
+// ranks below the execution host (internal/archtest).
 type EngineExecutor struct {
 	// NewEngine returns the engine for commands forwarded by nodeID (the
 	// node's id, for prompts, events and the audit log). It is called once
 	// per node id; an error is returned to that command and the next one
 	// tries again. The engine must be the approver's: its Prompter is
-	// BrokerPrompter on the approver's own queue, and its state
+	// asksock.BrokerPrompter on the approver's own queue, and its state
 	// directory holds the exec-approvals.json that decides.
 	NewEngine func(nodeID string) (*host.Engine, error)
 
@@ -43,7 +46,7 @@ type EngineExecutor struct {
 // own queue. base's Host, NodeID, Prompter and Route are set here; the
 // shared audit log stays open when an engine closes.
 func NewEngineExecutor(base host.Options, b *prompt.Broker) *EngineExecutor {
-	base.Host, base.Prompter, base.Route, base.CloseAudit = policy.HostNode, BrokerPrompter{Broker: b}, nil, false
+	base.Host, base.Prompter, base.Route, base.CloseAudit = policy.HostNode, asksock.BrokerPrompter{Broker: b}, nil, false
 	return &EngineExecutor{NewEngine: func(nodeID string) (*host.Engine, error) {
 		o := base
 		o.NodeID = nodeID
@@ -92,3 +95,5 @@ func (x *EngineExecutor) Exec(ctx context.Context, req bridge.SystemRunParams) (
 	}
 	return res.Wire(), nil
 }
+
+var _ asksock.Executor = (*EngineExecutor)(nil)
