@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/exechost/exechost/internal/approverui"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/host"
 	"github.com/exechost/exechost/internal/state"
@@ -128,6 +129,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			names := newNodeNamer(filepath.Dir(path))
 			// Fix the follow position before reading, so nothing
 			// appended in between is lost; records seen by both are
 			// printed once (recognised by their hash).
@@ -164,7 +166,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 				return readErr
 			}
 			for _, r := range ring {
-				if err := printRecord(g.stdout, r, asJSON); err != nil {
+				if err := printRecord(g.stdout, r, asJSON, names); err != nil {
 					return err
 				}
 			}
@@ -180,7 +182,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 				if recent[r.Hash] {
 					return nil
 				}
-				return printRecord(g.stdout, r, asJSON)
+				return printRecord(g.stdout, r, asJSON, names)
 			})
 		},
 	}
@@ -216,7 +218,8 @@ paths, reason, decider, run id, session key or node id.`,
 			if err != nil {
 				return err
 			}
-			return audit.Read(path, f, func(r audit.Record) error { return printRecord(g.stdout, r, asJSON) })
+			names := newNodeNamer(filepath.Dir(path))
+			return audit.Read(path, f, func(r audit.Record) error { return printRecord(g.stdout, r, asJSON, names) })
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each record as one JSON line, as stored")
@@ -297,7 +300,8 @@ func cmdContext(cmd *cobra.Command) context.Context {
 }
 
 // printRecord prints r as one JSON line (as stored) or one readable line.
-func printRecord(w io.Writer, r audit.Record, asJSON bool) error {
+// A node is named as the state directory knows it (names).
+func printRecord(w io.Writer, r audit.Record, asJSON bool, names *nodeNamer) error {
 	if asJSON {
 		b, err := json.Marshal(r)
 		if err != nil {
@@ -306,20 +310,22 @@ func printRecord(w io.Writer, r audit.Record, asJSON bool) error {
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	}
-	_, err := fmt.Fprintln(w, formatRecord(r))
+	_, err := fmt.Fprintln(w, formatRecord(r, names.name(r.NodeID)))
 	return err
 }
 
 // formatRecord renders r on one line for people:
 //
 //	2026-01-02 03:04:05  denied   deny  node/n1 agent=main run=r1 by=askFallback (fallback)  "rm -rf /"  reason: …
-func formatRecord(r audit.Record) string {
+//
+// name is the node's display name, when known ("" otherwise).
+func formatRecord(r audit.Record, name string) string {
 	var b strings.Builder
 	b.WriteString(r.Time.Local().Format(time.DateTime))
 	fmt.Fprintf(&b, "  %-8s %-5s", r.Event, orDash(r.Decision))
 	host := orDash(r.Host)
 	if r.NodeID != "" {
-		host += "/" + NodeLabel("", r.NodeID) // 8 digits of a key's id: --node takes them
+		host += "/" + NodeLabel(name, r.NodeID) // the name, and 8 digits of a key's id: --node takes either
 	}
 	fmt.Fprintf(&b, " %s", textsafe.Line(host))
 	for _, kv := range [][2]string{{"action", r.Action}, {"actor", r.Actor}, {"agent", r.AgentID}, {"run", r.RunID}, {"by", r.DecidedBy}, {"approval", r.Approval}, {"backend", r.Backend}} {
@@ -366,4 +372,31 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// nodeNamer gives audit lines node names: those the state directory
+// knows (approverui.NodeNames: this machine's node, a gateway's paired
+// nodes), read again once when an id is not among them, for a node
+// paired while `audit tail -f` runs.
+type nodeNamer struct {
+	dir   string
+	names map[string]string
+	tried map[string]bool
+}
+
+func newNodeNamer(dir string) *nodeNamer {
+	return &nodeNamer{dir: dir, names: approverui.NodeNames(dir), tried: map[string]bool{}}
+}
+
+// name returns id's display name, or "".
+func (n *nodeNamer) name(id string) string {
+	if n == nil || id == "" || id == "gateway" {
+		return ""
+	}
+	if name, ok := n.names[id]; ok || n.tried[id] {
+		return name
+	}
+	n.tried[id] = true
+	n.names = approverui.NodeNames(n.dir)
+	return n.names[id]
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/exechost/exechost/internal/audit"
+	"github.com/exechost/exechost/internal/node"
 	"github.com/exechost/exechost/internal/state"
 )
 
@@ -290,5 +292,39 @@ func TestAuditTailFollow(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"r3/finished", "r4/denied", "r5/denied"}, got); d != "" {
 		t.Errorf("followed records (-want +got):\n%s", d)
+	}
+}
+
+// TestAuditTailNamesNodes: a record of this machine's node (its 64-hex id
+// in node.json, written by package node) reads with the node's display
+// name; a node the state directory does not know (the control) keeps the
+// id's first 8 digits only.
+func TestAuditTailNamesNodes(t *testing.T) {
+	dir := t.TempDir()
+	known, unknown := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	if err := (&node.Identity{Version: node.IdentityVersion, NodeID: known, DisplayName: "build-box"}).Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	l, err := audit.Open(filepath.Join(dir, state.AuditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{known, unknown} {
+		if err := l.Append(audit.Record{Time: time.Now(), Event: audit.EventDecision, RunID: fmt.Sprint("r", i), AgentID: "main", Host: "node", NodeID: id,
+			Command: "ls", Decision: audit.DecisionAllow, DecidedBy: "policy"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	out, _, err := execCLI(t, "audit", "tail", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], " node/build-box (abababab…) agent=main") || !strings.Contains(lines[1], " node/cdcdcdcd… agent=main") {
+		t.Errorf("audit tail =\n%s\nwant node/build-box (abababab…) for the known node and node/cdcdcdcd… for the other", out)
+	}
+	if strings.Contains(out, known) || strings.Contains(out, unknown) {
+		t.Errorf("a whole 64-hex id reached the reader:\n%s", out)
 	}
 }

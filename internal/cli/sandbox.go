@@ -36,7 +36,9 @@ func newSandboxDoctorCmd(g *globals) *cobra.Command {
 		Use:   "doctor",
 		Short: "Tell which sandbox backends work on this machine, and why not",
 		Long: `Check each sandbox backend with the "sandbox" settings of exechost.json:
-docker (is a daemon answering, is the image there), the daemonless bwrap
+docker (is a daemon answering, is the image there, can the sandbox user
+write /tmp in a probe container made as the backend makes them and removed
+at once), the daemonless bwrap
 backend (does a probe sandbox come up on this kernel, what isolation did it
 get: namespaces, Landlock, limits) and, when configured, kubernetes (does
 the namespace exist, may the gateway do what it needs, does the

@@ -139,3 +139,34 @@ func TestSandboxImage(t *testing.T) {
 		t.Errorf("a dynamic binary (code %d):\n%s", code, out)
 	}
 }
+
+// TestSandboxDoctorChecksTmp: doctor says /tmp is writable only when the
+// sandbox user can write it in a container made as the backend makes them.
+// In an image whose /tmp is root's 0755 Docker gives the tmpfs that mode,
+// so the user cannot (the report that found doctor claiming otherwise);
+// the control is the same check over an image whose /tmp is 1777.
+func TestSandboxDoctorChecksTmp(t *testing.T) {
+	cli := dockertest.Client(t)
+	dir := t.TempDir()
+	run := cliIn(dir)
+	for _, c := range []struct {
+		image, want, notWant string
+	}{
+		{dockertest.BuildLockedTmpImage(t, cli), "/tmp is NOT writable by user", "tmpfs /tmp"},
+		{dockertest.BuildImage(t, cli), "writable /workspace and tmpfs /tmp", "NOT writable"},
+	} {
+		cfg := filepath.Join(dir, "docker.json")
+		if err := os.WriteFile(cfg, []byte(`{"sandbox": {"backend": "docker", "docker": {"image": "`+c.image+`"}}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, code := run("sandbox", "doctor", "--config", cfg)
+		out, _, _ = strings.Cut(out, "\nbwrap:") // docker's lines only
+		if code != 0 || !strings.Contains(out, c.want) || strings.Contains(out, c.notWant) {
+			t.Errorf("doctor over %s (code %d) should say %q and not %q:\n%s", c.image, code, c.want, c.notWant, out)
+		}
+	}
+	// The probe containers are gone.
+	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=exechost.scope=doctor").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("doctor left probe containers: %q, %v", out, err)
+	}
+}

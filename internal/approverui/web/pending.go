@@ -80,7 +80,10 @@ func choices(req prompt.Request) []string {
 // those are escaped visibly here (the whole command, unbounded: the web
 // page is where a long command can be read in full). The id is kept
 // verbatim: the page sends it back.
-func viewPending(p prompt.Pending) pendingView {
+//
+// names maps node ids to display names (approverui.NodeNames): the host
+// line reads "node (node build-box, 1a2b3c4d…)", not an id alone.
+func viewPending(p prompt.Pending, names map[string]string) pendingView {
 	r := p.Request
 	t := textsafe.Text
 	var argv []string
@@ -88,7 +91,7 @@ func viewPending(p prompt.Pending) pendingView {
 		argv = append(argv, t(a))
 	}
 	v := pendingView{
-		ID: p.ID, AgentID: t(r.AgentID), SessionKey: t(r.SessionKey), Host: t(r.Host), NodeID: t(approverui.NodeLabel(r.NodeID)),
+		ID: p.ID, AgentID: t(r.AgentID), SessionKey: t(r.SessionKey), Host: t(r.Host), NodeID: t(approverui.NodeLabelNamed(r.NodeID, names)),
 		Cwd: t(r.Cwd), Command: t(r.Command), Argv: argv, Security: t(r.Security), Ask: t(r.Ask),
 		Reason: t(r.Reason), Choices: choices(r), Fallback: t(r.Fallback), Peer: t(p.Peer),
 		ReceivedAtMs: p.ReceivedAt.UnixMilli(), ExpiresAtMs: r.ExpiresAtMs,
@@ -133,8 +136,14 @@ func (s *server) decidedBy() string {
 func (s *server) pendingNow() pendingList {
 	list := s.opts.Broker.List() // oldest first
 	out := pendingList{NowMs: time.Now().UnixMilli(), Pending: make([]pendingView, 0, len(list))}
+	var names map[string]string
 	for _, p := range list {
-		out.Pending = append(out.Pending, viewPending(p))
+		if names == nil && p.Request.NodeID != "" {
+			// Read only when a prompt names a node: pairings change
+			// while the page is open.
+			names = approverui.NodeNames(s.opts.StateDir)
+		}
+		out.Pending = append(out.Pending, viewPending(p, names))
 	}
 	return out
 }

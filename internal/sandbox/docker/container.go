@@ -62,7 +62,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 		ReadonlyRootfs: *d.ReadOnlyRoot,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
-		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777,size=" + d.TmpfsSize},
+		Tmpfs:          map[string]string{"/tmp": tmpfsOptions(d)},
 	}
 	hc.RestartPolicy.Name = "no"
 	if mem, _ := sandbox.ParseSize(d.Memory); mem > 0 {
