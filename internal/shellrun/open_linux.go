@@ -49,6 +49,9 @@ func openContained(c *confine.Confinement, path string, flag int, perm os.FileMo
 		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s is read-only for this run (refused at run time)", ErrDenied, full)}
 	}
 	fd, err := unix.Openat(dfd, base, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err == unix.ELOOP {
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s is a symbolic link, which a redirection does not follow (refused at run time)", ErrDenied, full)}
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
