@@ -51,11 +51,11 @@ func TestContainedRulesInTheEngine(t *testing.T) {
 	}
 	markerRan := filepath.Join(f.dir, "marker-ran")
 	for _, text := range []string{
-		`hello x > ~/.bashrc`,                           // a persistence path (home is the work directory here)
-		`echo x > $HOME/.ssh/authorized_keys`,           // a run-time path
+		`hello x > ~/.bashrc`,                          // a persistence path (home is the work directory here)
+		`echo x > $HOME/.ssh/authorized_keys`,          // a run-time path
 		`hello x > ` + filepath.Join(f.bin, "planted"), // outside the writable roots
-		`$(other) a`,                                    // command-name position
-		`hello "$(marker ` + markerRan + `)"`,           // marker is not allowlisted
+		`$(other) a`,                          // command-name position
+		`hello "$(marker ` + markerRan + `)"`, // marker is not allowlisted
 		`eval "$(other)"`,
 	} {
 		p, err := f.engine.Prepare(Request{RawCommand: text, Cwd: f.dir})
