@@ -293,8 +293,11 @@ func (e *Engine) cwd(z *shellcmd.Analyzer, c, agent string) (string, error) {
 // this engine, a kernel too old, a layer missing, even under
 // confine.unsupported=warn) the strict rules apply.
 func (e *Engine) contained(p *Prepared) (*shellcmd.Contained, string) {
-	if p.Effective.Security == policy.SecurityFull {
+	switch p.Effective.Security {
+	case policy.SecurityFull:
 		return nil, "security=full runs the text as written, with no guard"
+	case policy.SecurityDeny:
+		return nil, "security=deny runs nothing"
 	}
 	if e.noConfine || !shellrun.Supported || !confine.Supported {
 		return nil, "runs on this host are not confined"
