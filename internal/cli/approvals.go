@@ -25,7 +25,7 @@ func newApprovalsCmd(g *globals) *cobra.Command {
 		Use:   "approvals",
 		Short: "Inspect and edit this host's exec-approvals.json (policy and allowlists)",
 	}
-	cmd.AddCommand(newApprovalsGetCmd(g), newApprovalsSetCmd(g), newAllowlistCmd(g), newApprovalsCheckCmd(g), newApprovalsPendingCmd(g), newApprovalsResolveCmd(g))
+	cmd.AddCommand(newApprovalsGetCmd(g), newApprovalsSetCmd(g), newAllowlistCmd(g), newApprovalsCheckCmd(g), newApprovalsProposeCmd(g), newApprovalsPendingCmd(g), newApprovalsResolveCmd(g))
 	return cmd
 }
 
