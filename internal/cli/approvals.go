@@ -25,7 +25,7 @@ func newApprovalsCmd(g *globals) *cobra.Command {
 		Use:   "approvals",
 		Short: "Inspect and edit this host's exec-approvals.json (policy and allowlists)",
 	}
-	cmd.AddCommand(newApprovalsGetCmd(g), newApprovalsSetCmd(g), newAllowlistCmd(g), newApprovalsCheckCmd(g), newApprovalsPendingCmd(g), newApprovalsResolveCmd(g))
+	cmd.AddCommand(newApprovalsGetCmd(g), newApprovalsSetCmd(g), newAllowlistCmd(g), newApprovalsCheckCmd(g), newApprovalsProposeCmd(g), newApprovalsPendingCmd(g), newApprovalsResolveCmd(g))
 	return cmd
 }
 
@@ -333,6 +333,12 @@ type checkOutput struct {
 	Confinement string               `json:"confinement"`
 	Layers      []string             `json:"layers"`
 	Jail        *confine.Confinement `json:"jail,omitempty"`
+	// Rules is the analysis's rule set, "strict" or "contained" (docs/
+	// policy.md, "What the walls contain"), RulesWhy why, and Contained
+	// the constructs the contained rules allowed.
+	Rules     string   `json:"rules"`
+	RulesWhy  string   `json:"rulesWhy,omitempty"`
+	Contained []string `json:"contained,omitempty"`
 }
 
 func newApprovalsCheckCmd(g *globals) *cobra.Command {
@@ -363,6 +369,7 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 				AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied,
 				Segments: []checkSegment{}, Canonical: p.Analysis.Canonical, CanonicalSha256: p.Analysis.Hash,
 				RunsAs: p.RunsAs(), Confinement: e.ConfinementText(p), Layers: e.Layers(p), Jail: e.Jail(p),
+				Rules: p.Rules, RulesWhy: p.RulesWhy, Contained: p.Analysis.Contained,
 			}
 			if out.Layers == nil {
 				out.Layers = []string{}
@@ -390,6 +397,14 @@ func newApprovalsCheckCmd(g *globals) *cobra.Command {
 			if !out.AnalysisOK {
 				fmt.Fprintf(g.stdout, "analysis failed: %s\n", out.AnalysisError)
 			}
+			rules := out.Rules
+			if out.RulesWhy != "" {
+				rules += " (" + out.RulesWhy + ")"
+			}
+			if len(out.Contained) > 0 {
+				rules += "; allowed because the walls hold: " + strings.Join(out.Contained, "; ")
+			}
+			fmt.Fprintf(g.stdout, "rules: %s\n", rules)
 			fmt.Fprintf(g.stdout, "runs as: %s\n", out.RunsAs)
 			fmt.Fprintf(g.stdout, "reach: %s\n", out.Confinement)
 			for _, b := range out.Builtins {

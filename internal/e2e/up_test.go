@@ -261,12 +261,14 @@ func TestUpDenialsAndExitCodes(t *testing.T) {
 	}
 
 	// A construct is named with its position; there is no allowlist fix.
-	r = ex("--json", "echo $(id)")
+	// (Backquotes: $(…) in argument position is allowed under the
+	// contained rules, where the jail holds.)
+	r = ex("--json", "echo `id`")
 	obj = nil
 	if err := json.Unmarshal([]byte(r.stdout), &obj); err != nil || r.code != 126 {
 		t.Fatalf("construct denial: %v\n%s", err, r)
 	}
-	if obj["construct"] != "command substitution $(…)" || obj["position"] != "1:6" || obj["fix"] != nil {
+	if obj["construct"] != "command substitution `…`" || obj["position"] != "1:6" || obj["fix"] != nil {
 		t.Errorf("construct denial object: %v", obj)
 	}
 

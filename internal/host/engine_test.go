@@ -360,7 +360,7 @@ func TestRunsAsTheAnalysedTree(t *testing.T) {
 		{policy.SecurityAllowlist, "hello a && other b | hello c", RunsInterpreted},
 		{policy.SecurityAllowlist, "env A=1 hello", RunsInterpreted},
 		{policy.SecurityAllowlist, "true", RunsInterpreted},
-		{policy.SecurityAllowlist, "hello $(other)", RunsUnchecked},
+		{policy.SecurityAllowlist, "$(other) a", RunsUnchecked},
 		{policy.SecurityAllowlist, "hello <<< x", RunsShellText},
 		{policy.SecurityFull, "hello a && other b", RunsShellText},
 	}

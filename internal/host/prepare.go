@@ -17,6 +17,7 @@ import (
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellcmd"
+	"github.com/exechost/exechost/internal/shellrun"
 )
 
 // Prepared is a command analysed against this host's policy, before any
@@ -69,7 +70,21 @@ type Prepared struct {
 	// known (confinement), computed once: the hidden and read-only sets
 	// look at the file system.
 	jail *confine.Confinement
+	// Rules is the rule set the analysis applied (RulesStrict or
+	// RulesContained) and RulesWhy says why, for `approvals check` and
+	// the audit record.
+	Rules, RulesWhy string
 }
+
+// The analysis's rule sets (docs/policy.md, "What the walls contain").
+const (
+	// RulesStrict: every construct whose effect the text alone does not
+	// show is a miss.
+	RulesStrict = "strict"
+	// RulesContained: constructs the run's walls contain (the guard and
+	// the jail) are allowed (shellcmd.Contained).
+	RulesContained = "contained"
+)
 
 func (p *Prepared) input() policy.Input {
 	return policy.Input{Effective: p.Effective, AnalysisOK: p.Analysis.OK, AnalysisError: p.Analysis.Error, AllowlistSatisfied: p.Satisfied}
@@ -117,6 +132,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	switch {
 	case len(req.Argv) > 0:
 		p.argv = req.Argv
+		p.Rules, p.RulesWhy = RulesStrict, "an argv of literal words needs nothing the walls contain"
 		p.Analysis = z.AnalyzeArgv(req.Argv, env)
 		p.Text = req.RawCommand
 		if p.Text == "" {
@@ -125,6 +141,18 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	case strings.TrimSpace(req.RawCommand) != "":
 		p.Analysis = z.Analyze(req.RawCommand, env)
 		p.Text = req.RawCommand
+		p.Rules, p.RulesWhy = RulesStrict, "the text needs nothing the walls contain"
+		if !p.Analysis.OK && p.Analysis.Interpretable() && !analysisOff {
+			// What the strict rules refuse may be what the walls contain:
+			// analysed again under the contained rules when they hold.
+			c, why := e.contained(p)
+			if c != nil {
+				env.Contained = c
+				p.Analysis = z.Analyze(req.RawCommand, env)
+				p.Rules = RulesContained
+			}
+			p.RulesWhy = why
+		}
 	default:
 		return nil, bridge.InvalidRequest(hint.Wrap(errors.New("empty command"), "pass command text or an argv"))
 	}
@@ -253,4 +281,51 @@ func (e *Engine) cwd(z *shellcmd.Analyzer, c, agent string) (string, error) {
 		return "", bridge.InvalidRequest(hint.Wrap(fmt.Errorf("cwd %s is inside this host's state directory %s, which no run can reach", c, e.StateDir), "run it from another directory"))
 	}
 	return filepath.Clean(c), nil
+}
+
+// contained returns the walls of a run of p for the analysis's contained
+// rules (shellcmd.Contained), and why they hold; nil and why not when the
+// strict rules must apply. They hold when the text will run in the guarded
+// interpreter (not security=full, which runs text as written) confined by
+// a jail this host builds with every layer the policy asks for: writes
+// only beneath the writable roots, Landlock at the ABI the confinement
+// needs. Where the jail cannot be built (no jail on this platform or in
+// this engine, a kernel too old, a layer missing, even under
+// confine.unsupported=warn) the strict rules apply.
+func (e *Engine) contained(p *Prepared) (*shellcmd.Contained, string) {
+	switch p.Effective.Security {
+	case policy.SecurityFull:
+		return nil, "security=full runs the text as written, with no guard"
+	case policy.SecurityDeny:
+		return nil, "security=deny runs nothing"
+	}
+	if e.noConfine || !shellrun.Supported || !confine.Supported {
+		return nil, "runs on this host are not confined"
+	}
+	c := e.confinement(p, "")
+	if !c.Active() || slices.Contains(c.Writable, "/") {
+		return nil, "the run may write everywhere"
+	}
+	abi := e.kernelABI()
+	if warning, err := c.Check(abi); err != nil || warning != "" || abi == 0 {
+		return nil, "Landlock cannot enforce the run's confinement on this kernel"
+	}
+	pool := e.jails()
+	if pool == nil {
+		return nil, "no jail can be built on this host"
+	}
+	held, missing, err := pool.Layers(e.jailOptions(c, ""))
+	switch {
+	case err != nil:
+		return nil, "the jail cannot be built on this host: " + err.Error()
+	case len(missing) > 0:
+		return nil, "the jail lacks " + layerList(missing) + " on this host"
+	}
+	names := make([]string, len(held))
+	for i, l := range held {
+		names[i] = string(l)
+	}
+	ro := slices.Concat(c.ReadOnly, c.Hidden, c.Protected)
+	return &shellcmd.Contained{JailHolds: true, WritableRoots: slices.Clone(c.Writable), ReadOnly: ro},
+		"the jail holds (" + strings.Join(names, ", ") + "; writes only in " + strings.Join(c.Writable, ", ") + ")"
 }

@@ -46,13 +46,13 @@ func TestMCPDenialExplained(t *testing.T) {
 		"fix: exechost approvals allowlist add --node deny-box --agent main "+id,
 		"ask a human to run `exechost approvals allowlist add --node deny-box --agent main "+id+"`")
 
-	text, isErr = call(t, cs, "exec", map[string]any{"command": "echo $(id)", "node": "deny-box"})
+	text, isErr = call(t, cs, "exec", map[string]any{"command": "echo `id`", "node": "deny-box"})
 	if !isErr {
 		t.Fatalf("exec with a command substitution: want an error result, got:\n%s", text)
 	}
 	mustContain(t, "construct", text,
-		"construct: command substitution $(…) at 1:6",
-		"rewrite the command without command substitution $(…)")
+		"construct: command substitution `…` at 1:6",
+		"rewrite the command without command substitution `…`")
 	if strings.Contains(text, "fix: ") {
 		t.Errorf("a construct has no allowlist fix, got:\n%s", text)
 	}

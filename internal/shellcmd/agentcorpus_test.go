@@ -21,7 +21,15 @@ var agentAllowlist = []string{"git", "go", "make", "grep", "rg", "ls", "cat", "h
 // agentCorpusFloor is the share (in per mille) of the corpus allowed
 // without a prompt when it was recorded in BENCHMARKS.md; the test fails
 // if the analysis ever allows less. Raise it when the figure rises.
-const agentCorpusFloor = 863
+// agentCorpusContainedFloor is the same under the contained rules (the
+// jail holds, writable roots: the working directory), and
+// agentCorpusTmpFloor with /tmp writable too (confine.writable ["/tmp"],
+// or a jailed run's private /tmp).
+const (
+	agentCorpusFloor          = 863
+	agentCorpusContainedFloor = 886
+	agentCorpusTmpFloor       = 901
+)
 
 // TestAgentCorpusShare reports the share of testdata/agent_corpus.json
 // (commands coding agents really issue: builds, tests, git, search,
@@ -64,7 +72,18 @@ func TestAgentCorpusShare(t *testing.T) {
 		patterns = append(patterns, p)
 	}
 	list := policy.CompileAllowlist(patterns, work)
-	env := shellcmd.Env{Cwd: work, PATH: bin, Home: work}
+	strict := shellcmd.Env{Cwd: work, PATH: bin, Home: work}
+	contained := strict
+	contained.Contained = &shellcmd.Contained{JailHolds: true, WritableRoots: []string{work}}
+	t.Run("strict", func(t *testing.T) { corpusShare(t, corpus, list, strict, agentCorpusFloor) })
+	t.Run("contained", func(t *testing.T) { corpusShare(t, corpus, list, contained, agentCorpusContainedFloor) })
+	withTmp := strict
+	withTmp.Contained = &shellcmd.Contained{JailHolds: true, WritableRoots: []string{work, "/tmp"}}
+	t.Run("contained_tmp", func(t *testing.T) { corpusShare(t, corpus, list, withTmp, agentCorpusTmpFloor) })
+}
+
+// corpusShare measures one rule set's share of the corpus against floor.
+func corpusShare(t *testing.T, corpus []string, list *policy.Allowlist, env shellcmd.Env, floor int) {
 	allowed := 0
 	why := map[string]int{}
 	for _, c := range corpus {
@@ -98,8 +117,8 @@ func TestAgentCorpusShare(t *testing.T) {
 	sort.Strings(reasons)
 	t.Logf("agent corpus: %d of %d allowed without a prompt (%d.%d%%); misses by cause: %s",
 		allowed, len(corpus), share/10, share%10, strings.Join(reasons, ", "))
-	if share < agentCorpusFloor {
-		t.Errorf("share %d‰ fell below the recorded floor %d‰", share, agentCorpusFloor)
+	if share < floor {
+		t.Errorf("share %d‰ fell below the recorded floor %d‰", share, floor)
 	}
 }
 

@@ -21,6 +21,9 @@ type Env struct {
 	PATH string
 	// Home is the host user's home directory, for ~ in command names.
 	Home string
+	// Contained, when it says the jail holds, applies the contained rules
+	// (Contained); nil: the strict rules.
+	Contained *Contained
 }
 
 // Role says what kind of program a segment runs, so callers can refuse to
@@ -148,6 +151,10 @@ type Analysis struct {
 	// Each must be one the policy permits (policy.EnvPermitted); the
 	// request's own env is checked beside it by the execution host.
 	Env []string `json:"env,omitempty"`
+	// Contained lists the constructs accepted only because the walls
+	// hold (Env.Contained): empty when the strict rules alone allowed the
+	// text. The run must then go to the guarded interpreter, confined.
+	Contained []string `json:"contained,omitempty"`
 }
 
 // Interpretable reports whether the interpreter can run the command: it
@@ -258,6 +265,10 @@ type analyzer struct {
 	// set -a (allexport) exports too.
 	envNames, plain map[string]bool
 	allexport       bool
+	// substs are the command substitutions the walker analysed, and
+	// accepted the constructs it accepted under the contained rules.
+	substs   map[*syntax.CmdSubst]bool
+	accepted []string
 }
 
 // noteEnv records that the command gives its programs the variable name.
@@ -302,7 +313,7 @@ func (a *analyzer) recover(out *Analysis) {
 }
 
 func (a *analyzer) result(err error) Analysis {
-	out := Analysis{OK: err == nil, Segments: a.segs, Canonical: a.canonical, Builtins: a.builtins}
+	out := Analysis{OK: err == nil, Segments: a.segs, Canonical: a.canonical, Builtins: a.builtins, Contained: a.accepted}
 	if a.allexport {
 		for n := range a.plain {
 			a.noteEnv(n)
@@ -320,6 +331,7 @@ func (a *analyzer) result(err error) Analysis {
 	if err != nil {
 		out.Failure = failureOf(err)
 		out.Error = out.Failure.Error()
+		out.Contained = nil // only an analysis that vouches says what it accepted
 	}
 	return out
 }
@@ -349,9 +361,11 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 		// sh sees an escaped CR, then runs the next line as a new command.
 		return failf("command text contains a carriage return").hint("use \\n line endings")
 	}
+	// The contained rules hold only for text the interpreter runs itself.
+	contained := a.env.Contained.on() && base.interp
 	var f *syntax.File
 	if top {
-		p, err := a.z.parseTop(src, positional)
+		p, err := a.z.parseTop(src, positional, contained)
 		if p != nil {
 			a.canonical = p.canonical
 		}
@@ -364,13 +378,21 @@ func (a *analyzer) text(src string, cwd cwdState, base cmdCtx, positional, top b
 		if err != nil {
 			return parseFailure(err)
 		}
-		if err := validate(raw, src, positional); err != nil {
+		if err := validate(raw, src, positional, contained); err != nil {
 			return err
 		}
 		f = raw
 	}
 	base.shell, base.tailOpen, base.pos = true, false, syntax.Pos{}
 	w := &walker{a: a, base: base}
-	_, _, err := w.list(f.Stmts, cwd)
-	return err
+	if contained && a.substs == nil {
+		a.substs = map[*syntax.CmdSubst]bool{}
+	}
+	if _, _, err := w.list(f.Stmts, cwd); err != nil {
+		return err
+	}
+	if cs := a.unanalysedSubst(f); contained && cs != nil {
+		return failf("command substitution $(…)").at(cs.Pos(), " where the analysis cannot follow it").hint("use $(…) only in arguments")
+	}
+	return nil
 }

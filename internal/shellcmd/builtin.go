@@ -61,6 +61,9 @@ func (a *analyzer) builtin(args []arg, st *cwdState, ctx cmdCtx) error {
 		if x.static {
 			continue
 		}
+		if name == "cd" && ctx.contained {
+			continue // cd leaves the directory unknown (a.cd)
+		}
 		switch name {
 		case "cd", "set", "wait", "command", "exec", "type", "export", "readonly":
 			return failf("%s with a run-time argument (%s)", name, x.text).at(ctx.pos, "").hint("write it literally")
@@ -135,6 +138,12 @@ func (a *analyzer) cd(args []arg, st *cwdState, ctx cmdCtx) error {
 		}
 	case len(rest) > 1:
 		return failf("cd with more than one argument").at(ctx.pos, "")
+	case !rest[0].static && ctx.contained:
+		// The interpreter runs it and the walls hold wherever it lands:
+		// later relative command paths and redirections fail instead.
+		a.accept("cd to a run-time directory")
+		*st = cwdState{uncertain: true}
+		return nil
 	case !rest[0].static:
 		return failf("cd to a run-time value (%s)", rest[0].text).at(ctx.pos, "").hint("cd to a literal path")
 	case rest[0].val == "-" || strings.HasPrefix(rest[0].val, "-"):

@@ -32,6 +32,10 @@ type cmdCtx struct {
 	// tailOpen is true when arguments supplied at run time are appended
 	// after the written ones (xargs).
 	tailOpen bool
+	// contained is true when the contained rules apply to this command
+	// (Contained: the walls hold and the interpreter runs it as a shell
+	// command).
+	contained bool
 }
 
 // with returns the context of a command that via runs as a program.

@@ -101,6 +101,16 @@
 //     env; one that is not the host's real tool (./env) is an ordinary
 //     program that must match.
 //
+// Those are the strict rules. When the execution host says the run's walls
+// hold (Env.Contained: the guarded interpreter runs the text, confined by a
+// jail that builds with every layer), the contained rules accept what the
+// walls contain: $(…) in argument position and as cd's operand (its
+// commands are segments; the guard checks every start inside it), cd to a
+// run-time directory (which then is unknown), a redirection reading a
+// literal path, and one writing a literal path beneath a writable root and
+// outside the read-only paths (Contained). Analysis.Contained lists what
+// was accepted that way; everything else keeps the strict rules.
+//
 // Recordable says which resolved paths allow-always may persist (exact
 // paths of ordinary commands only) and why the others were left out.
 //

@@ -65,7 +65,15 @@ type analysisMemo struct {
 
 type memoKey struct {
 	text string
-	env  Env
+	env  Env // Contained nil: it is in contained
+	// contained is Env.Contained.key(): the walls, by value.
+	contained string
+}
+
+func keyOf(text string, env Env) memoKey {
+	c := env.Contained.key()
+	env.Contained = nil
+	return memoKey{text, env, c}
 }
 
 // memoEntry is an analysis and the facts it read. Both are read-only once
@@ -313,7 +321,7 @@ func (m *analysisMemo) lookup(z *Analyzer, text string, env Env) (Analysis, bool
 	if len(text) > maxCachedTextLen {
 		return Analysis{}, false
 	}
-	k := memoKey{text, env}
+	k := keyOf(text, env)
 	m.mu.Lock()
 	e := m.m[k]
 	if e == nil {
@@ -376,7 +384,7 @@ func (m *analysisMemo) store(text string, env Env, out Analysis, log *factLog) {
 	if len(m.m) >= maxMemoEntries {
 		clear(m.m)
 	}
-	m.m[memoKey{text, env}] = e
+	m.m[keyOf(text, env)] = e
 }
 
 // paths lists the paths e's facts read.

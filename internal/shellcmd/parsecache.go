@@ -40,12 +40,18 @@ type textCache struct {
 // (for positional false, the only way a request's text is analysed). A
 // text that parses but fails a check still returns its canonical form with
 // the error, as an analysis reports it.
-func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
+func (z *Analyzer) parseTop(src string, positional, contained bool) (*parsedText, error) {
 	parsed := z.parsed
 	cacheable := parsed != nil && !positional && len(src) <= maxCachedTextLen
+	// Validation depends on the rules: a text the contained rules accept
+	// is kept apart from the strict rules' (no text holds a NUL).
+	key := src
+	if contained {
+		key = "\x00contained\x00" + src
+	}
 	if cacheable {
 		parsed.mu.Lock()
-		p := parsed.m[src]
+		p := parsed.m[key]
 		parsed.mu.Unlock()
 		if p != nil {
 			return p, nil
@@ -65,11 +71,11 @@ func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 	}
 	// The text as written must pass too: its comments and here-documents
 	// are where a shell reading it would disagree.
-	if err := validate(raw, written, positional); err != nil {
+	if err := validate(raw, written, positional, contained); err != nil {
 		return p, err
 	}
 	if canon != raw {
-		if err := validate(canon, c, positional); err != nil {
+		if err := validate(canon, c, positional, contained); err != nil {
 			return p, err
 		}
 	}
@@ -78,7 +84,7 @@ func (z *Analyzer) parseTop(src string, positional bool) (*parsedText, error) {
 		if len(parsed.m) >= maxCachedTexts {
 			clear(parsed.m)
 		}
-		parsed.m[src] = p
+		parsed.m[key] = p
 		parsed.mu.Unlock()
 	}
 	return p, nil

@@ -419,7 +419,7 @@ func waitFSTick(t *testing.T, probeDir string, paths ...string) {
 func (z *Analyzer) memoWatch(t *testing.T, text string, env Env) fschange.Set {
 	t.Helper()
 	z.memo.mu.Lock()
-	e := z.memo.m[memoKey{text, env}]
+	e := z.memo.m[keyOf(text, env)]
 	z.memo.mu.Unlock()
 	if e == nil {
 		t.Fatal("no memo entry")

@@ -14,8 +14,13 @@ import (
 // the parser and the shell that runs the text must never disagree silently.
 // positional is true for a shell payload run with arguments, where $0, $1,
 // "$@" … carry run-time values.
-func validate(f *syntax.File, src string, positional bool) error {
-	v := &validator{src: src, positional: positional}
+//
+// contained applies the contained rules (Contained): a $(…) is let through
+// for the walker to analyse (it fails what it does not follow), and so is
+// a redirection to a literal file, which the walker holds to the writable
+// roots.
+func validate(f *syntax.File, src string, positional, contained bool) error {
+	v := &validator{src: src, positional: positional, contained: contained}
 	syntax.Walk(f, v.visit)
 	return v.err
 }
@@ -23,6 +28,7 @@ func validate(f *syntax.File, src string, positional bool) error {
 type validator struct {
 	src        string
 	positional bool
+	contained  bool
 	err        error
 }
 
@@ -105,6 +111,9 @@ func (v *validator) visit(n syntax.Node) bool {
 		}
 		return false
 	case *syntax.CmdSubst:
+		if v.contained && !n.Backquotes {
+			return true // the walker analyses it, or fails
+		}
 		if n.Backquotes {
 			return v.fail(failf("command substitution `…`").at(n.Pos(), ""))
 		}
@@ -241,6 +250,11 @@ func (v *validator) redirect(r *syntax.Redirect) bool {
 		return false
 	case syntax.RdrIn, syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.RdrInOut:
 		val, ok := staticWord(r.Word)
+		if _, why := evalWord(r.Word, "/", true); v.contained && why == "" {
+			return false // a literal file: the walker checks where it is
+		} else if v.contained {
+			return v.fail(failf("redirection %s%s", r.Op, wordText(r.Word)).at(r.Pos(), " to a path known only at run time").hint("write the file's path literally"))
+		}
 		if !ok || val != "/dev/null" {
 			return v.fail(failf("redirection %s%s", r.Op, wordText(r.Word)).at(r.Pos(), " reads or writes a file (only /dev/null and descriptors such as 2>&1 are allowed)"))
 		}

@@ -42,8 +42,13 @@ func (w *walker) list(list []*syntax.Stmt, st cwdState) (succ, after cwdState, e
 }
 
 func (w *walker) stmt(s *syntax.Stmt, st cwdState) (succ, after cwdState, err error) {
+	// Redirections are opened before the command runs, in the directory
+	// it starts in.
+	if err := w.redirects(s.Redirs, st); err != nil {
+		return st, st, err
+	}
 	if s.Cmd == nil {
-		return st, st, nil // redirections only; validate checked them
+		return st, st, nil // redirections only
 	}
 	succ, after, err = w.cmd(s.Cmd, st)
 	if err != nil {
@@ -97,6 +102,9 @@ func (w *walker) cmd(c syntax.Command, st cwdState) (succ, after cwdState, err e
 				return st, st, failf("for loop assigns %s", it.Name.Value).at(c.Pos(), ", which changes what runs")
 			}
 			w.a.plainAssign(it.Name.Value)
+			if err := w.substs(st, it.Items...); err != nil {
+				return st, st, err
+			}
 		}
 		_, ab, err := w.list(c.Do, st)
 		if err != nil {
@@ -201,6 +209,19 @@ func (w *walker) ifClause(c *syntax.IfClause, st cwdState) (succ, after cwdState
 // call analyses a simple command: its assignments, then the command it
 // runs (or the builtin it is).
 func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, err error) {
+	// Substitutions run before the command, in its directory; one that
+	// would name the command stays a failure (command below).
+	if len(c.Args) > 0 && hasSubst(c.Args[0]) {
+		return st, st, failf("command substitution in command-name position").at(c.Args[0].Pos(), "").hint("name the program literally")
+	}
+	for _, as := range c.Assigns {
+		if err := w.substs(st, as.Value); err != nil {
+			return st, st, err
+		}
+	}
+	if err := w.substs(st, c.Args...); err != nil {
+		return st, st, err
+	}
 	for _, as := range c.Assigns {
 		if dangerousVar(as.Name.Value) {
 			return st, st, failf("assignment of %s", as.Name.Value).at(as.Pos(), " changes what runs").hint("dangerous environment variables cannot be set in a command")
@@ -224,6 +245,7 @@ func (w *walker) call(c *syntax.CallExpr, st cwdState) (succ, after cwdState, er
 	next := st
 	ctx := w.base
 	ctx.pos = c.Pos() // for messages (Failure.at) and Builtins
+	ctx.contained = w.containedOK()
 	if err := w.a.command(args, &next, ctx); err != nil {
 		return st, st, err
 	}

@@ -22,7 +22,9 @@
 //   - Builtins outside shellcmd's vouched list are refused by the call
 //     handler, including those `command` runs; opens are limited to
 //     /dev/null (here-documents and descriptor duplications never open
-//     anything).
+//     anything), or, for a plan the contained rules allowed
+//     (Plan.Contained), to reads and to writes beneath the confinement's
+//     writable roots (openContained).
 //   - Every program start's whole environment passes the environment rule
 //     (Plan.EnvAllow); a refused one is not started.
 //   - The interpreter's own temporary files (process substitution's named
@@ -127,6 +129,13 @@ type Plan struct {
 	// Confine is the run's confinement, applied to this whole process
 	// before it runs anything (confine.go); nil confines nothing.
 	Confine *confine.Confinement `json:"confine,omitempty"`
+	// Contained is set when the analysis accepted the text under the
+	// contained rules (shellcmd.Contained): with Enforce and a Confine,
+	// redirections may read files and write files beneath Confine's
+	// writable roots, outside its read-only, hidden and protected paths,
+	// checked on the real path when the file is opened; without Confine
+	// only /dev/null opens (fail closed).
+	Contained bool `json:"contained,omitempty"`
 }
 
 // The interpreter's own bounds: a text with no program in it still costs
