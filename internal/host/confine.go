@@ -235,11 +235,7 @@ func (e *Engine) jailReport(p *Prepared, c *confine.Confinement) (held []string,
 	if pool == nil || how == RunsInterpreted || how == RunsUnchecked || slices.Contains(c.Writable, "/") {
 		return landlock, nil
 	}
-	relay, rerr := e.egressRelay(p)
-	if rerr != nil {
-		return landlock, fmt.Errorf("%w: %w", confine.ErrUnsupported, rerr)
-	}
-	got, missing, jerr := pool.Layers(e.jailOptions(c, "$TMPDIR", relay))
+	got, missing, jerr := pool.Layers(e.jailOptions(c, "$TMPDIR", e.egressRelayIfRunning(p)))
 	switch {
 	case jerr != nil:
 		return landlock, fmt.Errorf("%w: the jail cannot be built on this host: %w (hint: run `exechost doctor`)", confine.ErrUnsupported, jerr)

@@ -173,6 +173,8 @@ func (e *Engine) takeEgress(spec *runner.Spec, p *Prepared, req Request, done fu
 	// Nothing is exempt from the proxy: a host's NO_PROXY would send
 	// those names straight at a network the jail does not have.
 	spec.Env["NO_PROXY"], spec.Env["no_proxy"] = "", ""
+	// git sends the credentials at once instead of after a 407.
+	spec.Env["GIT_HTTP_PROXY_AUTHMETHOD"] = "basic"
 	return func() {
 		lease.Close()
 		s.mu.Lock()
@@ -330,4 +332,20 @@ func egressReach(p *Prepared, text string) string {
 		how = "others asked (askFallback " + string(p.Effective.Fallback) + ")"
 	}
 	return strings.Replace(text, "network: none", "network: none but egress by name through exechost's proxy to "+names+"; "+how, 1)
+}
+
+// egressRelayIfRunning is egressRelay without starting the proxy: what
+// the reach line's jail report uses, so that `approvals check` or a
+// prompt starts no proxy (the report then builds the jail without the
+// relay, which holds the same layers).
+func (e *Engine) egressRelayIfRunning(p *Prepared) *jail.EgressRelay {
+	if egressOf(p) == nil {
+		return nil
+	}
+	e.egr.mu.Lock()
+	defer e.egr.mu.Unlock()
+	if e.egr.proxy == nil {
+		return nil
+	}
+	return &jail.EgressRelay{Socket: e.egr.sock, Addr: egressAddr}
 }
