@@ -173,8 +173,6 @@ func (e *Engine) takeEgress(spec *runner.Spec, p *Prepared, req Request, done fu
 	// Nothing is exempt from the proxy: a host's NO_PROXY would send
 	// those names straight at a network the jail does not have.
 	spec.Env["NO_PROXY"], spec.Env["no_proxy"] = "", ""
-	// git sends the credentials at once instead of after a 407.
-	spec.Env["GIT_HTTP_PROXY_AUTHMETHOD"] = "basic"
 	return func() {
 		lease.Close()
 		s.mu.Lock()
