@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -116,4 +117,44 @@ func egressAdded(cur, next ResolvedConfine) []string {
 		}
 	}
 	return out
+}
+
+// AddEgress adds pattern (egress.ParsePattern's form) to the egress list
+// of level ("defaults", "agents.<id>", as ResolvedConfine.Sources names
+// it), for an allow-always answer about a connection. A level without a
+// list gets one: the level that set the run's list is the one named, so
+// entries already there are kept. It reports whether the file changed.
+func AddEgress(f *File, level, pattern string) (bool, error) {
+	p, err := egress.ParsePattern(pattern)
+	if err != nil {
+		return false, err
+	}
+	var c **Confine
+	switch {
+	case level == SourceDefaults:
+		c = &f.Defaults.Confine
+	case strings.HasPrefix(level, "agents."):
+		id := strings.TrimPrefix(level, "agents.")
+		if f.Agents == nil {
+			f.Agents = map[string]*Agent{}
+		}
+		if f.Agents[id] == nil {
+			f.Agents[id] = &Agent{}
+		}
+		c = &f.Agents[id].Confine
+	default:
+		return false, fmt.Errorf("egress: no level %q to add %s to (expected %q or \"agents.<id>\")", level, pattern, SourceDefaults)
+	}
+	if *c == nil {
+		*c = &Confine{}
+	}
+	s := p.String()
+	if slices.Contains((*c).Egress, s) {
+		return false, nil
+	}
+	if (*c).Egress == nil {
+		(*c).Egress = []string{}
+	}
+	(*c).Egress = append((*c).Egress, s)
+	return true, nil
 }

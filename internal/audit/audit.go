@@ -29,7 +29,24 @@ const (
 	EventFinished = "finished"
 	// EventDenied records a command that did not run, and why.
 	EventDenied = "denied"
+	// EventEgress records one network connection of a run through the
+	// egress proxy (Record.Egress), or a human's answer about one.
+	EventEgress = "egress"
 )
+
+// Egress is one connection through the egress proxy: the name and port
+// the run asked for, the address dialed, the bytes each way (Up: from the
+// run), the rule or approval that allowed it (Rule) or why it was refused
+// (Reason on the record), and identical refusals folded into it.
+type Egress struct {
+	Method  string `json:"method,omitempty"`
+	Target  string `json:"target"`
+	Addr    string `json:"addr,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Up      int64  `json:"bytesUp"`
+	Down    int64  `json:"bytesDown"`
+	Repeats int    `json:"repeats,omitempty"`
+}
 
 // Decision values, as policy names them.
 const (
@@ -96,6 +113,8 @@ type Record struct {
 	// Layers are the layers of the jail that held for the run
 	// (internal/confine's Layer names).
 	Layers []string `json:"layers,omitempty"`
+	// Egress is the connection an EventEgress record is about.
+	Egress *Egress `json:"egress,omitempty"`
 	// GatewayFields carry the gateway's own decisions (events.go); they
 	// are flattened into the line and empty on execution hosts' records.
 	GatewayFields

@@ -169,8 +169,14 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	leases map[*Lease]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	// byID are the leases on the shared listener (Register, Serve);
+	// stranger records refusals there that name no run; servers are the
+	// shared listeners' servers.
+	byID     map[string]*Lease
+	stranger *Lease
+	servers  []*http.Server
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // Option configures New.
@@ -242,13 +248,13 @@ func (p *Proxy) Attach(ln net.Listener, run Run) (*Lease, error) {
 		ln.Close()
 		return nil, hint.Wrap(errors.New("egress: attach: a run without an id"), "give every run its id so its connections are on the record")
 	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	tok, err := newToken()
+	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("egress: attach: token: %w", err)
+		return nil, err
 	}
 	run.Patterns = append([]Pattern(nil), run.Patterns...)
-	l := &Lease{p: p, ln: ln, token: hex.EncodeToString(b[:]), run: run, conns: map[net.Conn]struct{}{}, folds: map[string]*fold{}}
+	l := &Lease{p: p, ln: ln, token: tok, run: run, conns: map[net.Conn]struct{}{}, folds: map[string]*fold{}}
 	l.srv = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: 30 * time.Second,
@@ -271,6 +277,15 @@ func (p *Proxy) Attach(ln net.Listener, run Run) (*Lease, error) {
 	return l, nil
 }
 
+// newToken is a fresh lease secret.
+func newToken() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("egress: token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
 // Token is the secret the run sends as Proxy-Authorization (user = run
 // id, password = token).
 func (l *Lease) Token() string { return l.token }
@@ -279,7 +294,7 @@ func (l *Lease) Token() string { return l.token }
 // included; "" for a unix socket lease (a client reaches that through a
 // relay the jail provides, with the same credentials).
 func (l *Lease) ProxyURL() string {
-	if l.ln.Addr().Network() != "tcp" {
+	if l.ln == nil || l.ln.Addr().Network() != "tcp" {
 		return ""
 	}
 	return "http://" + l.run.ID + ":" + l.token + "@" + l.ln.Addr().String()
@@ -301,10 +316,15 @@ func (l *Lease) Close() error {
 			c.Close()
 		}
 		l.mu.Unlock()
-		l.closeErr = l.srv.Close()
+		if l.srv != nil {
+			l.closeErr = l.srv.Close()
+		}
 		l.flushFolds()
 		l.p.mu.Lock()
 		delete(l.p.leases, l)
+		if l.p.byID[l.run.ID] == l {
+			delete(l.p.byID, l.run.ID)
+		}
 		l.p.mu.Unlock()
 	})
 	return l.closeErr
@@ -318,9 +338,16 @@ func (p *Proxy) Close() error {
 	for l := range p.leases {
 		ls = append(ls, l)
 	}
+	srvs, stranger := p.servers, p.stranger
 	p.mu.Unlock()
 	for _, l := range ls {
 		l.Close()
+	}
+	for _, s := range srvs {
+		s.Close()
+	}
+	if stranger != nil {
+		stranger.Close()
 	}
 	p.wg.Wait()
 	return nil
@@ -373,7 +400,7 @@ func (l *Lease) authorized(r *http.Request) bool {
 	user, pass, ok := strings.Cut(string(raw), ":")
 	okUser := subtle.ConstantTimeCompare([]byte(user), []byte(l.run.ID))
 	okPass := subtle.ConstantTimeCompare([]byte(pass), []byte(l.token))
-	return ok && okUser&okPass == 1
+	return ok && l.token != "" && okUser&okPass == 1
 }
 
 // verdict is the outcome of deciding one connection.

@@ -62,7 +62,9 @@ func (s *auditSink) record(r AuditRecord) {
 	if line.Event == audit.EventDenied && r.Decision.Setting != policy.SettingApprover && !s.aggregate(r, &line) {
 		return
 	}
-	if line.Event != audit.EventFinished {
+	// A connection's record comes when it has ended: like a finished
+	// run's, it need only be in the file before anything else happens.
+	if line.Event != audit.EventFinished && line.Event != audit.EventEgress {
 		if err := s.log.Append(line); err != nil {
 			s.warn(err)
 		}
@@ -174,6 +176,9 @@ func (r AuditRecord) Line() audit.Record {
 	}
 	if r.Decision.Outcome == "" {
 		rec.Decision = string(policy.DenyRun)
+	}
+	if g := r.egress; g != nil {
+		rec.Egress = &audit.Egress{Method: g.Method, Target: egressTarget(g), Addr: g.Addr, Rule: g.Rule, Up: g.Up, Down: g.Down, Repeats: g.Repeats}
 	}
 	if r.Result != nil {
 		code := r.Result.ExitCode

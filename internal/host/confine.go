@@ -152,6 +152,7 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *con
 func (e *Engine) ConfinementText(p *Prepared) string {
 	c := e.confinement(p, "$TMPDIR")
 	text := c.Reach(map[string]string{realPath(p.Cwd): "cwd", "$TMPDIR": "tmp"})
+	text = egressReach(p, text)
 	if !c.Active() {
 		return text
 	}
@@ -234,7 +235,7 @@ func (e *Engine) jailReport(p *Prepared, c *confine.Confinement) (held []string,
 	if pool == nil || how == RunsInterpreted || how == RunsUnchecked || slices.Contains(c.Writable, "/") {
 		return landlock, nil
 	}
-	got, missing, jerr := pool.Layers(e.jailOptions(c, "$TMPDIR"))
+	got, missing, jerr := pool.Layers(e.jailOptions(c, "$TMPDIR", e.egressRelayIfRunning(p)))
 	switch {
 	case jerr != nil:
 		return landlock, fmt.Errorf("%w: the jail cannot be built on this host: %w (hint: run `exechost doctor`)", confine.ErrUnsupported, jerr)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/egress"
 	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -112,6 +113,7 @@ type Engine struct {
 	jailClosed bool
 	usage      usageQueue
 	digests    digests
+	egr        egressState // the egress proxy (egress.go)
 }
 
 // AuditRecord is what the engine reports about one decision or run. The
@@ -142,6 +144,8 @@ type AuditRecord struct {
 	// Layers are the layers of the jail that held for the run
 	// (confine.Layer names; Engine.Layers).
 	Layers []string
+	// egress is the connection an "egress" record is about (egress.go).
+	egress *egress.Record
 	// prepared is what the decision was made on, for the run's receipt
 	// (receipt.go); nil when the request was refused before analysis.
 	prepared *Prepared

@@ -45,7 +45,7 @@ func (e *Engine) closeJails() {
 // jailOptions is the jail a run confined by c starts in. The run's own
 // temporary directory is left out (it would make every run's jail a new
 // one): a jailed run's TMPDIR is the jail's private /tmp.
-func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
+func (e *Engine) jailOptions(c *confine.Confinement, tmp string, relay *jail.EgressRelay) jail.Options {
 	jc := *c
 	jc.Writable = slices.DeleteFunc(slices.Clone(c.Writable), func(p string) bool { return p == tmp })
 	var dirs []string
@@ -58,7 +58,7 @@ func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
 	// The search path stays reachable where the view replaces /tmp: a
 	// program decided on there must be found there.
 	readable := filepath.SplitList(e.runPATH())
-	return jail.Options{Confine: jc, Layers: slices.Clone(e.JailLayers), SocketDirs: dirs, Readable: readable}
+	return jail.Options{Confine: jc, Layers: slices.Clone(e.JailLayers), SocketDirs: dirs, Readable: readable, Egress: relay}
 }
 
 // takeJail starts spec in the standing jail for c (runner.Spec.Jail),
@@ -69,7 +69,7 @@ func (e *Engine) jailOptions(c *confine.Confinement, tmp string) jail.Options {
 // "confine" member, unless confine.unsupported says warn); with warn the
 // run starts with what held (the jail's layers, or Landlock alone, as
 // spec already says) and its result names them.
-func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string, done func()) (func(), error) {
+func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string, relay *jail.EgressRelay, done func()) (func(), error) {
 	pool := e.jails()
 	// security=full without a "confine" member writes anywhere and keeps
 	// only the protected set out of reach (docs/policy.md): its sockets,
@@ -77,7 +77,7 @@ func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string,
 	if pool == nil || spec.PTY || slices.Contains(c.Writable, "/") {
 		return done, nil
 	}
-	o := e.jailOptions(c, tmp)
+	o := e.jailOptions(c, tmp, relay)
 	if len(spec.Argv) > 0 && pathWithin(spec.Argv[0], os.TempDir()) {
 		// The view's /tmp is its own: a program decided on in the host's
 		// temporary directory is made readable there, or it could not be

@@ -124,12 +124,20 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 	if spec.Confine != nil && how != RunsInterpreted && how != RunsUnchecked {
 		// A standing jail for this confinement starts it with a fork and
 		// an exec, every layer built already.
-		var err error
-		if done, err = e.takeJail(&spec, spec.Confine, tmp, done); err != nil {
+		relay, err := e.egressRelay(p)
+		if err != nil {
+			done()
+			return spec, nil, err
+		}
+		if done, err = e.takeJail(&spec, spec.Confine, tmp, relay, done); err != nil {
 			done()
 			return spec, nil, err
 		}
 		if spec.Jail != nil {
+			if done, err = e.takeEgress(&spec, p, req, done); err != nil {
+				done()
+				return spec, nil, err
+			}
 			return spec, done, nil
 		}
 	}

@@ -314,7 +314,7 @@ func (e *Engine) contained(p *Prepared) (*shellcmd.Contained, string) {
 	if pool == nil {
 		return nil, "no jail can be built on this host"
 	}
-	held, missing, err := pool.Layers(e.jailOptions(c, ""))
+	held, missing, err := pool.Layers(e.jailOptions(c, "", nil))
 	switch {
 	case err != nil:
 		return nil, "the jail cannot be built on this host: " + err.Error()

@@ -76,6 +76,7 @@ func (e *Engine) FlushUsage() error {
 func (e *Engine) Close() error {
 	e.closeWarm()
 	e.closeJails()
+	e.closeEgress()
 	err := e.FlushUsage()
 	// The kept rules' descriptors; a run after Close builds them anew.
 	err = errors.Join(err, e.confineRules().Close())

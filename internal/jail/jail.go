@@ -99,9 +99,20 @@ type Options struct {
 	// UserNS asks for a user namespace (mapping the user to itself):
 	// set by Start when the host is not root.
 	UserNS bool `json:"userns,omitempty"`
+	// Egress, with network none, is the jail's one way out: a relay on
+	// its loopback to the host's egress proxy (egress_linux.go).
+	Egress *EgressRelay `json:"egress,omitempty"`
 	// UID and GID are the host user's, for the user namespace's maps.
 	UID int `json:"uid,omitempty"`
 	GID int `json:"gid,omitempty"`
+}
+
+// EgressRelay says where a jail's runs reach the egress proxy: Addr
+// (host:port on the jail's own loopback, what HTTP(S)_PROXY names) is
+// relayed to the proxy's unix socket Socket on the host.
+type EgressRelay struct {
+	Socket string `json:"socket"`
+	Addr   string `json:"addr"`
 }
 
 // has says whether o builds layer l.

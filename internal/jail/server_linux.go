@@ -115,6 +115,11 @@ func build(o *Options) (held []confine.Layer, warning string, err error) {
 		if err := loopbackUp(); err != nil {
 			return nil, "", err
 		}
+		if o.Egress != nil {
+			if err := startEgressRelay(o); err != nil {
+				return nil, "", err
+			}
+		}
 		held = append(held, confine.LayerNetwork)
 	}
 	pid := o.has(confine.LayerPID)
@@ -174,6 +179,7 @@ func landlockOf(o *Options) confine.Confinement {
 	}
 	c.Limits = confine.Limits{}
 	c.Base, c.BaseFor, c.Exec = 0, "", ""
+	egressLandlock(o, &c)
 	return c
 }
 
