@@ -80,10 +80,17 @@ func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string,
 	o := e.jailOptions(c, tmp, relay)
 	if len(spec.Argv) > 0 && pathWithin(spec.Argv[0], os.TempDir()) {
 		// The view's /tmp is its own: a program decided on in the host's
-		// temporary directory is made readable there, or it could not be
-		// found (everything else of / is in the view already).
-		o.Readable = append(o.Readable, filepath.Dir(spec.Argv[0]))
+		// temporary directory is made readable there (that file alone),
+		// or it could not be found (everything else of / is in the view
+		// already).
+		o.Readable = append(o.Readable, spec.Argv[0])
 	}
+	return e.enterJail(spec, pool, o, c, done)
+}
+
+// enterJail sets spec.Jail to the pool's jail for o when it holds every
+// layer c needs, or says why not as takeJail does.
+func (e *Engine) enterJail(spec *runner.Spec, pool *jail.Pool, o jail.Options, c *confine.Confinement, done func()) (func(), error) {
 	j, release, err := pool.Get(o)
 	deny := c.Unsupported != confine.UnsupportedWarn
 	if err != nil {

@@ -98,19 +98,36 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			ArgRules: p.argRules, ArgOnly: p.argOnly,
 			Contained: len(p.Analysis.Contained) > 0, // prepare.go: the walls hold
 		}
+		// The request's env travels in the plan: the interpreter process
+		// itself runs in the host's environment, with the run's private
+		// TMPDIR (the host's, not the command's; the jail's /tmp in a
+		// jail).
+		spec.Env = map[string]string{"TMPDIR": tmp}
 		if enforce {
-			plan.Confine = conf
-			done = e.handBase(&spec, &plan, done)
+			// In the standing jail of its confinement when there is one,
+			// as a direct start: the interpreter and all it starts hold
+			// the jail's layers (jailInterpreter).
+			var err error
+			if done, err = e.jailInterpreter(&spec, conf, tmp, done); err != nil {
+				done()
+				return spec, nil, err
+			}
+			if spec.Jail == nil {
+				// No jail (none here, or unsupported: warn): the
+				// interpreter confines itself with Landlock from its plan.
+				plan.Confine = conf
+				done = e.handBase(&spec, &plan, done)
+			}
 		}
 		argv, err := shellrun.Argv(plan)
 		if err != nil {
 			done()
 			return spec, nil, err
 		}
-		// The request's env travels in the plan: the interpreter process
-		// itself runs in the host's environment, with the run's private
-		// TMPDIR (the host's, not the command's).
-		spec.Argv, spec.Env = argv, map[string]string{"TMPDIR": tmp}
+		spec.Argv = argv
+		if spec.Jail != nil {
+			return spec, done, nil
+		}
 		// A warm interpreter, when one is ready, is handed this Argv, Env
 		// and Cwd; it confines itself from the plan as a fresh one does.
 		done = e.takeWarm(&spec, req, done)

@@ -88,9 +88,10 @@ type Options struct {
 	// named socket is inside (in addition to the fixed ones, see
 	// socketDirs); the starter fills $XDG_RUNTIME_DIR and ~/.docker.
 	SocketDirs []string `json:"socketDirs,omitempty"`
-	// Readable are directories beneath /tmp bound read-only into the
-	// view's private /tmp (the host's search path entries there): what
-	// was decided on must be reachable where it was found.
+	// Readable are directories or files beneath /tmp bound read-only
+	// into the view's private /tmp (the host's search path entries there,
+	// a program decided on there): what was decided on must be reachable
+	// where it was found. /tmp itself is never bound.
 	Readable []string `json:"readable,omitempty"`
 	// Cgroup, when set, is a directory of a writable pids cgroup (v1 or
 	// v2) the server moves itself into before it serves, with pids.max

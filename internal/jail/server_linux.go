@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/exechost/exechost/internal/confine"
@@ -174,13 +175,34 @@ func build(o *Options) (held []confine.Layer, warning string, err error) {
 func landlockOf(o *Options) confine.Confinement {
 	c := o.Confine
 	c.Protected = append(slices.Clone(c.Protected), c.Hidden...)
-	if o.has(confine.LayerView) && !slices.Contains(c.Writable, "/tmp") {
-		c.Writable = append(slices.Clone(c.Writable), "/tmp")
+	if o.has(confine.LayerView) && !slices.Contains(c.Writable, "/") {
+		c.Protected = outsideView(o, c.Protected)
+		if !slices.Contains(c.Writable, "/tmp") {
+			c.Writable = append(slices.Clone(c.Writable), "/tmp")
+		}
 	}
 	c.Limits = confine.Limits{}
 	c.Base, c.BaseFor, c.Exec = 0, "", ""
 	egressLandlock(o, &c)
 	return c
+}
+
+// outsideView drops from protected the paths beneath the host's /tmp that
+// the view does not show (neither a writable root nor a readable entry
+// brings them back into its private /tmp): they are not there to reach,
+// and a rule around them would keep the Landlock layer from granting the
+// private /tmp itself (a protected path's directories get rules only for
+// their entries), so a run could not create anything there.
+func outsideView(o *Options, protected []string) []string {
+	shown := slices.Concat(o.Confine.Writable, o.Readable)
+	return slices.DeleteFunc(slices.Clone(protected), func(p string) bool {
+		if !strings.HasPrefix(p, "/tmp/") {
+			return false
+		}
+		return !slices.ContainsFunc(shown, func(r string) bool {
+			return r == p || strings.HasPrefix(p, r+"/") || strings.HasPrefix(r, p+"/")
+		})
+	})
 }
 
 // startRun forks req from this (the jail's) thread and answers on its

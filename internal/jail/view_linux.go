@@ -57,8 +57,10 @@ func buildView(o *Options, freshProc bool) error {
 	}
 	if !writesAll {
 		for _, p := range o.Readable {
-			if p != "/tmp" && !strings.HasPrefix(p, "/tmp/") {
-				continue // only /tmp is replaced: the rest is there
+			if !strings.HasPrefix(p, "/tmp/") {
+				// Only /tmp is replaced: the rest is there. /tmp itself
+				// is never bound back (the view's /tmp stays private).
+				continue
 			}
 			fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 			if err != nil {
@@ -114,7 +116,7 @@ func buildView(o *Options, freshProc bool) error {
 		if err := unix.MountSetattr(cl.fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 			return fmt.Errorf("readable %s: %w", cl.path, err)
 		}
-		if err := os.MkdirAll(cl.path, 0o755); err != nil {
+		if err := mountPoint(cl); err != nil {
 			return fmt.Errorf("readable %s: %w", cl.path, err)
 		}
 		if err := unix.MoveMount(cl.fd, "", unix.AT_FDCWD, cl.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
@@ -233,4 +235,25 @@ func loopbackUp() error {
 		return fmt.Errorf("loopback: %w", err)
 	}
 	return nil
+}
+
+// mountPoint makes the place cl is attached at on the private /tmp: a
+// directory for a directory, an empty file for a file (a single program
+// made readable, such as the interpreter's binary under `go test`).
+func mountPoint(cl *clone) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(cl.fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return os.MkdirAll(cl.path, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(cl.path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(cl.path, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

@@ -39,6 +39,9 @@ func init() {
 	// binary's package initialisation.
 	reexec.RegisterEarly(arg, func() {
 		plan := reexec.Args(1, 1, "PLAN|"+warmPlan)[0]
+		// Started by descriptor (in a jail), this binary holds its own
+		// file as runner.ChildFD: no program it starts inherits it.
+		unix.CloseOnExec(runner.ChildFD)
 		if plan == warmPlan {
 			os.Exit(MainWarm())
 		}
