@@ -207,8 +207,13 @@ func (c *cluster) addNode(name string) (*clusterNode, time.Duration, error) {
 	if err := writeFile(filepath.Join(n.dir, "exec-approvals.json"), policyAllowTrue); err != nil {
 		return nil, 0, err
 	}
+	// The key in a file, as a user passes it (never on the command line).
+	keyFile := filepath.Join(n.dir, "join-key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		return nil, 0, err
+	}
 	t0 := time.Now()
-	if n.p, err = startProc(c.bin, n.dir, "node", "run", "--gateway", c.url, "--display-name", name, "--join-key", key, "--log-level", "warn"); err != nil {
+	if n.p, err = startProc(c.bin, n.dir, "node", "run", "--gateway", c.url, "--display-name", name, "--join-key-file", keyFile, "--log-level", "warn"); err != nil {
 		return nil, 0, err
 	}
 	c.nodes = append(c.nodes, n)

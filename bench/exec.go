@@ -181,6 +181,7 @@ func (b *bench) roundTripRows(c *cluster, nodeID string) {
 			b.add(r)
 		}
 	}
+	b.nodeCPURows(c, nodeID)
 }
 
 // sandboxOps returns the Docker API, docker exec CLI and bwrap operations,

@@ -58,7 +58,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "short run: fewer iterations and 1,000 simulated nodes")
 		out     = flag.String("out", "BENCHMARKS.md", "report to rewrite (empty: print only)")
 		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
-		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,confine,audit,startup,scale,sandbox,kubernetes")
+		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,confine,audit,startup,floor,scale,sandbox,kubernetes")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
 		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
 		ocBench = flag.Bool("openclaw", false, "only the OpenClaw comparison (bench/openclaw.go): exechost vs OpenClaw's node host behind a real OpenClaw gateway")
@@ -143,6 +143,10 @@ func (b *bench) run(only string) error {
 		if err := b.startupRows(); err != nil {
 			return err
 		}
+	}
+	if want("floor") {
+		fmt.Fprintln(os.Stderr, "== start-up beside the floor build")
+		b.floorRows()
 	}
 	if want("sandbox") {
 		fmt.Fprintln(os.Stderr, "== sandbox: resident agent vs a runtime per command")

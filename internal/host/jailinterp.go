@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/runner"
 )
 
@@ -28,7 +29,7 @@ import (
 // as under `go test`, is bound into the view's private /tmp, that file
 // alone). Its TMPDIR, and so the private directories it makes and the one
 // its programs get, is the jail's /tmp.
-func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp string, done func()) (func(), error) {
+func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp string, relay *jail.EgressRelay, done func()) (func(), error) {
 	pool := e.jails()
 	if pool == nil || spec.PTY || slices.Contains(c.Writable, "/") {
 		return done, nil
@@ -41,7 +42,7 @@ func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp 
 	if err != nil {
 		return done, fmt.Errorf("%w: the interpreter %s: %w", runner.ErrStart, exe, err)
 	}
-	o := e.jailOptions(c, tmp)
+	o := e.jailOptions(c, tmp, relay)
 	if pathWithin(exe, "/tmp") {
 		o.Readable = append(o.Readable, exe)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/exechost/exechost/internal/policy"
@@ -107,10 +109,30 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			// In the standing jail of its confinement when there is one,
 			// as a direct start: the interpreter and all it starts hold
 			// the jail's layers (jailInterpreter).
-			var err error
-			if done, err = e.jailInterpreter(&spec, conf, tmp, done); err != nil {
+			relay, err := e.egressRelay(p)
+			if err != nil {
 				done()
 				return spec, nil, err
+			}
+			if done, err = e.jailInterpreter(&spec, conf, tmp, relay, done); err != nil {
+				done()
+				return spec, nil, err
+			}
+			if spec.Jail != nil && relay != nil {
+				// The proxy's lease names this run; the programs the
+				// interpreter starts get it from the plan's env.
+				if done, err = e.takeEgress(&spec, p, req, done); err != nil {
+					done()
+					return spec, nil, err
+				}
+				plan.Env = maps.Clone(plan.Env)
+				if plan.Env == nil {
+					plan.Env = map[string]string{}
+				}
+				for _, n := range slices.Concat(egressEnv, []string{"NO_PROXY", "no_proxy"}) {
+					plan.Env[n] = spec.Env[n]
+					plan.EnvAllow = append(slices.Clip(plan.EnvAllow), n)
+				}
 			}
 			if spec.Jail == nil {
 				// No jail (none here, or unsupported: warn): the

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -15,7 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() { reexec.Register(Arg, serve) }
+// The server is an early entry point: it runs from this package's init,
+// before the inits of the binary's heavier packages (the Kubernetes
+// types, the OpenTelemetry SDK, the CLI), which it never uses and whose
+// heap and pages it would otherwise keep for its whole life.
+func init() { reexec.RegisterEarly(Arg, serve) }
 
 // ctlFD is the server's control socket (SOCK_SEQPACKET): it says once
 // that it is ready (readyMsg), then receives one request per run.
@@ -76,7 +82,7 @@ func serve() {
 		os.Exit(1)
 	}
 	newPID := slices.Contains(held, confine.LayerPID)
-	buf := make([]byte, maxMsg)
+	buf := settle()
 	oob := make([]byte, unix.CmsgSpace(5*4))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(ctlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -94,6 +100,42 @@ func serve() {
 		}
 		startRun(req, fds, newPID)
 	}
+}
+
+// settle lowers the footprint of the server, which idles between runs
+// for as long as its jail stands (issue 39: idle PSS), and returns the
+// request buffer. What setup allocated goes back to the kernel; the
+// buffer is fresh anonymous memory, so only the pages requests write are
+// ever resident (a heap buffer of reused memory is zeroed whole); and
+// the binary's read-only mappings are dropped from this process's page
+// tables (MADV_DONTNEED: the pages stay in the page cache, shared with the
+// daemon that runs the same binary), so it maps again only the code and
+// data its loop touches instead of every page setup and the kernel's
+// fault-around brought in. A failure here costs memory, never safety.
+func settle() []byte {
+	debug.FreeOSMemory()
+	if exe, err := os.Readlink("/proc/self/exe"); err == nil {
+		if maps, err := os.ReadFile("/proc/self/maps"); err == nil {
+			for _, line := range strings.Split(string(maps), "\n") {
+				// start-end perms offset dev inode path
+				f := strings.Fields(line)
+				if len(f) < 6 || f[5] != exe || (f[1] != "r-xp" && f[1] != "r--p") {
+					continue
+				}
+				lo, hi, ok := strings.Cut(f[0], "-")
+				start, err1 := strconv.ParseUint(lo, 16, 64)
+				end, err2 := strconv.ParseUint(hi, 16, 64)
+				if ok && err1 == nil && err2 == nil && end > start {
+					unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED)
+				}
+			}
+		}
+	}
+	buf, err := unix.Mmap(-1, 0, maxMsg, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]byte, maxMsg)
+	}
+	return buf
 }
 
 // build builds o's layers in order (AllLayers) and returns those held.
