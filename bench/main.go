@@ -21,6 +21,7 @@ type bench struct {
 	nodes   int
 	bin     string
 	tmp     string
+	out     string // outDir's directory, once made
 	rows    []row
 	cleanup []func()
 	profile string // pprof excerpt for missed targets

@@ -21,10 +21,37 @@ import (
 // outputFile writes a text file of size bytes (lines of hex digits, as a
 // build log or a file listing would look) and returns its path.
 func outputFile(dir string, size int) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("no directory for the output files")
+	}
 	line := strings.Repeat("0123456789abcdef", 7) + "\n"
 	data := strings.Repeat(line, size/len(line)+1)[:size]
 	p := filepath.Join(dir, fmt.Sprintf("out-%d.txt", size))
 	return p, os.WriteFile(p, []byte(data), 0o644)
+}
+
+// outDir is where the files the output and memory rows `cat` are: beneath
+// the home directory, since a jailed run's /tmp is the jail's own (the
+// bench's temporary directory is not in its view). "" when it cannot be
+// made.
+func (b *bench) outDir() string {
+	if b.out != "" {
+		return b.out
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	d, err := os.MkdirTemp(home, ".exechost-bench-out-")
+	if err != nil {
+		return ""
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		return ""
+	}
+	b.out = d
+	b.cleanup = append(b.cleanup, func() { os.RemoveAll(d) })
+	return d
 }
 
 // outputRows: exec of `cat` of a 100 KB and a 1 MB file through gateway →
@@ -35,7 +62,7 @@ func outputFile(dir string, size int) (string, error) {
 func (b *bench) outputRows(c *cluster, nodeID string) {
 	ctx := context.Background()
 	sec := "Large outputs (host=node, loopback)"
-	empty, err := outputFile(b.tmp, 0)
+	empty, err := outputFile(b.outDir(), 0)
 	if err != nil {
 		b.add(row{section: sec, what: "cat", err: err})
 		return
@@ -64,7 +91,7 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 		if size >= 1_000_000 {
 			label = fmt.Sprintf("%d MB", size/1_000_000)
 		}
-		file, err := outputFile(b.tmp, size)
+		file, err := outputFile(b.outDir(), size)
 		if err != nil {
 			b.add(row{section: sec, what: "cat " + label, err: err})
 			continue
@@ -108,7 +135,7 @@ func metRatio(s, base sample, limit float64, err error) string {
 // started for this row, so its idle figure is a fresh node's.
 func (b *bench) memoryRows(c *cluster, idle map[string]int64, n *clusterNode) {
 	sec := "Memory (RSS and PSS, all processes of each daemon)"
-	file, err := outputFile(b.tmp, 100_000)
+	file, err := outputFile(b.outDir(), 100_000)
 	if err != nil {
 		b.add(row{section: sec, what: "RSS", err: err})
 		return

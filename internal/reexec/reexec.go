@@ -50,10 +50,16 @@ func Register(name string, run func()) { std.Register(name, run) }
 // inits of the binary's heavier packages: if os.Args[1] is name, it runs
 // run at once, from the registering package's init, and run must not
 // return (it ends the process). Go initialises a package as soon as every
-// package it imports is, so a leaf importing little (the reaper: os,
+// package it imports is (and, among those ready, in the order of their
+// import paths), so a package importing little (the reaper: os,
 // os/signal, syscall and this package) runs before most of the binary's
-// package inits and stays at a Go program's floor of memory. Only such a
-// leaf may use it; everything else uses Register.
+// package inits and stays at a Go program's floor of memory. The
+// launcher, the interpreter and the jail server use it too: their
+// packages import none of the Kubernetes client, the OpenTelemetry SDK or
+// the CLI, whose inits (about half of the binary's init allocation) they
+// then never pay. Some packages whose paths sort early (k8s.io before
+// kernel.org and mvdan.cc) may still initialise first. A package that
+// imports any heavy package gains nothing from it and uses Register.
 func RegisterEarly(name string, run func()) {
 	std.RegisterEarly(name, run)
 	if len(os.Args) >= 2 && os.Args[1] == name {
