@@ -357,3 +357,59 @@ func listen(t *testing.T, mode, addr string, got chan<- string) string {
 	}()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
+
+// silentPrompter never answers: the prompt waits until its deadline.
+type silentPrompter struct{ asked chan prompt.Request }
+
+func (p silentPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
+	p.asked <- req
+	<-ctx.Done()
+	return "", "", ctx.Err()
+}
+
+// TestEgressAskFallback: a question nobody answers ends at the engine's
+// prompt timeout and askFallback decides: deny refuses the connection,
+// full lets it through once; both are on the record. Closing the engine
+// removes the proxy's socket directory.
+func TestEgressAskFallback(t *testing.T) {
+	for _, tc := range []struct {
+		fb     policy.Fallback
+		wantOK bool
+	}{{policy.FallbackDeny, false}, {policy.FallbackFull, true}} {
+		t.Run(string(tc.fb), func(t *testing.T) {
+			f := newEgressFixture(t, policy.AskOnMiss, []string{"example.com:$PORT/private"}, "", "")
+			if _, err := f.store.Update(func(file *approvals.File) error { file.Defaults.AskFallback = string(tc.fb); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			sp := silentPrompter{asked: make(chan prompt.Request, 4)}
+			f.engine.Prompter, f.engine.PromptTimeout = sp, 500*time.Millisecond
+			target := "127.0.0.1:" + f.port
+			start := time.Now()
+			out, code := f.run(t, "curl", "-sS", "--cacert", f.cacert, "https://"+target+"/")
+			if got := code == 0; got != tc.wantOK {
+				t.Fatalf("connection through = %v, want %v: exit %d %q", got, tc.wantOK, code, out)
+			}
+			if took := time.Since(start); took < 500*time.Millisecond || took > 20*time.Second {
+				t.Errorf("the run took %s: the question should wait for the prompt timeout, bounded", took)
+			}
+			select {
+			case <-sp.asked:
+			default:
+				t.Fatal("nobody was asked")
+			}
+			f.waitRecord(t, "decided by askFallback", func(r audit.Record) bool {
+				return r.Egress != nil && r.Egress.Target == target && strings.Contains(r.Reason, "askFallback") && (r.Decision == audit.DecisionAllow) == tc.wantOK
+			})
+			f.engine.egr.mu.Lock()
+			dir := f.engine.egr.dir
+			f.engine.egr.mu.Unlock()
+			if _, err := os.Stat(filepath.Join(dir, "proxy.sock")); err != nil {
+				t.Fatalf("the proxy's socket: %v", err)
+			}
+			f.engine.Close()
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the proxy's directory %s outlives the engine: %v", dir, err)
+			}
+		})
+	}
+}
