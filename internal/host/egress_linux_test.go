@@ -413,3 +413,30 @@ func TestEgressAskFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressJailsKeptApart: runs share a standing jail (its loopback and
+// process list, where one could read another's proxy credentials) only
+// when their egress policy is the same: two agents with the same list get
+// two jails; two runs of one agent get one.
+func TestEgressJailsKeptApart(t *testing.T) {
+	f := newEgressFixture(t, policy.AskOff, []string{"example.com:443"}, "", "")
+	key := func(agent string) string {
+		t.Helper()
+		p, err := f.engine.Prepare(Request{Argv: []string{"curl", "x"}, Cwd: f.dir, AgentID: agent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		relay, err := f.engine.egressRelay(p)
+		if err != nil || relay == nil {
+			t.Fatalf("relay %v %v", relay, err)
+		}
+		o := f.engine.jailOptions(f.engine.confinement(p, "/tmp/x"), "/tmp/x", relay)
+		return o.Key()
+	}
+	if a, b := key("a"), key("b"); a == b {
+		t.Errorf("agents a and b share jail %s", a)
+	}
+	if a1, a2 := key("a"), key("a"); a1 != a2 {
+		t.Errorf("two runs of agent a get jails %s and %s", a1, a2)
+	}
+}
