@@ -78,7 +78,7 @@ func (e *Engine) egressRelay(p *Prepared) (*jail.EgressRelay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &jail.EgressRelay{Socket: sock, Addr: egressAddr}, nil
+	return &jail.EgressRelay{Socket: sock, Addr: egressAddr, Policy: egressPolicy(p)}, nil
 }
 
 // egressProxy starts the proxy on first use and returns its socket.
@@ -345,5 +345,13 @@ func (e *Engine) egressRelayIfRunning(p *Prepared) *jail.EgressRelay {
 	if e.egr.proxy == nil {
 		return nil
 	}
-	return &jail.EgressRelay{Socket: e.egr.sock, Addr: egressAddr}
+	return &jail.EgressRelay{Socket: e.egr.sock, Addr: egressAddr, Policy: egressPolicy(p)}
+}
+
+// egressPolicy tells jails of different egress policies apart: a run
+// that can read another run's environment in its jail could take its
+// proxy credentials, so runs sharing a jail share an agent, a list, ask
+// and askFallback.
+func egressPolicy(p *Prepared) string {
+	return strings.Join([]string{p.Agent, string(p.Effective.Ask), string(p.Effective.Fallback), strings.Join(egressOf(p), " ")}, "\x00")
 }

@@ -357,3 +357,86 @@ func listen(t *testing.T, mode, addr string, got chan<- string) string {
 	}()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
+
+// silentPrompter never answers: the prompt waits until its deadline.
+type silentPrompter struct{ asked chan prompt.Request }
+
+func (p silentPrompter) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
+	p.asked <- req
+	<-ctx.Done()
+	return "", "", ctx.Err()
+}
+
+// TestEgressAskFallback: a question nobody answers ends at the engine's
+// prompt timeout and askFallback decides: deny refuses the connection,
+// full lets it through once; both are on the record. Closing the engine
+// removes the proxy's socket directory.
+func TestEgressAskFallback(t *testing.T) {
+	for _, tc := range []struct {
+		fb     policy.Fallback
+		wantOK bool
+	}{{policy.FallbackDeny, false}, {policy.FallbackFull, true}} {
+		t.Run(string(tc.fb), func(t *testing.T) {
+			f := newEgressFixture(t, policy.AskOnMiss, []string{"example.com:$PORT/private"}, "", "")
+			if _, err := f.store.Update(func(file *approvals.File) error { file.Defaults.AskFallback = string(tc.fb); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			sp := silentPrompter{asked: make(chan prompt.Request, 4)}
+			f.engine.Prompter, f.engine.PromptTimeout = sp, 500*time.Millisecond
+			target := "127.0.0.1:" + f.port
+			start := time.Now()
+			out, code := f.run(t, "curl", "-sS", "--cacert", f.cacert, "https://"+target+"/")
+			if got := code == 0; got != tc.wantOK {
+				t.Fatalf("connection through = %v, want %v: exit %d %q", got, tc.wantOK, code, out)
+			}
+			if took := time.Since(start); took < 500*time.Millisecond || took > 20*time.Second {
+				t.Errorf("the run took %s: the question should wait for the prompt timeout, bounded", took)
+			}
+			select {
+			case <-sp.asked:
+			default:
+				t.Fatal("nobody was asked")
+			}
+			f.waitRecord(t, "decided by askFallback", func(r audit.Record) bool {
+				return r.Egress != nil && r.Egress.Target == target && strings.Contains(r.Reason, "askFallback") && (r.Decision == audit.DecisionAllow) == tc.wantOK
+			})
+			f.engine.egr.mu.Lock()
+			dir := f.engine.egr.dir
+			f.engine.egr.mu.Unlock()
+			if _, err := os.Stat(filepath.Join(dir, "proxy.sock")); err != nil {
+				t.Fatalf("the proxy's socket: %v", err)
+			}
+			f.engine.Close()
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the proxy's directory %s outlives the engine: %v", dir, err)
+			}
+		})
+	}
+}
+
+// TestEgressJailsKeptApart: runs share a standing jail (its loopback and
+// process list, where one could read another's proxy credentials) only
+// when their egress policy is the same: two agents with the same list get
+// two jails; two runs of one agent get one.
+func TestEgressJailsKeptApart(t *testing.T) {
+	f := newEgressFixture(t, policy.AskOff, []string{"example.com:443"}, "", "")
+	key := func(agent string) string {
+		t.Helper()
+		p, err := f.engine.Prepare(Request{Argv: []string{"curl", "x"}, Cwd: f.dir, AgentID: agent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		relay, err := f.engine.egressRelay(p)
+		if err != nil || relay == nil {
+			t.Fatalf("relay %v %v", relay, err)
+		}
+		o := f.engine.jailOptions(f.engine.confinement(p, "/tmp/x"), "/tmp/x", relay)
+		return o.Key()
+	}
+	if a, b := key("a"), key("b"); a == b {
+		t.Errorf("agents a and b share jail %s", a)
+	}
+	if a1, a2 := key("a"), key("a"); a1 != a2 {
+		t.Errorf("two runs of agent a get jails %s and %s", a1, a2)
+	}
+}

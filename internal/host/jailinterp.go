@@ -44,7 +44,7 @@ func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp 
 	}
 	o := e.jailOptions(c, tmp, relay)
 	if pathWithin(exe, "/tmp") {
-		o.Readable = append(o.Readable, exe)
+		addReadable(&o, exe)
 	}
 	done, err = e.enterJail(spec, pool, o, c, done)
 	if err == nil && spec.Jail != nil {

@@ -111,9 +111,13 @@ type Options struct {
 // EgressRelay says where a jail's runs reach the egress proxy: Addr
 // (host:port on the jail's own loopback, what HTTP(S)_PROXY names) is
 // relayed to the proxy's unix socket Socket on the host.
+// Policy names the egress policy of the runs (agent and list): runs in
+// one jail share its loopback and see each other's processes, so runs of
+// different egress policies never share one.
 type EgressRelay struct {
 	Socket string `json:"socket"`
 	Addr   string `json:"addr"`
+	Policy string `json:"policy,omitempty"`
 }
 
 // has says whether o builds layer l.
