@@ -230,7 +230,7 @@ func (ch *Channel) writeSealed(ctx context.Context, ws *websocket.Conn, f Frame)
 	ch.wmu.Lock()
 	defer ch.wmu.Unlock()
 	if ch.broken {
-		return fmt.Errorf("%w: an earlier write failed", ErrClosed)
+		return fmt.Errorf("%w: the channel was closed, or an earlier write failed", ErrClosed)
 	}
 	data = ch.seal.Seal(data[:0], seqNonce(ch.sendSeq), data, nil)
 	*bp = data
@@ -266,7 +266,7 @@ func (ch *Channel) writeClose(ctx context.Context, ws *websocket.Conn, reason st
 	ch.wmu.Lock()
 	defer ch.wmu.Unlock()
 	if ch.broken {
-		return fmt.Errorf("%w: an earlier write failed", ErrClosed)
+		return fmt.Errorf("%w: the channel was closed, or an earlier write failed", ErrClosed)
 	}
 	sealed := ch.seal.Seal(nil, seqNonce(ch.sendSeq), data, nil)
 	ch.sendSeq++

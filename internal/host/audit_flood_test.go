@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,8 +38,11 @@ func TestDeniedRunsCannotFlushTheAudit(t *testing.T) {
 			frozen := time.Now()
 			agg := audit.NewAggregator(audit.AggregatorOptions{Interval: 200 * time.Millisecond, Now: func() time.Time { return frozen }})
 			agg.SetOff(!defended)
-			var warned []error
-			f.engine.OnAudit = newAuditSink(l, func(err error) { warned = append(warned, err) }, agg).record
+			var (
+				wmu    sync.Mutex
+				warned []error
+			)
+			f.engine.OnAudit = newAuditSink(l, func(err error) { wmu.Lock(); warned = append(warned, err); wmu.Unlock() }, agg).record
 
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
@@ -89,6 +93,8 @@ func TestDeniedRunsCannotFlushTheAudit(t *testing.T) {
 				t.Fatalf("verify after %d lines: %v", n, err)
 			}
 			t.Logf("defended=%v: operator's run in the log %v, %d denials recorded in full, %d counted in %d records, %d files removed", defended, operator, full, counted, countRecords, len(removed))
+			wmu.Lock()
+			defer wmu.Unlock()
 			if defended {
 				if !operator || full+counted != flood || full > audit.DefaultAggregateBurst || countRecords == 0 || len(removed) != 0 || len(warned) != 0 {
 					t.Fatalf("operator's run in the log: %v; %d full + %d counted, want %d with at most %d in full; %d files removed; warnings %v", operator, full, counted, flood, audit.DefaultAggregateBurst, len(removed), warned)
