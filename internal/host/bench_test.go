@@ -76,7 +76,7 @@ func decisionBench(b *testing.B) (*Engine, Request) {
 	}
 	e := NewEngine(dir, policy.HostGateway, "gw")
 	e.PATH = "/usr/local/bin:/usr/bin:/bin"
-	req := Request{RawCommand: "cd /tmp && git status | grep -v x | sort | uniq -c", Cwd: dir}
+	req := Request{RawCommand: "cd /tmp && git status | grep -v x | sort | uniq -c", Cwd: b.TempDir()} // no run works in the state directory
 	p, err := e.Prepare(req)
 	if err != nil {
 		b.Fatal(err)

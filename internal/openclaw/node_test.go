@@ -667,13 +667,13 @@ func TestApprovalsSetAsOpenClawMeansIt(t *testing.T) {
 }
 
 func TestPrepareWithRealEngine(t *testing.T) {
-	dir := t.TempDir()
+	dir, work := t.TempDir(), t.TempDir() // no run works in the state directory
 	if err := os.WriteFile(filepath.Join(dir, "exec-approvals.json"), []byte(`{"version":1,"defaults":{"security":"allowlist","ask":"off"},"agents":{"*":{"allowlist":[{"pattern":"/bin/echo"},{"pattern":"/usr/bin/echo"}]}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	eng := host.NewEngine(dir, policy.HostNode, "n")
 	n := &Node{opts: Options{StateDir: dir, Runner: EngineRunner(eng)}}
-	pj, _ := json.Marshal(map[string]any{"command": []string{"/bin/sh", "-c", "echo a && echo b"}, "rawCommand": "echo a && echo b", "cwd": dir, "agentId": "main"})
+	pj, _ := json.Marshal(map[string]any{"command": []string{"/bin/sh", "-c", "echo a && echo b"}, "rawCommand": "echo a && echo b", "cwd": work, "agentId": "main"})
 	s := string(pj)
 	r := n.prepare(invokeRequest{ParamsJSON: &s})
 	if !r.OK {
@@ -686,12 +686,12 @@ func TestPrepareWithRealEngine(t *testing.T) {
 	if diff := cmp.Diff([]string{"/bin/sh", "-c", "echo a && echo b"}, out.Plan.Argv); diff != "" {
 		t.Errorf("plan argv (-want +got):\n%s", diff)
 	}
-	if str(out.Plan.Cwd) != dir || out.Plan.CommandText != "echo a && echo b" || str(out.Plan.AgentID) != "main" {
+	if str(out.Plan.Cwd) != work || out.Plan.CommandText != "echo a && echo b" || str(out.Plan.AgentID) != "main" {
 		t.Errorf("plan %+v", out.Plan)
 	}
 	// The exec tool's Linux wrapper (a login shell) becomes the plain
 	// shell the engine analyses: the plan never carries -l.
-	pj, _ = json.Marshal(map[string]any{"command": []string{"/bin/sh", "-lc", "echo a"}, "rawCommand": "echo a", "cwd": dir})
+	pj, _ = json.Marshal(map[string]any{"command": []string{"/bin/sh", "-lc", "echo a"}, "rawCommand": "echo a", "cwd": work})
 	s = string(pj)
 	r = n.prepare(invokeRequest{ParamsJSON: &s})
 	if !r.OK || json.Unmarshal([]byte(*r.PayloadJSON), &out) != nil {
