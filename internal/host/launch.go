@@ -96,7 +96,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			Executables: e.planExecutables(p), PATH: e.runPATH(), Home: e.Home,
 			Env: req.Env, EnvAllow: p.envAllow, Files: p.files,
 			ArgRules: p.argRules, ArgOnly: p.argOnly,
-			Contained: len(p.Analysis.Contained) > 0, // prepare.go: the walls hold
+			Contained: p.walls(conf), // prepare.go: the walls hold
 		}
 		if enforce {
 			plan.Confine = conf
