@@ -17,6 +17,9 @@ import (
 // the same engine without a jail (NoJail) applies the strict rules, says
 // why, and allows none of it.
 func TestContainedRulesInTheEngine(t *testing.T) {
+	if analysisOff {
+		t.Skip("the analysis-off build takes every text as allowed: no rule set applies")
+	}
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/hello", "$BIN/other")
 	ctx := context.Background()
 	allowed := []struct{ text, stdout, file, content string }{

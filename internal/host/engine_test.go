@@ -115,7 +115,10 @@ func TestEngineDecisions(t *testing.T) {
 		{"allowlist miss denied", policy.SecurityAllowlist, policy.AskOff, policy.FallbackFull, []string{"$BIN/hello"}, "other", policy.ErrAllowlistMiss, ""},
 		{"chain: every segment must match", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/hello"}, "hello && other", policy.ErrAllowlistMiss, ""},
 		{"pipeline all matched", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/*"}, "hello x | other", nil, "other\n"},
-		{"substitution never allowed", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/*", "/usr/bin/*", "/bin/*"}, "hello $(other)", policy.ErrAllowlistMiss, ""},
+		// In argument position the contained rules may allow it where the
+		// jail holds (contained_linux_test.go); as the command's name never.
+		{"substitution as the command name never allowed", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/*", "/usr/bin/*", "/bin/*"}, "$(other) x", policy.ErrAllowlistMiss, ""},
+		{"backquotes never allowed", policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, []string{"$BIN/*", "/usr/bin/*", "/bin/*"}, "hello `other`", policy.ErrAllowlistMiss, ""},
 		{"on-miss without approver: fallback deny", policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackDeny, nil, "hello", policy.ErrApprovalRequired, ""},
 		{"on-miss without approver: fallback allowlist miss", policy.SecurityAllowlist, policy.AskOnMiss, policy.FallbackAllowlist, []string{"$BIN/hello"}, "other", policy.ErrAllowlistMiss, ""},
 		{"always without approver: fallback allowlist match", policy.SecurityAllowlist, policy.AskAlways, policy.FallbackAllowlist, []string{"$BIN/hello"}, "hello", nil, "hello\n"},
@@ -167,7 +170,9 @@ func TestEngineNothingRunsWhenDenied(t *testing.T) {
 		"hello && marker " + target,
 		"# hello\nmarker " + target,
 		"hello `marker " + target + "`",
-		"hello > " + target,
+		"hello $(marker " + target + ")", // marker is not allowlisted, wherever it stands
+		"$(marker " + target + ") x",
+		"hello > " + target + "/../../bin/pwned", // outside the writable roots (the jail holds) or a file (it does not)
 		"env marker " + target,
 		"sh -c 'marker " + target + "'",
 	} {
@@ -397,9 +402,9 @@ func TestDenialIsTyped(t *testing.T) {
 	if w := de.Wire(); w.Code != bridge.CodeDenied || !strings.HasPrefix(w.Message, "SYSTEM_RUN_DENIED: allowlist miss") || w.Denial == nil {
 		t.Errorf("wire form = %+v", w)
 	}
-	_, err = f.engine.Run(context.Background(), Request{RawCommand: "hello $(other)", Cwd: f.dir})
+	_, err = f.engine.Run(context.Background(), Request{RawCommand: "hello `other`", Cwd: f.dir})
 	de, ok = errors.AsType[*DenialError](err)
-	if !ok || de.Denial.Construct != "command substitution $(…)" || de.Denial.Position != "1:7" {
+	if !ok || de.Denial.Construct != "command substitution `…`" || de.Denial.Position != "1:7" {
 		t.Fatalf("construct denial = %#v", err)
 	}
 }

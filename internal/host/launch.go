@@ -98,7 +98,7 @@ func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func()
 			Executables: e.planExecutables(p), PATH: e.runPATH(), Home: e.Home,
 			Env: req.Env, EnvAllow: p.envAllow, Files: p.files,
 			ArgRules: p.argRules, ArgOnly: p.argOnly,
-			Contained: len(p.Analysis.Contained) > 0, // prepare.go: the walls hold
+			Contained: p.walls(conf), // prepare.go: the walls hold
 		}
 		// The request's env travels in the plan: the interpreter process
 		// itself runs in the host's environment, with the run's private

@@ -329,3 +329,14 @@ func (e *Engine) contained(p *Prepared) (*shellcmd.Contained, string) {
 	return &shellcmd.Contained{JailHolds: true, WritableRoots: slices.Clone(c.Writable), ReadOnly: ro},
 		"the jail holds (" + strings.Join(names, ", ") + "; writes only in " + strings.Join(c.Writable, ", ") + ")"
 }
+
+// walls are the writable roots and read-only paths the interpreter holds
+// a contained run's redirections to (shellrun.Plan.Contained), from the
+// run's confinement conf; nil when the strict rules allowed the text, so
+// the interpreter opens /dev/null only.
+func (p *Prepared) walls(conf *confine.Confinement) *shellrun.Walls {
+	if len(p.Analysis.Contained) == 0 || conf == nil {
+		return nil
+	}
+	return &shellrun.Walls{Writable: slices.Clone(conf.Writable), ReadOnly: slices.Concat(conf.ReadOnly, conf.Hidden, conf.Protected)}
+}

@@ -56,6 +56,7 @@ func TestContainedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &confine.Confinement{Writable: []string{h.work, tmp}, ReadOnly: []string{hooks}}
+	walls := &shellrun.Walls{Writable: c.Writable, ReadOnly: c.ReadOnly}
 	env := "TMPDIR=" + tmp // the run's private tmp, as the host gives it
 	// The plan allows ok whatever the analysis said of the target: the
 	// open check and the jail are what is tested.
@@ -69,7 +70,10 @@ func TestContainedWrites(t *testing.T) {
 	plan := func(text string, contained, enforce bool, conf *confine.Confinement) shellrun.Plan {
 		p := h.plan(text)
 		p.Executables, p.Files = ok, runner.IDsOf(ok)
-		p.Contained, p.Enforce, p.Confine = contained, enforce, conf
+		p.Enforce, p.Confine = enforce, conf
+		if contained {
+			p.Contained = walls
+		}
 		return p
 	}
 	read := func(p string) string {
@@ -89,6 +93,11 @@ func TestContainedWrites(t *testing.T) {
 	}
 	if o, errOut, code := h.run(plan("say < build.log", true, true, c), env); code != 0 {
 		t.Fatalf("read: exit %d stdout %q stderr %q", code, o, errOut)
+	}
+	// In the standing jail the plan carries no Confine (the jail holds the
+	// interpreter): the walls alone drive the open check.
+	if _, errOut, code := h.run(plan("say jailed > jailed.log", true, true, nil), env); code != 0 || read(filepath.Join(h.work, "jailed.log")) != "ok jailed\n" {
+		t.Fatalf("write inside the roots without Confine: exit %d stderr %q", code, errOut)
 	}
 	// Without the contained flag the interpreter opens /dev/null only.
 	if _, errOut, code := h.run(plan("say > again.log", false, true, c), env); code == 0 || !strings.Contains(errOut, "only /dev/null") || read(filepath.Join(h.work, "again.log")) != "" {
@@ -113,6 +122,11 @@ func TestContainedWrites(t *testing.T) {
 			}
 			if read(tc.target) != "" {
 				t.Fatalf("%s was written", tc.target)
+			}
+			// The open check alone (a jailed interpreter's plan has no
+			// Confine).
+			if _, errOut, code := h.run(plan(tc.text, true, true, nil), env); code != shellrun.DeniedExit || read(tc.target) != "" {
+				t.Errorf("open check alone: exit %d stderr %q, target %q", code, errOut, read(tc.target))
 			}
 			// The open check off, the jail on.
 			_, errOut, _ = h.run(plan(tc.text, true, false, c), env)

@@ -299,19 +299,19 @@ func (x *executor) goroutineBound() int {
 
 // open allows /dev/null; under the contained rules (Plan.Contained) it
 // also reads any file the confinement lets the run read, and writes a file
-// whose real path lies beneath the confinement's writable roots and
-// outside its read-only, hidden and protected paths (openContained).
+// whose real path lies beneath the writable roots and outside the
+// read-only paths (openContained).
 func (x *executor) open(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
 	if path == "/dev/null" {
 		return os.OpenFile(path, flag, perm)
 	}
-	if !x.plan.Contained || x.plan.Confine == nil {
+	if x.plan.Contained == nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: only /dev/null may be opened", ErrDenied)}
 	}
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(interp.HandlerCtx(ctx).Dir, path)
 	}
-	f, err := openContained(x.plan.Confine, path, flag, perm)
+	f, err := openContained(x.plan.Contained, path, flag, perm)
 	if errors.Is(err, ErrDenied) {
 		// A refused write ends the run, as a refused start does.
 		return nil, x.refuse(err)

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/exechost/exechost/internal/confine"
 )
 
 // openContained opens path (absolute) for a redirection under the
@@ -18,13 +16,13 @@ import (
 // the directory first (following its symbolic links, as the kernel will),
 // takes that directory's real path from the descriptor, and refuses
 // unless the file's real path lies beneath c's writable roots and outside
-// its read-only, hidden and protected paths; the file is then opened
+// its read-only paths; the file is then opened
 // relative to that descriptor without following a final symbolic link, so
 // nothing can swap the directory or plant a link between the check and
 // the open. Landlock refuses writes outside the roots anyway; this check
 // also keeps the persistence paths inside them read-only, which Landlock
 // alone does not.
-func openContained(c *confine.Confinement, path string, flag int, perm os.FileMode) (*os.File, error) {
+func openContained(c *Walls, path string, flag int, perm os.FileMode) (*os.File, error) {
 	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) == 0 {
 		return os.OpenFile(path, flag, perm)
 	}
@@ -45,7 +43,7 @@ func openContained(c *confine.Confinement, path string, flag int, perm os.FileMo
 	switch {
 	case !beneathAny(full, c.Writable):
 		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s is outside the run's writable roots (refused at run time)", ErrDenied, full)}
-	case beneathAny(full, c.ReadOnly), beneathAny(full, c.Hidden), beneathAny(full, c.Protected):
+	case beneathAny(full, c.ReadOnly):
 		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: %s is read-only for this run (refused at run time)", ErrDenied, full)}
 	}
 	fd, err := unix.Openat(dfd, base, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))

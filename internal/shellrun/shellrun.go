@@ -130,12 +130,20 @@ type Plan struct {
 	// before it runs anything (confine.go); nil confines nothing.
 	Confine *confine.Confinement `json:"confine,omitempty"`
 	// Contained is set when the analysis accepted the text under the
-	// contained rules (shellcmd.Contained): with Enforce and a Confine,
-	// redirections may read files and write files beneath Confine's
-	// writable roots, outside its read-only, hidden and protected paths,
-	// checked on the real path when the file is opened; without Confine
-	// only /dev/null opens (fail closed).
-	Contained bool `json:"contained,omitempty"`
+	// contained rules (shellcmd.Contained): with Enforce, redirections may
+	// read files and write files beneath its writable roots, outside its
+	// read-only paths, checked on the real path when the file is opened.
+	// Nil: only /dev/null opens. It is set whether the interpreter
+	// confines itself (Confine) or starts inside the standing jail.
+	Contained *Walls `json:"contained,omitempty"`
+}
+
+// Walls are the run's writable roots and the paths inside them that stay
+// read-only or out of reach (the persistence paths, hidden and protected
+// sets), absolute, as the run's confinement names them.
+type Walls struct {
+	Writable []string `json:"writable"`
+	ReadOnly []string `json:"readOnly,omitempty"`
 }
 
 // The interpreter's own bounds: a text with no program in it still costs
