@@ -101,9 +101,9 @@ func TestApproverAutoDecide(t *testing.T) {
 	for _, a := range []policy.Approval{policy.AllowOnce, policy.Reject} {
 		t.Run(string(a), func(t *testing.T) {
 			ra := startApprover(t, "--auto-decide", string(a))
-			if want := "WARNING: auto-deciding " + string(a) + " for every prompt"; !strings.Contains(ra.stderr.String(), want) {
-				t.Errorf("stderr lacks %q:\n%s", want, ra.stderr)
-			}
+			// The UI prints the warning as it starts serving, after the
+			// socket's "listening on" line startApprover waited for.
+			waitOut(t, ra.stderr, regexp.QuoteMeta("WARNING: auto-deciding "+string(a)+" for every prompt"))
 			got, by, err := ra.client.Prompt(t.Context(), cliRequest)
 			if err != nil || got != a || by != "approver auto-decide" {
 				t.Fatalf("Prompt = %q by %q, %v", got, by, err)

@@ -328,3 +328,23 @@ func TestAuditTailNamesNodes(t *testing.T) {
 		t.Errorf("a whole 64-hex id reached the reader:\n%s", out)
 	}
 }
+
+// TestRunAuditedAsLocal: `exechost run` involves no gateway, so its
+// records say host "local" (as `run --json` does), not "gateway/local".
+func TestRunAuditedAsLocal(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, state.ApprovalsFile), []byte(`{"version":1,"defaults":{"security":"full","ask":"off"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--state-dir", dir, "run", "/bin/true"}, &out, &errb); code != 0 {
+		t.Fatalf("run /bin/true: exit %d\n%s", code, errb.String())
+	}
+	tail, _, err := execCLI(t, "audit", "tail", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tail, " local ") || strings.Contains(tail, "gateway") {
+		t.Errorf("audit of `exechost run` =\n%s\nwant host local and no gateway", tail)
+	}
+}

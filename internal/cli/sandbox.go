@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/exechost/exechost/internal/config"
 	"github.com/exechost/exechost/internal/hint"
+	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes"
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/state"
@@ -45,7 +48,10 @@ the namespace exist, may the gateway do what it needs, does the
 RuntimeClass exist, does the API server admit the pod in a dry run, can
 the node pull the images and start the agent in a probe pod, deleted at
 once; and what the runtime walls off). It changes nothing of a running
-gateway: no container or pod of its is created or removed. For each backend it says how commands run: through
+gateway: no container or pod of its is created or removed. With a gateway
+running on this machine for the state directory, the agent path described
+is that gateway's binary's (found through the process listening on its
+address), not this one's; the first line says whose. For each backend it says how commands run: through
 a resident agent inside the sandbox (a static exechost, or a dynamically
 linked one started through its own loader and libraries, carried in) or
 one runtime call each (docker exec), and why; --json has it as "commands".
@@ -66,6 +72,7 @@ Exits 0 when the configured backend (or, for "auto", any backend) works,
 			if err != nil {
 				return err
 			}
+			whose := g.agentBinaryOf(&cfg.Sandbox)
 			d, err := pick.Diagnose(cmd.Context(), cfg.Sandbox, dir)
 			if err != nil {
 				return err
@@ -75,6 +82,7 @@ Exits 0 when the configured backend (or, for "auto", any backend) works,
 					return err
 				}
 			} else {
+				fmt.Fprintln(g.stdout, whose)
 				printDiagnosis(g, d)
 			}
 			if d.Selected == "" {
@@ -175,4 +183,54 @@ func printDiagnosis(g *globals, d pick.Diagnosis) {
 			fmt.Fprintf(g.stdout, "  - commands: %s\n", s.Commands)
 		}
 	}
+}
+
+// agentBinaryOf points sc at the binary the running gateway would start
+// as the sandbox agent — its own executable, found through the process
+// listening on the gateway's loopback address — so doctor describes that
+// gateway's agent path, not the path of whatever exechost runs doctor
+// (an older install, a `go run` build). It returns the sentence saying
+// whose binary is described. sandbox.agentBinary, when set, wins, as it
+// does in the gateway.
+func (g *globals) agentBinaryOf(sc *sandbox.Config) string {
+	if sc.AgentBinary != "" {
+		return "agent binary: " + sc.AgentBinary + " (sandbox.agentBinary)"
+	}
+	self, _ := os.Executable()
+	url, err := g.gatewayURL(DefaultGateway)
+	if err != nil {
+		return "agent binary: this one, " + self + ": " + err.Error()
+	}
+	addr, err := loopbackAddr(url)
+	if err != nil {
+		return "agent binary: this one, " + self + ": " + err.Error()
+	}
+	pid, exe, err := gatewayProcess(addr)
+	if err != nil {
+		return fmt.Sprintf("agent binary: this one, %s (no running gateway found on %s: %v; a gateway started from this binary would use it)", self, addr, err)
+	}
+	sc.AgentBinary = exe
+	return fmt.Sprintf("agent binary: the running gateway's, %s (pid %d, listening on %s)", exe, pid, addr)
+}
+
+// loopbackAddr is the address of a gateway URL on this machine, or why
+// it is not one.
+func loopbackAddr(url string) (netip.AddrPort, error) {
+	hostport := url
+	for _, p := range []string{"ws://", "wss://", "http://", "https://"} {
+		hostport = strings.TrimPrefix(hostport, p)
+	}
+	hostport, _, _ = strings.Cut(hostport, "/")
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("gateway URL %s: %w", url, err)
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	addr, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
+	if err != nil || !addr.Addr().IsLoopback() {
+		return netip.AddrPort{}, fmt.Errorf("the gateway %s is not on this machine's loopback", url)
+	}
+	return addr, nil
 }

@@ -3,16 +3,19 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
 	"github.com/exechost/exechost/internal/sandbox/pick"
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 func TestSandboxDoctor(t *testing.T) {
@@ -168,5 +171,66 @@ func TestSandboxDoctorChecksTmp(t *testing.T) {
 	// The probe containers are gone.
 	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=exechost.scope=doctor").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("doctor left probe containers: %q, %v", out, err)
+	}
+}
+
+// TestSandboxDoctorDescribesRunningGateway: with a gateway running for the
+// state directory, doctor describes the agent path of that gateway's
+// binary (here a static build), not of the binary doctor runs in (this
+// test binary, dynamically linked); the control is the same doctor with
+// the gateway stopped, which describes this binary and says why.
+func TestSandboxDoctorDescribesRunningGateway(t *testing.T) {
+	image := dockertest.BuildImage(t, dockertest.Client(t))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dockertest.Dynamic(t, self) {
+		t.Fatalf("the control needs this test binary dynamically linked; %s is static", self)
+	}
+	static := dockertest.AgentBinary(t)
+	dir := t.TempDir()
+	addr := closedURL(t)[len("ws://"):]
+	if err := os.WriteFile(filepath.Join(dir, "exechost.json"), []byte(`{"gateway": {"listen": "`+addr+`"}, "sandbox": {"backend": "docker", "docker": {"image": "`+image+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := exec.Command(static, "gateway", "--state-dir", dir)
+	var gwLog testproc.Buffer
+	gw.Stdout, gw.Stderr = &gwLog, &gwLog
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			gw.Process.Signal(os.Interrupt)
+			kill := time.AfterFunc(20*time.Second, func() { gw.Process.Kill() }) // a hung stop must not hang the test
+			gw.Wait()
+			kill.Stop()
+		}
+	}
+	defer stop()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not listen on %s within 30s:\n%s", addr, gwLog.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run := cliIn(dir)
+	out, code := run("sandbox", "doctor")
+	if code != 0 || !strings.Contains(out, "agent binary: the running gateway's, "+static+" (pid ") || !strings.Contains(out, "commands: resident agent (static)") {
+		t.Errorf("doctor beside a running static gateway (code %d) should describe its binary:\n%s", code, out)
+	}
+	stop()
+	out, code = run("sandbox", "doctor")
+	if code != 0 || !strings.Contains(out, "agent binary: this one, "+self+" (no running gateway found on "+addr) || !strings.Contains(out, "commands: resident agent (carried-loader)") {
+		t.Errorf("control: doctor with no gateway running (code %d) should describe this binary:\n%s", code, out)
 	}
 }

@@ -70,6 +70,14 @@ func TestRuntimeClass(t *testing.T) {
 	if !errors.Is(err, ErrNoRuntimeClass) || !strings.Contains(err.Error(), "kubectl get runtimeclass") {
 		t.Errorf("Open with a missing RuntimeClass: %v, want ErrNoRuntimeClass with its fix", err)
 	}
+	// doctor says the same, before any probe pod.
+	if _, err := diagnose(ctx, cfg, t.TempDir()); !errors.Is(err, ErrNoRuntimeClass) {
+		t.Errorf("doctor with a missing RuntimeClass: %v, want ErrNoRuntimeClass", err)
+	}
+	found, err := diagnose(ctx, With(testConfig(t), func(k *Config) { k.RuntimeClassName = name }), t.TempDir())
+	if err != nil || !strings.Contains(strings.Join(found.Isolation, "\n"), "runtime: runc") {
+		t.Errorf("doctor under RuntimeClass %s: %+v, %v; want its handler named", name, found, err)
+	}
 }
 
 // TestMissingNamespace: a namespace that does not exist is one clear error
@@ -121,6 +129,9 @@ func TestDeniedVerb(t *testing.T) {
 	_, err = Open(ctx, cfg, t.TempDir())
 	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "may not delete pods") {
 		t.Fatalf("Open without the delete verb: %v, want ErrForbidden naming it", err)
+	}
+	if _, err := diagnose(ctx, cfg, t.TempDir()); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "may not delete pods") {
+		t.Errorf("doctor without the delete verb: %v, want ErrForbidden naming it", err)
 	}
 	role.Rules = rules(false)
 	if _, err := rbac.Roles(env.Namespace).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
