@@ -4,9 +4,12 @@
 // (--exechost-reaper=v2), the interpreter (--exechost-interp=v1) or the
 // confining launcher (--exechost-confine=v1).
 //
-// A package registers its entry point from init (registration only, no
-// work); main calls Init first, before anything else, and Init runs the
-// entry point os.Args[1] names. A test binary whose code re-executes
+// A package registers its entry point from init with Register
+// (registration only, no work); main calls Init first, before anything
+// else, and Init runs the entry point os.Args[1] names. RegisterEarly is
+// the exception: its entry runs from the registering package's own init
+// when os.Args[1] names it, before main and Init (the reaper, the
+// confining launcher, the interpreter). A test binary whose code re-executes
 // itself (os.Executable is the test binary there) calls Init first in its
 // TestMain. The design follows moby's pkg/reexec, dispatching on the first
 // argument rather than on argv[0].
@@ -52,8 +55,10 @@ func Register(name string, run func()) { std.Register(name, run) }
 // return (it ends the process). Go initialises a package as soon as every
 // package it imports is, so a leaf importing little (the reaper: os,
 // os/signal, syscall and this package) runs before most of the binary's
-// package inits and stays at a Go program's floor of memory. Only such a
-// leaf may use it; everything else uses Register.
+// package inits and stays at a Go program's floor of memory. Use it only
+// for an entry that needs nothing its package's imports do not already
+// initialise (today the reaper, the confining launcher and the
+// interpreter); everything else uses Register.
 func RegisterEarly(name string, run func()) {
 	std.RegisterEarly(name, run)
 	if len(os.Args) >= 2 && os.Args[1] == name {
