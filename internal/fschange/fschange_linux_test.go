@@ -1,11 +1,14 @@
 package fschange
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/testdep"
 )
 
 // TestWatchSeesEveryChange takes a Set over a path, makes one kind of
@@ -45,7 +48,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		}, true},
 		{"bind-mount over a directory on the way", func(t *testing.T, r string) {
 			if os.Getuid() != 0 {
-				t.Skip("mounting needs root")
+				testdep.Missing(t, "root", "bind-mounting over a watched directory needs CAP_SYS_ADMIN")
 			}
 			must(t, unix.Mount(filepath.Join(r, "a/d2/bin"), filepath.Join(r, "a/d1/bin"), "", unix.MS_BIND, ""))
 			t.Cleanup(func() { unix.Unmount(filepath.Join(r, "a/d1/bin"), unix.MNT_DETACH) })
@@ -69,7 +72,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		must(t, os.Symlink("d1", filepath.Join(root, "a/link")))
 		s, ok := Watch([]string{filepath.Join(root, "a/link/bin/tool")})
 		if !ok {
-			t.Skipf("cannot watch %s here (file system or inotify limits)", root)
+			testdep.Missing(t, "a watchable file system", fmt.Sprintf("cannot watch %s here (not a local file system, or inotify limits)", root))
 		}
 		change(t, root)
 		return !Unchanged(s)
@@ -121,7 +124,7 @@ func TestWatchMissingPath(t *testing.T) {
 	}
 	s, ok := Watch([]string{filepath.Join(root, "no/such/tool")})
 	if !ok {
-		t.Skip("cannot watch here")
+		testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 	}
 	if err := os.Mkdir(filepath.Join(root, "no"), 0o755); err != nil {
 		t.Fatal(err)
@@ -155,7 +158,7 @@ func TestWatchContent(t *testing.T) {
 		}
 		s, ok := WatchContent([]string{f})
 		if !ok {
-			t.Skip("cannot watch here")
+			testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 		}
 		if err := change(); err != nil {
 			t.Fatal(err)
@@ -194,7 +197,7 @@ func TestWatchStat(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ok := WatchStat([]string{tc.path})
 			if !ok {
-				t.Skip("cannot watch here")
+				testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 			}
 			if err := tc.change(); err != nil {
 				t.Fatal(err)
