@@ -214,3 +214,34 @@ func TestWatchStat(t *testing.T) {
 		t.Error("the zero Set reports no change")
 	}
 }
+
+// TestOwnedWatcher: a Watcher of its own answers for its Sets (Unchanged
+// and its own View), sees a change like the shared one, and a View of
+// another Watcher never vouches for its Sets.
+func TestOwnedWatcher(t *testing.T) {
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	must(t, err)
+	file := filepath.Join(root, "f")
+	must(t, os.WriteFile(file, nil, 0o644))
+	own := New()
+	s, ok := own.Watch([]string{file})
+	if !ok {
+		testdep.Missing(t, "a watchable file system", "cannot watch "+root+" here (not a local file system, or inotify limits)")
+	}
+	if !Unchanged(s) || !own.Poll().Unchanged(s) {
+		t.Fatal("a fresh Set of an owned Watcher reports a change")
+	}
+	if Shared().Poll().Unchanged(s) {
+		t.Error("the shared Watcher's View vouches for another Watcher's Set")
+	}
+	must(t, os.Chmod(file, 0o600))
+	if Unchanged(s) || own.Poll().Unchanged(s) {
+		t.Error("the owned Watcher missed a chmod of its watched file")
+	}
+}
