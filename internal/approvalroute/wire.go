@@ -4,8 +4,9 @@
 // setting, and the prompter that races a local approver against the
 // gateway (route=both).
 //
-// It is a leaf package so that the node runner, the gateway and the CLI
-// share one definition without the node importing the gateway.
+// It sits beside the daemons, not inside the gateway (it imports host, for
+// the prompter it wraps, and prompt), so that the node runner, the gateway
+// and the CLI share one definition without the node importing the gateway.
 package approvalroute
 
 import "github.com/exechost/exechost/internal/prompt"

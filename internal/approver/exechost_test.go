@@ -95,7 +95,7 @@ func startInProcess(t *testing.T, dir string, auto policy.Approval) *asksock.Exe
 		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); testproc.Recv(t, done, "the exec-host approver to stop") })
 	return &asksock.ExecClient{SocketPath: srv.Path, Token: srv.Token}
 }
 

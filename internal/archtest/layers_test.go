@@ -58,6 +58,10 @@ var rank = map[string]int{
 // after a careless re-rank), each with why it must not exist.
 var forbidden = map[[2]string]string{
 	{"internal/asksock", "internal/host"}: "the approval socket ranks below the execution host; the approver's exec host is internal/approver's EngineExecutor",
+	// The gateway explains a denial from what the host sent; it parses no
+	// command (the host's DenialError carries the construct).
+	{"internal/gateway", "internal/shellcmd"}: "the gateway imports no analysis: the execution host sends the denial's construct",
+	{"internal/explain", "internal/shellcmd"}: "explain (which the gateway imports) analyses nothing: the execution host sends the denial's construct",
 }
 
 // TestLayering reads the imports of every package's non-test files, for

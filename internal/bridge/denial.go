@@ -13,7 +13,9 @@ type Denial struct {
 	Missing []string `json:"missing,omitempty"`
 	// Construct is the shell construct that made the command impossible to
 	// analyse (command substitution, a redirection to a file, eval, …) and
-	// Position where it is in the command text ("line:column").
+	// Position where it is in the command text ("line:column"). Only the
+	// execution host, which analysed the command, fills them: the gateway
+	// relays them and parses nothing.
 	Construct string `json:"construct,omitempty"`
 	Position  string `json:"position,omitempty"`
 	// Policy says where the deciding setting came from.

@@ -86,6 +86,9 @@ func TestHintForSituation(t *testing.T) {
 			want: []string{`display name "Build-Box" is already taken by node `, "--display-name NAME", "exechost nodes remove "}, notWant: []string{"exechost up"}},
 		{name: "backend not available", code: ExitFailure, out: true,
 			setup: func(t *testing.T, dir string) []string {
+				// Docker answers, so a "start dockerd" could only be
+				// the wrong fix for bwrap's absence.
+				dockertest.Client(t)
 				cfg := filepath.Join(dir, "bwrap.json")
 				if err := os.WriteFile(cfg, []byte(`{"sandbox": {"backend": "bwrap", "bwrap": {"path": "`+filepath.Join(dir, "no-bwrap")+`"}}}`), 0o600); err != nil {
 					t.Fatal(err)

@@ -123,7 +123,7 @@ func (g *globals) runLocal(cmd *cobra.Command, f runFlags, text string) error {
 				// for a requested deny is about the gateway's config.
 				d.Hint = "this run asked for it with --security deny: run it without --security (this machine's exec-approvals.json then decides) or with --security allowlist"
 			}
-			explain.Complete(&d, h, text)
+			explain.Complete(&d, h)
 			if d.Policy != nil && d.Policy.Level == "request" {
 				d.Policy.Level = "--security on this command line"
 			}

@@ -1,8 +1,9 @@
 // Package explain turns a policy denial into what an agent or a person can
-// act on: what was missing (an executable, or a shell construct and its
-// position), which host, file and level decided, and the exact command
-// that would change it. The gateway fills a bridge.Denial with it; the CLI
-// and the MCP server render one with Text, so every surface says the same.
+// act on: which host, file and level decided, and the exact command that
+// would change it, beside what the execution host said was missing (an
+// executable, or a shell construct and its position). The gateway fills a
+// bridge.Denial with it; the CLI and the MCP server render one with Text,
+// so every surface says the same. It parses no command text.
 //
 // It also lists keys of exec-approvals.json this version does not know
 // (UnknownKeys): they are kept on rewrite, but a typo such as "allowlst"
@@ -18,7 +19,6 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/policy"
-	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // The design's denial reasons (bridge owns them; these names are kept for
@@ -33,26 +33,6 @@ const (
 // ReasonOf returns the design's reason for a policy sentinel err wraps
 // ("allowlist miss", …), or "" when it wraps none.
 func ReasonOf(err error) string { return bridge.DenialReason(err) }
-
-// Construct returns the shell construct in command text that no analysis
-// can see through (and its "line:column"), or "" when there is none. It
-// parses only: constructs do not depend on the host's files.
-func Construct(text string) (construct, position string) {
-	return ConstructOf(shellcmd.Analyze(text, shellcmd.Env{Cwd: "/", PATH: "/usr/bin:/bin"}))
-}
-
-// ConstructOf returns what made an analysis fail, without its position or
-// hint ("command substitution $(…)"; for a command that does not even
-// parse, or a name that does not resolve, the analysis' own words), and
-// its "line:column" ("" when it has none). Both are "" for an analysis
-// that did not fail. They come from the analysis's Failure fields, never
-// from its message.
-func ConstructOf(a shellcmd.Analysis) (construct, position string) {
-	if a.OK || a.Failure == nil {
-		return "", ""
-	}
-	return a.Failure.Construct(), a.Failure.Position()
-}
 
 // Host is the execution host a denial came from, as Complete needs it.
 type Host struct {
@@ -72,16 +52,13 @@ type Host struct {
 	Requested policy.Security
 }
 
-// Complete fills what d lacks from the host's file and the command text:
-// the construct, the deciding setting's provenance, unknown keys, the fix
-// command and a hint.
-func Complete(d *bridge.Denial, h Host, command string) {
-	// A construct matters only where the allowlist was consulted: under
-	// security=deny or a human's deny it is not why the command failed.
-	miss := d.Reason == ReasonAllowlistMiss || d.Reason == ReasonApprovalRequired
-	if miss && d.Construct == "" && len(d.Missing) == 0 && command != "" {
-		d.Construct, d.Position = Construct(command)
-	}
+// Complete fills what d lacks from the host's file: the deciding
+// setting's provenance, unknown keys, the fix command and a hint. It
+// analyses nothing: the construct (and what was missing) is the execution
+// host's to send (host.DenialError), so a gateway that explains a denial
+// parses no command (internal/archtest pins that explain and the gateway
+// do not import shellcmd).
+func Complete(d *bridge.Denial, h Host) {
 	if d.Policy != nil && d.Policy.Host == "" {
 		d.Policy.Host = h.Name // the execution host filled the rest
 	}

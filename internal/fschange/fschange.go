@@ -27,6 +27,10 @@
 // for callers that keep the stat result itself. A caller that checks many
 // Sets for one result polls once (Poll) and asks the View for each.
 //
+// The watches belong to a Watcher (New), which its owner keeps and passes
+// down; the package-level functions use Shared, the process's default. A
+// Set is answered only by the Watcher that took it.
+//
 // A Set is an over-approximation: any event on any of its watches, related
 // to the caller's result or not, reports a change. It never reports "no
 // change" when one of the covered paths changed.
@@ -41,6 +45,7 @@ const MaxWatches = 4096
 // whether any of them has seen an event since. The zero Set is never
 // unchanged.
 type Set struct {
+	w     *watcher // the watcher that took it (nil off Linux)
 	epoch uint64
 	wds   []int32
 	seen  []uint64

@@ -40,8 +40,7 @@ var localFS = map[int64]bool{
 	0xF2F52010: true, // f2fs
 }
 
-// watcher is the process's one inotify instance and its view of the mount
-// table.
+// watcher is one inotify instance and its view of the mount table.
 type watcher struct {
 	mu     sync.Mutex
 	ifd    int // inotify, non-blocking
@@ -51,15 +50,30 @@ type watcher struct {
 	buf    []byte
 }
 
-var (
-	theWatcher *watcher
-	initOnce   sync.Once
-)
+// Watcher owns one inotify instance and its view of the mount table,
+// opened on first use. Its Sets are answered by it alone. New makes one an
+// owner (an engine, a test) keeps; the package-level functions use
+// Shared, the one a process keeps when its constructor passes none.
+type Watcher struct {
+	once sync.Once
+	w    *watcher // nil where inotify or the mount table cannot be watched
+}
 
-// get returns the watcher, or nil where inotify or the mount table cannot
+// New returns a Watcher of its own. Its descriptors live as long as the
+// process: make one per owner, not per use.
+func New() *Watcher { return &Watcher{} }
+
+// shared is the process's default Watcher (Shared).
+var shared = New()
+
+// Shared returns the process's default Watcher, which the package-level
+// Watch, WatchContent, WatchStat and Poll use.
+func Shared() *Watcher { return shared }
+
+// get returns x's watcher, or nil where inotify or the mount table cannot
 // be watched (limits, seccomp, no /proc).
-func get() *watcher {
-	initOnce.Do(func() {
+func (x *Watcher) get() *watcher {
+	x.once.Do(func() {
 		w := &watcher{counts: map[int32]uint64{}, buf: make([]byte, 64<<10)}
 		var err error
 		if w.ifd, err = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err != nil {
@@ -69,9 +83,9 @@ func get() *watcher {
 			unix.Close(w.ifd)
 			return
 		}
-		theWatcher = w
+		x.w = w
 	})
-	return theWatcher
+	return x.w
 }
 
 // Watch covers paths (absolute; each may or may not exist) and returns the
@@ -81,13 +95,19 @@ func get() *watcher {
 // cannot be added. A Set is only as good as what the caller read after
 // taking it: read the paths after Watch, not before, and trust what was
 // read only if it is what the result was computed from.
-func Watch(paths []string) (Set, bool) { return watch(paths, selfMask) }
+func Watch(paths []string) (Set, bool) { return shared.Watch(paths) }
+
+// Watch is the package-level Watch on x.
+func (x *Watcher) Watch(paths []string) (Set, bool) { return x.watch(paths, selfMask) }
 
 // WatchContent is Watch for files whose content matters too: a write to a
 // covered file (through write(2) or truncate(2); not through a shared
 // memory mapping, which queues no event) is also a change.
-func WatchContent(paths []string) (Set, bool) {
-	return watch(paths, selfMask|unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
+func WatchContent(paths []string) (Set, bool) { return shared.WatchContent(paths) }
+
+// WatchContent is the package-level WatchContent on x.
+func (x *Watcher) WatchContent(paths []string) (Set, bool) {
+	return x.watch(paths, selfMask|unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
 }
 
 // WatchStat is Watch for callers that depend on everything stat(2)
@@ -97,10 +117,15 @@ func WatchContent(paths []string) (Set, bool) {
 // file (its size and mtime; not through a shared memory mapping, which
 // queues no event) are changes too. A stat or lstat result read after
 // WatchStat still holds, field for field, while the Set is unchanged.
-func WatchStat(paths []string) (Set, bool) { return watch(paths, dirMask|unix.IN_MODIFY) }
+func WatchStat(paths []string) (Set, bool) { return shared.WatchStat(paths) }
 
-func watch(paths []string, finalMask uint32) (Set, bool) {
-	w := get()
+// WatchStat is the package-level WatchStat on x.
+func (x *Watcher) WatchStat(paths []string) (Set, bool) {
+	return x.watch(paths, dirMask|unix.IN_MODIFY)
+}
+
+func (x *Watcher) watch(paths []string, finalMask uint32) (Set, bool) {
+	w := x.get()
 	if w == nil || len(paths) == 0 {
 		return Set{}, false
 	}
@@ -136,7 +161,7 @@ func watch(paths []string, finalMask uint32) (Set, bool) {
 	slices.SortFunc(order, func(a, b string) int {
 		return cmp.Or(cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")), strings.Compare(a, b))
 	})
-	s := Set{epoch: w.epoch, wds: make([]int32, 0, len(order)), seen: make([]uint64, 0, len(order))}
+	s := Set{w: w, epoch: w.epoch, wds: make([]int32, 0, len(order)), seen: make([]uint64, 0, len(order))}
 	for _, p := range order {
 		// Always asked of the kernel, never remembered by path: the
 		// inode a path names now is the one to watch, and the kernel
@@ -161,7 +186,7 @@ func Unchanged(s Set) bool {
 	if !s.Valid() {
 		return false // nothing watched: no inotify instance is needed to say so
 	}
-	return Poll().Unchanged(s)
+	return pollOf(s.w).Unchanged(s) // the watcher that took s answers
 }
 
 // A View is what one poll of the process's watches took in: its Unchanged
@@ -173,8 +198,13 @@ type View struct{ w *watcher }
 
 // Poll takes in every event queued so far (one poll(2), and a read of the
 // queued events when there are any) and returns a View of it.
-func Poll() View {
-	w := get()
+func Poll() View { return shared.Poll() }
+
+// Poll is the package-level Poll on x: its View answers for x's Sets (a
+// Set of another Watcher is changed to it).
+func (x *Watcher) Poll() View { return pollOf(x.get()) }
+
+func pollOf(w *watcher) View {
 	if w == nil {
 		return View{}
 	}
@@ -188,7 +218,7 @@ func Poll() View {
 // table had not changed, as of the poll that made v (or a later one). The
 // zero View reports every Set changed.
 func (v View) Unchanged(s Set) bool {
-	if !s.Valid() || v.w == nil {
+	if !s.Valid() || v.w == nil || s.w != v.w {
 		return false
 	}
 	w := v.w

@@ -1,11 +1,14 @@
 package fschange
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/exechost/exechost/internal/testdep"
 )
 
 // TestWatchSeesEveryChange takes a Set over a path, makes one kind of
@@ -45,7 +48,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		}, true},
 		{"bind-mount over a directory on the way", func(t *testing.T, r string) {
 			if os.Getuid() != 0 {
-				t.Skip("mounting needs root")
+				testdep.Missing(t, "root", "bind-mounting over a watched directory needs CAP_SYS_ADMIN")
 			}
 			must(t, unix.Mount(filepath.Join(r, "a/d2/bin"), filepath.Join(r, "a/d1/bin"), "", unix.MS_BIND, ""))
 			t.Cleanup(func() { unix.Unmount(filepath.Join(r, "a/d1/bin"), unix.MNT_DETACH) })
@@ -69,7 +72,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		must(t, os.Symlink("d1", filepath.Join(root, "a/link")))
 		s, ok := Watch([]string{filepath.Join(root, "a/link/bin/tool")})
 		if !ok {
-			t.Skipf("cannot watch %s here (file system or inotify limits)", root)
+			testdep.Missing(t, "a watchable file system", fmt.Sprintf("cannot watch %s here (not a local file system, or inotify limits)", root))
 		}
 		change(t, root)
 		return !Unchanged(s)
@@ -121,7 +124,7 @@ func TestWatchMissingPath(t *testing.T) {
 	}
 	s, ok := Watch([]string{filepath.Join(root, "no/such/tool")})
 	if !ok {
-		t.Skip("cannot watch here")
+		testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 	}
 	if err := os.Mkdir(filepath.Join(root, "no"), 0o755); err != nil {
 		t.Fatal(err)
@@ -155,7 +158,7 @@ func TestWatchContent(t *testing.T) {
 		}
 		s, ok := WatchContent([]string{f})
 		if !ok {
-			t.Skip("cannot watch here")
+			testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 		}
 		if err := change(); err != nil {
 			t.Fatal(err)
@@ -194,7 +197,7 @@ func TestWatchStat(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ok := WatchStat([]string{tc.path})
 			if !ok {
-				t.Skip("cannot watch here")
+				testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 			}
 			if err := tc.change(); err != nil {
 				t.Fatal(err)
@@ -209,5 +212,36 @@ func TestWatchStat(t *testing.T) {
 	}
 	if (View{}).Unchanged(Set{}) || Poll().Unchanged(Set{}) {
 		t.Error("the zero Set reports no change")
+	}
+}
+
+// TestOwnedWatcher: a Watcher of its own answers for its Sets (Unchanged
+// and its own View), sees a change like the shared one, and a View of
+// another Watcher never vouches for its Sets.
+func TestOwnedWatcher(t *testing.T) {
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	must(t, err)
+	file := filepath.Join(root, "f")
+	must(t, os.WriteFile(file, nil, 0o644))
+	own := New()
+	s, ok := own.Watch([]string{file})
+	if !ok {
+		testdep.Missing(t, "a watchable file system", "cannot watch "+root+" here (not a local file system, or inotify limits)")
+	}
+	if !Unchanged(s) || !own.Poll().Unchanged(s) {
+		t.Fatal("a fresh Set of an owned Watcher reports a change")
+	}
+	if Shared().Poll().Unchanged(s) {
+		t.Error("the shared Watcher's View vouches for another Watcher's Set")
+	}
+	must(t, os.Chmod(file, 0o600))
+	if Unchanged(s) || own.Poll().Unchanged(s) {
+		t.Error("the owned Watcher missed a chmod of its watched file")
 	}
 }

@@ -38,7 +38,7 @@ func (g *Gateway) explainDenial(x *execution, err error) error {
 			h.Node = g.nodeQuery(x.nc.id)
 		}
 	}
-	explain.Complete(d, h, x.p.Command)
+	explain.Complete(d, h)
 	return &bridge.Error{Code: be.Code, Message: be.Message, Denial: d}
 }
 

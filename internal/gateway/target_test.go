@@ -85,3 +85,22 @@ func TestNodeDenialExplainedByTheNode(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeDenialCarriesConstruct: a command no analysis can see through is
+// refused by the node, whose denial carries the construct and its
+// position; the gateway relays them (it analyses nothing itself).
+func TestNodeDenialCarriesConstruct(t *testing.T) {
+	e := newEnv(t, fullConfig)
+	const pol = `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},
+		"agents":{"main":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/usr/bin/id"}]}}}`
+	e.addNode(t, "construct-box", pol)
+	agent := e.client(t, bridge.RoleAgent)
+	_, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "echo $(id)", Host: "node", Node: "construct-box", AgentID: "main"})
+	var be *bridge.Error
+	if !errors.As(err, &be) || be.Code != bridge.CodeDenied || be.Denial == nil {
+		t.Fatalf("exec = %v; want a DENIED error with its denial", err)
+	}
+	if d := be.Denial; d.Construct != "command substitution $(…)" || d.Position != "1:6" || !strings.Contains(d.Hint, "command substitution") {
+		t.Errorf("denial = %+v; want the node's construct at 1:6 and a hint about it", *d)
+	}
+}

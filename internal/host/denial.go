@@ -7,6 +7,7 @@ import (
 	"github.com/exechost/exechost/internal/bridge"
 	"github.com/exechost/exechost/internal/explain"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/shellcmd"
 )
 
 // DenialError is a decision that refused a command. It wraps the policy
@@ -47,7 +48,7 @@ func denial(p *Prepared, d policy.Decision, path string) *DenialError {
 		e.Denial.Hint = "the approver was asked but nobody answered before the prompt timed out (" + d.Reason + "): answer the prompt sooner (in `exechost up`'s terminal or the approver's web page), raise --prompt-timeout on the execution host, or allowlist the executables"
 	}
 	if !p.Analysis.OK {
-		e.Denial.Construct, e.Denial.Position = explain.ConstructOf(p.Analysis)
+		e.Denial.Construct, e.Denial.Position = constructOf(p.Analysis)
 	} else if p.Effective.Security == policy.SecurityAllowlist {
 		e.Denial.Missing = missing(p)
 	}
@@ -56,6 +57,19 @@ func denial(p *Prepared, d policy.Decision, path string) *DenialError {
 	e.Denial.Policy = source(p, d, path)
 	e.Denial.UnknownKeys = p.unknownKeys
 	return e
+}
+
+// constructOf returns what made an analysis fail, without its position or
+// hint ("command substitution $(…)"; for a command that does not even
+// parse, or a name that does not resolve, the analysis' own words), and
+// its "line:column" ("" when it has none); both "" for an analysis that
+// did not fail. They come from the Failure's fields, never its message.
+// Every denial this host sends carries them: the gateway does not analyse.
+func constructOf(a shellcmd.Analysis) (construct, position string) {
+	if a.OK || a.Failure == nil {
+		return "", ""
+	}
+	return a.Failure.Construct(), a.Failure.Position()
 }
 
 // source is the provenance of the setting that decided d (nil when none

@@ -16,7 +16,7 @@ import (
 // here (each run holds a process, its pipes and a goroutine).
 const DefaultMaxRuns = 256
 
-// admitRun takes a slot (r.runs, an inflight.Limiter) for one system.run
+// admitRun takes a slot (c.runs, an inflight.Limiter) for one system.run
 // against Options.MaxRuns, or answers BUSY naming the limit and how to
 // raise it. release gives the slot back (a no-op when busy); calling it
 // more than once is harmless.

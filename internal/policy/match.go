@@ -196,9 +196,9 @@ func ShellStartupEnv(name string) bool {
 
 // DangerousEnv reports whether setting the environment variable name in an
 // exec request must be refused because it could change what runs (the
-// "environment prefix" bypass class). Names are compared case-sensitively
-// except for a case-insensitive check of the list, since some platforms fold
-// case in the environment.
+// "environment prefix" bypass class). Names are compared upper-cased, so
+// case never matters ("ld_preload" is refused like LD_PRELOAD): some
+// platforms fold case in the environment, and failing closed costs nothing.
 func DangerousEnv(name string) bool {
 	n := strings.ToUpper(name)
 	if n == "" || strings.ContainsAny(n, "=\x00") {

@@ -391,13 +391,17 @@ func TestCanMatch(t *testing.T) {
 	}
 }
 
+// TestShellStartupEnv checks the list, the BASH prefix and the promised
+// case-insensitivity (a platform that folds case must not let bash_env or
+// Ifs through), and that ordinary names pass.
 func TestShellStartupEnv(t *testing.T) {
-	for _, n := range []string{"BASH_ENV", "ENV", "CDPATH", "BASHOPTS", "BASH_FUNC_f%%", "EXECIGNORE"} {
+	for _, n := range []string{"BASH_ENV", "ENV", "CDPATH", "BASHOPTS", "BASH_FUNC_f%%", "EXECIGNORE",
+		"bash_env", "Bash_Func_f%%", "env", "Ifs", "zdotdir", "prompt_command", "bAsHoPtS"} {
 		if !ShellStartupEnv(n) {
 			t.Errorf("ShellStartupEnv(%q) = false", n)
 		}
 	}
-	for _, n := range []string{"HOME", "PATH", "LANG", "DISPLAY"} {
+	for _, n := range []string{"HOME", "PATH", "LANG", "DISPLAY", "home", "envoy", "XBASH"} {
 		if ShellStartupEnv(n) {
 			t.Errorf("ShellStartupEnv(%q) = true", n)
 		}

@@ -4,9 +4,12 @@
 // (--exechost-reaper=v2), the interpreter (--exechost-interp=v1) or the
 // confining launcher (--exechost-confine=v1).
 //
-// A package registers its entry point from init (registration only, no
-// work); main calls Init first, before anything else, and Init runs the
-// entry point os.Args[1] names. A test binary whose code re-executes
+// A package registers its entry point from init with Register
+// (registration only, no work); main calls Init first, before anything
+// else, and Init runs the entry point os.Args[1] names. RegisterEarly is
+// the exception: its entry runs from the registering package's own init
+// when os.Args[1] names it, before main and Init (the reaper, the
+// confining launcher, the interpreter). A test binary whose code re-executes
 // itself (os.Executable is the test binary there) calls Init first in its
 // TestMain. The design follows moby's pkg/reexec, dispatching on the first
 // argument rather than on argv[0].

@@ -17,6 +17,7 @@ import (
 
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/testdep"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // needLandlock skips (loudly) on a kernel without the ABI a test needs.
@@ -151,7 +152,7 @@ func TestConfineInThreadLeavesOtherThreadsFree(t *testing.T) {
 		}()
 	}
 	for range cap(errs) {
-		if err := <-errs; err != nil {
+		if err := testproc.Recv(t, errs, "a host thread's write"); err != nil {
 			t.Errorf("a thread of the host is restricted after confined runs: %v", err)
 		}
 	}

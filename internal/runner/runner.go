@@ -158,8 +158,9 @@ type Spec struct {
 	beforeReap func(pid int)
 }
 
-// Result is the outcome of Run; its JSON shape is the design's system.run
-// result payload.
+// Result is the outcome of Run. It is not a wire type: its fields carry no
+// JSON names (Duration is nanoseconds), and the design's system.run result
+// payload is bridge.SystemRunResult, which host.Result.Wire builds.
 type Result struct {
 	// ExitCode is the process's exit status, 128+N when signal N killed it,
 	// -1 when it timed out or was canceled, and 127/126/-1 when it never

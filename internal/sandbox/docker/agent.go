@@ -27,7 +27,9 @@ import (
 // read-only at agentMount, started as the container's user with every
 // restriction of the container (no network, read-only root, no
 // capabilities, no-new-privileges, limits) — and commands are sent to it
-// over the container's own stdio instead of one runc exec each.
+// over one connection instead of one runc exec each: a unix socket the
+// container's stdio only introduces, or that stdio itself when no socket
+// can be made (below).
 //
 // The channel: the backend attaches to the container's stdin, stdout and
 // stderr before starting it, and the container is created with StdinOnce,
