@@ -30,6 +30,9 @@ func warmFixture(t *testing.T, n int, allow ...string) (*fixture, *warmPool) {
 	}
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, allow...)
 	f.engine.WarmInterpreters = n
+	// Warm interpreters serve runs confined by Landlock alone: with jails,
+	// an interpreted run starts in its jail (jailInterpreter), afresh.
+	f.engine.NoJail = true
 	pool := f.engine.warm()
 	waitWarm(t, pool, n)
 	return f, pool
@@ -209,6 +212,7 @@ func TestWarmIdleReap(t *testing.T) {
 		t.Skip("warm interpreters need the polled launcher (pidfds)")
 	}
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/*")
+	f.engine.NoJail = true // as warmFixture
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)
 	f.engine.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
