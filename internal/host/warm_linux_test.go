@@ -296,7 +296,8 @@ func warmChildren(t *testing.T) []int {
 func TestWarmChangesNothing(t *testing.T) {
 	f, pool := warmFixture(t, 1, "$BIN/*", "/usr/bin/*", "/bin/*")
 	cold := NewEngine(f.engine.StateDir, policy.HostGateway, "gw")
-	cold.PATH, cold.Home = f.engine.PATH, f.engine.Home
+	// Both confined by Landlock alone: the warm pool serves no jailed run.
+	cold.PATH, cold.Home, cold.NoJail = f.engine.PATH, f.engine.Home, true
 	t.Cleanup(func() { _ = cold.Close() })
 	reqs := []Request{
 		{RawCommand: "hello a | other b"}, {RawCommand: "hello a && other b; hello c"},
