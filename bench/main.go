@@ -59,7 +59,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "short run: fewer iterations and 1,000 simulated nodes")
 		out     = flag.String("out", "BENCHMARKS.md", "report to rewrite (empty: print only)")
 		nodes   = flag.Int("nodes", 0, "simulated nodes for the scale rows (default 10000, -quick 1000)")
-		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,confine,audit,startup,floor,scale,sandbox,kubernetes")
+		only    = flag.String("only", "", "comma-separated sections to run: exec,throughput,output,memory,micro,confine,interpjail,audit,startup,floor,scale,sandbox,kubernetes")
 		keepTmp = flag.Bool("keep", false, "keep the temporary state directories")
 		prof    = flag.Bool("profile", false, "add the CPU profiles even when the targets are met")
 		ocBench = flag.Bool("openclaw", false, "only the OpenClaw comparison (bench/openclaw.go): exechost vs OpenClaw's node host behind a real OpenClaw gateway")
@@ -134,6 +134,10 @@ func (b *bench) run(only string) error {
 	if want("confine") {
 		fmt.Fprintln(os.Stderr, "== kernel confinement per run")
 		b.confineRows()
+	}
+	if want("interpjail") {
+		fmt.Fprintln(os.Stderr, "== interpreted text in the standing jail")
+		b.interpJailRows()
 	}
 	if want("audit") {
 		fmt.Fprintln(os.Stderr, "== audit log append")

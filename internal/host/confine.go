@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -232,10 +233,18 @@ func (e *Engine) jailReport(p *Prepared, c *confine.Confinement) (held []string,
 	}
 	how := p.RunsAs()
 	pool := e.jails()
-	if pool == nil || how == RunsInterpreted || how == RunsUnchecked || slices.Contains(c.Writable, "/") {
+	if pool == nil || slices.Contains(c.Writable, "/") {
 		return landlock, nil
 	}
-	got, missing, jerr := pool.Layers(e.jailOptions(c, "$TMPDIR", e.egressRelayIfRunning(p)))
+	relay := e.egressRelayIfRunning(p)
+	o := e.jailOptions(c, "$TMPDIR", relay)
+	if how == RunsInterpreted || how == RunsUnchecked {
+		// The interpreter starts in the jail too (jailInterpreter).
+		if exe, err := os.Executable(); err == nil {
+			o = e.interpJailOptions(c, "$TMPDIR", exe, relay)
+		}
+	}
+	got, missing, jerr := pool.Layers(o)
 	switch {
 	case jerr != nil:
 		return landlock, fmt.Errorf("%w: the jail cannot be built on this host: %w (hint: run `exechost doctor`)", confine.ErrUnsupported, jerr)

@@ -42,13 +42,20 @@ func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp 
 	if err != nil {
 		return done, fmt.Errorf("%w: the interpreter %s: %w", runner.ErrStart, exe, err)
 	}
-	o := e.jailOptions(c, tmp, relay)
-	if pathWithin(exe, "/tmp") {
-		addReadable(&o, exe)
-	}
-	done, err = e.enterJail(spec, pool, o, c, done)
+	done, err = e.enterJail(spec, pool, e.interpJailOptions(c, tmp, exe, relay), c, done)
 	if err == nil && spec.Jail != nil {
 		spec.Executable = &id
 	}
 	return done, err
+}
+
+// interpJailOptions is the jail an interpreted run confined by c starts
+// in: a direct start's, with the interpreter exe bound into the view when
+// it lives in the host's /tmp (where the view has a /tmp of its own).
+func (e *Engine) interpJailOptions(c *confine.Confinement, tmp, exe string, relay *jail.EgressRelay) jail.Options {
+	o := e.jailOptions(c, tmp, relay)
+	if pathWithin(exe, "/tmp") {
+		addReadable(&o, exe)
+	}
+	return o
 }

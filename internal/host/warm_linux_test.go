@@ -30,6 +30,9 @@ func warmFixture(t *testing.T, n int, allow ...string) (*fixture, *warmPool) {
 	}
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, allow...)
 	f.engine.WarmInterpreters = n
+	// Warm interpreters serve runs confined by Landlock alone: with jails,
+	// an interpreted run starts in its jail (jailInterpreter), afresh.
+	f.engine.NoJail = true
 	pool := f.engine.warm()
 	waitWarm(t, pool, n)
 	return f, pool
@@ -209,6 +212,7 @@ func TestWarmIdleReap(t *testing.T) {
 		t.Skip("warm interpreters need the polled launcher (pidfds)")
 	}
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/*")
+	f.engine.NoJail = true // as warmFixture
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)
 	f.engine.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -292,7 +296,8 @@ func warmChildren(t *testing.T) []int {
 func TestWarmChangesNothing(t *testing.T) {
 	f, pool := warmFixture(t, 1, "$BIN/*", "/usr/bin/*", "/bin/*")
 	cold := NewEngine(f.engine.StateDir, policy.HostGateway, "gw")
-	cold.PATH, cold.Home = f.engine.PATH, f.engine.Home
+	// Both confined by Landlock alone: the warm pool serves no jailed run.
+	cold.PATH, cold.Home, cold.NoJail = f.engine.PATH, f.engine.Home, true
 	t.Cleanup(func() { _ = cold.Close() })
 	reqs := []Request{
 		{RawCommand: "hello a | other b"}, {RawCommand: "hello a && other b; hello c"},

@@ -116,8 +116,12 @@ func buildView(o *Options, freshProc bool) error {
 		if err := unix.MountSetattr(cl.fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 			return fmt.Errorf("readable %s: %w", cl.path, err)
 		}
-		if err := mountPoint(cl); err != nil {
+		shown, err := mountPoint(cl)
+		if err != nil {
 			return fmt.Errorf("readable %s: %w", cl.path, err)
+		}
+		if shown {
+			continue // a file an earlier entry (its directory) shows already
 		}
 		if err := unix.MoveMount(cl.fd, "", unix.AT_FDCWD, cl.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("readable %s: %w", cl.path, err)
@@ -240,20 +244,25 @@ func loopbackUp() error {
 // mountPoint makes the place cl is attached at on the private /tmp: a
 // directory for a directory, an empty file for a file (a single program
 // made readable, such as the interpreter's binary under `go test`).
-func mountPoint(cl *clone) error {
+// A file already there is shown by an earlier entry (a search path
+// directory bound read-only holds it): shown, and nothing is made.
+func mountPoint(cl *clone) (shown bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(cl.fd, &st); err != nil {
-		return err
+		return false, err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return os.MkdirAll(cl.path, 0o755)
+		return false, os.MkdirAll(cl.path, 0o755)
+	}
+	if _, err := os.Lstat(cl.path); err == nil {
+		return true, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(cl.path), 0o755); err != nil {
-		return err
+		return false, err
 	}
 	f, err := os.OpenFile(cl.path, os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return f.Close()
+	return false, f.Close()
 }
