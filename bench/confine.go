@@ -26,26 +26,11 @@ import (
 // normally is, in the home directory: the rules are built around it.
 func (b *bench) confineRows() {
 	sec := "Kernel confinement per run (Landlock)"
-	if abi := confine.KernelABI(); abi < 4 {
-		b.add(row{section: sec, what: "confined", err: fmt.Errorf("not available: this kernel offers Landlock ABI %d, confinement needs 4", abi)})
-		return
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		b.add(row{section: sec, what: "confined", err: err})
-		return
-	}
-	stateDir, err := os.MkdirTemp(home, ".exechost-bench-state-")
-	if err != nil {
-		b.add(row{section: sec, what: "confined", err: err})
+	home, stateDir, cwd, ok := b.landlockRun(sec, "confined", "confine-work")
+	if !ok {
 		return
 	}
 	defer os.RemoveAll(stateDir)
-	cwd := filepath.Join(b.tmp, "confine-work")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		b.add(row{section: sec, what: "confined", err: err})
-		return
-	}
 	// The run's own temporary directory, writable as a host run's is (the
 	// interpreter makes its private one beneath TMPDIR).
 	tmp := filepath.Join(b.tmp, "confine-tmp")
@@ -193,4 +178,33 @@ func pssKB(pid int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no Pss in smaps_rollup of %d", pid)
+}
+
+// landlockRun prepares a confined run's surroundings for section sec: the
+// home directory, a state directory in it (where it normally is: the
+// rules are built around it; the caller removes it) and a work directory
+// named work. Where the kernel or the machine lacks one, it adds the row
+// what with the reason and reports false.
+func (b *bench) landlockRun(sec, what, work string) (home, stateDir, cwd string, ok bool) {
+	fail := func(err error) (string, string, string, bool) {
+		b.add(row{section: sec, what: what, err: err})
+		return "", "", "", false
+	}
+	if abi := confine.KernelABI(); abi < 4 {
+		return fail(fmt.Errorf("not available: this kernel offers Landlock ABI %d, %s runs need 4", abi, what))
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return fail(err)
+	}
+	stateDir, err = os.MkdirTemp(home, ".exechost-bench-state-")
+	if err != nil {
+		return fail(err)
+	}
+	cwd = filepath.Join(b.tmp, work)
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		os.RemoveAll(stateDir)
+		return fail(err)
+	}
+	return home, stateDir, cwd, true
 }

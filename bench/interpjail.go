@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/exechost/exechost/internal/confine"
@@ -24,26 +23,11 @@ import (
 func (b *bench) interpJailRows() {
 	sec := "Interpreted text in the standing jail vs sh -c"
 	text := "echo a | tr a b && true"
-	if abi := confine.KernelABI(); abi < 4 {
-		b.add(row{section: sec, what: "jailed", err: fmt.Errorf("not available: this kernel offers Landlock ABI %d, the jail's landlock layer needs 4", abi)})
-		return
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		b.add(row{section: sec, what: "jailed", err: err})
-		return
-	}
-	stateDir, err := os.MkdirTemp(home, ".exechost-bench-state-")
-	if err != nil {
-		b.add(row{section: sec, what: "jailed", err: err})
+	home, stateDir, cwd, ok := b.landlockRun(sec, "jailed", "interpjail-work")
+	if !ok {
 		return
 	}
 	defer os.RemoveAll(stateDir)
-	cwd := filepath.Join(b.tmp, "interpjail-work")
-	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		b.add(row{section: sec, what: "jailed", err: err})
-		return
-	}
 	path := "/usr/local/bin:/usr/bin:/bin"
 	env := []string{"PATH=" + path, "HOME=" + home}
 	a := shellcmd.Analyze(text, shellcmd.Env{Cwd: cwd, PATH: path, Home: home})
