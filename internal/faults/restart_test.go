@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/gateway"
 	noderunner "github.com/exechost/exechost/internal/node"
 )
 
@@ -39,14 +40,24 @@ func TestGatewayRestartWithManyNodes(t *testing.T) {
 	for i := range keys {
 		keys[i] = c.joinKey()
 	}
+	// All nodes here are one user on loopback: the gateway's handshake
+	// slots for that one source (gateway.MaxHandshakesPerSource) are the
+	// bound on joins at once, so they join that many at a time, as nodes
+	// on many machines would not need to.
+	joining := make(chan struct{}, gateway.MaxHandshakesPerSource/2)
 	for i := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			joining <- struct{}{}
+			defer func() { <-joining }()
 			nodes[i] = c.startNode(fmt.Sprintf("n%03d", i), policyFull, keys[i])
 		}()
 	}
 	wg.Wait()
+	if t.Failed() {
+		t.FailNow() // a node that never joined is nil below
+	}
 	ids := make([]string, count)
 	for i, n := range nodes {
 		ids[i] = n.id

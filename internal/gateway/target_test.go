@@ -95,12 +95,15 @@ func TestNodeDenialCarriesConstruct(t *testing.T) {
 		"agents":{"main":{"allowlist":[{"pattern":"/usr/bin/echo"},{"pattern":"/usr/bin/id"}]}}}`
 	e.addNode(t, "construct-box", pol)
 	agent := e.client(t, bridge.RoleAgent)
-	_, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "echo $(id)", Host: "node", Node: "construct-box", AgentID: "main"})
+	_, err := call[bridge.ExecResult](t, agent, bridge.MethodExec, bridge.ExecParams{Command: "$(id) x", Host: "node", Node: "construct-box", AgentID: "main"})
 	var be *bridge.Error
 	if !errors.As(err, &be) || be.Code != bridge.CodeDenied || be.Denial == nil {
 		t.Fatalf("exec = %v; want a DENIED error with its denial", err)
 	}
-	if d := be.Denial; d.Construct != "command substitution $(…)" || d.Position != "1:6" || !strings.Contains(d.Hint, "command substitution") {
-		t.Errorf("denial = %+v; want the node's construct at 1:6 and a hint about it", *d)
+	// A substitution naming the program stays a miss under either rule
+	// set (docs/policy.md, "What the walls contain"); which words name it
+	// depends on whether the node's jail holds.
+	if d := be.Denial; !strings.HasPrefix(d.Construct, "command substitution") || d.Position != "1:1" || d.Hint == "" {
+		t.Errorf("denial = %+v; want the node's construct at 1:1 and a hint about it", *d)
 	}
 }

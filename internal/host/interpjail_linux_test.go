@@ -98,8 +98,11 @@ func TestInterpretedRunInJail(t *testing.T) {
 				t.Fatal(err)
 			}
 			planted := filepath.Join(j.home, "docs", "planted")
-			stateFile := j.store.Path
-			if err := os.Chmod(stateFile, 0o600); err != nil {
+			// A file of the state directory that the engine itself never
+			// rewrites (it rewrites exec-approvals.json when it records
+			// use, which would undo a chmod that landed).
+			stateFile := filepath.Join(j.engine.StateDir, "victim.key")
+			if err := os.WriteFile(stateFile, []byte("k"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			sockPath := filepath.Join("/run", fmt.Sprintf("exechost-test-%d.sock", time.Now().UnixNano()))
