@@ -235,24 +235,15 @@ func landlockOf(o *Options) confine.Confinement {
 // and a rule around them would keep the Landlock layer from granting the
 // private /tmp itself (a protected path's directories get rules only for
 // their entries), so a run could not create anything there.
-//
-// A path beneath /tmp that the view does show (inside a writable root
-// there) is dropped too when it exists: the view masks it (an empty
-// tmpfs or /dev/null over it), so the rule would only cost the private
-// /tmp the same way. One that does not exist is kept: nothing masks it.
 func outsideView(o *Options, protected []string) []string {
 	shown := slices.Concat(o.Confine.Writable, o.Readable)
 	return slices.DeleteFunc(slices.Clone(protected), func(p string) bool {
 		if !strings.HasPrefix(p, "/tmp/") {
 			return false
 		}
-		if !slices.ContainsFunc(shown, func(r string) bool {
+		return !slices.ContainsFunc(shown, func(r string) bool {
 			return r == p || strings.HasPrefix(p, r+"/") || strings.HasPrefix(r, p+"/")
-		}) {
-			return true
-		}
-		_, err := os.Lstat(p)
-		return err == nil
+		})
 	})
 }
 
