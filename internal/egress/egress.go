@@ -604,25 +604,36 @@ func (l *Lease) refuse(w http.ResponseWriter, rec Record, code int, why string) 
 	http.Error(w, "exechost egress: "+why, code)
 }
 
-func (l *Lease) connect(w http.ResponseWriter, r *http.Request, rec Record) {
-	t, err := parseTarget(r.RequestURI, 0)
+// open decides on the target hostport names (defPort when it names
+// none) and dials it, filling rec; a refusal or a failed dial is recorded
+// and answered on w, and open reports false.
+func (l *Lease) open(w http.ResponseWriter, r *http.Request, rec *Record, hostport string, defPort int) (net.Conn, bool) {
+	t, err := parseTarget(hostport, defPort)
 	if err != nil {
-		rec.Host = r.RequestURI
-		l.refuse(w, rec, http.StatusBadRequest, err.Error())
-		return
+		rec.Host = hostport
+		l.refuse(w, *rec, http.StatusBadRequest, err.Error())
+		return nil, false
 	}
 	rec.Host, rec.Port = t.Host, t.Port
 	v := l.decide(r.Context(), t)
 	if v.refused != "" {
-		l.refuse(w, rec, http.StatusForbidden, v.refused)
-		return
+		l.refuse(w, *rec, http.StatusForbidden, v.refused)
+		return nil, false
 	}
 	rec.Allowed, rec.Rule = true, v.rule
-	up, err := l.dialChecked(r.Context(), v, t.Port)
+	c, err := l.dialChecked(r.Context(), v, t.Port)
 	if err != nil {
 		rec.Error = err.Error()
-		l.record(rec)
+		l.record(*rec)
 		http.Error(w, "exechost egress: "+t.String()+" is allowed but the dial failed: "+err.Error(), http.StatusBadGateway)
+		return nil, false
+	}
+	return c, true
+}
+
+func (l *Lease) connect(w http.ResponseWriter, r *http.Request, rec Record) {
+	up, ok := l.open(w, r, &rec, r.RequestURI, 0)
+	if !ok {
 		return
 	}
 	rec.Addr = up.RemoteAddr().String()
@@ -703,24 +714,8 @@ func (l *Lease) plain(w http.ResponseWriter, r *http.Request, rec Record) {
 		l.refuse(w, rec, http.StatusBadRequest, "a plain request must name an http:// URL (use CONNECT for https)")
 		return
 	}
-	t, err := parseTarget(r.URL.Host, 80)
-	if err != nil {
-		rec.Host = r.URL.Host
-		l.refuse(w, rec, http.StatusBadRequest, err.Error())
-		return
-	}
-	rec.Host, rec.Port = t.Host, t.Port
-	v := l.decide(r.Context(), t)
-	if v.refused != "" {
-		l.refuse(w, rec, http.StatusForbidden, v.refused)
-		return
-	}
-	rec.Allowed, rec.Rule = true, v.rule
-	raw, err := l.dialChecked(r.Context(), v, t.Port)
-	if err != nil {
-		rec.Error = err.Error()
-		l.record(rec)
-		http.Error(w, "exechost egress: "+t.String()+" is allowed but the dial failed: "+err.Error(), http.StatusBadGateway)
+	raw, ok := l.open(w, r, &rec, r.URL.Host, 80)
+	if !ok {
 		return
 	}
 	up := &countConn{Conn: raw}
