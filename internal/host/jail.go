@@ -84,18 +84,10 @@ func (e *Engine) takeJail(spec *runner.Spec, c *confine.Confinement, tmp string,
 		// temporary directory is made readable there (that file alone),
 		// or it could not be found (everything else of / is in the view
 		// already).
-		addReadable(&o, spec.Argv[0])
+		// (The view skips it where a readable directory shows it.)
+		o.Readable = append(o.Readable, spec.Argv[0])
 	}
 	return e.enterJail(spec, pool, o, c, done)
-}
-
-// addReadable makes p readable in the view unless a readable directory
-// holds it already: that directory is bound read-only first, and a mount
-// point for p could not be made inside it.
-func addReadable(o *jail.Options, p string) {
-	if !slices.ContainsFunc(o.Readable, func(r string) bool { return pathWithin(p, r) }) {
-		o.Readable = append(o.Readable, p)
-	}
 }
 
 // enterJail sets spec.Jail to the pool's jail for o when it holds every

@@ -55,7 +55,7 @@ func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp 
 func (e *Engine) interpJailOptions(c *confine.Confinement, tmp, exe string, relay *jail.EgressRelay) jail.Options {
 	o := e.jailOptions(c, tmp, relay)
 	if pathWithin(exe, "/tmp") {
-		addReadable(&o, exe)
+		o.Readable = append(o.Readable, exe)
 	}
 	return o
 }
