@@ -78,7 +78,9 @@ func FuzzDecodeRunResult(f *testing.F) {
 			return
 		}
 		var gen bridge.InvokeResult
-		if err := json.Unmarshal(params, &gen); err != nil {
+		// bridge.Unmarshal is the general path invokeResult takes: exact
+		// names, no duplicates (encoding/json would match "Id" to id).
+		if err := bridge.Unmarshal(params, &gen); err != nil {
 			t.Fatalf("one-pass accepted what the general path refuses: %v: %q", err, params)
 		}
 		if gen.ID != r.res.ID || gen.OK != r.res.OK {
@@ -91,7 +93,7 @@ func FuzzDecodeRunResult(f *testing.F) {
 			return
 		}
 		var want bridge.SystemRunResult
-		if err := json.Unmarshal(gen.Payload, &want); err != nil {
+		if err := bridge.Unmarshal(gen.Payload, &want); err != nil {
 			t.Fatalf("general path cannot decode the payload one-pass accepted: %v: %q", err, params)
 		}
 		if d := cmp.Diff(want, *r.run, cmpopts.IgnoreFields(bridge.SystemRunResult{}, "Wire")); d != "" {
