@@ -253,6 +253,51 @@ func (j *Jail) Start(r Request) (*Proc, error) {
 	return &Proc{pid: m.Pid, pidfd: got[0], sock: sp[0], warm: m.Warm}, nil
 }
 
+// WaitWarm waits at most d for the warm process of argv (Request.Warm) to
+// stand ready in the jail: benchmarks and tests measure a hand-over, not
+// a start. The server keeps one only once a run asked for it.
+func (j *Jail) WaitWarm(argv []string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	b, err := json.Marshal(request{Probe: true, Warm: argv})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrJail, err)
+	}
+	for {
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrJail, err)
+		}
+		j.mu.Lock()
+		if j.closed {
+			err = ErrGone
+		} else {
+			for {
+				err = unix.Sendmsg(j.ctl, b, unix.UnixRights(sp[1]), nil, unix.MSG_NOSIGNAL)
+				if err != unix.EINTR {
+					break
+				}
+			}
+		}
+		j.mu.Unlock()
+		unix.Close(sp[1])
+		var m startedMsg
+		if err == nil {
+			err = recvJSON(sp[0], &m, nil, 5*time.Second)
+		}
+		unix.Close(sp[0])
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrGone, err)
+		}
+		if m.Warm {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: no warm process ready after %s", ErrJail, d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // Handed is how many runs a warm process took (Request.Warm).
 func (j *Jail) Handed() int { return int(j.handed.Load()) }
 
@@ -365,6 +410,9 @@ type Warmed struct {
 	*Jail
 	argv []string
 }
+
+// WaitWarm is Jail.WaitWarm for w's warm process.
+func (w *Warmed) WaitWarm(d time.Duration) error { return w.Jail.WaitWarm(w.argv, d) }
 
 // StartRun is Jail.StartRun asking for the warm process.
 func (w *Warmed) StartRun(argv, env []string, dir string, stdio [3]int, exec int) (runner.JailedRun, error) {

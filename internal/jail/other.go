@@ -59,5 +59,8 @@ func (*Pool) Layers(Options) (held, missing []confine.Layer, err error) {
 	return nil, AllLayers, fmt.Errorf("%w: jails need Linux", ErrJail)
 }
 
+// Handed is 0 here.
+func (*Pool) Handed() int { return 0 }
+
 // Close does nothing here.
 func (*Pool) Close() {}

@@ -50,6 +50,9 @@ type request struct {
 	// that can take this run by a hand-over: the server keeps one such
 	// process started ahead of need from the same file (warm.go).
 	Warm []string `json:"warm,omitempty"`
+	// Probe asks, with only a reply socket, whether a warm process of
+	// Warm stands ready (within a second); nothing runs.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // startedMsg is the first reply on a run's socket: its pid in the jail
@@ -118,7 +121,12 @@ func serve() {
 		}
 		fds := rights(oob[:oobn])
 		var req request
-		if err := json.Unmarshal(buf[:n], &req); err != nil || len(fds) < 4 || len(req.Argv) == 0 {
+		err = json.Unmarshal(buf[:n], &req)
+		if err == nil && req.Probe && len(fds) == 1 {
+			ws.probe(req.Warm, fds[0])
+			continue
+		}
+		if err != nil || len(fds) < 4 || len(req.Argv) == 0 {
 			closeAll(fds)
 			continue
 		}

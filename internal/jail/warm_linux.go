@@ -244,3 +244,36 @@ func handOver(req request, fds []int, w *warmProc, own int, ws *warmSlot) bool {
 	wait(w.pid, sock, err, ws, true)
 	return true
 }
+
+// probe answers on sock whether a warm process of argv is ready, waiting
+// at most a second on a goroutine (the loop serves runs meanwhile); it
+// starts one if one is wanted and none stands.
+func (ws *warmSlot) probe(argv []string, sock int) {
+	w := ws.cur
+	if w == nil || !slices.Equal(w.argv, argv) {
+		ws.poke()
+		reply(sock, startedMsg{}, nil)
+		unix.Close(sock)
+		return
+	}
+	if w.ready {
+		reply(sock, startedMsg{Warm: true}, nil)
+		unix.Close(sock)
+		return
+	}
+	// A copy: the loop may hand the process over (and close its socket)
+	// while this waits. Polled, never read: the loop reads the byte.
+	dup, err := unix.FcntlInt(uintptr(w.sock), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		reply(sock, startedMsg{}, nil)
+		unix.Close(sock)
+		return
+	}
+	go func() {
+		fds := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 1000)
+		reply(sock, startedMsg{Warm: err == nil && n > 0}, nil)
+		unix.Close(sock)
+		unix.Close(dup)
+	}()
+}

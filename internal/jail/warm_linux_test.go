@@ -95,12 +95,17 @@ func warmJail(t *testing.T, p *Pool, writable string, layers []confine.Layer) *J
 }
 
 // handed runs target in j until a warm process took a run (the first run
-// starts afresh and the server starts the warm process once it is done),
-// within 30 s, and returns that run's result.
+// starts afresh and the server starts the warm process once it is done;
+// WaitWarm waits for it), at most three times, and returns that run's
+// result.
 func handed(t *testing.T, j *Jail, target string) runner.Result {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for before := j.Handed(); ; {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		before := j.Handed()
 		res := warmRun(t, j, target)
 		if j.Handed() > before {
 			if !strings.Contains(res.Stdout, "warm=true") {
@@ -108,11 +113,15 @@ func handed(t *testing.T, j *Jail, target string) runner.Result {
 			}
 			return res
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no run was handed to a warm process within 30s (last: %q %q)", res.Stdout, res.Stderr)
+		if strings.Contains(res.Stdout, "warm=true") {
+			t.Fatalf("a run says it was warm, the jail counted none: %q", res.Stdout)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if err := j.WaitWarm([]string{exe, warmTestArg, "warm"}, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
+	t.Fatal("no run was handed to the warm process that stood ready")
+	return runner.Result{}
 }
 
 // TestWarmHandOver: a run the jail hands to its warm process is the run a
@@ -200,7 +209,9 @@ func TestWarmOnlyTheDecidedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the replacement stands
+	if err := j.WaitWarm([]string{exe, warmTestArg, "warm"}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	before := j.Handed()
 	target := filepath.Join(w, "swapped")
 	_, err = runner.Run(context.Background(), runner.Spec{
