@@ -98,18 +98,28 @@ func serve() {
 		os.Exit(1)
 	}
 	pfd := []unix.PollFd{{Fd: ctlFD, Events: unix.POLLIN}, {Fd: int32(ws.wake[0]), Events: unix.POLLIN}}
+	refill := false // a run that asked for a warm process is done
 	for {
 		// A warm process is started here, on the jail's thread, once no
 		// request waits: a start of this binary takes a core for
 		// milliseconds, which the runs in flight should have.
-		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+		wait := -1
+		if refill {
+			wait = 0
+		}
+		n, err := unix.Poll(pfd, wait)
+		if err != nil && err != unix.EINTR {
 			os.Exit(1)
 		}
-		if pfd[1].Revents != 0 {
+		if n > 0 && pfd[1].Revents != 0 {
 			ws.drainWake()
+			refill = true
 		}
-		if pfd[0].Revents == 0 {
-			ws.refill()
+		if n <= 0 || pfd[0].Revents == 0 {
+			if refill && err == nil {
+				ws.refill()
+				refill = false
+			}
 			continue
 		}
 		n, oobn, _, _, err := unix.Recvmsg(ctlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
