@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/jail"
@@ -74,8 +75,30 @@ func (b *bench) interpJailRows() {
 		{name: "sh -c (baseline)", how: "runner.Run of `/bin/sh -c '" + text + "'`, unconfined", run: run(runner.Spec{Argv: []string{"/bin/sh", "-c", text}, Cwd: cwd, BaseEnv: env})},
 		{name: "sh -c, jailed", baseline: "sh -c (baseline)", how: "the same in the standing jail (layers " + held + "): the floor for a jailed start of the text", run: run(runner.Spec{Argv: []string{"/bin/sh", "-c", text}, Cwd: cwd, BaseEnv: jenv, Jail: j})},
 		{name: "interpreted, unconfined", baseline: "sh -c (baseline)", how: "runner.Run of the analysed tree in the interpreter (this binary re-executed), run-time checks on, no confinement", run: run(runner.Spec{Argv: interp, Cwd: cwd, BaseEnv: env})},
-		{name: "interpreted, jailed", baseline: "sh -c (baseline)", how: "as the host runs it: the interpreter started by descriptor (runner.Spec.Executable) by the standing jail's server, every layer built already, no Landlock of its own", run: run(runner.Spec{Argv: interp, Executable: &exeID, Cwd: cwd, BaseEnv: jenv, Jail: j})},
+		{name: "interpreted, jailed, fresh start", baseline: "sh -c (baseline)", how: "the interpreter started by descriptor (runner.Spec.Executable) by the standing jail's server (fork and exec of this binary), every layer built already, no Landlock of its own: what a run pays when no warm interpreter stands ready", run: run(runner.Spec{Argv: interp, Executable: &exeID, Cwd: cwd, BaseEnv: jenv, Jail: j})},
 	}
+	warmArgv, err := shellrun.WarmArgv()
+	warmed := j.Warmed(warmArgv)
+	handed := 0
+	warmOp := op{name: "interpreted, jailed", baseline: "sh -c (baseline)", how: "as the host runs it: the same start handed to the jail's warm interpreter (jail.Jail.Warmed: this binary forked by the jail's server from the decided file, every layer inherited, past its initialisation; made ready untimed before each run, as the server starts the next once a run is done and no request waits)", skip: err,
+		before: func() error { handed = j.Handed(); return warmed.WaitWarm(30 * time.Second) },
+		run: func() error {
+			if err := run(runner.Spec{Argv: interp, Executable: &exeID, Cwd: cwd, BaseEnv: jenv, Jail: warmed})(); err != nil {
+				return err
+			}
+			if j.Handed() != handed+1 {
+				return fmt.Errorf("the run was not handed to the warm interpreter")
+			}
+			return nil
+		}}
+	if err == nil {
+		// The server keeps a warm interpreter once a run asked for one:
+		// this untimed run is that first ask.
+		if err := run(runner.Spec{Argv: interp, Executable: &exeID, Cwd: cwd, BaseEnv: jenv, Jail: warmed})(); err != nil {
+			warmOp.skip = err
+		}
+	}
+	ops = append(ops, warmOp)
 	index := map[string]int{}
 	for i, o := range ops {
 		index[o.name] = i

@@ -104,8 +104,13 @@ func runOpenClawBench(quick bool, out string) error {
 
 	fmt.Fprintln(os.Stderr, "== cold start to connected: exechost node")
 	t0 := time.Now()
+	// The token in a file, as the node takes it (never on argv).
+	tokenFile := filepath.Join(tmp, "openclaw-token")
+	if err := os.WriteFile(tokenFile, []byte(gw.Token+"\n"), 0o600); err != nil {
+		return err
+	}
 	ex.proc, err = testproc.Start([]string{bin, "--state-dir", exDir, "node", "run", "--openclaw", gw.URL,
-		"--openclaw-token", gw.Token, "--display-name", ex.name, "--log-level", "warn"})
+		"--openclaw-token-file", tokenFile, "--display-name", ex.name, "--log-level", "warn"})
 	if err != nil {
 		return err
 	}

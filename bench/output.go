@@ -81,7 +81,7 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 			var res bridge.ExecResult
 			err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "cat " + file, Host: "node", Node: nodeID, SessionKey: "out"}, &res)
 			if err == nil && (!res.Success || len(res.Stdout) < min(size, runner.MaxOutput)) {
-				err = fmt.Errorf("exit %d, %d bytes of stdout: %s", res.ExitCode, len(res.Stdout), res.Error)
+				err = fmt.Errorf("exit %d, %d bytes of stdout: %s %s", res.ExitCode, len(res.Stdout), res.Error, res.Stderr)
 			}
 			return err
 		}

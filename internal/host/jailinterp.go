@@ -8,6 +8,7 @@ import (
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/shellrun"
 )
 
 // jailInterpreter starts an interpreted run's interpreter (this binary)
@@ -27,7 +28,11 @@ import (
 // this binary was when the run was decided is what runs (spec.Executable),
 // found in the view where the host finds it (a binary in the host's /tmp,
 // as under `go test`, is bound into the view's private /tmp, that file
-// alone). Its TMPDIR, and so the private directories it makes and the one
+// alone). The jail's server keeps a warm interpreter (jail.Jail.Warmed:
+// started from the same file in the same jail, past the runtime's and
+// the packages' initialisation) and hands the run to it when one stands;
+// the engine's own warm pool (warm.go) serves only interpreted runs that
+// start outside a jail. Its TMPDIR, and so the private directories it makes and the one
 // its programs get, is the jail's /tmp.
 func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp string, relay *jail.EgressRelay, done func()) (func(), error) {
 	pool := e.jails()
@@ -45,6 +50,13 @@ func (e *Engine) jailInterpreter(spec *runner.Spec, c *confine.Confinement, tmp 
 	done, err = e.enterJail(spec, pool, e.interpJailOptions(c, tmp, exe, relay), c, done)
 	if err == nil && spec.Jail != nil {
 		spec.Executable = &id
+		// Handed to the jail's warm interpreter when one stands (it is
+		// this file, started in this jail): no start of this binary.
+		if j, ok := spec.Jail.(*jail.Jail); ok {
+			if warm, werr := shellrun.WarmArgv(); werr == nil {
+				spec.Jail = j.Warmed(warm)
+			}
+		}
 	}
 	return done, err
 }

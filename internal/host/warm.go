@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exechost/exechost/internal/jail"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/shellrun"
 )
@@ -33,7 +34,10 @@ import (
 // unconfined direct starts and shell text, confined ones started from a
 // restricted thread (confine.Confinement.InThread), platforms without the
 // polled launcher (runner.WarmSupported) and whenever no warm process is
-// ready.
+// ready. Where jails are built, an interpreted run under a policy is
+// handed to its jail's own warm interpreter (jailInterpreter) and this
+// pool serves only runs that start outside a jail, so it fills on its
+// first use instead of at the engine's start.
 
 const (
 	// DefaultWarmInterpreters is the pool size daemons use unless told
@@ -75,15 +79,19 @@ type warmEntry struct {
 	at time.Time // when it became ready
 }
 
-func newWarmPool(size int, idle time.Duration, now func() time.Time, argv, env []string) *warmPool {
+// newWarmPool makes a pool; lazy leaves it empty until a run asks for a
+// process (take, waitReady) instead of filling it at once.
+func newWarmPool(size int, idle time.Duration, now func() time.Time, argv, env []string, lazy bool) *warmPool {
 	if idle <= 0 {
 		idle = DefaultWarmIdle
 	}
 	p := &warmPool{size: size, idle: idle, now: now, argv: argv, env: env,
 		starter: runner.NewWarmStarter(), changed: make(chan struct{})}
-	p.mu.Lock()
-	p.fillLocked()
-	p.mu.Unlock()
+	if !lazy {
+		p.mu.Lock()
+		p.fillLocked()
+		p.mu.Unlock()
+	}
 	return p
 }
 
@@ -100,7 +108,12 @@ func (e *Engine) warm() *warmPool {
 		if err != nil {
 			return nil
 		}
-		e.warmPool = newWarmPool(e.WarmInterpreters, e.WarmIdle, e.now, argv, e.baseEnv())
+		// With jails, interpreted runs under a policy start in their
+		// jail's warm interpreter (jailInterpreter), and this pool serves
+		// only what starts outside one: it fills on its first use rather
+		// than hold idle processes (issue 39: the node's idle PSS).
+		lazy := jail.Supported && !e.NoJail && !jailOff
+		e.warmPool = newWarmPool(e.WarmInterpreters, e.WarmIdle, e.now, argv, e.baseEnv(), lazy)
 	}
 	return e.warmPool
 }
@@ -278,6 +291,9 @@ func (p *warmPool) notifyLocked() {
 // waitReady waits until n processes are ready (or ctx ends): tests and
 // benchmarks measure a warm run, not a start.
 func (p *warmPool) waitReady(ctx context.Context, n int) error {
+	p.mu.Lock()
+	p.fillLocked() // a lazy pool that was never used
+	p.mu.Unlock()
 	for {
 		p.mu.Lock()
 		got, ch, err := len(p.ready), p.changed, p.lastErr

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ type Jail struct {
 	ctl     int
 	closed  bool
 	cgroup  string // the jail's pids cgroup, removed once it is closed
+	handed  atomic.Int64
 }
 
 // Key is the jail's Options.Key.
@@ -137,6 +139,11 @@ type Request struct {
 	// was decided on is what runs); it is the run's descriptor 3. -1 for
 	// none.
 	Exec int
+	// Warm, with Exec, is the argv of a warm process (one waiting in
+	// runner.AwaitHandOver) that may take the run instead of a fork and
+	// an exec: the server keeps one started from the decided file
+	// (warm_linux.go) and hands it the run when the file is the same.
+	Warm []string
 }
 
 // Proc is a started run.
@@ -144,7 +151,11 @@ type Proc struct {
 	pid   int
 	pidfd int
 	sock  int
+	warm  bool
 }
+
+// Warm says a warm process took the run (Request.Warm).
+func (p *Proc) Warm() bool { return p.warm }
 
 // Pid is its process id in the jail's pid namespace.
 func (p *Proc) Pid() int { return p.pid }
@@ -184,7 +195,11 @@ func (j *Jail) Start(r Request) (*Proc, error) {
 	if len(r.Argv) == 0 {
 		return nil, fmt.Errorf("%w: no argv", ErrJail)
 	}
-	b, err := json.Marshal(request{Argv: r.Argv, Env: r.Env, Dir: r.Dir, Exec: r.Exec >= 0})
+	req := request{Argv: r.Argv, Env: r.Env, Dir: r.Dir, Exec: r.Exec >= 0}
+	if req.Exec {
+		req.Warm = r.Warm
+	}
+	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrJail, err)
 	}
@@ -232,8 +247,59 @@ func (j *Jail) Start(r Request) (*Proc, error) {
 		}
 		return nil, fmt.Errorf("%w: start %s: %s", ErrJail, r.Argv[0], m.Err)
 	}
-	return &Proc{pid: m.Pid, pidfd: got[0], sock: sp[0]}, nil
+	if m.Warm {
+		j.handed.Add(1)
+	}
+	return &Proc{pid: m.Pid, pidfd: got[0], sock: sp[0], warm: m.Warm}, nil
 }
+
+// WaitWarm waits at most d for the warm process of argv (Request.Warm) to
+// stand ready in the jail: benchmarks and tests measure a hand-over, not
+// a start. The server keeps one only once a run asked for it.
+func (j *Jail) WaitWarm(argv []string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	b, err := json.Marshal(request{Probe: true, Warm: argv})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrJail, err)
+	}
+	for {
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrJail, err)
+		}
+		j.mu.Lock()
+		if j.closed {
+			err = ErrGone
+		} else {
+			for {
+				err = unix.Sendmsg(j.ctl, b, unix.UnixRights(sp[1]), nil, unix.MSG_NOSIGNAL)
+				if err != unix.EINTR {
+					break
+				}
+			}
+		}
+		j.mu.Unlock()
+		unix.Close(sp[1])
+		var m startedMsg
+		if err == nil {
+			err = recvJSON(sp[0], &m, nil, 5*time.Second)
+		}
+		unix.Close(sp[0])
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrGone, err)
+		}
+		if m.Warm {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: no warm process ready after %s", ErrJail, d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Handed is how many runs a warm process took (Request.Warm).
+func (j *Jail) Handed() int { return int(j.handed.Load()) }
 
 // Alive reports whether the server still runs.
 func (j *Jail) Alive() bool {
@@ -322,9 +388,33 @@ func recvJSON(sock int, v any, fds *[]int, d time.Duration) error {
 
 // StartRun is Start for the runner (runner.Jail): Spec.Jail is a Jail.
 func (j *Jail) StartRun(argv, env []string, dir string, stdio [3]int, exec int) (runner.JailedRun, error) {
-	p, err := j.Start(Request{Argv: argv, Env: env, Dir: dir, Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], Exec: exec})
+	return j.startRun(argv, env, dir, stdio, exec, nil)
+}
+
+func (j *Jail) startRun(argv, env []string, dir string, stdio [3]int, exec int, warm []string) (runner.JailedRun, error) {
+	p, err := j.Start(Request{Argv: argv, Env: env, Dir: dir, Stdin: stdio[0], Stdout: stdio[1], Stderr: stdio[2], Exec: exec, Warm: warm})
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// Warmed is j for the runner with every pinned start asking for the warm
+// process of argv (Request.Warm): the host's interpreted runs.
+func (j *Jail) Warmed(argv []string) *Warmed {
+	return &Warmed{Jail: j, argv: slices.Clone(argv)}
+}
+
+// Warmed is a Jail whose runs (runner.Jail) ask for a warm process.
+type Warmed struct {
+	*Jail
+	argv []string
+}
+
+// WaitWarm is Jail.WaitWarm for w's warm process.
+func (w *Warmed) WaitWarm(d time.Duration) error { return w.Jail.WaitWarm(w.argv, d) }
+
+// StartRun is Jail.StartRun asking for the warm process.
+func (w *Warmed) StartRun(argv, env []string, dir string, stdio [3]int, exec int) (runner.JailedRun, error) {
+	return w.Jail.startRun(argv, env, dir, stdio, exec, w.argv)
 }

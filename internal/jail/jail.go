@@ -41,6 +41,14 @@
 //     the forking thread, with the hidden set kept out as the protected
 //     set is.
 //
+// A run that names a warm argv (Request.Warm, Jail.Warmed: the host's
+// interpreter) may instead be handed to a process the server started
+// ahead of need from the same decided file, already in the jail
+// (warm_linux.go): a hand-over, not a start of a large binary. Nothing
+// else differs: the run is its own pid namespace's init, holds the same
+// layers, and gets the argv, environment, directory, streams and pinned
+// file a fresh start's execve would have given it.
+//
 // A user that is not root gets the namespaces through a user namespace
 // mapping it to itself; root needs none. Held reports which layers this
 // machine can build for a confinement, and Jail.Held which a started jail

@@ -29,6 +29,12 @@ func (*Jail) StartRun([]string, []string, string, [3]int, int) (runner.JailedRun
 	return nil, fmt.Errorf("%w: %w", ErrJail, syscall.ENOSYS)
 }
 
+// Handed is 0 here.
+func (*Jail) Handed() int { return 0 }
+
+// Warmed is j here (no warm process).
+func (j *Jail) Warmed([]string) *Jail { return j }
+
 // Pool builds no jail here.
 type Pool struct{}
 
@@ -52,6 +58,9 @@ func (*Pool) Get(Options) (*Jail, func(), error) {
 func (*Pool) Layers(Options) (held, missing []confine.Layer, err error) {
 	return nil, AllLayers, fmt.Errorf("%w: jails need Linux", ErrJail)
 }
+
+// Handed is 0 here.
+func (*Pool) Handed() int { return 0 }
 
 // Close does nothing here.
 func (*Pool) Close() {}

@@ -46,6 +46,13 @@ type request struct {
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	Exec bool     `json:"exec,omitempty"`
+	// Warm, with Exec, is the argv of a warm process (runner.AwaitHandOver)
+	// that can take this run by a hand-over: the server keeps one such
+	// process started ahead of need from the same file (warm.go).
+	Warm []string `json:"warm,omitempty"`
+	// Probe asks, with only a reply socket, whether a warm process of
+	// Warm stands ready (within a second); nothing runs.
+	Probe bool `json:"probe,omitempty"`
 }
 
 // startedMsg is the first reply on a run's socket: its pid in the jail
@@ -54,6 +61,8 @@ type startedMsg struct {
 	Pid   int    `json:"pid,omitempty"`
 	Errno int    `json:"errno,omitempty"`
 	Err   string `json:"err,omitempty"`
+	// Warm says a warm process took the run (no fork, no exec).
+	Warm bool `json:"warm,omitempty"`
 }
 
 type exitedMsg struct {
@@ -84,9 +93,37 @@ func serve() {
 	newPID := slices.Contains(held, confine.LayerPID)
 	buf := settle()
 	oob := make([]byte, unix.CmsgSpace(5*4))
+	ws, err := newWarmSlot(newPID)
+	if err != nil {
+		os.Exit(1)
+	}
+	pfd := []unix.PollFd{{Fd: ctlFD, Events: unix.POLLIN}, {Fd: int32(ws.wake[0]), Events: unix.POLLIN}}
+	refill := false // a run that asked for a warm process is done
 	for {
+		// A warm process is started here, on the jail's thread, once no
+		// request waits: a start of this binary takes a core for
+		// milliseconds, which the runs in flight should have.
+		wait := -1
+		if refill {
+			wait = 0
+		}
+		n, err := unix.Poll(pfd, wait)
+		if err != nil && err != unix.EINTR {
+			os.Exit(1)
+		}
+		if n > 0 && pfd[1].Revents != 0 {
+			ws.drainWake()
+			refill = true
+		}
+		if n <= 0 || pfd[0].Revents == 0 {
+			if refill && err == nil {
+				ws.refill()
+				refill = false
+			}
+			continue
+		}
 		n, oobn, _, _, err := unix.Recvmsg(ctlFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EINTR {
+		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
 		if err != nil || n == 0 {
@@ -94,11 +131,16 @@ func serve() {
 		}
 		fds := rights(oob[:oobn])
 		var req request
-		if err := json.Unmarshal(buf[:n], &req); err != nil || len(fds) < 4 || len(req.Argv) == 0 {
+		err = json.Unmarshal(buf[:n], &req)
+		if err == nil && req.Probe && len(fds) == 1 {
+			ws.probe(req.Warm, fds[0])
+			continue
+		}
+		if err != nil || len(fds) < 4 || len(req.Argv) == 0 {
 			closeAll(fds)
 			continue
 		}
-		startRun(req, fds, newPID)
+		startRun(req, fds, newPID, ws)
 	}
 }
 
@@ -249,10 +291,16 @@ func outsideView(o *Options, protected []string) []string {
 
 // startRun forks req from this (the jail's) thread and answers on its
 // socket: its pid and pidfd, then its wait status once it has exited.
-func startRun(req request, fds []int, newPID bool) {
+func startRun(req request, fds []int, newPID bool, ws *warmSlot) {
 	sock := fds[0]
 	files := []uintptr{uintptr(fds[1]), uintptr(fds[2]), uintptr(fds[3])}
 	path := req.Argv[0]
+	warm := req.Exec && len(fds) > 4 && len(req.Warm) > 0
+	if warm {
+		if w, own := ws.take(req, fds[4]); w != nil && handOver(req, fds, w, own, ws) {
+			return
+		}
+	}
 	if req.Exec && len(fds) > 4 {
 		// The file decided on, opened again where the run finds it in
 		// the view (its Landlock rules are the view's) and started only
@@ -273,6 +321,11 @@ func startRun(req request, fds []int, newPID bool) {
 		attr.Cloneflags = syscall.CLONE_NEWPID
 	}
 	pid, err := syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: req.Dir, Env: req.Env, Files: files, Sys: attr})
+	if warm && err == nil {
+		// The next run of this kind is handed to a warm process started
+		// from the same file (once this one is done: wait pokes).
+		ws.want(req.Warm, fds[len(fds)-1])
+	}
 	closeAll(fds[1:])
 	if err != nil {
 		m := startedMsg{Err: err.Error()}
@@ -285,17 +338,27 @@ func startRun(req request, fds []int, newPID bool) {
 	}
 	err = reply(sock, startedMsg{Pid: pid}, []int{pidfd})
 	unix.Close(pidfd)
+	wait(pid, sock, err, ws, warm)
+}
+
+// wait answers on sock with pid's wait status once it has exited (unless
+// sending its start failed, sent), then closes sock; with wake, it wakes
+// the server's loop to start a warm process.
+func wait(pid, sock int, sent error, ws *warmSlot, wake bool) {
 	go func() {
-		var ws unix.WaitStatus
+		var st unix.WaitStatus
 		for {
-			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			if _, err := unix.Wait4(pid, &st, 0, nil); err != unix.EINTR {
 				break
 			}
 		}
-		if err == nil {
-			reply(sock, exitedMsg{Status: uint32(ws)}, nil)
+		if sent == nil {
+			reply(sock, exitedMsg{Status: uint32(st)}, nil)
 		}
 		unix.Close(sock)
+		if wake {
+			ws.poke()
+		}
 	}()
 }
 

@@ -58,6 +58,11 @@ type handOver struct {
 	// layer of the run's confinement, which the process is to hold as
 	// BaseFD, as a fresh start's child does.
 	Base bool `json:"base,omitempty"`
+	// Stdio says it carries, before any other, the run's standard
+	// streams, which the process is to hold as its descriptors 0, 1 and
+	// 2: a warm process started where the run's streams were not yet
+	// known (a jail's, SendJailHandOver).
+	Stdio bool `json:"stdio,omitempty"`
 }
 
 // apply gives this process the hand-over's working directory and

@@ -276,6 +276,9 @@ func AwaitHandOver() ([]string, error) {
 // the placeholder), so nothing else can take a number in between.
 func (h handOver) place(fds []int) error {
 	want := 0
+	if h.Stdio {
+		want += 3
+	}
 	if h.Pinned {
 		want++
 	}
@@ -283,7 +286,16 @@ func (h handOver) place(fds []int) error {
 		want++
 	}
 	if len(fds) != want {
-		return fmt.Errorf("warm process: hand-over with %d descriptors, pinned=%v base=%v", len(fds), h.Pinned, h.Base)
+		return fmt.Errorf("warm process: hand-over with %d descriptors, stdio=%v pinned=%v base=%v", len(fds), h.Stdio, h.Pinned, h.Base)
+	}
+	if h.Stdio {
+		// Not close-on-exec: the run's programs inherit them.
+		for i := range 3 {
+			if err := unix.Dup3(fds[i], i, 0); err != nil {
+				return fmt.Errorf("warm process: descriptor %d: %w", i, err)
+			}
+		}
+		fds = fds[3:]
 	}
 	if h.Pinned {
 		// Not close-on-exec: the launcher execs it by path.
@@ -340,6 +352,21 @@ func readHandOver(sock int) ([]byte, []int, error) {
 	}
 }
 
+// SendJailHandOver hands a run to a warm process a jail's server started
+// (internal/jail) on the process's hand-over socket sock, and closes it:
+// argv, env and dir as for a fresh start, stdio as its descriptors 0-2
+// and, when pinned >= 0, the pinned executable as ChildFD. The process
+// holds BaseFD with a placeholder until then, which it closes.
+func SendJailHandOver(sock int, argv, env []string, dir string, stdio [3]int, pinned int) error {
+	defer unix.Close(sock)
+	h := handOver{Argv: argv, Env: env, Dir: dir, Stdio: true, Pinned: pinned >= 0}
+	fds := stdio[:]
+	if pinned >= 0 {
+		fds = append(fds, pinned)
+	}
+	return writeHandOver(sock, h, fds)
+}
+
 // sendHandOver writes ls's argv, environment and working directory to the
 // hand-over socket and closes it: the process now runs as ls says.
 func sendHandOver(sock int, ls launchSpec) error {
@@ -354,6 +381,12 @@ func sendHandOver(sock int, ls launchSpec) error {
 		h.Base = true
 		fds = append(fds, int(ls.base.Fd()))
 	}
+	return writeHandOver(sock, h, fds)
+}
+
+// writeHandOver writes h, with fds on its first bytes, and shuts the
+// writing side of sock: the process reads until then.
+func writeHandOver(sock int, h handOver, fds []int) error {
 	var rights []byte
 	if len(fds) > 0 {
 		rights = unix.UnixRights(fds...)
