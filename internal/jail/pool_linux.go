@@ -18,7 +18,8 @@ import (
 // a fork and an exec in a jail that already stands. At most Max are kept
 // (least recently used beyond it are closed once no run uses them), and
 // one idle longer than Idle is closed by Reap. A confinement that changes
-// has another key: its runs get a new jail, never the old one. Jails are
+// has another key: its runs get a new jail, never the old one; so does a
+// home that gained an entry beside a protected one (stampListed). Jails are
 // started from one thread the pool keeps (their parent-death signal
 // belongs to it), so a pool must be Closed to let it go.
 type Pool struct {
@@ -27,6 +28,10 @@ type Pool struct {
 	idle  time.Duration
 	ready time.Duration
 	now   func() time.Time
+
+	// trustListed reuses a jail whose listed directories changed (the
+	// tests' control for the check it turns off).
+	trustListed bool
 
 	reqs chan func()
 	mu   sync.Mutex // guards jails, closed
@@ -42,6 +47,83 @@ type entry struct {
 	done chan struct{}
 	used time.Time
 	runs int // leases not yet released
+	// listed are the directories its Landlock layer granted entry by
+	// entry, as they were before it was built; stale is set once one
+	// changed: the entry left the pool and closes when its last run ends.
+	listed []dirStamp
+	stale  bool
+	// racy: a listed directory changed within racyWindow of its stamp,
+	// where a later change in the same clock tick would not move its
+	// times; such a jail serves the run it was built for, then no other.
+	racy bool
+}
+
+// dirStamp is a directory as stat saw it: a new, removed or renamed entry
+// moves its times.
+type dirStamp struct {
+	path         string
+	ok           bool
+	dev, ino     uint64
+	mtime, ctime unix.Timespec
+}
+
+// racyWindow is how recent a directory's change may be, when it is
+// stamped, for a later change in the same clock tick to go unseen: a jail
+// built over such a directory is not reused.
+const racyWindow = 50 * time.Millisecond
+
+func stampDir(path string) dirStamp {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return dirStamp{path: path}
+	}
+	return dirStamp{path: path, ok: true, dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim} // Dev is narrower on some architectures
+}
+
+// stampListed stamps the directories a jail for o lists to grant their
+// entries one by one: every directory above a protected or hidden path
+// (confine's base layer walks down to each from /). Such a jail's rules
+// name the entries as they were, so a directory made beside them later
+// would be unreadable to its runs; the pool builds a new jail instead
+// (fresh). racy reports a change too recent for a later one to show.
+func stampListed(o *Options, now time.Time) (out []dirStamp, racy bool) {
+	if !slices.Contains(o.Layers, confine.LayerLandlock) {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	add := func(p string) {
+		for d := filepath.Dir(p); !seen[d]; d = filepath.Dir(d) {
+			seen[d] = true
+			s := stampDir(d)
+			out = append(out, s)
+			if s.ok && now.Sub(time.Unix(s.ctime.Unix())) < racyWindow {
+				racy = true
+			}
+			if d == "/" || d == "." {
+				break
+			}
+		}
+	}
+	for _, p := range append(slices.Clone(o.Confine.Protected), o.Confine.Hidden...) {
+		add(p)
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+			add(r)
+		}
+	}
+	return out, racy
+}
+
+// fresh reports whether every directory listed is as it was stamped.
+func (e *entry) fresh() bool {
+	if e.racy {
+		return false
+	}
+	for _, s := range e.listed {
+		if stampDir(s.path) != s {
+			return false
+		}
+	}
+	return true
 }
 
 // PoolOption configures a Pool.
@@ -103,19 +185,21 @@ func (p *Pool) Get(o Options) (*Jail, func(), error) {
 			<-done // bounded: start waits at most p.ready
 			continue
 		}
-		if ok && e.err == nil && e.j.Alive() {
+		if ok && e.err == nil && e.j.Alive() && (p.trustListed || e.fresh()) {
 			e.runs++
 			e.used = p.now()
 			p.mu.Unlock()
 			return e.j, p.release(e), nil
 		}
-		if ok { // failed or dead: start afresh
+		if ok { // failed, dead or stale: start afresh
 			delete(p.jails, key)
-			if e.j != nil {
+			e.stale = true
+			if e.j != nil && (e.runs == 0 || !e.j.Alive()) {
 				go e.j.Close()
 			}
 		}
-		e = &entry{done: make(chan struct{})}
+		listed, racy := stampListed(&o, time.Now())
+		e = &entry{done: make(chan struct{}), listed: listed, racy: racy}
 		p.jails[key] = e
 		p.mu.Unlock()
 
@@ -153,6 +237,9 @@ func (p *Pool) release(e *entry) func() {
 			p.mu.Lock()
 			e.runs--
 			e.used = p.now()
+			if e.stale && e.runs == 0 && e.j != nil {
+				go e.j.Close() // left the pool while in use
+			}
 			p.evictLocked()
 			p.mu.Unlock()
 		})

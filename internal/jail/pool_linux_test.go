@@ -3,6 +3,7 @@ package jail
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,5 +173,69 @@ func TestExecByDescriptor(t *testing.T) {
 	n, _ := pr.Read(b)
 	if string(b[:n]) != "pinned\n" {
 		t.Fatalf("output %q", b[:n])
+	}
+}
+
+// A jail's Landlock layer grants a directory above a protected path entry
+// by entry, as the entries were when it was built: the pool builds a new
+// jail once such a directory changes, so an entry made there later is
+// readable. The control reuses the old jail and is refused.
+func TestNewEntryBesideProtectedIsReadable(t *testing.T) {
+	for _, trust := range []bool{true, false} {
+		p := newPool(t)
+		p.trustListed = trust
+		home, work := outsideDir(t), outsideDir(t)
+		secret := filepath.Join(home, ".ssh")
+		if err := os.Mkdir(secret, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(secret, "id_ed25519"), []byte("KEY\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Confine: confine.Confinement{Writable: []string{work}, Protected: []string{secret}}}
+		// Built once the directories are older than the racy window,
+		// as a user's home is.
+		time.Sleep(2 * racyWindow)
+		j1, rel1, err := p.Get(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel1()
+		again, rel, err := p.Get(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+		if again != j1 {
+			t.Fatalf("trust=%v: an unchanged home did not reuse its jail", trust)
+		}
+		if err := os.MkdirAll(filepath.Join(home, "project"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, "project", "README"), []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j2, rel2, err := p.Get(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, j2, work, "/bin/cat", filepath.Join(home, "project", "README"))
+		rel2()
+		if trust {
+			if j2 != j1 || r.code() == 0 {
+				t.Fatalf("control (listing trusted): same jail %v, cat exit %d: the stale jail should refuse the new entry", j2 == j1, r.code())
+			}
+			continue
+		}
+		if j2 == j1 {
+			t.Fatal("the home changed, and the old jail was reused")
+		}
+		if r.code() != 0 || r.stdout != "hello\n" {
+			t.Fatalf("a new entry beside a protected path: exit %d, %q %q", r.code(), r.stdout, r.stderr)
+		}
+		if r := run(t, j2, work, "/bin/cat", filepath.Join(secret, "id_ed25519")); r.code() == 0 || strings.Contains(r.stdout, "KEY") {
+			t.Fatalf("the protected directory became readable: %q", r.stdout)
+		}
+		waitDead(t, j1) // left the pool unused: closed
 	}
 }
