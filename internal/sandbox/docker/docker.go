@@ -65,6 +65,7 @@ type Backend struct {
 	reaperDone chan struct{}
 
 	agent agentState
+	egr   egressState
 
 	closeOnce sync.Once
 }
@@ -253,7 +254,7 @@ func describe(cfg sandbox.Config, p sandbox.CommandPath) []string {
 	d := ConfigOf(cfg)
 	out := []string{
 		"container per " + string(cfg.Scope) + " from image " + d.Image + ", removed after " + time.Duration(cfg.IdleTimeout).String() + " idle",
-		"network: " + d.Network,
+		"network: " + d.Network + "; a run whose policy lists egress names gets a container of its own with network none and the resident agent's relay to exechost's egress proxy (" + sandbox.EgressAddr + ")",
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
 	}

@@ -1,0 +1,120 @@
+package docker
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/exechost/exechost/internal/hint"
+	"github.com/exechost/exechost/internal/sandbox"
+)
+
+// Egress by name (sandbox.Egress): a container for runs whose policy's
+// network is a list is created with network mode none whatever
+// sandbox.docker.network says, and gets one way out: a unix socket the
+// backend makes for that container alone (egressDir), served by the
+// gateway's egress proxy and mounted read-only at egressMount; its
+// resident agent relays sandbox.EgressAddr on the container's loopback to
+// it. Only the agent can run that relay, so without the agent a run with
+// a list is refused (HoldsEgress), never given the container's network.
+
+// egressMount is where a container's egress socket directory appears, and
+// egressSocket the socket in it.
+const (
+	egressMount  = "/.exechost/egress"
+	egressSocket = "p.sock"
+)
+
+// egressState is what the backend keeps for egress: the latest lease of
+// each box key (its Serve, for the container that key starts) and the
+// socket each egress container's proxy serves, closed with the container.
+type egressState struct {
+	mu    sync.Mutex
+	byKey map[string]*sandbox.Egress
+	socks map[string]net.Listener // by container id
+}
+
+// HoldsEgress implements sandbox.EgressHolder: the list needs the
+// resident agent, which runs the relay.
+func (b *Backend) HoldsEgress() error {
+	if err := b.AgentErr(); err != nil {
+		return hint.Wrap(fmt.Errorf("the egress relay runs in the resident agent, and it is %w", err), "set sandbox.agent to auto with a statically linked exechost (sandbox.agentBinary); `exechost sandbox doctor` says why the agent is off")
+	}
+	return nil
+}
+
+// noteEgress remembers req's lease for the box of key.
+func (b *Backend) noteEgress(key string, eg *sandbox.Egress) {
+	b.egr.mu.Lock()
+	defer b.egr.mu.Unlock()
+	if b.egr.byKey == nil {
+		b.egr.byKey = map[string]*sandbox.Egress{}
+	}
+	b.egr.byKey[key] = eg
+}
+
+// egressOf is the lease noted for the box of key, or nil.
+func (b *Backend) egressOf(key string) *sandbox.Egress {
+	b.egr.mu.Lock()
+	defer b.egr.mu.Unlock()
+	return b.egr.byKey[key]
+}
+
+// listenEgress makes the box's egress socket directory under the state
+// directory (0700, so no other host user reaches it) and has eg's proxy
+// serve the socket in it. The directory and socket are opened to the
+// container's user (0711, 0666), whose only way in is the read-only
+// mount. Close the listener to stop serving.
+func (b *Backend) listenEgress(key string, eg *sandbox.Egress) (string, net.Listener, error) {
+	dir := filepath.Join(b.stateDir, "sandbox-egress", scopeHash(key))
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", nil, fmt.Errorf("egress socket directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("egress socket directory: %w", err)
+	}
+	path := filepath.Join(dir, egressSocket)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, hint.Wrap(fmt.Errorf("egress socket: %w", err), "a unix socket path must be short: use a shorter state directory")
+	}
+	ln.SetUnlinkOnClose(true)
+	for _, c := range []struct {
+		p string
+		m os.FileMode
+	}{{path, 0o666}, {dir, 0o711}} {
+		if err := os.Chmod(c.p, c.m); err != nil {
+			ln.Close()
+			os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("egress socket: %w", err)
+		}
+	}
+	go eg.Serve(ln) //nolint:errcheck // ends when ln closes or the proxy does
+	return dir, ln, nil
+}
+
+// keepEgress ties ln to container id, to be closed when it is removed.
+func (b *Backend) keepEgress(id string, ln net.Listener) {
+	b.egr.mu.Lock()
+	defer b.egr.mu.Unlock()
+	if b.egr.socks == nil {
+		b.egr.socks = map[string]net.Listener{}
+	}
+	b.egr.socks[id] = ln
+}
+
+// dropEgress stops serving container id's egress socket.
+func (b *Backend) dropEgress(id string) {
+	b.egr.mu.Lock()
+	ln := b.egr.socks[id]
+	delete(b.egr.socks, id)
+	b.egr.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+		os.RemoveAll(filepath.Dir(ln.Addr().String()))
+	}
+}
