@@ -267,6 +267,11 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if len(req.Argv) == 0 && req.Command == "" {
 		return runner.Result{}, errors.New("bwrap sandbox exec: empty command")
 	}
+	// No egress relay here yet: a run whose policy lists names is
+	// refused, not run with the sandbox's empty network or more.
+	if err := sandbox.CheckEgress(b, req); err != nil {
+		return runner.Result{}, err
+	}
 	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req, sandbox.WorkspaceOwner{})
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("bwrap sandbox exec: %w", err)
