@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 
 	"github.com/exechost/exechost/internal/hint"
 )
@@ -83,4 +85,53 @@ func RunEnv(req Request) map[string]string {
 	}
 	maps.Copy(out, req.Egress.Env)
 	return out
+}
+
+// EgressSocket is the name of the socket in a sandbox's egress directory
+// (ListenEgress), and EgressMount where backends mount that directory
+// inside the sandbox (read-only).
+const (
+	EgressSocket = "p.sock"
+	EgressMount  = "/.exechost/egress"
+)
+
+// ListenEgress makes dir (its parent is made 0700 when missing: it must lie
+// where no other host user reaches, such as the state directory) and has
+// eg's proxy serve the socket EgressSocket in it. The directory and socket
+// are opened to the sandbox's user (0711, 0666), whose only way in is the
+// read-only mount at EgressMount. Closing the listener stops serving it;
+// RemoveEgressDir removes the directory afterwards.
+func ListenEgress(dir string, eg *Egress) (net.Listener, error) {
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, fmt.Errorf("egress socket directory: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("egress socket directory: %w", err)
+	}
+	path := filepath.Join(dir, EgressSocket)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, hint.Wrap(fmt.Errorf("egress socket: %w", err), "a unix socket path must be short: use a shorter state directory")
+	}
+	ln.SetUnlinkOnClose(true)
+	for _, c := range []struct {
+		p string
+		m os.FileMode
+	}{{path, 0o666}, {dir, 0o711}} {
+		if err := os.Chmod(c.p, c.m); err != nil {
+			ln.Close()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("egress socket: %w", err)
+		}
+	}
+	go eg.Serve(ln) //nolint:errcheck // ends when ln closes or the proxy does
+	return ln, nil
+}
+
+// RemoveEgressDir closes ln (from ListenEgress) and removes its directory.
+func RemoveEgressDir(ln net.Listener) {
+	ln.Close()
+	os.RemoveAll(filepath.Dir(ln.Addr().String()))
 }

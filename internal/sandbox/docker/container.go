@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/exechost/exechost/internal/hint"
@@ -127,8 +126,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 	kept := false
 	defer func() {
 		if egLn != nil && !kept {
-			egLn.Close()
-			os.RemoveAll(filepath.Dir(egLn.Addr().String()))
+			sandbox.RemoveEgressDir(egLn)
 		}
 	}()
 	name := b.containerName(bx.Key)

@@ -3,7 +3,6 @@ package docker
 import (
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -23,8 +22,8 @@ import (
 // egressMount is where a container's egress socket directory appears, and
 // egressSocket the socket in it.
 const (
-	egressMount  = "/.exechost/egress"
-	egressSocket = "p.sock"
+	egressMount  = sandbox.EgressMount
+	egressSocket = sandbox.EgressSocket
 )
 
 // egressState is what the backend keeps for egress: the latest lease of
@@ -62,39 +61,12 @@ func (b *Backend) egressOf(key string) *sandbox.Egress {
 	return b.egr.byKey[key]
 }
 
-// listenEgress makes the box's egress socket directory under the state
-// directory (0700, so no other host user reaches it) and has eg's proxy
-// serve the socket in it. The directory and socket are opened to the
-// container's user (0711, 0666), whose only way in is the read-only
-// mount. Close the listener to stop serving.
+// listenEgress has eg's proxy serve the box's egress socket, in a
+// directory of its own under the state directory (sandbox.ListenEgress).
 func (b *Backend) listenEgress(key string, eg *sandbox.Egress) (string, net.Listener, error) {
 	dir := filepath.Join(b.stateDir, "sandbox-egress", scopeHash(key))
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return "", nil, fmt.Errorf("egress socket directory: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return "", nil, fmt.Errorf("egress socket directory: %w", err)
-	}
-	path := filepath.Join(dir, egressSocket)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", nil, hint.Wrap(fmt.Errorf("egress socket: %w", err), "a unix socket path must be short: use a shorter state directory")
-	}
-	ln.SetUnlinkOnClose(true)
-	for _, c := range []struct {
-		p string
-		m os.FileMode
-	}{{path, 0o666}, {dir, 0o711}} {
-		if err := os.Chmod(c.p, c.m); err != nil {
-			ln.Close()
-			os.RemoveAll(dir)
-			return "", nil, fmt.Errorf("egress socket: %w", err)
-		}
-	}
-	go eg.Serve(ln) //nolint:errcheck // ends when ln closes or the proxy does
-	return dir, ln, nil
+	ln, err := sandbox.ListenEgress(dir, eg)
+	return dir, ln, err
 }
 
 // keepEgress ties ln to container id, to be closed when it is removed.
@@ -114,7 +86,6 @@ func (b *Backend) dropEgress(id string) {
 	delete(b.egr.socks, id)
 	b.egr.mu.Unlock()
 	if ln != nil {
-		ln.Close()
-		os.RemoveAll(filepath.Dir(ln.Addr().String()))
+		sandbox.RemoveEgressDir(ln)
 	}
 }
