@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -423,28 +422,3 @@ func TestUserNamespace(t *testing.T) {
 	}
 }
 
-// TestEgressListRefused: bwrap does not hold an egress list yet, so a
-// run that carries one is refused with ErrNoEgress and a hint, never run
-// (the control: the same request without the list runs).
-func TestEgressListRefused(t *testing.T) {
-	b, stateDir := open(t, nil)
-	req := sandbox.Request{AgentID: "main", SessionKey: "s1", Command: "echo ran > /workspace/egress-ran",
-		Egress: &sandbox.Egress{Key: "k", Serve: func(ln net.Listener) error { return ln.Close() }}}
-	if err := sandbox.CheckEgress(b, req); !errors.Is(err, sandbox.ErrNoEgress) || !strings.Contains(err.Error(), "sandbox.backend docker") {
-		t.Errorf("CheckEgress = %v, want ErrNoEgress naming what holds a list", err)
-	}
-	if res, err := b.Exec(context.Background(), req); !errors.Is(err, sandbox.ErrNoEgress) {
-		t.Fatalf("Exec with a list = %+v, %v; want ErrNoEgress", res, err)
-	}
-	mark := filepath.Join(sandbox.WorkspaceRoot(sandbox.DefaultConfig(), stateDir), "main", "egress-ran")
-	if _, err := os.Stat(mark); err == nil {
-		t.Fatal("the refused run ran")
-	}
-	req.Egress = nil
-	if res := run(t, b, req); res.ExitCode != 0 {
-		t.Errorf("control without the list: %+v", res)
-	}
-	if _, err := os.Stat(mark); err != nil {
-		t.Errorf("control: %v", err)
-	}
-}
