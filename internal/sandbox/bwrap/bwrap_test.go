@@ -421,4 +421,3 @@ func TestUserNamespace(t *testing.T) {
 		t.Errorf("sandbox files are owned by host uid %d, want %d", got, want)
 	}
 }
-

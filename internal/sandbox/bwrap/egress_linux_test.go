@@ -36,7 +36,11 @@ type records struct {
 	recs []egress.Record
 }
 
-func (r *records) RecordEgress(rec egress.Record) { r.mu.Lock(); r.recs = append(r.recs, rec); r.mu.Unlock() }
+func (r *records) RecordEgress(rec egress.Record) {
+	r.mu.Lock()
+	r.recs = append(r.recs, rec)
+	r.mu.Unlock()
+}
 
 func (r *records) wait(t *testing.T, what string, ok func(egress.Record) bool) egress.Record {
 	t.Helper()
