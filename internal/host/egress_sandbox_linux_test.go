@@ -18,8 +18,10 @@ import (
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/bwrap"
 	"github.com/exechost/exechost/internal/sandbox/docker"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
+	"github.com/exechost/exechost/internal/testdep"
 )
 
 // sandboxEgressFixture is an engine (its policy, proxy, prompter and
@@ -28,18 +30,14 @@ import (
 // (internal/gateway/target_sandbox.go).
 type sandboxEgressFixture struct {
 	*fixture
-	backend *docker.Backend
+	backend sandbox.Backend
 	port    string
-	// bridge is the host's address on Docker's default bridge, where a
-	// container with a network reaches the host's listeners.
-	bridge string
-	runs   atomic.Int64
+	runs    atomic.Int64
 }
 
-func newSandboxEgressFixture(t *testing.T, network string, egressList ...string) *sandboxEgressFixture {
+func newSandboxEgressFixture(t *testing.T, open func(t *testing.T) sandbox.Backend, egressList ...string) *sandboxEgressFixture {
 	t.Helper()
-	cli := dockertest.Client(t)
-	image := dockertest.BuildImage(t, cli)
+	b := open(t)
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny)
 	// A listener on every address: the control container (network
 	// bridge) reaches it on the bridge's address, the proxy on loopback.
@@ -67,34 +65,63 @@ func newSandboxEgressFixture(t *testing.T, network string, egressList ...string)
 			t.Fatal(err)
 		}
 	}
-	cfg := sandbox.DefaultConfig()
-	cfg = docker.With(cfg, func(x *docker.Config) { x.Image, x.Network = image, network })
-	cfg.IdleTimeout = sandbox.Duration(time.Hour)
-	cfg.AgentBinary = dockertest.AgentBinary(t)
-	b, err := docker.Open(context.Background(), cfg, t.TempDir())
-	if err != nil {
-		t.Fatalf("docker.Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := b.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
+	return &sandboxEgressFixture{fixture: f, backend: b, port: port}
+}
+
+// dockerBackend opens the Docker backend on the busybox test image with
+// network as sandbox.docker.network.
+func dockerBackend(network string) func(t *testing.T) sandbox.Backend {
+	return func(t *testing.T) sandbox.Backend {
+		t.Helper()
+		cli := dockertest.Client(t)
+		cfg := sandbox.DefaultConfig()
+		cfg = docker.With(cfg, func(x *docker.Config) { x.Image, x.Network = dockertest.BuildImage(t, cli), network })
+		cfg.IdleTimeout = sandbox.Duration(time.Hour)
+		cfg.AgentBinary = dockertest.AgentBinary(t)
+		b, err := docker.Open(context.Background(), cfg, t.TempDir())
+		if err != nil {
+			t.Fatalf("docker.Open: %v", err)
 		}
-	})
+		t.Cleanup(func() {
+			if err := b.Close(context.Background()); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return b
+	}
+}
+
+// bwrapBackend opens the bwrap backend with its resident agent.
+func bwrapBackend(t *testing.T) sandbox.Backend {
+	t.Helper()
+	testdep.Bwrap(t, true)
+	b, err := bwrap.Open(context.Background(), sandbox.DefaultConfig(), t.TempDir())
+	if err != nil {
+		t.Fatalf("bwrap.Open: %v", err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	if b.AgentErr() != nil {
+		t.Skipf("no resident agent here: %v", b.AgentErr())
+	}
+	return b
+}
+
+// dockerBridge is the host's address on Docker's default bridge, where a
+// container with a network reaches the host's listeners.
+func dockerBridge(t *testing.T) string {
+	t.Helper()
 	ifc, err := net.InterfaceByName("docker0")
 	if err != nil {
 		t.Fatalf("docker's bridge: %v", err)
 	}
 	addrs, _ := ifc.Addrs()
-	var bridge string
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
-			bridge = n.IP.String()
+			return n.IP.String()
 		}
 	}
-	if bridge == "" {
-		t.Fatal("docker0 has no IPv4 address")
-	}
-	return &sandboxEgressFixture{fixture: f, backend: b, port: port, bridge: bridge}
+	t.Fatal("docker0 has no IPv4 address")
+	return ""
 }
 
 // run runs shell text in the sandbox as the gateway does: the engine's
@@ -147,7 +174,8 @@ func direct(addr, port string) string {
 // host fail (the container has network none), while the control, the
 // same sandbox with Docker's bridge network and no list, reaches both.
 func TestEgressInDockerSandbox(t *testing.T) {
-	f := newSandboxEgressFixture(t, "bridge", "example.com:$PORT/private")
+	f := newSandboxEgressFixture(t, dockerBackend("bridge"), "example.com:$PORT/private")
+	bridge := dockerBridge(t)
 	res := f.mustRun(t, policy.AskOff, "wget -q -O - http://example.com:"+f.port+"/")
 	if res.ExitCode != 0 || res.Stdout != "hello from example.com:"+f.port {
 		t.Fatalf("wget to a listed name through the proxy: %+v", res)
@@ -176,11 +204,11 @@ func TestEgressInDockerSandbox(t *testing.T) {
 
 	// What skips the proxy: TCP straight to the host's listener, and a
 	// DNS query to a resolver on the host.
-	dns := newUDPCatcher(t, f.bridge)
-	if res := f.mustRun(t, policy.AskOff, direct(f.bridge, f.port)); strings.Contains(res.Stdout, "hello") {
+	dns := newUDPCatcher(t, bridge)
+	if res := f.mustRun(t, policy.AskOff, direct(bridge, f.port)); strings.Contains(res.Stdout, "hello") {
 		t.Fatalf("a direct TCP connection from the egress sandbox reached the host: %+v", res)
 	}
-	if res := f.mustRun(t, policy.AskOff, "nslookup example.com "+f.bridge); res.ExitCode == 0 {
+	if res := f.mustRun(t, policy.AskOff, "nslookup example.com "+bridge); res.ExitCode == 0 {
 		t.Errorf("nslookup in the egress sandbox succeeded: %+v", res)
 	}
 	if res := f.mustRun(t, policy.AskOff, "wget -q -O - -Y off http://example.com:"+f.port+"/"); res.ExitCode == 0 {
@@ -201,10 +229,10 @@ func TestEgressInDockerSandbox(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if res := f.mustRun(t, policy.AskOff, direct(f.bridge, f.port)); !strings.Contains(res.Stdout, "hello from direct") {
+	if res := f.mustRun(t, policy.AskOff, direct(bridge, f.port)); !strings.Contains(res.Stdout, "hello from direct") {
 		t.Fatalf("control: the sandbox with Docker's bridge did not reach the host's listener: %+v", res)
 	}
-	_ = f.mustRun(t, policy.AskOff, "timeout 5 nslookup example.com "+f.bridge)
+	_ = f.mustRun(t, policy.AskOff, "timeout 5 nslookup example.com "+bridge)
 	if dns.wait(5*time.Second) == 0 {
 		t.Errorf("control: no DNS packet from the sandbox with Docker's bridge reached the host")
 	}
@@ -214,7 +242,7 @@ func TestEgressInDockerSandbox(t *testing.T) {
 // the engine's prompter with the sandbox's reach; allow-once lets that
 // connection through and deny refuses it, each answer on the record.
 func TestEgressInDockerSandboxAsks(t *testing.T) {
-	f := newSandboxEgressFixture(t, "none", "example.com:$PORT/private")
+	f := newSandboxEgressFixture(t, dockerBackend("none"), "example.com:$PORT/private")
 	pr := &egressPrompter{answer: policy.AllowOnce}
 	f.engine.Prompter = pr
 	// An IP literal is what an approval can open to a loopback address.
@@ -246,7 +274,7 @@ func TestEgressInDockerSandboxAsks(t *testing.T) {
 // network is fixed when it starts); the one without keeps Docker's
 // configured network.
 func TestEgressSandboxKeepsPoliciesApart(t *testing.T) {
-	f := newSandboxEgressFixture(t, "bridge", "example.com:$PORT/private")
+	f := newSandboxEgressFixture(t, dockerBackend("bridge"), "example.com:$PORT/private")
 	f.mustRun(t, policy.AskOff, "true")
 	if _, err := f.store.Update(func(file *approvals.File) error {
 		file.Defaults.Confine = nil
@@ -257,7 +285,7 @@ func TestEgressSandboxKeepsPoliciesApart(t *testing.T) {
 	if res := f.mustRun(t, policy.AskOff, "cat /proc/net/dev"); !strings.Contains(res.Stdout, "eth0") {
 		t.Errorf("the run without a list got the egress container:\n%s", res.Stdout)
 	}
-	ids, err := f.backend.RemoveOrphans(context.Background())
+	ids, err := f.backend.(*docker.Backend).RemoveOrphans(context.Background())
 	if err != nil || ids != 0 {
 		t.Errorf("RemoveOrphans = %d, %v: both containers are in use", ids, err)
 	}
@@ -325,4 +353,39 @@ func (c *udpCatcher) wait(d time.Duration) int64 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return c.n.Load()
+}
+
+// TestEgressInBwrapSandboxThroughEngine: the engine's lease holds in the
+// bwrap sandbox as in Docker's: a listed name is reached through the
+// relay and on the audit log with its bytes, run and agent; under ask a
+// name on no pattern is put to the prompter with the sandbox's reach and
+// allow-once lets it through, while a direct connection fails.
+func TestEgressInBwrapSandboxThroughEngine(t *testing.T) {
+	f := newSandboxEgressFixture(t, bwrapBackend, "example.com:$PORT/private")
+	res := f.mustRun(t, policy.AskOff, "curl -fsS http://example.com:"+f.port+"/")
+	if res.ExitCode != 0 || res.Stdout != "hello from example.com:"+f.port {
+		t.Fatalf("curl to a listed name through the bwrap relay: %+v", res)
+	}
+	rec := f.waitRecord(t, "for example.com", func(r audit.Record) bool {
+		return r.Egress != nil && r.Egress.Target == "example.com:"+f.port && r.Decision == audit.DecisionAllow
+	})
+	if rec.Egress.Up < 50 || rec.Egress.Down < 50 || !strings.HasPrefix(rec.RunID, "sbrun") || rec.AgentID != "main" {
+		t.Errorf("record %+v %+v: want bytes each way, run and agent", rec, *rec.Egress)
+	}
+	pr := &egressPrompter{answer: policy.AllowOnce}
+	f.engine.Prompter = pr
+	target := "127.0.0.1:" + f.port
+	res = f.mustRun(t, policy.AskOnMiss, "curl -fsS http://"+target+"/")
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello from "+target) {
+		t.Fatalf("allow-once: %+v", res)
+	}
+	pr.mu.Lock()
+	asked := append([]prompt.Request(nil), pr.asked...)
+	pr.mu.Unlock()
+	if len(asked) != 1 || !strings.HasPrefix(asked[0].Confinement, "host=sandbox (bwrap): network: none but egress by name") {
+		t.Errorf("prompts %+v: want one with the bwrap sandbox's reach", asked)
+	}
+	if res := f.mustRun(t, policy.AskOff, "curl -fsS --noproxy '*' -m 5 http://"+target+"/"); res.ExitCode == 0 {
+		t.Errorf("a direct connection from the bwrap egress sandbox: %+v", res)
+	}
 }
