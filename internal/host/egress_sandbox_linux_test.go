@@ -35,7 +35,7 @@ type sandboxEgressFixture struct {
 	runs    atomic.Int64
 }
 
-func newSandboxEgressFixture(t *testing.T, open func(t *testing.T) sandbox.Backend, egressList ...string) *sandboxEgressFixture {
+func newSandboxEgressFixture(t testing.TB, open func(t testing.TB) sandbox.Backend, egressList ...string) *sandboxEgressFixture {
 	t.Helper()
 	b := open(t)
 	f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny)
@@ -70,8 +70,8 @@ func newSandboxEgressFixture(t *testing.T, open func(t *testing.T) sandbox.Backe
 
 // dockerBackend opens the Docker backend on the busybox test image with
 // network as sandbox.docker.network.
-func dockerBackend(network string) func(t *testing.T) sandbox.Backend {
-	return func(t *testing.T) sandbox.Backend {
+func dockerBackend(network string) func(t testing.TB) sandbox.Backend {
+	return func(t testing.TB) sandbox.Backend {
 		t.Helper()
 		cli := dockertest.Client(t)
 		cfg := sandbox.DefaultConfig()
@@ -92,7 +92,7 @@ func dockerBackend(network string) func(t *testing.T) sandbox.Backend {
 }
 
 // bwrapBackend opens the bwrap backend with its resident agent.
-func bwrapBackend(t *testing.T) sandbox.Backend {
+func bwrapBackend(t testing.TB) sandbox.Backend {
 	t.Helper()
 	testdep.Bwrap(t, true)
 	b, err := bwrap.Open(context.Background(), sandbox.DefaultConfig(), t.TempDir())
@@ -108,7 +108,7 @@ func bwrapBackend(t *testing.T) sandbox.Backend {
 
 // dockerBridge is the host's address on Docker's default bridge, where a
 // container with a network reaches the host's listeners.
-func dockerBridge(t *testing.T) string {
+func dockerBridge(t testing.TB) string {
 	t.Helper()
 	ifc, err := net.InterfaceByName("docker0")
 	if err != nil {
@@ -127,11 +127,17 @@ func dockerBridge(t *testing.T) string {
 // run runs shell text in the sandbox as the gateway does: the engine's
 // lease for the agent's egress list, the backend's check, the run, the
 // lease's end.
-func (f *sandboxEgressFixture) run(t *testing.T, ask policy.Ask, cmd string) (runner.Result, error) {
+func (f *sandboxEgressFixture) run(t testing.TB, ask policy.Ask, cmd string) (runner.Result, error) {
+	t.Helper()
+	return f.runAs(t, "main", ask, cmd)
+}
+
+// runAs is run as agent.
+func (f *sandboxEgressFixture) runAs(t testing.TB, agent string, ask policy.Ask, cmd string) (runner.Result, error) {
 	t.Helper()
 	id := fmt.Sprintf("sbrun%d", f.runs.Add(1))
-	hreq := Request{Argv: []string{"/bin/sh", "-c", cmd}, RawCommand: cmd, AgentID: "main", SessionKey: "s1", RunID: id, Security: policy.SecurityAllowlist, Ask: ask}
-	req := sandbox.Request{AgentID: "main", SessionKey: "s1", Command: cmd, Timeout: 30 * time.Second}
+	hreq := Request{Argv: []string{"/bin/sh", "-c", cmd}, RawCommand: cmd, AgentID: agent, SessionKey: "s1", RunID: id, Security: policy.SecurityAllowlist, Ask: ask}
+	req := sandbox.Request{AgentID: agent, SessionKey: "s1", Command: cmd, Timeout: 5 * time.Minute}
 	eg, end, err := f.engine.SandboxEgress(hreq, f.backend.Name())
 	if err != nil {
 		return runner.Result{}, err
@@ -144,7 +150,7 @@ func (f *sandboxEgressFixture) run(t *testing.T, ask policy.Ask, cmd string) (ru
 	return f.backend.Exec(context.Background(), req)
 }
 
-func (f *sandboxEgressFixture) mustRun(t *testing.T, ask policy.Ask, cmd string) runner.Result {
+func (f *sandboxEgressFixture) mustRun(t testing.TB, ask policy.Ask, cmd string) runner.Result {
 	t.Helper()
 	res, err := f.run(t, ask, cmd)
 	if err != nil {
