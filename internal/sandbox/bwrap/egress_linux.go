@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -58,10 +59,15 @@ func (b *Backend) egressOf(key string) *sandbox.Egress {
 }
 
 // listenEgress serves the box's egress socket in a directory of its own
-// under the state directory.
+// under the state directory, one per sandbox (a sandbox of the key that
+// is ending never takes the next one's socket with it).
 func (b *Backend) listenEgress(key string, eg *sandbox.Egress) (*egressBox, error) {
 	sum := sha256.Sum256([]byte(key))
-	dir := filepath.Join(b.stateDir, "sandbox-egress", hex.EncodeToString(sum[:8]))
+	var n [8]byte
+	if _, err := rand.Read(n[:]); err != nil {
+		return nil, fmt.Errorf("egress socket directory: %w", err)
+	}
+	dir := filepath.Join(b.stateDir, "sandbox-egress", hex.EncodeToString(sum[:8])+"-"+hex.EncodeToString(n[:]))
 	ln, err := sandbox.ListenEgress(dir, eg)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -115,6 +116,8 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		cli.Close()
 		return nil, err
 	}
+	// The egress sockets of the containers just removed.
+	_ = os.RemoveAll(filepath.Join(stateDir, egressDirName))
 	rctx, cancel := context.WithCancel(context.Background())
 	b.stopReaper, b.reaperDone = cancel, make(chan struct{})
 	go b.reapLoop(rctx)

@@ -24,6 +24,9 @@ import (
 const (
 	egressMount  = sandbox.EgressMount
 	egressSocket = sandbox.EgressSocket
+	// egressDirName, under the state directory, holds the sockets; Open
+	// removes what a previous gateway left there.
+	egressDirName = "sandbox-egress"
 )
 
 // egressState is what the backend keeps for egress: the latest lease of
@@ -62,9 +65,11 @@ func (b *Backend) egressOf(key string) *sandbox.Egress {
 }
 
 // listenEgress has eg's proxy serve the box's egress socket, in a
-// directory of its own under the state directory (sandbox.ListenEgress).
+// directory of its own under the state directory (sandbox.ListenEgress):
+// one per container, so a container of the key being removed while the
+// next one starts never takes the new one's socket with it.
 func (b *Backend) listenEgress(key string, eg *sandbox.Egress) (string, net.Listener, error) {
-	dir := filepath.Join(b.stateDir, "sandbox-egress", scopeHash(key))
+	dir := filepath.Join(b.stateDir, egressDirName, scopeHash(key)+"-"+nonce())
 	ln, err := sandbox.ListenEgress(dir, eg)
 	return dir, ln, err
 }
