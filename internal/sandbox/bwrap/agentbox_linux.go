@@ -115,7 +115,7 @@ func (b *Backend) startBox(ctx context.Context, bx *agentbox.Box[*agent.Conn]) (
 	var eg *egressBox
 	if lease := b.egressOf(bx.Key); lease != nil {
 		var err error
-		if eg, err = b.listenEgress(bx.Key, lease); err != nil {
+		if eg, err = b.listenEgress(lease); err != nil {
 			return nil, nil, err
 		}
 	}

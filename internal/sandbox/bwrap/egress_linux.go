@@ -2,7 +2,6 @@ package bwrap
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -59,15 +58,15 @@ func (b *Backend) egressOf(key string) *sandbox.Egress {
 }
 
 // listenEgress serves the box's egress socket in a directory of its own
-// under the state directory, one per sandbox (a sandbox of the key that
-// is ending never takes the next one's socket with it).
-func (b *Backend) listenEgress(key string, eg *sandbox.Egress) (*egressBox, error) {
-	sum := sha256.Sum256([]byte(key))
-	var n [8]byte
+// under the state directory, one per sandbox with a random, short name (a
+// socket path is at most 107 bytes; a sandbox that is ending never takes
+// the next one's socket with it).
+func (b *Backend) listenEgress(eg *sandbox.Egress) (*egressBox, error) {
+	var n [6]byte
 	if _, err := rand.Read(n[:]); err != nil {
 		return nil, fmt.Errorf("egress socket directory: %w", err)
 	}
-	dir := filepath.Join(b.stateDir, "sandbox-egress", hex.EncodeToString(sum[:8])+"-"+hex.EncodeToString(n[:]))
+	dir := filepath.Join(b.stateDir, "egress", hex.EncodeToString(n[:]))
 	ln, err := sandbox.ListenEgress(dir, eg)
 	if err != nil {
 		return nil, err

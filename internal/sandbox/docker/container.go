@@ -116,7 +116,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 	}
 	var egLn net.Listener
 	if eg != nil {
-		dir, l, err := b.listenEgress(bx.Key, eg)
+		dir, l, err := b.listenEgress(eg)
 		if err != nil {
 			return "", nil, err
 		}

@@ -26,7 +26,7 @@ const (
 	egressSocket = sandbox.EgressSocket
 	// egressDirName, under the state directory, holds the sockets; Open
 	// removes what a previous gateway left there.
-	egressDirName = "sandbox-egress"
+	egressDirName = "egress"
 )
 
 // egressState is what the backend keeps for egress: the latest lease of
@@ -68,8 +68,9 @@ func (b *Backend) egressOf(key string) *sandbox.Egress {
 // directory of its own under the state directory (sandbox.ListenEgress):
 // one per container, so a container of the key being removed while the
 // next one starts never takes the new one's socket with it.
-func (b *Backend) listenEgress(key string, eg *sandbox.Egress) (string, net.Listener, error) {
-	dir := filepath.Join(b.stateDir, egressDirName, scopeHash(key)+"-"+nonce())
+func (b *Backend) listenEgress(eg *sandbox.Egress) (string, net.Listener, error) {
+	// A random name, short: a socket path is at most 107 bytes.
+	dir := filepath.Join(b.stateDir, egressDirName, nonce()[:12])
 	ln, err := sandbox.ListenEgress(dir, eg)
 	return dir, ln, err
 }
