@@ -47,6 +47,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,7 +339,9 @@ func (p *Proxy) Close() error {
 	for l := range p.leases {
 		ls = append(ls, l)
 	}
-	srvs, stranger := p.servers, p.stranger
+	// A copy: Serve removes its server from p.servers in place when its
+	// listener closes.
+	srvs, stranger := slices.Clone(p.servers), p.stranger
 	p.mu.Unlock()
 	for _, l := range ls {
 		l.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,13 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	p.mu.Unlock()
 	defer p.wg.Done()
 	err := srv.Serve(ln)
+	// A listener closed by its owner (a sandbox's socket, removed with
+	// the sandbox) ends its server here, so a long-lived proxy does not
+	// keep one per sandbox it ever served.
+	p.mu.Lock()
+	p.servers = slices.DeleteFunc(p.servers, func(s *http.Server) bool { return s == srv })
+	p.mu.Unlock()
+	srv.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -19,6 +19,12 @@ type sandboxTarget struct{ g *Gateway }
 
 func newSandboxTarget(g *Gateway) target { return sandboxTarget{g} }
 
+// egressLeaser leases a sandbox run the engine's egress proxy when the
+// agent's policy lists egress names (*host.Engine).
+type egressLeaser interface {
+	SandboxEgress(req host.Request, backend string) (*sandbox.Egress, func(), error)
+}
+
 func (t sandboxTarget) place(_ *config.Config, x *execution) error {
 	x.label = "sandbox"
 	return nil
@@ -33,10 +39,24 @@ func (t sandboxTarget) run(ctx context.Context, x *execution) (bridge.SystemRunR
 		}
 		return bridge.SystemRunResult{}, unavailable("host=sandbox: %v", why)
 	}
-	x.emit(x.event(bridge.EventExecStarted))
-	res, err := sb.Exec(ctx, sandbox.Request{
+	req := sandbox.Request{
 		SessionKey: x.key.Session, AgentID: x.key.Agent, Command: x.p.Command, Cwd: x.p.Cwd, Env: x.p.Env, Timeout: x.timeout,
-	})
+	}
+	// An egress list in the agent's policy holds in the sandbox too, or
+	// the run is refused (sandbox.CheckEgress).
+	if le, ok := t.g.opts.Executor.(egressLeaser); ok {
+		eg, end, err := le.SandboxEgress(x.request(), sb.Name())
+		if err != nil {
+			return bridge.SystemRunResult{}, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", sb.Name(), err)
+		}
+		defer end()
+		req.Egress = eg
+	}
+	if err := sandbox.CheckEgress(sb, req); err != nil {
+		return bridge.SystemRunResult{}, unavailable("host=sandbox: %v", err)
+	}
+	x.emit(x.event(bridge.EventExecStarted))
+	res, err := sb.Exec(ctx, req)
 	if err != nil {
 		return bridge.SystemRunResult{}, bridge.Errorf(bridge.CodeUnavailable, "sandbox %s: %v", sb.Name(), err)
 	}

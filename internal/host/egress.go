@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -57,6 +58,9 @@ type egressState struct {
 type egressRun struct {
 	req Request
 	p   *Prepared
+	// reach, when set, is the reach line prompts show (a sandbox run's:
+	// the engine's jail is not where it runs).
+	reach string
 }
 
 // egressOf is the run's egress list; nil when its network is not one.
@@ -140,12 +144,32 @@ func (e *Engine) takeEgress(spec *runner.Spec, p *Prepared, req Request, done fu
 	if list == nil || spec.Jail == nil {
 		return done, nil
 	}
+	_, env, end, err := e.leaseEgress(p, req, egressAddr, "")
+	if err != nil {
+		return done, err
+	}
+	if spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	maps.Copy(spec.Env, env)
+	return func() {
+		end()
+		done()
+	}, nil
+}
+
+// leaseEgress registers p's run on the running proxy: its list, ask and
+// askFallback, for the asker and recorder its request (and reach, the
+// line its prompts show when set). It returns the proxy, the variables
+// that name the proxy at addr with the run's credentials, and end, which
+// ends the lease (cutting the run's open connections).
+func (e *Engine) leaseEgress(p *Prepared, req Request, addr, reach string) (*egress.Proxy, map[string]string, func(), error) {
 	s := &e.egr
 	s.mu.Lock()
 	px := s.proxy
 	s.mu.Unlock()
 	if px == nil {
-		return done, errors.New("egress: the proxy is not running")
+		return nil, nil, nil, errors.New("egress: the proxy is not running")
 	}
 	pats := p.Resolved.Confine.EgressPatterns()
 	run := egress.Run{
@@ -155,30 +179,27 @@ func (e *Engine) takeEgress(spec *runner.Spec, p *Prepared, req Request, done fu
 	}
 	lease, err := px.Register(run)
 	if err != nil {
-		return done, err
+		return nil, nil, nil, err
 	}
 	if req.AgentID == "" {
 		req.AgentID = p.Agent
 	}
 	s.mu.Lock()
-	s.runs[req.RunID] = &egressRun{req: req, p: p}
+	s.runs[req.RunID] = &egressRun{req: req, p: p, reach: reach}
 	s.mu.Unlock()
-	if spec.Env == nil {
-		spec.Env = map[string]string{}
-	}
-	u := lease.ProxyURLAt(egressAddr)
+	env := map[string]string{}
+	u := lease.ProxyURLAt(addr)
 	for _, n := range egressEnv {
-		spec.Env[n] = u
+		env[n] = u
 	}
 	// Nothing is exempt from the proxy: a host's NO_PROXY would send
-	// those names straight at a network the jail does not have.
-	spec.Env["NO_PROXY"], spec.Env["no_proxy"] = "", ""
-	return func() {
+	// those names straight at a network the run does not have.
+	env["NO_PROXY"], env["no_proxy"] = "", ""
+	return px, env, func() {
 		lease.Close()
 		s.mu.Lock()
 		delete(s.runs, req.RunID)
 		s.mu.Unlock()
-		done()
 	}, nil
 }
 
@@ -236,7 +257,10 @@ func (a egressAsker) AskEgress(ctx context.Context, q egress.Question) (egress.D
 		AgentID: q.AgentID, SessionKey: run.req.SessionKey, NodeID: e.NodeID,
 		Reason:  "egress: " + target + " is on no egress pattern of " + level,
 		Choices: choices, Fallback: string(p.Effective.Fallback),
-		Confinement: e.ConfinementText(p),
+		Confinement: run.reach,
+	}
+	if pr.Confinement == "" {
+		pr.Confinement = e.ConfinementText(p)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		pr.ExpiresAtMs = dl.UnixMilli()

@@ -33,6 +33,10 @@ type Request struct {
 	Env map[string]string
 	// Timeout kills the command's processes (not the container).
 	Timeout time.Duration
+	// Egress, when set, is the run's lease on the egress proxy: its
+	// policy's network is a list of names (egress.go). A backend that
+	// cannot hold it refuses the run (CheckEgress).
+	Egress *Egress
 }
 
 // Backend runs commands in a sandbox. Implementations must be safe for

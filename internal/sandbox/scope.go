@@ -20,15 +20,23 @@ var ErrBadAgentID = errors.New("invalid agent id for a sandbox workspace")
 
 // ScopeKey returns the identity of the sandbox req runs in under scope:
 // requests with the same key share a container and its /tmp.
+// Runs of different egress policies (Egress.Key) never share one: the
+// sandbox's network is fixed when it starts, and a run there could read
+// another's proxy credentials.
 func ScopeKey(scope Scope, req Request) string {
+	var key string
 	switch scope {
 	case ScopeShared:
-		return "shared"
+		key = "shared"
 	case ScopeAgent:
-		return "agent\x00" + req.AgentID
+		key = "agent\x00" + req.AgentID
 	default:
-		return "session\x00" + req.AgentID + "\x00" + req.SessionKey
+		key = "session\x00" + req.AgentID + "\x00" + req.SessionKey
 	}
+	if req.Egress != nil {
+		key += "\x00egress\x00" + req.Egress.Key
+	}
+	return key
 }
 
 // WorkspaceRoot returns the directory holding the workspaces: cfg.Workspace,

@@ -178,9 +178,18 @@ func (s *server) serve(in io.Reader) error {
 		}()
 		r = bufio.NewReaderSize(nc, 64<<10)
 	}
+	var egress string
+	if hello.EgressListen != "" {
+		ln, err := startRelay(hello.EgressListen, hello.EgressDial)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		egress = ln.Addr().String()
+	}
 	nnp, _ := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	dump, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
-	if err := s.write(reply{Type: typeReady, PID: os.Getpid(), UID: os.Getuid(), NoDump: dump == 0, NoNewPrivs: nnp == 1}); err != nil {
+	if err := s.write(reply{Type: typeReady, PID: os.Getpid(), UID: os.Getuid(), NoDump: dump == 0, NoNewPrivs: nnp == 1, Egress: egress}); err != nil {
 		return fmt.Errorf("write ready: %w", err)
 	}
 	for seq := uint64(1); ; seq++ {

@@ -62,6 +62,19 @@ type Ready struct {
 	UID        int
 	NoDump     bool
 	NoNewPrivs bool
+	// Egress is where the egress relay listens ("" when none was asked).
+	Egress string
+}
+
+// Option configures Start and StartDial.
+type Option func(*request)
+
+// WithEgressRelay makes the agent relay every TCP connection to listen
+// (an address on the sandbox's own loopback) to the unix socket dial
+// (the gateway's egress proxy, mounted into the sandbox). An agent that
+// cannot listen there does not start.
+func WithEgressRelay(listen, dial string) Option {
+	return func(r *request) { r.EgressListen, r.EgressDial = listen, dial }
 }
 
 // Conn is the gateway's end of one agent's channel. It is safe for
@@ -93,12 +106,12 @@ type call struct {
 // ends) for the ready frame. closeFn ends the channel (closes w, kills
 // the sandbox's process or connection); Start and Close call it once on
 // failure or at the end.
-func Start(ctx context.Context, r io.Reader, w io.Writer, closeFn func()) (*Conn, error) {
+func Start(ctx context.Context, r io.Reader, w io.Writer, closeFn func(), opts ...Option) (*Conn, error) {
 	c, err := newConn(closeFn)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.hello(w, ""); err != nil {
+	if err := c.hello(w, "", opts); err != nil {
 		return nil, err
 	}
 	c.w = w
@@ -111,12 +124,12 @@ func Start(ctx context.Context, r io.Reader, w io.Writer, closeFn func()) (*Conn
 // which must open with proof of the key. The caller closes ln's file
 // afterwards. The agent's stdin stays open: closing it (in closeFn) still
 // ends the agent.
-func StartDial(ctx context.Context, helloW io.Writer, ln *net.UnixListener, dialPath string, closeFn func()) (*Conn, error) {
+func StartDial(ctx context.Context, helloW io.Writer, ln *net.UnixListener, dialPath string, closeFn func(), opts ...Option) (*Conn, error) {
 	c, err := newConn(closeFn)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.hello(helloW, dialPath); err != nil {
+	if err := c.hello(helloW, dialPath, opts); err != nil {
 		return nil, err
 	}
 	accepted := make(chan struct{})
@@ -166,8 +179,12 @@ func newConn(closeFn func()) (*Conn, error) {
 }
 
 // hello sends the first frame.
-func (c *Conn) hello(w io.Writer, dial string) error {
-	hello := encode(request{Type: typeHello, Key: c.key, Dial: dial})
+func (c *Conn) hello(w io.Writer, dial string, opts []Option) error {
+	req := request{Type: typeHello, Key: c.key, Dial: dial}
+	for _, o := range opts {
+		o(&req)
+	}
+	hello := encode(req)
 	if err := writeFrame(w, frameMAC(c.key, 0, hello), hello); err != nil {
 		c.fail(err)
 		return fmt.Errorf("sandbox agent hello: %w", err)
@@ -184,7 +201,7 @@ func (c *Conn) waitReady(ctx context.Context, r io.Reader) (*Conn, error) {
 	defer t.Stop()
 	select {
 	case rep := <-readyCh:
-		c.ready = Ready{PID: rep.PID, UID: rep.UID, NoDump: rep.NoDump, NoNewPrivs: rep.NoNewPrivs}
+		c.ready = Ready{PID: rep.PID, UID: rep.UID, NoDump: rep.NoDump, NoNewPrivs: rep.NoNewPrivs, Egress: rep.Egress}
 		return c, nil
 	case <-c.done:
 		return nil, fmt.Errorf("sandbox agent did not start: %w", c.Err())

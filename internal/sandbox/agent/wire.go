@@ -84,6 +84,12 @@ type request struct {
 	// Dial, in the hello, is a unix socket the agent connects to and uses
 	// as its channel from then on (its stdin then only signals the end).
 	Dial string `json:"dial,omitempty"`
+	// EgressListen and EgressDial, in the hello, start the egress relay:
+	// a TCP listener at EgressListen (the sandbox's loopback) whose every
+	// connection is copied, unread, to a fresh connection to the unix
+	// socket EgressDial (the gateway's egress proxy; relay_linux.go).
+	EgressListen string `json:"egressListen,omitempty"`
+	EgressDial   string `json:"egressDial,omitempty"`
 	// Argv, Env, Cwd and TimeoutMs describe an exec. Env is the overlay
 	// on the agent's own start-up environment.
 	Argv      []string `json:"argv,omitempty"`
@@ -118,6 +124,8 @@ type reply struct {
 	UID        int  `json:"uid,omitempty"`
 	NoDump     bool `json:"noDump,omitempty"`
 	NoNewPrivs bool `json:"noNewPrivs,omitempty"`
+	// Egress is the address the egress relay listens on, when it runs.
+	Egress string `json:"egress,omitempty"`
 }
 
 // writeFrame writes a length-prefixed frame: 4 bytes big-endian length,

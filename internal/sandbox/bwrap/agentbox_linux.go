@@ -39,7 +39,7 @@ func (b *Backend) agentArgv() []string {
 
 // startAgent starts a resident sandbox over workspace ws and connects to
 // its agent.
-func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error) {
+func (b *Backend) startAgent(ctx context.Context, ws string, eg *egressBox) (*agent.Conn, error) {
 	env, err := sandboxEnv(nil)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,13 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 		return nil, fmt.Errorf("%w: agent pipe: %v", ErrSetup, err)
 	}
 	diag := &sandbox.HeadWriter{N: 4096}
-	cmd, statusR, err := b.start(ws, sandbox.WorkspaceDir, env, helperSpec{Argv: b.agentArgv()}, stdinR, stdoutW, diag)
+	spec := helperSpec{Argv: b.agentArgv()}
+	var opts []agent.Option
+	if eg != nil {
+		spec.Egress, spec.egressDir = sandbox.EgressMount+"/"+sandbox.EgressSocket, eg.dir
+		opts = append(opts, agent.WithEgressRelay(sandbox.EgressAddr, spec.Egress))
+	}
+	cmd, statusR, err := b.start(ws, sandbox.WorkspaceDir, env, spec, stdinR, stdoutW, diag)
 	stdinR.Close()
 	stdoutW.Close()
 	if err != nil {
@@ -90,10 +96,15 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		go func() { reapAfterExit(); stdoutR.Close() }()
 	}
-	conn, err := agent.Start(ctx, stdoutR, stdinW, closeFn)
+	conn, err := agent.Start(ctx, stdoutR, stdinW, closeFn, opts...)
 	if err != nil {
 		reapAfterExit()
 		return nil, hint.Wrap(fmt.Errorf("%w: %w: %s", ErrSetup, err, strings.TrimSpace(diag.String())), "`exechost sandbox doctor` checks bwrap; sandbox.agent=off avoids the agent")
+	}
+	if eg != nil && conn.Ready().Egress != sandbox.EgressAddr {
+		conn.Close()
+		reapAfterExit()
+		return nil, fmt.Errorf("%w: the sandbox agent runs no egress relay on %s (it reported %q): is sandbox.agentBinary this exechost's version?", ErrSetup, sandbox.EgressAddr, conn.Ready().Egress)
 	}
 	return conn, nil
 }
@@ -101,7 +112,22 @@ func (b *Backend) startAgent(ctx context.Context, ws string) (*agent.Conn, error
 // startBox starts bx's resident sandbox (agentbox.Funcs.Start); its
 // connection is its handle too.
 func (b *Backend) startBox(ctx context.Context, bx *agentbox.Box[*agent.Conn]) (*agent.Conn, *agent.Conn, error) {
-	conn, err := b.startAgent(ctx, bx.Workspace)
+	var eg *egressBox
+	if lease := b.egressOf(bx.Key); lease != nil {
+		var err error
+		if eg, err = b.listenEgress(lease); err != nil {
+			return nil, nil, err
+		}
+	}
+	conn, err := b.startAgent(ctx, bx.Workspace, eg)
+	if eg != nil {
+		if err != nil {
+			sandbox.RemoveEgressDir(eg.ln)
+		} else {
+			// The socket is served as long as the sandbox lives.
+			go func() { <-conn.Done(); sandbox.RemoveEgressDir(eg.ln) }()
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,11 +149,15 @@ func agentFailure(kind agentbox.Failure, err error) error {
 // execAgent runs one command through the scope's resident agent (see
 // agentbox.Set.Exec).
 func (b *Backend) execAgent(ctx context.Context, req sandbox.Request, ws string, argv []string) (runner.Result, error) {
-	env, err := sandbox.EnvList(req.Env)
+	env, err := sandbox.EnvList(sandbox.RunEnv(req))
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("bwrap sandbox exec: %w", err)
 	}
-	bx, err := b.boxes.Acquire(sandbox.ScopeKey(b.cfg.Scope, req), req.AgentID, ws)
+	key := sandbox.ScopeKey(b.cfg.Scope, req)
+	if req.Egress != nil {
+		b.noteEgress(key, req.Egress)
+	}
+	bx, err := b.boxes.Acquire(key, req.AgentID, ws)
 	if err != nil {
 		return runner.Result{}, err
 	}

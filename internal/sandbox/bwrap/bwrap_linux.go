@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,8 @@ type Backend struct {
 	// boxes holds one resident sandbox per scope; the handle is its
 	// agent's connection, which ends the sandbox when closed.
 	boxes *agentbox.Set[*agent.Conn]
+	// egr is the latest egress lease of each box key (egress_linux.go).
+	egr egressState
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
@@ -150,7 +153,7 @@ func (b *Backend) probeAgent(ctx context.Context) error {
 	if err := os.Chmod(ws, 0o777); err != nil {
 		return err
 	}
-	conn, err := b.startAgent(ctx, ws)
+	conn, err := b.startAgent(ctx, ws, nil)
 	if err != nil {
 		return err
 	}
@@ -266,6 +269,11 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	}
 	if len(req.Argv) == 0 && req.Command == "" {
 		return runner.Result{}, errors.New("bwrap sandbox exec: empty command")
+	}
+	// A run whose policy lists names needs the agent's relay: without
+	// it, it is refused, not run with the sandbox's empty network.
+	if err := sandbox.CheckEgress(b, req); err != nil {
+		return runner.Result{}, err
 	}
 	ws, err := sandbox.EnsureWorkspace(b.cfg, b.stateDir, req, sandbox.WorkspaceOwner{})
 	if err != nil {
@@ -421,7 +429,17 @@ func (b *Backend) start(ws, cwd string, env []string, spec helperSpec, stdin io.
 		return nil, nil, fmt.Errorf("%w: encode helper spec: %v", ErrSetup, err)
 	}
 
-	cmd := exec.Command(b.bwrap, b.args(ws, cwd, env, string(specJSON))...)
+	args := b.args(ws, cwd, env, string(specJSON))
+	if spec.egressDir != "" || (spec.Nest != nil && spec.Nest.egressDir != "") {
+		dir := spec.egressDir
+		if dir == "" {
+			dir = spec.Nest.egressDir
+		}
+		// Before the root is remounted read-only, as every other mount.
+		i := slices.Index(args, "--remount-ro")
+		args = slices.Insert(args, i, "--ro-bind", dir, sandbox.EgressMount)
+	}
+	cmd := exec.Command(b.bwrap, args...)
 	cmd.Env = []string{} // bwrap --clearenv + --setenv carry the sandbox's environment
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr

@@ -43,6 +43,13 @@ type helperSpec struct {
 	Probe bool `json:"probe,omitempty"`
 	// Argv is the command.
 	Argv []string `json:"argv,omitempty"`
+	// Egress, when set, is the egress socket inside the sandbox (the
+	// agent's relay dials it): Landlock lets the sandbox connect to it,
+	// and leaves TCP to the network namespace, which holds only the
+	// sandbox's loopback (the relay listens there).
+	Egress string `json:"egress,omitempty"`
+	// egressDir is the host directory mounted at sandbox.EgressMount.
+	egressDir string
 }
 
 // A binary that imports this package (exechost itself, or a test binary
@@ -164,10 +171,15 @@ func restrict(spec helperSpec) (Report, error) {
 	// here: filesystem writes, TCP (ABI 4+), signals and abstract sockets
 	// beyond the sandbox (ABI 6+), pathname unix socket connects (ABI 9+).
 	box := confine.Confinement{Writable: []string{sandbox.WorkspaceDir, "/tmp", "/dev"}, Network: confine.NetworkNone, Unsupported: confine.UnsupportedWarn}
+	tcp := "no TCP"
+	if spec.Egress != "" {
+		box.Network, box.Sockets = confine.NetworkAll, []string{spec.Egress}
+		tcp = "TCP only on the sandbox's loopback (its network namespace), where the egress relay listens"
+	}
 	if _, err := confine.ApplyThread(&box, abi); err != nil {
 		return rep, fmt.Errorf("apply landlock: %w", err)
 	}
-	rep.Landlock = fmt.Sprintf("enforced (ABI %d): writes only in /workspace, /tmp and /dev; no TCP", abi)
+	rep.Landlock = fmt.Sprintf("enforced (ABI %d): writes only in /workspace, /tmp and /dev; %s", abi, tcp)
 	if abi >= 6 {
 		rep.Landlock += "; no signals or abstract sockets beyond the sandbox"
 	}

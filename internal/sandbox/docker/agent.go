@@ -156,7 +156,7 @@ func agentConfig(cfg *containerConfig, hc *hostConfig, plan agentPlan, runDir st
 // attachAgent attaches to created (not yet started) container id, starts
 // it, and connects to its agent: through ln (the run directory's socket)
 // when set, else over the attached stdio alone.
-func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.UnixListener) (*agent.Conn, error) {
+func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.UnixListener, opts ...agent.Option) (*agent.Conn, error) {
 	att, err := b.cli.ContainerAttach(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("attach sandbox container %s: %w", name, daemonError(err))
@@ -179,9 +179,9 @@ func (b *Backend) attachAgent(ctx context.Context, id, name string, ln *net.Unix
 		// The agent writes nothing to its stdout once the channel is the
 		// socket; drain it anyway so the demultiplexer never stalls.
 		go func() { _, _ = io.Copy(io.Discard, pr) }()
-		conn, err = agent.StartDial(ctx, att.Conn, ln, runMount+"/"+runSocket, closeFn)
+		conn, err = agent.StartDial(ctx, att.Conn, ln, runMount+"/"+runSocket, closeFn, opts...)
 	} else {
-		conn, err = agent.Start(ctx, pr, att.Conn, closeFn)
+		conn, err = agent.Start(ctx, pr, att.Conn, closeFn, opts...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(diag.String()))

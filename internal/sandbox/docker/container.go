@@ -39,21 +39,32 @@ func scopeHash(key string) string {
 // keepalive.
 func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, error) {
 	workspace := bx.Workspace
+	eg := b.egressOf(bx.Key)
 	plan, agentErr := b.agent.get()
+	if eg != nil && agentErr != nil {
+		return "", nil, b.HoldsEgress()
+	}
 	if agentErr == nil {
-		id, conn, err := b.createContainer(ctx, bx, workspace, &plan)
-		if err == nil || errors.Is(err, ErrDaemonUnreachable) || errors.Is(err, ErrImageMissing) || ctx.Err() != nil {
+		id, conn, err := b.createContainer(ctx, bx, workspace, &plan, eg)
+		// An egress container has no way out but the agent's relay: it
+		// never falls back to one without it.
+		if err == nil || eg != nil || errors.Is(err, ErrDaemonUnreachable) || errors.Is(err, ErrImageMissing) || ctx.Err() != nil {
 			return id, conn, err
 		}
 		b.agent.disable(fmt.Errorf("off: a container with the agent did not start here (%v); commands use docker exec", err))
 	}
-	return b.createContainer(ctx, bx, workspace, nil)
+	return b.createContainer(ctx, bx, workspace, nil, nil)
 }
 
 // createContainer creates and starts a container for bx; with plan set,
-// the agent is its main process and its Conn is returned.
-func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string, plan *agentPlan) (string, *agent.Conn, error) {
+// the agent is its main process and its Conn is returned. With eg set
+// (and plan), the container has network none and the agent relays
+// sandbox.EgressAddr to the egress socket (egress.go).
+func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string, plan *agentPlan, eg *sandbox.Egress) (string, *agent.Conn, error) {
 	d := ConfigOf(b.cfg)
+	if eg != nil {
+		d.Network = "none"
+	}
 	hc := &hostConfig{
 		// A structured mount, not a "src:dst:rw" bind string: a workspace
 		// path with a colon in it cannot be misparsed.
@@ -103,6 +114,21 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 		}
 		agentConfig(cfg, hc, *plan, runDir)
 	}
+	var egLn net.Listener
+	if eg != nil {
+		dir, l, err := b.listenEgress(eg)
+		if err != nil {
+			return "", nil, err
+		}
+		egLn = l
+		hc.Mounts = append(hc.Mounts, mountSpec{Type: "bind", Source: dir, Target: egressMount, ReadOnly: true})
+	}
+	kept := false
+	defer func() {
+		if egLn != nil && !kept {
+			sandbox.RemoveEgressDir(egLn)
+		}
+	}()
 	name := b.containerName(bx.Key)
 	// A container of that name can only be a leftover of this owner (a
 	// forgotten box, a crash between create and start): replace it.
@@ -115,10 +141,22 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 		return "", nil, fmt.Errorf("create sandbox container %s: %w", name, daemonError(err))
 	}
 	if plan != nil {
-		conn, err := b.attachAgent(ctx, id, name, ln)
+		var opts []agent.Option
+		if eg != nil {
+			opts = append(opts, agent.WithEgressRelay(sandbox.EgressAddr, egressMount+"/"+egressSocket))
+		}
+		conn, err := b.attachAgent(ctx, id, name, ln, opts...)
+		if err == nil && eg != nil && conn.Ready().Egress != sandbox.EgressAddr {
+			conn.Close()
+			err = fmt.Errorf("sandbox agent in %s: no egress relay on %s (it reported %q): is sandbox.agentBinary this exechost's version?", name, sandbox.EgressAddr, conn.Ready().Egress)
+		}
 		if err != nil {
 			_ = b.remove(context.WithoutCancel(ctx), id)
 			return "", nil, err
+		}
+		if egLn != nil {
+			b.keepEgress(id, egLn)
+			kept = true
 		}
 		return id, conn, nil
 	}
@@ -132,6 +170,7 @@ func (b *Backend) createContainer(ctx context.Context, bx *box, workspace string
 // remove force-removes a container; a container that is already gone is
 // not an error.
 func (b *Backend) remove(ctx context.Context, id string) error {
+	defer b.dropEgress(id)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := b.cli.ContainerRemove(rctx, id)

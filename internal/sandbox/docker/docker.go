@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ type Backend struct {
 	reaperDone chan struct{}
 
 	agent agentState
+	egr   egressState
 
 	closeOnce sync.Once
 }
@@ -114,6 +116,8 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 		cli.Close()
 		return nil, err
 	}
+	// The egress sockets of the containers just removed.
+	_ = os.RemoveAll(filepath.Join(stateDir, egressDirName))
 	rctx, cancel := context.WithCancel(context.Background())
 	b.stopReaper, b.reaperDone = cancel, make(chan struct{})
 	go b.reapLoop(rctx)
@@ -253,7 +257,7 @@ func describe(cfg sandbox.Config, p sandbox.CommandPath) []string {
 	d := ConfigOf(cfg)
 	out := []string{
 		"container per " + string(cfg.Scope) + " from image " + d.Image + ", removed after " + time.Duration(cfg.IdleTimeout).String() + " idle",
-		"network: " + d.Network,
+		"network: " + d.Network + "; a run whose policy lists egress names gets a container of its own with network none and the resident agent's relay to exechost's egress proxy (" + sandbox.EgressAddr + ")",
 		"user: " + d.User,
 		"capabilities: all dropped; no-new-privileges",
 	}

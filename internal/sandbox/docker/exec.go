@@ -62,7 +62,10 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if len(req.Argv) == 0 && req.Command == "" {
 		return runner.Result{}, errors.New("docker sandbox exec: empty command")
 	}
-	env, err := sandbox.EnvList(req.Env)
+	if err := sandbox.CheckEgress(b, req); err != nil {
+		return runner.Result{}, err
+	}
+	env, err := sandbox.EnvList(sandbox.RunEnv(req))
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
 	}
@@ -70,7 +73,11 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("docker sandbox exec: %w", err)
 	}
-	bx, err := b.boxes.Acquire(sandbox.ScopeKey(b.cfg.Scope, req), req.AgentID, ws)
+	key := sandbox.ScopeKey(b.cfg.Scope, req)
+	if req.Egress != nil {
+		b.noteEgress(key, req.Egress)
+	}
+	bx, err := b.boxes.Acquire(key, req.AgentID, ws)
 	if err != nil {
 		return runner.Result{}, err
 	}
