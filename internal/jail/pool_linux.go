@@ -1,7 +1,10 @@
 package jail
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,52 +55,99 @@ type entry struct {
 	// changed: the entry left the pool and closes when its last run ends.
 	listed []dirStamp
 	stale  bool
-	// racy: a listed directory changed within racyWindow of its stamp,
-	// where a later change in the same clock tick would not move its
-	// times; such a jail serves the run it was built for, then no other.
-	racy bool
 }
 
-// dirStamp is a directory as stat saw it: a new, removed or renamed entry
-// moves its times.
+// dirStamp is a directory a jail's Landlock layer granted entry by entry,
+// as it was: its identity, times and entries (name to inode: the rules
+// hold inodes, so a file replaced under its name is a change too).
 type dirStamp struct {
 	path         string
 	ok           bool
 	dev, ino     uint64
 	mtime, ctime unix.Timespec
+	// racy: it changed within racyWindow of the stamp, where a later
+	// change in the same clock tick would not move its times, so its
+	// entries are compared whatever its times say.
+	racy    bool
+	entries map[string]uint64
 }
 
 // racyWindow is how recent a directory's change may be, when it is
-// stamped, for a later change in the same clock tick to go unseen: a jail
-// built over such a directory is not reused.
+// stamped, for a later change in the same clock tick to go unseen.
 const racyWindow = 50 * time.Millisecond
 
-func stampDir(path string) dirStamp {
-	var st unix.Stat_t
-	if unix.Stat(path, &st) != nil {
-		return dirStamp{path: path}
+// stampDir stamps the directory at path at time now; ok is false when it
+// cannot be read (missing: the jail granted nothing there).
+func stampDir(path string, now time.Time) dirStamp {
+	s := dirStamp{path: path}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return s
 	}
-	return dirStamp{path: path, ok: true, dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim} // Dev is narrower on some architectures
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return s
+	}
+	entries, err := readEntries(fd)
+	if err != nil {
+		return s
+	}
+	return dirStamp{path: path, ok: true, dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim, // Dev is narrower on some architectures
+		racy: now.Sub(time.Unix(st.Ctim.Unix())) < racyWindow, entries: entries}
+}
+
+// readEntries lists the directory open as fd: each entry's name and inode
+// (getdents64 gives both; os.ReadDir keeps no inode).
+func readEntries(fd int) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			ino := binary.NativeEndian.Uint64(b[0:8])
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, fmt.Errorf("getdents: bad record length %d", reclen)
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if nm := string(name); nm != "." && nm != ".." {
+				out[nm] = ino
+			}
+			b = b[reclen:]
+		}
+	}
 }
 
 // stampListed stamps the directories a jail for o lists to grant their
 // entries one by one: every directory above a protected or hidden path
 // (confine's base layer walks down to each from /). Such a jail's rules
-// name the entries as they were, so a directory made beside them later
+// name the entries as they were, so an entry made or replaced there later
 // would be unreadable to its runs; the pool builds a new jail instead
-// (fresh). racy reports a change too recent for a later one to show.
-func stampListed(o *Options, now time.Time) (out []dirStamp, racy bool) {
+// (fresh). With the view, /tmp and beneath are left out: runs see the
+// view's own /tmp, fixed when the jail is built, whatever the host's does.
+func stampListed(o *Options, now time.Time) []dirStamp {
 	if !slices.Contains(o.Layers, confine.LayerLandlock) {
-		return nil, false
+		return nil
 	}
+	view := slices.Contains(o.Layers, confine.LayerView)
 	seen := map[string]bool{}
+	var out []dirStamp
 	add := func(p string) {
 		for d := filepath.Dir(p); !seen[d]; d = filepath.Dir(d) {
 			seen[d] = true
-			s := stampDir(d)
-			out = append(out, s)
-			if s.ok && now.Sub(time.Unix(s.ctime.Unix())) < racyWindow {
-				racy = true
+			if !(view && (d == "/tmp" || strings.HasPrefix(d, "/tmp/"))) {
+				out = append(out, stampDir(d, now))
 			}
 			if d == "/" || d == "." {
 				break
@@ -110,18 +160,35 @@ func stampListed(o *Options, now time.Time) (out []dirStamp, racy bool) {
 			add(r)
 		}
 	}
-	return out, racy
+	return out
 }
 
-// fresh reports whether every directory listed is as it was stamped.
-func (e *entry) fresh() bool {
-	if e.racy {
-		return false
-	}
-	for _, s := range e.listed {
-		if stampDir(s.path) != s {
+// fresh reports whether every directory listed still has the entries it
+// was stamped with. Unchanged times vouch for that unless the stamp was
+// racy; moved ones are checked by listing again (a lock file made and
+// removed, as shells do in the home, changes nothing), and a directory
+// found the same is stamped anew. Called with the pool's lock held.
+func (e *entry) fresh(now time.Time) bool {
+	for i := range e.listed {
+		s := &e.listed[i]
+		var st unix.Stat_t
+		if unix.Stat(s.path, &st) != nil {
+			if s.ok {
+				return false
+			}
+			continue
+		}
+		if !s.ok || uint64(st.Dev) != s.dev || st.Ino != s.ino {
 			return false
 		}
+		if !s.racy && st.Mtim == s.mtime && st.Ctim == s.ctime {
+			continue
+		}
+		n := stampDir(s.path, now)
+		if !n.ok || n.dev != s.dev || n.ino != s.ino || !maps.Equal(n.entries, s.entries) {
+			return false
+		}
+		*s = n
 	}
 	return true
 }
@@ -185,7 +252,7 @@ func (p *Pool) Get(o Options) (*Jail, func(), error) {
 			<-done // bounded: start waits at most p.ready
 			continue
 		}
-		if ok && e.err == nil && e.j.Alive() && (p.trustListed || e.fresh()) {
+		if ok && e.err == nil && e.j.Alive() && (p.trustListed || e.fresh(time.Now())) {
 			e.runs++
 			e.used = p.now()
 			p.mu.Unlock()
@@ -198,8 +265,7 @@ func (p *Pool) Get(o Options) (*Jail, func(), error) {
 				go e.j.Close()
 			}
 		}
-		listed, racy := stampListed(&o, time.Now())
-		e = &entry{done: make(chan struct{}), listed: listed, racy: racy}
+		e = &entry{done: make(chan struct{}), listed: stampListed(&o, time.Now())}
 		p.jails[key] = e
 		p.mu.Unlock()
 
