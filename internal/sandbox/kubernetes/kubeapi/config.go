@@ -165,6 +165,9 @@ type kubeContext struct {
 
 func readKubeconfig(path string) (*kubeconfig, error) {
 	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no kubeconfig at %s: %w", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read kubeconfig: %w", err)
 	}
