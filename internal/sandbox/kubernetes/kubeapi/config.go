@@ -17,8 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Config is where the API server is and how to prove who the client is.
@@ -102,19 +100,19 @@ func Load(path, context string) (*Config, error) {
 
 // kubeconfig is the part of a kubeconfig file this client reads.
 type kubeconfig struct {
-	CurrentContext string `yaml:"current-context"`
+	CurrentContext string `json:"current-context"`
 	Clusters       []struct {
-		Name    string      `yaml:"name"`
-		Cluster kubeCluster `yaml:"cluster"`
-	} `yaml:"clusters"`
+		Name    string      `json:"name"`
+		Cluster kubeCluster `json:"cluster"`
+	} `json:"clusters"`
 	Users []struct {
-		Name string   `yaml:"name"`
-		User kubeUser `yaml:"user"`
-	} `yaml:"users"`
+		Name string   `json:"name"`
+		User kubeUser `json:"user"`
+	} `json:"users"`
 	Contexts []struct {
-		Name    string      `yaml:"name"`
-		Context kubeContext `yaml:"context"`
-	} `yaml:"contexts"`
+		Name    string      `json:"name"`
+		Context kubeContext `json:"context"`
+	} `json:"contexts"`
 
 	clusters map[string]kubeCluster
 	users    map[string]kubeUser
@@ -122,45 +120,45 @@ type kubeconfig struct {
 }
 
 type kubeCluster struct {
-	Server                   string `yaml:"server"`
-	CertificateAuthority     string `yaml:"certificate-authority"`
-	CertificateAuthorityData string `yaml:"certificate-authority-data"`
-	InsecureSkipTLSVerify    bool   `yaml:"insecure-skip-tls-verify"`
-	TLSServerName            string `yaml:"tls-server-name"`
-	ProxyURL                 string `yaml:"proxy-url"`
+	Server                   string   `json:"server"`
+	CertificateAuthority     string   `json:"certificate-authority"`
+	CertificateAuthorityData string   `json:"certificate-authority-data"`
+	InsecureSkipTLSVerify    flexBool `json:"insecure-skip-tls-verify"`
+	TLSServerName            string   `json:"tls-server-name"`
+	ProxyURL                 string   `json:"proxy-url"`
 	dir                      string
 }
 
 type kubeUser struct {
-	ClientCertificate     string         `yaml:"client-certificate"`
-	ClientCertificateData string         `yaml:"client-certificate-data"`
-	ClientKey             string         `yaml:"client-key"`
-	ClientKeyData         string         `yaml:"client-key-data"`
-	Token                 string         `yaml:"token"`
-	TokenFile             string         `yaml:"tokenFile"`
-	Username              string         `yaml:"username"`
-	Password              string         `yaml:"password"`
-	Exec                  *kubeExec      `yaml:"exec"`
-	AuthProvider          map[string]any `yaml:"auth-provider"`
+	ClientCertificate     string         `json:"client-certificate"`
+	ClientCertificateData string         `json:"client-certificate-data"`
+	ClientKey             string         `json:"client-key"`
+	ClientKeyData         string         `json:"client-key-data"`
+	Token                 string         `json:"token"`
+	TokenFile             string         `json:"tokenFile"`
+	Username              string         `json:"username"`
+	Password              string         `json:"password"`
+	Exec                  *kubeExec      `json:"exec"`
+	AuthProvider          map[string]any `json:"auth-provider"`
 	dir                   string
 }
 
 type kubeExec struct {
-	APIVersion string   `yaml:"apiVersion"`
-	Command    string   `yaml:"command"`
-	Args       []string `yaml:"args"`
+	APIVersion string   `json:"apiVersion"`
+	Command    string   `json:"command"`
+	Args       []string `json:"args"`
 	Env        []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
-	} `yaml:"env"`
-	InstallHint        string `yaml:"installHint"`
-	ProvideClusterInfo bool   `yaml:"provideClusterInfo"`
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"env"`
+	InstallHint        string   `json:"installHint"`
+	ProvideClusterInfo flexBool `json:"provideClusterInfo"`
 }
 
 type kubeContext struct {
-	Cluster   string `yaml:"cluster"`
-	User      string `yaml:"user"`
-	Namespace string `yaml:"namespace"`
+	Cluster   string `json:"cluster"`
+	User      string `json:"user"`
+	Namespace string `json:"namespace"`
 }
 
 func readKubeconfig(path string) (*kubeconfig, error) {
@@ -172,7 +170,11 @@ func readKubeconfig(path string) (*kubeconfig, error) {
 		return nil, fmt.Errorf("read kubeconfig: %w", err)
 	}
 	var kc kubeconfig
-	if err := yaml.Unmarshal(b, &kc); err != nil {
+	js, err := yamlToJSON(b)
+	if err == nil {
+		err = json.Unmarshal(js, &kc)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
@@ -244,7 +246,7 @@ func (k *kubeconfig) config(name string) (*Config, error) {
 	if cl.ProxyURL != "" {
 		return nil, fmt.Errorf("kubeconfig cluster %q: proxy-url is not supported", ctx.Cluster)
 	}
-	cfg := &Config{Host: cl.Server, Insecure: cl.InsecureSkipTLSVerify, ServerName: cl.TLSServerName, Namespace: ctx.Namespace}
+	cfg := &Config{Host: cl.Server, Insecure: bool(cl.InsecureSkipTLSVerify), ServerName: cl.TLSServerName, Namespace: ctx.Namespace}
 	var err error
 	if cfg.CAData, err = dataOrFile("cluster "+ctx.Cluster+" certificate-authority", cl.CertificateAuthorityData, cl.CertificateAuthority, cl.dir); err != nil {
 		return nil, err
@@ -274,7 +276,7 @@ func (k *kubeconfig) config(name string) (*Config, error) {
 		cfg.TokenFile = resolve(u.TokenFile, u.dir)
 	}
 	if e := u.Exec; e != nil {
-		x := &ExecConfig{APIVersion: e.APIVersion, Command: e.Command, Args: e.Args, InstallHint: e.InstallHint, ProvideClusterInfo: e.ProvideClusterInfo, Env: map[string]string{}}
+		x := &ExecConfig{APIVersion: e.APIVersion, Command: e.Command, Args: e.Args, InstallHint: e.InstallHint, ProvideClusterInfo: bool(e.ProvideClusterInfo), Env: map[string]string{}}
 		// A command given as a relative path is relative to the
 		// kubeconfig, as kubectl has it; a bare name is looked up in PATH.
 		if strings.ContainsRune(x.Command, filepath.Separator) {
