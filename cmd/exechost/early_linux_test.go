@@ -17,14 +17,11 @@ import (
 
 // heavyInits are packages whose initialisation a re-exec entry point
 // started per run or per confinement must not pay for (issue 42): the
-// Kubernetes API types and REST client (core/v1 is the heaviest init of
-// the binary), the OpenTelemetry SDK, the gateway and the CLI, which
-// imports everything. Each has init work of its own, so
+// Kubernetes driver (whose init registers it), the OpenTelemetry SDK, the
+// gateway and the CLI, which imports everything. Each has init work of its own, so
 // GODEBUG=inittrace=1 names it when it runs.
 var heavyInits = []string{
-	"k8s.io/api/core/v1",
-	"k8s.io/apimachinery/pkg/apis/meta/v1",
-	"k8s.io/client-go/rest",
+	"github.com/exechost/exechost/internal/sandbox/kubernetes",
 	"go.opentelemetry.io/otel/sdk/resource",
 	"github.com/exechost/exechost/internal/gateway",
 	"github.com/exechost/exechost/internal/cli",

@@ -32,7 +32,7 @@ var rank = map[string]int{
 	// mechanisms over the leaves
 	"internal/bridge": 1, "internal/nodekey": 1, "internal/audit": 1, "internal/prompt": 1, "internal/trace": 1,
 	"internal/runner": 1, "internal/shellcmd": 1, "internal/service": 1,
-	"internal/openclaw/octest": 1, "internal/sandbox/docker/dockertest": 1,
+	"internal/openclaw/octest": 1, "internal/sandbox/docker/dockertest": 1, "internal/sandbox/kubernetes/kubeapi": 1,
 	"internal/approvals": 2, "internal/approverui": 2, "internal/shellrun": 2, "internal/sandbox": 2, "internal/sandbox/agent": 2,
 	"internal/session": 2, "internal/jail": 2, "internal/receipt": 2,
 	"internal/sandbox/agentbox": 3, "internal/client": 3, "internal/config": 3, "internal/explain": 3, "internal/sandbox/kubernetes/kubetest": 3,

@@ -58,10 +58,9 @@ func Register(name string, run func()) { std.Register(name, run) }
 // os/signal, syscall and this package) runs before most of the binary's
 // package inits and stays at a Go program's floor of memory. The
 // launcher, the interpreter and the jail server use it too: their
-// packages import none of the Kubernetes client, the OpenTelemetry SDK or
-// the CLI, whose inits (about half of the binary's init allocation) they
-// then never pay. Some packages whose paths sort early (k8s.io before
-// kernel.org and mvdan.cc) may still initialise first. A package that
+// packages import none of the Kubernetes driver, the OpenTelemetry SDK or
+// the CLI, whose inits they then never pay. Some packages whose paths
+// sort early (before kernel.org and mvdan.cc) may still initialise first. A package that
 // imports any heavy package gains nothing from it and uses Register.
 func RegisterEarly(name string, run func()) {
 	std.RegisterEarly(name, run)

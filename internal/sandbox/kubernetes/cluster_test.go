@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
-
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
 	"github.com/exechost/exechost/internal/testproc"
 )
@@ -44,13 +41,13 @@ func open(t *testing.T, edit func(*sandbox.Config)) (*Backend, string) {
 }
 
 // ownedPods lists the pods of b's owner that are not being deleted.
-func ownedPods(t *testing.T, b *Backend) []corev1.Pod {
+func ownedPods(t *testing.T, b *Backend) []kubeapi.Pod {
 	t.Helper()
-	list, err := clientOf(t, b).CoreV1().Pods(b.k.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: b.ownerSelector()})
+	list, err := clientOf(t, b).listPods(context.Background(), b.k.Namespace, b.ownerSelector())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []corev1.Pod
+	var out []kubeapi.Pod
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil {
 			out = append(out, p)
@@ -66,11 +63,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	testproc.Poll(t, time.Minute, what, cond)
 }
 
-// clientOf is a full client-go clientset over b's credentials, for the
-// tests' own checks (the driver itself links only the narrow client).
-func clientOf(t *testing.T, b *Backend) k8s.Interface {
+// clientOf is a client of its own over b's credentials, for the tests'
+// own checks.
+func clientOf(t *testing.T, b *Backend) *client {
 	t.Helper()
-	cs, err := k8s.NewForConfig(b.RestConfig())
+	cs, err := newClient(b.RestConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 )
 
 // ErrNoNamespace means the sandbox namespace does not exist.
@@ -25,16 +24,16 @@ var ErrNoRuntimeClass = errors.New("kubernetes RuntimeClass missing")
 // not grant; without it, a dry-run pod answers the same question.
 func (b *Backend) checkNamespace(ctx context.Context) error {
 	err := b.api.getNamespace(ctx, b.k.Namespace)
-	if apierrors.IsForbidden(err) {
+	if kubeapi.IsForbidden(err) {
 		_, err = b.api.createPod(ctx, b.k.Namespace, b.probePod(), true)
-		if err == nil || !apierrors.IsNotFound(err) {
+		if err == nil || !kubeapi.IsNotFound(err) {
 			return nil // it exists; other answers are checkAccess's to explain
 		}
 	}
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsNotFound(err):
+	case kubeapi.IsNotFound(err):
 		return hint.Wrap(fmt.Errorf("%w: namespace %q does not exist", ErrNoNamespace, b.k.Namespace),
 			fmt.Sprintf("`kubectl create namespace %s` and bind the Role in docs/sandbox.md there, or set sandbox.kubernetes.namespace", b.k.Namespace))
 	default:
@@ -51,16 +50,16 @@ func (b *Backend) checkRuntimeClass(ctx context.Context) error {
 		return nil
 	}
 	_, err := b.api.getRuntimeClass(ctx, name)
-	if apierrors.IsForbidden(err) {
+	if kubeapi.IsForbidden(err) {
 		_, err = b.api.createPod(ctx, b.k.Namespace, b.probePod(), true)
 		if err != nil && strings.Contains(err.Error(), "RuntimeClass") {
-			err = apierrors.NewNotFound(nodeResource, name)
+			err = kubeapi.NotFound("runtimeclasses.node.k8s.io", name)
 		}
 	}
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsNotFound(err):
+	case kubeapi.IsNotFound(err):
 		return hint.Wrap(fmt.Errorf("%w: runtimeClassName %q: no such RuntimeClass in the cluster", ErrNoRuntimeClass, name),
 			"install the runtime (gVisor's runsc, Kata) and its RuntimeClass on the nodes, or unset sandbox.kubernetes.runtimeClassName; `kubectl get runtimeclass` lists them")
 	default:

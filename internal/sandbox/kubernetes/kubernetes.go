@@ -3,7 +3,7 @@
 // resident agent (package sandbox/agent) — the static exechost binary, which
 // an init container copies out of the image sandbox.kubernetes.agentImage
 // into a volume — and commands travel to it over one long-lived attach
-// stream per pod (WebSocket, falling back to SPDY), not one exec API call
+// stream per pod (WebSocket, v5.channel.k8s.io or v4), not one exec API call
 // per command.
 //
 // Pods are hardened by default: a non-root user, read-only root filesystem,
@@ -22,8 +22,10 @@
 // The driver owns sandbox.kubernetes (Config: runtimeClassName, node
 // selector, tolerations, requests and an operator's pod template among
 // the rest), is linked into every exechost binary, and talks to the API
-// server through client-go's REST client over a scheme of the five kinds
-// it uses (client.go), not the generated clientset. Open and doctor check
+// server through package kubeapi: plain HTTP and JSON for the five kinds
+// it uses, attach over WebSocket, its own kubeconfig reader (client.go),
+// so that no k8s.io package is linked and no exechost process pays for
+// one at start. Open and doctor check
 // the namespace, the permissions and the RuntimeClass before any pod is
 // made; doctor also dry-runs the pod and starts a probe pod
 // (diagnose.go). BuildAgentImage and Push make sandbox.kubernetes.agentImage
@@ -40,15 +42,12 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
 	"github.com/exechost/exechost/internal/sandbox/agentbox"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 )
 
 // Errors a caller can test for with errors.Is. Each is wrapped with what
@@ -98,7 +97,7 @@ func init() {
 type Backend struct {
 	cfg   sandbox.Config
 	k     Config
-	rest  *rest.Config
+	rest  *kubeapi.Config
 	api   *client
 	owner string
 	idle  time.Duration
@@ -180,32 +179,21 @@ func Open(ctx context.Context, cfg sandbox.Config, stateDir string) (*Backend, e
 // restConfig loads the client configuration: the kubeconfig named in the
 // config; else in-cluster credentials inside a pod; else $KUBECONFIG or
 // ~/.kube/config.
-func restConfig(k Config) (*rest.Config, error) {
+func restConfig(k Config) (*kubeapi.Config, error) {
 	if k.Kubeconfig == "" && k.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
-		rc, err := rest.InClusterConfig()
+		rc, err := kubeapi.InCluster(os.Getenv, kubeapi.ServiceAccountDir)
 		if err != nil {
 			return nil, hint.Wrap(fmt.Errorf("%w: in-cluster credentials: %v", ErrUnreachable, err), "set sandbox.kubernetes.kubeconfig")
 		}
-		return tune(rc), nil
+		rc.UserAgent = "exechost-sandbox"
+		return rc, nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if k.Kubeconfig != "" {
-		rules.ExplicitPath = k.Kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context})
-	rc, err := cc.ClientConfig()
+	rc, err := kubeapi.Load(k.Kubeconfig, k.Context)
 	if err != nil {
 		return nil, hint.Wrap(fmt.Errorf("%w: load kubeconfig: %v", ErrUnreachable, err), "set sandbox.kubernetes.kubeconfig, or $KUBECONFIG")
 	}
-	return tune(rc), nil
-}
-
-// tune raises client-go's default client-side rate limit (5 requests a
-// second), which a warm pool and a burst of new sessions would hit.
-func tune(rc *rest.Config) *rest.Config {
-	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "exechost-sandbox"
-	return rc
+	return rc, nil
 }
 
 // OwnerID is the owner label value of pods created for stateDir on this
@@ -310,9 +298,10 @@ func (b *Backend) Close(ctx context.Context) error {
 	return err
 }
 
-// RestConfig returns the client configuration the backend uses, for
-// tests and the benchmark, which make their own clients from it.
-func (b *Backend) RestConfig() *rest.Config { return rest.CopyConfig(b.rest) }
+// RestConfig returns (a copy of) the client configuration the backend
+// uses, for tests and the benchmark, which make their own clients from it
+// (kubeapi.New).
+func (b *Backend) RestConfig() *kubeapi.Config { c := *b.rest; return &c }
 
 // Namespace returns the namespace the pods live in.
 func (b *Backend) Namespace() string { return b.k.Namespace }
@@ -324,7 +313,7 @@ func (b *Backend) Owner() string { return b.owner }
 // it is.
 func apiError(what string, err error) error {
 	switch {
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+	case kubeapi.IsForbidden(err), kubeapi.IsUnauthorized(err):
 		return hint.Wrap(fmt.Errorf("%w: %s: %v", ErrForbidden, what, err), "the gateway's credentials need the Role in docs/sandbox.md in the sandbox namespace")
 	case isUnreachable(err):
 		return hint.Wrap(fmt.Errorf("%w: %s: %v", ErrUnreachable, what, err), "check sandbox.kubernetes.kubeconfig and that the API server answers; `exechost sandbox doctor`")
@@ -335,11 +324,7 @@ func apiError(what string, err error) error {
 
 // isUnreachable tells a transport failure from an answer of the server.
 func isUnreachable(err error) bool {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return false
-	}
-	return !errors.Is(err, context.Canceled)
+	return !kubeapi.IsStatus(err) && !errors.Is(err, context.Canceled)
 }
 
 // CommandPath says how this backend runs commands, for the notice of a

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/exechost/exechost/internal/runner"
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
 )
 
@@ -91,7 +88,7 @@ func TestHardenedPod(t *testing.T) {
 	if p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
 		t.Error("the service-account token is mounted")
 	}
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+	for _, c := range append(append([]kubeapi.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 		s := c.SecurityContext
 		switch {
 		case s == nil:
@@ -104,14 +101,14 @@ func TestHardenedPod(t *testing.T) {
 			t.Errorf("container %s allows privilege escalation", c.Name)
 		case s.Capabilities == nil || len(s.Capabilities.Drop) != 1 || s.Capabilities.Drop[0] != "ALL":
 			t.Errorf("container %s keeps capabilities", c.Name)
-		case s.SeccompProfile == nil || s.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		case s.SeccompProfile == nil || s.SeccompProfile.Type != "RuntimeDefault":
 			t.Errorf("container %s has no RuntimeDefault seccomp", c.Name)
 		}
-		if c.Resources.Limits.Memory().IsZero() || c.Resources.Limits.Cpu().IsZero() {
+		if l := c.Resources.Limits; l["memory"] == "" || l["memory"] == "0" || l["cpu"] == "" || l["cpu"] == "0" {
 			t.Errorf("container %s has no limits: %v", c.Name, c.Resources.Limits)
 		}
 	}
-	np, err := clientOf(t, b).NetworkingV1().NetworkPolicies(b.k.Namespace).Get(context.Background(), b.policyName(), metav1.GetOptions{})
+	np, err := clientOf(t, b).getPolicy(context.Background(), b.k.Namespace, b.policyName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +218,7 @@ func TestWarmPool(t *testing.T) {
 	t.Logf("first command from the warm pool: %s", took)
 	waitFor(t, "the pool to refill", func() bool { return b.PoolReady() == 1 })
 	waitFor(t, "the claimed pod's labels", func() bool {
-		p, err := clientOf(t, b).CoreV1().Pods(b.k.Namespace).Get(context.Background(), warm, metav1.GetOptions{})
+		p, err := clientOf(t, b).getPod(context.Background(), b.k.Namespace, warm)
 		return err == nil && p.Labels[LabelScope] != poolScope && p.Labels[LabelAgent] == "main"
 	})
 	if err := b.Close(context.Background()); err != nil {
@@ -230,7 +227,7 @@ func TestWarmPool(t *testing.T) {
 	if n := len(ownedPods(t, b)); n != 0 {
 		t.Errorf("pods after Close = %d, want 0", n)
 	}
-	if _, err := clientOf(t, b).NetworkingV1().NetworkPolicies(b.k.Namespace).Get(context.Background(), b.policyName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := clientOf(t, b).getPolicy(context.Background(), b.k.Namespace, b.policyName()); !kubeapi.IsNotFound(err) {
 		t.Errorf("network policy after Close: %v, want it deleted", err)
 	}
 	if _, err := b.Exec(context.Background(), sandbox.Request{AgentID: "main", Argv: []string{"true"}}); !errors.Is(err, ErrClosed) {

@@ -4,26 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
-
-	authv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	netv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/agent"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 )
 
 // Paths inside the pod.
@@ -42,7 +36,7 @@ const (
 
 // access lists what the backend does in its namespace: the minimal Role
 // (docs/sandbox.md) grants exactly these.
-var access = []authv1.ResourceAttributes{
+var access = []kubeapi.ResourceAttributes{
 	{Verb: "create", Resource: "pods"},
 	{Verb: "get", Resource: "pods"},
 	{Verb: "list", Resource: "pods"},
@@ -85,7 +79,7 @@ func (b *Backend) checkAccess(ctx context.Context) error {
 
 // ownerSelector selects every object of this backend.
 func (b *Backend) ownerSelector() string {
-	return labels.Set{LabelSandbox: "1", LabelOwner: b.owner}.String()
+	return LabelOwner + "=" + b.owner + "," + LabelSandbox + "=1"
 }
 
 // RemoveOrphans deletes every pod labelled as this owner's that this
@@ -125,19 +119,19 @@ func (b *Backend) RemoveOrphans(ctx context.Context) (int, error) {
 func (b *Backend) policyName() string { return "exechost-" + b.owner }
 
 // policy denies the pods' ingress, and their egress unless allowEgress.
-func (b *Backend) policy() *netv1.NetworkPolicy {
-	p := &netv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{
+func (b *Backend) policy() *kubeapi.NetworkPolicy {
+	p := &kubeapi.NetworkPolicy{
+		ObjectMeta: kubeapi.ObjectMeta{
 			Name:   b.policyName(),
 			Labels: map[string]string{LabelSandbox: "1", LabelOwner: b.owner},
 		},
-		Spec: netv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelSandbox: "1", LabelOwner: b.owner}},
-			PolicyTypes: []netv1.PolicyType{netv1.PolicyTypeIngress, netv1.PolicyTypeEgress},
+		Spec: kubeapi.NetworkPolicySpec{
+			PodSelector: kubeapi.LabelSelector{MatchLabels: map[string]string{LabelSandbox: "1", LabelOwner: b.owner}},
+			PolicyTypes: []string{"Ingress", "Egress"},
 		},
 	}
 	if b.k.AllowEgress {
-		p.Spec.Egress = []netv1.NetworkPolicyEgressRule{{}}
+		p.Spec.Egress = []json.RawMessage{json.RawMessage("{}")}
 	}
 	return p
 }
@@ -148,7 +142,7 @@ func (b *Backend) ensurePolicy(ctx context.Context) error {
 	want := b.policy()
 	cur, err := b.api.getPolicy(ctx, ns, want.Name)
 	switch {
-	case apierrors.IsNotFound(err):
+	case kubeapi.IsNotFound(err):
 		if err := b.api.createPolicy(ctx, ns, want); err != nil {
 			return apiError("create the sandbox NetworkPolicy", nsHint(err, b.k.Namespace))
 		}
@@ -167,7 +161,7 @@ func (b *Backend) deletePolicy(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := b.api.deletePolicy(dctx, b.k.Namespace, b.policyName())
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil && !kubeapi.IsNotFound(err) {
 		return apiError("delete the sandbox NetworkPolicy", err)
 	}
 	return nil
@@ -175,23 +169,31 @@ func (b *Backend) deletePolicy(ctx context.Context) error {
 
 // nsHint adds a hint to a NotFound of the namespace itself.
 func nsHint(err error, ns string) error {
-	if apierrors.IsNotFound(err) {
+	if kubeapi.IsNotFound(err) {
 		return hint.Wrap(err, fmt.Sprintf("create namespace %s, or set sandbox.kubernetes.namespace", ns))
 	}
 	return err
 }
 
-// labelValue returns v when it is a valid label value, else "".
+// labelValue returns v when it is a valid label value (at most 63
+// characters: alphanumerics, and '-', '_' or '.' inside), else "".
 func labelValue(v string) string {
-	if len(validation.IsValidLabelValue(v)) != 0 {
+	if len(v) > 63 {
 		return ""
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !alnum(c) && (i == 0 || i == len(v)-1 || (c != '-' && c != '_' && c != '.')) {
+			return ""
+		}
 	}
 	return v
 }
 
 // podFor returns the pod of a scope (scope, agentID) or of the warm pool
 // (scope poolScope).
-func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
+func (b *Backend) podFor(name, scope, agentID string) (*kubeapi.Pod, error) {
 	k := b.k
 	mem, err := sandbox.ParseSize(k.Memory)
 	if err != nil {
@@ -201,78 +203,74 @@ func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	limits := corev1.ResourceList{}
+	limits := map[string]string{}
 	if mem > 0 {
-		limits[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+		limits["memory"] = strconv.FormatInt(mem, 10)
 	}
 	if k.CPUs > 0 {
-		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Round(k.CPUs*1000)), resource.DecimalSI)
+		limits["cpu"] = strconv.FormatInt(int64(math.Round(k.CPUs*1000)), 10) + "m"
 	}
 	// Requests are small so that a node holds many idle sandboxes; the
 	// limits bound what one can take.
-	requests := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("10m"),
-		corev1.ResourceMemory: resource.MustParse("16Mi"),
-	}
+	requests := map[string]string{"cpu": "10m", "memory": "16Mi"}
 	for name, v := range k.Requests {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
+		if err := checkQuantity(v); err != nil {
 			return nil, fmt.Errorf("sandbox.kubernetes.requests.%s: %w", name, err)
 		}
-		requests[corev1.ResourceName(name)] = q
+		requests[name] = v
 	}
 	uid := k.RunAsUser
 	yes, no := true, false
 	grace := int64(1)
-	sec := &corev1.SecurityContext{
+	sec := &kubeapi.SecurityContext{
 		RunAsUser:                &uid,
 		RunAsGroup:               &uid,
 		RunAsNonRoot:             &yes,
 		AllowPrivilegeEscalation: &no,
 		Privileged:               &no,
 		ReadOnlyRootFilesystem:   &yes,
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		Capabilities:             &kubeapi.Capabilities{Drop: []string{"ALL"}},
+		SeccompProfile:           &kubeapi.SeccompProfile{Type: "RuntimeDefault"},
 	}
 	lbl := map[string]string{LabelSandbox: "1", LabelOwner: b.owner, LabelScope: scope}
 	if v := labelValue(agentID); v != "" {
 		lbl[LabelAgent] = v
 	}
-	tmpLimit := resource.NewQuantity(tmp, resource.BinarySI)
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+	res := kubeapi.ResourceRequirements{Limits: limits, Requests: requests}
+	p := &kubeapi.Pod{
+		ObjectMeta: kubeapi.ObjectMeta{Name: name, Labels: lbl},
+		Spec: kubeapi.PodSpec{
+			RestartPolicy:                 "Never",
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
-			SecurityContext: &corev1.PodSecurityContext{
+			SecurityContext: &kubeapi.PodSecurityContext{
 				RunAsUser:      &uid,
 				RunAsGroup:     &uid,
 				RunAsNonRoot:   &yes,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				SeccompProfile: &kubeapi.SeccompProfile{Type: "RuntimeDefault"},
 			},
-			Volumes: []corev1.Volume{
-				{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: tmpLimit}}},
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			Volumes: []kubeapi.Volume{
+				{Name: "agent", EmptyDir: &kubeapi.EmptyDirVolume{}},
+				{Name: "tmp", EmptyDir: &kubeapi.EmptyDirVolume{Medium: "Memory", SizeLimit: strconv.FormatInt(tmp, 10)}},
+				{Name: "workspace", EmptyDir: &kubeapi.EmptyDirVolume{}},
 			},
 			// The init container is the exechost binary of the agent
 			// image copying itself (agent.InstallFlag): the image needs
 			// nothing else, not even a shell.
-			InitContainers: []corev1.Container{{
+			InitContainers: []kubeapi.Container{{
 				Name:            "agent",
 				Image:           k.AgentImage,
-				ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+				ImagePullPolicy: k.PullPolicy,
 				Command:         []string{imageAgentPath, agent.InstallFlag, agentPath},
 				SecurityContext: sec,
-				Resources:       corev1.ResourceRequirements{Limits: limits, Requests: requests},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+				Resources:       res,
+				VolumeMounts:    []kubeapi.VolumeMount{{Name: "agent", MountPath: agentDir}},
 			}},
-			Containers: []corev1.Container{{
+			Containers: []kubeapi.Container{{
 				Name:            containerName,
 				Image:           k.Image,
-				ImagePullPolicy: corev1.PullPolicy(k.PullPolicy),
+				ImagePullPolicy: k.PullPolicy,
 				Command:         []string{agentPath, agent.Flag},
 				WorkingDir:      sandbox.WorkspaceDir,
 				// The agent's channel is this stdin (the hello, then
@@ -282,8 +280,8 @@ func (b *Backend) podFor(name, scope, agentID string) (*corev1.Pod, error) {
 				Stdin:           true,
 				StdinOnce:       true,
 				SecurityContext: sec,
-				Resources:       corev1.ResourceRequirements{Limits: limits, Requests: requests},
-				VolumeMounts: []corev1.VolumeMount{
+				Resources:       res,
+				VolumeMounts: []kubeapi.VolumeMount{
 					{Name: "agent", MountPath: agentDir, ReadOnly: true},
 					{Name: "tmp", MountPath: "/tmp"},
 					{Name: "workspace", MountPath: sandbox.WorkspaceDir},
@@ -332,55 +330,73 @@ func (b *Backend) startPod(ctx context.Context, scope, agentID string) (string, 
 
 // waitRunning watches pod until its sandbox container runs, and fails
 // early, with the reason, on what will not get better by waiting.
-func (b *Backend) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+func (b *Backend) waitRunning(ctx context.Context, pod *kubeapi.Pod) error {
 	if err := podState(pod); err != nil || running(pod) {
 		return err
 	}
-	w, err := b.api.watchPods(ctx, b.k.Namespace, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
-		ResourceVersion: pod.ResourceVersion,
-	})
+	timedOut := func(last *kubeapi.Pod) error {
+		return hint.Wrap(fmt.Errorf("%w: pod %s not running (%v, at most %s): %s", ErrPodStart, pod.Name, ctx.Err(), startTimeout, describe(last)), fmt.Sprintf("`kubectl describe pod -n %s %s`", b.k.Namespace, pod.Name))
+	}
+	w, err := b.api.watchPod(ctx, b.k.Namespace, pod.Name, pod.ResourceVersion)
 	if err != nil {
+		if ctx.Err() != nil {
+			return timedOut(pod)
+		}
 		return apiError("watch sandbox pod", err)
 	}
-	defer w.Stop()
+	// The watch's body is read under ctx: its end ends Next.
+	defer w.Close()
 	last := pod
 	for {
-		select {
-		case <-ctx.Done():
-			return hint.Wrap(fmt.Errorf("%w: pod %s not running (%v, at most %s): %s", ErrPodStart, pod.Name, ctx.Err(), startTimeout, describe(last)), fmt.Sprintf("`kubectl describe pod -n %s %s`", b.k.Namespace, pod.Name))
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				// The server ended the watch: look again and rewatch.
-				cur, err := b.api.getPod(ctx, b.k.Namespace, pod.Name)
-				if err != nil {
-					return apiError("get sandbox pod", err)
-				}
-				return b.waitRunning(ctx, cur)
+		ev, err := w.Next()
+		switch {
+		case ctx.Err() != nil:
+			return timedOut(last)
+		case errors.Is(err, io.EOF), kubeapi.IsStatus(err) && statusCode(err) == http.StatusGone:
+			// The server ended the watch, or its start is too old: look
+			// again and rewatch.
+			cur, err := b.api.getPod(ctx, b.k.Namespace, pod.Name)
+			if err != nil {
+				return apiError("get sandbox pod", err)
 			}
-			switch ev.Type {
-			case watch.Deleted:
-				return fmt.Errorf("%w: pod %s was deleted while starting", ErrPodStart, pod.Name)
-			case watch.Error:
-				return fmt.Errorf("%w: watching pod %s: %v", ErrPodStart, pod.Name, apierrors.FromObject(ev.Object))
-			}
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			last = p
-			if err := podState(p); err != nil {
-				return err
-			}
-			if running(p) {
-				return nil
-			}
+			return b.waitRunning(ctx, cur)
+		case kubeapi.IsStatus(err):
+			return fmt.Errorf("%w: watching pod %s: %v", ErrPodStart, pod.Name, err)
+		case err != nil:
+			return apiError("watch sandbox pod", err)
+		}
+		switch ev.Type {
+		case "DELETED":
+			return fmt.Errorf("%w: pod %s was deleted while starting", ErrPodStart, pod.Name)
+		case "ADDED", "MODIFIED":
+		default:
+			continue
+		}
+		p := &kubeapi.Pod{}
+		if err := json.Unmarshal(ev.Object, p); err != nil {
+			return fmt.Errorf("%w: watching pod %s: %v", ErrPodStart, pod.Name, err)
+		}
+		last = p
+		if err := podState(p); err != nil {
+			return err
+		}
+		if running(p) {
+			return nil
 		}
 	}
 }
 
+// statusCode is the HTTP status of an API error.
+func statusCode(err error) int {
+	var se *kubeapi.StatusError
+	if errors.As(err, &se) {
+		return se.Status.Code
+	}
+	return 0
+}
+
 // running reports whether the sandbox container runs.
-func running(p *corev1.Pod) bool {
+func running(p *kubeapi.Pod) bool {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == containerName && s.State.Running != nil {
 			return true
@@ -397,11 +413,11 @@ var waitingFatal = map[string]bool{
 }
 
 // podState returns an ErrPodStart error when p cannot become running.
-func podState(p *corev1.Pod) error {
-	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+func podState(p *kubeapi.Pod) error {
+	if p.Status.Phase == kubeapi.PodFailed || p.Status.Phase == kubeapi.PodSucceeded {
 		return fmt.Errorf("%w: pod %s ended (%s): %s", ErrPodStart, p.Name, p.Status.Phase, describe(p))
 	}
-	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, s := range append(append([]kubeapi.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if w := s.State.Waiting; w != nil && waitingFatal[w.Reason] {
 			return hint.Wrap(fmt.Errorf("%w: pod %s container %s: %s: %s", ErrPodStart, p.Name, s.Name, w.Reason, w.Message), "check sandbox.kubernetes.image and agentImage, and pullPolicy")
 		}
@@ -413,14 +429,14 @@ func podState(p *corev1.Pod) error {
 }
 
 // describe says in one line where a pod is stuck.
-func describe(p *corev1.Pod) string {
-	parts := []string{"phase " + string(p.Status.Phase)}
+func describe(p *kubeapi.Pod) string {
+	parts := []string{"phase " + p.Status.Phase}
 	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			parts = append(parts, string(c.Type)+": "+c.Message)
+		if c.Status != "True" && c.Message != "" {
+			parts = append(parts, c.Type+": "+c.Message)
 		}
 	}
-	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	for _, s := range append(append([]kubeapi.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if w := s.State.Waiting; w != nil {
 			parts = append(parts, s.Name+": "+w.Reason+" "+w.Message)
 		}
@@ -433,7 +449,7 @@ func (b *Backend) deletePod(ctx context.Context, name string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := b.api.deletePod(dctx, b.k.Namespace, name, 0)
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil && !kubeapi.IsNotFound(err) {
 		return apiError("delete sandbox pod "+name, err)
 	}
 	return nil

@@ -3,15 +3,14 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	nodev1 "k8s.io/api/node/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/exechost/exechost/internal/sandbox"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubetest"
 )
 
@@ -49,15 +48,16 @@ func TestRuntimeClass(t *testing.T) {
 	env := kubetest.Cluster(t)
 	name := "exechost-test-runc"
 	ctx := context.Background()
-	_, err := env.Client.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: "runc"}, metav1.CreateOptions{})
-	if err != nil && !strings.Contains(err.Error(), "already exists") {
+	err := env.Client.Do(ctx, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", nil,
+		&kubeapi.RuntimeClass{APIVersion: "node.k8s.io/v1", Kind: "RuntimeClass", ObjectMeta: kubeapi.ObjectMeta{Name: name}, Handler: "runc"}, nil)
+	if err != nil && !kubeapi.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	b, _ := open(t, func(c *sandbox.Config) { *c = With(*c, func(k *Config) { k.RuntimeClassName = name }) })
 	if res := run(t, b, sandbox.Request{Argv: []string{"echo", "ok"}}); res.Stdout != "ok\n" {
 		t.Errorf("exec under RuntimeClass %s: %+v", name, res)
 	}
-	p, err := clientOf(t, b).CoreV1().Pods(b.k.Namespace).Get(ctx, b.Pods()[0], metav1.GetOptions{})
+	p, err := clientOf(t, b).getPod(ctx, b.k.Namespace, b.Pods()[0])
 	if err != nil || p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != name {
 		t.Errorf("pod runtimeClassName = %v, %v; want %s", p.Spec.RuntimeClassName, err, name)
 	}
@@ -102,39 +102,38 @@ func TestDeniedVerb(t *testing.T) {
 	env := kubetest.Cluster(t)
 	ctx := context.Background()
 	user := "exechost-partial"
-	rules := func(skipDelete bool) []rbacv1.PolicyRule {
+	type rule = map[string]any
+	role := func(skipDelete bool) map[string]any {
 		podVerbs := []string{"create", "get", "list", "watch", "patch"}
 		if !skipDelete {
 			podVerbs = append(podVerbs, "delete")
 		}
-		return []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: podVerbs},
-			{APIGroups: []string{""}, Resources: []string{"pods/attach"}, Verbs: []string{"create", "get"}},
-			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get", "update", "delete"}},
-		}
+		return map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": rule{"name": "exechost-sandbox"}, "rules": []rule{
+			{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": podVerbs},
+			{"apiGroups": []string{""}, "resources": []string{"pods/attach"}, "verbs": []string{"create", "get"}},
+			{"apiGroups": []string{"networking.k8s.io"}, "resources": []string{"networkpolicies"}, "verbs": []string{"create", "get", "update", "delete"}},
+		}}
 	}
-	rbac := env.Client.RbacV1()
-	role, err := rbac.Roles(env.Namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "exechost-sandbox"}, Rules: rules(true)}, metav1.CreateOptions{})
-	if err != nil {
+	rbac := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + env.Namespace
+	if err := env.Client.Do(ctx, http.MethodPost, rbac+"/roles", nil, role(true), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rbac.RoleBindings(env.Namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "exechost-sandbox"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := env.Client.Do(ctx, http.MethodPost, rbac+"/rolebindings", nil, map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": rule{"name": "exechost-sandbox"},
+		"roleRef":  rule{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "exechost-sandbox"},
+		"subjects": []rule{{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}},
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	cfg := With(env.Config(), func(k *Config) { k.Kubeconfig = kubetest.UserKubeconfig(t, user, "") })
-	_, err = Open(ctx, cfg, t.TempDir())
+	_, err := Open(ctx, cfg, t.TempDir())
 	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "may not delete pods") {
 		t.Fatalf("Open without the delete verb: %v, want ErrForbidden naming it", err)
 	}
 	if _, err := diagnose(ctx, cfg, t.TempDir()); !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "may not delete pods") {
 		t.Errorf("doctor without the delete verb: %v, want ErrForbidden naming it", err)
 	}
-	role.Rules = rules(false)
-	if _, err := rbac.Roles(env.Namespace).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+	if err := env.Client.Do(ctx, http.MethodPut, rbac+"/roles/exechost-sandbox", nil, role(false), nil); err != nil {
 		t.Fatal(err)
 	}
 	var b *Backend
@@ -167,7 +166,8 @@ func TestDoctor(t *testing.T) {
 	if _, err := diagnose(ctx, bad, t.TempDir()); !errors.Is(err, ErrPodStart) || !strings.Contains(err.Error(), "ErrImageNeverPull") {
 		t.Errorf("doctor with an image the node cannot pull: %v, want ErrPodStart naming ErrImageNeverPull", err)
 	}
-	list, err := env.Client.CoreV1().Pods(env.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelScope + "=doctor"})
+	list := &kubeapi.PodList{}
+	err = env.Client.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+env.Namespace+"/pods", url.Values{"labelSelector": {LabelScope + "=doctor"}}, nil, list)
 	if err != nil {
 		t.Fatal(err)
 	}

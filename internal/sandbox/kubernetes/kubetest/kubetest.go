@@ -13,11 +13,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,13 +28,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/sandbox/docker/dockertest"
+	"github.com/exechost/exechost/internal/sandbox/kubernetes/kubeapi"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
@@ -57,7 +55,7 @@ type Env struct {
 	// AgentImage holds this tree's static exechost at /exechost.
 	AgentImage string
 	// Client is an admin client.
-	Client kubernetes.Interface
+	Client *kubeapi.Client
 }
 
 // Config returns a kubernetes sandbox config for env: its namespace, the
@@ -93,7 +91,7 @@ var shared struct {
 	skip       string // why there is no cluster
 	err        error
 	kubeconfig string
-	cs         kubernetes.Interface
+	cs         *kubeapi.Client
 	agentImage string
 }
 
@@ -108,19 +106,19 @@ func Cluster(t testing.TB) *Env {
 			c.skip = "no cluster state at " + Dir() + " (hint: scripts/provision-kubernetes.sh up, as root)"
 			return
 		}
-		rc, err := clientcmd.BuildConfigFromFlags("", kc)
+		rc, err := kubeapi.Load(kc, "")
 		if err != nil {
 			c.err = err
 			return
 		}
-		cs, err := kubernetes.NewForConfig(rc)
+		cs, err := kubeapi.New(rc)
 		if err != nil {
 			c.err = err
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		if err := cs.Do(ctx, http.MethodGet, "/api/v1/nodes", nil, nil, nil); err != nil {
 			c.skip = fmt.Sprintf("the cluster at %s does not answer: %v (hint: scripts/provision-kubernetes.sh up)", rc.Host, err)
 			return
 		}
@@ -138,14 +136,14 @@ func Cluster(t testing.TB) *Env {
 	ns := "exechost-test-" + hex.EncodeToString(r[:])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if err := c.cs.Do(ctx, http.MethodPost, "/api/v1/namespaces", nil, &kubeapi.Namespace{APIVersion: "v1", Kind: "Namespace", ObjectMeta: kubeapi.ObjectMeta{Name: ns}}, nil); err != nil {
 		t.Fatalf("create test namespace: %v", err)
 	}
 	t.Cleanup(func() {
 		// Deleting the namespace deletes whatever a failed test left.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = c.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		_ = c.cs.Do(ctx, http.MethodDelete, "/api/v1/namespaces/"+ns, nil, nil, nil)
 	})
 	return &Env{Kubeconfig: c.kubeconfig, Namespace: ns, AgentImage: c.agentImage, Client: c.cs}
 }
@@ -217,23 +215,30 @@ func UserKubeconfig(t testing.TB, user, server string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := clientcmd.LoadFromFile(filepath.Join(Dir(), "admin.kubeconfig"))
+	host := server
+	if host == "" {
+		base, err := kubeapi.Load(filepath.Join(Dir(), "admin.kubeconfig"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		host = base.Host
+	}
+	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+	// JSON is YAML: the kubeconfig a user would have, with inline data.
+	kc, err := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "Config", "current-context": "test",
+		"clusters": []any{map[string]any{"name": "test", "cluster": map[string]any{"server": host, "certificate-authority-data": b64(caPEM)}}},
+		"users": []any{map[string]any{"name": user, "user": map[string]any{
+			"client-certificate-data": b64(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+			"client-key-data":         b64(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+		}}},
+		"contexts": []any{map[string]any{"name": "test", "context": map[string]any{"cluster": "test", "user": user}}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range base.AuthInfos {
-		a.ClientCertificate, a.ClientKey = "", ""
-		a.ClientCertificateData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-		a.ClientKeyData = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	}
-	for _, c := range base.Clusters {
-		c.CertificateAuthority, c.CertificateAuthorityData = "", caPEM
-		if server != "" {
-			c.Server = server
-		}
-	}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*base, path); err != nil {
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
