@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 )
@@ -68,7 +67,7 @@ type Options struct {
 	// payload the handler decodes with Unmarshal, which checks them, and
 	// never passes on as they are: the gateway's node.invoke.result and
 	// node.event, which carry a command's output. Frames of these names
-	// laid out as this build writes them (see decodeLaidOut) skip the
+	// laid out as this build writes them (see Codec) skip the
 	// frame decoder's own check, so that a megabyte of output is scanned
 	// once, not twice, on its way through.
 	CheckedByHandler func(name string) bool
@@ -99,8 +98,9 @@ type Options struct {
 // Conn is one established bridge connection. Calls, events and responses may
 // be sent concurrently from any goroutine.
 type Conn struct {
-	ws   *websocket.Conn
-	opts Options
+	ws    *websocket.Conn
+	opts  Options
+	codec Codec // reads every frame (codec.go)
 
 	nextID  atomic.Uint64
 	seq     atomic.Uint64
@@ -133,6 +133,7 @@ func NewConn(ws *websocket.Conn, opts Options) *Conn {
 	c := &Conn{
 		ws:       ws,
 		opts:     opts,
+		codec:    NewCodec(opts.CheckedByHandler),
 		pending:  make(map[string]*pendingCall),
 		inflight: make(chan struct{}, maxInflight),
 		ctx:      ctx,
@@ -319,10 +320,7 @@ func (c *Conn) readLoop() {
 		if c.deliverTyped(data) {
 			continue
 		}
-		f, ok := c.decodeLaidOut(data)
-		if !ok {
-			f, err = DecodeFrame(data)
-		}
+		f, err := c.codec.DecodeFrame(data)
 		if err != nil {
 			c.refuseFrame(err)
 			return
@@ -389,62 +387,25 @@ type response struct {
 	value reflect.Value
 }
 
-// resPrefix is how every response this build writes begins (see
-// Frame.appendJSON), which lets the read loop find the waiting Call before
-// decoding.
-const resPrefix = `{"type":"res","id":"`
-
-// deliverTyped decodes a response for a pending Call in one pass, payload
-// straight into a fresh value of the Call's result type, instead of
-// decoding the frame and then its payload (each a validation scan and a
-// decode of the whole payload: for an exec result, the whole output). It
-// reports false, leaving the frame to DecodeFrame, for anything it does not
-// handle: another shape, no such Call, a payload that does not fit.
+// deliverTyped hands a response for a pending Call to it decoded in one
+// pass (Codec.decodeResponse), payload straight into a fresh value of the
+// Call's result type. It reports false, leaving the frame to the codec's
+// DecodeFrame, for anything it does not handle: another shape, no such
+// Call, a payload that does not fit.
 func (c *Conn) deliverTyped(data []byte) bool {
-	rest, ok := bytes.CutPrefix(data, []byte(resPrefix))
-	if !ok || len(data) > MaxFrame {
+	id, ok := c.codec.responseID(data)
+	if !ok {
 		return false
 	}
-	end := bytes.IndexByte(rest[:min(len(rest), MaxIDLen+1)], '"')
-	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return false
-	}
-	id := string(rest[:end])
 	c.mu.Lock()
 	pc := c.pending[id]
 	c.mu.Unlock()
-	if pc == nil || pc.out == nil || !utf8.Valid(data) {
+	if pc == nil || pc.out == nil {
 		return false
 	}
-	value := reflect.New(pc.out)
-	var fr struct {
-		Type    string `json:"type"`
-		ID      string `json:"id"`
-		OK      *bool  `json:"ok"`
-		Payload any    `json:"payload"`
-		Error   *Error `json:"error"`
-	}
-	into := value.Interface()
-	if r, ok := into.(*ExecResult); ok {
-		into = OutputInto(r) // an exec's output, unquoted the fast way
-	}
-	fr.Payload = into // decoded into: it holds a non-nil pointer
-	unmarshal := Unmarshal
-	if pc.out.PkgPath() == ownPkg {
-		unmarshal = UnmarshalOwn // a type TestWireTypesDecode tries
-	}
-	if err := unmarshal(data, &fr); err != nil {
+	r, ok := c.codec.decodeResponse(data, id, pc.out)
+	if !ok {
 		return false
-	}
-	f := Frame{Type: fr.Type, ID: fr.ID, OK: fr.OK, Error: fr.Error}
-	if f.Type != TypeRes || f.ID != id || f.validate() != nil {
-		return false
-	}
-	r := response{f: f}
-	// A missing or null payload leaves the result untouched, as the
-	// general path does (an escaped key inside a string cannot match).
-	if *f.OK && fr.Payload == into && bytes.Contains(data, []byte(`,"payload":`)) {
-		r.value = value
 	}
 	c.mu.Lock()
 	pc = c.pending[id]
@@ -454,76 +415,6 @@ func (c *Conn) deliverTyped(data []byte) bool {
 		pc.ch <- r
 	}
 	return true
-}
-
-// The layouts appendJSON gives a request and an event, which
-// decodeLaidOut reads without a decoder.
-const (
-	reqPrefix    = `{"type":"req","id":"`
-	methodInfix  = `","method":"`
-	paramsInfix  = `","params":`
-	eventPrefix  = `{"type":"event","payload":`
-	eventInfix   = `,"event":"`
-	seqInfix     = `","seq":`
-	maxLaidOutNm = 64 // longer names take DecodeFrame's path
-)
-
-// decodeLaidOut reads a request or event named by Options.CheckedByHandler
-// from the layout appendJSON gives it — a request's fields in the order
-// type, id, method, params and nothing after; an event's type, payload,
-// event, seq — leaving the params or payload unchecked for the handler's
-// decode, which checks it. It reports false, leaving the frame to
-// DecodeFrame, for anything else: another layout, another name, an
-// escaped or overlong id or name, invalid UTF-8, an oversized frame.
-func (c *Conn) decodeLaidOut(data []byte) (Frame, bool) {
-	if c.opts.CheckedByHandler == nil || len(data) > MaxFrame || !bytes.HasSuffix(data, []byte("}")) {
-		return Frame{}, false
-	}
-	body := data[:len(data)-1]
-	var f Frame
-	if rest, ok := bytes.CutPrefix(body, []byte(reqPrefix)); ok {
-		var id, method []byte
-		if id, rest, ok = cutName(rest, methodInfix, MaxIDLen); !ok {
-			return Frame{}, false
-		}
-		if method, rest, ok = cutName(rest, paramsInfix, maxLaidOutNm); !ok {
-			return Frame{}, false
-		}
-		f = Frame{Type: TypeReq, ID: string(id), Method: string(method), Params: rest}
-	} else if rest, ok := bytes.CutPrefix(body, []byte(eventPrefix)); ok {
-		// The payload is everything up to the last ,"event":" — the
-		// frame's own field, which comes after it.
-		i := bytes.LastIndex(rest, []byte(eventInfix))
-		if i < 0 {
-			return Frame{}, false
-		}
-		name, seq, ok := cutName(rest[i+len(eventInfix):], seqInfix, maxLaidOutNm)
-		if !ok || len(seq) == 0 || len(seq) > 20 {
-			return Frame{}, false
-		}
-		n, err := strconv.ParseUint(string(seq), 10, 64)
-		if err != nil || seq[0] == '0' {
-			return Frame{}, false
-		}
-		f = Frame{Type: TypeEvent, Event: string(name), Payload: rest[:i], Seq: n}
-	} else {
-		return Frame{}, false
-	}
-	name := f.Method + f.Event
-	if len(f.Params)+len(f.Payload) == 0 || !c.opts.CheckedByHandler(name) || f.validate() != nil || !utf8.Valid(data) {
-		return Frame{}, false
-	}
-	return f, true
-}
-
-// cutName cuts a JSON string's content, plain (no escapes) and at most max
-// bytes, followed by infix, off the front of b.
-func cutName(b []byte, infix string, max int) (name, rest []byte, ok bool) {
-	i := bytes.Index(b[:min(len(b), max+len(infix))], []byte(infix))
-	if i <= 0 || bytes.IndexByte(b[:i], '\\') >= 0 || bytes.IndexByte(b[:i], '"') >= 0 {
-		return nil, nil, false
-	}
-	return b[:i], b[i+len(infix):], true
 }
 
 func (c *Conn) serve(f Frame) {

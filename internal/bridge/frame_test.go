@@ -54,57 +54,6 @@ func TestDecodeFrame(t *testing.T) {
 	}
 }
 
-func FuzzDecodeFrame(f *testing.F) {
-	f.Add([]byte(`{"type":"req","id":"1","method":"exec","params":{"command":"ls"}}`))
-	f.Add([]byte(`{"type":"res","id":"1","ok":false,"error":{"code":"X","message":"m"}}`))
-	f.Add([]byte(`{"type":"event","event":"node.invoke.request","payload":{"id":"a"},"seq":1}`))
-	f.Add([]byte(`{"type":"res","id":"1","ok":true}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fr, err := DecodeFrame(data)
-		if err != nil {
-			return
-		}
-		// Every accepted frame satisfies its type's invariants and
-		// survives a re-encode unchanged in meaning.
-		switch fr.Type {
-		case TypeReq:
-			if fr.ID == "" || fr.Method == "" {
-				t.Fatalf("accepted req without id/method: %q", data)
-			}
-		case TypeRes:
-			if fr.OK == nil || (!*fr.OK && fr.Error == nil) {
-				t.Fatalf("accepted malformed res: %q", data)
-			}
-		case TypeEvent:
-			if fr.Event == "" {
-				t.Fatalf("accepted event without name: %q", data)
-			}
-		default:
-			t.Fatalf("accepted unknown type %q", fr.Type)
-		}
-		b, err := json.Marshal(fr)
-		if err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		if _, err := DecodeFrame(b); err != nil {
-			t.Fatalf("re-decode of %s: %v", b, err)
-		}
-		// The splicing encoder WriteFrame uses must give a frame that
-		// decodes to the same thing.
-		w, err := fr.appendJSON(nil)
-		if err != nil {
-			t.Fatalf("appendJSON: %v", err)
-		}
-		again, err := DecodeFrame(w)
-		if err != nil {
-			t.Fatalf("re-decode of appendJSON %s: %v", w, err)
-		}
-		if again.Type != fr.Type || again.ID != fr.ID || again.Method != fr.Method || again.Event != fr.Event || again.Seq != fr.Seq {
-			t.Fatalf("appendJSON changed the frame: %q -> %q", data, w)
-		}
-	})
-}
-
 // TestAppendJSONMatchesMarshal checks that the frame encoder that splices
 // params and payload gives exactly Marshal's bytes (the wire encoder), and
 // that InvokeResult's and NodeEvent's do too.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -157,35 +156,6 @@ func TestWithoutTailOf(t *testing.T) {
 			t.Errorf("%s: the events given were changed", c.name)
 		}
 	}
-}
-
-// FuzzUnquoteFast holds unquoteFast to Unmarshal: for every JSON string
-// Unmarshal decodes, unquoteFast either declines or gives the same text,
-// and it declines only what it must (invalid UTF-8, a surrogate escape).
-func FuzzUnquoteFast(f *testing.F) {
-	for _, s := range []string{`""`, `"a"`, `"a\nb\"c\\d\/e\bf\fg\rh\ti"`, `"\u00e9\u2028\u0041\u001f"`, `"\ud83d\ude00"`,
-		`"\ud800"`, "\"\xff\"", `"\uZZZZ"`, `"\u12"`, `"abc\"`, `"<>&"`, "\"日本\"", "\"\" \n", " \t\"a\"\r"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var want string
-		if err := Unmarshal(data, &want); err != nil {
-			return
-		}
-		// The decoder hands UnmarshalJSON the value alone, without the
-		// whitespace Unmarshal allows around it.
-		data = bytes.Trim(data, " \t\r\n")
-		if len(data) == 0 || data[0] != '"' {
-			return
-		}
-		got, ok := unquoteFast(data)
-		if ok && got != want {
-			t.Fatalf("unquoteFast(%s) = %q, Unmarshal = %q", data, got, want)
-		}
-		if !ok && utf8.Valid(data) && !bytes.Contains(data, []byte(`\u`)) {
-			t.Fatalf("unquoteFast declined %s", data)
-		}
-	})
 }
 
 // TestOutputInto: an exec result decoded through OutputInto is the one

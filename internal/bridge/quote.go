@@ -8,7 +8,7 @@ import (
 
 // A command's output is the one large string on the wire, and escaping it
 // is the node's share of what output costs a round trip. appendQuoted
-// writes it as Marshal does, byte for byte (FuzzAppendQuoted holds it to
+// writes it as Marshal does, byte for byte (FuzzCodec holds it to
 // that), but copies runs of plain ASCII — what build logs and listings
 // are made of — eight bytes to a test and one append per run.
 

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,30 +8,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 )
-
-// FuzzAppendQuoted holds appendQuoted to Marshal's encoding of a string,
-// byte for byte, over every kind of byte (plain runs of every length
-// around the eight-byte step, escapes, HTML characters, U+2028/U+2029,
-// invalid and cut UTF-8).
-func FuzzAppendQuoted(f *testing.F) {
-	for _, s := range []string{
-		"", "a", "0123456", "01234567", "012345678", "0123456789abcdef\n",
-		"a\x00\x01\x1f\x7f\b\f\n\r\t\"\\/<>&", "\xff\xfe", "\u2028\u2029\ufffd\u00e9",
-		"\xed\xa0\x80", "\xe2\x82", "abcdefg\xe2\x82abcdefgh", "日本語のテキスト", "\U0001F600 ok",
-		strings.Repeat("0123456789abcdef", 7) + "\n", "<script>&amp;</script>", "ab\"cdefg\\hijk",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendQuoted([]byte("x"), s); !bytes.Equal(got[1:], want) || got[0] != 'x' {
-			t.Fatalf("appendQuoted(%q) = %s, Marshal = %s", s, got, want)
-		}
-	})
-}
 
 // TestPlain8EveryByte checks the word-wide test against the per-byte one
 // for every byte value in every position.
@@ -71,7 +46,7 @@ func BenchmarkAppendQuoted(b *testing.B) {
 }
 
 // TestResultWireFields: SystemRunResult.appendWire writes its fields by
-// hand, and FuzzResultWire compares it with Marshal only over the fields it
+// hand, and FuzzCodec compares it with Marshal only over the fields it
 // knows; a field added to the struct would be left off every reply
 // unnoticed. This fails until both learn it.
 func TestResultWireFields(t *testing.T) {
@@ -81,37 +56,8 @@ func TestResultWireFields(t *testing.T) {
 	}
 	want := []string{"ExitCode", "TimedOut", "Success", "Stdout", "Stderr", "Truncated", "DroppedBytes", "Error", "Wire"}
 	if !slices.Equal(names, want) {
-		t.Errorf("SystemRunResult fields %v, appendWire and FuzzResultWire know %v: teach them the new ones", names, want)
+		t.Errorf("SystemRunResult fields %v, appendWire and FuzzCodec know %v: teach them the new ones", names, want)
 	}
-}
-
-// FuzzResultWire holds the hand-written encodings of a system.run result
-// and of an exec result whose output is not passed through to Marshal's,
-// byte for byte.
-func FuzzResultWire(f *testing.F) {
-	f.Add(0, false, true, "out\n", "", false, int64(0), "", "")
-	f.Add(-1, true, false, "a<b>&\u2028\xff", "err\x00", true, int64(12345), "timed out \"x\"", "Exec finished\nout")
-	f.Fuzz(func(t *testing.T, code int, timedOut, success bool, stdout, stderr string, truncated bool, dropped int64, errText, event string) {
-		r := SystemRunResult{ExitCode: code, TimedOut: timedOut, Success: success, Stdout: stdout, Stderr: stderr,
-			Truncated: truncated, DroppedBytes: dropped, Error: errText}
-		want, err := Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := r.appendWire(nil); !bytes.Equal(got, want) {
-			t.Fatalf("SystemRunResult.appendWire = %s\nMarshal = %s", got, want)
-		}
-		x := ExecResult{Status: ExecCompleted, RunID: "r<1>", Host: "node", SystemRunResult: r}
-		if event != "" {
-			x.Events = []SystemEvent{{Text: event, Kind: EventExecFinished, Tail: stdout}}
-		}
-		if want, err = Marshal(x); err != nil {
-			t.Fatal(err)
-		}
-		if got := x.appendWire([]byte("{")); !bytes.Equal(got[1:], want) {
-			t.Fatalf("ExecResult.appendWire = %s\nMarshal = %s", got[1:], want)
-		}
-	})
 }
 
 // BenchmarkUnquote: the bench's 100 KB output text as a JSON string

@@ -23,10 +23,10 @@ import (
 // because a command's whole output is decoded on its way (a node's result
 // frame, then its payload); `go run ./bench` has the rows. One decoder for
 // every peer also means no two of them can read the same bytes two ways.
-// The one exception is the text of a command's output, the wire's one
-// large string: unquoteFast (passthrough.go) unquotes it after Unmarshal's
-// decoder has checked it, and declines whatever it would not read the
-// same way (FuzzUnquoteFast). Files on disk keep encoding/json.
+// The fast paths on a command's output (Codec, codec.go: frames cut by
+// their layout, one-pass responses and system.run answers, unquoteFast
+// for the output's text) are held to this decoder by one differential
+// fuzz harness, FuzzCodec. Files on disk keep encoding/json.
 func Unmarshal(data []byte, v any) error { return jsonv2.Unmarshal(data, v, strictV1) }
 
 // UnmarshalRequest is Unmarshal for the params of a request a peer sends:
@@ -73,5 +73,5 @@ var requestDecode = jsonv2.JoinOptions(strictV1, jsonv2.RejectUnknownMembers(tru
 // escaping, sorted map keys) from a faster string escaper, which is what a
 // command's output costs on every hop. A system.run result's output is
 // escaped by appendQuoted (quote.go) instead, held to Marshal's bytes by
-// FuzzAppendQuoted and FuzzResultWire.
+// FuzzCodec.
 func Marshal(v any) ([]byte, error) { return jsonv1.Marshal(v) }

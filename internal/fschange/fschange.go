@@ -28,8 +28,8 @@
 // Sets for one result polls once (Poll) and asks the View for each.
 //
 // The watches belong to a Watcher (New), which its owner keeps and passes
-// down; the package-level functions use Shared, the process's default. A
-// Set is answered only by the Watcher that took it.
+// down: there is no process-wide one that vouches for every cache. A Set
+// is answered only by the Watcher that took it.
 //
 // A Set is an over-approximation: any event on any of its watches, related
 // to the caller's result or not, reports a change. It never reports "no

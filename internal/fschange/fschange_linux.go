@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -51,24 +52,19 @@ type watcher struct {
 }
 
 // Watcher owns one inotify instance and its view of the mount table,
-// opened on first use. Its Sets are answered by it alone. New makes one an
-// owner (an engine, a test) keeps; the package-level functions use
-// Shared, the one a process keeps when its constructor passes none.
+// opened on first use. Its Sets are answered by it alone. There is no
+// process-wide Watcher: whoever builds the caches a Watcher vouches for
+// (the CLI, for its engines and their analysers; a test) makes one with
+// New and passes it down.
 type Watcher struct {
 	once sync.Once
 	w    *watcher // nil where inotify or the mount table cannot be watched
 }
 
-// New returns a Watcher of its own. Its descriptors live as long as the
-// process: make one per owner, not per use.
+// New returns a Watcher of its own: make one per owner, not per use. Its
+// descriptors are closed once neither it nor any Set or View of it is
+// reachable.
 func New() *Watcher { return &Watcher{} }
-
-// shared is the process's default Watcher (Shared).
-var shared = New()
-
-// Shared returns the process's default Watcher, which the package-level
-// Watch, WatchContent, WatchStat and Poll use.
-func Shared() *Watcher { return shared }
 
 // get returns x's watcher, or nil where inotify or the mount table cannot
 // be watched (limits, seccomp, no /proc).
@@ -84,6 +80,12 @@ func (x *Watcher) get() *watcher {
 			return
 		}
 		x.w = w
+		// Sets and Views hold w itself, so the descriptors outlive x
+		// for as long as anything can still ask them.
+		runtime.AddCleanup(w, func(fds [2]int) {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+		}, [2]int{w.ifd, w.mfd})
 	})
 	return x.w
 }
@@ -95,17 +97,11 @@ func (x *Watcher) get() *watcher {
 // cannot be added. A Set is only as good as what the caller read after
 // taking it: read the paths after Watch, not before, and trust what was
 // read only if it is what the result was computed from.
-func Watch(paths []string) (Set, bool) { return shared.Watch(paths) }
-
-// Watch is the package-level Watch on x.
 func (x *Watcher) Watch(paths []string) (Set, bool) { return x.watch(paths, selfMask) }
 
 // WatchContent is Watch for files whose content matters too: a write to a
 // covered file (through write(2) or truncate(2); not through a shared
 // memory mapping, which queues no event) is also a change.
-func WatchContent(paths []string) (Set, bool) { return shared.WatchContent(paths) }
-
-// WatchContent is the package-level WatchContent on x.
 func (x *Watcher) WatchContent(paths []string) (Set, bool) {
 	return x.watch(paths, selfMask|unix.IN_MODIFY|unix.IN_CLOSE_WRITE)
 }
@@ -117,9 +113,6 @@ func (x *Watcher) WatchContent(paths []string) (Set, bool) {
 // file (its size and mtime; not through a shared memory mapping, which
 // queues no event) are changes too. A stat or lstat result read after
 // WatchStat still holds, field for field, while the Set is unchanged.
-func WatchStat(paths []string) (Set, bool) { return shared.WatchStat(paths) }
-
-// WatchStat is the package-level WatchStat on x.
 func (x *Watcher) WatchStat(paths []string) (Set, bool) {
 	return x.watch(paths, dirMask|unix.IN_MODIFY)
 }
@@ -189,7 +182,7 @@ func Unchanged(s Set) bool {
 	return pollOf(s.w).Unchanged(s) // the watcher that took s answers
 }
 
-// A View is what one poll of the process's watches took in: its Unchanged
+// A View is what one poll of a Watcher's watches took in: its Unchanged
 // answers for any number of Sets without a system call each. A caller that
 // checks many Sets for one result (an analysis that reads many paths) polls
 // once, after it starts, and checks each Set against that View: each Set
@@ -197,11 +190,8 @@ func Unchanged(s Set) bool {
 type View struct{ w *watcher }
 
 // Poll takes in every event queued so far (one poll(2), and a read of the
-// queued events when there are any) and returns a View of it.
-func Poll() View { return shared.Poll() }
-
-// Poll is the package-level Poll on x: its View answers for x's Sets (a
-// Set of another Watcher is changed to it).
+// queued events when there are any) and returns a View of it. The View
+// answers for x's Sets; a Set of another Watcher is changed to it.
 func (x *Watcher) Poll() View { return pollOf(x.get()) }
 
 func pollOf(w *watcher) View {

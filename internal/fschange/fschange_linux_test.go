@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -15,6 +17,7 @@ import (
 // change to something a lookup of it reads, and checks the Set reports it;
 // and checks a change to something it does not read is not reported.
 func TestWatchSeesEveryChange(t *testing.T) {
+	x := New() // the test owns its watches
 	must := func(t *testing.T, err error) {
 		t.Helper()
 		if err != nil {
@@ -70,7 +73,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(root, "a/d2/bin/tool"), nil, 0o755))
 		must(t, os.Link(filepath.Join(root, "a/d1/bin/tool"), filepath.Join(root, "other/tool")))
 		must(t, os.Symlink("d1", filepath.Join(root, "a/link")))
-		s, ok := Watch([]string{filepath.Join(root, "a/link/bin/tool")})
+		s, ok := x.Watch([]string{filepath.Join(root, "a/link/bin/tool")})
 		if !ok {
 			testdep.Missing(t, "a watchable file system", fmt.Sprintf("cannot watch %s here (not a local file system, or inotify limits)", root))
 		}
@@ -101,13 +104,14 @@ func TestWatchSeesEveryChange(t *testing.T) {
 
 // TestWatchRefuses checks what Watch will not cover.
 func TestWatchRefuses(t *testing.T) {
-	if _, ok := Watch([]string{"relative/path"}); ok {
+	x := New() // the test owns its watches
+	if _, ok := x.Watch([]string{"relative/path"}); ok {
 		t.Error("a relative path was watched")
 	}
-	if _, ok := Watch(nil); ok {
+	if _, ok := x.Watch(nil); ok {
 		t.Error("nothing at all was watched")
 	}
-	if _, ok := Watch([]string{"/proc/self/status"}); ok {
+	if _, ok := x.Watch([]string{"/proc/self/status"}); ok {
 		t.Error("a path on /proc (not a local file system) was watched")
 	}
 	if Unchanged(Set{}) {
@@ -118,11 +122,12 @@ func TestWatchRefuses(t *testing.T) {
 // TestWatchMissingPath watches a path that does not exist yet: its
 // creation, or that of a missing directory on the way, is a change.
 func TestWatchMissingPath(t *testing.T) {
+	x := New() // the test owns its watches
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, ok := Watch([]string{filepath.Join(root, "no/such/tool")})
+	s, ok := x.Watch([]string{filepath.Join(root, "no/such/tool")})
 	if !ok {
 		testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 	}
@@ -138,6 +143,7 @@ func TestWatchMissingPath(t *testing.T) {
 // change, as is an atomic replacement of it; a write into a file watched
 // for its attributes alone is not (TestWatchSeesEveryChange).
 func TestWatchContent(t *testing.T) {
+	x := New() // the test owns its watches
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +162,7 @@ func TestWatchContent(t *testing.T) {
 		if err := os.WriteFile(f, []byte(`{"x":1}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, ok := WatchContent([]string{f})
+		s, ok := x.WatchContent([]string{f})
 		if !ok {
 			testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 		}
@@ -174,6 +180,7 @@ func TestWatchContent(t *testing.T) {
 // file), which a Set from Watch does not; a View from a poll made after
 // the change reports it too.
 func TestWatchStat(t *testing.T) {
+	x := New() // the test owns its watches
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -195,14 +202,14 @@ func TestWatchStat(t *testing.T) {
 		{"write into the file", file, func() error { return os.WriteFile(file, []byte("bb"), 0o755) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, ok := WatchStat([]string{tc.path})
+			s, ok := x.WatchStat([]string{tc.path})
 			if !ok {
 				testdep.Missing(t, "a watchable file system", "cannot watch the test's temporary directory (not a local file system, or inotify limits)")
 			}
 			if err := tc.change(); err != nil {
 				t.Fatal(err)
 			}
-			if Poll().Unchanged(s) {
+			if x.Poll().Unchanged(s) {
 				t.Error("a View polled after the change reports no change")
 			}
 			if Unchanged(s) {
@@ -210,13 +217,13 @@ func TestWatchStat(t *testing.T) {
 			}
 		})
 	}
-	if (View{}).Unchanged(Set{}) || Poll().Unchanged(Set{}) {
+	if (View{}).Unchanged(Set{}) || x.Poll().Unchanged(Set{}) {
 		t.Error("the zero Set reports no change")
 	}
 }
 
 // TestOwnedWatcher: a Watcher of its own answers for its Sets (Unchanged
-// and its own View), sees a change like the shared one, and a View of
+// and its own View), sees a change, and a View of
 // another Watcher never vouches for its Sets.
 func TestOwnedWatcher(t *testing.T) {
 	must := func(t *testing.T, err error) {
@@ -237,11 +244,45 @@ func TestOwnedWatcher(t *testing.T) {
 	if !Unchanged(s) || !own.Poll().Unchanged(s) {
 		t.Fatal("a fresh Set of an owned Watcher reports a change")
 	}
-	if Shared().Poll().Unchanged(s) {
-		t.Error("the shared Watcher's View vouches for another Watcher's Set")
+	if New().Poll().Unchanged(s) {
+		t.Error("another Watcher's View vouches for this Watcher's Set")
 	}
 	must(t, os.Chmod(file, 0o600))
 	if Unchanged(s) || own.Poll().Unchanged(s) {
 		t.Error("the owned Watcher missed a chmod of its watched file")
+	}
+}
+
+// TestWatcherClosesWhenUnreachable: a Watcher an owner dropped (an engine
+// a test made and let go) gives its descriptors back once nothing can ask
+// it any more, so making one per owner does not run the process out of
+// inotify instances.
+func TestWatcherClosesWhenUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	func() {
+		for range 8 {
+			if _, ok := New().Watch([]string{dir}); !ok {
+				testdep.Missing(t, "a watchable file system", "cannot watch "+dir+" here (not a local file system, or inotify limits)")
+			}
+		}
+	}()
+	if opened := fds() - before; opened < 16 {
+		t.Fatalf("8 Watchers opened %d descriptors, want 2 each", opened)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for fds() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors of unreachable Watchers still open after 10s", fds()-before)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
 	}
 }

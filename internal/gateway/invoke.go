@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -21,8 +19,8 @@ const InvokeMargin = bridge.InvokeMargin
 // invokeWaiter is one node.invoke in flight.
 type invokeWaiter struct {
 	nodeID string
-	// run asks handleNode to decode a system.run payload straight into a
-	// bridge.SystemRunResult (see decodeRunResult).
+	// run asks invokeResult to decode a system.run payload straight into
+	// a bridge.SystemRunResult (bridge.Codec.DecodeRunResult).
 	run bool
 	ch  chan invokeReply
 }
@@ -106,59 +104,6 @@ func (g *Gateway) invokeReply(ctx context.Context, nc *nodeConn, command string,
 	}
 }
 
-// runResultPrefix is how a node's system.run answer begins (InvokeResult's
-// encoding puts the id first), which lets handleNode find the waiter
-// before decoding.
-const runResultPrefix = `{"id":"`
-
-// peekInvokeID returns the id of an invoke result encoded as this build's
-// nodes encode it, without decoding the rest; ok is false for any other
-// shape (another encoder, an escaped id), which takes the general path.
-func peekInvokeID(params []byte) (id string, ok bool) {
-	rest, found := bytes.CutPrefix(params, []byte(runResultPrefix))
-	if !found {
-		return "", false
-	}
-	end := bytes.IndexByte(rest[:min(len(rest), bridge.MaxIDLen+1)], '"')
-	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
-		return "", false
-	}
-	return string(rest[:end]), true
-}
-
-// decodeRunResult decodes a system.run answer in one pass, straight into
-// a bridge.SystemRunResult, instead of decoding the invoke result and then its
-// payload (each a validation scan and a decode of the whole output). The
-// id decoded must be the one peeked.
-func decodeRunResult(params []byte, id string) (invokeReply, error) {
-	run := new(bridge.SystemRunResult)
-	into := bridge.KeepingWire(run) // the output goes on to the agent as it came
-	var r struct {
-		ID      string        `json:"id"`
-		NodeID  string        `json:"nodeId"`
-		OK      bool          `json:"ok"`
-		Payload any           `json:"payload,omitempty"`
-		Error   *bridge.Error `json:"error,omitempty"`
-	}
-	r.Payload = into // decoded into, not replaced: it holds a non-nil pointer
-	if err := bridge.UnmarshalOwn(params, &r); err != nil {
-		return invokeReply{}, err
-	}
-	if r.ID != id {
-		return invokeReply{}, fmt.Errorf("invoke result id %q is not the one it starts with", r.ID)
-	}
-	res := bridge.InvokeResult{ID: r.ID, NodeID: r.NodeID, OK: r.OK, Error: r.Error}
-	if !r.OK {
-		return invokeReply{res: res}, nil
-	}
-	// null empties the field; a missing payload leaves run untouched, which
-	// must not pass for a result (an escaped key in a string cannot match).
-	if r.Payload != into || !bytes.Contains(params, []byte(`,"payload":`)) {
-		return invokeReply{}, errors.New("system.run answered ok without a result object")
-	}
-	return invokeReply{res: res, run: run}, nil
-}
-
 // handleNode answers requests from a node connection: a node still
 // pending may call nothing; a paired one what the method table allows
 // (dispatch.go).
@@ -174,13 +119,14 @@ func (g *Gateway) handleNode(ctx context.Context, nc *nodeConn, method string, p
 func (g *Gateway) invokeResult(nc *nodeConn, method string, params json.RawMessage) (any, error) {
 	var reply invokeReply
 	var w *invokeWaiter
-	if id, ok := peekInvokeID(params); ok {
+	var codec bridge.Codec // the wire's fast paths, held to its plain decoder (bridge.FuzzCodec)
+	if id, ok := codec.PeekInvokeID(params); ok {
 		g.mu.Lock()
 		w = g.invokes[id]
 		g.mu.Unlock()
 		if w != nil && w.run && w.nodeID == nc.id {
 			var err error
-			if reply, err = decodeRunResult(params, id); err != nil {
+			if reply.res, reply.run, err = codec.DecodeRunResult(params, id); err != nil {
 				return nil, bridge.Errorf(bridge.CodeInvalidRequest, "bad %s params: %v", method, err)
 			}
 		} else {

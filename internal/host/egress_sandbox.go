@@ -31,7 +31,7 @@ func (e *Engine) SandboxEgress(req Request, backend string) (eg *sandbox.Egress,
 	}
 	var view fschange.View
 	if !e.NoCache {
-		view = fschange.Poll()
+		view = e.watcher().Poll()
 	}
 	ap, err := e.agentPolicy(agent, view)
 	if err != nil {

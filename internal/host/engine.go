@@ -60,11 +60,19 @@ type Engine struct {
 	// The decisions are the same either way (TestCachesChangeNothing);
 	// the switch is for that comparison and for ruling a cache out.
 	NoCache bool
-	// WatchApprovals replaces fschange.WatchContent for the approvals
+	// Watcher takes the watches that vouch for the engine's caches (the
+	// approvals file's, and the analysis's it builds) and the one poll
+	// each decision checks them against. Whoever builds the engine owns
+	// it (the CLI makes one per process for all its engines); nil: a
+	// Watcher of the engine's own. Set it before the first decision.
+	Watcher *fschange.Watcher
+	// WatchApprovals replaces Watcher's WatchContent for the approvals
 	// file (a test checks the cache where the file cannot be watched).
 	WatchApprovals func(paths []string) (fschange.Set, bool)
 	// Analyzer is the analysis with its caches; built on first use
-	// (uncached with NoCache) when nil.
+	// (uncached with NoCache; with the engine's Watcher and clock) when
+	// nil. One given here should take the engine's Watcher: Sets of
+	// another never count as unchanged to the engine's poll.
 	Analyzer *shellcmd.Analyzer
 	// LandlockABI probes the kernel's Landlock ABI for confining runs
 	// (confine.KernelABI when nil); tests inject a kernel without it.
@@ -98,6 +106,9 @@ type Engine struct {
 	noConfine bool
 
 	store *approvals.Store
+	// watchOnce settles watch: Watcher, or the engine's own.
+	watchOnce sync.Once
+	watch     *fschange.Watcher
 	// closeAudit closes the audit log the engine owns (Options.CloseAudit).
 	closeAudit func() error
 	mu         sync.Mutex
@@ -154,6 +165,17 @@ type AuditRecord struct {
 // NewEngine returns an engine for the given state directory.
 func NewEngine(stateDir string, h policy.Host, nodeID string) *Engine {
 	return &Engine{StateDir: stateDir, Host: h, NodeID: nodeID, Home: state.Home()}
+}
+
+// watcher returns the Watcher of the engine's caches (Engine.Watcher).
+func (e *Engine) watcher() *fschange.Watcher {
+	e.watchOnce.Do(func() {
+		e.watch = e.Watcher
+		if e.watch == nil {
+			e.watch = fschange.New()
+		}
+	})
+	return e.watch
 }
 
 func (e *Engine) now() time.Time {

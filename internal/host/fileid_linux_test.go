@@ -96,8 +96,7 @@ func TestFileIDsAreTheFilesNow(t *testing.T) {
 // cache hand out the old file's analysis: the run must still refuse to
 // start the new file (the decision pinned the old one), never run it.
 func TestStaleCacheFailsClosed(t *testing.T) {
-	blind := func([]string) (fschange.Set, bool) { return fschange.Watch([]string{"/"}) }
-	if _, ok := blind(nil); !ok {
+	if _, ok := fschange.New().Watch([]string{"/"}); !ok {
 		t.Skip("cannot watch / here")
 	}
 	for _, tc := range []struct{ name, warm, text string }{
@@ -108,7 +107,10 @@ func TestStaleCacheFailsClosed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/other", "$BIN/hello")
-			f.engine.Analyzer = shellcmd.New(shellcmd.Options{Watch: blind})
+			w := fschange.New() // the engine's, so its poll answers for the blind Sets
+			blind := func([]string) (fschange.Set, bool) { return w.Watch([]string{"/"}) }
+			f.engine.Watcher = w
+			f.engine.Analyzer = shellcmd.New(shellcmd.Options{Watch: blind, Watcher: w})
 			for i := range 3 { // read, watched, then answered from the caches
 				warm := tc.warm
 				if tc.text != tc.warm {

@@ -8,6 +8,7 @@ import (
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/audit"
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/receipt"
@@ -64,6 +65,13 @@ type Options struct {
 	// WarmIdle is how long a warm interpreter waits for a run before it
 	// is ended; DefaultWarmIdle when zero.
 	WarmIdle time.Duration
+	// Watcher takes the watches that vouch for the engine's caches
+	// (Engine.Watcher): the process's, which it makes once and gives to
+	// every engine it builds. Nil: the engine's own.
+	Watcher *fschange.Watcher
+	// Now is the engine's clock (Engine.Now), which its analysis's
+	// caches measure their racy windows by too. Nil: time.Now.
+	Now func() time.Time
 	// Warn hears about degraded operation that must not stop the process:
 	// a reaper that could not start. Nil discards it.
 	Warn func(error)
@@ -100,6 +108,7 @@ func New(opts Options) (*Engine, error) {
 		e.closeAudit = opts.Audit.Close
 	}
 	e.Prompter = opts.Prompter
+	e.Watcher, e.Now = opts.Watcher, opts.Now
 	if opts.WarmInterpreters < 0 || opts.WarmIdle < 0 {
 		return nil, hint.Wrap(fmt.Errorf("warm interpreters %d, idle %s: negative", opts.WarmInterpreters, opts.WarmIdle), "0 turns the pool off")
 	}

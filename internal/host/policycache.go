@@ -141,7 +141,9 @@ type statKey struct {
 // Until then each decision reads the file and compares its bytes.
 const policyRacyWindow = 2 * time.Second
 
-func (e *Engine) loadApprovals() (*approvals.File, error) { return e.loadApprovalsAt(fschange.Poll()) }
+func (e *Engine) loadApprovals() (*approvals.File, error) {
+	return e.loadApprovalsAt(e.watcher().Poll())
+}
 
 // loadApprovalsAt loads exec-approvals.json, trusting the cached parse
 // while its watch was unchanged at view (polled after the decision it
@@ -213,13 +215,13 @@ func (e *Engine) loadApprovalsAt(view fschange.View) (*approvals.File, error) {
 	return f, nil
 }
 
-// watchApprovals is Engine.WatchApprovals, fschange.WatchContent unless
-// set.
+// watchApprovals is Engine.WatchApprovals, the engine's Watcher's
+// WatchContent unless set.
 func (e *Engine) watchApprovals(paths []string) (fschange.Set, bool) {
 	if e.WatchApprovals != nil {
 		return e.WatchApprovals(paths)
 	}
-	return fschange.WatchContent(paths)
+	return e.watcher().WatchContent(paths)
 }
 
 // readApprovals reads and parses the file with no cache (NoCache).
@@ -239,7 +241,7 @@ func (e *Engine) analyzer() *shellcmd.Analyzer {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.Analyzer == nil {
-		e.Analyzer = shellcmd.New(shellcmd.Options{NoCache: e.NoCache})
+		e.Analyzer = shellcmd.New(shellcmd.Options{NoCache: e.NoCache, Watcher: e.watcher(), Now: e.Now})
 	}
 	return e.Analyzer
 }

@@ -109,7 +109,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	// file's, the analysis memo's and the fact cache's Sets.
 	var view fschange.View
 	if !e.NoCache {
-		view = fschange.Poll()
+		view = e.watcher().Poll()
 	}
 	z := e.analyzer().Polled(view)
 	ap, err := e.agentPolicy(agent, view)

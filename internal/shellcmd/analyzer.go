@@ -20,7 +20,7 @@ type Analyzer struct {
 	absent *absentCache  // nil: no absent-name cache
 	facts  *factCache    // nil: no fact cache
 	// watch covers a memo entry's or a cached fact's paths
-	// (fschange.WatchStat).
+	// (Options.Watcher's WatchStat).
 	watch func(paths []string) (fschange.Set, bool)
 	// now is the clock the absent-name cache's racy window is measured
 	// against.
@@ -38,7 +38,12 @@ type Options struct {
 	// NoFactCache turns the fact cache off alone: a text not in the memo
 	// reads every path afresh.
 	NoFactCache bool
-	// Watch replaces fschange.WatchStat for the memo's entries and the
+	// Watcher takes the watches that vouch for the memo's entries and
+	// the fact cache, and the poll each analysis checks them against: the
+	// caller's (an engine passes its own, so that one poll serves a whole
+	// decision, Polled). Nil: a Watcher of the Analyzer's own.
+	Watcher *fschange.Watcher
+	// Watch replaces Watcher's WatchStat for the memo's entries and the
 	// fact cache; a Watch that always refuses makes the memo read its
 	// facts on every reuse, and the fact cache read every path, as where
 	// paths cannot be watched.
@@ -49,9 +54,13 @@ type Options struct {
 
 // New returns an Analyzer with its own caches (none with NoCache).
 func New(opts Options) *Analyzer {
-	z := &Analyzer{watch: opts.Watch, now: opts.Now}
+	w := opts.Watcher
+	if w == nil {
+		w = fschange.New()
+	}
+	z := &Analyzer{watch: opts.Watch, now: opts.Now, polled: lazyView{w: w}}
 	if z.watch == nil {
-		z.watch = fschange.WatchStat
+		z.watch = w.WatchStat
 	}
 	if z.now == nil {
 		z.now = time.Now
@@ -66,6 +75,10 @@ func New(opts Options) *Analyzer {
 	}
 	return z
 }
+
+// Watcher returns the Watcher whose Sets vouch for z's caches and whose
+// poll its analyses take (Options.Watcher).
+func (z *Analyzer) Watcher() *fschange.Watcher { return z.polled.w }
 
 // uncached serves the package-level Analyze and AnalyzeArgv: it has no
 // state, so a caller without an Analyzer of its own shares nothing.

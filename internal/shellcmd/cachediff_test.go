@@ -46,7 +46,7 @@ func TestCachesChangeNothing(t *testing.T) {
 	if cached.memo.hits == 0 {
 		t.Fatal("the cached Analyzer never used its memo, so this test proves nothing")
 	}
-	if _, watchable := fschange.WatchStat([]string{fx.root}); watchable && cached.facts.hits == 0 {
+	if _, watchable := fschange.New().WatchStat([]string{fx.root}); watchable && cached.facts.hits == 0 {
 		t.Fatal("the cached Analyzer never used its fact cache, so this test proves nothing")
 	}
 

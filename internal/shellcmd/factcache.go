@@ -35,7 +35,7 @@ const (
 //
 //   - the cached fact is the result itself (the os.FileInfo or the error,
 //     the resolved path), never a timestamp compared with another;
-//   - its Set (fschange.WatchStat: every directory the lookup searches,
+//   - its Set (the Watcher's WatchStat: every directory the lookup searches,
 //     every link on the way, and everything stat(2) reports of the final
 //     file or directory, its entries and writes included) is taken before
 //     the read whose result is kept, so any change after the read is an
@@ -172,13 +172,14 @@ func (c *factCache) get(a *analyzer, k factKey) factValue {
 // needed: after the analysis (or decision) it serves began, so that no
 // fact it vouches for is older than that.
 type lazyView struct {
+	w      *fschange.Watcher // the Analyzer's (Options.Watcher)
 	v      fschange.View
 	polled bool
 }
 
 func (l *lazyView) get() fschange.View {
 	if !l.polled {
-		l.polled, l.v = true, fschange.Poll()
+		l.polled, l.v = true, l.w.Poll()
 	}
 	return l.v
 }
@@ -194,7 +195,7 @@ func (a *analyzer) view() fschange.View { return a.look.get() }
 // decision alone.
 func (z *Analyzer) Polled(v fschange.View) *Analyzer {
 	c := *z
-	c.polled = lazyView{v: v, polled: true}
+	c.polled = lazyView{w: z.polled.w, v: v, polled: true}
 	return &c
 }
 

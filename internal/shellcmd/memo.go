@@ -43,7 +43,7 @@ const (
 // Reading every fact again is a system call per fact. Where package
 // fschange can cover the facts' paths (local file systems), an entry also
 // holds, from its first reuse on (a text seen once costs no watch), a
-// watch Set (fschange.WatchStat) taken before its facts were last read;
+// watch Set (the Watcher's WatchStat) taken before its facts were last read;
 // while the Set reports no change — nothing any lookup of those paths
 // reads has been created, removed, renamed or had its attributes changed,
 // no directory a path ends at has had an entry created, removed or

@@ -347,7 +347,7 @@ type resolveLayout struct{ root, a, b string }
 func (z *Analyzer) factsQuiet() bool {
 	z.facts.mu.Lock()
 	defer z.facts.mu.Unlock()
-	v := fschange.Poll()
+	v := z.polled.w.Poll() // the Analyzer's own Watcher took the Sets
 	for _, e := range z.facts.m {
 		if e.watched.Valid() && !v.Unchanged(e.watched) {
 			return false
