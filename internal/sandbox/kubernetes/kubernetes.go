@@ -241,6 +241,11 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	if len(req.Argv) == 0 && req.Command == "" {
 		return runner.Result{}, errors.New("kubernetes sandbox exec: empty command")
 	}
+	// No egress relay in pods yet: a list is refused here too, not only by
+	// the gateway, so a caller that skips that check cannot widen it.
+	if err := sandbox.CheckEgress(b, req); err != nil {
+		return runner.Result{}, err
+	}
 	if b.cfg.Scope != sandbox.ScopeShared {
 		if _, err := sandbox.WorkspaceName(b.cfg.Scope, req.AgentID); err != nil {
 			return runner.Result{}, fmt.Errorf("kubernetes sandbox exec: %w", err)

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -81,5 +82,18 @@ func TestTemplateUnderTheDriversPod(t *testing.T) {
 	}
 	if sc := string(got.Spec["securityContext"]); !strings.Contains(sc, `"runAsUser":65534`) || !strings.Contains(sc, `"runAsNonRoot":true`) {
 		t.Errorf("spec.securityContext = %s, want the driver's", sc)
+	}
+}
+
+// TestExecRefusesAnEgressList: pods have no egress relay, so a run that
+// carries a list is refused by the backend itself, before any API call
+// whatever the gateway checked first. The backend here has no client:
+// without the check, Exec goes on towards the cluster and the test fails.
+func TestExecRefusesAnEgressList(t *testing.T) {
+	cfg := With(sandbox.Config{Backend: Name}, func(*Config) {}).WithDefaults()
+	b := &Backend{cfg: cfg, k: ConfigOf(cfg), owner: "own"}
+	req := sandbox.Request{Argv: []string{"true"}, AgentID: "main", Egress: &sandbox.Egress{Key: "k", Patterns: []string{"example.org:443"}}}
+	if _, err := b.Exec(t.Context(), req); !errors.Is(err, sandbox.ErrNoEgress) {
+		t.Fatalf("a run with an egress list: %v, want ErrNoEgress", err)
 	}
 }
