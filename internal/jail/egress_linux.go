@@ -2,12 +2,11 @@ package jail
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/netrelay"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,37 +29,8 @@ func startEgressRelay(o *Options) error {
 		unix.Close(sock)
 		return fmt.Errorf("egress relay: listen on %s: %w", e.Addr, err)
 	}
-	path := "/proc/self/fd/" + strconv.Itoa(sock)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go relay(c, path)
-		}
-	}()
+	go netrelay.Serve(ln, "/proc/self/fd/"+strconv.Itoa(sock))
 	return nil
-}
-
-// relay copies c to and from a fresh connection to the proxy at path.
-func relay(c net.Conn, path string) {
-	defer c.Close()
-	up, err := net.Dial("unix", path)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(up, c)
-		_ = up.(*net.UnixConn).CloseWrite()
-	}()
-	_, _ = io.Copy(c, up)
-	_ = c.(*net.TCPConn).CloseWrite()
-	wg.Wait()
 }
 
 // egressLandlock lets a run of an egress jail connect over TCP at all:

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/exechost/exechost/internal/hint"
 )
@@ -134,4 +135,29 @@ func ListenEgress(dir string, eg *Egress) (net.Listener, error) {
 func RemoveEgressDir(ln net.Listener) {
 	ln.Close()
 	os.RemoveAll(filepath.Dir(ln.Addr().String()))
+}
+
+// EgressLeases keeps the latest egress lease of each sandbox key, for the
+// box started for that key to serve (a backend that holds lists). The
+// zero value is ready; it is safe for concurrent use.
+type EgressLeases struct {
+	mu    sync.Mutex
+	byKey map[string]*Egress
+}
+
+// Note remembers eg as the lease of the box of key.
+func (l *EgressLeases) Note(key string, eg *Egress) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byKey == nil {
+		l.byKey = map[string]*Egress{}
+	}
+	l.byKey[key] = eg
+}
+
+// Of is the lease noted for the box of key, or nil.
+func (l *EgressLeases) Of(key string) *Egress {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byKey[key]
 }

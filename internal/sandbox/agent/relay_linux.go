@@ -2,9 +2,9 @@ package agent
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"sync"
+
+	"github.com/exechost/exechost/internal/netrelay"
 )
 
 // startRelay is the egress relay (sandbox.Egress): a run inside the
@@ -21,36 +21,6 @@ func startRelay(listen, dial string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress relay: listen on %s: %w", listen, err)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go relayConn(c, dial)
-		}
-	}()
+	go netrelay.Serve(ln, dial)
 	return ln, nil
-}
-
-// relayConn copies c to and from a fresh connection to the socket at path.
-func relayConn(c net.Conn, path string) {
-	defer c.Close()
-	up, err := net.DialTimeout("unix", path, dialTimeout)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = io.Copy(up, c)
-		_ = up.(*net.UnixConn).CloseWrite()
-	}()
-	_, _ = io.Copy(c, up)
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
-	wg.Wait()
 }

@@ -113,7 +113,7 @@ func (b *Backend) startAgent(ctx context.Context, ws string, eg *egressBox) (*ag
 // connection is its handle too.
 func (b *Backend) startBox(ctx context.Context, bx *agentbox.Box[*agent.Conn]) (*agent.Conn, *agent.Conn, error) {
 	var eg *egressBox
-	if lease := b.egressOf(bx.Key); lease != nil {
+	if lease := b.egr.leases.Of(bx.Key); lease != nil {
 		var err error
 		if eg, err = b.listenEgress(lease); err != nil {
 			return nil, nil, err
@@ -155,7 +155,7 @@ func (b *Backend) execAgent(ctx context.Context, req sandbox.Request, ws string,
 	}
 	key := sandbox.ScopeKey(b.cfg.Scope, req)
 	if req.Egress != nil {
-		b.noteEgress(key, req.Egress)
+		b.egr.leases.Note(key, req.Egress)
 	}
 	bx, err := b.boxes.Acquire(key, req.AgentID, ws)
 	if err != nil {

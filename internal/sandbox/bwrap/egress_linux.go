@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 
 	"github.com/exechost/exechost/internal/hint"
 	"github.com/exechost/exechost/internal/sandbox"
@@ -24,8 +23,7 @@ import (
 // egressState is the latest egress lease of each box key (its Serve, for
 // the sandbox that key starts).
 type egressState struct {
-	mu    sync.Mutex
-	byKey map[string]*sandbox.Egress
+	leases sandbox.EgressLeases
 }
 
 // egressBox is one sandbox's egress socket.
@@ -40,21 +38,6 @@ func (b *Backend) HoldsEgress() error {
 		return hint.Wrap(fmt.Errorf("the egress relay runs in the resident agent, and it is %w", b.agentErr), "set sandbox.agent to auto; `exechost sandbox doctor` says why the agent is off")
 	}
 	return nil
-}
-
-func (b *Backend) noteEgress(key string, eg *sandbox.Egress) {
-	b.egr.mu.Lock()
-	defer b.egr.mu.Unlock()
-	if b.egr.byKey == nil {
-		b.egr.byKey = map[string]*sandbox.Egress{}
-	}
-	b.egr.byKey[key] = eg
-}
-
-func (b *Backend) egressOf(key string) *sandbox.Egress {
-	b.egr.mu.Lock()
-	defer b.egr.mu.Unlock()
-	return b.egr.byKey[key]
 }
 
 // listenEgress serves the box's egress socket in a directory of its own

@@ -39,7 +39,7 @@ func scopeHash(key string) string {
 // keepalive.
 func (b *Backend) create(ctx context.Context, bx *box) (string, *agent.Conn, error) {
 	workspace := bx.Workspace
-	eg := b.egressOf(bx.Key)
+	eg := b.egr.leases.Of(bx.Key)
 	plan, agentErr := b.agent.get()
 	if eg != nil && agentErr != nil {
 		return "", nil, b.HoldsEgress()

@@ -33,9 +33,9 @@ const (
 // each box key (its Serve, for the container that key starts) and the
 // socket each egress container's proxy serves, closed with the container.
 type egressState struct {
-	mu    sync.Mutex
-	byKey map[string]*sandbox.Egress
-	socks map[string]net.Listener // by container id
+	leases sandbox.EgressLeases
+	mu     sync.Mutex
+	socks  map[string]net.Listener // by container id
 }
 
 // HoldsEgress implements sandbox.EgressHolder: the list needs the
@@ -45,23 +45,6 @@ func (b *Backend) HoldsEgress() error {
 		return hint.Wrap(fmt.Errorf("the egress relay runs in the resident agent, and it is %w", err), "set sandbox.agent to auto with a statically linked exechost (sandbox.agentBinary); `exechost sandbox doctor` says why the agent is off")
 	}
 	return nil
-}
-
-// noteEgress remembers req's lease for the box of key.
-func (b *Backend) noteEgress(key string, eg *sandbox.Egress) {
-	b.egr.mu.Lock()
-	defer b.egr.mu.Unlock()
-	if b.egr.byKey == nil {
-		b.egr.byKey = map[string]*sandbox.Egress{}
-	}
-	b.egr.byKey[key] = eg
-}
-
-// egressOf is the lease noted for the box of key, or nil.
-func (b *Backend) egressOf(key string) *sandbox.Egress {
-	b.egr.mu.Lock()
-	defer b.egr.mu.Unlock()
-	return b.egr.byKey[key]
 }
 
 // listenEgress has eg's proxy serve the box's egress socket, in a

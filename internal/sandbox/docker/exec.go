@@ -75,7 +75,7 @@ func (b *Backend) Exec(ctx context.Context, req sandbox.Request) (runner.Result,
 	}
 	key := sandbox.ScopeKey(b.cfg.Scope, req)
 	if req.Egress != nil {
-		b.noteEgress(key, req.Egress)
+		b.egr.leases.Note(key, req.Egress)
 	}
 	bx, err := b.boxes.Acquire(key, req.AgentID, ws)
 	if err != nil {
