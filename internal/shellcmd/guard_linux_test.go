@@ -183,18 +183,15 @@ func traceGuard(straceBin, bin, state, work, path, text string, allowed map[stri
 			o.err = err
 			return o
 		}
-		fd3 := ""
+		fds := map[string]string{}
 		for _, line := range strings.Split(string(b), "\n") {
 			line = strings.TrimSpace(line)
-			if m := dupTo3.FindStringSubmatch(line); m != nil {
-				fd3 = fd3Of(m)
+			if m := dupTo.FindStringSubmatch(line); m != nil {
+				noteDup(fds, m)
 				continue
 			}
 			if m := execveOK.FindStringSubmatch(line); m != nil {
-				p := m[1]
-				if p == "/proc/self/fd/3" {
-					p = fd3 // the file decided on, handed over as descriptor 3
-				}
+				p := startedFile(m[1], fds) // the file decided on, handed over by descriptor
 				switch {
 				case !allowed[p]:
 					o.bad = append(o.bad, "started "+p)

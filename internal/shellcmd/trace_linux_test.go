@@ -63,41 +63,52 @@ func writeStub(t *testing.T, dir, name string) {
 // execveOK matches a successful execve in strace's output.
 var execveOK = regexp.MustCompile(`^execve\("((?:[^"\\]|\\.)*)", .*\) = 0$`)
 
-// dupTo3 matches, under strace -y, a duplication onto descriptor 3 with
+// dupTo matches, under strace -y, a duplication onto a descriptor with
 // the file it names: how the runner and the interpreter hand a child the
-// executable they decided on (runner.ChildFD), which it then starts as
-// /proc/self/fd/3.
-// (When the file already is descriptor 3, the child only clears its
-// close-on-exec flag: fcntl F_SETFD.)
-var dupTo3 = regexp.MustCompile(`^(?:dup[23]\(\d+<((?:[^>\\]|\\.)*)>, 3[,)<]|fcntl\(3<((?:[^>\\]|\\.)*)>, F_SETFD)`)
+// executable they decided on (runner.ChildFD, started as /proc/self/fd/3),
+// and how the jail hands its warm interpreter the file it is
+// (runner.BaseFD). When the file already is that descriptor, the child
+// only clears its close-on-exec flag: fcntl F_SETFD.
+var dupTo = regexp.MustCompile(`^(?:dup[23]\(\d+<((?:[^>\\]|\\.)*)>, (\d+)[,)<]|fcntl\((\d+)<((?:[^>\\]|\\.)*)>, F_SETFD)`)
 
-// fd3Of returns the file a dupTo3 match names.
-func fd3Of(m []string) string { return m[1] + m[2] }
+// noteDup records in fds (descriptor to file) what a dupTo match put where.
+func noteDup(fds map[string]string, m []string) {
+	if m[2] != "" {
+		fds[m[2]] = m[1]
+	} else {
+		fds[m[3]] = m[4]
+	}
+}
+
+var procSelfFD = regexp.MustCompile(`^/proc/self/fd/(\d+)$`)
+
+// startedFile is the file an execve of p started: p itself, or for
+// /proc/self/fd/N the file the process had put on N.
+func startedFile(p string, fds map[string]string) string {
+	m := procSelfFD.FindStringSubmatch(p)
+	if m == nil {
+		return p
+	}
+	if f := fds[m[1]]; f != "" {
+		return f
+	}
+	return p + " (unknown file)"
+}
 
 // executed returns the file each successful execve of one traced process
-// started: its path, or for /proc/self/fd/3 the file the process had on
-// descriptor 3 (strace -y names it on the dup that put it there).
+// started (startedFile).
 func executed(trace string) []string {
 	var out []string
-	fd3 := ""
+	fds := map[string]string{}
 	for _, line := range strings.Split(trace, "\n") {
 		line = strings.TrimSpace(line)
-		if m := dupTo3.FindStringSubmatch(line); m != nil {
-			fd3 = fd3Of(m)
+		if m := dupTo.FindStringSubmatch(line); m != nil {
+			noteDup(fds, m)
 			continue
 		}
-		m := execveOK.FindStringSubmatch(line)
-		if m == nil {
-			continue
+		if m := execveOK.FindStringSubmatch(line); m != nil {
+			out = append(out, startedFile(m[1], fds))
 		}
-		p := m[1]
-		if p == "/proc/self/fd/3" {
-			p = fd3
-			if p == "" {
-				p = "/proc/self/fd/3 (unknown file)"
-			}
-		}
-		out = append(out, p)
 	}
 	return out
 }
