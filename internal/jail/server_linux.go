@@ -91,6 +91,12 @@ func serve() {
 		os.Exit(1)
 	}
 	newPID := slices.Contains(held, confine.LayerPID)
+	// One thread does all the server's work (runs are forked from it and
+	// waited for in its poll), so one P: with more, the runtime's monitor
+	// polls every 20 µs for 10 ms after each wake-up before it sleeps
+	// again, which cost more CPU than the run's own fork on a machine
+	// whose context switches are dear (issue 39).
+	runtime.GOMAXPROCS(1)
 	buf := settle()
 	oob := make([]byte, unix.CmsgSpace(5*4))
 	ws, err := newWarmSlot(newPID)
@@ -98,7 +104,8 @@ func serve() {
 		os.Exit(1)
 	}
 	pfd := []unix.PollFd{{Fd: ctlFD, Events: unix.POLLIN}, {Fd: int32(ws.wake[0]), Events: unix.POLLIN}}
-	refill := false // a run that asked for a warm process is done
+	var live []running // runs not yet exited, polled by their pidfds
+	refill := false    // a run that asked for a warm process is done
 	for {
 		// A warm process is started here, on the jail's thread, once no
 		// request waits: a start of this binary takes a core for
@@ -107,13 +114,29 @@ func serve() {
 		if refill {
 			wait = 0
 		}
+		pfd = pfd[:2]
+		for _, r := range live {
+			pfd = append(pfd, unix.PollFd{Fd: int32(r.pidfd), Events: unix.POLLIN})
+		}
 		n, err := unix.Poll(pfd, wait)
 		if err != nil && err != unix.EINTR {
 			os.Exit(1)
 		}
-		if n > 0 && pfd[1].Revents != 0 {
-			ws.drainWake()
-			refill = true
+		if n > 0 {
+			kept := live[:0]
+			for i, r := range live {
+				if pfd[2+i].Revents != 0 && r.reap() {
+					refill = refill || r.warm
+					continue
+				}
+				kept = append(kept, r)
+			}
+			clear(live[len(kept):])
+			live = kept
+			if pfd[1].Revents != 0 {
+				ws.drainWake()
+				refill = true
+			}
 		}
 		if n <= 0 || pfd[0].Revents == 0 {
 			if refill && err == nil {
@@ -140,7 +163,9 @@ func serve() {
 			closeAll(fds)
 			continue
 		}
-		startRun(req, fds, newPID, ws)
+		if r, ok := startRun(req, fds, newPID, ws); ok {
+			live = append(live, r)
+		}
 	}
 }
 
@@ -290,15 +315,18 @@ func outsideView(o *Options, protected []string) []string {
 }
 
 // startRun forks req from this (the jail's) thread and answers on its
-// socket: its pid and pidfd, then its wait status once it has exited.
-func startRun(req request, fds []int, newPID bool, ws *warmSlot) {
+// socket with its pid and pidfd; the loop answers its wait status once it
+// has exited (running.reap). false: it did not start (the socket said why).
+func startRun(req request, fds []int, newPID bool, ws *warmSlot) (running, bool) {
 	sock := fds[0]
 	files := []uintptr{uintptr(fds[1]), uintptr(fds[2]), uintptr(fds[3])}
 	path := req.Argv[0]
 	warm := req.Exec && len(fds) > 4 && len(req.Warm) > 0
 	if warm {
-		if w, own := ws.take(req, fds[4]); w != nil && handOver(req, fds, w, own, ws) {
-			return
+		if w, own := ws.take(req, fds[4]); w != nil {
+			if r, ok := handOver(req, fds, w, own, ws); ok {
+				return r, true
+			}
 		}
 	}
 	if req.Exec && len(fds) > 4 {
@@ -309,7 +337,7 @@ func startRun(req request, fds []int, newPID bool, ws *warmSlot) {
 		if err != nil {
 			reply(sock, startedMsg{Err: err.Error(), Errno: int(errnoOf(err))}, nil)
 			closeAll(fds)
-			return
+			return running{}, false
 		}
 		fds = append(fds, own)
 		files = append(files, uintptr(own))
@@ -323,7 +351,7 @@ func startRun(req request, fds []int, newPID bool, ws *warmSlot) {
 	pid, err := syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: req.Dir, Env: req.Env, Files: files, Sys: attr})
 	if warm && err == nil {
 		// The next run of this kind is handed to a warm process started
-		// from the same file (once this one is done: wait pokes).
+		// from the same file (once this one is done: reap refills).
 		ws.want(req.Warm, fds[len(fds)-1])
 	}
 	closeAll(fds[1:])
@@ -334,32 +362,44 @@ func startRun(req request, fds []int, newPID bool, ws *warmSlot) {
 		}
 		reply(sock, m, nil)
 		unix.Close(sock)
-		return
+		return running{}, false
 	}
 	err = reply(sock, startedMsg{Pid: pid}, []int{pidfd})
-	unix.Close(pidfd)
-	wait(pid, sock, err, ws, warm)
+	return running{pid: pid, pidfd: pidfd, sock: sock, sent: err, warm: warm}, true
 }
 
-// wait answers on sock with pid's wait status once it has exited (unless
-// sending its start failed, sent), then closes sock; with wake, it wakes
-// the server's loop to start a warm process.
-func wait(pid, sock int, sent error, ws *warmSlot, wake bool) {
-	go func() {
-		var st unix.WaitStatus
-		for {
-			if _, err := unix.Wait4(pid, &st, 0, nil); err != unix.EINTR {
-				break
-			}
+// running is a run the loop waits for: its pidfd polls readable once it
+// has exited, and then its wait status goes on sock (unless sending its
+// start failed, sent). warm says it asked for a warm process, which the
+// loop starts once it is done.
+type running struct {
+	pid, pidfd, sock int
+	sent             error
+	warm             bool
+}
+
+// reap answers r's wait status and releases its descriptors once it has
+// exited; false means it has not (a spurious wake-up).
+func (r running) reap() bool {
+	var st unix.WaitStatus
+	var got int
+	var err error
+	for {
+		if got, err = unix.Wait4(r.pid, &st, unix.WNOHANG, nil); err != unix.EINTR {
+			break
 		}
-		if sent == nil {
-			reply(sock, exitedMsg{Status: uint32(st)}, nil)
-		}
-		unix.Close(sock)
-		if wake {
-			ws.poke()
-		}
-	}()
+	}
+	if err == nil && got == 0 {
+		return false
+	}
+	if err == nil && r.sent == nil {
+		reply(r.sock, exitedMsg{Status: uint32(st)}, nil)
+	}
+	// Without a status (never: it is this process's child), the closed
+	// socket tells the host the run's end is unknown.
+	unix.Close(r.sock)
+	unix.Close(r.pidfd)
+	return true
 }
 
 // reply sends v (and fds) as one message on sock.

@@ -64,7 +64,7 @@ func newWarmSlot(newPID bool) (*warmSlot, error) {
 	return ws, nil
 }
 
-// poke wakes the server's loop (from a waiter goroutine).
+// poke wakes the server's loop (from a probe's goroutine).
 func (ws *warmSlot) poke() { _, _ = unix.Write(ws.wake[1], []byte{1}) }
 
 func (ws *warmSlot) drainWake() {
@@ -228,21 +228,19 @@ func (w *warmProc) isReady() bool {
 // decided file) to w with own pinned, and answers as a fresh start does.
 // It reports false when w could not take it (gone): nothing of the run
 // started, and the caller starts it afresh.
-func handOver(req request, fds []int, w *warmProc, own int, ws *warmSlot) bool {
+func handOver(req request, fds []int, w *warmProc, own int, ws *warmSlot) (running, bool) {
 	err := runner.SendJailHandOver(w.sock, req.Argv, req.Env, req.Dir, [3]int{fds[1], fds[2], fds[3]}, own)
 	unix.Close(own)
 	if err != nil {
 		w.sock = -1 // closed by SendJailHandOver
 		ws.cur = w
 		ws.drop()
-		return false
+		return running{}, false
 	}
 	sock := fds[0]
 	closeAll(fds[1:])
 	err = reply(sock, startedMsg{Pid: w.pid, Warm: true}, []int{w.pidfd})
-	unix.Close(w.pidfd)
-	wait(w.pid, sock, err, ws, true)
-	return true
+	return running{pid: w.pid, pidfd: w.pidfd, sock: sock, sent: err, warm: true}, true
 }
 
 // probe answers on sock whether a warm process of argv is ready, waiting
