@@ -151,13 +151,14 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *con
 // it cannot build, for prompts, `approvals check`, doctor and the audit
 // log.
 func (e *Engine) ConfinementText(p *Prepared) string {
-	c := e.confinement(p, "$TMPDIR")
+	r := e.reachOf(p)
+	c := r.c
 	text := c.Reach(map[string]string{realPath(p.Cwd): "cwd", "$TMPDIR": "tmp"})
 	text = egressReach(p, text)
 	if !c.Active() {
 		return text
 	}
-	held, jailErr := e.jailReport(p, c)
+	held, jailErr := r.held, r.err
 	layers := "none"
 	if len(held) > 0 {
 		layers = strings.Join(held, ", ")
@@ -185,14 +186,15 @@ func (e *Engine) ConfinementText(p *Prepared) string {
 // and the policy says unsupported=warn; an error wrapping
 // confine.ErrUnsupported, with a hint, when such a run is refused.
 func (e *Engine) CheckJail(p *Prepared) (warning string, err error) {
-	c := e.confinement(p, "$TMPDIR")
+	r := e.reachOf(p)
+	c := r.c
 	if e.noConfine || !c.Active() {
 		return "", nil
 	}
 	if warning, err = c.Check(e.kernelABI()); err != nil {
 		return warning, err
 	}
-	if _, jailErr := e.jailReport(p, c); jailErr != nil {
+	if jailErr := r.err; jailErr != nil {
 		if c.Unsupported != confine.UnsupportedWarn {
 			return "", jailErr
 		}
@@ -204,15 +206,37 @@ func (e *Engine) CheckJail(p *Prepared) (warning string, err error) {
 // Jail is the confinement a run of p would get, its private temporary
 // directory shown as "$TMPDIR", for `approvals check --json`.
 func (e *Engine) Jail(p *Prepared) *confine.Confinement {
-	return e.confinement(p, "$TMPDIR")
+	c := *e.reachOf(p).c
+	return &c
 }
 
 // Layers are the layers of the jail that hold for a run of p on this host
 // (confine.Layer names), for `approvals check --json` and the audit
 // record; nil when the run is not confined or nothing can confine it.
 func (e *Engine) Layers(p *Prepared) []string {
-	held, _ := e.jailReport(p, e.confinement(p, "$TMPDIR"))
-	return held
+	return slices.Clone(e.reachOf(p).held)
+}
+
+// reachReport is a run's confinement as its reports show it (its
+// temporary directory as "$TMPDIR") and the layers of its jail that hold
+// on this host (jailReport).
+type reachReport struct {
+	c    *confine.Confinement
+	held []string
+	err  error
+}
+
+// reachOf is p's reachReport, worked out on first use. What enforces the
+// run is worked out again at its start (spec: confinement with its real
+// temporary directory, the jail the pool hands out then); this one only
+// describes it, once, so the reach line, the layers and the receipt agree.
+func (e *Engine) reachOf(p *Prepared) *reachReport {
+	if p.reach == nil {
+		c := e.confinement(p, "$TMPDIR")
+		held, err := e.jailReport(p, c)
+		p.reach = &reachReport{c: c, held: held, err: err}
+	}
+	return p.reach
 }
 
 // jailReport says which layers hold for a run of p confined by c on this

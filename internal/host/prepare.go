@@ -70,6 +70,11 @@ type Prepared struct {
 	// known (confinement), computed once: the hidden and read-only sets
 	// look at the file system.
 	jail *confine.Confinement
+	// reach is the run's confinement with its temporary directory shown
+	// as "$TMPDIR", and its jail report, worked out once (reachOf): the
+	// prompt's and the audit record's reach line, their layers and the
+	// receipt all describe the one run, and each costs stat calls.
+	reach *reachReport
 	// Rules is the rule set the analysis applied (RulesStrict or
 	// RulesContained) and RulesWhy says why, for `approvals check` and
 	// the audit record.

@@ -145,7 +145,7 @@ func (rs *receipts) policyDigest() string {
 // when it ran the run, Landlock for a start without it, and the limits
 // when any is set (the runner applies them without a jail).
 func (rs *receipts) jailOf(p *Prepared, held []string) *receipt.Jail {
-	c := rs.e.confinement(p, "$TMPDIR")
+	c := rs.e.reachOf(p).c
 	j := &receipt.Jail{Layers: []string{}}
 	if !c.Active() || rs.e.noConfine {
 		return j

@@ -4,6 +4,9 @@
 // itself, and then forks and execs each run it is handed over a unix
 // socket. A run's start is then one fork and one exec of the decided file
 // from a process that is already jailed: no re-exec of this binary per run.
+// The server does all its work on that one thread, with one P: it waits
+// for requests and for its runs' ends (their pidfds) in one poll loop,
+// so a run costs it two wake-ups and no goroutine.
 //
 // The layers (confine.Layer), each built by the server before it serves
 // and each one switchable off (Options.Layers) so that tests can show
