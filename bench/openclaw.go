@@ -198,6 +198,9 @@ func runOpenClawBench(quick bool, out string) error {
 		n.lat = sample{name: n.name, durs: make([]time.Duration, 0, runs)}
 	}
 	st.exLat = sample{name: "exechost stack", durs: make([]time.Duration, 0, runs)}
+	// The floor, in the same rounds: what the spawn both nodes end in
+	// costs here, so the ratio can be read beside what neither can cut.
+	st.spawn = sample{name: "direct spawn", durs: make([]time.Duration, 0, runs)}
 	for i := 0; i < runs; i++ {
 		for _, n := range []*ocNode{ex, oc} {
 			t := time.Now()
@@ -211,6 +214,11 @@ func runOpenClawBench(quick bool, out string) error {
 			return fmt.Errorf("exechost stack run %d: %w", i, err)
 		}
 		st.exLat.durs = append(st.exLat.durs, time.Since(t))
+		t = time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			return fmt.Errorf("direct spawn run %d: %w", i, err)
+		}
+		st.spawn.durs = append(st.spawn.durs, time.Since(t))
 	}
 	ex.rssAfter, oc.rssAfter = groupRSS(ex.proc.Cmd.Process.Pid, false), groupRSS(oc.proc.Cmd.Process.Pid, true)
 
@@ -451,6 +459,7 @@ type stackCmp struct {
 	idle                         time.Duration
 	exIdleCPU, ocIdleCPU         int64 // clock ticks over idle
 	exLat                        sample
+	spawn                        sample // a direct spawn of /bin/true, in the same rounds
 	ocLatP50, ocLatP99           time.Duration
 	throughputFor                time.Duration
 	exRate, ocRate               float64
@@ -482,6 +491,12 @@ func (st *stackCmp) markdown() string {
 	}
 	durRow(fmt.Sprintf("exec `/bin/true` host=node p50 (%d calls each)", len(st.exLat.durs)), st.exLat.pct(0.5), st.ocLatP50)
 	durRow("exec `/bin/true` host=node p99", st.exLat.pct(0.99), st.ocLatP99)
+	if sp := st.spawn.pct(0.5); sp > 0 {
+		fmt.Fprintf(&sb, "| floor: a direct spawn of `/bin/true` p50, in the same rounds | %s | %s | |\n", fmtDur(sp), fmtDur(sp))
+		if ex, oc := st.exLat.pct(0.5)-sp, st.ocLatP50-sp; ex > 0 && oc > 0 {
+			durRow("exec `/bin/true` host=node p50 over the floor (what each stack adds to the spawn)", ex, oc)
+		}
+	}
 	rate := func(r float64, err error) string {
 		if err != nil {
 			return "failed: " + strings.ReplaceAll(lastN(err.Error(), 200), "|", "/")
