@@ -88,7 +88,7 @@ func run(t *testing.T, j *Jail, dir string, argv ...string) runOut {
 
 // jailFor starts a jail with only layers (nil: all) for c, closed with
 // the test, from a pool of the test's own.
-func jailFor(t *testing.T, c confine.Confinement, layers []confine.Layer, socketDirs ...string) *Jail {
+func jailFor(t testing.TB, c confine.Confinement, layers []confine.Layer, socketDirs ...string) *Jail {
 	t.Helper()
 	p, err := NewPool()
 	if err != nil {

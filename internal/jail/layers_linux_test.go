@@ -73,7 +73,7 @@ func markerSet(marker string) func(*testing.T, runOut) bool {
 // outsideDir is a directory outside /tmp (the view replaces /tmp, which
 // would hide a target there whatever else the view does), removed with
 // the test; world-writable so that a non-root test can use it.
-func outsideDir(t *testing.T) string {
+func outsideDir(t testing.TB) string {
 	t.Helper()
 	base := "/var/tmp"
 	if wd, err := os.Getwd(); err == nil && os.Getuid() != 0 {
