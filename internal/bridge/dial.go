@@ -30,6 +30,9 @@ const MaxChallengeFrames = 8
 func Dial(ctx context.Context, url string, p ConnectParams, dopts *websocket.DialOptions, opts Options) (*Conn, ConnectResult, error) {
 	ws, resp, err := websocket.Dial(ctx, url, dopts)
 	if err != nil {
+		if e := BusyRefusal(url, resp); e != nil {
+			return nil, ConnectResult{}, e
+		}
 		if why := UpgradeRefusal(resp); why != "" {
 			return nil, ConnectResult{}, fmt.Errorf("dial %s: the gateway refused the connection: %s", url, why)
 		}
@@ -207,6 +210,35 @@ func KeyFingerprint(key string) string {
 	return h[0:4] + ":" + h[4:8] + ":" + h[8:12] + ":" + h[12:16]
 }
 
+// BusyRefusal is the gateway's answer to an upgrade its handshake limits
+// refused (503, Retry-After: too many connections still authenticating)
+// as the CodeBusy error it is, which a caller may retry after a second;
+// nil when resp is not that answer.
+func BusyRefusal(url string, resp *http.Response) *Error {
+	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		return nil
+	}
+	why := resp.Status
+	if resp.Body != nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if s := strings.TrimSpace(printable(string(b))); s != "" {
+			why = s
+		}
+	}
+	return Errorf(CodeBusy, "%w", hint.Wrap(fmt.Errorf("dial %s: the gateway is busy: %s", url, why), "retry in a second"))
+}
+
+// printable replaces control characters with spaces: a refusal's body is
+// shown to the user.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
 // UpgradeRefusal returns why a gateway refused the WebSocket upgrade (the
 // 403 body of its Host/Origin policy, which carries the fix hint), or ""
 // when resp is not such a refusal. The body is bounded and stripped of
@@ -216,13 +248,8 @@ func UpgradeRefusal(resp *http.Response) string {
 		return ""
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	why := strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, string(b))
-	if why = strings.TrimSpace(why); why == "" {
+	why := strings.TrimSpace(printable(string(b)))
+	if why == "" {
 		why = resp.Status
 	}
 	return why

@@ -233,3 +233,33 @@ func TestHandshake(t *testing.T) {
 		}
 	})
 }
+
+// A gateway whose handshake slots are full answers the upgrade 503 with
+// Retry-After; Dial reports that as the CodeBusy error it is (a caller
+// may retry), with the gateway's reason, not as an absent gateway.
+func TestDialBusyIsCodeBusy(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many connections from loopback are still authenticating (limit 16); retry shortly", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err := Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), ConnectParams{Role: RoleOperator}, nil, Options{})
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeBusy {
+		t.Fatalf("dial a busy gateway: %v, want a %s error", err, CodeBusy)
+	}
+	if !strings.Contains(be.Message, "still authenticating") || be.Hint == "" {
+		t.Errorf("busy error %q (hint %q): want the gateway's reason and a hint", be.Message, be.Hint)
+	}
+	// The control: another refusal is not busy.
+	hs2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(hs2.Close)
+	_, _, err = Dial(ctx, "ws"+strings.TrimPrefix(hs2.URL, "http"), ConnectParams{Role: RoleOperator}, nil, Options{})
+	if errors.As(err, &be) && be.Code == CodeBusy {
+		t.Fatalf("a 500 reads as busy: %v", err)
+	}
+}

@@ -6,10 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +269,54 @@ func TestDialClassifiesFailures(t *testing.T) {
 		if err := client.CheckPlaintext(ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+}
+
+// TestDialRetriesABusyGateway: a gateway whose handshake slots are taken
+// answers the upgrade 503 (Retry-After: 1); Dial comes back as told
+// within its connect bound and connects, and past the bound reports the
+// gateway busy (its reason, CodeBusy), not absent.
+func TestDialRetriesABusyGateway(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	real := startGateway(t, dir)
+	target, err := url.Parse("http://" + strings.TrimPrefix(real, "ws://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refuse atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Add(-1) >= 0 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many connections from loopback are still authenticating (limit 16); retry shortly", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	frontURL := "ws" + strings.TrimPrefix(front.URL, "http")
+	auth, err := client.FindAuth("", func() (string, error) { return dir, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+
+	refuse.Store(2)
+	c, err := client.Dial(ctx, frontURL, client.Options{Role: bridge.RoleOperator, Auth: auth, Client: info(), ConnectTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("dial through two busy answers: %v", err)
+	}
+	c.Close("done")
+	if n := refuse.Load(); n >= 0 {
+		t.Fatalf("the busy answers were not all given (%d left): the test shows nothing", n+1)
+	}
+
+	// The bound: still busy when it runs out.
+	refuse.Store(1 << 20)
+	_, err = client.Dial(ctx, frontURL, client.Options{Role: bridge.RoleOperator, Auth: auth, Client: info(), ConnectTimeout: 1500 * time.Millisecond})
+	var be *bridge.Error
+	if !errors.As(err, &be) || be.Code != bridge.CodeBusy || !strings.Contains(be.Message, "still authenticating") {
+		t.Fatalf("dial a gateway busy past the bound: %v, want its busy answer", err)
 	}
 }

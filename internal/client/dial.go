@@ -73,16 +73,35 @@ func Dial(ctx context.Context, url string, o Options) (*Client, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	c, res, err := bridge.Dial(dctx, url, bridge.ConnectParams{
-		Role:   o.Role,
-		Auth:   bridge.Auth{Token: o.Auth.Token},
-		Client: o.Client,
-	}, WebSocketOptions(), bo)
-	if err != nil {
+	for {
+		c, res, err := bridge.Dial(dctx, url, bridge.ConnectParams{
+			Role:   o.Role,
+			Auth:   bridge.Auth{Token: o.Auth.Token},
+			Client: o.Client,
+		}, WebSocketOptions(), bo)
+		if err == nil {
+			return &Client{conn: c, url: url, res: res}, nil
+		}
+		// A gateway whose handshake slots are taken (many clients of one
+		// address connecting at once) says to come back in a second:
+		// within the connect bound, this does; past it, the busy error.
+		var be *bridge.Error
+		if errors.As(err, &be) && be.Code == bridge.CodeBusy {
+			t := time.NewTimer(busyRetry)
+			select {
+			case <-t.C:
+				continue
+			case <-dctx.Done():
+				t.Stop()
+			}
+		}
 		return nil, classify(ctx, url, limit, err)
 	}
-	return &Client{conn: c, url: url, res: res}, nil
 }
+
+// busyRetry is how long Dial waits before it tries a busy gateway again
+// (the Retry-After the gateway sends).
+const busyRetry = time.Second
 
 // classify sorts a failed connect (see the package doc). bridge.Dial's
 // errors already name the URL.

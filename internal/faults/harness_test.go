@@ -174,9 +174,12 @@ func (c *cluster) dial(role string) (*bridge.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A gateway whose handshake slots are taken (a hundred nodes coming
+	// back at once, all from loopback) answers busy, which client.Dial
+	// retries within its connect bound.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.url, client.Options{Role: role, Auth: auth,
+	cl, err := client.Dial(ctx, c.url, client.Options{Role: role, Auth: auth, ConnectTimeout: time.Minute,
 		Client: bridge.ClientInfo{Name: "faults", Version: "test", Platform: "linux"}})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,7 +58,8 @@ func TestHandshakeSlotsPerLocalUser(t *testing.T) {
 				t.Fatalf("this user's client while another holds %d upgrades: %v", gateway.MaxHandshakesPerSource, err)
 			}
 			if !defended {
-				if err == nil || !strings.Contains(err.Error(), "503") {
+				var busy *bridge.Error
+				if !errors.As(err, &busy) || busy.Code != bridge.CodeBusy {
 					t.Fatalf("control: this user's client connected with loopback shared (%v): the test shows nothing", err)
 				}
 				return
