@@ -70,6 +70,9 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 			if errors.Is(err, errPin) || mismatch.Load() {
 				return nil, fmt.Errorf("dial %s: %w", id.Gateway.URL, errPin)
 			}
+			if e := bridge.BusyRefusal(id.Gateway.URL, resp); e != nil {
+				return nil, e
+			}
 			if why := bridge.UpgradeRefusal(resp); why != "" {
 				return nil, fmt.Errorf("dial %s: the gateway refused the connection: %s", id.Gateway.URL, why)
 			}
@@ -91,6 +94,9 @@ func (c *Client) dial(ctx context.Context, id Identity) (*websocket.Conn, error)
 	opts.HTTPClient = bridge.BatchingClient(nil)
 	ws, resp, err := websocket.Dial(ctx, id.Gateway.URL, opts)
 	if err != nil {
+		if e := bridge.BusyRefusal(id.Gateway.URL, resp); e != nil {
+			return nil, e
+		}
 		if why := bridge.UpgradeRefusal(resp); why != "" {
 			return nil, fmt.Errorf("dial %s: the gateway refused the connection: %s", id.Gateway.URL, why)
 		}
