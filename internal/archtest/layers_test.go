@@ -28,7 +28,7 @@ var rank = map[string]int{
 	"internal/policy": 0, "internal/inflight": 0, "internal/idprefix": 0, "internal/state": 0,
 	"internal/atomicfile": 0, "internal/textsafe": 0, "internal/logging": 0, "internal/reaper": 0,
 	"internal/metrics": 0, "internal/testdep": 0, "internal/testproc": 0, "internal/archtest": 0, "internal/fschange": 0,
-	"internal/confine": 0, "internal/reexec/reexectest": 0, "internal/peeruid": 0, "internal/egress": 0, "internal/netrelay": 0,
+	"internal/confine": 0, "internal/reexec/reexectest": 0, "internal/peeruid": 0, "internal/egress": 0, "internal/egress/egresstest": 0, "internal/netrelay": 0,
 	// mechanisms over the leaves
 	"internal/bridge": 1, "internal/nodekey": 1, "internal/audit": 1, "internal/prompt": 1, "internal/trace": 1,
 	"internal/runner": 1, "internal/shellcmd": 1, "internal/service": 1,

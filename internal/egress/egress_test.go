@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/egress/egresstest"
 	"io"
 	"net"
 	"net/http"
@@ -26,17 +27,6 @@ import (
 
 	"github.com/exechost/exechost/internal/egress"
 )
-
-// mapResolver resolves names from a table; a missing name fails.
-type mapResolver map[string][]netip.Addr
-
-func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	a, ok := m[host]
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	return a, nil
-}
 
 var loop = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 
@@ -164,7 +154,7 @@ func get(c *http.Client, u string) (string, error) {
 func TestConnectAllowedNameGoClient(t *testing.T) {
 	srv, port := tlsServer(t, "hello")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec))
 	l := attach(t, p, egress.Run{ID: "run1", Agent: "main", Patterns: pats(t, "example.com:"+port+"/private")})
 	body, err := get(client(t, srv, l.ProxyURL()), "https://example.com:"+port+"/")
 	if err != nil || body != "hello got=0" {
@@ -182,7 +172,7 @@ func TestConnectAllowedNameGoClient(t *testing.T) {
 func TestConnectBytesCounted(t *testing.T) {
 	srv, port := tlsServer(t, "ok")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec))
 	l := attach(t, p, egress.Run{ID: "r", Patterns: pats(t, "example.com:"+port+"/private")})
 	const size = 1 << 20
 	resp, err := client(t, srv, l.ProxyURL()).Post("https://example.com:"+port+"/", "application/octet-stream", strings.NewReader(strings.Repeat("x", size)))
@@ -212,7 +202,7 @@ func TestConnectCurl(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop, "other.example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop, "other.example.com": loop}), egress.WithRecorder(rec))
 	l := attach(t, p, egress.Run{ID: "r", Agent: "a", Patterns: pats(t, "example.com:"+port+"/private")})
 	run := func(host string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -243,7 +233,7 @@ func TestConnectCurl(t *testing.T) {
 func TestNameOnNoPatternRefused(t *testing.T) {
 	srv, port := tlsServer(t, "x")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec))
 	// The control: the same run reaches the same server under a listed
 	// name, so the refusal below is the list's doing.
 	l := attach(t, p, egress.Run{ID: "r", Patterns: pats(t, "*.example.com:"+port+"/private", "example.com:1/private")})
@@ -266,7 +256,7 @@ func TestAsk(t *testing.T) {
 	srv, port := tlsServer(t, "x")
 	rec := newRecorder()
 	a := &asker{answers: []*egress.Decision{dec(egress.AllowOnce), dec(egress.Deny), dec(egress.AllowAlways), nil}}
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithAskTimeout(300*time.Millisecond), egress.WithClock(stepClock()))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithAskTimeout(300*time.Millisecond), egress.WithClock(stepClock()))
 	l := attach(t, p, egress.Run{ID: "r7", Agent: "main", Command: "git fetch", Ask: true, Patterns: pats(t, "10.0.0.1:22")})
 	c := client(t, srv, l.ProxyURL())
 	u := "https://example.com:" + port + "/"
@@ -356,7 +346,7 @@ func TestForbiddenAddress(t *testing.T) {
 	srv, port := tlsServer(t, "x")
 	rec := newRecorder()
 	public := netip.MustParseAddr("93.184.215.14")
-	res := mapResolver{
+	res := egresstest.Resolver{
 		"example.com":        loop,
 		"rebind.example.com": {public, netip.MustParseAddr("127.0.0.1")},
 		"meta.example.com":   {netip.MustParseAddr("169.254.169.254")},
@@ -384,7 +374,7 @@ func TestForbiddenAddress(t *testing.T) {
 func TestIPLiteralNeedsIPPattern(t *testing.T) {
 	srv, port := tlsServer(t, "lit")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec))
 	// A name pattern whose name resolves to 127.0.0.1 does not open
 	// 127.0.0.1: names are matched on what was asked, never on addresses.
 	l := attach(t, p, egress.Run{ID: "r", Patterns: pats(t, "example.com:"+port+"/private")})
@@ -430,7 +420,7 @@ func basic(user, pass string) string {
 func TestOneRunCannotUseAnothersListener(t *testing.T) {
 	_, port := tlsServer(t, "x")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithClock(stepClock()))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithClock(stepClock()))
 	target := "example.com:" + port
 	a := attach(t, p, egress.Run{ID: "a", Patterns: pats(t, target+"/private")})
 	b := attach(t, p, egress.Run{ID: "b"})
@@ -472,7 +462,7 @@ func TestPlainHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"plain.test": loop, "other.test": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"plain.test": loop, "other.test": loop}), egress.WithRecorder(rec))
 	l := attach(t, p, egress.Run{ID: "r", Patterns: pats(t, "plain.test:"+port+"/private")})
 	u, _ := url.Parse(l.ProxyURL())
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true}}
@@ -605,7 +595,7 @@ func TestGitLsRemote(t *testing.T) {
 	ca := filepath.Join(root, "ca.pem")
 	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec))
 	l := attach(t, p, egress.Run{ID: "g", Patterns: pats(t, "example.com:"+port+"/private")})
 	lsRemote := func(proxy string) (string, error) {
 		cmd := exec.CommandContext(ctx, gitBin, "-c", "http.proxy="+proxy, "-c", "http.proxyAuthMethod=basic", "-c", "http.sslCAInfo="+ca, "ls-remote", "https://example.com:"+port+"/repo.git")
@@ -638,7 +628,7 @@ func TestUnixSocketLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec))
 	l, err := p.Attach(ln, egress.Run{ID: "u", Patterns: pats(t, "example.com:"+port+"/private")})
 	if err != nil {
 		t.Fatal(err)
@@ -677,7 +667,7 @@ func TestPendingQuestionsBounded(t *testing.T) {
 	rec := newRecorder()
 	release := make(chan struct{})
 	a := &blockingAsker{release: release, asked: make(chan struct{}, 16)}
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithMaxPending(2), egress.WithAskTimeout(20*time.Second), egress.WithClock(stepClock()))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithAsker(a), egress.WithMaxPending(2), egress.WithAskTimeout(20*time.Second), egress.WithClock(stepClock()))
 	l := attach(t, p, egress.Run{ID: "r", Ask: true})
 	addr := strings.Split(l.ProxyURL(), "@")[1]
 	target := "example.com:" + port

@@ -1,6 +1,7 @@
 package egress_test
 
 import (
+	"github.com/exechost/exechost/internal/egress/egresstest"
 	"net"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 func TestSharedListener(t *testing.T) {
 	_, port := tlsServer(t, "x")
 	rec := newRecorder()
-	p := newProxy(t, egress.WithResolver(mapResolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithClock(stepClock()))
+	p := newProxy(t, egress.WithResolver(egresstest.Resolver{"example.com": loop}), egress.WithRecorder(rec), egress.WithClock(stepClock()))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

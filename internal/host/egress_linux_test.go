@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
+	"github.com/exechost/exechost/internal/egress/egresstest"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,16 +27,6 @@ import (
 	"github.com/exechost/exechost/internal/prompt"
 	"github.com/exechost/exechost/internal/testdep"
 )
-
-// tableResolver resolves the test's names to its local servers.
-type tableResolver map[string][]netip.Addr
-
-func (m tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := m[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
 
 // egressPrompter answers egress prompts from a script and keeps them.
 type egressPrompter struct {
@@ -108,7 +99,7 @@ func newEgressFixture(t testing.TB, ask policy.Ask, network []string, word strin
 		t.Fatal(err)
 	}
 	loop := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-	f.engine.egr.resolver = tableResolver{"example.com": loop, "other.test": loop}
+	f.engine.egr.resolver = egresstest.Resolver{"example.com": loop, "other.test": loop}
 	var list []string
 	for _, s := range network {
 		list = append(list, strings.ReplaceAll(s, "$PORT", port))
@@ -169,7 +160,7 @@ func (f *egressFixture) waitRecord(t *testing.T, what string, ok func(audit.Reco
 // of a public name inward) is refused, as docs/policy.md says.
 func TestEgressByNameInJail(t *testing.T) {
 	f := newEgressFixture(t, policy.AskOff, []string{"example.com:$PORT/private", "rebound.test:$PORT"}, "", "")
-	f.engine.egr.resolver.(tableResolver)["rebound.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	f.engine.egr.resolver.(egresstest.Resolver)["rebound.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 	out, code := f.run(t, "curl", "-sS", "--cacert", f.cacert, "https://example.com:"+f.port+"/")
 	if code != 0 || !strings.Contains(out, "hello from example.com") {
 		t.Fatalf("curl to a listed name through the jail: exit %d, %q", code, out)

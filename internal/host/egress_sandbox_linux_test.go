@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/egress/egresstest"
 	"net"
 	"net/http"
 	"net/netip"
@@ -52,7 +53,7 @@ func newSandboxEgressFixture(t testing.TB, open func(t testing.TB) sandbox.Backe
 	t.Cleanup(func() { srv.Close() })
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	loop := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-	f.engine.egr.resolver = tableResolver{"example.com": loop, "other.test": loop}
+	f.engine.egr.resolver = egresstest.Resolver{"example.com": loop, "other.test": loop}
 	if egressList != nil {
 		var list []string
 		for _, s := range egressList {

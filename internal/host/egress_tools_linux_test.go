@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
+	"github.com/exechost/exechost/internal/egress/egresstest"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -79,7 +80,7 @@ func TestEgressGoModDownload(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, goBin)
-			f.engine.egr.resolver = tableResolver{"example.com": {netip.MustParseAddr("127.0.0.1")}}
+			f.engine.egr.resolver = egresstest.Resolver{"example.com": {netip.MustParseAddr("127.0.0.1")}}
 			ca := filepath.Join(f.dir, "ca.pem")
 			if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
 				t.Fatal(err)

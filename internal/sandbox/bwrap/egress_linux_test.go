@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/exechost/exechost/internal/egress/egresstest"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,16 +20,6 @@ import (
 	"github.com/exechost/exechost/internal/sandbox"
 	"github.com/exechost/exechost/internal/testdep"
 )
-
-// tableResolver resolves the test's names to its local server.
-type tableResolver map[string][]netip.Addr
-
-func (m tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := m[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
 
 // records keeps the proxy's records.
 type records struct {
@@ -107,7 +98,7 @@ func TestEgressInBwrapSandbox(t *testing.T) {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	recs := &records{}
 	loop := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-	px := egress.New(egress.WithResolver(tableResolver{"example.com": loop, "other.test": loop}), egress.WithRecorder(recs))
+	px := egress.New(egress.WithResolver(egresstest.Resolver{"example.com": loop, "other.test": loop}), egress.WithRecorder(recs))
 	defer px.Close()
 	pat, err := egress.ParsePattern("example.com:" + port + "/private")
 	if err != nil {
