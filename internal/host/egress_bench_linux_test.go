@@ -6,7 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +25,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkEgressJail -benchtime 20x ./internal/host/
 func BenchmarkEgressJail(b *testing.B) {
-	const conns, mib = 40, 32
-	body := strings.Repeat("x", 1<<20)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Connection", "close")
-		if r.URL.Path == "/mib" {
-			for range mib {
-				w.Write([]byte(body))
-			}
-			return
-		}
-		w.Write([]byte("x"))
-	}))
+	const conns, mib = egressBenchConns, egressBenchMiB
+	srv := httptest.NewTLSServer(egressBenchHandler())
 	defer srv.Close()
 	mk := func(egress []string, word string) *egressFixture {
 		f := newEgressFixture(b, policy.AskOff, egress, word, "")
@@ -78,16 +69,44 @@ func BenchmarkEgressJail(b *testing.B) {
 		pm = append(pm, timeRun(viaProxy, argvMiB("example.com")))
 	}
 	b.StopTimer()
+	reportEgress(b, "the proxy", dc, pc, dm, pm)
+}
+
+// egressBenchConns and egressBenchMiB are what one run of an egress
+// benchmark fetches: that many fresh connections, or that many MiB.
+const egressBenchConns, egressBenchMiB = 40, 32
+
+// egressBenchHandler serves the egress benchmarks: a byte on each
+// connection, closing it, or egressBenchMiB MiB at /mib.
+func egressBenchHandler() http.Handler {
+	body := []byte(strings.Repeat("x", 1<<20))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		if r.URL.Path == "/mib" {
+			w.Header().Set("Content-Length", strconv.Itoa(egressBenchMiB<<20))
+			for range egressBenchMiB {
+				w.Write(body)
+			}
+			return
+		}
+		w.Write([]byte("x"))
+	})
+}
+
+// reportEgress reports the medians of the runs, direct (dc, dm) and
+// through via (pc, pm), per connection and per MiB, and their difference.
+func reportEgress(b *testing.B, via string, dc, pc, dm, pm []time.Duration) {
 	med := func(d []time.Duration) time.Duration {
-		s := append([]time.Duration(nil), d...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		s := slices.Clone(d)
+		slices.Sort(s)
 		return s[len(s)/2]
 	}
+	const conns, mib = egressBenchConns, egressBenchMiB
 	b.ReportMetric(float64(med(dc).Microseconds())/conns, "direct-µs/conn")
 	b.ReportMetric(float64(med(pc).Microseconds())/conns, "proxy-µs/conn")
 	b.ReportMetric(float64((med(pc)-med(dc)).Microseconds())/conns, "overhead-µs/conn")
 	b.ReportMetric(float64(med(dm).Microseconds())/mib, "direct-µs/MiB")
 	b.ReportMetric(float64(med(pm).Microseconds())/mib, "proxy-µs/MiB")
 	b.ReportMetric(float64((med(pm)-med(dm)).Microseconds())/mib, "overhead-µs/MiB")
-	b.Logf("runs: %d connections %s direct, %s through the proxy; %d MiB %s direct, %s through the proxy (medians of %d)", conns, med(dc), med(pc), mib, med(dm), med(pm), b.N)
+	b.Logf("runs: %d connections %s direct, %s through %s; %d MiB %s direct, %s through it (medians of %d)", conns, med(dc), med(pc), via, mib, med(dm), med(pm), len(dc))
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,23 +23,12 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkEgressDockerSandbox -benchtime 10x ./internal/host/
 func BenchmarkEgressDockerSandbox(b *testing.B) {
-	const conns, mib = 40, 32
-	body := strings.Repeat("x", 1<<20)
+	const conns = egressBenchConns
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Connection", "close")
-		if r.URL.Path == "/mib" {
-			w.Header().Set("Content-Length", fmt.Sprint(mib<<20))
-			for range mib {
-				w.Write([]byte(body))
-			}
-			return
-		}
-		w.Write([]byte("x"))
-	}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: egressBenchHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -77,16 +64,5 @@ func BenchmarkEgressDockerSandbox(b *testing.B) {
 		pm = append(pm, timeRun("main", "wget -q -O /dev/null "+viaProxy+"/mib"))
 	}
 	b.StopTimer()
-	med := func(d []time.Duration) time.Duration {
-		s := append([]time.Duration(nil), d...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return s[len(s)/2]
-	}
-	b.ReportMetric(float64(med(dc).Microseconds())/conns, "direct-µs/conn")
-	b.ReportMetric(float64(med(pc).Microseconds())/conns, "proxy-µs/conn")
-	b.ReportMetric(float64((med(pc)-med(dc)).Microseconds())/conns, "overhead-µs/conn")
-	b.ReportMetric(float64(med(dm).Microseconds())/mib, "direct-µs/MiB")
-	b.ReportMetric(float64(med(pm).Microseconds())/mib, "proxy-µs/MiB")
-	b.ReportMetric(float64((med(pm)-med(dm)).Microseconds())/mib, "overhead-µs/MiB")
-	b.Logf("runs: %d connections %s direct, %s through the relay and proxy; %d MiB %s direct, %s through them (medians of %d)", conns, med(dc), med(pc), mib, med(dm), med(pm), b.N)
+	reportEgress(b, "the relay and proxy", dc, pc, dm, pm)
 }
