@@ -36,9 +36,13 @@ func BenchmarkEgressJail(b *testing.B) {
 	port := srv.Listener.Addr().String()[strings.LastIndex(srv.Listener.Addr().String(), ":")+1:]
 	viaProxy := mk([]string{"example.com:" + port + "/private"}, "")
 	direct := mk(nil, "all")
-	cacert := filepath.Join(viaProxy.dir, "bench-ca.pem")
-	if err := os.WriteFile(cacert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		b.Fatal(err)
+	// In each run's own directory (its cwd): a fixture's directory under
+	// the host's /tmp is not in the other's view (each has a private /tmp).
+	const cacert = "bench-ca.pem"
+	for _, f := range []*egressFixture{viaProxy, direct} {
+		if err := os.WriteFile(filepath.Join(f.dir, cacert), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	urls := func(host string) []string {
 		var a []string
