@@ -65,7 +65,8 @@ func (e *Engine) jail(p *Prepared) *confine.Confinement {
 			}
 		}
 	}
-	c.Hidden = e.hidden(res, asked)
+	home := e.homeReachOf(asked)
+	c.Hidden = slices.Clone(home.hidden)
 	// A root inside a hidden path is not granted (as one inside the
 	// protected set): hidden wins, whatever the cwd or writable says.
 	var writable []string
@@ -75,7 +76,7 @@ func (e *Engine) jail(p *Prepared) *confine.Confinement {
 		}
 	}
 	c.Writable = writable
-	c.ReadOnly = e.readOnly(res, p.Cwd, writable, asked)
+	c.ReadOnly = e.readOnly(res, p.Cwd, writable, asked, home.persist)
 	return c
 }
 

@@ -122,6 +122,7 @@ type Engine struct {
 	jailMu     sync.Mutex // guards jailPool, jailClosed
 	jailPool   *jail.Pool
 	jailClosed bool
+	homes      homeReaches // the jails' hidden sets (homereach.go)
 	usage      usageQueue
 	digests    digests
 	egr        egressState // the egress proxy (egress.go)

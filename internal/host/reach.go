@@ -115,6 +115,7 @@ type resolver struct {
 	memo   map[string]string
 	exists map[string]bool // by real path: lstat(2) found it
 	links  int             // symbolic links followed, bounded as the kernel bounds them
+	rec    *lookups        // records each path looked up; nil: none
 }
 
 func newResolver() *resolver {
@@ -162,6 +163,7 @@ func (r *resolver) lstat(rd, q string) (fs.FileInfo, error) {
 	if !r.exists[rd] {
 		return nil, fs.ErrNotExist
 	}
+	r.rec.lookedUp(q)
 	return os.Lstat(q)
 }
 
@@ -171,18 +173,15 @@ func (r *resolver) has(p string) bool {
 }
 
 // hidden computes a run's hidden set: every entry of the default hidden
-// set that exists (patterns expanded), less what readable opens — an entry
-// named whole is dropped; a directory holding a readable path is hidden
-// entry by entry except that path — plus confine.hidden's existing paths.
-// Each is given as its real path (a link's target is what holds the
-// secret), sorted, without duplicates.
-func (e *Engine) hidden(res *resolver, asked *approvals.ResolvedConfine) []string {
-	var readable, extra []string
-	if asked != nil {
-		for _, r := range asked.Readable {
-			readable = append(readable, res.real(r))
-		}
-		extra = asked.Hidden
+// set that exists (patterns expanded), less what confine.readable (opened)
+// opens — an entry named whole is dropped; a directory holding a readable
+// path is hidden entry by entry except that path — plus confine.hidden's
+// (extra) existing paths. Each is given as its real path (a link's target
+// is what holds the secret), sorted, without duplicates.
+func (e *Engine) hidden(res *resolver, opened, extra []string) []string {
+	var readable []string
+	for _, r := range opened {
+		readable = append(readable, res.real(r))
 	}
 	var out []string
 	add := func(p string) {
@@ -196,10 +195,11 @@ func (e *Engine) hidden(res *resolver, asked *approvals.ResolvedConfine) []strin
 	for _, entry := range approvals.DefaultHidden(e.Home) {
 		paths := []string{entry}
 		if strings.ContainsAny(entry, "*?[") {
+			res.rec.globbed(entry)
 			paths, _ = filepath.Glob(entry)
 		}
 		for _, p := range paths {
-			for _, q := range carve(res.real(p), readable) {
+			for _, q := range carve(res.real(p), readable, res.rec) {
 				add(q)
 			}
 		}
@@ -213,8 +213,9 @@ func (e *Engine) hidden(res *resolver, asked *approvals.ResolvedConfine) []strin
 
 // carve returns what hides p with the readable paths left visible: p
 // itself when none is at or beneath it, nothing when one names p or an
-// ancestor, and otherwise p's entries, each carved the same way.
-func carve(p string, readable []string) []string {
+// ancestor, and otherwise p's entries, each carved the same way (each
+// directory listed is recorded in rec).
+func carve(p string, readable []string, rec *lookups) []string {
 	var inside bool
 	for _, r := range readable {
 		if pathWithin(p, r) {
@@ -227,43 +228,43 @@ func carve(p string, readable []string) []string {
 	if !inside {
 		return []string{p}
 	}
+	rec.listed(p)
 	ents, err := os.ReadDir(p)
 	if err != nil {
 		return []string{p} // cannot be listed: hidden whole (fail closed)
 	}
 	var out []string
 	for _, ent := range ents {
-		out = append(out, carve(filepath.Join(p, ent.Name()), readable)...)
+		out = append(out, carve(filepath.Join(p, ent.Name()), readable, rec)...)
 	}
 	return out
 }
 
 // readOnly computes a run's persistence paths that lie inside its
-// writable roots: the home's (approvals.Persistence) and its repository's
-// (the hooks directory, or core.hooksPath, and the config of the
-// repository holding cwd), less confine.writablePersistence. A path that
-// does not exist yet is listed too, so that it cannot be created (a
+// writable roots: the home's (home: homeReach.persist, resolved) and its
+// repository's (the hooks directory, or core.hooksPath, and the config of
+// the repository holding cwd), less confine.writablePersistence. A path
+// that does not exist yet is listed too, so that it cannot be created (a
 // missing ~/.zshrc is as good a place to plant code as an existing one).
-func (e *Engine) readOnly(res *resolver, cwd string, writable []string, asked *approvals.ResolvedConfine) []string {
+func (e *Engine) readOnly(res *resolver, cwd string, writable []string, asked *approvals.ResolvedConfine, home []persistent) []string {
 	var open []string
 	if asked != nil {
 		open = asked.WritablePersistence
 	}
-	var cands []string
-	for _, p := range approvals.Persistence(e.Home) {
-		if !slices.Contains(open, p) {
-			cands = append(cands, p)
+	var cands []string // real paths
+	for _, p := range home {
+		if !slices.Contains(open, p.name) {
+			cands = append(cands, p.real)
 		}
 	}
 	hooks, config := repoPersistence(cwd)
 	for _, rp := range []struct{ name, path string }{{approvals.RepoHooks, hooks}, {approvals.RepoConfig, config}} {
 		if rp.path != "" && !slices.Contains(open, rp.name) && !slices.Contains(open, rp.path) {
-			cands = append(cands, rp.path)
+			cands = append(cands, res.real(rp.path))
 		}
 	}
 	var out []string
 	for _, p := range cands {
-		p = res.real(p)
 		for _, w := range writable {
 			if filepath.IsAbs(w) && pathWithin(p, w) && !slices.Contains(out, p) {
 				out = append(out, p)

@@ -286,30 +286,17 @@ func TestJailHiddenWins(t *testing.T) {
 	}
 }
 
-// BenchmarkJailPolicy measures computing a run's jail from policy (the
-// hidden set's look-ups, the persistence paths, the repository walk),
-// which every confined run pays once, beside the floor it is added to: a
-// bare spawn of /bin/true, in the same benchmark.
+// BenchmarkJailPolicy measures computing a run's jail from policy, which
+// every confined run pays once: with the hidden set and the home's
+// persistence paths kept while the home is unchanged (jail, what runs
+// get), and worked out afresh (jail-uncached: every look-up, as before
+// they were kept); beside the floor it is added to, a bare spawn of
+// /bin/true, in the same benchmark.
 func BenchmarkJailPolicy(b *testing.B) {
-	b.Run("jail", func(b *testing.B) {
-		f := newFixture(b, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/marker")
-		root := filepath.Dir(f.dir)
-		home, repo := filepath.Join(root, "home"), filepath.Join(root, "repo", "a", "b")
-		for _, d := range []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".aws"), filepath.Join(root, "repo", ".git", "hooks"), repo} {
-			if err := os.MkdirAll(d, 0o700); err != nil {
-				b.Fatal(err)
-			}
-		}
-		f.engine.Home = home
-		p, err := f.engine.Prepare(Request{RawCommand: "marker x", Cwd: repo})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			p.jail = nil
-			_ = f.engine.confinement(p, "/tmp/x")
-		}
-	})
+	for _, uncached := range []bool{false, true} {
+		name := map[bool]string{false: "jail", true: "jail-uncached"}[uncached]
+		b.Run(name, func(b *testing.B) { benchJailPolicy(b, uncached) })
+	}
 	b.Run("floor-spawn-true", func(b *testing.B) {
 		for b.Loop() {
 			if err := exec.Command("/bin/true").Run(); err != nil {
@@ -317,6 +304,27 @@ func BenchmarkJailPolicy(b *testing.B) {
 			}
 		}
 	})
+}
+
+func benchJailPolicy(b *testing.B, uncached bool) {
+	f := newFixture(b, policy.SecurityAllowlist, policy.AskOff, policy.FallbackDeny, "$BIN/marker")
+	root := filepath.Dir(f.dir)
+	home, repo := filepath.Join(root, "home"), filepath.Join(root, "repo", "a", "b")
+	for _, d := range []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".aws"), filepath.Join(root, "repo", ".git", "hooks"), repo} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f.engine.Home = home
+	p, err := f.engine.Prepare(Request{RawCommand: "marker x", Cwd: repo})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.engine.NoCache = uncached
+	for b.Loop() {
+		p.jail = nil
+		_ = f.engine.confinement(p, "/tmp/x")
+	}
 }
 
 // TestRealPath resolves links along the way and at the end (a link to a

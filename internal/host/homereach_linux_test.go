@@ -1,0 +1,260 @@
+package host
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/policy"
+)
+
+// worked is how many times the engine has worked out a homeReach.
+func (j *jailFixture) worked() int {
+	j.engine.homes.mu.Lock()
+	defer j.engine.homes.mu.Unlock()
+	return j.engine.homes.worked
+}
+
+// TestHomeReachFollowsTheHome: a run's hidden set, kept between runs,
+// follows every change to what it was worked out from — a new secret
+// directory, a secret created beneath a directory that did not exist, an
+// entry replaced by a link, a new key in a directory carved for a
+// readable file, a persistence path that appears — and is not worked out
+// again while nothing changed.
+func TestHomeReachFollowsTheHome(t *testing.T) {
+	j := newJailFixture(t, policy.SecurityAllowlist)
+	// The runs' temporary directories are made outside every directory
+	// the hidden set looks in (here the home lies beneath /tmp).
+	t.Setenv("TMPDIR", t.TempDir())
+	home := func(rel string) string { return filepath.Join(j.home, rel) }
+	hidden := func() []string { return only(j.jailOf(t, j.repo).Hidden, j.home) }
+
+	first := hidden()
+	if !j.kept(func() {
+		if again := hidden(); !slices.Equal(again, first) {
+			t.Fatalf("unchanged home: hidden %q, then %q", first, again)
+		}
+	}) {
+		t.Fatal("unchanged home: the hidden set was worked out again each time")
+	}
+
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   string // now hidden
+	}{
+		{"new secret directory", func() { mkfiles(t, j.home, ".gnupg/secring.gpg") }, ".gnupg"},
+		{"beneath a directory that did not exist", func() { mkfiles(t, j.home, ".local/share/keyrings/login.keyring") }, ".local/share/keyrings"},
+		{"an entry replaced by a link", func() {
+			mkfiles(t, j.home, "vault/token")
+			if err := os.Remove(home(".netrc")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(home("vault"), home(".netrc")); err != nil {
+				t.Fatal(err)
+			}
+		}, "vault"},
+	} {
+		before := j.worked()
+		step.change()
+		got := hidden()
+		if !slices.Contains(got, home(step.want)) {
+			t.Errorf("%s: hidden %q lacks %s", step.name, got, step.want)
+		}
+		if j.worked() == before {
+			t.Errorf("%s: the kept hidden set was handed out after a change", step.name)
+		}
+	}
+
+	// A readable file inside ~/.ssh: the directory is hidden entry by
+	// entry, so a new entry is a change too.
+	j.setConfine(t, &approvals.Confine{Readable: []string{"~/.ssh/known_hosts"}})
+	if got := hidden(); !slices.Contains(got, home(".ssh/id_ed25519")) || slices.Contains(got, home(".ssh")) {
+		t.Fatalf("carved: hidden %q", got)
+	}
+	mkfiles(t, j.home, ".ssh/id_new")
+	if got := hidden(); !slices.Contains(got, home(".ssh/id_new")) {
+		t.Errorf("a key added beside a readable file: hidden %q lacks it", got)
+	}
+
+	// Only a readable file in ~/.kube: its listing is all that covers
+	// the directory's entries.
+	mkfiles(t, j.home, ".kube/config")
+	j.setConfine(t, &approvals.Confine{Readable: []string{"~/.kube/config"}})
+	if got := hidden(); slices.ContainsFunc(got, func(p string) bool { return pathWithin(p, home(".kube")) }) {
+		t.Fatalf("only the readable file in ~/.kube: hidden %q", got)
+	}
+	mkfiles(t, j.home, ".kube/cache-token")
+	if got := hidden(); !slices.Contains(got, home(".kube/cache-token")) {
+		t.Errorf("an entry added beside the only readable file: hidden %q lacks it", got)
+	}
+
+	// A persistence path that appears (with ~ writable) is read-only in
+	// the next run.
+	j.setConfine(t, &approvals.Confine{Writable: []string{"~"}})
+	mkfiles(t, j.home, ".config/systemd/")
+	j.jailOf(t, j.repo)
+	mkfiles(t, j.home, ".config/systemd/user/")
+	if ro := j.jailOf(t, j.repo).ReadOnly; !slices.Contains(ro, home(".config/systemd/user")) {
+		t.Errorf("read-only %q lacks the new ~/.config/systemd/user", ro)
+	}
+}
+
+// TestHomeReachCoolsWhileItNeverHolds: a hidden set whose watches change
+// before it is handed out kept once (a home that changes all the time) is
+// worked out without watches for the next homeCooling runs, then watched
+// and kept again.
+func TestHomeReachCoolsWhileItNeverHolds(t *testing.T) {
+	j := newJailFixture(t, policy.SecurityAllowlist)
+	t.Setenv("TMPDIR", t.TempDir())
+	j.jailOf(t, j.repo)
+	mkfiles(t, j.home, "churn")
+	for i := range homeCooling + 1 {
+		before := j.worked()
+		j.jailOf(t, j.repo)
+		if j.worked() != before+1 {
+			t.Fatalf("run %d while cooling: worked out %d times, want once", i, j.worked()-before)
+		}
+	}
+	if !j.kept(func() { j.jailOf(t, j.repo) }) {
+		t.Error("after cooling the hidden set is never kept again")
+	}
+}
+
+// TestHomeReachConcurrentRuns: runs working out their jails at once,
+// while the home changes, each get a hidden set, and the first run after
+// the last change hides what it made.
+func TestHomeReachConcurrentRuns(t *testing.T) {
+	j := newJailFixture(t, policy.SecurityAllowlist)
+	t.Setenv("TMPDIR", t.TempDir())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				p, err := j.engine.Prepare(Request{RawCommand: "marker x", Cwd: j.repo})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if c := j.engine.confinement(p, ""); !slices.Contains(c.Hidden, filepath.Join(j.home, ".ssh")) {
+					t.Errorf("hidden %q lacks ~/.ssh", c.Hidden)
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		mkfiles(t, j.home, ".gnupg/key"+strconv.Itoa(i))
+	}
+	wg.Wait()
+	if got := j.jailOf(t, j.repo).Hidden; !slices.Contains(got, filepath.Join(j.home, ".gnupg")) {
+		t.Errorf("after the changes: hidden %q lacks ~/.gnupg", got)
+	}
+}
+
+// quietHome makes a home for a run that must see it: beneath the user's
+// cache directory, which the jail's view shows (a run's /tmp is the view's
+// own) and where nothing else makes entries while the test runs.
+func quietHome(t *testing.T) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Skipf("no cache directory: %v", err)
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(cache, "exechost-homereach-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	home := filepath.Join(dir, "home")
+	mkfiles(t, home, ".ssh/id_ed25519", ".netrc", "docs/readme")
+	return home
+}
+
+// kept runs fn until the kept hidden set is handed out (worked out no
+// more times than before fn), at most tries times: an unrelated entry
+// made meanwhile in a directory the set looks in (its ancestors too) is a
+// change, and works it out again, rightly.
+func (j *jailFixture) kept(fn func()) bool {
+	for range 5 {
+		before := j.worked()
+		fn()
+		if j.worked() == before {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNewSecretHiddenFromTheNextRun runs the attack for real: a secret
+// that appears in the home after runs were confined is out of sight of
+// the next run (`cat` finds nothing), while a plain file made beside it
+// is read. The control keeps the earlier hidden set vouched for by
+// watches on an unrelated directory: the same run prints the secret, so
+// what hides it is that the kept set is worked out again when the home
+// changes.
+func TestNewSecretHiddenFromTheNextRun(t *testing.T) {
+	needABI(t, 4)
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "watched", true: "control: watches elsewhere"}[control], func(t *testing.T) {
+			j := newJailFixture(t, policy.SecurityFull)
+			j.home = quietHome(t)
+			j.engine.Home = j.home
+			work := filepath.Join(filepath.Dir(j.home), "work")
+			if err := os.Mkdir(work, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			j.setConfine(t, &approvals.Confine{})
+			run := func(text string) string {
+				t.Helper()
+				res, err := j.engine.Run(context.Background(), Request{RawCommand: text, Cwd: work})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res.Stdout
+			}
+			if out := run("cat " + filepath.Join(j.home, ".netrc") + " " + filepath.Join(j.home, "docs", "readme")); out != "x" {
+				t.Fatalf("first run: %q, want only the readme's x", out)
+			}
+			if !j.kept(func() { run("true") }) {
+				t.Fatal("every run worked the hidden set out again: nothing is kept")
+			}
+			if control {
+				elsewhere := t.TempDir()
+				j.engine.homes.mu.Lock()
+				for _, m := range j.engine.homes.m {
+					sets, ok := (&lookups{names: []string{elsewhere}}).watch(j.engine.watcher())
+					if !ok {
+						t.Fatal("cannot watch the control's directory")
+					}
+					m.sets = sets
+				}
+				j.engine.homes.mu.Unlock()
+			}
+			mkfiles(t, j.home, "docs/notes")
+			secret := filepath.Join(j.home, ".gnupg", "private-keys")
+			if err := os.MkdirAll(filepath.Dir(secret), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(secret, []byte("SECRET-KEY-MATERIAL\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out := run("cat " + filepath.Join(j.home, "docs", "notes") + " " + secret)
+			if !strings.HasPrefix(out, "x") {
+				t.Fatalf("the run cannot read a new plain file in the home: %q", out)
+			}
+			if got := strings.Contains(out, "SECRET-KEY-MATERIAL"); got != control {
+				t.Errorf("the run read the new secret = %v, want %v: %q", got, control, out)
+			}
+		})
+	}
+}
