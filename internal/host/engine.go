@@ -123,6 +123,7 @@ type Engine struct {
 	jailPool   *jail.Pool
 	jailClosed bool
 	homes      homeReaches // the jails' hidden sets (homereach.go)
+	temps      runTemps    // the runs' private temporary directories
 	usage      usageQueue
 	digests    digests
 	egr        egressState // the egress proxy (egress.go)

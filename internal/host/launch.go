@@ -62,7 +62,7 @@ func (p *Prepared) RunsAs() string {
 // e.confinement says, and the function that removes the run's private
 // temporary directory once it has ended.
 func (e *Engine) spec(p *Prepared, how string, req Request) (runner.Spec, func(), error) {
-	tmp, env, done, err := runTemp(req.Env)
+	tmp, env, done, err := e.temps.make(req.Env)
 	if err != nil {
 		return runner.Spec{}, nil, err
 	}

@@ -1,28 +1,73 @@
 package host
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/exechost/exechost/internal/hint"
 )
 
-// runTempPrefix starts the name of each run's private temporary directory
-// in the host's temporary directory; the creating process's pid follows
-// (runTempPrefix + pid + "-" + random), so that a later engine can remove
-// what a killed one left behind (sweepRunTemps).
+// runTempPrefix starts the name of the directory an engine makes its
+// runs' private temporary directories in, in the host's temporary
+// directory; the creating process's pid follows (runTempPrefix + pid + "-"
+// + random), so that a later engine can remove what a killed one left
+// behind (sweepRunTemps).
 const runTempPrefix = "exechost-run-"
 
-// runTemp creates the run's private temporary directory (0700, removed by
-// the returned function after the run) and returns env with TMPDIR set to
-// it: the command's temporary files go where it may write, and never into
-// a directory the request named.
-func runTemp(env map[string]string) (string, map[string]string, func(), error) {
-	dir, err := os.MkdirTemp("", runTempPrefix+strconv.Itoa(os.Getpid())+"-")
+// runTemps makes an engine's runs' private temporary directories, each
+// inside one directory of the engine's own (0700, made on first use): a
+// run's start and end then add and remove no entry of the host's
+// temporary directory itself, which every cache watching a path beneath
+// it (a state directory, a cwd or a file in /tmp: fschange) would count as
+// a change, and work out again for every run. The zero value is ready.
+type runTemps struct {
+	mu  sync.Mutex
+	dir string // the engine's directory; "" until made
+}
+
+// parent returns the engine's directory, making it when there is none or
+// it is gone (the host's temporary files cleaner removes an idle one).
+func (t *runTemps) parent(gone string) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gone != "" && t.dir == gone {
+		t.dir = ""
+	}
+	if t.dir == "" {
+		d, err := os.MkdirTemp("", runTempPrefix+strconv.Itoa(os.Getpid())+"-")
+		if err != nil {
+			return "", err
+		}
+		t.dir = d
+	}
+	return t.dir, nil
+}
+
+// close removes the engine's directory (a run after it makes another).
+func (t *runTemps) close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(t.dir)
+	t.dir = ""
+	return err
+}
+
+// make creates a run's private temporary directory (0700, removed by the
+// returned function after the run) and returns env with TMPDIR set to it:
+// the command's temporary files go where it may write, and never into a
+// directory the request named.
+func (t *runTemps) make(env map[string]string) (string, map[string]string, func(), error) {
+	dir, err := t.run()
 	if err != nil {
 		return "", nil, nil, hint.Wrap(fmt.Errorf("create the run's temporary directory: %w", err), "check that the host's temporary directory is writable")
 	}
@@ -32,6 +77,22 @@ func runTemp(env map[string]string) (string, map[string]string, func(), error) {
 	}
 	env["TMPDIR"] = dir
 	return dir, env, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+func (t *runTemps) run() (string, error) {
+	gone := ""
+	for range 2 {
+		parent, err := t.parent(gone)
+		if err != nil {
+			return "", err
+		}
+		dir, err := os.MkdirTemp(parent, "")
+		if !errors.Is(err, fs.ErrNotExist) {
+			return dir, err
+		}
+		gone = parent // removed under the engine: made again, once
+	}
+	return "", fmt.Errorf("%s keeps disappearing", os.TempDir())
 }
 
 // sweepRunTemps removes the run directories in tmp that a process which no

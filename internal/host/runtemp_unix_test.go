@@ -7,7 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/exechost/exechost/internal/fschange"
 )
 
 // TestSweepRunTemps: a killed host's run directories are removed by the
@@ -46,15 +49,17 @@ func TestSweepRunTemps(t *testing.T) {
 	}
 }
 
-// TestRunTempNamesItsProcess: runTemp's directory carries this process's
-// pid, so a sweep can tell whose it is.
+// TestRunTempNamesItsProcess: a run's directory is inside one that
+// carries this process's pid, so a sweep can tell whose it is.
 func TestRunTempNamesItsProcess(t *testing.T) {
-	dir, env, done, err := runTemp(nil)
+	var temps runTemps
+	defer temps.close()
+	dir, env, done, err := temps.make(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer done()
-	if pid, ok := runTempPID(filepath.Base(dir)); !ok || pid != os.Getpid() {
+	if pid, ok := runTempPID(filepath.Base(filepath.Dir(dir))); !ok || pid != os.Getpid() || filepath.Dir(filepath.Dir(dir)) != filepath.Clean(os.TempDir()) {
 		t.Fatalf("%s: pid %d ok %v, want %d", dir, pid, ok, os.Getpid())
 	}
 	if env["TMPDIR"] != dir {
@@ -63,5 +68,58 @@ func TestRunTempNamesItsProcess(t *testing.T) {
 	done()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("%s still there after done: %v", dir, err)
+	}
+}
+
+// TestRunsLeaveTheTempDirAlone: runs add and remove no entry of the
+// host's temporary directory (a watch on a path beneath it, as the
+// policy cache takes on a state directory in /tmp, stays unchanged), and
+// an engine directory removed under the engine is made again.
+func TestRunsLeaveTheTempDirAlone(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	state := filepath.Join(tmp, "state")
+	if err := os.WriteFile(filepath.Join(tmp, "policy.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var temps runTemps
+	defer temps.close()
+	run := func() string {
+		t.Helper()
+		dir, _, done, err := temps.make(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "scratch"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done()
+		return dir
+	}
+	run() // the engine's directory is made
+	w := fschange.New()
+	set, ok := w.Watch([]string{state, filepath.Join(tmp, "policy.json")})
+	if !ok {
+		t.Skip("the temporary directory cannot be watched here")
+	}
+	for range 3 {
+		run()
+	}
+	if !fschange.Unchanged(set) {
+		t.Error("runs changed the host's temporary directory")
+	}
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 2 {
+		t.Errorf("the temporary directory holds %d entries, want policy.json and the engine's directory", len(ents))
+	}
+
+	if err := os.RemoveAll(filepath.Dir(run())); err != nil {
+		t.Fatal(err)
+	}
+	if dir := run(); !strings.HasPrefix(filepath.Base(filepath.Dir(dir)), runTempPrefix) {
+		t.Errorf("after its directory was removed: a run's directory %s", dir)
 	}
 }

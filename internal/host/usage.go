@@ -80,6 +80,7 @@ func (e *Engine) Close() error {
 	err := e.FlushUsage()
 	// The kept rules' descriptors; a run after Close builds them anew.
 	err = errors.Join(err, e.confineRules().Close())
+	err = errors.Join(err, e.temps.close())
 	if e.closeAudit != nil {
 		err = errors.Join(err, e.closeAudit())
 		e.closeAudit = nil
