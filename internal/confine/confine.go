@@ -299,6 +299,18 @@ func (c Confinement) Resolve() (Confinement, []string) {
 	return c, dropped
 }
 
+// WithWritable returns c, which Resolve returned, with p added as a
+// writable root as Resolve adds one (its real path; dropped inside the
+// protected set, or when it is one already). Only p is looked up.
+func (c Confinement) WithWritable(p string) Confinement {
+	for _, r := range realPaths([]string{p}) {
+		if !under(r, c.Protected) && !slices.Contains(c.Writable, r) {
+			c.Writable = append(slices.Clone(c.Writable), r)
+		}
+	}
+	return c
+}
+
 func realPaths(ps []string) []string {
 	var out []string
 	for _, p := range ps {

@@ -96,3 +96,33 @@ func TestResolveLeavesPlaceholder(t *testing.T) {
 		t.Errorf("Writable = %q, want %q", c.Writable, want)
 	}
 }
+
+// TestWithWritableAsResolve: adding a root to a resolved confinement gives
+// what resolving the confinement with the root in it gives: the root's
+// real path, none inside the protected set, none twice, and the
+// confinement it was added to unchanged.
+func TestWithWritableAsResolve(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"work", "state/inner", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "tmp"), filepath.Join(dir, "tmplink")); err != nil {
+		t.Fatal(err)
+	}
+	base := Confinement{Writable: []string{filepath.Join(dir, "work")}, Protected: []string{filepath.Join(dir, "state")}}
+	resolved, _ := base.Resolve()
+	for _, add := range []string{filepath.Join(dir, "tmplink"), filepath.Join(dir, "state", "inner"), filepath.Join(dir, "work"), "$TMPDIR"} {
+		got := resolved.WithWritable(add)
+		withIt := base
+		withIt.Writable = append(slices.Clone(base.Writable), add)
+		want, _ := withIt.Resolve()
+		if !slices.Equal(got.Writable, want.Writable) || !slices.Equal(got.Protected, want.Protected) {
+			t.Errorf("WithWritable(%s): writable %q protected %q, want %q %q", add, got.Writable, got.Protected, want.Writable, want.Protected)
+		}
+	}
+	if len(resolved.Writable) != 1 {
+		t.Errorf("the confinement added to changed: %q", resolved.Writable)
+	}
+}

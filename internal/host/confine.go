@@ -30,15 +30,15 @@ import (
 // The state directory is protected whatever the policy says.
 func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
 	if p.jail == nil {
-		p.jail = e.jail(p)
+		r, _ := e.jail(p).Resolve() // once per run: its reach and its start
+		p.jail = &r
 	}
 	c := *p.jail
 	if tmp != "" && !slices.Contains(c.Writable, "/") {
 		// The tmp directory is the run's own: nothing persists there.
-		c.Writable = append(slices.Clone(c.Writable), tmp)
+		c = c.WithWritable(tmp)
 	}
-	r, _ := c.Resolve()
-	return &r
+	return &c
 }
 
 // jail is confinement without the run's temporary directory.
@@ -154,7 +154,7 @@ func (e *Engine) confineSpec(c *confine.Confinement, how string) (forRunner *con
 func (e *Engine) ConfinementText(p *Prepared) string {
 	r := e.reachOf(p)
 	c := r.c
-	text := c.Reach(map[string]string{realPath(p.Cwd): "cwd", "$TMPDIR": "tmp"})
+	text := c.Reach(map[string]string{p.realCwd(): "cwd", "$TMPDIR": "tmp"})
 	text = egressReach(p, text)
 	if !c.Active() {
 		return text

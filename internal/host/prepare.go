@@ -67,9 +67,11 @@ type Prepared struct {
 	// ignores, for a denial.
 	unknownKeys []string
 	// jail is the run's confinement before its temporary directory is
-	// known (confinement), computed once: the hidden and read-only sets
-	// look at the file system.
+	// known (confinement), computed and resolved once: the hidden and
+	// read-only sets and the real paths look at the file system.
 	jail *confine.Confinement
+	// cwdReal is Cwd's real path, once looked up (realCwd).
+	cwdReal string
 	// reach is the run's confinement with its temporary directory shown
 	// as "$TMPDIR", and its jail report, worked out once (reachOf): the
 	// prompt's and the audit record's reach line, their layers and the

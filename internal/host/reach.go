@@ -107,6 +107,14 @@ func realPath(p string) string {
 	return newResolver().real(p)
 }
 
+// realCwd is p's cwd's real path, looked up once.
+func (p *Prepared) realCwd() string {
+	if p.cwdReal == "" {
+		p.cwdReal = realPath(p.Cwd)
+	}
+	return p.cwdReal
+}
+
 // resolver resolves paths as realPath does, remembering each path it has
 // resolved, so that the many paths of one jail beneath the same few
 // directories (~, ~/.config, ~/.ssh) cost one lstat(2) per distinct path
