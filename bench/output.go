@@ -101,6 +101,7 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 			{name: "host=node, cat " + label, how: fmt.Sprintf("agent → gateway → node → `cat FILE` started directly; result kept up to the %d-byte cap", runner.MaxOutput), run: node(file, size)},
 			{name: "direct spawn of cat of an empty file", run: direct(empty, 0)},
 			{name: "host=node, cat of an empty file", run: node(empty, 0)},
+			{name: "the wire's one encoding and decoding of the " + label + " result", run: wireOnce(file, size)},
 		}
 		s, errs := interleave(5, b.iters(200, 30), ops)
 		b.add(row{section: sec, what: ops[0].name, s: s[0], note: ops[0].how, err: errs[0]})
@@ -122,6 +123,37 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 			}
 		}
 		b.add(r)
+		// How much of that add is the wire's own JSON: the least any
+		// exchange of these bytes as the design's text frames costs.
+		b.add(row{section: sec, what: "the wire's one encoding and decoding of the " + label + " result", s: s[4], err: errs[4],
+			note: "in this process, interleaved with the rows above: `bridge.MarshalPayload` of the result, as the node encodes it, then `bridge.Unmarshal` into an exec result, as an agent's call decodes it; no seal, no socket"})
+	}
+}
+
+// wireOnce returns an op that encodes a result holding what a run of
+// `cat file` keeps (the file, up to the output cap) as a node does and
+// decodes it as an agent does, once each: the least the design's JSON
+// wire costs those bytes, with no seal and no socket.
+func wireOnce(file string, size int) func() error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return func() error { return err }
+	}
+	size = min(size, runner.MaxOutput)
+	res := bridge.SystemRunResult{Stdout: string(data[:size]), Success: true}
+	return func() error {
+		p, err := bridge.MarshalPayload(res)
+		if err != nil {
+			return err
+		}
+		var er bridge.ExecResult
+		if err := bridge.Unmarshal(p, bridge.OutputInto(&er)); err != nil {
+			return err
+		}
+		if len(er.Stdout) != size {
+			return fmt.Errorf("decoded %d bytes, want %d", len(er.Stdout), size)
+		}
+		return nil
 	}
 }
 
