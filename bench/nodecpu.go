@@ -3,10 +3,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -46,6 +50,7 @@ func (b *bench) nodeCPURows(c *cluster, nodeID string) {
 	// One exec through the node, then one bare spawn, per round: both see
 	// the same load, as the latency rows do.
 	own0, kids0 := treeCPU(pid)
+	sw0 := map[string]int64{"node": ctxSwitches(pid), "gateway": ctxSwitches(c.gw.Cmd.Process.Pid), "servers": jailServerSwitches(pid)}
 	var spawnCPU time.Duration
 	for i := 0; i < n; i++ {
 		if err := run(); err != nil {
@@ -61,6 +66,7 @@ func (b *bench) nodeCPURows(c *cluster, nodeID string) {
 	}
 	time.Sleep(200 * time.Millisecond) // the last runs are waited for
 	own1, kids1 := treeCPU(pid)
+	sw1 := map[string]int64{"node": ctxSwitches(pid), "gateway": ctxSwitches(c.gw.Cmd.Process.Pid), "servers": jailServerSwitches(pid)}
 	per := func(ticks int64) float64 { return float64(ticks) * float64(clockTick) / float64(n) / 1e6 }
 	base := sample{value: float64(spawnCPU) / float64(n) / 1e6, unit: "ms"}
 	kids := sample{value: per(kids1 - kids0), unit: "ms"}
@@ -69,6 +75,48 @@ func (b *bench) nodeCPURows(c *cluster, nodeID string) {
 		note: fmt.Sprintf("host=node /bin/true, %d execs: utime+stime (+ waited children's) of every descendant of `exechost node run`, /proc clock ticks, mean per exec", n)})
 	b.add(row{section: sec, what: "CPU per exec in the node's own process", s: sample{value: per(own1 - own0), unit: "ms"},
 		note: "the same execs: utime+stime of `exechost node run` itself"})
+	// Context switches are dear on a virtual machine and, unlike CPU
+	// time, do not depend on the load: each figure is a count.
+	for _, w := range []struct{ key, what, note string }{
+		{"node", "context switches per exec in the node's own process", "the same execs: voluntary + involuntary switches of every thread of `exechost node run` (/proc/PID/task/*/status), mean per exec"},
+		{"servers", "context switches per exec in the node's jail servers", "the same execs: every thread of each standing jail server (the node's children running --exechost-jail), mean per exec; the runs themselves are not counted"},
+		{"gateway", "context switches per exec in the gateway", "the same execs: every thread of `exechost gateway`, which also served the agent, mean per exec"},
+	} {
+		b.add(row{section: sec, what: w.what, s: sample{value: float64(sw1[w.key]-sw0[w.key]) / float64(n), unit: "switches"}, note: w.note})
+	}
+}
+
+// ctxSwitches sums the voluntary and involuntary context switches of
+// every thread of pid.
+func ctxSwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// jailServerSwitches sums ctxSwitches over the node's children that are
+// jail servers.
+func jailServerSwitches(pid int) int64 {
+	var n int64
+	for _, ch := range childPIDs(pid) {
+		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ch)); err == nil && bytes.Contains(cmd, []byte("--exechost-jail=")) {
+			n += ctxSwitches(ch)
+		}
+	}
+	return n
 }
 
 // treeCPU returns, in clock ticks, the CPU of pid itself and that of its
