@@ -14,10 +14,10 @@ import (
 // /etc) decide whatever the run's cwd: the hidden set (Engine.hidden) and
 // the real path of each of the home's persistence paths. Every confined
 // run needs it, and working it out takes an lstat(2) per entry of the
-// default sets (a hundred system calls, and a fifth of a node's own CPU
-// per run: issue 39), so the engine keeps it per home and confine.readable
-// and confine.hidden for as long as package fschange vouches that nothing
-// it was worked out from has changed (homeReaches).
+// default sets (a hundred system calls, a fifth of the CPU of a node's
+// Engine.Run: issue 39), so the engine keeps it per home,
+// confine.readable and confine.hidden for as long as package fschange
+// vouches that nothing it was worked out from has changed (homeReaches).
 type homeReach struct {
 	hidden  []string     // real paths, sorted
 	persist []persistent // approvals.Persistence(home), in its order
