@@ -19,6 +19,7 @@ import (
 
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // warmFixture is a fixture whose engine keeps n warm interpreters, with
@@ -158,9 +159,9 @@ func TestWarmTimeoutKillsTheGroup(t *testing.T) {
 		if err != nil {
 			continue // gone already
 		}
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000)
+		exited, err := testproc.AwaitExit(fd, 10*time.Second)
 		unix.Close(fd)
-		if err != nil || n == 0 {
+		if err != nil || !exited {
 			t.Errorf("process %d of the timed-out group %d is still running: %v", pid, res.Pid, err)
 		}
 	}
@@ -354,7 +355,7 @@ func TestWarmDeadOneIsSkipped(t *testing.T) {
 	if err := unix.Kill(pids[0], unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 60_000); n != 1 || err != nil {
+	if exited, err := testproc.AwaitExit(fd, time.Minute); !exited || err != nil {
 		t.Fatalf("the killed warm interpreter did not exit: %v", err)
 	}
 	res, err := f.engine.Run(context.Background(), Request{RawCommand: "hello a | other b", Cwd: f.dir})

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // warmHelper is a warm process (helper role "warm"): it takes its
@@ -106,7 +107,7 @@ func TestWarmHandOver(t *testing.T) {
 	if err := syscall.Kill(dead.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 60_000); n != 1 || err != nil {
+	if exited, err := testproc.AwaitExit(fd, time.Minute); !exited || err != nil {
 		t.Fatalf("the killed warm process did not exit: %v", err)
 	}
 	if dead.Alive() {
