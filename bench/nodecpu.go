@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // nodeCPURows measures the CPU one exec of /bin/true through the gateway
@@ -50,7 +49,7 @@ func (b *bench) nodeCPURows(c *cluster, nodeID string) {
 	// One exec through the node, then one bare spawn, per round: both see
 	// the same load, as the latency rows do.
 	own0, kids0 := treeCPU(pid)
-	sw0 := map[string]int64{"node": ctxSwitches(pid), "gateway": ctxSwitches(c.gw.Cmd.Process.Pid), "servers": jailServerSwitches(pid)}
+	sw0 := map[string]int64{"node": testproc.ContextSwitches(pid), "gateway": testproc.ContextSwitches(c.gw.Cmd.Process.Pid), "servers": jailServerSwitches(pid)}
 	var spawnCPU time.Duration
 	for i := 0; i < n; i++ {
 		if err := run(); err != nil {
@@ -66,7 +65,7 @@ func (b *bench) nodeCPURows(c *cluster, nodeID string) {
 	}
 	time.Sleep(200 * time.Millisecond) // the last runs are waited for
 	own1, kids1 := treeCPU(pid)
-	sw1 := map[string]int64{"node": ctxSwitches(pid), "gateway": ctxSwitches(c.gw.Cmd.Process.Pid), "servers": jailServerSwitches(pid)}
+	sw1 := map[string]int64{"node": testproc.ContextSwitches(pid), "gateway": testproc.ContextSwitches(c.gw.Cmd.Process.Pid), "servers": jailServerSwitches(pid)}
 	per := func(ticks int64) float64 { return float64(ticks) * float64(clockTick) / float64(n) / 1e6 }
 	base := sample{value: float64(spawnCPU) / float64(n) / 1e6, unit: "ms"}
 	kids := sample{value: per(kids1 - kids0), unit: "ms"}
@@ -86,34 +85,13 @@ func (b *bench) nodeCPURows(c *cluster, nodeID string) {
 	}
 }
 
-// ctxSwitches sums the voluntary and involuntary context switches of
-// every thread of pid.
-func ctxSwitches(pid int) int64 {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	var n int64
-	for _, t := range tasks {
-		data, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for line := range strings.Lines(string(data)) {
-			k, v, ok := strings.Cut(line, ":")
-			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
-				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				n += c
-			}
-		}
-	}
-	return n
-}
-
-// jailServerSwitches sums ctxSwitches over the node's children that are
+// jailServerSwitches sums testproc.ContextSwitches over the node's children that are
 // jail servers.
 func jailServerSwitches(pid int) int64 {
 	var n int64
 	for _, ch := range childPIDs(pid) {
 		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ch)); err == nil && bytes.Contains(cmd, []byte("--exechost-jail=")) {
-			n += ctxSwitches(ch)
+			n += testproc.ContextSwitches(ch)
 		}
 	}
 	return n

@@ -3,13 +3,13 @@ package jail
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/exechost/exechost/internal/confine"
+	"github.com/exechost/exechost/internal/testproc"
 )
 
 // BenchmarkJailedStartCPU measures the CPU a run of /bin/true costs in a
@@ -48,7 +48,7 @@ func BenchmarkJailedStartCPU(b *testing.B) {
 		jailed()
 	}
 	server0, runs0 := ticks(b, j.Pid())
-	sw0 := switches(b, j.Pid())
+	sw0 := testproc.ContextSwitches(j.Pid())
 	var bare time.Duration
 	for b.Loop() {
 		jailed()
@@ -59,34 +59,12 @@ func BenchmarkJailedStartCPU(b *testing.B) {
 		bare += c.ProcessState.UserTime() + c.ProcessState.SystemTime()
 	}
 	server1, runs1 := ticks(b, j.Pid())
-	sw1 := switches(b, j.Pid())
+	sw1 := testproc.ContextSwitches(j.Pid())
 	perOp := func(t int64) float64 { return float64(t) * 10 / float64(b.N) } // USER_HZ 100: 10 ms a tick
 	b.ReportMetric(perOp(server1-server0), "server-ms/op")
 	b.ReportMetric(perOp(runs1-runs0), "run-ms/op")
 	b.ReportMetric(float64(bare)/1e6/float64(b.N), "bare-ms/op")
 	b.ReportMetric(float64(sw1-sw0)/float64(b.N), "server-switches/op")
-}
-
-// switches are the context switches of every thread of pid.
-func switches(b *testing.B, pid int) int64 {
-	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
-	if err != nil || len(tasks) == 0 {
-		b.Fatalf("threads of %d: %v", pid, err)
-	}
-	var n int64
-	for _, t := range tasks {
-		data, err := os.ReadFile(t)
-		if err != nil {
-			continue // a thread that exited
-		}
-		for line := range strings.Lines(string(data)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "voluntary_ctxt_switches") {
-				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				n += c
-			}
-		}
-	}
-	return n
 }
 
 // ticks are pid's own CPU and its waited-for children's, in clock ticks.

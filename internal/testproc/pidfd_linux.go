@@ -1,6 +1,11 @@
 package testproc
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,4 +30,24 @@ func AwaitExit(pidfd int, d time.Duration) (bool, error) {
 		}
 		return n == 1, nil
 	}
+}
+
+// ContextSwitches sums the voluntary and involuntary context switches of
+// every live thread of pid (/proc/PID/task/*/status).
+func ContextSwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that exited
+		}
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
