@@ -12,6 +12,7 @@ import (
 
 	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/policy"
+	"github.com/exechost/exechost/internal/testdep"
 )
 
 // worked is how many times the engine has worked out a homeReach.
@@ -165,7 +166,7 @@ func quietHome(t *testing.T) string {
 	t.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		t.Skipf("no cache directory: %v", err)
+		testdep.Missing(t, "a user cache directory", err.Error())
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		t.Fatal(err)
