@@ -23,7 +23,7 @@ func (g *Gateway) countersign(x *execution, res bridge.SystemRunResult, runErr e
 	r := receipt.Receipt{
 		Kind: receipt.KindCountersign, Host: "gateway", RunID: x.run.id,
 		AgentID: x.key.Agent, SessionKey: x.key.Session,
-		CommandSHA256: receipt.SHA256([]byte(x.p.Command)),
+		CommandSHA256: receipt.SHA256String(x.p.Command),
 		Peer:          &receipt.Peer{NodeID: x.nc.id, Key: nodekey.EncodePublicKey(x.nc.pub)},
 	}
 	switch {
@@ -31,8 +31,8 @@ func (g *Gateway) countersign(x *execution, res bridge.SystemRunResult, runErr e
 		code := res.ExitCode
 		r.Event, r.ExitCode, r.TimedOut = "finished", &code, res.TimedOut
 		r.Output = &receipt.Output{
-			StdoutSHA256: receipt.SHA256([]byte(res.Stdout)), StdoutBytes: len(res.Stdout),
-			StderrSHA256: receipt.SHA256([]byte(res.Stderr)), StderrBytes: len(res.Stderr),
+			StdoutSHA256: receipt.SHA256String(res.Stdout), StdoutBytes: len(res.Stdout),
+			StderrSHA256: receipt.SHA256String(res.Stderr), StderrBytes: len(res.Stderr),
 			Truncated: res.Truncated, DroppedBytes: res.DroppedBytes,
 		}
 	default:

@@ -18,7 +18,7 @@ func (g *Gateway) tracedExec(ctx context.Context, p bridge.ExecParams) (bridge.E
 		return g.Exec(ctx, p)
 	}
 	ctx, span := g.opts.Tracer.StartExec(ctx, trace.Exec{
-		AgentID: p.AgentID, Host: p.Host, CommandSHA256: receipt.SHA256([]byte(p.Command)),
+		AgentID: p.AgentID, Host: p.Host, CommandSHA256: receipt.SHA256String(p.Command),
 		Traceparent: p.Traceparent, Tracestate: p.Tracestate, Start: time.Now(),
 	})
 	res, err := g.Exec(ctx, p)

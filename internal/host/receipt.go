@@ -69,7 +69,7 @@ func (rs *receipts) receiptOf(a AuditRecord) receipt.Receipt {
 	r := receipt.Receipt{
 		Kind: receipt.KindRun, Host: a.NodeID, Event: a.Event, RunID: req.RunID,
 		AgentID: req.AgentID, SessionKey: req.SessionKey,
-		CommandSHA256: receipt.SHA256([]byte(text)),
+		CommandSHA256: receipt.SHA256String(text),
 		Executables:   a.ResolvedSHA256,
 		Approval:      approvalOf(a),
 		PolicySHA256:  rs.policyDigest(),
@@ -87,8 +87,8 @@ func (rs *receipts) receiptOf(a AuditRecord) receipt.Receipt {
 		code := res.ExitCode
 		r.ExitCode, r.TimedOut, r.Error = &code, res.TimedOut, res.Error
 		r.Output = &receipt.Output{
-			StdoutSHA256: receipt.SHA256([]byte(res.Stdout)), StdoutBytes: len(res.Stdout),
-			StderrSHA256: receipt.SHA256([]byte(res.Stderr)), StderrBytes: len(res.Stderr),
+			StdoutSHA256: receipt.SHA256String(res.Stdout), StdoutBytes: len(res.Stdout),
+			StderrSHA256: receipt.SHA256String(res.Stderr), StderrBytes: len(res.Stderr),
 			Truncated: res.Truncated, DroppedBytes: res.DroppedBytes,
 		}
 		end := rs.e.now()

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/exechost/exechost/internal/nodekey"
 )
@@ -255,6 +256,12 @@ func CheckSignature(r Receipt) bool {
 func SHA256(s []byte) string {
 	sum := sha256.Sum256(s)
 	return hex.EncodeToString(sum[:])
+}
+
+// SHA256String is SHA256 of a string's bytes without copying them: a
+// run's output is up to MaxOutput bytes, and every receipt digests it.
+func SHA256String(s string) string {
+	return SHA256(unsafe.Slice(unsafe.StringData(s), len(s))) // only read
 }
 
 // Stamp formats t as receipts do (RFC 3339, nanoseconds, UTC).
