@@ -3,6 +3,7 @@ package runner
 import (
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Output caps from the spec.
@@ -38,8 +39,11 @@ const (
 // stream's own order but may differ from how the process interleaved its
 // writes to the two.
 type Capture struct {
-	mu     sync.Mutex
-	max    int    // cap on len(stdout)+len(stderr)
+	mu  sync.Mutex
+	max int // cap on len(stdout)+len(stderr)
+	// stdout and stderr are only ever appended to: bytes once written
+	// are never changed, which is what lets Result hand them out as
+	// strings without a copy.
 	stdout []byte // kept stdout, at most max bytes together with stderr
 	stderr []byte
 	cut    int   // cutNone, cutStdout or cutStderr: which stream lost bytes first
@@ -139,11 +143,22 @@ func (c *Capture) Result() (stdout, stderr string, truncated bool) {
 	out, errb := c.stdout, c.stderr
 	switch c.cut {
 	case cutStdout:
-		return markTruncated(out), string(errb), true
+		return markTruncated(out), kept(errb), true
 	case cutStderr:
-		return string(out), markTruncated(errb), true
+		return kept(out), markTruncated(errb), true
 	}
-	return string(out), string(errb), false
+	return kept(out), kept(errb), false
+}
+
+// kept returns b, a prefix of an append-only stream, as a string sharing
+// its bytes: a later Write appends past len(b) (or to a new array) and
+// never changes them. A run's output is up to MaxOutput bytes, and this
+// is the only place it would otherwise be copied on the node.
+func kept(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // markTruncated returns b without a trailing incomplete UTF-8 sequence,

@@ -323,3 +323,22 @@ func BenchmarkCaptureWrite(b *testing.B) {
 		s.Write(chunk)
 	}
 }
+
+// TestCaptureResultUnchangedByLaterWrites: Result hands out the kept
+// bytes without a copy, so a write after it (a straggling child still
+// printing) must leave the text already handed out as it was.
+func TestCaptureResultUnchangedByLaterWrites(t *testing.T) {
+	c := NewCapture(64, 8)
+	out := c.Stdout()
+	out.Write([]byte("first"))
+	c.Stderr().Write([]byte("err"))
+	stdout, stderr, _ := c.Result()
+	out.Write([]byte("second"))
+	c.Stderr().Write([]byte("more"))
+	if stdout != "first" || stderr != "err" {
+		t.Fatalf("Result's text changed after later writes: %q %q", stdout, stderr)
+	}
+	if again, _, _ := c.Result(); again != "firstsecond" {
+		t.Fatalf("Result = %q, want both writes", again)
+	}
+}
