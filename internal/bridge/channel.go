@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -231,6 +232,9 @@ func (ch *Channel) writeSealed(ctx context.Context, ws *websocket.Conn, f Frame)
 	defer ch.wmu.Unlock()
 	if ch.broken {
 		return fmt.Errorf("%w: the channel was closed, or an earlier write failed", ErrClosed)
+	}
+	if cap(data)-len(data) < SealOverhead { // seal in place, not into a fresh copy
+		data = slices.Grow(data, SealOverhead)
 	}
 	data = ch.seal.Seal(data[:0], seqNonce(ch.sendSeq), data, nil)
 	*bp = data

@@ -231,7 +231,10 @@ func (Codec) PeekInvokeID(params []byte) (id string, ok bool) {
 // InvokeResult and then its payload (each a validation scan and a decode
 // of the whole output). run is nil when the node reports a failure. An
 // answer whose id is not id, or that is ok without a result object, is an
-// error: the plain path would not read a result from it either.
+// error: the plain path would not read a result from it either. params
+// is given away: run's output as it came (its Wire) shares its bytes, so
+// they must not change once passed (a frame's, read once and never
+// written).
 func (Codec) DecodeRunResult(params []byte, id string) (res InvokeResult, run *SystemRunResult, err error) {
 	run = new(SystemRunResult)
 	var r struct {
@@ -241,7 +244,7 @@ func (Codec) DecodeRunResult(params []byte, id string) (res InvokeResult, run *S
 		Payload presentInto `json:"payload,omitempty"`
 		Error   *Error      `json:"error,omitempty"`
 	}
-	r.Payload.v = KeepingWire(run) // the output goes on to the agent as it came
+	r.Payload.v = keepingWireOf(run, params) // the output goes on to the agent as it came
 	if err := UnmarshalOwn(params, &r); err != nil {
 		return InvokeResult{}, nil, err
 	}

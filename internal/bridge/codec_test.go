@@ -252,10 +252,11 @@ func checkRunResult(t *testing.T, data []byte) {
 	if d := cmp.Diff(want, *run, ignoreWire); d != "" {
 		t.Fatalf("%q: the result (-plain +fast):\n%s", data, d)
 	}
-	out, err := NewResult("1", ExecResult{Status: ExecCompleted, SystemRunResult: *run})
+	f, err := NewResult("1", ExecResult{Status: ExecCompleted, SystemRunResult: *run})
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := onTheWire(t, f)
 	var back ExecResult
 	if err := Unmarshal(out.Payload, &back); err != nil {
 		t.Fatalf("the exec result passed on does not decode: %v: %s", err, out.Payload)
@@ -451,7 +452,7 @@ func TestDecodeRunResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := []byte(line.Params)
+	params := []byte(onTheWire(t, line).Params)
 	id, found := codec.PeekInvokeID(params)
 	if !found || id != "abc-1" {
 		t.Fatalf("PeekInvokeID = %q, %v", id, found)

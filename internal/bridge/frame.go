@@ -52,6 +52,15 @@ type Frame struct {
 	Error   *Error          `json:"error,omitempty"`
 	Event   string          `json:"event,omitempty"`
 	Seq     uint64          `json:"seq,omitempty"`
+
+	// body, set by NewRequest, NewResult and NewEvent for a wire type
+	// that writes itself, is the frame's params (a request) or payload
+	// (a result, an event) in place of Params or Payload: appendJSON
+	// writes it straight into the frame's buffer, so a run's output is
+	// not first copied into a json.RawMessage of its own on the way out.
+	// Only this package's encoder (appendJSON) knows it: a Frame built
+	// this way is for sending, never for Marshal.
+	body wireAppender
 }
 
 // ErrBadFrame is wrapped by DecodeFrame for every malformed frame.
@@ -179,6 +188,9 @@ const (
 
 // NewRequest builds a req frame, marshalling params.
 func NewRequest(id, method string, params any) (Frame, error) {
+	if a, ok := params.(wireAppender); ok {
+		return Frame{Type: TypeReq, ID: id, Method: method, body: a}, nil
+	}
 	raw, err := marshalRaw(params)
 	if err != nil {
 		return Frame{}, fmt.Errorf("encode %s params: %w", method, err)
@@ -188,11 +200,14 @@ func NewRequest(id, method string, params any) (Frame, error) {
 
 // NewResult builds a successful res frame, marshalling payload.
 func NewResult(id string, payload any) (Frame, error) {
+	ok := true
+	if a, isA := payload.(wireAppender); isA {
+		return Frame{Type: TypeRes, ID: id, OK: &ok, body: a}, nil
+	}
 	raw, err := marshalRaw(payload)
 	if err != nil {
 		return Frame{}, fmt.Errorf("encode result: %w", err)
 	}
-	ok := true
 	return Frame{Type: TypeRes, ID: id, OK: &ok, Payload: raw}, nil
 }
 
@@ -204,6 +219,9 @@ func NewFailure(id string, err error) Frame {
 
 // NewEvent builds an event frame, marshalling payload.
 func NewEvent(name string, payload any, seq uint64) (Frame, error) {
+	if a, ok := payload.(wireAppender); ok {
+		return Frame{Type: TypeEvent, Event: name, body: a, Seq: seq}, nil
+	}
 	raw, err := marshalRaw(payload)
 	if err != nil {
 		return Frame{}, fmt.Errorf("encode %s event: %w", name, err)
@@ -262,7 +280,11 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"method":`...)
 		dst = appendString(dst, f.Method)
 	}
-	if len(f.Params) > 0 {
+	switch {
+	case f.body != nil && f.Type == TypeReq:
+		dst = append(dst, `,"params":`...)
+		dst = f.body.appendWire(dst)
+	case len(f.Params) > 0:
 		dst = append(dst, `,"params":`...)
 		dst = append(dst, f.Params...)
 	}
@@ -270,7 +292,11 @@ func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"ok":`...)
 		dst = strconv.AppendBool(dst, *f.OK)
 	}
-	if len(f.Payload) > 0 {
+	switch {
+	case f.body != nil && f.Type != TypeReq:
+		dst = append(dst, `,"payload":`...)
+		dst = f.body.appendWire(dst)
+	case len(f.Payload) > 0:
 		dst = append(dst, `,"payload":`...)
 		dst = append(dst, f.Payload...)
 	}

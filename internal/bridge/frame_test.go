@@ -47,7 +47,7 @@ func TestDecodeFrame(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeFrame(%s): %v", tt.in, err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(Frame{})); diff != "" {
 				t.Errorf("DecodeFrame(%s) mismatch (-want +got):\n%s", tt.in, diff)
 			}
 		})
@@ -96,6 +96,64 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		if got := e.appendWire(nil); string(got) != string(want) {
 			t.Errorf("appendWire = %s\nwant         %s", got, want)
 		}
+	}
+	// A wire type handed to NewRequest, NewResult or NewEvent is written
+	// straight into the frame: the bytes must be those of the frame with
+	// its params or payload marshalled first.
+	run := SystemRunResult{ExitCode: 3, Stdout: "a\nb \"<q>\" \u2028", Stderr: "e", Truncated: true, DroppedBytes: 9}
+	for _, tt := range []struct {
+		name string
+		make func(v any) (Frame, error)
+		v    any
+	}{
+		{"request", func(v any) (Frame, error) { return NewRequest("9", MethodInvokeResult, v) }, InvokeResult{ID: "i", NodeID: "n", OK: true, Payload: json.RawMessage(`{"stdout":"x\ny"}`)}},
+		{"result", func(v any) (Frame, error) { return NewResult("9", v) }, ExecResult{Status: "completed", Host: "node", SystemRunResult: SystemRunResult{Stdout: "a\nb", Stderr: "c"}, Events: []SystemEvent{{Text: "x"}}}},
+		{"run result", func(v any) (Frame, error) { return NewResult("9", v) }, run},
+		{"event", func(v any) (Frame, error) { return NewEvent("node.event", v, 4) }, NodeEvent{Event: "exec.finished", Payload: json.RawMessage(`{"tail":"t"}`)}},
+	} {
+		f, err := tt.make(tt.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.body == nil {
+			t.Errorf("%s: the frame does not carry its %T to write itself", tt.name, tt.v)
+		}
+		raw, err := Marshal(tt.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := f
+		plain.body = nil
+		if f.Type == TypeReq {
+			plain.Params = raw
+		} else {
+			plain.Payload = raw
+		}
+		want, _ := Marshal(plain)
+		got, err := f.appendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: appendJSON = %s\nwant          %s", tt.name, got, want)
+		}
+	}
+	// A node's answer with a run result written into its frame: the bytes
+	// of the answer with the result marshalled into Payload first.
+	inv, err := InvokeOK(run)
+	if err != nil || inv.run == nil || inv.Held() != len(run.Stdout)+len(run.Stderr) {
+		t.Fatalf("InvokeOK(%T) = %+v, %v: not kept to write itself", run, inv, err)
+	}
+	inv.ID, inv.NodeID = "i", "n"
+	plainInv := inv
+	plainInv.run = nil
+	plainInv.Payload, _ = Marshal(run)
+	want, _ := Marshal(plainInv)
+	if got := inv.appendWire(nil); string(got) != string(want) {
+		t.Errorf("InvokeOK's appendWire = %s\nwant                  %s", got, want)
+	}
+	if inv, err := InvokeOK(WhichResult{Bins: map[string]string{"a": "/b"}}); err != nil || inv.run != nil || inv.Held() != len(inv.Payload) || string(inv.Payload) != `{"bins":{"a":"/b"}}` {
+		t.Errorf("InvokeOK of a plain value = %+v, %v", inv, err)
 	}
 	if _, err := NewResult("1", json.RawMessage(`1,"ok":false`)); err == nil {
 		t.Error("NewResult accepted raw JSON that would forge a frame field")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // A system.run result's stdout and stderr are most of its bytes, and the
@@ -31,12 +32,17 @@ type outputWire struct {
 // ExecResult built from r to send on without escaping them again. A
 // result read this way holds its output twice (text and JSON) until
 // its Wire is cleared.
-func KeepingWire(r *SystemRunResult) any {
+func KeepingWire(r *SystemRunResult) any { return keepingWireOf(r, nil) }
+
+// keepingWireOf is KeepingWire for decoding from frame, bytes that are
+// the caller's to give away: JSON kept from within them shares their
+// bytes instead of being copied (a run's output is up to MaxOutput).
+func keepingWireOf(r *SystemRunResult, frame []byte) any {
 	r.Wire = &outputWire{}
 	return &runResultIn{
 		SystemRunResult: r,
-		Stdout:          wireText{text: &r.Stdout, json: &r.Wire.stdoutJSON, was: &r.Wire.stdoutText},
-		Stderr:          wireText{text: &r.Stderr, json: &r.Wire.stderrJSON, was: &r.Wire.stderrText},
+		Stdout:          wireText{text: &r.Stdout, json: &r.Wire.stdoutJSON, was: &r.Wire.stdoutText, frame: frame},
+		Stderr:          wireText{text: &r.Stderr, json: &r.Wire.stderrJSON, was: &r.Wire.stderrText, frame: frame},
 	}
 }
 
@@ -55,6 +61,9 @@ type wireText struct {
 	text *string
 	json *[]byte // nil: keep nothing (OutputInto)
 	was  *string // the text the JSON decoded to
+	// frame is what the decoder reads when its bytes are ours to keep
+	// (keepingWireOf): JSON found within it is kept without a copy.
+	frame []byte
 }
 
 // UnmarshalJSON implements the v1 Unmarshaler: data is one JSON value,
@@ -75,10 +84,25 @@ func (w *wireText) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	if w.json != nil {
-		*w.json = bytes.Clone(data) // data is the decoder's, not ours to keep
+		if within(data, w.frame) {
+			*w.json = data[:len(data):len(data)]
+		} else {
+			*w.json = bytes.Clone(data) // the decoder's buffer, not ours to keep
+		}
 		*w.was = *w.text
 	}
 	return nil
+}
+
+// within reports whether sub's bytes lie inside whole's: whether a value
+// the decoder hands over is a piece of the input rather than of a buffer
+// of its own, which nothing in its API promises.
+func within(sub, whole []byte) bool {
+	if len(sub) == 0 || len(whole) == 0 {
+		return false
+	}
+	s, w := uintptr(unsafe.Pointer(unsafe.SliceData(sub))), uintptr(unsafe.Pointer(unsafe.SliceData(whole)))
+	return s >= w && s+uintptr(len(sub)) <= w+uintptr(len(whole))
 }
 
 // OutputInto returns the value to decode an exec result into with

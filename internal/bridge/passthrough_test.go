@@ -27,7 +27,23 @@ func sent(t *testing.T, r ExecResult) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f.Payload
+	return onTheWire(t, f).Payload
+}
+
+// onTheWire is f as its peer reads it: encoded as a connection writes
+// it (appendJSON, which writes a wire type's body straight into the
+// frame) and decoded.
+func onTheWire(t testing.TB, f Frame) Frame {
+	t.Helper()
+	data, err := f.appendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeFrame(data)
+	if err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	return back
 }
 
 // TestPassThroughSameBytes: a result a node encoded with Marshal, decoded
@@ -193,5 +209,37 @@ func TestOutputInto(t *testing.T) {
 		if got.Stdout != want.Stdout || got.Stderr != want.Stderr {
 			t.Errorf("%s: OutputInto gives %q/%q, Unmarshal %q/%q", data, got.Stdout, got.Stderr, want.Stdout, want.Stderr)
 		}
+	}
+}
+
+// TestKeptWireSharesOnlyAFrameGivenAway: DecodeRunResult keeps the
+// output's JSON as a piece of the params it was given (no copy of a
+// run's output), while KeepingWire, whose input stays the caller's,
+// keeps a copy that a later change to the input does not reach.
+func TestKeptWireSharesOnlyAFrameGivenAway(t *testing.T) {
+	params := []byte(`{"id":"i","nodeId":"n","ok":true,"payload":{"exitCode":0,"stdout":"a\nb","stderr":"e"}}`)
+	_, run, err := Codec{}.DecodeRunResult(params, "i")
+	if err != nil || run == nil {
+		t.Fatalf("DecodeRunResult: %v", err)
+	}
+	if !within(run.Wire.stdoutJSON, params) || !within(run.Wire.stderrJSON, params) {
+		t.Error("the kept JSON was copied out of a frame given away")
+	}
+	if cap(run.Wire.stdoutJSON) != len(run.Wire.stdoutJSON) {
+		t.Error("the kept JSON may be appended to over the frame's bytes")
+	}
+	input := []byte(`{"exitCode":0,"stdout":"a\nb","stderr":"e"}`)
+	var r SystemRunResult
+	if err := Unmarshal(input, KeepingWire(&r)); err != nil {
+		t.Fatal(err)
+	}
+	if within(r.Wire.stdoutJSON, input) {
+		t.Fatal("KeepingWire kept a piece of its caller's input")
+	}
+	for i := range input {
+		input[i] = 'x'
+	}
+	if got := string(sent(t, ExecResult{SystemRunResult: r})); !strings.Contains(got, `"stdout":"a\nb","stderr":"e"`) {
+		t.Errorf("a change to the input reached the result passed on: %s", got)
 	}
 }

@@ -215,6 +215,35 @@ type InvokeResult struct {
 	// spliced into the frame unchecked, see appendWire).
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+
+	// run, set by InvokeOK, is the payload in place of Payload, written
+	// by appendWire straight into the frame: a system.run result is
+	// encoded once, into the frame that carries it.
+	run *SystemRunResult
+}
+
+// InvokeOK is the successful InvokeResult whose payload is v. A
+// SystemRunResult is kept to be written into the frame that carries the
+// answer; anything else is marshalled now.
+func InvokeOK(v any) (InvokeResult, error) {
+	if run, ok := v.(SystemRunResult); ok {
+		return InvokeResult{OK: true, run: &run}, nil
+	}
+	raw, err := marshalRaw(v)
+	if err != nil {
+		return InvokeResult{}, err
+	}
+	return InvokeResult{OK: true, Payload: raw}, nil
+}
+
+// Held is how many bytes r's payload holds, for a cache that bounds what
+// it keeps: Payload's length, or the text of the run result kept in its
+// place (its encoding is at least as long).
+func (r InvokeResult) Held() int {
+	if r.run != nil {
+		return len(r.run.Stdout) + len(r.run.Stderr) + len(r.run.Error)
+	}
+	return len(r.Payload)
 }
 
 // appendWire encodes r as Marshal would, but splices Payload in without
@@ -229,7 +258,11 @@ func (r InvokeResult) appendWire(dst []byte) []byte {
 	dst = appendString(dst, r.NodeID)
 	dst = append(dst, `,"ok":`...)
 	dst = strconv.AppendBool(dst, r.OK)
-	if len(r.Payload) > 0 {
+	switch {
+	case r.run != nil:
+		dst = append(dst, `,"payload":`...)
+		dst = r.run.appendWire(dst)
+	case len(r.Payload) > 0:
 		dst = append(dst, `,"payload":`...)
 		dst = append(dst, r.Payload...)
 	}

@@ -213,7 +213,7 @@ func TestForwardFallback(t *testing.T) {
 				return
 			}
 			var res host.Result
-			if !out.OK || json.Unmarshal(out.Payload, &res) != nil {
+			if !out.OK || json.Unmarshal(sentPayload(t, out), &res) != nil {
 				t.Fatalf("system.run answer %+v %+v", out, out.Error)
 			}
 			if res.Stdout != "ran\n" || !strings.HasPrefix(res.Stderr, fallbackNote+"\n") {
@@ -403,4 +403,19 @@ func TestForwardSessionContext(t *testing.T) {
 	if local.Stdout != " \n" {
 		t.Errorf("local output %q, want no session variables", local.Stdout)
 	}
+}
+
+// sentPayload is the payload of res as the gateway reads it: a run result
+// is written into the answer's frame only when it is sent.
+func sentPayload(t *testing.T, res bridge.InvokeResult) json.RawMessage {
+	t.Helper()
+	data, err := bridge.MarshalPayload(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back bridge.InvokeResult
+	if err := bridge.Unmarshal(data, &back); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	return back.Payload
 }

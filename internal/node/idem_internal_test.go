@@ -15,20 +15,25 @@ import (
 // known — answered with an error, never with a second run.
 func TestIdemCacheBoundsPayloadBytes(t *testing.T) {
 	c := newIdemCache(1024)
-	payload := json.RawMessage(`"` + strings.Repeat("x", 100<<10) + `"`)
+	// A node's answers hold a run result, written into the reply's frame
+	// only when sent: the cache counts its text.
+	run, err := bridge.InvokeOK(bridge.SystemRunResult{Success: true, Stdout: strings.Repeat("x", 100<<10)})
+	if err != nil || run.Held() < 100<<10 {
+		t.Fatalf("InvokeOK = %d bytes held, %v", run.Held(), err)
+	}
 	const n = 200
 	for i := range n {
 		e, first := c.begin(fmt.Sprint(i))
 		if !first {
 			t.Fatalf("key %d seen twice", i)
 		}
-		c.finish(e, bridge.InvokeResult{OK: true, Payload: payload})
+		c.finish(e, run)
 		if c.bytes > maxIdemBytes {
 			t.Fatalf("after %d results the cache holds %d payload bytes, over %d", i+1, c.bytes, maxIdemBytes)
 		}
 	}
 	newest, first := c.begin(fmt.Sprint(n - 1))
-	if first || !newest.res.OK || string(newest.res.Payload) != string(payload) {
+	if first || !newest.res.OK || newest.res.Held() != run.Held() {
 		t.Errorf("newest result not answered in full: first=%v ok=%v", first, newest.res.OK)
 	}
 	oldest, first := c.begin("0")
@@ -61,7 +66,7 @@ func TestIdemCacheAccountsEvictions(t *testing.T) {
 		sum := 0
 		for _, e := range c.m {
 			if e.held {
-				sum += len(e.res.Payload)
+				sum += e.res.Held()
 			}
 		}
 		if sum != c.bytes || c.bytes > maxIdemBytes {

@@ -47,7 +47,7 @@ type idemEntry struct {
 	key  string
 	done chan struct{}
 	res  bridge.InvokeResult
-	// held says res.Payload still counts against maxIdemBytes.
+	// held says res (its Held bytes) still counts against maxIdemBytes.
 	held bool
 }
 
@@ -70,7 +70,7 @@ func (c *idemCache) begin(key string) (*idemEntry, bool) {
 		for i, k := range c.order {
 			if old := c.m[k]; old == nil || isDone(old) {
 				if old != nil && old.held {
-					c.bytes -= len(old.res.Payload)
+					c.bytes -= old.res.Held()
 					old.held = false // skipped when c.holding reaches it
 				}
 				delete(c.m, k)
@@ -98,7 +98,7 @@ func isDone(e *idemEntry) bool {
 func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 	c.mu.Lock()
 	e.res, e.held = res, true
-	c.bytes += len(res.Payload)
+	c.bytes += res.Held()
 	c.holding = append(c.holding, e)
 	// Shed the oldest payloads (this one last) beyond the budget.
 	for len(c.holding) > 0 && c.bytes > maxIdemBytes {
@@ -106,7 +106,7 @@ func (c *idemCache) finish(e *idemEntry, res bridge.InvokeResult) {
 		c.holding[0] = nil
 		c.holding = c.holding[1:]
 		if old.held {
-			c.bytes -= len(old.res.Payload)
+			c.bytes -= old.res.Held()
 			old.held = false
 			old.res = fail(bridge.Errorf(bridge.CodeInternal, "system.run with idempotency key %q already ran; its result is no longer kept on this node (not running it again)", old.key))
 		}
@@ -188,11 +188,11 @@ func (c *Client) handleInvoke(ctx context.Context, req bridge.InvokeRequest) {
 func fail(e *bridge.Error) bridge.InvokeResult { return bridge.InvokeResult{OK: false, Error: e} }
 
 func ok(v any) bridge.InvokeResult {
-	raw, err := bridge.MarshalPayload(v) // a system.run result's output escaped fast
+	res, err := bridge.InvokeOK(v) // a system.run result is written once, into the reply's frame
 	if err != nil {
 		return fail(bridge.Errorf(bridge.CodeInternal, "encode result: %v", err))
 	}
-	return bridge.InvokeResult{OK: true, Payload: raw}
+	return res
 }
 
 // systemRun runs one command through the local engine, which enforces
