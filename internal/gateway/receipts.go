@@ -46,7 +46,15 @@ func (g *Gateway) countersign(x *execution, res bridge.SystemRunResult, runErr e
 			return // never reached the node
 		}
 	}
-	if _, err := l.Append(r); err != nil {
-		g.log.Error("countersignature not written", "run", x.run.id, "err", err)
+	// In the file before the agent has the result; the fdatasync follows
+	// off its path (receipt.Log.Write).
+	id := x.run.id
+	_, err := l.Write(r, func(err error) {
+		if err != nil {
+			g.log.Error("countersignature not synced", "run", id, "err", err)
+		}
+	})
+	if err != nil {
+		g.log.Error("countersignature not written", "run", id, "err", err)
 	}
 }

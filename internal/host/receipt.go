@@ -54,8 +54,16 @@ func (rs *receipts) record(a AuditRecord) {
 	if a.Event != "finished" && a.Event != "denied" {
 		return
 	}
-	if _, err := rs.log.Append(rs.receiptOf(a)); err != nil {
-		rs.warn(fmt.Errorf("receipt for run %s not written: %w", a.Request.RunID, err))
+	// In the file before the result goes back; its fdatasync follows off
+	// the result's path, as the audit log's finished record's does.
+	id := a.Request.RunID
+	_, err := rs.log.Write(rs.receiptOf(a), func(err error) {
+		if err != nil {
+			rs.warn(fmt.Errorf("receipt for run %s not synced: %w", id, err))
+		}
+	})
+	if err != nil {
+		rs.warn(fmt.Errorf("receipt for run %s not written: %w", id, err))
 	}
 }
 

@@ -68,6 +68,15 @@ type Log struct {
 	size  int64  // where the file ended after our last append
 	seq   uint64 // last receipt's seq
 	prev  string // last receipt's digest
+
+	// Write's syncs: the receipts written to f but not yet synced wait in
+	// unsynced (each with its callback, which may be nil); one goroutine
+	// at a time (syncing) syncs f for all of them, and reopen and Close
+	// sync them before f is closed.
+	unsynced []func(error)
+	syncing  bool
+	syncers  sync.WaitGroup
+	syncErr  error // the last sync's outcome, for Append
 }
 
 // Path returns the receipt log's path in dir.
@@ -121,6 +130,9 @@ func (l *Log) reopen() error {
 		return hint.Wrap(fmt.Errorf("open receipt log: %w", err), "the state directory must be writable by the host's user")
 	}
 	if l.f != nil {
+		if len(l.unsynced) > 0 {
+			l.syncLocked() // what Write left waiting is in this file
+		}
 		l.f.Close()
 	}
 	l.f, l.size = f, -1
@@ -179,7 +191,7 @@ func (l *Log) refresh() error {
 }
 
 // lastLine returns the last complete line of path and the offset where
-// complete lines end.
+// complete lines end (before any NUL).
 func lastLine(path string) ([]byte, int64, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -187,6 +199,12 @@ func lastLine(path string) ([]byte, int64, error) {
 			return nil, 0, err
 		}
 		return nil, 0, fmt.Errorf("read receipt log: %w", err)
+	}
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		// A receipt line holds no NUL: a system crash left these where
+		// lines written after the last sync never reached the disk (Write),
+		// and nothing from that line on was acknowledged as synced.
+		data = data[:bytes.LastIndexByte(data[:i], '\n')+1]
 	}
 	end := bytes.LastIndexByte(data, '\n') + 1
 	body := bytes.TrimSuffix(data[:end], []byte("\n"))
@@ -202,6 +220,84 @@ func lastLine(path string) ([]byte, int64, error) {
 func (l *Log) Append(r Receipt) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	d, err := l.writeLocked(r)
+	if err != nil {
+		return "", err
+	}
+	// The sync covers the receipts Write left waiting too.
+	l.syncLocked()
+	if err := l.syncErr; err != nil {
+		l.syncErr = nil
+		return "", fmt.Errorf("sync receipt: %w", err)
+	}
+	return d, nil
+}
+
+// Write is Append without waiting for the disk: it returns once the line
+// is in the file, where readers (`exechost audit export`) see it and a
+// crash of this process can no longer lose it. The fdatasync that makes
+// it survive a system crash follows at once on another goroutine, shared
+// with every receipt written meanwhile (group commit); synced, when not
+// nil, gets its outcome there, and Close waits for it. It is for a run's
+// receipt on the path of the run's result, as the audit log's finished
+// record (docs/audit-durability.md says what a system crash can lose).
+func (l *Log) Write(r Receipt, synced func(error)) (string, error) {
+	l.mu.Lock()
+	d, err := l.writeLocked(r)
+	if err != nil {
+		l.mu.Unlock()
+		return "", err
+	}
+	l.unsynced = append(l.unsynced, synced)
+	start := !l.syncing
+	if start {
+		l.syncing = true
+		l.syncers.Add(1)
+	}
+	l.mu.Unlock()
+	if start {
+		go l.syncLoop()
+	}
+	return d, nil
+}
+
+// syncLoop syncs the file for the receipts Write left waiting, group by
+// group, until none waits.
+func (l *Log) syncLoop() {
+	defer l.syncers.Done()
+	for {
+		l.mu.Lock()
+		if len(l.unsynced) == 0 || l.f == nil {
+			l.syncing = false
+			l.mu.Unlock()
+			return
+		}
+		l.syncLocked()
+		l.mu.Unlock()
+	}
+}
+
+// syncLocked syncs f and tells every receipt waiting for it the outcome;
+// Append's own outcome is left in syncErr. The caller holds mu: a sync
+// holds back the next write, never the caller of a Write before it.
+func (l *Log) syncLocked() {
+	waiting := l.unsynced
+	l.unsynced = nil
+	err := datasync(l.f)
+	if err != nil {
+		l.size = -1 // re-read the head before the next write
+	}
+	l.syncErr = err
+	for _, f := range waiting {
+		if f != nil {
+			f(err)
+		}
+	}
+}
+
+// writeLocked signs and writes r after the chain's head without syncing.
+// The caller holds mu.
+func (l *Log) writeLocked(r Receipt) (string, error) {
 	if l.lockf == nil {
 		return "", errors.New("receipt log is closed")
 	}
@@ -220,7 +316,8 @@ func (l *Log) Append(r Receipt) (string, error) {
 	return l.write(r)
 }
 
-// write appends r after the head. The caller holds mu and the lock.
+// write appends r after the head, unsynced. The caller holds mu and the
+// lock.
 func (l *Log) write(r Receipt) (string, error) {
 	if r.Host == "" {
 		r.Host = l.opts.Host
@@ -240,10 +337,6 @@ func (l *Log) write(r Receipt) (string, error) {
 		// A partial line is cut at the next refresh; the head is unchanged.
 		l.size = -1
 		return "", fmt.Errorf("write receipt: %w", err)
-	}
-	if err := datasync(l.f); err != nil {
-		l.size = -1
-		return "", fmt.Errorf("sync receipt: %w", err)
 	}
 	l.size += int64(n)
 	l.seq, l.prev = r.Seq, Digest(ln[:len(ln)-1])
@@ -342,18 +435,28 @@ func Files(dir string) []string {
 	return out
 }
 
-// Close closes the file. A nil Log is closed.
+// Close syncs what Write left waiting and closes the file. A nil Log is
+// closed.
 func (l *Log) Close() error {
 	if l == nil {
 		return nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.lockf == nil {
+		l.mu.Unlock()
 		return nil
+	}
+	var serr error
+	if len(l.unsynced) > 0 {
+		l.syncLocked()
+		if serr = l.syncErr; serr != nil {
+			serr = fmt.Errorf("sync receipts: %w", serr)
+		}
 	}
 	err := l.f.Close()
 	l.lockf.Close()
 	l.f, l.lockf = nil, nil
-	return err
+	l.mu.Unlock()
+	l.syncers.Wait()
+	return errors.Join(serr, err)
 }

@@ -2,9 +2,11 @@ package receipt_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +288,115 @@ func TestExportFilterElides(t *testing.T) {
 		forged = append(forged, ln)
 	}
 	wantFinding(t, verify(t, forged, receipt.Trust{Keys: []string{k.PublicKeyString()}}), "gateway#4", "chain broken")
+}
+
+// TestWriteGroupsItsSyncs: receipts written with Write by many goroutines
+// (with Appends among them, and rotations under way) are in the file as
+// soon as Write returns, every one's sync outcome arrives exactly once
+// (by Close at the latest), and the chain verifies.
+func TestWriteGroupsItsSyncs(t *testing.T) {
+	k := newKey(t)
+	dir := t.TempDir()
+	l, err := receipt.Open(receipt.Options{Dir: dir, Signer: k, Host: "gateway", MaxBytes: 6000, Keep: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Readable as soon as Write returns, before any sync is waited for.
+	if _, err := l.Write(runReceipt("first", "main", "echo", 0), nil); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(receipt.Path(dir)); !strings.Contains(string(data), `"runId":"first"`) {
+		t.Fatal("a receipt is not in the file once Write returned")
+	}
+	const writers, each = 8, 12
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if i%4 == 3 {
+					if _, err := l.Append(runReceipt(id, "main", "echo", 0)); err != nil {
+						t.Error(err)
+					}
+					continue
+				}
+				_, err := l.Write(runReceipt(id, "main", "echo", 0), func(err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						t.Errorf("sync of %s: %v", id, err)
+					}
+					outcomes[id]++
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := writers * (each - each/4); len(outcomes) != want {
+		t.Errorf("%d receipts heard their sync, want %d", len(outcomes), want)
+	}
+	for id, n := range outcomes {
+		if n != 1 {
+			t.Errorf("%s heard its sync %d times", id, n)
+		}
+	}
+	var buf bytes.Buffer
+	if err := receipt.Export(&buf, dir, receipt.Filter{}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	rep := verify(t, lines, receipt.Trust{Keys: []string{k.PublicKeyString()}})
+	if !rep.OK() || rep.Chains[0].Receipts < writers*each {
+		t.Fatalf("chain after concurrent writes: %d receipts, findings %v", rep.Chains[0].Receipts, rep.Findings)
+	}
+	if _, err := os.Stat(receipt.Path(dir) + ".1"); err != nil {
+		t.Errorf("no rotation happened while syncs were waiting: %v", err)
+	}
+}
+
+// TestSystemCrashTailCut: after a system crash, what was written but
+// never synced can read back as NUL bytes with later text after them;
+// the next open cuts the file at the line holding the first NUL and
+// continues the chain from the line before it.
+func TestSystemCrashTailCut(t *testing.T) {
+	k := newKey(t)
+	dir := t.TempDir()
+	l := openLog(t, dir, k, "gateway", 0)
+	for i := range 3 {
+		if _, err := l.Append(runReceipt(fmt.Sprint("r", i), "main", "echo", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	f, err := os.OpenFile(receipt.Path(dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"v":1,"kind":"run",` + strings.Repeat("\x00", 300) + `"sig":"x"}` + "\n")
+	f.Close()
+	c := openLog(t, dir, k, "gateway", 0)
+	if _, err := c.Append(runReceipt("after", "main", "echo", 0)); err != nil {
+		t.Fatalf("the chain does not continue past a crash's NULs: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := receipt.Export(&buf, dir, receipt.Filter{}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rep := verify(t, strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n"), receipt.Trust{Keys: []string{k.PublicKeyString()}})
+	if !rep.OK() || rep.Chains[0].Receipts != 4 {
+		t.Fatalf("after the cut: %+v", rep)
+	}
+	if data, _ := os.ReadFile(receipt.Path(dir)); bytes.IndexByte(data, 0) >= 0 {
+		t.Fatal("the NUL bytes were kept")
+	}
 }
