@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -27,9 +28,17 @@ const runTempPrefix = "exechost-run-"
 // temporary directory itself, which every cache watching a path beneath
 // it (a state directory, a cwd or a file in /tmp: fschange) would count as
 // a change, and work out again for every run. The zero value is ready.
+//
+// A run's directory is made ahead, after the run before it started (the
+// spare), and removed after the run on another goroutine: a mkdir and an
+// rmdir on a disk file system are a few hundred microseconds of the run's
+// path on a small machine (issue 39).
 type runTemps struct {
-	mu  sync.Mutex
-	dir string // the engine's directory; "" until made
+	mu     sync.Mutex
+	dir    string // the engine's directory; "" until made
+	spare  string // a run directory made ahead that no run has had; "" when none
+	making bool   // a spare is being made
+	bg     sync.WaitGroup
 }
 
 // parent returns the engine's directory, making it when there is none or
@@ -50,10 +59,13 @@ func (t *runTemps) parent(gone string) (string, error) {
 	return t.dir, nil
 }
 
-// close removes the engine's directory (a run after it makes another).
+// close waits for the removals and the making ahead under way, then
+// removes the engine's directory (a run after it makes another).
 func (t *runTemps) close() error {
+	t.bg.Wait()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.spare = ""
 	if t.dir == "" {
 		return nil
 	}
@@ -67,16 +79,84 @@ func (t *runTemps) close() error {
 // the command's temporary files go where it may write, and never into a
 // directory the request named.
 func (t *runTemps) make(env map[string]string) (string, map[string]string, func(), error) {
-	dir, err := t.run()
+	dir, err := t.take()
 	if err != nil {
 		return "", nil, nil, hint.Wrap(fmt.Errorf("create the run's temporary directory: %w", err), "check that the host's temporary directory is writable")
 	}
+	t.ahead()
 	env = maps.Clone(env)
 	if env == nil {
 		env = map[string]string{}
 	}
 	env["TMPDIR"] = dir
-	return dir, env, func() { _ = os.RemoveAll(dir) }, nil
+	return dir, env, func() { t.later(func() { _ = os.RemoveAll(dir) }) }, nil
+}
+
+// take returns the spare when it is still as it was made (an empty 0700
+// directory, no link: a run of security=full could have written there),
+// else makes a directory.
+func (t *runTemps) take() (string, error) {
+	t.mu.Lock()
+	spare := t.spare
+	t.spare = ""
+	t.mu.Unlock()
+	if spare != "" {
+		if unused(spare) {
+			return spare, nil
+		}
+		t.later(func() { _ = os.RemoveAll(spare) })
+	}
+	return t.run()
+}
+
+// unused reports whether dir is an empty directory of mode 0700.
+func unused(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		return false
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	return err == io.EOF
+}
+
+// ahead makes the next run's directory on another goroutine, unless one
+// is spare or being made.
+func (t *runTemps) ahead() {
+	t.mu.Lock()
+	if t.spare != "" || t.making {
+		t.mu.Unlock()
+		return
+	}
+	t.making = true
+	t.bg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.bg.Done()
+		dir, err := t.run()
+		t.mu.Lock()
+		t.making = false
+		if err == nil && t.spare == "" {
+			t.spare, dir = dir, ""
+		}
+		t.mu.Unlock()
+		if err == nil && dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+}
+
+// later runs f (a removal) on another goroutine that close waits for.
+func (t *runTemps) later(f func()) {
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		f()
+	}()
 }
 
 func (t *runTemps) run() (string, error) {

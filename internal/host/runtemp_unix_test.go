@@ -66,8 +66,80 @@ func TestRunTempNamesItsProcess(t *testing.T) {
 		t.Fatalf("TMPDIR %q, want %q", env["TMPDIR"], dir)
 	}
 	done()
+	temps.bg.Wait() // the removal runs off the run's path
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("%s still there after done: %v", dir, err)
+	}
+}
+
+// TestRunTempSpare: a run's directory is made ahead and handed to the
+// next run only while it is as it was made: every run has a directory of
+// its own, and a spare someone wrote into (a run of security=full can) or
+// replaced by a link is never handed out.
+func TestRunTempSpare(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var temps runTemps
+	defer temps.close()
+	seen := map[string]bool{}
+	take := func() (string, func()) {
+		t.Helper()
+		dir, _, done, err := temps.make(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[dir] {
+			t.Fatalf("%s handed out twice", dir)
+		}
+		seen[dir] = true
+		if !unused(dir) {
+			t.Fatalf("%s was handed out not empty", dir)
+		}
+		return dir, done
+	}
+	_, done := take()
+	temps.bg.Wait()
+	spare := temps.spare
+	if spare == "" {
+		t.Fatal("no directory was made ahead")
+	}
+	if dir, done2 := take(); dir != spare {
+		t.Errorf("the spare %s was not handed to the next run (got %s)", spare, dir)
+	} else {
+		done2()
+	}
+	done()
+	for _, plant := range []func(string) error{
+		func(d string) error { return os.WriteFile(filepath.Join(d, "planted"), []byte("x"), 0o600) },
+		func(d string) error { return os.Chmod(d, 0o755) },
+		func(d string) error {
+			if err := os.Remove(d); err != nil {
+				return err
+			}
+			return os.Symlink(t.TempDir(), d)
+		},
+	} {
+		temps.bg.Wait()
+		spare := temps.spare
+		if spare == "" {
+			t.Fatal("no directory was made ahead")
+		}
+		if err := plant(spare); err != nil {
+			t.Fatal(err)
+		}
+		dir, done := take()
+		if dir == spare {
+			t.Errorf("a spare changed after it was made was handed out: %s", dir)
+		}
+		done()
+	}
+	temps.bg.Wait()
+	if err := temps.close(); err != nil {
+		t.Fatal(err)
+	}
+	for d := range seen {
+		if _, err := os.Lstat(d); !os.IsNotExist(err) {
+			t.Errorf("%s outlived close: %v", d, err)
+		}
 	}
 }
 
@@ -116,7 +188,9 @@ func TestRunsLeaveTheTempDirAlone(t *testing.T) {
 		t.Errorf("the temporary directory holds %d entries, want policy.json and the engine's directory", len(ents))
 	}
 
-	if err := os.RemoveAll(filepath.Dir(run())); err != nil {
+	gone := filepath.Dir(run())
+	temps.bg.Wait() // the next run's directory, made ahead in it, too
+	if err := os.RemoveAll(gone); err != nil {
 		t.Fatal(err)
 	}
 	if dir := run(); !strings.HasPrefix(filepath.Base(filepath.Dir(dir)), runTempPrefix) {
