@@ -264,11 +264,12 @@ type wireAppender interface {
 
 // appendJSON appends f's wire encoding to dst: the same bytes Marshal
 // would give (fields in struct order, empty ones omitted), except that
-// Params and Payload are spliced in as they are instead of re-compacted.
-// They are valid JSON because every Frame is built by NewRequest, NewResult
-// or NewEvent (through marshalRaw) or by DecodeFrame (which validated
-// them); for a system.run result that skips a full scan and copy of up to
-// a megabyte of output per hop.
+// Params and Payload are spliced in as they are instead of re-compacted,
+// and a wire type's body (a run's result) is written in their place. They
+// are valid JSON because every Frame is built by NewRequest, NewResult or
+// NewEvent (through marshalRaw or a wire type's own encoder) or by
+// DecodeFrame (which validated them); for a system.run result that skips
+// a full scan and copy of up to a megabyte of output per hop.
 func (f Frame) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"type":`...)
 	dst = appendString(dst, f.Type)

@@ -246,7 +246,8 @@ func (r ExecResult) appendWire(dst []byte) []byte {
 
 // appendWire encodes r as Marshal would (fields in struct order, empty
 // droppedBytes and error omitted), its output through appendQuoted: how
-// a node writes its system.run result (MarshalPayload).
+// a node writes its system.run result, straight into its answer's frame
+// (InvokeOK).
 func (r SystemRunResult) appendWire(dst []byte) []byte {
 	// Room for the output with an escape every 16 bytes, grown once.
 	if n := len(r.Stdout) + len(r.Stderr) + len(r.Error); cap(dst)-len(dst) < n+n/16+160 {
