@@ -38,7 +38,10 @@ type runTemps struct {
 	dir    string // the engine's directory; "" until made
 	spare  string // a run directory made ahead that no run has had; "" when none
 	making bool   // a spare is being made
-	bg     sync.WaitGroup
+	// bg counts the removals and the making ahead under way; closing
+	// (set while close waits for them) keeps new ones from starting.
+	bg      sync.WaitGroup
+	closing bool
 }
 
 // parent returns the engine's directory, making it when there is none or
@@ -62,9 +65,13 @@ func (t *runTemps) parent(gone string) (string, error) {
 // close waits for the removals and the making ahead under way, then
 // removes the engine's directory (a run after it makes another).
 func (t *runTemps) close() error {
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
 	t.bg.Wait()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closing = false
 	t.spare = ""
 	if t.dir == "" {
 		return nil
@@ -128,7 +135,7 @@ func unused(dir string) bool {
 // is spare or being made.
 func (t *runTemps) ahead() {
 	t.mu.Lock()
-	if t.spare != "" || t.making {
+	if t.spare != "" || t.making || t.closing {
 		t.mu.Unlock()
 		return
 	}
@@ -150,9 +157,17 @@ func (t *runTemps) ahead() {
 	}()
 }
 
-// later runs f (a removal) on another goroutine that close waits for.
+// later runs f (a removal) on another goroutine that close waits for;
+// while close waits, on this one.
 func (t *runTemps) later(f func()) {
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		f()
+		return
+	}
 	t.bg.Add(1)
+	t.mu.Unlock()
 	go func() {
 		defer t.bg.Done()
 		f()

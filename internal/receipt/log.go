@@ -238,7 +238,8 @@ func (l *Log) Append(r Receipt) (string, error) {
 // crash of this process can no longer lose it. The fdatasync that makes
 // it survive a system crash follows at once on another goroutine, shared
 // with every receipt written meanwhile (group commit); synced, when not
-// nil, gets its outcome there, and Close waits for it. It is for a run's
+// nil, gets its outcome there (with the log locked: it must not call the
+// log), and Close waits for it. It is for a run's
 // receipt on the path of the run's result, as the audit log's finished
 // record (docs/audit-durability.md says what a system crash can lose).
 func (l *Log) Write(r Receipt, synced func(error)) (string, error) {
