@@ -155,25 +155,13 @@ func (b *bench) outputRows(c *cluster, nodeID string) {
 // decodes it as an agent does, once each: the least the design's JSON
 // wire costs those bytes, with no seal and no socket.
 func wireOnce(file string, size int) func() error {
-	data, err := os.ReadFile(file)
+	res, size, err := keptResult(file, size)
 	if err != nil {
 		return func() error { return err }
 	}
-	size = min(size, runner.MaxOutput)
-	res := bridge.SystemRunResult{Stdout: string(data[:size]), Success: true}
 	return func() error {
-		p, err := bridge.MarshalPayload(res)
-		if err != nil {
-			return err
-		}
-		var er bridge.ExecResult
-		if err := bridge.Unmarshal(p, bridge.OutputInto(&er)); err != nil {
-			return err
-		}
-		if len(er.Stdout) != size {
-			return fmt.Errorf("decoded %d bytes, want %d", len(er.Stdout), size)
-		}
-		return nil
+		_, err := encodeDecode(res, size, nil)
+		return err
 	}
 }
 
@@ -184,12 +172,10 @@ func wireOnce(file string, size int) func() error {
 // channel's cipher), and the SHA-256 of the output the node's receipt and
 // the gateway's countersignature each take.
 func bytesOwnWork(file string, size int) func() error {
-	data, err := os.ReadFile(file)
+	res, size, err := keptResult(file, size)
 	if err != nil {
 		return func() error { return err }
 	}
-	size = min(size, runner.MaxOutput)
-	res := bridge.SystemRunResult{Stdout: string(data[:size]), Success: true}
 	block, err := aes.NewCipher(make([]byte, 32))
 	if err != nil {
 		return func() error { return err }
@@ -199,30 +185,56 @@ func bytesOwnWork(file string, size int) func() error {
 		return func() error { return err }
 	}
 	nonce := make([]byte, gcm.NonceSize())
+	sealOpen := func(p []byte) ([]byte, error) {
+		sealed := gcm.Seal(p[:0:0], nonce, p, nil)
+		return gcm.Open(sealed[:0], nonce, sealed, nil)
+	}
 	return func() error {
 		for hop := 0; hop < 2; hop++ {
-			p, err := bridge.MarshalPayload(res)
+			out, err := encodeDecode(res, size, sealOpen)
 			if err != nil {
 				return err
 			}
-			sealed := gcm.Seal(p[:0:0], nonce, p, nil)
-			opened, err := gcm.Open(sealed[:0], nonce, sealed, nil)
-			if err != nil {
-				return err
-			}
-			var er bridge.ExecResult
-			if err := bridge.Unmarshal(opened, bridge.OutputInto(&er)); err != nil {
-				return err
-			}
-			if len(er.Stdout) != size {
-				return fmt.Errorf("decoded %d bytes, want %d", len(er.Stdout), size)
-			}
-			if len(receipt.SHA256String(er.Stdout)) != 2*sha256.Size { // as the receipts take it
+			if len(receipt.SHA256String(out)) != 2*sha256.Size { // as the receipts take it
 				return errors.New("no digest")
 			}
 		}
 		return nil
 	}
+}
+
+// keptResult is the result a run of `cat file` keeps: the file, up to
+// the output cap, and that size.
+func keptResult(file string, size int) (bridge.SystemRunResult, int, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return bridge.SystemRunResult{}, 0, err
+	}
+	size = min(size, runner.MaxOutput, len(data))
+	return bridge.SystemRunResult{Stdout: string(data[:size]), Success: true}, size, nil
+}
+
+// encodeDecode encodes res as a node does (`bridge.MarshalPayload`),
+// passes the bytes through channel when there is one, decodes them as an
+// agent's call does and returns the stdout it read.
+func encodeDecode(res bridge.SystemRunResult, size int, channel func([]byte) ([]byte, error)) (string, error) {
+	p, err := bridge.MarshalPayload(res)
+	if err != nil {
+		return "", err
+	}
+	if channel != nil {
+		if p, err = channel(p); err != nil {
+			return "", err
+		}
+	}
+	var er bridge.ExecResult
+	if err := bridge.Unmarshal(p, bridge.OutputInto(&er)); err != nil {
+		return "", err
+	}
+	if len(er.Stdout) != size {
+		return "", fmt.Errorf("decoded %d bytes, want %d", len(er.Stdout), size)
+	}
+	return er.Stdout, nil
 }
 
 // metRatio says whether s's p50 is within limit × the baseline's.
