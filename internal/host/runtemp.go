@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -114,21 +113,6 @@ func (t *runTemps) take() (string, error) {
 		t.later(func() { _ = os.RemoveAll(spare) })
 	}
 	return t.run()
-}
-
-// unused reports whether dir is an empty directory of mode 0700.
-func unused(dir string) bool {
-	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		return false
-	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	_, err = f.Readdirnames(1)
-	return err == io.EOF
 }
 
 // ahead makes the next run's directory on another goroutine, unless one

@@ -4,6 +4,7 @@ package host
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
 )
@@ -23,4 +24,25 @@ func ownedByUs(path string) bool {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && int(st.Uid) == os.Getuid()
+}
+
+// unused reports whether dir is still a run directory as made: an empty
+// directory of mode 0700 owned by this user. It is opened without
+// following a link and checked through that one descriptor, so a link
+// put in its place is refused rather than followed.
+func unused(dir string) bool {
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		return false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return false
+	}
+	_, err = f.Readdirnames(1)
+	return err == io.EOF
 }
