@@ -71,12 +71,16 @@ type Log struct {
 
 	// Write's syncs: the receipts written to f but not yet synced wait in
 	// unsynced (each with its callback, which may be nil); one goroutine
-	// at a time (syncing) syncs f for all of them, and reopen and Close
-	// sync them before f is closed.
+	// at a time (syncing) syncs f for all of them without holding mu, so
+	// writes go on meanwhile, and reopen and Close sync what still waits
+	// before f is closed.
 	unsynced []func(error)
 	syncing  bool
 	syncers  sync.WaitGroup
 	syncErr  error // the last sync's outcome, for Append
+	// fileMu is held for reading by that goroutine's sync and for
+	// writing by whoever closes f: a file is never closed under a sync.
+	fileMu sync.RWMutex
 }
 
 // Path returns the receipt log's path in dir.
@@ -133,7 +137,7 @@ func (l *Log) reopen() error {
 		if len(l.unsynced) > 0 {
 			l.syncLocked() // what Write left waiting is in this file
 		}
-		l.f.Close()
+		l.closeFile()
 	}
 	l.f, l.size = f, -1
 	return nil
@@ -238,8 +242,8 @@ func (l *Log) Append(r Receipt) (string, error) {
 // crash of this process can no longer lose it. The fdatasync that makes
 // it survive a system crash follows at once on another goroutine, shared
 // with every receipt written meanwhile (group commit); synced, when not
-// nil, gets its outcome there (with the log locked: it must not call the
-// log), and Close waits for it. It is for a run's
+// nil, gets its outcome there (possibly with the log locked: it must not
+// call the log), and Close waits for it. It is for a run's
 // receipt on the path of the run's result, as the audit log's finished
 // record (docs/audit-durability.md says what a system crash can lose).
 func (l *Log) Write(r Receipt, synced func(error)) (string, error) {
@@ -273,14 +277,35 @@ func (l *Log) syncLoop() {
 			l.mu.Unlock()
 			return
 		}
-		l.syncLocked()
+		waiting, f := l.unsynced, l.f
+		l.unsynced = nil
+		l.fileMu.RLock() // taken under mu: f cannot be closed before it
 		l.mu.Unlock()
+		err := datasync(f)
+		l.fileMu.RUnlock()
+		if err != nil {
+			l.mu.Lock()
+			l.size = -1 // re-read the head before the next write
+			l.mu.Unlock()
+		}
+		for _, cb := range waiting {
+			if cb != nil {
+				cb(err)
+			}
+		}
 	}
 }
 
+// closeFile closes f once no sync of it is under way. The caller holds mu.
+func (l *Log) closeFile() error {
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	return l.f.Close()
+}
+
 // syncLocked syncs f and tells every receipt waiting for it the outcome;
-// Append's own outcome is left in syncErr. The caller holds mu: a sync
-// holds back the next write, never the caller of a Write before it.
+// Append's own outcome is left in syncErr. The caller holds mu (Append,
+// which waits for the disk anyway, and the closing of f).
 func (l *Log) syncLocked() {
 	waiting := l.unsynced
 	l.unsynced = nil
@@ -454,7 +479,7 @@ func (l *Log) Close() error {
 			serr = fmt.Errorf("sync receipts: %w", serr)
 		}
 	}
-	err := l.f.Close()
+	err := l.closeFile()
 	l.lockf.Close()
 	l.f, l.lockf = nil, nil
 	l.mu.Unlock()
