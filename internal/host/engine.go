@@ -240,6 +240,7 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 		return res, err
 	}
 	e.audit(rec)
+	spec.StartNotice = StartNotice
 	spec.OnStart = func() {
 		e.emit(bridge.ExecEvent{Kind: bridge.EventExecStarted, RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, NodeID: e.NodeID, Host: string(e.Host), Command: p.Text})
 	}

@@ -105,6 +105,15 @@ func FromWire(w bridge.SystemRunResult) runner.Result {
 	}
 }
 
+// StartNotice is how long a run's exec.started may wait
+// (runner.Spec.StartNotice): a run that ends sooner reports its start just
+// before its end, in the same moment, instead of having a node write a
+// frame and its gateway handle it while the command runs (issue 39: a
+// quarter of a millisecond per short run on a 2-core machine). A longer
+// run's start is heard this much later, well within what its session's
+// next prompt or poll could tell apart.
+const StartNotice = 50 * time.Millisecond
+
 // DefaultPromptTimeout is how long a prompt waits for a human before
 // askFallback applies.
 const DefaultPromptTimeout = 120 * time.Second

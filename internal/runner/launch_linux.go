@@ -272,9 +272,8 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 		}
 	})
 	defer stopKill()
-	if ls.OnStart != nil {
-		ls.OnStart()
-	}
+	notice := startNotice(ls)
+	defer notice.now() // the process started, whatever ends the supervision
 
 	bp := copyBufs.Get().(*[copyBufSize]byte)
 	defer copyBufs.Put(bp)
@@ -283,7 +282,7 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 	exit := &fds[len(fds)-1]
 	var graceEnd time.Time
 	for {
-		wait := -1 // milliseconds; -1: until something happens
+		wait := notice.wait() // milliseconds; -1: until something happens
 		if exit.Fd < 0 {
 			if outs.open == 0 {
 				break
@@ -296,7 +295,7 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 				tree.kill()
 				break
 			}
-			wait = int((left + time.Millisecond - 1) / time.Millisecond)
+			wait = int((left + time.Millisecond - 1) / time.Millisecond) // the notice went with the exit
 		}
 		if _, err := unix.Poll(fds, wait); err != nil {
 			if err == unix.EINTR {
@@ -314,6 +313,7 @@ func superviseStarted(ctx context.Context, ls launchSpec, start time.Time, pid, 
 			// zombie until the deferred reap.
 			r.killedBy = markExited()
 			exitSeen = true
+			notice.now()
 			r.duration = time.Since(start)
 			if r.killedBy != nil {
 				// Anything forked while the kill was in flight dies now.

@@ -91,6 +91,14 @@ type Spec struct {
 	// that it started, while it runs rather than before. It must not
 	// block for long. It is not called when nothing started.
 	OnStart func()
+	// StartNotice, when positive, is how long OnStart may wait: it is
+	// called once the process has run that long, or as soon as its exit
+	// is seen if that comes first (still before Run returns). A run
+	// shorter than it reports its start together with its end, so a
+	// notice that crosses a wire (a node's exec.started) costs a short
+	// run nothing while it runs. Zero calls OnStart at once. Where runs
+	// are not supervised by one poll loop, OnStart is called at once.
+	StartNotice time.Duration
 	// Executable, when set, is the file argv[0] was decided on: the
 	// runner opens argv[0], refuses the start (ErrExecutableChanged) if it
 	// is another file, and starts the open file by its descriptor (Pin),
@@ -374,6 +382,45 @@ func (r *Runner) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	res.Success = res.ExitCode == 0 && !res.TimedOut
 	return res, nil
+}
+
+// notice calls a started run's OnStart once, by its StartNotice.
+type notice struct {
+	f  func()
+	at time.Time
+}
+
+// startNotice is ls's notice, called at once unless ls lets it wait.
+func startNotice(ls launchSpec) *notice {
+	n := &notice{f: ls.OnStart}
+	if ls.StartNotice <= 0 {
+		n.now()
+	} else {
+		n.at = time.Now().Add(ls.StartNotice)
+	}
+	return n
+}
+
+// now calls OnStart unless it was called.
+func (n *notice) now() {
+	if f := n.f; f != nil {
+		n.f = nil
+		f()
+	}
+}
+
+// wait calls OnStart if it is due and returns how long a poll may wait
+// for it in milliseconds: -1 once it was called.
+func (n *notice) wait() int {
+	if n.f == nil {
+		return -1
+	}
+	left := time.Until(n.at)
+	if left <= 0 {
+		n.now()
+		return -1
+	}
+	return int((left + time.Millisecond - 1) / time.Millisecond)
 }
 
 // launchSpec is a validated Spec: what a launcher starts.

@@ -525,3 +525,67 @@ func reaperLists(pgid int) bool {
 	}
 	return false
 }
+
+// TestStartNotice: a start notice let wait (Spec.StartNotice) comes once,
+// before Run returns, while a run that outlasts it still runs and with the
+// end of one that does not.
+func TestStartNotice(t *testing.T) {
+	t.Parallel()
+	t.Run("heard while a longer run runs", func(t *testing.T) {
+		t.Parallel()
+		flag := filepath.Join(t.TempDir(), "started")
+		calls := 0
+		// The command ends only once the notice came: a notice held to
+		// the end would leave it to its timeout.
+		res, err := runWithin(t, Spec{
+			Command: `while [ ! -e ` + flag + ` ]; do sleep 0.01; done`, Timeout: 10 * time.Second,
+			StartNotice: time.Millisecond,
+			OnStart: func() {
+				calls++
+				if err := os.WriteFile(flag, nil, 0o600); err != nil {
+					t.Error(err)
+				}
+			},
+		})
+		if err != nil || res.TimedOut || res.ExitCode != 0 {
+			t.Fatalf("run: %v, %+v", err, outcomeOf(res))
+		}
+		if calls != 1 {
+			t.Fatalf("OnStart called %d times; want once", calls)
+		}
+	})
+	t.Run("heard with the end of a shorter run", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		// An hour's notice must not hold up the end of a run.
+		res, err := runWithin(t, Spec{Argv: []string{"true"}, StartNotice: time.Hour, OnStart: func() { calls++ }})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("run: %v, %+v", err, outcomeOf(res))
+		}
+		if calls != 1 {
+			t.Fatalf("OnStart called %d times; want once", calls)
+		}
+	})
+}
+
+// runWithin runs spec and fails t if Run has not returned within a
+// minute.
+func runWithin(t *testing.T, spec Spec) (Result, error) {
+	t.Helper()
+	type out struct {
+		res Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := testRunner.Run(context.Background(), spec)
+		done <- out{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return within a minute")
+		return Result{}, nil
+	}
+}
