@@ -3,9 +3,11 @@ package host
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/exechost/exechost/internal/approvals"
 	"github.com/exechost/exechost/internal/confine"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/runner"
@@ -30,7 +32,7 @@ import (
 // The state directory is protected whatever the policy says.
 func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
 	if p.jail == nil {
-		r, _ := e.jail(p).Resolve() // once per run: its reach and its start
+		r := e.jail(p) // once per run: its reach and its start
 		p.jail = &r
 	}
 	c := *p.jail
@@ -41,16 +43,29 @@ func (e *Engine) confinement(p *Prepared, tmp string) *confine.Confinement {
 	return &c
 }
 
-// jail is confinement without the run's temporary directory.
-func (e *Engine) jail(p *Prepared) *confine.Confinement {
+// jail is confinement, resolved (confine.Confinement.Resolve), without
+// the run's temporary directory. What a confined run's jail is worked out
+// from — its cwd, the confine member, the home's part (homeReachOf) — is
+// kept between runs (cwdjail.go). The slices of what it returns are
+// shared: copy before changing them.
+func (e *Engine) jail(p *Prepared) confine.Confinement {
 	asked := p.Resolved.Confine
-	c := &confine.Confinement{Protected: []string{e.StateDir}, Unsupported: confine.UnsupportedWarn}
 	if asked == nil && p.Effective.Security == policy.SecurityFull {
-		c.Writable, c.Network = []string{"/"}, confine.NetworkAll
-		return c
+		c := confine.Confinement{Protected: []string{e.StateDir}, Unsupported: confine.UnsupportedWarn,
+			Writable: []string{"/"}, Network: confine.NetworkAll}
+		r, _ := c.Resolve()
+		return r
 	}
+	return e.cwdJail(p.Cwd, asked)
+}
+
+// jailFrom works out the jail of a run in cwd confined as asked says (nil:
+// the default jail), given the home's part; rec (nil: none) records every
+// path it reads.
+func (e *Engine) jailFrom(rec *lookups, cwd string, asked *approvals.ResolvedConfine, home *homeReach) confine.Confinement {
 	res := newResolver()
-	c.Writable, c.Network, c.Unsupported = []string{p.Cwd}, confine.NetworkNone, confine.UnsupportedDeny
+	res.rec = rec
+	c := confine.Confinement{Protected: []string{e.StateDir}, Writable: []string{cwd}, Network: confine.NetworkNone, Unsupported: confine.UnsupportedDeny}
 	if asked != nil {
 		c.Writable = append(c.Writable, asked.Writable...)
 		if asked.Network != "" {
@@ -65,7 +80,6 @@ func (e *Engine) jail(p *Prepared) *confine.Confinement {
 			}
 		}
 	}
-	home := e.homeReachOf(asked)
 	c.Hidden = slices.Clone(home.hidden)
 	// A root inside a hidden path is not granted (as one inside the
 	// protected set): hidden wins, whatever the cwd or writable says.
@@ -76,8 +90,19 @@ func (e *Engine) jail(p *Prepared) *confine.Confinement {
 		}
 	}
 	c.Writable = writable
-	c.ReadOnly = e.readOnly(res, p.Cwd, writable, asked, home.persist)
-	return c
+	c.ReadOnly = e.readOnly(res, cwd, writable, asked, home.persist)
+	// Resolve looks the protected set and the writable roots up again.
+	for _, q := range slices.Concat(c.Protected, c.Writable) {
+		if filepath.IsAbs(q) {
+			rec.lookedUp(q)
+		}
+	}
+	r, _ := c.Resolve()
+	// Kept and shared between runs: an append by one must not write into
+	// another's.
+	r.Protected, r.Writable, r.ReadOnly = slices.Clip(r.Protected), slices.Clip(r.Writable), slices.Clip(r.ReadOnly)
+	r.Hidden, r.Sockets = slices.Clip(r.Hidden), slices.Clip(r.Sockets)
+	return r
 }
 
 // confineRules is the engine's Landlock rule builder: the rules around the

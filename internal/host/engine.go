@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/exechost/exechost/internal/bridge"
@@ -122,8 +123,10 @@ type Engine struct {
 	jailMu     sync.Mutex // guards jailPool, jailClosed
 	jailPool   *jail.Pool
 	jailClosed bool
-	homes      homeReaches // the jails' hidden sets (homereach.go)
-	temps      runTemps    // the runs' private temporary directories
+	homes      memos[*homeReach]          // the jails' hidden sets (homereach.go)
+	homeGen    atomic.Uint64              // numbers the homeReaches worked out
+	cwdJails   memos[confine.Confinement] // the jails without their tmp (cwdjail.go)
+	temps      runTemps                   // the runs' private temporary directories
 	usage      usageQueue
 	digests    digests
 	egr        egressState // the egress proxy (egress.go)
@@ -195,6 +198,12 @@ func (e *Engine) Run(ctx context.Context, req Request) (Result, error) {
 	if req.RunID == "" {
 		req.RunID = newRunID()
 	}
+	// The runs' temporary directories' own directory is made before the
+	// first jail is worked out and kept: made after, it would be a new
+	// entry in the host's temporary directory, which a kept jail watches
+	// when the state directory or the cwd lies beneath it (cwdjail.go).
+	// An error here is the run's to report (spec).
+	_, _ = e.temps.parent("")
 	p, err := e.Prepare(req)
 	if err != nil {
 		if errors.Is(err, runner.ErrDangerousEnv) {

@@ -17,8 +17,12 @@ import (
 // default sets (a hundred system calls, a fifth of the CPU of a node's
 // Engine.Run: issue 39), so the engine keeps it per home,
 // confine.readable and confine.hidden for as long as package fschange
-// vouches that nothing it was worked out from has changed (homeReaches).
+// vouches that nothing it was worked out from has changed (memos).
 type homeReach struct {
+	// gen tells one worked-out homeReach from any other of its engine
+	// (Engine.homeGen): what is worked out from it is kept under it
+	// (cwdjail.go).
+	gen     uint64
 	hidden  []string     // real paths, sorted
 	persist []persistent // approvals.Persistence(home), in its order
 }
@@ -31,6 +35,7 @@ type persistent struct{ name, real string }
 type lookups struct {
 	names []string // paths looked up (each lstat(2), each link read)
 	lists []string // directories whose entries were listed
+	reads []string // files whose content was read (each also looked up)
 	// unwatchable: a lookup the watches would not cover (a pattern with
 	// a wildcard above its last name); such a result is never kept.
 	unwatchable bool
@@ -41,6 +46,15 @@ type lookups struct {
 func (rec *lookups) lookedUp(p string) {
 	if rec != nil {
 		rec.names = append(rec.names, p)
+	}
+}
+
+// read records the file p whose content was read (or would have been,
+// had it existed).
+func (rec *lookups) read(p string) {
+	if rec != nil {
+		rec.names = append(rec.names, p)
+		rec.reads = append(rec.reads, p)
 	}
 }
 
@@ -76,16 +90,18 @@ func (rec *lookups) covers(other *lookups) bool {
 		}
 		return m
 	}
-	names, lists := has(rec.names), has(rec.lists)
+	names, lists, reads := has(rec.names), has(rec.lists), has(rec.reads)
 	return !other.unwatchable &&
 		!slices.ContainsFunc(other.names, func(p string) bool { return !names[p] }) &&
-		!slices.ContainsFunc(other.lists, func(p string) bool { return !lists[p] })
+		!slices.ContainsFunc(other.lists, func(p string) bool { return !lists[p] }) &&
+		!slices.ContainsFunc(other.reads, func(p string) bool { return !reads[p] })
 }
 
 // watch takes the watches that vouch for a result worked out, after it,
 // from rec's lookups: the directories each lookup reads and what it ends
 // at (fschange.Watch), and the entries of each listed directory
-// (WatchStat). false: some are not watchable (a network file system, too
+// (WatchStat), and the content of each file read (WatchContent). false:
+// some are not watchable (a network file system, too
 // many links), and nothing can be kept.
 func (rec *lookups) watch(w *fschange.Watcher) ([]fschange.Set, bool) {
 	if rec.unwatchable || len(rec.names) == 0 {
@@ -103,26 +119,35 @@ func (rec *lookups) watch(w *fschange.Watcher) ([]fschange.Set, bool) {
 		}
 		sets = append(sets, lists)
 	}
+	if len(rec.reads) > 0 {
+		reads, ok := w.WatchContent(rec.reads)
+		if !ok {
+			return nil, false
+		}
+		sets = append(sets, reads)
+	}
 	return sets, true
 }
 
-// homeReaches keeps the homeReach of each home and confine.readable and
-// confine.hidden (the zero value is ready). A kept one is handed out
-// while every watch taken before it was worked out is unchanged; a
+// memos keeps results worked out from the file system (the zero value is
+// ready): a home's homeReach (Engine.homes), a run's jail without its
+// temporary directory (Engine.cwdJails, cwdjail.go). A kept one is handed
+// out while every watch taken before it was worked out is unchanged; a
 // change (an entry created, removed or renamed in a directory it looked
-// in, a mount) works it out again, under watches taken first.
-type homeReaches struct {
+// in, a file it read written, a mount) works it out again, under watches
+// taken first.
+type memos[T any] struct {
 	mu sync.Mutex // guards the rest
-	m  map[string]*homeMemo
-	// worked counts the times a homeReach was worked out (a kept one
-	// handed out is not).
+	m  map[string]*memo[T]
+	// worked counts the times a result was worked out (a kept one handed
+	// out is not).
 	worked int
 }
 
-type homeMemo struct {
-	hr   *homeReach
-	rec  lookups        // what hr was worked out from
-	sets []fschange.Set // the watches that vouch for hr; nil: none do
+type memo[T any] struct {
+	v    T
+	rec  lookups        // what v was worked out from
+	sets []fschange.Set // the watches that vouch for v; nil: none do
 	used bool           // handed out kept at least once
 	// cool counts calls left that work it out without watches: its
 	// watches changed before vouching for a single reuse (a directory
@@ -131,17 +156,18 @@ type homeMemo struct {
 	cool int
 }
 
-// maxHomeReaches bounds the kept results: one per distinct
-// confine.readable and confine.hidden in the policy, so a handful.
-const maxHomeReaches = 64
+// maxMemos bounds the results one memos keeps: one per distinct
+// confine.readable and confine.hidden in the policy for homes, one per
+// cwd and confine member for jails. A full one starts again empty.
+const maxMemos = 64
 
-// homeCooling is how many runs work a homeReach out without watches
-// after its watches changed before it was handed out kept once.
-const homeCooling = 64
+// memoCooling is how many calls work a result out without watches after
+// its watches changed before it was handed out kept once.
+const memoCooling = 64
 
-// get returns the homeReach of key, kept or worked out by work (which
+// get returns the result of key, kept or worked out by work (which
 // records its lookups in the lookups it is given).
-func (h *homeReaches) get(key string, w *fschange.Watcher, work func(*lookups) *homeReach) *homeReach {
+func (h *memos[T]) get(key string, w *fschange.Watcher, work func(*lookups) T) T {
 	view := w.Poll()
 	h.mu.Lock()
 	m := h.m[key]
@@ -163,11 +189,11 @@ func (h *homeReaches) get(key string, w *fschange.Watcher, work func(*lookups) *
 			h.mu.Lock()
 			m.used = true
 			h.mu.Unlock()
-			return m.hr
+			return m.v
 		}
 		if !used {
 			h.mu.Lock()
-			m.cool, m.sets = homeCooling, nil // then watched afresh
+			m.cool, m.sets = memoCooling, nil // then watched afresh
 			h.mu.Unlock()
 			h.count()
 			return work(nil)
@@ -186,7 +212,7 @@ func (h *homeReaches) get(key string, w *fschange.Watcher, work func(*lookups) *
 	}
 	sets, ok := prev.watch(w)
 	var rec lookups
-	hr := work(&rec)
+	v := work(&rec)
 	h.count()
 	if !ok || !prev.covers(&rec) {
 		// Not vouched for: handed out this once, and the next call
@@ -195,14 +221,14 @@ func (h *homeReaches) get(key string, w *fschange.Watcher, work func(*lookups) *
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.m == nil || len(h.m) >= maxHomeReaches {
-		h.m = map[string]*homeMemo{}
+	if h.m == nil || len(h.m) >= maxMemos {
+		h.m = map[string]*memo[T]{}
 	}
-	h.m[key] = &homeMemo{hr: hr, rec: rec, sets: sets}
-	return hr
+	h.m[key] = &memo[T]{v: v, rec: rec, sets: sets}
+	return v
 }
 
-func (h *homeReaches) count() {
+func (h *memos[T]) count() {
 	h.mu.Lock()
 	h.worked++
 	h.mu.Unlock()
@@ -218,7 +244,7 @@ func (e *Engine) homeReachOf(asked *approvals.ResolvedConfine) *homeReach {
 	work := func(rec *lookups) *homeReach {
 		res := newResolver()
 		res.rec = rec
-		hr := &homeReach{hidden: e.hidden(res, readable, hidden)}
+		hr := &homeReach{gen: e.homeGen.Add(1), hidden: e.hidden(res, readable, hidden)}
 		for _, p := range approvals.Persistence(e.Home) {
 			hr.persist = append(hr.persist, persistent{name: p, real: res.real(p)})
 		}

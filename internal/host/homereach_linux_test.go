@@ -109,14 +109,14 @@ func TestHomeReachFollowsTheHome(t *testing.T) {
 
 // TestHomeReachCoolsWhileItNeverHolds: a hidden set whose watches change
 // before it is handed out kept once (a home that changes all the time) is
-// worked out without watches for the next homeCooling runs, then watched
+// worked out without watches for the next memoCooling runs, then watched
 // and kept again.
 func TestHomeReachCoolsWhileItNeverHolds(t *testing.T) {
 	j := newJailFixture(t, policy.SecurityAllowlist)
 	t.Setenv("TMPDIR", t.TempDir())
 	j.jailOf(t, j.repo)
 	mkfiles(t, j.home, "churn")
-	for i := range homeCooling + 1 {
+	for i := range memoCooling + 1 {
 		before := j.worked()
 		j.jailOf(t, j.repo)
 		if j.worked() != before+1 {

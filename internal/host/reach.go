@@ -265,7 +265,7 @@ func (e *Engine) readOnly(res *resolver, cwd string, writable []string, asked *a
 			cands = append(cands, p.real)
 		}
 	}
-	hooks, config := repoPersistence(cwd)
+	hooks, config := repoPersistence(cwd, res.rec)
 	for _, rp := range []struct{ name, path string }{{approvals.RepoHooks, hooks}, {approvals.RepoConfig, config}} {
 		if rp.path != "" && !slices.Contains(open, rp.name) && !slices.Contains(open, rp.path) {
 			cands = append(cands, res.real(rp.path))
@@ -286,19 +286,23 @@ func (e *Engine) readOnly(res *resolver, cwd string, writable []string, asked *a
 // repoPersistence finds the git repository holding dir (a .git directory,
 // or a .git file naming the git directory of a worktree) and returns its
 // hooks directory (core.hooksPath when its config sets one) and its
-// config file; "" for both outside a repository.
-func repoPersistence(dir string) (hooks, config string) {
+// config file; "" for both outside a repository. rec (nil: none) records
+// what it reads.
+func repoPersistence(dir string, rec *lookups) (hooks, config string) {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		dotgit := filepath.Join(d, ".git")
+		rec.lookedUp(dotgit)
 		fi, err := os.Stat(dotgit)
 		if err == nil {
 			gitdir := dotgit
 			if !fi.IsDir() {
+				rec.read(dotgit)
 				if gitdir = gitFile(dotgit); gitdir == "" {
 					return "", ""
 				}
 			}
 			common := gitdir
+			rec.read(filepath.Join(gitdir, "commondir"))
 			if b, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
 				c := strings.TrimSpace(string(b))
 				if !filepath.IsAbs(c) {
@@ -308,6 +312,7 @@ func repoPersistence(dir string) (hooks, config string) {
 			}
 			config = filepath.Join(common, "config")
 			hooks = filepath.Join(common, "hooks")
+			rec.read(config)
 			if hp := hooksPath(config); hp != "" {
 				if !filepath.IsAbs(hp) {
 					hp = filepath.Join(d, hp)

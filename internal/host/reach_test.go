@@ -181,7 +181,7 @@ func TestJailWorktreeHooksPath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(wt, ".git"), []byte("gitdir: "+filepath.Join(main, ".git/worktrees/wt")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hooks, config := repoPersistence(filepath.Join(wt, "src"))
+	hooks, config := repoPersistence(filepath.Join(wt, "src"), nil)
 	// core.hooksPath is relative to the worktree that runs the hook.
 	if want := filepath.Join(wt, ".githooks"); hooks != want {
 		t.Errorf("hooks = %s, want %s", hooks, want)
