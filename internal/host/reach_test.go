@@ -287,11 +287,11 @@ func TestJailHiddenWins(t *testing.T) {
 }
 
 // BenchmarkJailPolicy measures computing a run's jail from policy, which
-// every confined run pays once: with the hidden set and the home's
-// persistence paths kept while the home is unchanged (jail, what runs
-// get), and worked out afresh (jail-uncached: every look-up, as before
-// they were kept); beside the floor it is added to, a bare spawn of
-// /bin/true, in the same benchmark.
+// every confined run pays once: kept while nothing it was worked out from
+// changed (jail, what runs get: the home's part and the cwd's part, with
+// the run's temporary directory added), and worked out afresh
+// (jail-uncached: every look-up, as before they were kept); beside the
+// floor it is added to, a bare spawn of /bin/true, in the same benchmark.
 func BenchmarkJailPolicy(b *testing.B) {
 	for _, uncached := range []bool{false, true} {
 		name := map[bool]string{false: "jail", true: "jail-uncached"}[uncached]
