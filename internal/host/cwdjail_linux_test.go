@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -206,4 +207,30 @@ func TestNewHooksPathReadOnlyToTheNextRun(t *testing.T) {
 // containsLine reports whether out has line as one of its lines.
 func containsLine(out, line string) bool {
 	return slices.Contains(strings.Split(strings.TrimRight(out, "\n"), "\n"), line)
+}
+
+// TestCwdJailManyCwds: runs in more cwds than are kept cost one working-out
+// each, as without keeping (a cwd seen once is not watched), and what is
+// kept stays bounded.
+func TestCwdJailManyCwds(t *testing.T) {
+	j := newJailFixture(t, policy.SecurityAllowlist)
+	t.Setenv("TMPDIR", t.TempDir())
+	root := filepath.Join(filepath.Dir(j.repo), "many")
+	n := maxMemos + 36
+	for i := range n {
+		mkfiles(t, filepath.Join(root, strconv.Itoa(i)), "f")
+	}
+	before := j.cwdWorked()
+	for i := range n {
+		j.jailOf(t, filepath.Join(root, strconv.Itoa(i)))
+	}
+	if got := j.cwdWorked() - before; got != n {
+		t.Errorf("%d cwds seen once: worked out %d times, want %d", n, got, n)
+	}
+	j.engine.cwdJails.mu.Lock()
+	kept := len(j.engine.cwdJails.m)
+	j.engine.cwdJails.mu.Unlock()
+	if kept > maxMemos {
+		t.Errorf("%d jails kept, at most %d", kept, maxMemos)
+	}
 }

@@ -201,16 +201,16 @@ func (h *memos[T]) get(key string, w *fschange.Watcher, work func(*lookups) T) T
 	}
 	// What is kept must be read after the watches that vouch for it are
 	// taken (a change in between would otherwise go unseen for ever), so
-	// they are taken on what the last result read, or, the first time,
-	// on what a first working-out reads.
+	// they are taken on what the last result read; the first time, the
+	// result is only handed out, and its look-ups are what the next call
+	// watches (a key seen once, such as one of many cwds, costs no more
+	// than working it out).
+	sets, ok := nil, false
 	var prev lookups
 	if m != nil {
 		prev = m.rec
-	} else {
-		work(&prev)
-		h.count()
+		sets, ok = prev.watch(w)
 	}
-	sets, ok := prev.watch(w)
 	var rec lookups
 	v := work(&rec)
 	h.count()

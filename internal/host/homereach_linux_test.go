@@ -114,7 +114,8 @@ func TestHomeReachFollowsTheHome(t *testing.T) {
 func TestHomeReachCoolsWhileItNeverHolds(t *testing.T) {
 	j := newJailFixture(t, policy.SecurityAllowlist)
 	t.Setenv("TMPDIR", t.TempDir())
-	j.jailOf(t, j.repo)
+	j.jailOf(t, j.repo) // seen: its look-ups are what the next run watches
+	j.jailOf(t, j.repo) // watched, kept
 	mkfiles(t, j.home, "churn")
 	for i := range memoCooling + 1 {
 		before := j.worked()
