@@ -17,25 +17,10 @@ import (
 )
 
 // cwdWorked is how many times the engine has worked out a cwd's jail.
-func (j *jailFixture) cwdWorked() int {
-	j.engine.cwdJails.mu.Lock()
-	defer j.engine.cwdJails.mu.Unlock()
-	return j.engine.cwdJails.worked
-}
+func (j *jailFixture) cwdWorked() int { return j.engine.cwdJails.workedOut() }
 
-// cwdKept runs fn until the kept jail of a cwd is handed out (worked out
-// no more times than before fn), at most five times: an unrelated entry
-// made meanwhile in a directory it looks in is a change, rightly.
-func (j *jailFixture) cwdKept(fn func()) bool {
-	for range 5 {
-		before := j.cwdWorked()
-		fn()
-		if j.cwdWorked() == before {
-			return true
-		}
-	}
-	return false
-}
+// cwdKept runs fn until the kept jail of a cwd is handed out (keptBy).
+func (j *jailFixture) cwdKept(fn func()) bool { return keptBy(j.cwdWorked, fn) }
 
 // appendFile appends text to the file at path in place (no rename: what
 // an editor that writes in place, or `git config`'s fallback, does).
@@ -158,12 +143,7 @@ func TestNewHooksPathReadOnlyToTheNextRun(t *testing.T) {
 	needABI(t, 4)
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "watched", true: "control: watches elsewhere"}[control], func(t *testing.T) {
-			j := newJailFixture(t, policy.SecurityFull)
-			j.home = quietHome(t)
-			j.engine.Home = j.home
-			work := filepath.Join(filepath.Dir(j.home), "work")
-			mkfiles(t, work, ".git/hooks/", ".git/config", "ci/hooks/", "main.go")
-			j.setConfine(t, &approvals.Confine{})
+			j, work := quietJail(t, ".git/hooks/", ".git/config", "ci/hooks/", "main.go")
 			run := func(text string) (string, error) {
 				t.Helper()
 				res, err := j.engine.Run(context.Background(), Request{RawCommand: text, Cwd: work})
@@ -176,16 +156,7 @@ func TestNewHooksPathReadOnlyToTheNextRun(t *testing.T) {
 				t.Fatal("every run worked its jail out again: nothing is kept")
 			}
 			if control {
-				elsewhere := t.TempDir()
-				j.engine.cwdJails.mu.Lock()
-				for _, m := range j.engine.cwdJails.m {
-					sets, ok := (&lookups{names: []string{elsewhere}}).watch(j.engine.watcher())
-					if !ok {
-						t.Fatal("cannot watch the control's directory")
-					}
-					m.sets = sets
-				}
-				j.engine.cwdJails.mu.Unlock()
+				watchElsewhere(t, &j.engine.cwdJails, j.engine.watcher())
 			}
 			appendFile(t, filepath.Join(work, ".git", "config"), "\n[core]\n\thooksPath = ci/hooks\n")
 			hook := filepath.Join(work, "ci", "hooks", "pre-commit")

@@ -11,15 +11,51 @@ import (
 	"testing"
 
 	"github.com/exechost/exechost/internal/approvals"
+	"github.com/exechost/exechost/internal/fschange"
 	"github.com/exechost/exechost/internal/policy"
 	"github.com/exechost/exechost/internal/testdep"
 )
 
 // worked is how many times the engine has worked out a homeReach.
-func (j *jailFixture) worked() int {
-	j.engine.homes.mu.Lock()
-	defer j.engine.homes.mu.Unlock()
-	return j.engine.homes.worked
+func (j *jailFixture) worked() int { return j.engine.homes.workedOut() }
+
+// workedOut is how many results h has worked out.
+func (h *memos[T]) workedOut() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.worked
+}
+
+// watchElsewhere has every result h keeps vouched for by a watch on an
+// unrelated directory instead of its own: a test's control, which shows
+// that what it checks is the kept result being worked out again.
+func watchElsewhere[T any](t *testing.T, h *memos[T], w *fschange.Watcher) {
+	t.Helper()
+	elsewhere := t.TempDir()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.m {
+		sets, ok := (&lookups{names: []string{elsewhere}}).watch(w)
+		if !ok {
+			t.Fatal("cannot watch the control's directory")
+		}
+		m.sets = sets
+	}
+}
+
+// keptBy runs fn until worked (a memos' count) says the kept result was
+// handed out (no more workings-out than before fn), at most five times:
+// an unrelated entry made meanwhile in a directory the result looks in
+// (its ancestors too) is a change, and works it out again, rightly.
+func keptBy(worked func() int, fn func()) bool {
+	for range 5 {
+		before := worked()
+		fn()
+		if worked() == before {
+			return true
+		}
+	}
+	return false
 }
 
 // TestHomeReachFollowsTheHome: a run's hidden set, kept between runs,
@@ -182,20 +218,25 @@ func quietHome(t *testing.T) string {
 	return home
 }
 
-// kept runs fn until the kept hidden set is handed out (worked out no
-// more times than before fn), at most tries times: an unrelated entry
-// made meanwhile in a directory the set looks in (its ancestors too) is a
-// change, and works it out again, rightly.
-func (j *jailFixture) kept(fn func()) bool {
-	for range 5 {
-		before := j.worked()
-		fn()
-		if j.worked() == before {
-			return true
-		}
+// quietJail is a fixture whose runs are confined (security=full with a
+// confine member) with a quiet home (quietHome), and a cwd for them
+// beside it holding files (mkfiles).
+func quietJail(t *testing.T, files ...string) (*jailFixture, string) {
+	t.Helper()
+	j := newJailFixture(t, policy.SecurityFull)
+	j.home = quietHome(t)
+	j.engine.Home = j.home
+	work := filepath.Join(filepath.Dir(j.home), "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	return false
+	mkfiles(t, work, files...)
+	j.setConfine(t, &approvals.Confine{})
+	return j, work
 }
+
+// kept runs fn until the kept hidden set is handed out (keptBy).
+func (j *jailFixture) kept(fn func()) bool { return keptBy(j.worked, fn) }
 
 // TestNewSecretHiddenFromTheNextRun runs the attack for real: a secret
 // that appears in the home after runs were confined is out of sight of
@@ -208,14 +249,7 @@ func TestNewSecretHiddenFromTheNextRun(t *testing.T) {
 	needABI(t, 4)
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "watched", true: "control: watches elsewhere"}[control], func(t *testing.T) {
-			j := newJailFixture(t, policy.SecurityFull)
-			j.home = quietHome(t)
-			j.engine.Home = j.home
-			work := filepath.Join(filepath.Dir(j.home), "work")
-			if err := os.Mkdir(work, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			j.setConfine(t, &approvals.Confine{})
+			j, work := quietJail(t)
 			run := func(text string) string {
 				t.Helper()
 				res, err := j.engine.Run(context.Background(), Request{RawCommand: text, Cwd: work})
@@ -231,16 +265,7 @@ func TestNewSecretHiddenFromTheNextRun(t *testing.T) {
 				t.Fatal("every run worked the hidden set out again: nothing is kept")
 			}
 			if control {
-				elsewhere := t.TempDir()
-				j.engine.homes.mu.Lock()
-				for _, m := range j.engine.homes.m {
-					sets, ok := (&lookups{names: []string{elsewhere}}).watch(j.engine.watcher())
-					if !ok {
-						t.Fatal("cannot watch the control's directory")
-					}
-					m.sets = sets
-				}
-				j.engine.homes.mu.Unlock()
+				watchElsewhere(t, &j.engine.homes, j.engine.watcher())
 			}
 			mkfiles(t, j.home, "docs/notes")
 			secret := filepath.Join(j.home, ".gnupg", "private-keys")
