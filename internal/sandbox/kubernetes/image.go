@@ -94,7 +94,10 @@ func BuildAgentImage(path string) (*AgentImage, error) {
 	}
 	diffID := digestOf(tarBuf.Bytes())
 	var gz bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	// The default level: on a 31 MB exechost, best compression took 3.0 s
+	// (35 s under the race detector, in three tests) for a layer 0.2 %
+	// smaller than the default's 1.1 s.
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.DefaultCompression)
 	if _, err := zw.Write(tarBuf.Bytes()); err != nil {
 		return nil, err
 	}
