@@ -299,6 +299,20 @@ func (c Confinement) Resolve() (Confinement, []string) {
 	return c, dropped
 }
 
+// WithProtected returns c, which Resolve returned, with p added to the
+// protected set as Resolve adds one (its real path), and the writable
+// roots inside it dropped as Resolve drops them. Only p is looked up.
+func (c Confinement) WithProtected(p string) Confinement {
+	for _, r := range realPaths([]string{p}) {
+		if slices.Contains(c.Protected, r) {
+			continue
+		}
+		c.Protected = append(slices.Clone(c.Protected), r)
+		c.Writable = slices.DeleteFunc(slices.Clone(c.Writable), func(w string) bool { return within(w, r) })
+	}
+	return c
+}
+
 // WithWritable returns c, which Resolve returned, with p added as a
 // writable root as Resolve adds one (its real path; dropped inside the
 // protected set, or when it is one already). Only p is looked up.

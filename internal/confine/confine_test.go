@@ -97,6 +97,39 @@ func TestResolveLeavesPlaceholder(t *testing.T) {
 	}
 }
 
+// TestWithProtectedAsResolve: adding a protected path to a resolved
+// confinement gives what resolving the confinement with it in gives: its
+// real path (through a link too), the writable roots inside it dropped,
+// none twice, and the confinement it was added to unchanged.
+func TestWithProtectedAsResolve(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"work/state", "other", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "work", "state"), filepath.Join(dir, "statelink")); err != nil {
+		t.Fatal(err)
+	}
+	base := Confinement{Writable: []string{filepath.Join(dir, "work", "state"), filepath.Join(dir, "other"), filepath.Join(dir, "tmp")}}
+	resolved, _ := base.Resolve()
+	for _, add := range []string{filepath.Join(dir, "statelink"), filepath.Join(dir, "work"), filepath.Join(dir, "missing"), "$STATE"} {
+		got := resolved.WithProtected(add)
+		withIt := base
+		withIt.Protected = []string{add}
+		want, _ := withIt.Resolve()
+		if !slices.Equal(got.Writable, want.Writable) || !slices.Equal(got.Protected, want.Protected) {
+			t.Errorf("WithProtected(%s): writable %q protected %q, want %q %q", add, got.Writable, got.Protected, want.Writable, want.Protected)
+		}
+		if again := got.WithProtected(add); !slices.Equal(again.Protected, got.Protected) || !slices.Equal(again.Writable, got.Writable) {
+			t.Errorf("WithProtected(%s) twice: protected %q writable %q", add, again.Protected, again.Writable)
+		}
+	}
+	if len(resolved.Writable) != 3 || len(resolved.Protected) != 0 {
+		t.Errorf("the confinement added to changed: writable %q protected %q", resolved.Writable, resolved.Protected)
+	}
+}
+
 // TestWithWritableAsResolve: adding a root to a resolved confinement gives
 // what resolving the confinement with the root in it gives: the root's
 // real path, none inside the protected set, none twice, and the

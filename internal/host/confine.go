@@ -56,16 +56,19 @@ func (e *Engine) jail(p *Prepared) confine.Confinement {
 		r, _ := c.Resolve()
 		return r
 	}
-	return e.cwdJail(p.Cwd, asked)
+	// The state directory is looked up for every run, outside what is
+	// kept: it usually lies far from the cwd (a test's under /tmp, whose
+	// every new entry would be a change to a kept jail watching it).
+	return e.cwdJail(p.Cwd, asked).WithProtected(e.StateDir)
 }
 
 // jailFrom works out the jail of a run in cwd confined as asked says (nil:
-// the default jail), given the home's part; rec (nil: none) records every
-// path it reads.
+// the default jail), given the home's part, but for the state directory
+// (jail adds it); rec (nil: none) records every path it reads.
 func (e *Engine) jailFrom(rec *lookups, cwd string, asked *approvals.ResolvedConfine, home *homeReach) confine.Confinement {
 	res := newResolver()
 	res.rec = rec
-	c := confine.Confinement{Protected: []string{e.StateDir}, Writable: []string{cwd}, Network: confine.NetworkNone, Unsupported: confine.UnsupportedDeny}
+	c := confine.Confinement{Writable: []string{cwd}, Network: confine.NetworkNone, Unsupported: confine.UnsupportedDeny}
 	if asked != nil {
 		c.Writable = append(c.Writable, asked.Writable...)
 		if asked.Network != "" {
@@ -91,8 +94,8 @@ func (e *Engine) jailFrom(rec *lookups, cwd string, asked *approvals.ResolvedCon
 	}
 	c.Writable = writable
 	c.ReadOnly = e.readOnly(res, cwd, writable, asked, home.persist)
-	// Resolve looks the protected set and the writable roots up again.
-	for _, q := range slices.Concat(c.Protected, c.Writable) {
+	// Resolve looks the writable roots up again.
+	for _, q := range c.Writable {
 		if filepath.IsAbs(q) {
 			rec.lookedUp(q)
 		}

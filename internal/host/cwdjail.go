@@ -9,11 +9,11 @@ import (
 )
 
 // cwdJail is the jail of a run in cwd confined as asked says (nil: the
-// default jail), resolved, without its temporary directory. Working it out
-// resolves the cwd and every writable root and socket, looks for the
-// repository holding the cwd and reads its git files, and resolves the
-// protected set again: a few dozen system calls, about 80 µs of a node's
-// run before the command starts (issue 39). So the engine keeps it
+// default jail), resolved, without its temporary directory and its
+// protected set (jail adds the state directory). Working it out resolves
+// the cwd and every writable root and socket, and looks for the
+// repository holding the cwd and reads its git files: a few dozen system
+// calls, about 80 µs of a node's run before the command starts (issue 39). So the engine keeps it
 // per cwd, confine member and home part (Engine.cwdJails) for as long as
 // package fschange vouches that nothing it read has changed: an entry
 // made, removed or renamed in a directory a lookup read (a .git appearing
