@@ -49,6 +49,7 @@ type ocNode struct {
 	id       string
 	cold     time.Duration
 	lat      sample
+	big      sample // system.run of cat of ocBigOutput bytes
 	rssIdle  int64
 	rssAfter int64
 	stop     func()
@@ -95,7 +96,7 @@ func runOpenClawBench(quick bool, out string) error {
 	if err := os.MkdirAll(exDir, 0o700); err != nil {
 		return err
 	}
-	approvals := `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/bin/true"},{"pattern":"/usr/bin/true"}]}}}`
+	approvals := `{"version":1,"defaults":{"security":"allowlist","ask":"off","askFallback":"deny"},"agents":{"*":{"allowlist":[{"pattern":"/bin/true"},{"pattern":"/usr/bin/true"},{"pattern":"/bin/cat"},{"pattern":"/usr/bin/cat"}]}}}`
 	if err := os.WriteFile(filepath.Join(exDir, "exec-approvals.json"), []byte(approvals), 0o600); err != nil {
 		return err
 	}
@@ -221,6 +222,18 @@ func runOpenClawBench(quick bool, out string) error {
 		st.spawn.durs = append(st.spawn.durs, time.Since(t))
 	}
 	ex.rssAfter, oc.rssAfter = groupRSS(ex.proc.Cmd.Process.Pid, false), groupRSS(oc.proc.Cmd.Process.Pid, true)
+
+	// 100 KB of output: `cat` of a file of that size on every path, in
+	// rounds of their own, beside a direct `cat` of the same file whose
+	// output Go reads into memory (the floor every path ends in).
+	bigRuns := 200
+	if quick {
+		bigRuns = 50
+	}
+	fmt.Fprintf(os.Stderr, "== system.run cat of %d bytes through the gateways, %d rounds, interleaved\n", ocBigOutput, bigRuns)
+	if err := st.measureBig(bigRuns, operator, ex, oc, c, stackNode.id); err != nil {
+		return err
+	}
 
 	d := 4 * time.Second
 	if quick {
@@ -352,6 +365,13 @@ func approveNode(ctx context.Context, op *bridge.Conn, name string) (string, err
 // invokeTrue runs /bin/true on the node through the gateway's node.invoke,
 // as OpenClaw's exec tool does, and checks the exit code.
 func invokeTrue(op *bridge.Conn, nodeID string) error {
+	return invokeRun(op, nodeID, []string{"/bin/true"}, 0)
+}
+
+// invokeRun has nodeID run argv through OpenClaw's gateway (system.run,
+// as its exec tool sends it) and checks it exited 0 with stdout bytes of
+// output.
+func invokeRun(op *bridge.Conn, nodeID string, argv []string, stdout int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ocCallLimit)
 	defer cancel()
 	var out struct {
@@ -360,7 +380,7 @@ func invokeTrue(op *bridge.Conn, nodeID string) error {
 	}
 	err := op.Call(ctx, "node.invoke", map[string]any{
 		"nodeId": nodeID, "command": "system.run",
-		"params":         map[string]any{"command": []string{"/bin/true"}, "timeoutMs": 10000},
+		"params":         map[string]any{"command": argv, "timeoutMs": 10000},
 		"timeoutMs":      20000,
 		"idempotencyKey": uuid.NewString(),
 	}, &out)
@@ -372,11 +392,73 @@ func invokeTrue(op *bridge.Conn, nodeID string) error {
 		raw = []byte(*out.PayloadJSON)
 	}
 	var res struct {
-		ExitCode *int `json:"exitCode"`
+		ExitCode *int   `json:"exitCode"`
+		Stdout   string `json:"stdout"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
-		return fmt.Errorf("unexpected result %s (%v)", raw, err)
+		return fmt.Errorf("unexpected result %s (%v)", lastN(string(raw), 400), err)
 	}
+	if len(res.Stdout) != stdout {
+		return fmt.Errorf("%d bytes of stdout, want %d", len(res.Stdout), stdout)
+	}
+	return nil
+}
+
+// ocBigOutput is the output of the comparison's large-output rows, as in
+// the issue's comparison (under both nodes' output caps).
+const ocBigOutput = 100_000
+
+// measureBig times `cat` of an ocBigOutput-byte file through both nodes
+// behind OpenClaw's gateway and through exechost's own stack, interleaved
+// with a direct `cat` of the same file (the floor), runs rounds.
+func (st *stackCmp) measureBig(runs int, operator *bridge.Conn, ex, oc *ocNode, c *cluster, stackNodeID string) error {
+	// Beneath the home directory: a jailed run's /tmp is the jail's own.
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(home, ".exechost-bench-openclaw-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	file, err := outputFile(dir, ocBigOutput)
+	if err != nil {
+		return err
+	}
+	argv := []string{"/bin/cat", file}
+	stack := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), ocCallLimit)
+		defer cancel()
+		var res bridge.ExecResult
+		err := c.agent.Call(ctx, bridge.MethodExec, bridge.ExecParams{Command: "/bin/cat " + file, Host: "node", Node: stackNodeID, SessionKey: "openclaw-bench"}, &res)
+		if err == nil && (!res.Success || len(res.Stdout) != ocBigOutput) {
+			err = fmt.Errorf("exit %d, %d bytes of stdout: %s %s", res.ExitCode, len(res.Stdout), res.Error, lastN(res.Stderr, 400))
+		}
+		return err
+	}
+	direct := func() error {
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err == nil && len(out) != ocBigOutput {
+			err = fmt.Errorf("read %d bytes, want %d", len(out), ocBigOutput)
+		}
+		return err
+	}
+	ops := []op{
+		{name: "exechost node, cat", run: func() error { return invokeRun(operator, ex.id, argv, ocBigOutput) }},
+		{name: "OpenClaw node host, cat", run: func() error { return invokeRun(operator, oc.id, argv, ocBigOutput) }},
+		{name: "exechost stack, cat", run: stack},
+		{name: "direct cat", run: direct},
+	}
+	s, errs := interleave(5, runs, ops)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cat of %d bytes: %w", ocBigOutput, err)
+	}
+	ex.big, oc.big, st.exBig, st.bigSpawn = s[0], s[1], s[2], s[3]
+	st.ocBigP50 = oc.big.pct(0.5)
 	return nil
 }
 
@@ -460,6 +542,8 @@ type stackCmp struct {
 	exIdleCPU, ocIdleCPU         int64 // clock ticks over idle
 	exLat                        sample
 	spawn                        sample // a direct spawn of /bin/true, in the same rounds
+	exBig, bigSpawn              sample // cat of ocBigOutput bytes: the stack, and directly
+	ocBigP50                     time.Duration
 	ocLatP50, ocLatP99           time.Duration
 	throughputFor                time.Duration
 	exRate, ocRate               float64
@@ -473,7 +557,7 @@ func (st *stackCmp) markdown() string {
 	var sb strings.Builder
 	sb.WriteString("### exechost vs OpenClaw, whole stacks\n\n" +
 		"The same host=node exec through each project's own gateway and node: an agent's `bridge.Conn` → `exechost gateway` → " +
-		"`exechost node run` (allowlist, `/bin/true` allowlisted), against the operator above → OpenClaw's gateway → OpenClaw's node " +
+		"`exechost node run` (allowlist, `/bin/true` and `/bin/cat` allowlisted), against the operator above → OpenClaw's gateway → OpenClaw's node " +
 		"host. Latency rounds are the ones above (one call to each per round). Throughput runs each stack alone in turn; CLI calls " +
 		"alternate. RSS and CPU sum every process of both daemons (the exechost node's reaper and OpenClaw's helpers included).\n\n")
 	sb.WriteString("| what | exechost gateway + node | OpenClaw gateway + node host (baseline) | ratio |\n| --- | --- | --- | --- |\n")
@@ -495,6 +579,15 @@ func (st *stackCmp) markdown() string {
 		fmt.Fprintf(&sb, "| floor: a direct spawn of `/bin/true` p50, in the same rounds | %s | %s | |\n", fmtDur(sp), fmtDur(sp))
 		if ex, oc := st.exLat.pct(0.5)-sp, st.ocLatP50-sp; ex > 0 && oc > 0 {
 			durRow("exec `/bin/true` host=node p50 over the floor (what each stack adds to the spawn)", ex, oc)
+		}
+	}
+	if len(st.exBig.durs) > 0 {
+		what := fmt.Sprintf("exec `cat` of %d KB host=node p50 (%d calls each, rounds of their own)", ocBigOutput/1000, len(st.exBig.durs))
+		durRow(what, st.exBig.pct(0.5), st.ocBigP50)
+		sp := st.bigSpawn.pct(0.5)
+		fmt.Fprintf(&sb, "| floor: a direct `cat` of the same file p50, its output read into memory, in the same rounds | %s | %s | |\n", fmtDur(sp), fmtDur(sp))
+		if ex, oc := st.exBig.pct(0.5)-sp, st.ocBigP50-sp; ex > 0 && oc > 0 {
+			durRow(fmt.Sprintf("exec `cat` of %d KB host=node p50 over the floor", ocBigOutput/1000), ex, oc)
 		}
 	}
 	rate := func(r float64, err error) string {
@@ -547,8 +640,9 @@ func openclawMarkdown(ex, oc *ocNode, total int, gw *octest.Gateway) string {
 	fmt.Fprintf(&sb, "## exechost as an OpenClaw node host\n\nGenerated by `%s` on %s (%s, %d CPUs, %s) against a real OpenClaw gateway "+
 		"(`openclaw gateway run`, token auth, loopback; listening after %s). Both nodes are connected to the same gateway at the same time; "+
 		"the latency rounds alternate one call to each, so both see the same load. Each call is an operator's `node.invoke` "+
-		"`system.run [\"/bin/true\"]` (what OpenClaw's exec tool sends for `host=node`), timed at the operator client. "+
-		"exechost runs in allowlist mode (`/bin/true` allowlisted: analysis + match on every call); OpenClaw's node host runs with "+
+		"`system.run [\"/bin/true\"]` (what OpenClaw's exec tool sends for `host=node`), timed at the operator client; "+
+		"the `cat` rows run `[\"/bin/cat\", FILE]` of a 100 KB text file instead. "+
+		"exechost runs in allowlist mode (`/bin/true` and `/bin/cat` allowlisted: analysis + match on every call); OpenClaw's node host runs with "+
 		"its default approvals (security full, ask off). RSS is VmRSS summed over the node's process group.\n\n",
 		cmd, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU(), kernel(), gw.Started.Round(100*time.Millisecond))
 	sb.WriteString("| what | exechost `node run --openclaw` | OpenClaw node host (baseline) | ratio |\n| --- | --- | --- | --- |\n")
@@ -562,6 +656,10 @@ func openclawMarkdown(ex, oc *ocNode, total int, gw *octest.Gateway) string {
 		fmtDur(ex.lat.pct(0.5)), fmtDur(oc.lat.pct(0.5)), ratio(float64(ex.lat.pct(0.5)), float64(oc.lat.pct(0.5))))
 	fmt.Fprintf(&sb, "| system.run /bin/true p99 | %s | %s | %s |\n",
 		fmtDur(ex.lat.pct(0.99)), fmtDur(oc.lat.pct(0.99)), ratio(float64(ex.lat.pct(0.99)), float64(oc.lat.pct(0.99))))
+	if len(ex.big.durs) > 0 {
+		fmt.Fprintf(&sb, "| system.run `cat` of %d KB p50 (%d calls each) | %s | %s | %s |\n", ocBigOutput/1000, len(ex.big.durs),
+			fmtDur(ex.big.pct(0.5)), fmtDur(oc.big.pct(0.5)), ratio(float64(ex.big.pct(0.5)), float64(oc.big.pct(0.5))))
+	}
 	fmt.Fprintf(&sb, "| node RSS idle (connected, before any run) | %.1f MB | %.1f MB | %s |\n",
 		float64(ex.rssIdle)/1024, float64(oc.rssIdle)/1024, ratio(float64(ex.rssIdle), float64(oc.rssIdle)))
 	fmt.Fprintf(&sb, "| node RSS after %d runs | %.1f MB | %.1f MB | %s |\n", total,
