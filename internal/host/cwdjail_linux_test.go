@@ -42,7 +42,7 @@ func appendFile(t *testing.T, path, text string) {
 // path turned into a link elsewhere, a confine member that changes — and
 // is not worked out again while nothing changed.
 func TestCwdJailFollowsTheCwd(t *testing.T) {
-	j := newJailFixture(t, policy.SecurityAllowlist)
+	j := quietJailFixture(t, policy.SecurityAllowlist)
 	t.Setenv("TMPDIR", t.TempDir())
 	root := filepath.Dir(j.repo)
 	proj := filepath.Join(root, "proj")
@@ -156,7 +156,7 @@ func TestNewHooksPathReadOnlyToTheNextRun(t *testing.T) {
 				t.Fatal("every run worked its jail out again: nothing is kept")
 			}
 			if control {
-				watchElsewhere(t, &j.engine.cwdJails, j.engine.watcher())
+				watchElsewhere(t, &j.engine.cwdJails, j.engine.watcher(), j.elsewhere)
 			}
 			appendFile(t, filepath.Join(work, ".git", "config"), "\n[core]\n\thooksPath = ci/hooks\n")
 			hook := filepath.Join(work, "ci", "hooks", "pre-commit")

@@ -28,10 +28,12 @@ func (h *memos[T]) workedOut() int {
 
 // watchElsewhere has every result h keeps vouched for by a watch on an
 // unrelated directory instead of its own: a test's control, which shows
-// that what it checks is the kept result being worked out again.
-func watchElsewhere[T any](t *testing.T, h *memos[T], w *fschange.Watcher) {
+// that what it checks is the kept result being worked out again. The
+// directory is made with the fixture (quietJailFixture): a watch covers
+// its ancestors too, and one made now would be a new entry in a directory
+// the kept results look in.
+func watchElsewhere[T any](t *testing.T, h *memos[T], w *fschange.Watcher, elsewhere string) {
 	t.Helper()
-	elsewhere := t.TempDir()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range h.m {
@@ -65,9 +67,8 @@ func keptBy(worked func() int, fn func()) bool {
 // readable file, a persistence path that appears — and is not worked out
 // again while nothing changed.
 func TestHomeReachFollowsTheHome(t *testing.T) {
-	j := newJailFixture(t, policy.SecurityAllowlist)
-	// The runs' temporary directories are made outside every directory
-	// the hidden set looks in (here the home lies beneath /tmp).
+	j := quietJailFixture(t, policy.SecurityAllowlist)
+	// The runs' temporary directories are the test's own.
 	t.Setenv("TMPDIR", t.TempDir())
 	home := func(rel string) string { return filepath.Join(j.home, rel) }
 	hidden := func() []string { return only(j.jailOf(t, j.repo).Hidden, j.home) }
@@ -148,7 +149,7 @@ func TestHomeReachFollowsTheHome(t *testing.T) {
 // worked out without watches for the next memoCooling runs, then watched
 // and kept again.
 func TestHomeReachCoolsWhileItNeverHolds(t *testing.T) {
-	j := newJailFixture(t, policy.SecurityAllowlist)
+	j := quietJailFixture(t, policy.SecurityAllowlist)
 	t.Setenv("TMPDIR", t.TempDir())
 	j.jailOf(t, j.repo) // seen: its look-ups are what the next run watches
 	j.jailOf(t, j.repo) // watched, kept
@@ -196,10 +197,13 @@ func TestHomeReachConcurrentRuns(t *testing.T) {
 	}
 }
 
-// quietHome makes a home for a run that must see it: beneath the user's
-// cache directory, which the jail's view shows (a run's /tmp is the view's
-// own) and where nothing else makes entries while the test runs.
-func quietHome(t *testing.T) string {
+// quietDir is a directory for a fixture that must see it from a run or
+// be kept: beneath the user's cache directory, which the jail's view
+// shows (a run's /tmp is the view's own) and where nothing else makes
+// entries while the test runs. A kept result watches every directory its
+// look-ups read, the fixture's parents among them, and the tests of other
+// packages make entries in /tmp all the time.
+func quietDir(t *testing.T) string {
 	t.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -213,19 +217,29 @@ func quietHome(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	home := filepath.Join(dir, "home")
-	mkfiles(t, home, ".ssh/id_ed25519", ".netrc", "docs/readme")
-	return home
+	return dir
+}
+
+// quietJailFixture is newJailFixture with its home and repository in a
+// quietDir, beside the directory a control watches (elsewhere).
+func quietJailFixture(t *testing.T, sec policy.Security) *jailFixture {
+	t.Helper()
+	j := newJailFixture(t, sec)
+	dir := quietDir(t)
+	j.elsewhere = filepath.Join(dir, "elsewhere")
+	if err := os.Mkdir(j.elsewhere, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j.homeAndRepo(t, dir)
+	return j
 }
 
 // quietJail is a fixture whose runs are confined (security=full with a
-// confine member) with a quiet home (quietHome), and a cwd for them
+// confine member) with a quiet home (quietJailFixture), and a cwd for them
 // beside it holding files (mkfiles).
 func quietJail(t *testing.T, files ...string) (*jailFixture, string) {
 	t.Helper()
-	j := newJailFixture(t, policy.SecurityFull)
-	j.home = quietHome(t)
-	j.engine.Home = j.home
+	j := quietJailFixture(t, policy.SecurityFull)
 	work := filepath.Join(filepath.Dir(j.home), "work")
 	if err := os.Mkdir(work, 0o700); err != nil {
 		t.Fatal(err)
@@ -265,7 +279,7 @@ func TestNewSecretHiddenFromTheNextRun(t *testing.T) {
 				t.Fatal("every run worked the hidden set out again: nothing is kept")
 			}
 			if control {
-				watchElsewhere(t, &j.engine.homes, j.engine.watcher())
+				watchElsewhere(t, &j.engine.homes, j.engine.watcher(), j.elsewhere)
 			}
 			mkfiles(t, j.home, "docs/notes")
 			secret := filepath.Join(j.home, ".gnupg", "private-keys")

@@ -43,16 +43,24 @@ func mkfiles(t *testing.T, root string, paths ...string) {
 type jailFixture struct {
 	*fixture
 	home, repo string
+	elsewhere  string // quietJailFixture's directory for a control's watches
 }
 
 func newJailFixture(t *testing.T, sec policy.Security) *jailFixture {
 	f := newFixture(t, sec, policy.AskOff, policy.FallbackDeny, "$BIN/marker")
-	root := filepath.Dir(f.dir)
-	home, repo := filepath.Join(root, "home"), filepath.Join(root, "repo")
-	mkfiles(t, home, ".ssh/id_ed25519", ".ssh/known_hosts", ".aws/credentials", ".netrc", ".bashrc", ".config/autostart/", "docs/readme")
-	mkfiles(t, repo, ".git/hooks/", ".git/config", "main.go")
-	f.engine.Home = home
-	return &jailFixture{fixture: f, home: home, repo: repo}
+	j := &jailFixture{fixture: f}
+	j.homeAndRepo(t, filepath.Dir(f.dir))
+	return j
+}
+
+// homeAndRepo makes the fixture's home and repository in root and gives
+// the engine that home.
+func (j *jailFixture) homeAndRepo(t *testing.T, root string) {
+	t.Helper()
+	j.home, j.repo = filepath.Join(root, "home"), filepath.Join(root, "repo")
+	mkfiles(t, j.home, ".ssh/id_ed25519", ".ssh/known_hosts", ".aws/credentials", ".netrc", ".bashrc", ".config/autostart/", "docs/readme")
+	mkfiles(t, j.repo, ".git/hooks/", ".git/config", "main.go")
+	j.engine.Home = j.home
 }
 
 func (j *jailFixture) setConfine(t *testing.T, c *approvals.Confine) {
