@@ -33,6 +33,21 @@ type Client struct {
 	// Timeout is how long a prompt waits for a decision (default
 	// DefaultClientTimeout); then askFallback applies.
 	Timeout time.Duration
+
+	// now tells whether an "expired" refusal came at the prompt's own
+	// deadline (time.Now when nil; a test sets it).
+	now func() time.Time
+}
+
+// expiresAtUnit is the unit of a request's expiresAtMs: the approver's
+// view of the prompt's deadline may fall that much before the client's.
+const expiresAtUnit = time.Millisecond
+
+func (c *Client) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 // errPromptTimeout is the cause of the client's own prompt deadline, to
@@ -132,6 +147,13 @@ func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approva
 		if ef, ok := parseError(line); ok {
 			if ef.ID != "" && ef.ID != id {
 				continue // not about our request
+			}
+			if ef.Code == CodeExpired && !c.clock().Before(deadline.Add(-expiresAtUnit)) {
+				// The approver found the prompt past its expiresAtMs,
+				// which is our own deadline to the field's millisecond: a
+				// request that took that long to arrive (a loaded
+				// machine) timed out, as one we stopped waiting for does.
+				return "", "", fmt.Errorf("%w: no decision within %s (the approver: %s)", prompt.ErrTimeout, timeout, textsafe.Bounded(ef.Message, 200))
 			}
 			return "", "", fmt.Errorf("%w: %s: %s", prompt.ErrRefused, ef.Code, textsafe.Bounded(ef.Message, 200))
 		}

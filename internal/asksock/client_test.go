@@ -65,6 +65,36 @@ func decisionLine(id, decision, mac string) string {
 	return string(b)
 }
 
+// TestClientExpiredAtItsDeadline: an approver that finds the prompt past
+// its expiresAtMs answers "expired" at once. When that answer is read at
+// the prompt's own deadline (a request slow to arrive on a loaded
+// machine), the prompt timed out, and the fallback says so; read well
+// before it (an approver whose clock runs ahead), it stays a refusal.
+func TestClientExpiredAtItsDeadline(t *testing.T) {
+	path := fakeApprover(t, true, func(_ string, f RequestFrame) []string {
+		b, _ := json.Marshal(ErrorFrame{Type: TypeError, ID: f.ID, Code: CodeExpired, Message: "the prompt's expiresAtMs has passed"})
+		return []string{string(b)}
+	})
+	for _, tt := range []struct {
+		name  string
+		ahead time.Duration // of the client's clock; its deadline is a minute away
+		want  error
+	}{
+		{"read at the deadline", time.Minute, prompt.ErrTimeout},
+		{"read within the millisecond before it", time.Minute - expiresAtUnit/2, prompt.ErrTimeout},
+		{"read well before it", 0, prompt.ErrRefused},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Client{SocketPath: path, Token: testToken, Timeout: time.Minute}
+			c.now = func() time.Time { return time.Now().Add(tt.ahead) }
+			_, _, err := c.Prompt(t.Context(), sampleRequest)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), "expiresAtMs has passed") {
+				t.Fatalf("Prompt: %v; want %v with the approver's reason", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestClientRejectsUnverifiableReplies(t *testing.T) {
 	tests := []struct {
 		name  string
