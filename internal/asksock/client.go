@@ -58,7 +58,9 @@ var errPromptTimeout = errors.New("prompt timeout")
 // who gave it. Any failure — no approver, timeout, a refused request, a
 // closed connection, a reply whose hmac does not verify — is an error
 // wrapping prompt.ErrUnreachable, prompt.ErrTimeout, prompt.ErrRefused or prompt.ErrBadReply, whose
-// message says which; it is never an approval.
+// message says which; it is never an approval. An "expired" refusal read
+// at the prompt's own deadline (to expiresAtMs's millisecond) is the
+// prompt's timeout, prompt.ErrTimeout.
 func (c *Client) Prompt(ctx context.Context, req prompt.Request) (policy.Approval, string, error) {
 	if len(c.Token) == 0 {
 		return "", "", hint.Wrap(fmt.Errorf("%w: no socket token", prompt.ErrUnreachable), "exec-approvals.json needs socket.token")
