@@ -412,19 +412,11 @@ const ocBigOutput = 100_000
 // behind OpenClaw's gateway and through exechost's own stack, interleaved
 // with a direct `cat` of the same file (the floor), runs rounds.
 func (st *stackCmp) measureBig(runs int, operator *bridge.Conn, ex, oc *ocNode, c *cluster, stackNodeID string) error {
-	// Beneath the home directory: a jailed run's /tmp is the jail's own.
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp(home, ".exechost-bench-openclaw-")
+	dir, err := runDir(".exechost-bench-openclaw-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
-	}
 	file, err := outputFile(dir, ocBigOutput)
 	if err != nil {
 		return err

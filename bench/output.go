@@ -34,28 +34,39 @@ func outputFile(dir string, size int) (string, error) {
 	return p, os.WriteFile(p, []byte(data), 0o644)
 }
 
-// outDir is where the files the output and memory rows `cat` are: beneath
-// the home directory, since a jailed run's /tmp is the jail's own (the
-// bench's temporary directory is not in its view). "" when it cannot be
-// made.
+// outDir is where the files the output and memory rows `cat` are
+// (runDir). "" when it cannot be made.
 func (b *bench) outDir() string {
 	if b.out != "" {
 		return b.out
 	}
-	home, err := os.UserHomeDir()
+	d, err := runDir(".exechost-bench-out-")
 	if err != nil {
-		return ""
-	}
-	d, err := os.MkdirTemp(home, ".exechost-bench-out-")
-	if err != nil {
-		return ""
-	}
-	if err := os.Chmod(d, 0o755); err != nil {
 		return ""
 	}
 	b.out = d
 	b.cleanup = append(b.cleanup, func() { os.RemoveAll(d) })
 	return d
+}
+
+// runDir makes a new directory for files a jailed run reads: beneath the
+// home directory, since a jailed run's /tmp is the jail's own (the
+// bench's temporary directory is not in its view), and readable by all.
+// The caller removes it.
+func runDir(prefix string) (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	d, err := os.MkdirTemp(home, prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		os.RemoveAll(d)
+		return "", err
+	}
+	return d, nil
 }
 
 // outputRows: exec of `cat` of a 100 KB and a 1 MB file through gateway →
