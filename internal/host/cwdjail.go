@@ -13,13 +13,13 @@ import (
 // protected set (jail adds the state directory). Working it out resolves
 // the cwd and every writable root and socket, and looks for the
 // repository holding the cwd and reads its git files: a few dozen system
-// calls, about 80 µs of a node's run before the command starts (issue 39). So the engine keeps it
-// per cwd, confine member and home part (Engine.cwdJails) for as long as
-// package fschange vouches that nothing it read has changed: an entry
-// made, removed or renamed in a directory a lookup read (a .git appearing
-// above the cwd, a link swapped in), a git file it read written
-// (core.hooksPath set), a mount. The home's part is kept on its own watches
-// (homeReachOf); a new one is a new key.
+// calls, about 80 µs of a node's run before the command starts (issue
+// 39). So the engine keeps it per cwd, confine member and home part
+// (Engine.cwdJails) for as long as package fschange vouches that nothing
+// it read has changed: an entry made, removed or renamed in a directory a
+// lookup read (a .git appearing above the cwd, a link swapped in), a git
+// file it read written (core.hooksPath set), a mount. The home's part is
+// kept on its own watches (homeReachOf); a new one is a new key.
 func (e *Engine) cwdJail(cwd string, asked *approvals.ResolvedConfine) confine.Confinement {
 	home := e.homeReachOf(asked)
 	work := func(rec *lookups) confine.Confinement { return e.jailFrom(rec, cwd, asked, home) }
